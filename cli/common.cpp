@@ -1,0 +1,42 @@
+#include "cli/common.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace stagecraft::cli {
+
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string short_count(double v) {
+  const char* units[] = {"", " K", " M", " B", " T", " P", " E"};
+  int u = 0;
+  while (std::fabs(v) >= 1000.0 && u < 6) {
+    v /= 1000.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.2f%s", v, units[u]);
+  return buf;
+}
+
+std::string short_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024.0 && u < 5) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,31 @@
+// Shared plumbing of the subcommands: registration, error-to-exit-status mapping (SCHEMAS.md:
+// 0 success, 1 impossible request, 2 bad input) and number formatting for tables.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace stagecraft::cli {
+
+enum ExitCode : int { kOk = 0, kImpossible = 1, kBadInput = 2 };
+
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Subcommand add_info(CLI::App& root);
+Subcommand add_demo(CLI::App& root);
+
+// 1234567 -> "1,234,567"
+std::string with_commas(int64_t v);
+// 1.746e11 -> "174.6 B" (K, M, B, T), for counts of parameters and FLOPs.
+std::string short_count(double v);
+// Bytes with a binary unit: 85899345920 -> "80.0 GiB".
+std::string short_bytes(double bytes);
+
+}  // namespace stagecraft::cli

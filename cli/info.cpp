@@ -1,0 +1,63 @@
+// stagecraft info --model M [--json]: what a model is and what it costs.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/common.hpp"
+#include "core/count/report.hpp"
+#include "core/spec/bundled.hpp"
+
+namespace stagecraft::cli {
+
+namespace {
+
+void print_table(const nlohmann::json& r, const spec::Model& m) {
+  std::printf("%s  (%s)\n", m.name.c_str(), m.file.c_str());
+  std::printf("  layers %lld, hidden %lld, heads %lld (kv %lld), ffn %lld, vocab %lld, seq %lld\n",
+              static_cast<long long>(m.layers), static_cast<long long>(m.hidden), static_cast<long long>(m.heads),
+              static_cast<long long>(m.kv_heads), static_cast<long long>(m.ffn_hidden),
+              static_cast<long long>(m.vocab), static_cast<long long>(m.seq_len));
+  std::printf("  mlp %s, norm %s, position %s, %s embeddings, %s\n", spec::to_string(m.mlp),
+              spec::to_string(m.norm), spec::to_string(m.position), m.tied_embeddings ? "tied" : "untied",
+              m.bias ? "biases" : "no biases");
+  auto row = [](const char* label, int64_t v, const std::string& note) {
+    std::printf("  %-28s %22s  %s\n", label, with_commas(v).c_str(), note.c_str());
+  };
+  const int64_t total = r["parameters"];
+  const int64_t block = r["block_parameters"];
+  std::printf("parameters\n");
+  row("total", total, "(" + short_count(static_cast<double>(total)) + ")");
+  row("embedding", r["embedding_parameters"], "");
+  row("per block", block, "x " + std::to_string(m.layers) + " = " + with_commas(block * m.layers));
+  row("head (final norm + LM head)", r["head_parameters"], m.tied_embeddings ? "(LM head tied to embedding)" : "");
+  auto flops = [](const char* label, double v) {
+    std::printf("  %-28s %22s  FLOP/token\n", label, short_count(v).c_str());
+  };
+  std::printf("FLOPs per token (GEMMs + attention scores)\n");
+  flops("forward", r["flops_per_token_fwd"]);
+  flops("train (fwd + bwd)", r["model_flops_per_token_train"]);
+  flops("train, selective recompute", r["hardware_flops_per_token_train"]["selective"]);
+  flops("train, full recompute", r["hardware_flops_per_token_train"]["full"]);
+}
+
+}  // namespace
+
+Subcommand add_info(CLI::App& root) {
+  auto model = std::make_shared<std::string>();
+  auto json_out = std::make_shared<bool>(false);
+  CLI::App* app = root.add_subcommand("info", "Parameters and FLOPs of a model (model.json or a Hugging Face config.json)");
+  app->add_option("--model", *model, "model file, or the name of a bundled model (e.g. gpt3-175b)")->required();
+  app->add_flag("--json", *json_out, "print one JSON document");
+  return {app, [model, json_out]() {
+            spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, *model));
+            nlohmann::json r = count::model_report(m);
+            if (*json_out) {
+              std::cout << r.dump(2) << "\n";
+            } else {
+              print_table(r, m);
+            }
+            return static_cast<int>(kOk);
+          }};
+}
+
+}  // namespace stagecraft::cli

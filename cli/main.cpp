@@ -1,0 +1,40 @@
+// stagecraft: one binary, one subcommand per job (SCHEMAS.md "Command line").
+#include <iostream>
+#include <vector>
+
+#include "cli/common.hpp"
+#include "core/spec/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace stagecraft::cli;
+  CLI::App app{"Stagecraft: plan, simulate and run pipeline + ZeRO training of large language models"};
+  app.set_version_flag("--version", std::string("stagecraft ") + STAGECRAFT_VERSION);
+  app.require_subcommand(1);
+  std::vector<Subcommand> commands = {add_info(app), add_demo(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kBadInput;
+  }
+
+  try {
+    for (const Subcommand& c : commands) {
+      if (c.app->parsed()) return c.run();
+    }
+  } catch (const stagecraft::spec::SpecError& e) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "stagecraft: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return kBadInput;
+}

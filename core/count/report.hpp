@@ -1,0 +1,17 @@
+// The model report `stagecraft info` prints: the spec after defaults, parameter counts (total,
+// embedding, per block, head, and per pipeline unit) and FLOPs per token. One result, two
+// renderings (JSON here, the table in cli/).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "core/spec/model.hpp"
+
+namespace stagecraft::count {
+
+// Keys: name, parameters, embedding_parameters, block_parameters, head_parameters,
+// flops_per_token_fwd, model_flops_per_token_train, hardware_flops_per_token_train
+// {none, selective, full}, layers [{name, parameters, flops_per_token_fwd}], model {...}.
+nlohmann::json model_report(const spec::Model& m);
+
+}  // namespace stagecraft::count

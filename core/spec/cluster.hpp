@@ -1,0 +1,68 @@
+// Cluster: where a plan runs (SCHEMAS.md, cluster.json). Nodes of identical GPUs joined by
+// NVLink/NVSwitch inside a node and rail-aligned NICs into a fat tree between nodes, plus the
+// host side used by optimizer offload. Every value is in base units: bytes, bytes/s, ns, FLOP/s.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/spec/dtype.hpp"
+
+namespace stagecraft::spec {
+
+struct Gpu {
+  std::string name;
+  int64_t memory_bytes = 0;
+  int64_t reserved_bytes = 0;                 // CUDA context + library workspaces, never usable
+  std::map<Dtype, double> peak_flops;         // dense FLOP/s per format
+  double hbm_Bps = 0;
+  // (FLOPs of one GEMM, fraction of peak), FLOPs strictly increasing; piecewise log-linear.
+  std::vector<std::pair<double, double>> matmul_efficiency;
+  std::string source;
+};
+
+struct IntraNode {
+  double bandwidth_Bps = 0;   // per GPU, per direction
+  int64_t latency_ns = 0;     // per ring step
+  std::string source;
+};
+
+struct InterNode {
+  int64_t nics_per_node = 0;
+  double nic_bandwidth_Bps = 0;   // per NIC, per direction
+  int64_t latency_ns = 0;
+  double oversubscription = 1.0;  // fat-tree taper: core bandwidth = edge bandwidth / this
+  std::string source;
+};
+
+struct Host {
+  double pcie_Bps = 0;            // per GPU, host <-> device
+  int64_t memory_bytes = 0;       // per node
+  double adam_params_per_s = 0;   // CPU Adam update throughput per GPU's share of the host
+  std::string source;
+};
+
+struct Cluster {
+  std::string name;
+  int64_t nodes = 0;
+  int64_t gpus_per_node = 0;
+  Gpu gpu;
+  IntraNode intra_node;
+  InterNode inter_node;
+  Host host;
+  std::string source;
+  std::string file;
+
+  int64_t gpus() const { return nodes * gpus_per_node; }
+};
+
+Cluster load_cluster(const std::string& path);
+Cluster cluster_from_json(const nlohmann::json& j, const std::string& file);
+nlohmann::json to_json(const Cluster& c);
+
+}  // namespace stagecraft::spec

@@ -1,0 +1,110 @@
+// Hugging Face config.json import for the GPT-2 and LLaMA families. HF configs carry many keys
+// Stagecraft has no use for (dropout, token ids, rope scaling), so unknown keys are ignored here;
+// the keys that define the shapes are required and type-checked like any spec.
+#include <filesystem>
+
+#include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
+#include "core/spec/model.hpp"
+
+namespace stagecraft::spec {
+
+using nlohmann::json;
+
+namespace {
+
+bool present(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
+
+std::string hf_name(const json& j, const std::string& file) {
+  if (j.contains("_name_or_path") && j["_name_or_path"].is_string() &&
+      !j["_name_or_path"].get<std::string>().empty()) {
+    return std::filesystem::path(j["_name_or_path"].get<std::string>()).filename().string();
+  }
+  std::filesystem::path p(file);
+  if (p.filename() == "config.json" && p.has_parent_path()) return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
+Model from_gpt2(const json& j, const std::string& file) {
+  ObjectReader r(j, file, "");
+  Model m;
+  m.file = file;
+  m.name = hf_name(j, file);
+  m.layers = r.integer("n_layer");
+  m.hidden = r.integer("n_embd");
+  m.heads = r.integer("n_head");
+  m.kv_heads = m.heads;
+  m.ffn_hidden = present(j, "n_inner") ? r.integer("n_inner") : 4 * m.hidden;  // null means 4h
+  m.vocab = r.integer("vocab_size");
+  m.seq_len = r.integer("n_positions");
+  if (present(j, "activation_function")) {
+    std::string act = r.string("activation_function");
+    if (act.rfind("gelu", 0) != 0) r.fail_value("activation_function", "a GELU variant (\"gelu_new\", \"gelu\")");
+  }
+  m.mlp = Mlp::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kLearned;
+  m.tied_embeddings = present(j, "tie_word_embeddings") ? r.boolean("tie_word_embeddings") : true;
+  m.bias = true;
+  m.source = "Hugging Face GPT-2 config.json (" + file + ")";
+  ModelKeys keys{"n_layer", "n_embd", "n_head", "n_head", "n_inner", "vocab_size", "n_positions"};
+  validate_model(m, keys);
+  return m;
+}
+
+Model from_llama(const json& j, const std::string& file) {
+  ObjectReader r(j, file, "");
+  Model m;
+  m.file = file;
+  m.name = hf_name(j, file);
+  m.layers = r.integer("num_hidden_layers");
+  m.hidden = r.integer("hidden_size");
+  m.heads = r.integer("num_attention_heads");
+  m.kv_heads = present(j, "num_key_value_heads") ? r.integer("num_key_value_heads") : m.heads;
+  m.ffn_hidden = r.integer("intermediate_size");
+  m.vocab = r.integer("vocab_size");
+  m.seq_len = r.integer("max_position_embeddings");
+  if (present(j, "hidden_act")) {
+    std::string act = r.string("hidden_act");
+    if (act != "silu" && act != "swish") r.fail_value("hidden_act", "\"silu\" (SwiGLU MLP)");
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (present(j, key) && r.boolean(key)) {
+      r.fail_value(key, "false (Stagecraft models LLaMA-family layers without biases)");
+    }
+  }
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.tied_embeddings = present(j, "tie_word_embeddings") ? r.boolean("tie_word_embeddings") : false;
+  m.bias = false;
+  m.source = "Hugging Face LLaMA config.json (" + file + ")";
+  ModelKeys keys{"num_hidden_layers",  "hidden_size", "num_attention_heads", "num_key_value_heads",
+                 "intermediate_size", "vocab_size",  "max_position_embeddings"};
+  validate_model(m, keys);
+  return m;
+}
+
+}  // namespace
+
+bool is_hf_config(const json& j) {
+  return j.is_object() && (j.contains("model_type") || j.contains("n_layer") ||
+                           j.contains("num_hidden_layers") || j.contains("architectures"));
+}
+
+Model model_from_hf_config(const json& j, const std::string& file) {
+  // model_type, when given, must be a family whose layers these shapes describe exactly.
+  const std::string type_name =
+      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  if (j.contains("n_layer") && (type_name.empty() || type_name == "gpt2")) return from_gpt2(j, file);
+  if (j.contains("num_hidden_layers") &&
+      (type_name.empty() || type_name == "llama" || type_name == "mistral")) {
+    return from_llama(j, file);
+  }
+  std::string type = j.contains("model_type") ? describe(j["model_type"]) : "unknown";
+  throw SpecError(file, "/model_type",
+                  "expected a GPT-2 (n_layer, n_embd, ...) or LLaMA (num_hidden_layers, hidden_size, ...) "
+                  "family config (model_type \"gpt2\", \"llama\" or \"mistral\"), got model_type " + type);
+}
+
+}  // namespace stagecraft::spec

@@ -1,0 +1,104 @@
+#include "core/spec/model.hpp"
+
+#include <filesystem>
+
+#include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
+
+namespace stagecraft::spec {
+
+using nlohmann::json;
+
+namespace {
+
+Mlp parse_mlp(const std::string& s) { return s == "swiglu" ? Mlp::kSwiglu : Mlp::kGelu; }
+Norm parse_norm(const std::string& s) { return s == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm; }
+Position parse_position(const std::string& s) { return s == "rope" ? Position::kRope : Position::kLearned; }
+
+std::string stem_of(const std::string& file) {
+  std::filesystem::path p(file);
+  if (p.filename() == "config.json" && p.has_parent_path()) return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
+void require_positive(const Model& m, const std::string& key, int64_t value) {
+  if (value < 1) {
+    throw SpecError(m.file, "/" + key, "expected a positive integer, got " + std::to_string(value));
+  }
+}
+
+}  // namespace
+
+const char* to_string(Mlp v) { return v == Mlp::kSwiglu ? "swiglu" : "gelu"; }
+const char* to_string(Norm v) { return v == Norm::kRmsNorm ? "rmsnorm" : "layernorm"; }
+const char* to_string(Position v) { return v == Position::kRope ? "rope" : "learned"; }
+
+void validate_model(const Model& m, const ModelKeys& k) {
+  require_positive(m, k.layers, m.layers);
+  require_positive(m, k.hidden, m.hidden);
+  require_positive(m, k.heads, m.heads);
+  require_positive(m, k.kv_heads, m.kv_heads);
+  require_positive(m, k.ffn_hidden, m.ffn_hidden);
+  require_positive(m, k.vocab, m.vocab);
+  require_positive(m, k.seq_len, m.seq_len);
+  if (m.hidden % m.heads != 0) {
+    throw SpecError(m.file, "/" + k.hidden,
+                    "expected a multiple of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
+                        std::to_string(m.hidden));
+  }
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
+    throw SpecError(m.file, "/" + k.kv_heads,
+                    "expected a divisor of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
+                        std::to_string(m.kv_heads));
+  }
+}
+
+Model model_from_json(const json& j, const std::string& file) {
+  if (is_hf_config(j)) return model_from_hf_config(j, file);
+  ObjectReader r(j, file, "");
+  Model m;
+  m.file = file;
+  m.name = r.string_or("name", stem_of(file));
+  m.layers = r.integer("layers");
+  m.hidden = r.integer("hidden");
+  m.heads = r.integer("heads");
+  m.kv_heads = r.integer_or("kv_heads", m.heads);
+  m.mlp = parse_mlp(r.choice_or("mlp", {"gelu", "swiglu"}, "gelu"));
+  // GPT's MLP is 4h wide; a SwiGLU width is a design choice (LLaMA rounds 8h/3), so it is required.
+  if (m.mlp == Mlp::kSwiglu && !r.has("ffn_hidden")) {
+    r.fail("ffn_hidden", "the MLP width (required with \"mlp\": \"swiglu\")");
+  }
+  m.ffn_hidden = r.integer_or("ffn_hidden", 4 * m.hidden);
+  m.vocab = r.integer("vocab");
+  m.seq_len = r.integer("seq_len");
+  m.norm = parse_norm(r.choice_or("norm", {"layernorm", "rmsnorm"}, "layernorm"));
+  m.position = parse_position(r.choice_or("position", {"learned", "rope"}, "learned"));
+  m.tied_embeddings = r.boolean_or("tied_embeddings", true);
+  m.bias = r.boolean_or("bias", true);
+  m.source = r.string_or("source", "");
+  r.finish();
+  validate_model(m);
+  return m;
+}
+
+Model load_model(const std::string& path) { return model_from_json(read_json_file(path), path); }
+
+json to_json(const Model& m) {
+  json j = {{"name", m.name},
+            {"layers", m.layers},
+            {"hidden", m.hidden},
+            {"heads", m.heads},
+            {"kv_heads", m.kv_heads},
+            {"ffn_hidden", m.ffn_hidden},
+            {"vocab", m.vocab},
+            {"seq_len", m.seq_len},
+            {"mlp", to_string(m.mlp)},
+            {"norm", to_string(m.norm)},
+            {"position", to_string(m.position)},
+            {"tied_embeddings", m.tied_embeddings},
+            {"bias", m.bias}};
+  if (!m.source.empty()) j["source"] = m.source;
+  return j;
+}
+
+}  // namespace stagecraft::spec

@@ -1,0 +1,228 @@
+#include "core/spec/plan.hpp"
+
+#include <numeric>
+#include <sstream>
+
+#include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/training.hpp"
+
+namespace stagecraft::spec {
+
+using nlohmann::json;
+
+namespace {
+
+int64_t at_least(ObjectReader& r, std::string_view key, int64_t fallback, int64_t min,
+                 Quantity kind = Quantity::kCount) {
+  int64_t v = r.integer_or(key, fallback, kind);
+  if (v < min) r.fail_value(key, "an integer >= " + std::to_string(min));
+  return v;
+}
+
+Schedule parse_schedule(const std::string& s) {
+  if (s == "gpipe") return Schedule::kGpipe;
+  if (s == "interleaved") return Schedule::kInterleaved;
+  if (s == "zb-h1") return Schedule::kZbH1;
+  return Schedule::k1F1B;
+}
+
+Recompute parse_recompute(const std::string& s) {
+  if (s == "selective") return Recompute::kSelective;
+  if (s == "full") return Recompute::kFull;
+  return Recompute::kNone;
+}
+
+ZeroConfig read_zero(ObjectReader r) {
+  ZeroConfig z;
+  z.stage = static_cast<int>(r.integer_or("stage", 0));
+  if (z.stage < 0 || z.stage > 3) r.fail_value("stage", "a ZeRO stage 0, 1, 2 or 3");
+  z.prefetch_bucket = at_least(r, "prefetch_bucket", z.prefetch_bucket, 1);
+  z.reduce_bucket = at_least(r, "reduce_bucket", z.reduce_bucket, 1);
+  z.allgather_bucket = at_least(r, "allgather_bucket", z.allgather_bucket, 1);
+  z.max_live_parameters = at_least(r, "max_live_parameters", z.max_live_parameters, 1);
+  z.max_reuse_distance = at_least(r, "max_reuse_distance", z.max_reuse_distance, 0);
+  z.param_persistence_threshold = at_least(r, "param_persistence_threshold", z.param_persistence_threshold, 0);
+  z.overlap_comm = r.boolean_or("overlap_comm", z.stage == 3);
+  z.offload_optimizer = r.choice_or("offload_optimizer", {"none", "cpu"}, "none") == "cpu" ? Offload::kCpu
+                                                                                        : Offload::kNone;
+  if (z.offload_optimizer == Offload::kCpu && z.stage == 0) {
+    r.fail_value("offload_optimizer", "\"none\" with ZeRO stage 0 (optimizer offload needs stage 1, 2 or 3)");
+  }
+  z.keep_gathered_across_microbatches = r.boolean_or("keep_gathered_across_microbatches", false);
+  if (z.keep_gathered_across_microbatches && z.stage != 3) {
+    r.fail_value("keep_gathered_across_microbatches", "false unless ZeRO stage is 3");
+  }
+  r.finish();
+  return z;
+}
+
+std::vector<int64_t> read_stage_layers(ObjectReader& r) {
+  if (!r.has("stage_layers")) return {};
+  const json& arr = r.raw("stage_layers");
+  if (!arr.is_array()) r.fail_value("stage_layers", "an array of layer counts, one per pipeline stage");
+  std::vector<int64_t> layers;
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    if (!arr[i].is_number_integer() || arr[i].get<int64_t>() < 1) {
+      throw SpecError(r.file(), r.pointer_of("stage_layers") + "/" + std::to_string(i),
+                      "expected a positive layer count, got " + describe(arr[i]));
+    }
+    layers.push_back(arr[i].get<int64_t>());
+  }
+  return layers;
+}
+
+[[noreturn]] void reject(const Plan& p, const std::string& key, const std::string& detail) {
+  throw SpecError(p.file, "/" + key, detail);
+}
+
+std::string n(int64_t v) { return std::to_string(v); }
+
+void check_shapes(const Plan& p, const Model& m) {
+  const std::string model = " of model " + m.name;
+  if (m.heads % p.tp != 0) reject(p, "tp", "expected a divisor of heads (" + n(m.heads) + model + "), got " + n(p.tp));
+  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
+    reject(p, "tp", "expected a divisor or multiple of kv_heads (" + n(m.kv_heads) + model + "), got " + n(p.tp));
+  }
+  if (m.ffn_hidden % p.tp != 0) {
+    reject(p, "tp", "expected a divisor of ffn_hidden (" + n(m.ffn_hidden) + model + "), got " + n(p.tp));
+  }
+  if (p.sequence_parallel && m.seq_len % p.tp != 0) {
+    reject(p, "sequence_parallel", "expected seq_len (" + n(m.seq_len) + ") divisible by tp (" + n(p.tp) + ")");
+  }
+  const int64_t chunks = p.pp * p.virtual_stages;
+  if (chunks > m.layers) {
+    reject(p, p.virtual_stages > 1 ? "virtual_stages" : "pp",
+           "expected pp × virtual_stages (" + n(p.pp) + " × " + n(p.virtual_stages) + " = " + n(chunks) +
+               ") at most the model's " + n(m.layers) + " layers (one layer per chunk at least)");
+  }
+  if (p.stage_layers.empty()) return;
+  if (static_cast<int64_t>(p.stage_layers.size()) != p.pp) {
+    reject(p, "stage_layers", "expected one entry per pipeline stage (pp = " + n(p.pp) + "), got " +
+                                  n(static_cast<int64_t>(p.stage_layers.size())));
+  }
+  const int64_t sum = std::accumulate(p.stage_layers.begin(), p.stage_layers.end(), int64_t{0});
+  if (sum != m.layers) {
+    reject(p, "stage_layers", "expected layer counts summing to the model's " + n(m.layers) + " layers, got " + n(sum));
+  }
+  for (std::size_t i = 0; i < p.stage_layers.size(); ++i) {
+    if (p.stage_layers[i] < p.virtual_stages) {
+      reject(p, "stage_layers/" + std::to_string(i),
+             "expected at least virtual_stages (" + n(p.virtual_stages) + ") layers, got " + n(p.stage_layers[i]));
+    }
+  }
+}
+
+}  // namespace
+
+const char* to_string(Schedule s) {
+  switch (s) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kZbH1: return "zb-h1";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(Offload o) { return o == Offload::kCpu ? "cpu" : "none"; }
+
+Plan plan_from_json(const json& j, const std::string& file) {
+  ObjectReader r(j, file, "");
+  Plan p;
+  p.file = file;
+  p.tp = at_least(r, "tp", 1, 1);
+  p.pp = at_least(r, "pp", 1, 1);
+  p.dp = at_least(r, "dp", 1, 1);
+  p.micro_batch = at_least(r, "micro_batch", 1, 1);
+  p.micro_batches = at_least(r, "micro_batches", 1, 1);
+  p.schedule = parse_schedule(r.choice_or("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}, "1f1b"));
+  p.virtual_stages = at_least(r, "virtual_stages", 1, 1);
+  if (p.schedule == Schedule::kInterleaved) {
+    if (p.virtual_stages < 2) r.fail_value("virtual_stages", "at least 2 with \"schedule\": \"interleaved\"");
+    if (p.pp < 2) r.fail_value("pp", "at least 2 with \"schedule\": \"interleaved\"");
+    if (p.micro_batches % p.pp != 0) {
+      r.fail_value("micro_batches", "a multiple of pp (" + n(p.pp) + ") with the interleaved schedule");
+    }
+  } else if (p.virtual_stages != 1) {
+    r.fail_value("virtual_stages", "1 unless \"schedule\" is \"interleaved\"");
+  }
+  p.stage_layers = read_stage_layers(r);
+  p.sequence_parallel = r.boolean_or("sequence_parallel", false);
+  if (p.sequence_parallel && p.tp < 2) r.fail_value("sequence_parallel", "false when tp is 1 (it splits over tp)");
+  p.recompute = parse_recompute(r.choice_or("recompute", {"none", "selective", "full"}, "none"));
+  if (r.has("zero")) p.zero = read_zero(r.object("zero"));
+  p.source = r.string_or("source", "");
+  r.finish();
+  return p;
+}
+
+Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
+
+void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpus) {
+  if (p.world() != gpus) {
+    reject(p, "dp", "expected tp × pp × dp (" + n(p.tp) + " × " + n(p.pp) + " × " + n(p.dp) + " = " + n(p.world()) +
+                        ") to equal the GPU count, " + n(gpus));
+  }
+  const int64_t batch = p.micro_batch * p.micro_batches * p.dp;
+  if (batch != t.global_batch) {
+    reject(p, "micro_batches", "expected micro_batch × micro_batches × dp (" + n(p.micro_batch) + " × " +
+                                   n(p.micro_batches) + " × " + n(p.dp) + " = " + n(batch) +
+                                   ") to equal global_batch " + n(t.global_batch) +
+                                   (t.file.empty() ? "" : " of " + t.file));
+  }
+  check_shapes(p, m);
+}
+
+json to_json(const ZeroConfig& z) {
+  return {{"stage", z.stage},
+          {"prefetch_bucket", z.prefetch_bucket},
+          {"reduce_bucket", z.reduce_bucket},
+          {"allgather_bucket", z.allgather_bucket},
+          {"max_live_parameters", z.max_live_parameters},
+          {"max_reuse_distance", z.max_reuse_distance},
+          {"param_persistence_threshold", z.param_persistence_threshold},
+          {"overlap_comm", z.overlap_comm},
+          {"offload_optimizer", to_string(z.offload_optimizer)},
+          {"keep_gathered_across_microbatches", z.keep_gathered_across_microbatches}};
+}
+
+json to_json(const Plan& p) {
+  json j = {{"tp", p.tp},
+            {"pp", p.pp},
+            {"dp", p.dp},
+            {"micro_batch", p.micro_batch},
+            {"micro_batches", p.micro_batches},
+            {"schedule", to_string(p.schedule)},
+            {"virtual_stages", p.virtual_stages},
+            {"sequence_parallel", p.sequence_parallel},
+            {"recompute", to_string(p.recompute)},
+            {"zero", to_json(p.zero)}};
+  if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
+  if (!p.source.empty()) j["source"] = p.source;
+  return j;
+}
+
+std::string summary(const Plan& p) {
+  std::ostringstream out;
+  out << "tp" << p.tp << " pp" << p.pp << " dp" << p.dp << " mb" << p.micro_batch << "x" << p.micro_batches << " "
+      << to_string(p.schedule);
+  if (p.virtual_stages > 1) out << " v" << p.virtual_stages;
+  out << " zero" << p.zero.stage;
+  if (p.sequence_parallel) out << " sp";
+  if (p.recompute != Recompute::kNone) out << " recompute=" << to_string(p.recompute);
+  if (p.zero.offload_optimizer == Offload::kCpu) out << " offload=cpu";
+  return out.str();
+}
+
+}  // namespace stagecraft::spec

@@ -1,0 +1,30 @@
+// Training: what the user fixes (SCHEMAS.md, training.json): the global batch in sequences, the
+// compute format and the optimizer. Mixed precision keeps fp32 master weights and Adam moments
+// (ZeRO's K = 12 bytes per parameter) whenever dtype is 16-bit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/spec/dtype.hpp"
+
+namespace stagecraft::spec {
+
+enum class Optimizer { kAdam, kAdamW };
+
+struct Training {
+  int64_t global_batch = 0;   // sequences per optimizer step, over all data-parallel ranks
+  Dtype dtype = Dtype::kBf16;
+  Optimizer optimizer = Optimizer::kAdam;
+  std::string source;
+  std::string file;
+};
+
+Training load_training(const std::string& path);
+Training training_from_json(const nlohmann::json& j, const std::string& file);
+nlohmann::json to_json(const Training& t);
+const char* to_string(Optimizer o);
+
+}  // namespace stagecraft::spec

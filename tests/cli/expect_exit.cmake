@@ -1,0 +1,10 @@
+# Runs CMD with ARGS and checks its exit status (EXPECT_RC) and that stderr contains EXPECT_STDERR.
+execute_process(COMMAND ${CMD} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL EXPECT_RC)
+  message(FATAL_ERROR "expected exit status ${EXPECT_RC}, got ${rc}\nstdout: ${out}\nstderr: ${err}")
+endif()
+string(FIND "${err}" "${EXPECT_STDERR}" pos)
+if(pos EQUAL -1)
+  message(FATAL_ERROR "stderr lacks \"${EXPECT_STDERR}\":\n${err}")
+endif()
+message(STATUS "exit ${rc}; stderr: ${err}")

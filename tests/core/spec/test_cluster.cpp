@@ -1,0 +1,69 @@
+#include "core/spec/cluster.hpp"
+
+#include <gtest/gtest.h>
+
+#include "support.hpp"
+
+namespace stagecraft::spec {
+namespace {
+
+using nlohmann::json;
+using test::expect_spec_error;
+
+json small_cluster() {
+  return json::parse(R"({
+    "name": "c", "nodes": 2, "gpus_per_node": 4,
+    "gpu": { "name": "G", "memory_bytes": "16GiB", "reserved_bytes": 1073741824,
+             "peak_flops": {"bf16": 1e14, "fp32": 1e13}, "hbm_Bps": "1TB/s",
+             "matmul_efficiency": [[1e9, 0.5], [1e12, 0.8]] },
+    "intra_node": { "bandwidth_Bps": 1e11, "latency_ns": 2000 },
+    "inter_node": { "nics_per_node": 4, "nic_bandwidth_Bps": "200Gbps", "latency_ns": 5000 },
+    "host": { "pcie_Bps": 2.5e10, "memory_bytes": 1099511627776, "adam_params_per_s": 1e9 } })");
+}
+
+TEST(Cluster, LoadsWithHumanUnits) {
+  Cluster c = cluster_from_json(small_cluster(), "c.json");
+  EXPECT_EQ(c.gpus(), 2 * 4);
+  EXPECT_EQ(c.gpu.memory_bytes, int64_t{16} * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(c.gpu.hbm_Bps, 1e12);
+  EXPECT_DOUBLE_EQ(c.inter_node.nic_bandwidth_Bps, 200e9 / 8);  // bits to bytes
+  EXPECT_DOUBLE_EQ(c.inter_node.oversubscription, 1.0);           // default: full bisection
+  EXPECT_DOUBLE_EQ(c.gpu.peak_flops.at(Dtype::kBf16), 1e14);
+  EXPECT_EQ(c.gpu.peak_flops.count(Dtype::kFp16), 0u);
+  Cluster again = cluster_from_json(to_json(c), "again.json");
+  EXPECT_EQ(to_json(again), to_json(c));
+}
+
+struct BadCluster {
+  const char* what;
+  json patch;
+  const char* pointer;
+  const char* fragment;
+};
+
+TEST(Cluster, RejectsBadInputs) {
+  const BadCluster cases[] = {
+      {"typo", {{"gpus_per_nod", 8}}, "/gpus_per_nod", "did you mean \"gpus_per_node\""},
+      {"zero nodes", {{"nodes", 0}}, "/nodes", "expected a positive integer"},
+      {"reserved >= memory", {{"gpu", {{"reserved_bytes", "16GiB"}}}}, "/gpu/reserved_bytes", "less than memory_bytes"},
+      {"unknown dtype", {{"gpu", {{"peak_flops", {{"int4", 1e15}}}}}}, "/gpu/peak_flops/int4", "unknown key"},
+      {"negative peak", {{"gpu", {{"peak_flops", {{"bf16", -1}}}}}}, "/gpu/peak_flops/bf16", "a positive number"},
+      {"efficiency above 1", {{"gpu", {{"matmul_efficiency", {{1e9, 1.5}}}}}}, "/gpu/matmul_efficiency/0/1", "(0, 1]"},
+      {"efficiency not increasing", {{"gpu", {{"matmul_efficiency", {{1e12, 0.5}, {1e9, 0.8}}}}}},
+       "/gpu/matmul_efficiency/1/0", "strictly increasing"},
+      {"bandwidth unit on a size", {{"gpu", {{"memory_bytes", "16Gbps"}}}}, "/gpu/memory_bytes", "a number of bytes"},
+      {"oversubscription below 1", {{"inter_node", {{"oversubscription", 0.5}}}}, "/inter_node/oversubscription", ">= 1.0"},
+      {"no nics", {{"inter_node", {{"nics_per_node", 0}}}}, "/inter_node/nics_per_node", "a positive integer"},
+      {"negative latency", {{"intra_node", {{"latency_ns", -1}}}}, "/intra_node/latency_ns", "non-negative"},
+      {"host typo", {{"host", {{"pcie_bps", 1e9}}}}, "/host/pcie_bps", "did you mean \"pcie_Bps\""},
+  };
+  for (const BadCluster& c : cases) {
+    SCOPED_TRACE(c.what);
+    json j = small_cluster();
+    j.merge_patch(c.patch);
+    expect_spec_error([&] { cluster_from_json(j, "bad.json"); }, c.pointer, c.fragment);
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::spec

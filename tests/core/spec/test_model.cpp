@@ -1,0 +1,134 @@
+#include "core/spec/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include "support.hpp"
+
+namespace stagecraft::spec {
+namespace {
+
+using nlohmann::json;
+using test::expect_spec_error;
+
+json gpt_like() {
+  return {{"name", "t"}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"vocab", 100}, {"seq_len", 32}};
+}
+
+TEST(Model, DefaultsAreGptStyle) {
+  Model m = model_from_json(gpt_like(), "t.json");
+  EXPECT_EQ(m.kv_heads, 4);
+  EXPECT_EQ(m.ffn_hidden, 4 * 64);
+  EXPECT_EQ(m.mlp, Mlp::kGelu);
+  EXPECT_EQ(m.norm, Norm::kLayerNorm);
+  EXPECT_EQ(m.position, Position::kLearned);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_TRUE(m.bias);
+  EXPECT_EQ(m.head_dim(), 64 / 4);
+}
+
+TEST(Model, RoundTripsThroughJson) {
+  json j = gpt_like();
+  j["kv_heads"] = 2;
+  j["mlp"] = "swiglu";
+  j["ffn_hidden"] = 172;
+  j["norm"] = "rmsnorm";
+  j["position"] = "rope";
+  j["tied_embeddings"] = false;
+  j["bias"] = false;
+  Model m = model_from_json(j, "t.json");
+  Model again = model_from_json(to_json(m), "again.json");
+  EXPECT_EQ(to_json(again), to_json(m));
+}
+
+struct BadModel {
+  const char* what;
+  json patch;            // merged into gpt_like()
+  const char* pointer;
+  const char* fragment;
+};
+
+TEST(Model, RejectsBadInputsNamingFieldAndExpectation) {
+  const BadModel cases[] = {
+      {"typo", {{"hiden", 64}}, "/hiden", "did you mean \"hidden\""},
+      {"hidden % heads", {{"hidden", 66}}, "/hidden", "expected a multiple of heads (4), got 66"},
+      {"kv_heads not dividing heads", {{"kv_heads", 3}}, "/kv_heads", "expected a divisor of heads (4), got 3"},
+      {"kv_heads above heads", {{"kv_heads", 8}}, "/kv_heads", "expected a divisor of heads"},
+      {"zero layers", {{"layers", 0}}, "/layers", "expected a positive integer, got 0"},
+      {"negative vocab", {{"vocab", -5}}, "/vocab", "expected a positive integer, got -5"},
+      {"string layers", {{"layers", "two"}}, "/layers", "expected a number, got \"two\""},
+      {"fractional hidden", {{"hidden", 64.5}}, "/hidden", "expected an integer, got 64.5"},
+      {"unknown mlp", {{"mlp", "relu"}}, "/mlp", "expected one of \"gelu\", \"swiglu\""},
+      {"swiglu without width", {{"mlp", "swiglu"}}, "/ffn_hidden", "required with \"mlp\": \"swiglu\""},
+      {"bias not bool", {{"bias", 1}}, "/bias", "expected true or false"},
+  };
+  for (const BadModel& c : cases) {
+    SCOPED_TRACE(c.what);
+    json j = gpt_like();
+    j.merge_patch(c.patch);
+    std::string msg = expect_spec_error([&] { model_from_json(j, "bad.json"); }, c.pointer, c.fragment);
+    EXPECT_EQ(msg.rfind("bad.json: ", 0), 0u) << msg;
+  }
+  json missing = gpt_like();
+  missing.erase("seq_len");
+  expect_spec_error([&] { model_from_json(missing, "bad.json"); }, "/seq_len", "missing required key");
+}
+
+TEST(HfImport, Gpt2ConfigIsDetectedAndMapped) {
+  Model m = load_model(test::data_path("hf/gpt2/config.json"));
+  EXPECT_EQ(m.name, "gpt2");  // the folder of config.json
+  EXPECT_EQ(m.layers, 12);
+  EXPECT_EQ(m.hidden, 768);
+  EXPECT_EQ(m.heads, 12);
+  EXPECT_EQ(m.kv_heads, 12);
+  EXPECT_EQ(m.ffn_hidden, 4 * 768);  // n_inner absent: 4h
+  EXPECT_EQ(m.vocab, 50257);
+  EXPECT_EQ(m.seq_len, 1024);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_TRUE(m.bias);
+  EXPECT_EQ(m.mlp, Mlp::kGelu);
+}
+
+TEST(HfImport, LlamaConfigIsDetectedAndMapped) {
+  Model m = load_model(test::data_path("hf/llama-2-7b-hf/config.json"));
+  EXPECT_EQ(m.name, "Llama-2-7b-hf");
+  EXPECT_EQ(m.layers, 32);
+  EXPECT_EQ(m.hidden, 4096);
+  EXPECT_EQ(m.ffn_hidden, 11008);
+  EXPECT_EQ(m.kv_heads, 32);
+  EXPECT_EQ(m.seq_len, 4096);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_FALSE(m.bias);
+  EXPECT_EQ(m.mlp, Mlp::kSwiglu);
+  EXPECT_EQ(m.norm, Norm::kRmsNorm);
+  EXPECT_EQ(m.position, Position::kRope);
+}
+
+TEST(HfImport, GqaAndNullInnerWidth) {
+  json llama = {{"model_type", "llama"},       {"num_hidden_layers", 80}, {"hidden_size", 8192},
+                {"intermediate_size", 28672},  {"num_attention_heads", 64}, {"num_key_value_heads", 8},
+                {"vocab_size", 32000},         {"max_position_embeddings", 4096}};
+  EXPECT_EQ(model_from_json(llama, "70b.json").kv_heads, 8);
+  json gpt2 = {{"n_layer", 2}, {"n_embd", 32}, {"n_head", 4}, {"n_inner", nullptr},
+               {"n_positions", 16}, {"vocab_size", 10}};
+  EXPECT_EQ(model_from_json(gpt2, "g.json").ffn_hidden, 4 * 32);
+}
+
+TEST(HfImport, ErrorsUseTheHfKeyNames) {
+  json llama = {{"model_type", "llama"},      {"num_hidden_layers", 2},  {"hidden_size", 64},
+                {"intermediate_size", 128},   {"num_attention_heads", 4}, {"num_key_value_heads", 3},
+                {"vocab_size", 10},           {"max_position_embeddings", 16}};
+  expect_spec_error([&] { model_from_json(llama, "c.json"); }, "/num_key_value_heads",
+                    "expected a divisor of num_attention_heads (4), got 3");
+  llama["num_key_value_heads"] = 4;
+  llama.erase("hidden_size");
+  expect_spec_error([&] { model_from_json(llama, "c.json"); }, "/hidden_size", "missing required key");
+  json other = {{"model_type", "t5"}, {"num_layers", 6}};
+  expect_spec_error([&] { model_from_json(other, "c.json"); }, "/model_type", "got model_type \"t5\"");
+  json biased = {{"model_type", "llama"},      {"num_hidden_layers", 2},  {"hidden_size", 64},
+                 {"intermediate_size", 128},   {"num_attention_heads", 4}, {"vocab_size", 10},
+                 {"max_position_embeddings", 16}, {"attention_bias", true}};
+  expect_spec_error([&] { model_from_json(biased, "c.json"); }, "/attention_bias", "expected false");
+}
+
+}  // namespace
+}  // namespace stagecraft::spec

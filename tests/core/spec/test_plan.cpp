@@ -1,0 +1,118 @@
+#include "core/spec/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/spec/model.hpp"
+#include "core/spec/training.hpp"
+#include "support.hpp"
+
+namespace stagecraft::spec {
+namespace {
+
+using nlohmann::json;
+using test::expect_spec_error;
+
+Model eight_layers() {
+  return model_from_json({{"name", "m8"}, {"layers", 8}, {"hidden", 64}, {"heads", 8}, {"kv_heads", 2},
+                          {"vocab", 100}, {"seq_len", 32}},
+                         "m8.json");
+}
+
+Training batch(int64_t global_batch) {
+  return training_from_json({{"global_batch", global_batch}, {"dtype", "bf16"}}, "t.json");
+}
+
+TEST(Plan, DefaultsFollowDeepSpeed) {
+  Plan p = plan_from_json({{"dp", 2}, {"zero", {{"stage", 3}}}}, "p.json");
+  EXPECT_EQ(p.tp, 1);
+  EXPECT_EQ(p.schedule, Schedule::k1F1B);
+  EXPECT_EQ(p.zero.prefetch_bucket, 50'000'000);
+  EXPECT_EQ(p.zero.reduce_bucket, 500'000'000);
+  EXPECT_EQ(p.zero.param_persistence_threshold, 100'000);
+  EXPECT_TRUE(p.zero.overlap_comm);  // DeepSpeed turns it on by default for stage 3 only
+  EXPECT_FALSE(plan_from_json({{"zero", {{"stage", 2}}}}, "p.json").zero.overlap_comm);
+  Plan again = plan_from_json(to_json(p), "again.json");
+  EXPECT_EQ(to_json(again), to_json(p));
+}
+
+TEST(Plan, ValidPlanPasses) {
+  // 2 x 2 x 2 = 8 GPUs; 2 sequences x 4 micro-batches x dp 2 = 16 = global batch.
+  Plan p = plan_from_json({{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batch", 2}, {"micro_batches", 4},
+                           {"schedule", "interleaved"}, {"virtual_stages", 2}, {"stage_layers", {4, 4}},
+                           {"sequence_parallel", true}},
+                          "p.json");
+  EXPECT_NO_THROW(validate_plan(p, eight_layers(), batch(16), 8));
+  // tp = 4 with kv_heads = 2: each pair of tp ranks shares a replicated KV head, as Megatron allows.
+  Plan wide = plan_from_json({{"tp", 4}, {"micro_batches", 16}}, "p.json");
+  EXPECT_NO_THROW(validate_plan(wide, eight_layers(), batch(16), 4));
+}
+
+struct BadPlan {
+  const char* what;
+  json plan;
+  int64_t global_batch;
+  int64_t gpus;
+  const char* pointer;
+  const char* fragment;
+};
+
+TEST(Plan, RejectsInconsistentPlans) {
+  const BadPlan cases[] = {
+      {"gpu count", {{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batches", 8}}, 16, 16, "/dp",
+       "tp × pp × dp (2 × 2 × 2 = 8) to equal the GPU count, 16"},
+      {"batch identity", {{"dp", 4}, {"micro_batch", 2}, {"micro_batches", 3}}, 16, 4, "/micro_batches",
+       "micro_batch × micro_batches × dp (2 × 3 × 4 = 24) to equal global_batch 16 of t.json"},
+      {"tp not dividing heads", {{"tp", 16}, {"micro_batches", 16}}, 16, 16, "/tp", "a divisor of heads (8"},
+      {"stage layers sum", {{"pp", 2}, {"micro_batches", 16}, {"stage_layers", {3, 4}}}, 16, 2, "/stage_layers",
+       "summing to the model's 8 layers, got 7"},
+      {"stage layers length", {{"pp", 2}, {"micro_batches", 16}, {"stage_layers", {8}}}, 16, 2, "/stage_layers",
+       "one entry per pipeline stage (pp = 2), got 1"},
+      {"too many stages", {{"pp", 16}, {"micro_batches", 16}}, 16, 16, "/pp", "at most the model's 8 layers"},
+      {"chunk without layers",
+       {{"pp", 2}, {"micro_batches", 16}, {"schedule", "interleaved"}, {"virtual_stages", 2}, {"stage_layers", {7, 1}}},
+       16, 2, "/stage_layers/1", "at least virtual_stages (2) layers, got 1"},
+  };
+  for (const BadPlan& c : cases) {
+    SCOPED_TRACE(c.what);
+    Plan p = plan_from_json(c.plan, "p.json");
+    expect_spec_error([&] { validate_plan(p, eight_layers(), batch(c.global_batch), c.gpus); }, c.pointer,
+                      c.fragment);
+  }
+}
+
+TEST(Plan, RejectsBadFieldsOnLoad) {
+  expect_spec_error([] { plan_from_json({{"schedule", "pipedream"}}, "p.json"); }, "/schedule",
+                    "one of \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\"");
+  expect_spec_error([] { plan_from_json({{"virtual_stages", 2}}, "p.json"); }, "/virtual_stages",
+                    "1 unless \"schedule\" is \"interleaved\"");
+  expect_spec_error([] { plan_from_json({{"pp", 2}, {"schedule", "interleaved"}, {"virtual_stages", 2},
+                                         {"micro_batches", 3}}, "p.json"); },
+                    "/micro_batches", "a multiple of pp (2)");
+  expect_spec_error([] { plan_from_json({{"sequence_parallel", true}}, "p.json"); }, "/sequence_parallel",
+                    "false when tp is 1");
+  expect_spec_error([] { plan_from_json({{"zero", {{"stage", 4}}}}, "p.json"); }, "/zero/stage",
+                    "a ZeRO stage 0, 1, 2 or 3, got 4");
+  expect_spec_error([] { plan_from_json({{"zero", {{"reduce_bucket", 0}}}}, "p.json"); }, "/zero/reduce_bucket",
+                    "an integer >= 1, got 0");
+  expect_spec_error([] { plan_from_json({{"zero", {{"stage", 0}, {"offload_optimizer", "cpu"}}}}, "p.json"); },
+                    "/zero/offload_optimizer", "needs stage 1, 2 or 3");
+  expect_spec_error([] { plan_from_json({{"zero", {{"prefetch_bucket_size", 5}}}}, "p.json"); },
+                    "/zero/prefetch_bucket_size", "did you mean \"prefetch_bucket\"");
+  expect_spec_error([] { plan_from_json({{"stage_layers", {2, 0}}}, "p.json"); }, "/stage_layers/1",
+                    "a positive layer count");
+  expect_spec_error([] { training_from_json({{"global_batch", 8}, {"dtype", "fp64"}}, "t.json"); }, "/dtype",
+                    "one of \"fp16\", \"bf16\", \"fp32\"");
+  expect_spec_error([] { training_from_json({{"global_batch", 0}, {"dtype", "fp16"}}, "t.json"); }, "/global_batch",
+                    "a positive number of sequences");
+}
+
+TEST(Plan, SummaryNamesEveryChoice) {
+  Plan p = plan_from_json({{"tp", 8}, {"pp", 4}, {"dp", 2}, {"micro_batches", 8}, {"schedule", "interleaved"},
+                           {"virtual_stages", 3}, {"sequence_parallel", true}, {"recompute", "full"},
+                           {"zero", {{"stage", 1}}}},
+                          "p.json");
+  EXPECT_EQ(summary(p), "tp8 pp4 dp2 mb1x8 interleaved v3 zero1 sp recompute=full");
+}
+
+}  // namespace
+}  // namespace stagecraft::spec
