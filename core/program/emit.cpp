@@ -1,0 +1,377 @@
+// Expands one stage's schedule steps into instructions (see lower_context.hpp, docs/program.md).
+#include <optional>
+
+#include "core/program/lower_context.hpp"
+#include "core/program/param_tracker.hpp"
+
+namespace stagecraft::program::detail {
+
+namespace {
+
+struct SegPass {
+  Op op;
+  int32_t seg;
+};
+
+Op backward_op(Pass p) { return p == Pass::kBackwardInput ? Op::kBackwardInput : Op::kBackward; }
+
+// The compute passes of one step, in emission order. With full recompute each block's segments
+// are re-run forward just before their backward.
+std::vector<SegPass> seg_passes(const ChunkPlan& cp, Pass pass, bool full_recompute) {
+  std::vector<SegPass> out;
+  const int32_t n = static_cast<int32_t>(cp.segments.size());
+  if (pass == Pass::kForward) {
+    for (int32_t i = 0; i < n; ++i) out.push_back({Op::kForward, i});
+    return out;
+  }
+  if (pass == Pass::kBackwardWeight) {
+    for (int32_t i = n - 1; i >= 0; --i) out.push_back({Op::kBackwardWeight, i});
+    return out;
+  }
+  const Op bop = backward_op(pass);
+  for (int32_t end = n; end > 0;) {
+    int32_t begin = end - 1;
+    if (full_recompute) {
+      while (begin > 0 && cp.segments[begin - 1].group == cp.segments[end - 1].group) --begin;
+    }
+    if (full_recompute && cp.segments[begin].group >= 0) {
+      for (int32_t i = begin; i < end; ++i) out.push_back({Op::kRecompute, i});
+    }
+    for (int32_t i = end - 1; i >= begin; --i) out.push_back({bop, i});
+    end = begin;
+  }
+  return out;
+}
+
+bool uses_params(Op op) { return op != Op::kBackwardWeight; }
+bool makes_weight_grads(Op op) { return op == Op::kBackward || op == Op::kBackwardWeight; }
+
+struct Deferred {
+  int32_t grad_bucket;
+  int32_t mb;
+  int16_t chunk;
+  int32_t dep;
+};
+
+class Emitter {
+ public:
+  Emitter(const Context& cx, int32_t stage, RoleProgram& role)
+      : cx_(cx), prog_(*cx.program), plan_(prog_.plan), stage_(stage), role_(role) {}
+
+  void run(const std::vector<Step>& steps);
+
+ private:
+  int32_t add(Instr in, std::initializer_list<int32_t> deps);
+  void step(const Step& s);
+  int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
+  int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep);
+  std::pair<std::optional<Op>, std::optional<Op>> tp_ops(Op op, UnitKind kind) const;
+  void grads_ready(const Step& s, const Segment& seg, int32_t instr);
+  void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
+  void flush(std::vector<Deferred>& list, int32_t dep);
+  void step_end();
+  bool has_prev(int32_t chunk) const { return stage_ > 0 || chunk > 0; }
+  bool has_next(int32_t chunk) const { return stage_ < plan_.pp - 1 || chunk < plan_.virtual_stages - 1; }
+  int16_t prev_stage() const { return static_cast<int16_t>(stage_ > 0 ? stage_ - 1 : plan_.pp - 1); }
+  int16_t next_stage() const { return static_cast<int16_t>(stage_ < plan_.pp - 1 ? stage_ + 1 : 0); }
+  int16_t prev_chunk(int32_t c) const { return static_cast<int16_t>(stage_ > 0 ? c : c - 1); }
+  int16_t next_chunk(int32_t c) const { return static_cast<int16_t>(stage_ < plan_.pp - 1 ? c : c + 1); }
+
+  const Context& cx_;
+  const Program& prog_;
+  const spec::Plan& plan_;
+  int32_t stage_;
+  RoleProgram& role_;
+  std::optional<ParamTracker> tracker_;
+  std::vector<Deferred> step_deferred_, end_deferred_;
+  int32_t last_compute_ = -1;
+  int32_t last_reduce_ = -1;
+};
+
+int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
+  in.dep_begin = static_cast<int32_t>(role_.deps.size());
+  for (int32_t d : deps) {
+    if (d >= 0) role_.deps.push_back(d);
+  }
+  in.dep_count = static_cast<int16_t>(static_cast<int32_t>(role_.deps.size()) - in.dep_begin);
+  role_.instrs.push_back(in);
+  const int32_t index = static_cast<int32_t>(role_.instrs.size()) - 1;
+  if (in.lane == Lane::kCompute) last_compute_ = index;
+  if (in.lane == Lane::kDpReduce) last_reduce_ = index;
+  return index;
+}
+
+void Emitter::run(const std::vector<Step>& steps) {
+  const bool full = plan_.recompute == spec::Recompute::kFull;
+  if (cx_.zero3_gathers) {
+    std::vector<int32_t> uses, passes;
+    int32_t pass = 0;
+    for (const Step& s : steps) {
+      const ChunkPlan& cp = cx_.chunk_plan(stage_, s.chunk);
+      std::optional<Op> previous;
+      for (const SegPass& sp : seg_passes(cp, s.pass, full)) {
+        if (previous != sp.op) ++pass;
+        previous = sp.op;
+        if (!uses_params(sp.op)) continue;
+        for (int32_t b : {cp.segments[sp.seg].tied_bucket, cp.segments[sp.seg].param_bucket}) {
+          if (b < 0) continue;
+          uses.push_back(b);
+          passes.push_back(pass);
+        }
+      }
+    }
+    tracker_.emplace(prog_, std::move(uses), std::move(passes), [this](Op op, int32_t bucket, int32_t dep) {
+      const Bucket& b = prog_.param_buckets[bucket];
+      Instr in;
+      in.op = op;
+      in.lane = Lane::kDpGather;
+      in.group = op == Op::kGatherParams ? Group::kDp : Group::kNone;
+      in.bucket = bucket;
+      in.chunk = static_cast<int16_t>(b.chunk);
+      in.unit_begin = b.unit_begin;
+      in.unit_end = b.unit_end;
+      in.elems = b.elems;
+      in.bytes = op == Op::kGatherParams ? b.elems * prog_.param_bytes : 0;
+      return add(in, {dep});
+    });
+  }
+  for (const Step& s : steps) step(s);
+  step_end();
+}
+
+void Emitter::step(const Step& s) {
+  const ChunkPlan& cp = cx_.chunk_plan(stage_, s.chunk);
+  const bool forward = s.pass == Pass::kForward;
+  const bool weight_only = s.pass == Pass::kBackwardWeight;
+  int32_t recv = -1;
+  if (!weight_only && (forward ? has_prev(s.chunk) : has_next(s.chunk))) {
+    Instr in;
+    in.op = forward ? Op::kRecvActivation : Op::kRecvGrad;
+    in.lane = Lane::kPpRecv;
+    in.mb = s.mb;
+    in.chunk = static_cast<int16_t>(s.chunk);
+    in.peer_stage = forward ? prev_stage() : next_stage();
+    in.peer_chunk = forward ? prev_chunk(s.chunk) : next_chunk(s.chunk);
+    in.bytes = cx_.p2p_bytes;
+    recv = add(in, {});
+  }
+  int32_t chain = recv;
+  for (const SegPass& sp : seg_passes(cp, s.pass, plan_.recompute == spec::Recompute::kFull)) {
+    chain = compute(sp, s, chain);
+  }
+  if (!weight_only && (forward ? has_next(s.chunk) : has_prev(s.chunk))) {
+    Instr in;
+    in.op = forward ? Op::kSendActivation : Op::kSendGrad;
+    in.lane = Lane::kPpSend;
+    in.mb = s.mb;
+    in.chunk = static_cast<int16_t>(s.chunk);
+    in.peer_stage = forward ? next_stage() : prev_stage();
+    in.peer_chunk = forward ? next_chunk(s.chunk) : prev_chunk(s.chunk);
+    in.bytes = cx_.p2p_bytes;
+    add(in, {chain});
+  }
+  flush(step_deferred_, last_compute_);
+}
+
+// The tensor-parallel collectives around one unit's pass (Megatron-LM's f/g operators; with
+// sequence parallelism all-gather before and reduce-scatter after instead of one all-reduce).
+std::pair<std::optional<Op>, std::optional<Op>> Emitter::tp_ops(Op op, UnitKind kind) const {
+  const bool sp = plan_.sequence_parallel;
+  const Op reduce = sp ? Op::kTpReduceScatter : Op::kTpAllReduce;
+  const bool fwd = op == Op::kForward || op == Op::kRecompute;
+  if (op == Op::kBackwardWeight) return {std::nullopt, std::nullopt};
+  switch (kind) {
+    case UnitKind::kEmbedding:
+      if (fwd) return {std::nullopt, reduce};
+      return {sp ? std::optional<Op>(Op::kTpAllGather) : std::nullopt, std::nullopt};
+    case UnitKind::kHead:
+      // forward ends in the vocab-parallel cross-entropy's all-reduces of per-token max and sums
+      if (fwd) return {sp ? std::optional<Op>(Op::kTpAllGather) : std::nullopt, Op::kTpAllReduce};
+      return {std::nullopt, reduce};
+    default:
+      return {sp ? std::optional<Op>(Op::kTpAllGather) : std::nullopt, reduce};
+  }
+}
+
+int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep) {
+  Instr in;
+  in.op = op;
+  in.lane = Lane::kTp;
+  in.group = Group::kTp;
+  in.mb = s.mb;
+  in.chunk = static_cast<int16_t>(s.chunk);
+  in.unit_begin = unit;
+  in.unit_end = unit + 1;
+  in.bytes = bytes;
+  in.elems = bytes / prog_.activation_bytes;
+  return add(in, {dep});
+}
+
+int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
+  const Segment& seg = cx_.chunk_plan(stage_, s.chunk).segments[sp.seg];
+  std::optional<Op> pre, post;
+  if (cx_.tp_collectives) std::tie(pre, post) = tp_ops(sp.op, cx_.units[seg.unit_begin].kind);
+  if (pre) chain = tp_op(*pre, s, seg.unit_begin, cx_.tp_bytes, chain);
+  // ZeRO-3: the segment's buckets (a tied head's embedding table first) must be resident.
+  const bool tracked = tracker_ && uses_params(sp.op);
+  int32_t gather = -1, tied_gather = -1;
+  if (tracked && seg.tied_bucket >= 0) tied_gather = tracker_->before_use(seg.tied_bucket);
+  if (tracked && seg.param_bucket >= 0) gather = tracker_->before_use(seg.param_bucket);
+
+  Instr in;
+  in.op = sp.op;
+  in.lane = Lane::kCompute;
+  in.mb = s.mb;
+  in.chunk = static_cast<int16_t>(s.chunk);
+  in.unit_begin = seg.unit_begin;
+  in.unit_end = seg.unit_end;
+  in.bucket = seg.param_bucket;
+  const bool selective = plan_.recompute == spec::Recompute::kSelective;
+  double per_token = 0;
+  for (int32_t u = seg.unit_begin; u < seg.unit_end; ++u) {
+    const Unit& unit = cx_.units[u];
+    in.elems += cx_.stage_params[stage_][u].elems;
+    switch (sp.op) {
+      case Op::kForward:
+      case Op::kRecompute: per_token += unit.fwd_flops_per_token; break;
+      case Op::kBackward:
+        per_token += unit.bwd_input_flops_per_token + unit.bwd_weight_flops_per_token;
+        if (selective) per_token += unit.score_flops_per_token;
+        break;
+      case Op::kBackwardInput:
+        per_token += unit.bwd_input_flops_per_token + (selective ? unit.score_flops_per_token : 0);
+        break;
+      default: per_token += unit.bwd_weight_flops_per_token; break;
+    }
+  }
+  in.flops = per_token * static_cast<double>(cx_.tokens);
+  const int32_t index = add(in, {chain, gather, tied_gather});
+  if (tracked && seg.tied_bucket >= 0) tracker_->after_use(index);
+  if (tracked && seg.param_bucket >= 0) tracker_->after_use(index);
+  if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
+  if (post) return tp_op(*post, s, seg.unit_begin,
+                         *post == Op::kTpAllReduce && cx_.units[seg.unit_begin].kind == UnitKind::kHead &&
+                                 (sp.op == Op::kForward)
+                             ? 3 * cx_.tokens * 4  // max, sum-exp and target logit per token, fp32
+                             : cx_.tp_bytes,
+                         index);
+  return index;
+}
+
+// Gradient buckets whose lowest unit this segment produced are complete for this micro-batch.
+void Emitter::grads_ready(const Step& s, const Segment& seg, int32_t instr) {
+  const bool last_mb = s.mb == plan_.micro_batches - 1;
+  for (int32_t gb : cx_.chunk_plan(stage_, s.chunk).grad_buckets) {
+    const Bucket& b = prog_.grad_buckets[gb];
+    if (b.unit_begin < seg.unit_begin || b.unit_begin >= seg.unit_end) continue;
+    const int16_t chunk = static_cast<int16_t>(s.chunk);
+    if (cx_.per_mb_reduce) {
+      if (plan_.zero.overlap_comm) reduce(gb, s.mb, chunk, instr);
+      else step_deferred_.push_back({gb, s.mb, chunk, instr});
+    } else if (last_mb) {
+      if (plan_.zero.overlap_comm) reduce(gb, s.mb, chunk, instr);
+      else end_deferred_.push_back({gb, s.mb, chunk, instr});
+    }
+  }
+}
+
+void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep) {
+  const Bucket& b = prog_.grad_buckets[grad_bucket];
+  const int32_t head = head_unit(prog_.model);
+  const bool tied_here = cx_.tied_group && ((stage_ == 0 && b.unit_begin == 0) ||
+                                            (stage_ == plan_.pp - 1 && b.unit_end == head + 1));
+  int32_t tied = -1;
+  if (tied_here) {
+    Instr in;
+    in.op = Op::kAllReduceGrads;
+    in.lane = Lane::kDpReduce;
+    in.group = Group::kEmbedding;
+    in.mb = mb;
+    in.chunk = chunk;
+    in.unit_begin = stage_ == 0 ? 0 : head;
+    in.unit_end = in.unit_begin + 1;
+    in.elems = tied_head_copy(prog_.model, plan_.tp);
+    in.bytes = in.elems * prog_.param_bytes;
+    tied = add(in, {dep});
+  }
+  if (!cx_.dp_collectives) return;
+  Instr in;
+  in.op = plan_.zero.stage == 0 ? Op::kAllReduceGrads : Op::kReduceScatterGrads;
+  in.lane = Lane::kDpReduce;
+  in.group = Group::kDp;
+  in.mb = mb;
+  in.chunk = chunk;
+  in.bucket = grad_bucket;
+  in.unit_begin = b.unit_begin;
+  in.unit_end = b.unit_end;
+  in.elems = b.elems;
+  in.bytes = b.elems * prog_.param_bytes;
+  add(in, {dep, tied});
+}
+
+void Emitter::flush(std::vector<Deferred>& list, int32_t dep) {
+  for (const Deferred& d : list) reduce(d.grad_bucket, d.mb, d.chunk, dep);
+  list.clear();
+}
+
+void Emitter::step_end() {
+  flush(end_deferred_, last_compute_);
+  if (tracker_) tracker_->release_all();
+  int32_t grads_done = last_reduce_;
+  if (prog_.placement.world() > 1) {
+    Instr in;
+    in.op = Op::kGradNormAllReduce;
+    in.lane = Lane::kDpReduce;
+    in.group = Group::kWorld;
+    in.elems = 1;
+    in.bytes = 4;  // one fp32 sum of squares
+    grads_done = add(in, {last_compute_});
+  }
+  int64_t stage_elems = 0;
+  for (int64_t c = 0; c < plan_.virtual_stages; ++c) stage_elems += prog_.chunk(stage_, c).params;
+  const int64_t shard = plan_.zero.stage >= 1 ? shard_elems(stage_elems, plan_.dp) : stage_elems;
+  const bool offload = plan_.zero.offload_optimizer == spec::Offload::kCpu;
+  Instr opt;
+  opt.op = Op::kOptimizerStep;
+  opt.lane = offload ? Lane::kOffload : Lane::kCompute;
+  opt.flags = offload ? kFlagOnHost : kFlagNone;
+  opt.elems = shard;
+  int32_t updated = -1;
+  if (offload) {
+    Instr down;
+    down.op = Op::kOffloadCopy;
+    down.lane = Lane::kOffload;
+    down.flags = kFlagToHost;
+    down.elems = shard;
+    down.bytes = shard * prog_.param_bytes;
+    const int32_t d2h = add(down, {grads_done, last_compute_});
+    const int32_t step = add(opt, {d2h});
+    Instr up = down;
+    up.flags = kFlagNone;
+    updated = add(up, {step});
+  } else {
+    updated = add(opt, {grads_done, last_compute_});
+  }
+  const bool gather_after = (plan_.zero.stage == 1 || plan_.zero.stage == 2) && cx_.dp_collectives;
+  if (!gather_after) return;
+  for (int32_t b = 0; b < static_cast<int32_t>(prog_.param_buckets.size()); ++b) {
+    const Bucket& bucket = prog_.param_buckets[b];
+    if (bucket.stage != stage_) continue;
+    Instr in;
+    in.op = Op::kAllGatherParams;
+    in.lane = Lane::kDpGather;
+    in.group = Group::kDp;
+    in.bucket = b;
+    in.elems = bucket.elems;
+    in.bytes = bucket.elems * prog_.param_bytes;
+    add(in, {updated});
+  }
+}
+
+}  // namespace
+
+void emit_stage(const Context& cx, int32_t stage, const std::vector<Step>& steps, RoleProgram& role) {
+  Emitter(cx, stage, role).run(steps);
+}
+
+}  // namespace stagecraft::program::detail

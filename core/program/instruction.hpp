@@ -1,0 +1,95 @@
+// The Program's instruction set: what one rank does in one training step, one instruction at a
+// time (docs/program.md). The simulator times these; the executor performs them. Each
+// instruction runs on one lane (a stream); lanes run their instructions in Program order, and an
+// instruction also waits for its explicit dependencies (instructions of the same rank).
+// Units: a model is cut into units — 0 the embedding, 1+2i block i's attention sublayer,
+// 2+2i block i's MLP sublayer, 2L+1 the head (final norm, LM head, loss).
+#pragma once
+
+#include <cstdint>
+
+namespace stagecraft::program {
+
+enum class Op : uint8_t {
+  kForward,             // forward of units [unit_begin, unit_end) for micro-batch mb
+  kBackward,            // input + weight gradients of those units
+  kBackwardInput,       // zero-bubble split: input gradients only (what the previous stage waits for)
+  kBackwardWeight,      // zero-bubble split: weight gradients only (deferred to fill bubbles)
+  kRecompute,           // full recompute: re-run the forward from the checkpointed input
+  kSendActivation,      // p2p to peer_stage/peer_chunk
+  kRecvActivation,
+  kSendGrad,
+  kRecvGrad,
+  kGatherParams,        // ZeRO-3: all-gather parameter bucket over dp
+  kReleaseParams,       // ZeRO-3: free the gathered copy of a bucket
+  kReduceScatterGrads,  // ZeRO 1-3: reduce-scatter gradient bucket over dp
+  kAllReduceGrads,      // ZeRO 0 gradient bucket over dp; tied-embedding gradients over the embedding group
+  kAllGatherParams,     // ZeRO 1-2: after the step, gather updated parameter bucket over dp
+  kOptimizerStep,       // Adam on this rank's shard (elems parameters)
+  kOffloadCopy,         // optimizer offload: device->host gradients or host->device parameters
+  kTpAllReduce,         // tensor-parallel collectives a layer issues
+  kTpReduceScatter,     // (sequence parallel)
+  kTpAllGather,         // (sequence parallel)
+  kGradNormAllReduce,   // global gradient norm for clipping, over every rank
+};
+inline constexpr int kOpCount = 20;
+
+enum class Lane : uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDpGather, kDpReduce, kOffload };
+inline constexpr int kLaneCount = 7;
+
+// Which communicator a collective runs on, relative to the issuing rank.
+enum class Group : uint8_t { kNone, kTp, kDp, kEmbedding, kWorld };
+
+enum InstrFlags : uint8_t {
+  kFlagNone = 0,
+  kFlagToHost = 1,      // OffloadCopy direction device -> host (else host -> device)
+  kFlagOnHost = 2,      // OptimizerStep runs on the host CPU (offload)
+  kFlagLastUse = 4,     // compute: last use of its parameter bucket before release
+};
+
+struct Instr {
+  double flops = 0;          // FLOPs performed on this rank (compute)
+  int64_t bytes = 0;         // bytes moved: p2p message, collective buffer S (nccl-tests), copy
+  int64_t elems = 0;         // elements: parameters covered (compute, optimizer), buffer elements (collectives)
+  int32_t mb = -1;           // micro-batch
+  int32_t unit_begin = -1;   // [unit_begin, unit_end): model units covered
+  int32_t unit_end = -1;
+  int32_t bucket = -1;       // param bucket (Gather/Release/AllGather) or grad bucket (ReduceScatter/AllReduce)
+  int32_t dep_begin = 0;     // dependencies: RoleProgram::deps[dep_begin, dep_begin + dep_count)
+  int16_t dep_count = 0;
+  int16_t chunk = -1;        // virtual chunk on this rank
+  int16_t peer_stage = -1;   // p2p peer: pipeline stage (same tp and dp coordinates)
+  int16_t peer_chunk = -1;   // p2p peer's chunk
+  Op op = Op::kForward;
+  Lane lane = Lane::kCompute;
+  Group group = Group::kNone;
+  uint8_t flags = kFlagNone;
+};
+
+const char* to_string(Op op);
+const char* to_string(Lane lane);
+const char* to_string(Group group);
+// The trace schema's "kind" (SCHEMAS.md): forward, backward, send, gather, reduce_scatter, ...
+const char* trace_kind(Op op);
+
+inline bool is_compute(Op op) {
+  return op == Op::kForward || op == Op::kBackward || op == Op::kBackwardInput || op == Op::kBackwardWeight ||
+         op == Op::kRecompute;
+}
+inline bool is_send(Op op) { return op == Op::kSendActivation || op == Op::kSendGrad; }
+inline bool is_recv(Op op) { return op == Op::kRecvActivation || op == Op::kRecvGrad; }
+inline bool is_collective(Op op) {
+  switch (op) {
+    case Op::kGatherParams:
+    case Op::kReduceScatterGrads:
+    case Op::kAllReduceGrads:
+    case Op::kAllGatherParams:
+    case Op::kTpAllReduce:
+    case Op::kTpReduceScatter:
+    case Op::kTpAllGather:
+    case Op::kGradNormAllReduce: return true;
+    default: return false;
+  }
+}
+
+}  // namespace stagecraft::program

@@ -1,0 +1,195 @@
+#include "core/program/lower.hpp"
+
+#include <numeric>
+
+#include "core/program/check.hpp"
+#include "core/program/lower_context.hpp"
+#include "core/program/partition.hpp"
+
+namespace stagecraft::program {
+
+using detail::ChunkPlan;
+using detail::Context;
+using detail::Segment;
+
+namespace {
+
+// Chunk k in model order runs on stage k % pp as virtual chunk k / pp; chunk 0 also holds the
+// embedding, the last chunk the head.
+std::vector<ChunkInfo> place_chunks(const spec::Model& m, const spec::Plan& p, const std::vector<int64_t>& layers) {
+  const int64_t pp = p.pp, v = p.virtual_stages, total = pp * v;
+  std::vector<ChunkInfo> chunks(static_cast<std::size_t>(total));
+  int64_t block = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    ChunkInfo c;
+    c.stage = static_cast<int32_t>(k % pp);
+    c.chunk = static_cast<int32_t>(k / pp);
+    c.unit_begin = k == 0 ? 0 : block_first_unit(block);
+    block += layers[k];
+    c.unit_end = k == total - 1 ? head_unit(m) + 1 : block_first_unit(block);
+    chunks[static_cast<std::size_t>(c.stage * v + c.chunk)] = c;
+  }
+  return chunks;
+}
+
+// Stage-wide per-unit parameters (a tied head on a stage without the embedding holds a copy).
+std::vector<UnitParams> stage_unit_params(const Program& prog, const std::vector<Unit>& units, int32_t stage) {
+  const bool has_embedding = prog.chunk(stage, 0).unit_begin == 0;
+  const int64_t threshold = prog.plan.zero.stage == 3 ? prog.plan.zero.param_persistence_threshold : 0;
+  std::vector<UnitParams> out(units.size());
+  for (int32_t u = 0; u < static_cast<int32_t>(units.size()); ++u) {
+    out[u] = unit_params(units, u, has_embedding, tied_head_copy(prog.model, prog.plan.tp), threshold);
+  }
+  return out;
+}
+
+int32_t unit_group(const Unit& u) { return u.block >= 0 ? u.block : (u.kind == UnitKind::kEmbedding ? -1 : -2); }
+
+// Forward-order segments of a chunk: cut between units when tp > 1, at ZeRO-3 bucket edges, and
+// at block edges with full recompute (each block is a checkpoint).
+std::vector<Segment> chunk_segments(const Context& cx, const ChunkInfo& c, int32_t first_bucket, int32_t n_buckets) {
+  const Program& prog = *cx.program;
+  const bool full = prog.plan.recompute == spec::Recompute::kFull;
+  std::vector<Segment> out;
+  int32_t bucket = first_bucket;
+  for (int32_t u = c.unit_begin; u < c.unit_end; ++u) {
+    while (n_buckets > 0 && u >= prog.param_buckets[bucket].unit_end) ++bucket;
+    const int32_t b = n_buckets > 0 && prog.param_buckets[bucket].elems > 0 ? bucket : -1;
+    const int32_t group = unit_group(cx.units[u]);
+    const bool cut = out.empty() || cx.tp_collectives || out.back().param_bucket != b ||
+                     (full && out.back().group != group);
+    if (cut) out.push_back(Segment{u, u + 1, b, group});
+    else out.back().unit_end = u + 1;
+  }
+  return out;
+}
+
+void plan_chunks(Program& prog, Context& cx) {
+  const spec::ZeroConfig& z = prog.plan.zero;
+  for (const ChunkInfo& c : prog.chunks) {
+    const std::vector<UnitParams>& params = cx.stage_params[c.stage];
+    ChunkPlan plan;
+    for (const Bucket& b : grad_buckets(c, params, z.reduce_bucket)) {
+      plan.grad_buckets.push_back(static_cast<int32_t>(prog.grad_buckets.size()));
+      prog.grad_buckets.push_back(b);
+    }
+    const int32_t first = static_cast<int32_t>(prog.param_buckets.size());
+    if (cx.zero3_gathers) {
+      for (const Bucket& b : param_buckets(c, params, z.prefetch_bucket)) prog.param_buckets.push_back(b);
+    }
+    const int32_t count = static_cast<int32_t>(prog.param_buckets.size()) - first;
+    plan.segments = chunk_segments(cx, c, first, count);
+    // A tied head computes its logits with the embedding table: on the embedding's own stage
+    // that table lives in the bucket of unit 0 (chunk 0 comes first in this stage-major loop).
+    const ChunkInfo& first_chunk = prog.chunk(c.stage, 0);
+    if (cx.zero3_gathers && prog.model.tied_embeddings && first_chunk.unit_begin == 0 &&
+        c.unit_end == head_unit(prog.model) + 1) {
+      const ChunkPlan& emb = c.chunk == 0 ? plan : cx.chunk_plans[static_cast<std::size_t>(c.stage * prog.plan.virtual_stages)];
+      plan.segments.back().tied_bucket = emb.segments.front().param_bucket;
+    }
+    cx.chunk_plans.push_back(std::move(plan));
+  }
+  if ((z.stage == 1 || z.stage == 2) && prog.plan.dp > 1) {
+    for (int32_t s = 0; s < prog.plan.pp; ++s) {
+      int64_t elems = 0;
+      for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) elems += prog.chunk(s, c).params;
+      for (const Bucket& b : allgather_buckets(s, elems, z.allgather_bucket)) prog.param_buckets.push_back(b);
+    }
+  }
+}
+
+Context make_context(Program& prog) {
+  const spec::Plan& p = prog.plan;
+  Context cx;
+  cx.program = &prog;
+  cx.units = model_units(prog.model, p.tp);
+  cx.tokens = prog.tokens_per_micro_batch();
+  const int64_t act_elems = cx.tokens * prog.model.hidden;
+  cx.p2p_bytes = (p.sequence_parallel ? act_elems / p.tp : act_elems) * prog.activation_bytes;
+  cx.tp_bytes = act_elems * prog.activation_bytes;
+  cx.tp_collectives = p.tp > 1;
+  cx.dp_collectives = p.dp > 1;
+  cx.zero3_gathers = p.zero.stage == 3 && p.dp > 1;
+  cx.per_mb_reduce = p.zero.stage >= 2 && p.dp > 1;
+  cx.tied_group = prog.model.tied_embeddings && p.pp > 1;
+  for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, cx.units, s));
+  return cx;
+}
+
+}  // namespace
+
+Program lower(const spec::Model& model, const spec::Training& training, const spec::Plan& plan) {
+  spec::validate_plan(plan, model, training, plan.world());
+  Program prog;
+  prog.model = model;
+  prog.training = training;
+  prog.plan = plan;
+  prog.placement = Placement{plan.tp, plan.pp, plan.dp};
+  prog.param_bytes = spec::bytes_of(training.dtype);
+  prog.activation_bytes = spec::bytes_of(training.dtype);
+
+  const std::vector<Unit> units = model_units(model, plan.tp);
+  const std::vector<int64_t> layers = chunk_layers(model, plan, units);
+  prog.chunks = place_chunks(model, plan, layers);
+  prog.plan.stage_layers.assign(static_cast<std::size_t>(plan.pp), 0);
+  for (std::size_t k = 0; k < layers.size(); ++k) prog.plan.stage_layers[k % plan.pp] += layers[k];
+
+  Context cx = make_context(prog);
+  for (ChunkInfo& c : prog.chunks) {
+    for (int32_t u = c.unit_begin; u < c.unit_end; ++u) c.params += cx.stage_params[c.stage][u].elems;
+  }
+  plan_chunks(prog, cx);
+
+  const std::vector<std::vector<Step>> steps = schedule_steps(prog.plan);
+  prog.roles.resize(static_cast<std::size_t>(plan.pp));
+  prog.rank_role.resize(static_cast<std::size_t>(plan.world()));
+  int32_t next_id = 0;
+  for (int32_t s = 0; s < plan.pp; ++s) {
+    RoleProgram& role = prog.roles[s];
+    role.stage = s;
+    role.first_id = next_id;
+    detail::emit_stage(cx, s, steps[s], role);
+    next_id += static_cast<int32_t>(role.instrs.size());
+    for (int64_t d = 0; d < plan.dp; ++d) {
+      for (int64_t t = 0; t < plan.tp; ++t) {
+        const int64_t r = prog.placement.rank(s, d, t);
+        role.ranks.push_back(r);
+        prog.rank_role[r] = s;
+      }
+    }
+  }
+#ifndef NDEBUG
+  check(prog);  // debug builds check every lowering (tests check explicitly in every build)
+#endif
+  return prog;
+}
+
+std::size_t Program::instruction_count() const {
+  std::size_t n = 0;
+  for (const RoleProgram& r : roles) n += r.instrs.size();
+  return n;
+}
+
+std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {
+  const int64_t s = stage_of(r), d = dp_index_of(r), t = tp_index_of(r);
+  std::vector<int64_t> out;
+  switch (kind) {
+    case Group::kNone: out.push_back(r); break;
+    case Group::kTp:
+      for (int64_t i = 0; i < tp; ++i) out.push_back(rank(s, d, i));
+      break;
+    case Group::kDp:
+      for (int64_t i = 0; i < dp; ++i) out.push_back(rank(s, i, t));
+      break;
+    case Group::kEmbedding:
+      out.push_back(rank(0, d, t));
+      if (pp > 1) out.push_back(rank(pp - 1, d, t));
+      break;
+    case Group::kWorld:
+      for (int64_t i = 0; i < world(); ++i) out.push_back(i);
+      break;
+  }
+  return out;
+}
+
+}  // namespace stagecraft::program

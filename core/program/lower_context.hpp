@@ -1,0 +1,52 @@
+// Internal to lowering: what every stage's emitter needs — the units, the chunks and their
+// segments, buckets and byte sizes. Not part of the public interface.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/program/program.hpp"
+#include "core/program/schedules/schedules.hpp"
+#include "core/program/units.hpp"
+#include "core/program/zero.hpp"
+
+namespace stagecraft::program::detail {
+
+// A run of units computed by one instruction (cut at tp collectives, ZeRO-3 buckets and, with
+// full recompute, checkpoint boundaries).
+struct Segment {
+  int32_t unit_begin = 0;
+  int32_t unit_end = 0;
+  int32_t param_bucket = -1;   // global index into Program::param_buckets, -1 when none gathered
+  int32_t group = 0;           // recompute group: segments of one block share it
+  int32_t tied_bucket = -1;    // ZeRO-3: the embedding's bucket, used by a tied head on the same stage
+};
+
+struct ChunkPlan {
+  std::vector<Segment> segments;     // forward order
+  std::vector<int32_t> grad_buckets; // global indices into Program::grad_buckets, backward order
+};
+
+struct Context {
+  const Program* program = nullptr;
+  std::vector<Unit> units;
+  std::vector<std::vector<UnitParams>> stage_params;  // [stage][unit]
+  std::vector<ChunkPlan> chunk_plans;                 // stage-major like Program::chunks
+  int64_t p2p_bytes = 0;       // one activation (or its gradient) message
+  int64_t tp_bytes = 0;        // one tensor-parallel collective buffer S
+  int64_t tokens = 0;          // tokens per micro-batch
+  bool tp_collectives = false;
+  bool zero3_gathers = false;
+  bool dp_collectives = false;
+  bool per_mb_reduce = false;  // ZeRO-2/3: reduce-scatter at every micro-batch
+  bool tied_group = false;     // tied embeddings split over stages: embedding-group all-reduce
+
+  const ChunkPlan& chunk_plan(int64_t stage, int64_t chunk) const {
+    return chunk_plans[static_cast<std::size_t>(stage * program->plan.virtual_stages + chunk)];
+  }
+};
+
+// Emits one stage's instruction list into `role`.
+void emit_stage(const Context& cx, int32_t stage, const std::vector<Step>& steps, RoleProgram& role);
+
+}  // namespace stagecraft::program::detail

@@ -1,0 +1,86 @@
+// Program: a plan lowered to instructions — for every rank, the ordered instructions of one
+// training step. Ranks with identical instruction lists (the tp and dp peers of a pipeline stage)
+// share one RoleProgram, so a 1024-GPU plan stores one list per stage, not per GPU; `rank(r)`
+// gives any rank its list. Instruction ids are stable: role.first_id + index.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/program/instruction.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
+
+namespace stagecraft::program {
+
+// Rank layout, Megatron's order: tp fastest, then dp, then pp.
+//   rank = (stage * dp + dp_index) * tp + tp_index
+struct Placement {
+  int64_t tp = 1, pp = 1, dp = 1;
+
+  int64_t world() const { return tp * pp * dp; }
+  int64_t rank(int64_t stage, int64_t dp_index, int64_t tp_index) const { return (stage * dp + dp_index) * tp + tp_index; }
+  int64_t stage_of(int64_t rank) const { return rank / (tp * dp); }
+  int64_t dp_index_of(int64_t rank) const { return (rank / tp) % dp; }
+  int64_t tp_index_of(int64_t rank) const { return rank % tp; }
+  // Ranks of the group of `kind` that contains `rank`.
+  std::vector<int64_t> group_members(Group kind, int64_t rank) const;
+};
+
+// A model chunk placed on a stage: the units it covers.
+struct ChunkInfo {
+  int32_t stage = 0;
+  int32_t chunk = 0;         // virtual chunk index on its stage
+  int32_t unit_begin = 0;    // [unit_begin, unit_end)
+  int32_t unit_end = 0;
+  int64_t params = 0;        // parameters held per tp rank (incl. a tied head's embedding copy)
+};
+
+// A ZeRO bucket: consecutive units of one chunk whose parameters (or gradients) move together.
+struct Bucket {
+  int32_t stage = 0;
+  int32_t chunk = 0;
+  int32_t unit_begin = 0;
+  int32_t unit_end = 0;
+  int64_t elems = 0;             // elements moved per tp rank (gathered params / reduced grads)
+  int64_t persistent_elems = 0;  // ZeRO-3: elements kept whole (below param_persistence_threshold)
+};
+
+struct RoleProgram {
+  int32_t stage = 0;
+  int32_t first_id = 0;
+  std::vector<Instr> instrs;
+  std::vector<int32_t> deps;     // local instruction indices, ranges referenced by Instr
+  std::vector<int64_t> ranks;    // the ranks that run this list
+
+  std::span<const int32_t> deps_of(const Instr& i) const {
+    return {deps.data() + i.dep_begin, static_cast<std::size_t>(i.dep_count)};
+  }
+};
+
+struct Program {
+  spec::Model model;
+  spec::Training training;
+  spec::Plan plan;                  // after defaults: stage_layers always filled
+  Placement placement;
+  std::vector<ChunkInfo> chunks;    // stage-major: chunks[stage * v + chunk]
+  std::vector<Bucket> param_buckets;
+  std::vector<Bucket> grad_buckets;
+  std::vector<RoleProgram> roles;
+  std::vector<int32_t> rank_role;   // world entries
+  int64_t param_bytes = 2;          // bytes per parameter / gradient element in communication
+  int64_t activation_bytes = 2;     // bytes per activation element
+
+  const RoleProgram& role_of(int64_t rank) const { return roles[static_cast<std::size_t>(rank_role[rank])]; }
+  std::span<const Instr> rank(int64_t r) const { return role_of(r).instrs; }
+  const ChunkInfo& chunk(int64_t stage, int64_t c) const {
+    return chunks[static_cast<std::size_t>(stage * plan.virtual_stages + c)];
+  }
+  int64_t tokens_per_micro_batch() const { return plan.micro_batch * model.seq_len; }
+  std::size_t instruction_count() const;
+};
+
+}  // namespace stagecraft::program

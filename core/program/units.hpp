@@ -1,0 +1,41 @@
+// Units: the pieces a model is cut into for pipelining, ZeRO bucketing and tensor-parallel
+// collectives, with each unit's parameter tensors and FLOPs per token on one tp rank.
+//   unit 0          embedding: wte V*h/t (vocab-parallel), wpe s*h (replicated) if learned
+//   unit 1+2i       block i attention: norm1, qkv h*(h/t + 2*kv_r*d), out (h/t)*h (+ biases)
+//   unit 2+2i       block i MLP: norm2, up (and gate) h*f/t, down (f/t)*h (+ biases)
+//   unit 2L+1       head: final norm, LM head V*h/t (untied; tied: shares wte)
+// kv_r = kv_heads/t key/value heads per rank, or 1 when t > kv_heads (replicated, as Megatron).
+// Column-parallel biases split over t; row-parallel biases and norms are replicated.
+// FLOPs per token per rank: forward 2*k*n per GEMM (+ 4*s*h/t attention scores); backward
+// input grads 2*k*n (+ 8*s*h/t scores), weight grads 2*k*n (count/count.hpp for the full model).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/spec/model.hpp"
+
+namespace stagecraft::program {
+
+enum class UnitKind : uint8_t { kEmbedding, kAttention, kMlp, kHead };
+
+struct Unit {
+  UnitKind kind = UnitKind::kEmbedding;
+  int32_t block = -1;                  // transformer block index, -1 for embedding/head
+  std::vector<int64_t> tensors;        // elements of each parameter tensor on one tp rank
+  int64_t params = 0;                  // sum of tensors
+  double fwd_flops_per_token = 0;      // GEMMs + attention scores
+  double bwd_input_flops_per_token = 0;
+  double bwd_weight_flops_per_token = 0;
+  double score_flops_per_token = 0;    // attention scores (part of forward), what selective recompute re-runs
+};
+
+inline int32_t unit_count(const spec::Model& m) { return static_cast<int32_t>(2 * m.layers + 2); }
+inline int32_t head_unit(const spec::Model& m) { return static_cast<int32_t>(2 * m.layers + 1); }
+inline int32_t block_first_unit(int64_t block) { return static_cast<int32_t>(1 + 2 * block); }
+
+std::vector<Unit> model_units(const spec::Model& m, int64_t tp);
+// Elements of the embedding table a tied head keeps on its own stage when the embedding is elsewhere.
+int64_t tied_head_copy(const spec::Model& m, int64_t tp);
+
+}  // namespace stagecraft::program
