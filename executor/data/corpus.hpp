@@ -1,0 +1,77 @@
+// Corpus: the tokens training reads, addressed as (step, global sequence index) -> one sequence
+// of T input ids and the T next-token targets. The address fixes the tokens, so sequence j of
+// step t is identical under every plan (dp size, micro-batch size and count only decide who
+// reads it). Sources: a synthetic Markov corpus with learnable structure, a text file read as
+// bytes, a raw file of little-endian uint16 token ids. Not a tokenizer, not a streaming loader
+// (files are read whole into memory).
+//
+// Shape legend: B sequences, T tokens per sequence; inputs and targets are [B*T] row-major.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "executor/model/layers.hpp"
+
+namespace stagecraft::executor {
+
+// A bad data file: names the file and, where it is about one position, the byte offset.
+class DataError : public std::runtime_error {
+ public:
+  DataError(std::string file, int64_t byte_offset, const std::string& detail);
+  const std::string& file() const { return file_; }
+  int64_t byte_offset() const { return byte_offset_; }  // -1 when not about one position
+
+ private:
+  std::string file_;
+  int64_t byte_offset_;
+};
+
+struct Batch {
+  int64_t sequences = 0;         // B
+  int64_t seq = 0;               // T
+  std::vector<int32_t> inputs;   // [B*T]
+  std::vector<int32_t> targets;  // [B*T]: targets[i] is the token after inputs[i]
+
+  TokenBatch view() const { return {{sequences, seq}, inputs, targets}; }
+};
+
+class Corpus {
+ public:
+  // Tokens from a fixed random first-order Markov chain over [0, vocab): from each token the
+  // next is one of 4 successors (picked by hashing (seed, token)) with probabilities 0.80, 0.10,
+  // 0.06, 0.04, so a model can learn it: the loss falls from ln(vocab) towards about 0.71 nats.
+  static Corpus synthetic(int64_t vocab, int64_t seq_len, uint64_t seed);
+  // A text file as bytes (token = byte value); needs vocab >= 256.
+  static Corpus from_text_file(const std::string& path, int64_t vocab, int64_t seq_len, uint64_t seed);
+  // A raw file of little-endian uint16 token ids, each < vocab.
+  static Corpus from_token_file(const std::string& path, int64_t vocab, int64_t seq_len, uint64_t seed);
+
+  // Sequence `sequence` of step `step`: the synthetic chain started from a hashed state, or a
+  // file window at a hashed offset. Pure: depends only on (seed, step, sequence).
+  Batch sample(int64_t step, int64_t sequence) const;
+  // Sequences first .. first + count - 1 of step `step`, stacked (a micro-batch).
+  Batch sample(int64_t step, int64_t first, int64_t count) const;
+
+  int64_t vocab() const { return vocab_; }
+  int64_t seq_len() const { return seq_len_; }
+  bool is_synthetic() const { return tokens_.empty(); }
+  const std::string& source() const { return source_; }  // "synthetic" or the file path
+  // Expected cross-entropy (nats) of the synthetic chain's transitions when successors differ.
+  static double synthetic_entropy();
+
+ private:
+  Corpus(int64_t vocab, int64_t seq_len, uint64_t seed, std::string source, std::vector<int32_t> tokens);
+  void fill_synthetic(uint64_t key, int32_t* out) const;  // seq_len + 1 tokens
+  void fill_window(uint64_t key, int32_t* out) const;     // seq_len + 1 tokens
+
+  int64_t vocab_ = 0;
+  int64_t seq_len_ = 0;
+  uint64_t seed_ = 0;
+  std::string source_;
+  std::vector<int32_t> tokens_;  // file corpora; empty for the synthetic one
+};
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,127 @@
+// Forward and backward of one unit (embedding, block attention sublayer, block MLP sublayer,
+// head; see params.hpp) for one micro-batch, on caller-provided activation buffers: the pieces a
+// distributed executor calls per Program instruction. It is the CPU oracle (Eigen, float or
+// double); it owns no parameters and does no communication.
+//
+// Shape legend: B sequences, T tokens each, N = B*T rows, C hidden, V vocab.
+//   embedding  tokens [N]          -> x [N, C]     x = wte[token] + wpe[position]
+//   attention  x [N, C]            -> x + attn(norm1(x))
+//   mlp        x [N, C]            -> x + mlp(norm2(x))
+//   head       x [N, C], targets   -> loss [1]     mean over the N tokens of the cross-entropy
+// Gradient accumulation: the head's loss is the mean over the micro-batch's tokens; to train on
+// the mean over m micro-batches, pass dy = {1/m} to the head's backward. Parameter gradients are
+// ADDED to the grad buffer (zero it once per step), so m backward calls accumulate.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/spec/model.hpp"
+#include "executor/model/params.hpp"
+
+namespace stagecraft::executor {
+
+struct Dims {
+  int64_t batch = 0;  // B sequences
+  int64_t seq = 0;    // T tokens per sequence (<= model.seq_len)
+  int64_t rows() const { return batch * seq; }
+};
+
+// The micro-batch's token ids. Only the embedding reads `inputs` and only the head reads
+// `targets`; the stages in between may leave them empty.
+struct TokenBatch {
+  Dims dims;
+  std::span<const int32_t> inputs;   // [N]
+  std::span<const int32_t> targets;  // [N], the next token of each input
+};
+
+enum class CacheMode {
+  kFull,       // keep every intermediate backward needs
+  kInputOnly,  // keep only the unit input (activation recompute); backward re-runs forward first
+};
+
+// What one unit's forward leaves for its backward, per micro-batch (the caller keeps one per
+// in-flight micro-batch). Buffers unused by a unit kind stay empty.
+template <typename Scalar>
+struct UnitCache {
+  Dims dims;
+  bool full = false;             // intermediates present; otherwise backward recomputes them
+  bool input_grad_done = false;  // backward_input ran, backward_weight may run
+  std::vector<int32_t> tokens;   // embedding: inputs; head: targets [N]
+  std::vector<Scalar> input;     // the unit input x [N, C] (kInputOnly)
+  std::vector<Scalar> xhat;      // normalised input [N, C]
+  std::vector<Scalar> rstd;      // 1 / std (or 1 / rms) per row [N]
+  std::vector<Scalar> a;         // norm output, the first linear's input [N, C]
+  std::vector<Scalar> qkv;       // attention: q | k | v after RoPE [N, C + 2KV]
+  std::vector<Scalar> probs;     // attention: softmax [B, H, T, T]; head: softmax [N, V]
+  std::vector<Scalar> mid;       // attention: head outputs [N, C]; MLP: activation output [N, F]
+  std::vector<Scalar> pre;       // MLP: gelu input, or swiglu gate [N, F]
+  std::vector<Scalar> pre2;      // MLP swiglu: up [N, F]
+  // Written by backward_input, read by backward_weight:
+  std::vector<Scalar> d_out;     // dL/d(last linear output): the unit's dy [N, C]; head: dlogits [N, V]
+  std::vector<Scalar> d_pre;     // attention: dL/d(qkv before RoPE) [N, C + 2KV]; MLP: dL/d(pre) [N, F]
+  std::vector<Scalar> d_pre2;    // MLP swiglu: dL/d(up) [N, F]
+  std::vector<Scalar> d_a;       // dL/d(norm output) [N, C]
+
+  void release_intermediates();  // keeps tokens and input only
+  void clear();                  // releases everything
+};
+
+// Offsets of one unit's tensors inside the layout's flat buffer (-1 when absent).
+struct LinearSlot {
+  int64_t w = -1, b = -1, in = 0, out = 0;
+};
+struct UnitSlots {
+  int64_t norm_w = -1, norm_b = -1;
+  std::vector<LinearSlot> linears;  // attention: qkv, out; gelu: up, down; swiglu: gate, up, down
+  int64_t wte = -1, wpe = -1;       // embedding; the head reads wte when tied
+  int64_t lm_head = -1;             // untied head [C x V]
+};
+
+template <typename Scalar>
+class Layer {
+ public:
+  // The unit `unit` of `layout` (which must hold it). `params` and `grads` below are whole flat
+  // buffers of that layout (layout.size() elements). A tied head uses the layout's one wte, so
+  // when unit 0 is in the same layout its gradient receives both contributions.
+  Layer(const ParamLayout& layout, int64_t unit);
+
+  UnitKind kind() const { return kind_; }
+  int64_t unit() const { return unit_; }
+  int64_t input_size(Dims d) const;   // 0 for the embedding (it reads tokens), else N*C
+  int64_t output_size(Dims d) const;  // 1 for the head (the loss), else N*C
+
+  // y = unit(x). The head writes the mean loss to y[0].
+  void forward(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
+               std::span<Scalar> y, UnitCache<Scalar>& cache, CacheMode mode = CacheMode::kFull) const;
+  // Re-runs forward from the cached input so the cache holds every intermediate again.
+  void recompute(std::span<const Scalar> params, UnitCache<Scalar>& cache) const;
+
+  // dx = dL/dx from dy = dL/dy (head: dy = {dL/dloss}); the embedding takes an empty dx. Adds
+  // the parameter gradients to `grads`. Equals backward_input followed by backward_weight.
+  void backward(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> dx,
+                std::span<Scalar> grads, UnitCache<Scalar>& cache) const;
+  // Zero-bubble split: the input gradient now, keeping in `cache` what the weight gradient needs.
+  void backward_input(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> dx,
+                      UnitCache<Scalar>& cache) const;
+  // Adds the parameter gradients; needs a cache on which backward_input ran.
+  void backward_weight(std::span<Scalar> grads, UnitCache<Scalar>& cache) const;
+
+ private:
+  void check_buffer(const char* what, std::size_t got, int64_t want) const;
+  void check_tokens(std::span<const int32_t> ids, const char* what, int64_t rows) const;
+
+  spec::Model model_;
+  int64_t layout_size_ = 0;
+  int64_t unit_ = 0;
+  UnitKind kind_ = UnitKind::kEmbedding;
+  UnitSlots slots_;
+};
+
+extern template class Layer<float>;
+extern template class Layer<double>;
+extern template struct UnitCache<float>;
+extern template struct UnitCache<double>;
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,72 @@
+// MLP sublayer unit: y = x + mlp(norm2(x)).
+//   gelu:   pre [N, F] = a . Wup + b;  mid = gelu(pre);                      y = x + mid . Wdown + b
+//   swiglu: pre = a . Wgate + b, pre2 = a . Wup + b;  mid = silu(pre) * pre2;  y = x + mid . Wdown + b
+#include "executor/model/units.hpp"
+
+namespace stagecraft::executor::detail {
+
+template <typename S>
+void mlp_forward(const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCache<S>& c) {
+  const int64_t n = c.dims.rows(), h = m.hidden, f = m.ffn_hidden;
+  const bool swiglu = m.mlp == spec::Mlp::kSwiglu;
+  const LinearSlot& first = s.linears[0];  // gelu: up; swiglu: gate
+  const LinearSlot& down = s.linears.back();
+  norm_forward(m, s, params, x, c);
+  resize(c.pre, n * f);
+  resize(c.mid, n * f);
+  ops::linear_forward(c.a.data(), params + first.w, at(params, first.b), c.pre.data(), n, h, f);
+  if (swiglu) {
+    const LinearSlot& up = s.linears[1];
+    resize(c.pre2, n * f);
+    ops::linear_forward(c.a.data(), params + up.w, at(params, up.b), c.pre2.data(), n, h, f);
+    ops::swiglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f);
+  } else {
+    ops::gelu_forward(c.pre.data(), c.mid.data(), n * f);
+  }
+  ops::linear_forward(c.mid.data(), params + down.w, at(params, down.b), y, n, f, h);
+  ops::MatMap<S>(y, n, h) += ops::ConstMatMap<S>(x, n, h);
+}
+
+template <typename S>
+void mlp_backward_input(const spec::Model& m, const UnitSlots& s, const S* params, const S* dy, S* dx,
+                        UnitCache<S>& c) {
+  const int64_t n = c.dims.rows(), h = m.hidden, f = m.ffn_hidden;
+  const LinearSlot& first = s.linears[0];
+  const LinearSlot& down = s.linears.back();
+  c.d_out.assign(dy, dy + n * h);
+  std::vector<S> d_mid(static_cast<std::size_t>(n * f));
+  ops::linear_backward_input(dy, params + down.w, d_mid.data(), n, f, h, false);
+  resize(c.d_pre, n * f);
+  resize(c.d_a, n * h);
+  if (m.mlp == spec::Mlp::kSwiglu) {
+    const LinearSlot& up = s.linears[1];
+    resize(c.d_pre2, n * f);
+    ops::swiglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f);
+    ops::linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
+    ops::linear_backward_input(c.d_pre2.data(), params + up.w, c.d_a.data(), n, h, f, true);
+  } else {
+    ops::gelu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f);
+    ops::linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
+  }
+  norm_backward_input(m, s, params, dy, dx, c);
+}
+
+template <typename S>
+void mlp_backward_weight(const spec::Model& m, const UnitSlots& s, S* grads, UnitCache<S>& c) {
+  const int64_t n = c.dims.rows();
+  linear_backward_weight(s.linears.back(), c.mid.data(), c.d_out.data(), grads, n);
+  linear_backward_weight(s.linears[0], c.a.data(), c.d_pre.data(), grads, n);
+  if (m.mlp == spec::Mlp::kSwiglu) linear_backward_weight(s.linears[1], c.a.data(), c.d_pre2.data(), grads, n);
+  norm_backward_weight(m, s, grads, c);
+}
+
+#define STAGECRAFT_INSTANTIATE(S)                                                                    \
+  template void mlp_forward<S>(const spec::Model&, const UnitSlots&, const S*, const S*, S*, UnitCache<S>&); \
+  template void mlp_backward_input<S>(const spec::Model&, const UnitSlots&, const S*, const S*, S*,      \
+                                      UnitCache<S>&);                                                  \
+  template void mlp_backward_weight<S>(const spec::Model&, const UnitSlots&, S*, UnitCache<S>&);
+STAGECRAFT_INSTANTIATE(float)
+STAGECRAFT_INSTANTIATE(double)
+#undef STAGECRAFT_INSTANTIATE
+
+}  // namespace stagecraft::executor::detail

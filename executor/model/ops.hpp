@@ -1,0 +1,284 @@
+// Kernels of the CPU model math, forward and backward: linear (Eigen GEMMs on row-major maps),
+// LayerNorm / RMSNorm, GELU (tanh) / SiLU, RoPE, causal grouped-query attention, softmax
+// cross-entropy. Internal to executor/model (the units in layers.hpp compose them); raw pointers
+// with explicit shapes, templated on the scalar so double can check float. Not a tensor library.
+//
+// Shape legend: N = B*T token rows (B sequences of T tokens), C hidden, H heads, G kv heads,
+// D head dim (C = H*D), KV = G*D, F ffn hidden, V vocab. Row-major everywhere.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace stagecraft::executor::ops {
+
+template <typename S>
+using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename S>
+using MatMap = Eigen::Map<Matrix<S>>;
+template <typename S>
+using ConstMatMap = Eigen::Map<const Matrix<S>>;
+template <typename S>
+using StridedMap = Eigen::Map<Matrix<S>, 0, Eigen::OuterStride<>>;
+template <typename S>
+using ConstStridedMap = Eigen::Map<const Matrix<S>, 0, Eigen::OuterStride<>>;
+template <typename S>
+using RowVec = Eigen::Matrix<S, 1, Eigen::Dynamic>;
+template <typename S>
+using RowMap = Eigen::Map<RowVec<S>>;
+template <typename S>
+using ConstRowMap = Eigen::Map<const RowVec<S>>;
+
+constexpr double kNormEps = 1e-5;      // GPT-2 LayerNorm; LLaMA RMSNorm uses 1e-5 or 1e-6
+constexpr double kRopeBase = 10000.0;  // RoFormer / LLaMA
+
+// ---- linear: y [N, out] = x [N, in] . w [in, out] (+ b [out]) ----------------------------------
+
+template <typename S>
+void linear_forward(const S* x, const S* w, const S* b, S* y, int64_t n, int64_t in, int64_t out) {
+  MatMap<S> ym(y, n, out);
+  ym.noalias() = ConstMatMap<S>(x, n, in) * ConstMatMap<S>(w, in, out);
+  if (b != nullptr) ym.rowwise() += ConstRowMap<S>(b, out);
+}
+
+// dx [N, in] = dy [N, out] . w^T, or += when `accumulate`.
+template <typename S>
+void linear_backward_input(const S* dy, const S* w, S* dx, int64_t n, int64_t in, int64_t out, bool accumulate) {
+  MatMap<S> dxm(dx, n, in);
+  if (accumulate) {
+    dxm.noalias() += ConstMatMap<S>(dy, n, out) * ConstMatMap<S>(w, in, out).transpose();
+  } else {
+    dxm.noalias() = ConstMatMap<S>(dy, n, out) * ConstMatMap<S>(w, in, out).transpose();
+  }
+}
+
+// dw [in, out] += x^T . dy;  db [out] += column sums of dy (db may be null).
+template <typename S>
+void linear_backward_weight(const S* x, const S* dy, S* dw, S* db, int64_t n, int64_t in, int64_t out) {
+  ConstMatMap<S> dym(dy, n, out);
+  MatMap<S>(dw, in, out).noalias() += ConstMatMap<S>(x, n, in).transpose() * dym;
+  if (db != nullptr) RowMap<S>(db, out) += dym.colwise().sum();
+}
+
+// ---- norms over rows of [N, C] ------------------------------------------------------------------
+// LayerNorm: xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps), y = xhat * w + b.
+// RMSNorm:   xhat = x * rstd,          rstd = 1/sqrt(mean(x^2) + eps), y = xhat * w.
+
+template <typename S>
+void norm_forward(bool layer_norm, const S* x, const S* w, const S* b, S* y, S* xhat, S* rstd, int64_t n, int64_t c) {
+  ConstRowMap<S> wm(w, c);
+  for (int64_t r = 0; r < n; ++r) {
+    ConstRowMap<S> xr(x + r * c, c);
+    RowMap<S> hr(xhat + r * c, c);
+    const S mean = layer_norm ? xr.mean() : S(0);
+    hr = xr.array() - mean;
+    rstd[r] = S(1) / std::sqrt(hr.squaredNorm() / static_cast<S>(c) + static_cast<S>(kNormEps));
+    hr *= rstd[r];
+    RowMap<S> yr(y + r * c, c);
+    yr = hr.cwiseProduct(wm);
+    if (b != nullptr) yr += ConstRowMap<S>(b, c);
+  }
+}
+
+// dx = d(norm input) from dy = d(norm output); dx is overwritten, or added to when `accumulate`.
+//   g = dy * w;  LayerNorm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//                RMSNorm:   dx = rstd * (g - xhat * mean(g * xhat))
+template <typename S>
+void norm_backward_input(bool layer_norm, const S* dy, const S* w, const S* xhat, const S* rstd, S* dx, int64_t n,
+                         int64_t c, bool accumulate) {
+  ConstRowMap<S> wm(w, c);
+  RowVec<S> g(c);
+  for (int64_t r = 0; r < n; ++r) {
+    ConstRowMap<S> hr(xhat + r * c, c);
+    g = ConstRowMap<S>(dy + r * c, c).cwiseProduct(wm);
+    const S g_mean = layer_norm ? g.mean() : S(0);
+    const S gh_mean = g.dot(hr) / static_cast<S>(c);
+    RowMap<S> dxr(dx + r * c, c);
+    if (accumulate) {
+      dxr.array() += rstd[r] * (g.array() - g_mean - hr.array() * gh_mean);
+    } else {
+      dxr.array() = rstd[r] * (g.array() - g_mean - hr.array() * gh_mean);
+    }
+  }
+}
+
+// dw [C] += sum over rows of dy * xhat;  db [C] += column sums of dy (db may be null).
+template <typename S>
+void norm_backward_weight(const S* dy, const S* xhat, S* dw, S* db, int64_t n, int64_t c) {
+  ConstMatMap<S> dym(dy, n, c);
+  RowMap<S>(dw, c) += dym.cwiseProduct(ConstMatMap<S>(xhat, n, c)).colwise().sum();
+  if (db != nullptr) RowMap<S>(db, c) += dym.colwise().sum();
+}
+
+// ---- activations (elementwise over `count`) -----------------------------------------------------
+
+// GELU, tanh approximation (GPT-2): 0.5 u (1 + tanh(k (u + 0.044715 u^3))), k = sqrt(2/pi).
+template <typename S>
+void gelu_forward(const S* u, S* out, int64_t count) {
+  const S k = static_cast<S>(std::sqrt(2.0 / std::numbers::pi));
+  for (int64_t i = 0; i < count; ++i) {
+    const S x = u[i];
+    out[i] = S(0.5) * x * (S(1) + std::tanh(k * (x + S(0.044715) * x * x * x)));
+  }
+}
+
+// du = dout * gelu'(u) (overwrites du).
+template <typename S>
+void gelu_backward(const S* u, const S* dout, S* du, int64_t count) {
+  const S k = static_cast<S>(std::sqrt(2.0 / std::numbers::pi));
+  for (int64_t i = 0; i < count; ++i) {
+    const S x = u[i];
+    const S t = std::tanh(k * (x + S(0.044715) * x * x * x));
+    const S dt = k * (S(1) + S(3) * S(0.044715) * x * x);
+    du[i] = dout[i] * (S(0.5) * (S(1) + t) + S(0.5) * x * (S(1) - t * t) * dt);
+  }
+}
+
+template <typename S>
+S sigmoid(S x) {
+  return S(1) / (S(1) + std::exp(-x));
+}
+
+// SwiGLU core: out = silu(gate) * up, silu(x) = x * sigmoid(x).
+template <typename S>
+void swiglu_forward(const S* gate, const S* up, S* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+}
+
+// d_gate = dout * up * silu'(gate), silu'(x) = s (1 + x (1 - s)); d_up = dout * silu(gate).
+template <typename S>
+void swiglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const S s = sigmoid(gate[i]);
+    d_gate[i] = dout[i] * up[i] * s * (S(1) + gate[i] * (S(1) - s));
+    d_up[i] = dout[i] * gate[i] * s;
+  }
+}
+
+// ---- RoPE ---------------------------------------------------------------------------------------
+// Rotate-half convention (GPT-NeoX / LLaMA in HF): in each head of width D, the pair (i, i + D/2)
+// at position t turns by t * base^(-2i/D). `inverse` turns back (the transpose), which maps the
+// gradient of rotated values to the gradient of the unrotated ones. Works in place on `heads`
+// heads starting at column `col0` of rows with stride `row_stride`; row r is position r mod T.
+template <typename S>
+void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d, bool inverse) {
+  const int64_t half = d / 2;
+  std::vector<S> cos_t(static_cast<std::size_t>(seq * half)), sin_t(cos_t.size());
+  for (int64_t t = 0; t < seq; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(t) * std::pow(kRopeBase, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      cos_t[static_cast<std::size_t>(t * half + i)] = static_cast<S>(std::cos(angle));
+      sin_t[static_cast<std::size_t>(t * half + i)] = static_cast<S>(inverse ? -std::sin(angle) : std::sin(angle));
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    const S* cr = cos_t.data() + (r % seq) * half;
+    const S* sr = sin_t.data() + (r % seq) * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      S* v = x + r * row_stride + col0 + h * d;
+      for (int64_t i = 0; i < half; ++i) {
+        const S a = v[i], b = v[i + half];
+        v[i] = a * cr[i] - b * sr[i];
+        v[i + half] = b * cr[i] + a * sr[i];
+      }
+    }
+  }
+}
+
+// ---- causal grouped-query attention -------------------------------------------------------------
+
+struct AttentionShape {
+  int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t hidden() const { return heads * head_dim; }
+  int64_t kv_dim() const { return kv_heads * head_dim; }
+  int64_t qkv_cols() const { return hidden() + 2 * kv_dim(); }
+  int64_t group() const { return heads / kv_heads; }  // query heads per K/V head
+};
+
+// qkv [N, C + 2KV] = q | k | v; query head h reads K/V head h / (H/G).
+// probs [B, H, T, T] = causal softmax(q k^T / sqrt(D)) (zeros above the diagonal); out [N, C].
+template <typename S>
+void attention_forward(const S* qkv, S* probs, S* out, const AttentionShape& a) {
+  const int64_t T = a.seq, D = a.head_dim, C = a.hidden(), W = a.qkv_cols();
+  const S scale = S(1) / std::sqrt(static_cast<S>(D));
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const S* rows = qkv + b * T * W;
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t g = h / a.group();
+      ConstStridedMap<S> q(rows + h * D, T, D, Eigen::OuterStride<>(W));
+      ConstStridedMap<S> k(rows + C + g * D, T, D, Eigen::OuterStride<>(W));
+      ConstStridedMap<S> v(rows + C + a.kv_dim() + g * D, T, D, Eigen::OuterStride<>(W));
+      MatMap<S> p(probs + (b * a.heads + h) * T * T, T, T);
+      p.noalias() = (q * k.transpose()) * scale;
+      for (int64_t i = 0; i < T; ++i) {
+        auto row = p.row(i).head(i + 1);
+        row = (row.array() - row.maxCoeff()).exp();
+        row /= row.sum();
+        p.row(i).tail(T - i - 1).setZero();
+      }
+      StridedMap<S> o(out + b * T * C + h * D, T, D, Eigen::OuterStride<>(C));
+      o.noalias() = p * v;
+    }
+  }
+}
+
+// From dout [N, C] to dqkv [N, C + 2KV] (overwritten):  dP = dO v^T,  dv += P^T dO,
+// dS = P * (dP - rowsum(P * dP)),  dq = dS k / sqrt(D),  dk += dS^T q / sqrt(D).
+template <typename S>
+void attention_backward(const S* qkv, const S* probs, const S* dout, S* dqkv, const AttentionShape& a) {
+  const int64_t T = a.seq, D = a.head_dim, C = a.hidden(), W = a.qkv_cols();
+  const S scale = S(1) / std::sqrt(static_cast<S>(D));
+  MatMap<S>(dqkv, a.batch * T, W).setZero();
+  Matrix<S> dp(T, T);
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const S* rows = qkv + b * T * W;
+    S* drows = dqkv + b * T * W;
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t g = h / a.group(), k0 = C + g * D, v0 = C + a.kv_dim() + g * D;
+      ConstStridedMap<S> q(rows + h * D, T, D, Eigen::OuterStride<>(W));
+      ConstStridedMap<S> k(rows + k0, T, D, Eigen::OuterStride<>(W));
+      ConstStridedMap<S> v(rows + v0, T, D, Eigen::OuterStride<>(W));
+      ConstStridedMap<S> d_o(dout + b * T * C + h * D, T, D, Eigen::OuterStride<>(C));
+      ConstMatMap<S> p(probs + (b * a.heads + h) * T * T, T, T);
+      StridedMap<S>(drows + v0, T, D, Eigen::OuterStride<>(W)).noalias() += p.transpose() * d_o;
+      dp.noalias() = d_o * v.transpose();
+      const Eigen::Matrix<S, Eigen::Dynamic, 1> pdp = p.cwiseProduct(dp).rowwise().sum();
+      dp = p.cwiseProduct(dp - pdp.replicate(1, T)) * scale;  // dS, already scaled
+      StridedMap<S>(drows + h * D, T, D, Eigen::OuterStride<>(W)).noalias() = dp * k;
+      StridedMap<S>(drows + k0, T, D, Eigen::OuterStride<>(W)).noalias() += dp.transpose() * q;
+    }
+  }
+}
+
+// ---- softmax cross-entropy ----------------------------------------------------------------------
+
+// logits [N, V] become probabilities in place; returns the mean over rows of -log p[target].
+template <typename S>
+S softmax_cross_entropy(S* logits, const int32_t* targets, int64_t n, int64_t v) {
+  double total = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    RowMap<S> row(logits + r * v, v);
+    const S max = row.maxCoeff();
+    const S target_shifted = row[targets[r]] - max;
+    row = (row.array() - max).exp();
+    const S sum = row.sum();
+    total += std::log(static_cast<double>(sum)) - static_cast<double>(target_shifted);
+    row /= sum;
+  }
+  return static_cast<S>(total / static_cast<double>(n));
+}
+
+// dlogits [N, V] = (probs - onehot(targets)) * scale (overwritten); scale = dL/dloss / N for a mean.
+template <typename S>
+void softmax_cross_entropy_backward(const S* probs, const int32_t* targets, S scale, S* dlogits, int64_t n, int64_t v) {
+  MatMap<S> d(dlogits, n, v);
+  d = ConstMatMap<S>(probs, n, v) * scale;
+  for (int64_t r = 0; r < n; ++r) d(r, targets[r]) -= scale;
+}
+
+}  // namespace stagecraft::executor::ops
