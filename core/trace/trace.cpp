@@ -1,0 +1,143 @@
+#include "core/trace/trace.hpp"
+
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
+
+namespace stagecraft::trace {
+
+using nlohmann::json;
+using program::Lane;
+using program::Op;
+
+namespace {
+
+constexpr std::array<Lane, program::kLaneCount> kLanes = {Lane::kCompute, Lane::kTp,       Lane::kPpSend, Lane::kPpRecv,
+                                                          Lane::kDpGather, Lane::kDpReduce, Lane::kOffload};
+
+double to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+int64_t to_ns(double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); }
+
+template <typename E, std::size_t N>
+std::map<std::string, E> by_name(const std::array<E, N>& values) {
+  std::map<std::string, E> out;
+  for (E v : values) out[program::to_string(v)] = v;
+  return out;
+}
+
+std::map<std::string, Op> op_names() {
+  std::array<Op, program::kOpCount> ops{};
+  for (int i = 0; i < program::kOpCount; ++i) ops[static_cast<std::size_t>(i)] = static_cast<Op>(i);
+  return by_name(ops);
+}
+
+json event_json(const Event& e) {
+  json args = {{"instr", e.instr}, {"kind", program::trace_kind(e.op)}, {"op", program::to_string(e.op)}};
+  if (e.mb >= 0) args["mb"] = e.mb;
+  if (e.stage >= 0) args["stage"] = e.stage;
+  if (e.chunk >= 0) args["chunk"] = e.chunk;
+  if (e.bytes > 0) args["bytes"] = e.bytes;
+  if (e.flops > 0) args["flops"] = e.flops;
+  return {{"ph", "X"},
+          {"name", program::to_string(e.op)},
+          {"cat", program::trace_kind(e.op)},
+          {"pid", e.rank},
+          {"tid", static_cast<int>(e.lane)},
+          {"ts", to_us(e.start_ns)},
+          {"dur", to_us(e.end_ns - e.start_ns)},
+          {"args", args}};
+}
+
+Event read_event(const json& j, const std::string& file, const std::string& at) {
+  static const std::map<std::string, Op> ops = op_names();
+  spec::ObjectReader r(j, file, at);
+  Event e;
+  e.rank = r.integer("pid");
+  const int64_t tid = r.integer("tid");
+  if (tid < 0 || tid >= program::kLaneCount) r.fail_value("tid", "a lane index 0.." + std::to_string(program::kLaneCount - 1));
+  e.lane = kLanes[static_cast<std::size_t>(tid)];
+  e.start_ns = to_ns(r.number("ts"));
+  e.end_ns = e.start_ns + to_ns(r.number("dur"));
+  spec::ObjectReader a = r.object("args");
+  const std::string op = a.string("op");
+  auto it = ops.find(op);
+  if (it == ops.end()) a.fail_value("op", "a Program instruction name (docs/program.md)");
+  e.op = it->second;
+  e.instr = static_cast<int32_t>(a.integer("instr"));
+  a.string("kind");
+  e.mb = static_cast<int32_t>(a.integer_or("mb", -1));
+  e.stage = static_cast<int32_t>(a.integer_or("stage", -1));
+  e.chunk = static_cast<int32_t>(a.integer_or("chunk", -1));
+  e.bytes = a.integer_or("bytes", 0);
+  e.flops = a.number_or("flops", 0);
+  return e;
+}
+
+}  // namespace
+
+json to_chrome_json(const Trace& t) {
+  json events = json::array();
+  std::map<int64_t, bool> ranks;
+  for (const Event& e : t.events) ranks[e.rank] = true;
+  for (const MemorySample& m : t.memory) ranks[m.rank] = true;
+  for (const auto& [rank, _] : ranks) {
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    for (Lane lane : kLanes) {
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", static_cast<int>(lane)},
+                        {"args", {{"name", program::to_string(lane)}}}});
+    }
+  }
+  for (const Event& e : t.events) events.push_back(event_json(e));
+  for (const MemorySample& m : t.memory) {
+    events.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", m.rank}, {"ts", to_us(m.time_ns)}, {"args", {{"bytes", m.bytes}}}});
+  }
+  return {{"traceEvents", std::move(events)},
+          {"displayTimeUnit", "ms"},
+          {"stagecraft", {{"source", t.source}, {"plan", t.plan}, {"model", t.model}, {"cluster", t.cluster}}}};
+}
+
+Trace from_chrome_json(const json& j, const std::string& file) {
+  spec::ObjectReader top(j, file, "");
+  spec::ObjectReader meta = top.object("stagecraft");
+  Trace t;
+  t.source = meta.choice("source", {"simulated", "measured"});
+  t.plan = meta.has("plan") ? meta.raw("plan") : json::object();
+  t.model = meta.has("model") ? meta.raw("model") : json::object();
+  t.cluster = meta.has("cluster") ? meta.raw("cluster") : json::object();
+  const json& events = top.raw("traceEvents");
+  if (!events.is_array()) top.fail_value("traceEvents", "an array of trace events");
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    const std::string at = "/traceEvents/" + std::to_string(i);
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) {
+      throw spec::SpecError(file, at, "expected a trace event object with \"ph\"");
+    }
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      t.events.push_back(read_event(e, file, at));
+    } else if (ph == "C" && e.value("name", "") == "memory") {
+      spec::ObjectReader r(e, file, at);
+      MemorySample m;
+      m.rank = r.integer("pid");
+      m.time_ns = to_ns(r.number("ts"));
+      m.bytes = r.object("args").integer("bytes");
+      t.memory.push_back(m);
+    }
+  }
+  return t;
+}
+
+void write_trace(const Trace& t, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw spec::SpecError(path, "", "cannot open file for writing");
+  out << to_chrome_json(t).dump() << "\n";
+  if (!out) throw spec::SpecError(path, "", "write failed");
+}
+
+Trace read_trace(const std::string& path) { return from_chrome_json(spec::read_json_file(path), path); }
+
+}  // namespace stagecraft::trace

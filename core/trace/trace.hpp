@@ -1,0 +1,53 @@
+// The trace schema shared by simulated and measured traces (SCHEMAS.md "Trace"): one event per
+// executed instruction with its Program id, memory samples per rank, and the plan/model/cluster it
+// came from. Written as Chrome trace event JSON (opens in Perfetto): pid = rank, tid = lane,
+// "X" events with ts/dur in microseconds, "C" counters named "memory".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/program/instruction.hpp"
+
+namespace stagecraft::trace {
+
+struct Event {
+  int64_t rank = 0;
+  program::Lane lane = program::Lane::kCompute;
+  program::Op op = program::Op::kForward;
+  int32_t instr = -1;       // Program instruction id
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int32_t mb = -1;
+  int32_t stage = -1;
+  int32_t chunk = -1;
+  int64_t bytes = 0;
+  double flops = 0;
+};
+
+struct MemorySample {
+  int64_t rank = 0;
+  int64_t time_ns = 0;
+  int64_t bytes = 0;        // resident bytes on that rank from this time on
+};
+
+struct Trace {
+  std::string source;               // "simulated" | "measured"
+  nlohmann::json plan = nlohmann::json::object();
+  nlohmann::json model = nlohmann::json::object();
+  nlohmann::json cluster = nlohmann::json::object();
+  std::vector<Event> events;
+  std::vector<MemorySample> memory;
+};
+
+nlohmann::json to_chrome_json(const Trace& t);
+// Reads a Stagecraft trace back; throws spec::SpecError naming `file` and the JSON pointer of a
+// malformed event.
+Trace from_chrome_json(const nlohmann::json& j, const std::string& file);
+void write_trace(const Trace& t, const std::string& path);
+Trace read_trace(const std::string& path);
+
+}  // namespace stagecraft::trace
