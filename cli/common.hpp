@@ -21,6 +21,7 @@ struct Subcommand {
 Subcommand add_info(CLI::App& root);
 Subcommand add_demo(CLI::App& root);
 Subcommand add_program(CLI::App& root);
+Subcommand add_simulate(CLI::App& root);
 
 // 1234567 -> "1,234,567"
 std::string with_commas(int64_t v);

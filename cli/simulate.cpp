@@ -1,0 +1,98 @@
+// stagecraft simulate --model M --cluster C --training T --plan P [--nodes N] [--full]
+//                     [--trace out.json] [--json]: one plan, simulated.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/common.hpp"
+#include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
+#include "core/spec/error.hpp"
+#include "core/trace/trace.hpp"
+#include "sim/simulator.hpp"
+
+namespace stagecraft::cli {
+
+namespace {
+
+struct SimulateArgs {
+  std::string model, cluster, training, plan, trace;
+  int64_t nodes = 0;
+  int64_t gpus = 0;
+  bool full = false;
+  bool json = false;
+};
+
+void print_report(const sim::SimResult& r, const program::Program& prog, const spec::Cluster& c) {
+  std::printf("plan        %s on %lld GPUs (%s)\n", spec::summary(prog.plan).c_str(),
+              static_cast<long long>(prog.placement.world()), c.name.c_str());
+  std::printf("step time   %.4f s   %s tokens/s   %.1f model TFLOP/s/GPU (MFU %.1f%%)   %.1f hardware TFLOP/s/GPU\n",
+              r.step_time_s, short_count(r.tokens_per_s).c_str(), r.model_tflops_per_gpu, 100 * r.mfu,
+              r.hardware_tflops_per_gpu);
+  std::printf("time        compute %.4f s, exposed communication %.4f s, bubble %.4f s (%.1f%%)\n", r.time.compute_s,
+              r.time.exposed_comm_s, r.time.bubble_s, 100 * r.bubble_fraction);
+  std::printf("comm busy   tp %.4f s, pp %.4f s, dp %.4f s\n", r.time.tp_s, r.time.pp_s, r.time.dp_s);
+  std::printf("memory      peak %s of %s on rank %lld: params %s, grads %s, optimizer %s, activations %s, buffers %s, reserved %s\n",
+              short_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
+              short_bytes(static_cast<double>(c.gpu.memory_bytes)).c_str(), static_cast<long long>(r.peak_rank),
+              short_bytes(static_cast<double>(r.memory.params)).c_str(),
+              short_bytes(static_cast<double>(r.memory.grads)).c_str(),
+              short_bytes(static_cast<double>(r.memory.optimizer)).c_str(),
+              short_bytes(static_cast<double>(r.memory.activations)).c_str(),
+              short_bytes(static_cast<double>(r.memory.buffers)).c_str(),
+              short_bytes(static_cast<double>(r.memory.reserved)).c_str());
+  std::printf("fits        %s%s\n", r.fits ? "yes" : "no: ", r.fits ? "" : r.fit_reason.c_str());
+}
+
+int run_simulate(const SimulateArgs& a) {
+  using spec::ConfigKind;
+  const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
+  const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+  const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
+  if (a.nodes > 0) c.nodes = a.nodes;
+  if (a.gpus > c.gpus()) {
+    std::cerr << "stagecraft: error: --gpus " << a.gpus << ": expected at most the cluster's " << c.gpus() << " GPUs ("
+              << c.nodes << " nodes × " << c.gpus_per_node << ")\n";
+    return kBadInput;
+  }
+  const int64_t gpus = a.gpus > 0 ? a.gpus : c.gpus();
+  if (p.world() != gpus) {
+    throw spec::SpecError(p.file, "/dp",
+                          "expected tp × pp × dp (" + std::to_string(p.world()) + ") to equal the GPUs in use, " +
+                              std::to_string(gpus) + (a.gpus > 0 ? " (--gpus)" : " (" + std::to_string(c.nodes) +
+                              " nodes × " + std::to_string(c.gpus_per_node) + "; size it with --nodes or --gpus)"));
+  }
+  const program::Program prog = program::lower(m, t, p);
+  sim::SimOptions options;
+  options.full = a.full;
+  options.record_trace = !a.trace.empty();
+  const sim::SimResult r = sim::simulate(prog, c, options);
+  if (!a.trace.empty()) trace::write_trace(r.trace, a.trace);
+  if (a.json) {
+    std::cout << sim::to_json(r, prog).dump(2) << "\n";
+  } else {
+    print_report(r, prog, c);
+  }
+  return r.fits ? kOk : kImpossible;
+}
+
+}  // namespace
+
+Subcommand add_simulate(CLI::App& root) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* app = root.add_subcommand("simulate", "Simulate one plan: step time, where the time goes, peak memory");
+  app->add_option("--model", args->model, "model file or bundled name")->required();
+  app->add_option("--cluster", args->cluster, "cluster file or bundled name")->required();
+  app->add_option("--training", args->training, "training file or bundled name")->required();
+  app->add_option("--plan", args->plan, "plan file or bundled name")->required();
+  app->add_option("--nodes", args->nodes, "number of nodes (default: the cluster file's)")->check(CLI::PositiveNumber);
+  app->add_option("--gpus", args->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
+      ->check(CLI::PositiveNumber);
+  app->add_flag("--full", args->full, "simulate every rank instead of one data-parallel replica");
+  app->add_option("--trace", args->trace, "write the simulated trace (Chrome trace JSON, opens in Perfetto)");
+  app->add_flag("--json", args->json, "print one JSON document");
+  return {app, [args]() { return run_simulate(*args); }};
+}
+
+}  // namespace stagecraft::cli

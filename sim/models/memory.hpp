@@ -1,0 +1,46 @@
+// Memory model: what a GPU holds during a step.
+//
+// Model states (Rajbhandari et al., SC'20), P_s = the stage's parameters on one tp rank, d = dp:
+//   16-bit training with fp32 master weights and Adam (K = 12 bytes: master, momentum, variance)
+//     stage 0: params 2P_s, grads 2P_s, optimizer K·P_s
+//     stage 1: 2P_s, 2P_s, K·P_s/d       stage 2: 2P_s, 2P_s/d, K·P_s/d
+//     stage 3: 2P_s/d (+ persistent tensors whole), 2P_s/d, K·P_s/d
+//   fp32 training: params 4, grads 4, optimizer K = 8 (momentum, variance) bytes per parameter.
+//   Optimizer offload to the host removes the optimizer term from the GPU.
+//   Example (REFERENCE.md): P = 7.5e9, d = 64 gives 120, 31.4, 16.6 and 1.88 GB.
+// Activations per token of one micro-batch, 16-bit (Korthikanti et al., MLSys'23, Table 2;
+// per layer s·b·h·(34 + 5as/h), of which attention 11, MLP 19, layer norms 4, scores 5as):
+//   attention sublayer  no TP/SP: 13h + 5as        TP t: 5h + 8h/t + 5as/t       SP: (13h + 5as)/t
+//   MLP sublayer        no TP/SP: 21h              TP t: 5h + 16h/t              SP: 21h/t
+//   (so a layer is 34h + 5as, h(10 + 24/t) + 5as/t, (34h + 5as)/t — the paper's three formulas;
+//   the replicated 10h under TP are the two norm inputs, the QKV and MLP inputs and the dropout
+//   masks). Selective recompute drops the 5as/t scores; full recompute keeps only the block's
+//   input, 2h (/t with SP), and re-creates the block's activations while it is back-propagated.
+//   Head: the final norm's input 2h and fp32 logits 4V/t. fp32 training doubles the 16-bit bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "core/program/units.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
+
+namespace stagecraft::sim {
+
+struct ModelStates {
+  int64_t params = 0;
+  int64_t grads = 0;
+  int64_t optimizer = 0;
+  int64_t total() const { return params + grads + optimizer; }
+};
+
+// stage_params and persistent are per tp rank (persistent: ZeRO-3 tensors kept whole).
+ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::ZeroConfig& zero, int64_t dp,
+                         spec::Dtype dtype);
+
+// Bytes per token a unit keeps from its forward until its backward, under `mode`.
+double activation_bytes_per_token(const program::Unit& unit, const spec::Model& m, const spec::Plan& p,
+                                  spec::Dtype dtype, spec::Recompute mode);
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,613 @@
+#include "sim/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "core/count/count.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/models/collectives.hpp"
+#include "sim/models/compute.hpp"
+#include "sim/models/memory.hpp"
+#include "sim/network/flows.hpp"
+#include "sim/network/topology.hpp"
+
+namespace stagecraft::sim {
+
+using program::Group;
+using program::Instr;
+using program::Lane;
+using program::Op;
+using program::Program;
+using program::RoleProgram;
+
+namespace {
+
+int64_t to_ns(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
+
+// Per instruction list, shared by every simulated rank that runs it.
+struct RoleData {
+  const RoleProgram* role = nullptr;
+  std::vector<int32_t> lane_next;   // next instruction on the same lane, -1
+  std::vector<int32_t> succ_begin;  // explicit dependents, CSR
+  std::vector<int32_t> succ;
+  std::vector<int16_t> preds;       // dependencies + lane predecessor
+};
+
+RoleData make_role_data(const RoleProgram& role) {
+  RoleData d;
+  d.role = &role;
+  const int32_t n = static_cast<int32_t>(role.instrs.size());
+  d.lane_next.assign(n, -1);
+  d.preds.assign(n, 0);
+  std::vector<int32_t> last(program::kLaneCount, -1), count(n + 1, 0);
+  for (int32_t k = 0; k < n; ++k) {
+    const Instr& in = role.instrs[k];
+    int32_t& prev = last[static_cast<std::size_t>(in.lane)];
+    if (prev >= 0) {
+      d.lane_next[prev] = k;
+      ++d.preds[k];
+    }
+    prev = k;
+    d.preds[k] = static_cast<int16_t>(d.preds[k] + in.dep_count);
+    for (int32_t dep : role.deps_of(in)) ++count[dep + 1];
+  }
+  for (int32_t k = 0; k < n; ++k) count[k + 1] += count[k];
+  d.succ_begin = count;
+  d.succ.assign(static_cast<std::size_t>(count[n]), 0);
+  std::vector<int32_t> fill(count.begin(), count.end() - 1);
+  for (int32_t k = 0; k < n; ++k) {
+    for (int32_t dep : role.deps_of(role.instrs[k])) d.succ[fill[dep]++] = k;
+  }
+  return d;
+}
+
+struct Interval {
+  int64_t begin, end;
+};
+
+struct RankState {
+  int64_t rank = 0;
+  const RoleData* data = nullptr;
+  std::vector<int16_t> waiting;
+  std::vector<int64_t> start_ns, end_ns;
+  std::map<std::pair<int, int64_t>, int64_t> group_seq;   // (group kind, group front) -> issued
+  std::vector<Interval> comm[3];                          // tp, pp, dp busy intervals
+  int64_t static_bytes = 0;
+  MemoryBreakdown static_mem;
+  int64_t activations = 0, gathered = 0;
+  int64_t peak_dynamic = -1;
+  MemoryBreakdown at_peak;
+};
+
+struct Message {
+  bool delivered = false;
+  int64_t send_start_ns = 0;
+  int64_t deliver_ns = 0;
+  int32_t waiting_slot = -1, waiting_instr = -1;
+  int64_t recv_post_ns = 0;
+};
+
+struct Arrival {
+  int32_t count = 0;
+  std::vector<std::pair<int32_t, int32_t>> members;   // (slot, instr)
+};
+
+enum class FlowKind { kSend, kCollective };
+struct FlowOwner {
+  FlowKind kind;
+  int32_t slot;
+  int32_t instr;
+  uint64_t message;
+  int64_t started_ns;
+};
+
+class Simulation {
+ public:
+  Simulation(const Program& prog, const spec::Cluster& cluster, const SimOptions& options);
+  SimResult run();
+
+ private:
+  void start(int32_t slot, int32_t k, int64_t t);
+  void finish(int32_t slot, int32_t k, int64_t t);
+  void start_send(int32_t slot, int32_t k, int64_t t);
+  void start_recv(int32_t slot, int32_t k, int64_t t);
+  void arrive(int32_t slot, int32_t k, int64_t t);
+  void start_collective(const Arrival& a, int64_t t);
+  void on_flow(const FlowCompletion& c);
+  int64_t collective_ns(const Instr& in, int64_t rank);
+  uint64_t message_key(int64_t src, int64_t dst, bool grad, int32_t mb, int32_t src_chunk) const;
+  void memory_at_start(RankState& r, const Instr& in, int64_t t);
+  void memory_at_end(RankState& r, const Instr& in, int64_t t);
+  void note_memory(RankState& r, int64_t t);
+  int comm_class(const Instr& in) const;
+  void summarize(SimResult& out);
+
+  const Program& prog_;
+  const spec::Cluster& cluster_;
+  SimOptions options_;
+  Topology topology_;
+  FlowNetwork net_;
+  ComputeModel compute_;
+  std::vector<RoleData> roles_;
+  std::vector<RankState> ranks_;
+  std::unordered_map<int64_t, int32_t> slot_of_;
+  EventQueue queue_;
+  std::unordered_map<uint64_t, Message> messages_;
+  std::map<std::tuple<int, int64_t, int64_t>, Arrival> arrivals_;
+  std::vector<FlowOwner> flow_owner_;                    // by FlowId
+  std::map<std::pair<int, int>, CollectiveCost> coll_cost_;  // (collective kind, group kind)
+  std::vector<int32_t> collective_pending_;              // per flow batch: flows left
+  std::vector<double> act_prefix_, act_full_prefix_;      // activation bytes per token, prefix over units
+  std::vector<LinkId> path_;
+  trace::Trace trace_;
+  int64_t events_ = 0;
+  bool full_recompute_ = false;
+};
+
+Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const SimOptions& options)
+    : prog_(prog),
+      cluster_(cluster),
+      options_(options),
+      topology_(cluster, prog.placement.world()),
+      net_(topology_),
+      compute_(prog.model, cluster, prog.training, prog.plan) {
+  for (const RoleProgram& r : prog.roles) roles_.push_back(make_role_data(r));
+  const program::Placement& pl = prog.placement;
+  std::vector<int64_t> sim_ranks;
+  if (options.full) {
+    for (int64_t r = 0; r < pl.world(); ++r) sim_ranks.push_back(r);
+  } else {
+    for (int64_t s = 0; s < pl.pp; ++s) sim_ranks.push_back(pl.rank(s, 0, 0));
+  }
+  full_recompute_ = prog.plan.recompute == spec::Recompute::kFull;
+  const std::vector<program::Unit> units = program::model_units(prog.model, prog.plan.tp);
+  act_prefix_.assign(units.size() + 1, 0);
+  act_full_prefix_.assign(units.size() + 1, 0);
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    act_prefix_[u + 1] = act_prefix_[u] + activation_bytes_per_token(units[u], prog.model, prog.plan,
+                                                                      prog.training.dtype, prog.plan.recompute);
+    act_full_prefix_[u + 1] = act_full_prefix_[u] + activation_bytes_per_token(units[u], prog.model, prog.plan,
+                                                                                prog.training.dtype, spec::Recompute::kNone);
+  }
+  const spec::ZeroConfig& z = prog.plan.zero;
+  for (int64_t r : sim_ranks) {
+    RankState st;
+    st.rank = r;
+    st.data = &roles_[static_cast<std::size_t>(prog.rank_role[r])];
+    st.waiting = st.data->preds;
+    st.start_ns.assign(st.waiting.size(), -1);
+    st.end_ns.assign(st.waiting.size(), -1);
+    const int64_t stage = pl.stage_of(r);
+    int64_t stage_params = 0, persistent = 0;
+    for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) stage_params += prog.chunk(stage, c).params;
+    for (const program::Bucket& b : prog.param_buckets) {
+      if (b.stage == stage && z.stage == 3) persistent += b.persistent_elems;
+    }
+    const ModelStates ms = model_states(stage_params, persistent, z, pl.dp, prog.training.dtype);
+    st.static_mem.params = ms.params;
+    st.static_mem.grads = ms.grads;
+    st.static_mem.optimizer = ms.optimizer;
+    st.static_mem.reserved = cluster.gpu.reserved_bytes;
+    int64_t buffers = 0;
+    if (pl.pp > 1) {
+      const int64_t act = prog.tokens_per_micro_batch() * prog.model.hidden * prog.activation_bytes;
+      buffers += 2 * (prog.plan.sequence_parallel ? act / prog.plan.tp : act);  // send + receive buffer
+    }
+    if (z.stage >= 2 && pl.dp > 1) buffers += std::min(z.reduce_bucket, stage_params) * prog.param_bytes;
+    st.static_mem.buffers = buffers;
+    st.static_bytes = st.static_mem.total();
+    slot_of_[r] = static_cast<int32_t>(ranks_.size());
+    ranks_.push_back(std::move(st));
+  }
+}
+
+uint64_t Simulation::message_key(int64_t src, int64_t dst, bool grad, int32_t mb, int32_t src_chunk) const {
+  return (static_cast<uint64_t>(src) << 44) ^ (static_cast<uint64_t>(dst) << 24) ^
+         (static_cast<uint64_t>(grad) << 23) ^ (static_cast<uint64_t>(mb) << 8) ^ static_cast<uint64_t>(src_chunk);
+}
+
+int Simulation::comm_class(const Instr& in) const {
+  switch (in.lane) {
+    case Lane::kTp: return 0;
+    case Lane::kPpSend:
+    case Lane::kPpRecv: return 1;
+    case Lane::kDpGather:
+    case Lane::kDpReduce: return in.op == Op::kReleaseParams ? -1 : 2;
+    default: return -1;
+  }
+}
+
+void Simulation::note_memory(RankState& r, int64_t t) {
+  const int64_t dynamic = r.activations + r.gathered;
+  if (dynamic > r.peak_dynamic) {
+    r.peak_dynamic = dynamic;
+    r.at_peak = r.static_mem;
+    r.at_peak.activations = r.activations;
+    r.at_peak.buffers += r.gathered;
+  }
+  if (options_.record_trace) trace_.memory.push_back({r.rank, t, r.static_bytes + dynamic});
+}
+
+void Simulation::memory_at_start(RankState& r, const Instr& in, int64_t t) {
+  const double tokens = static_cast<double>(prog_.tokens_per_micro_batch());
+  switch (in.op) {
+    case Op::kForward:
+      r.activations += static_cast<int64_t>(tokens * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin]));
+      break;
+    case Op::kRecompute:
+      r.activations += static_cast<int64_t>(tokens * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin]));
+      break;
+    case Op::kGatherParams: r.gathered += in.bytes; break;
+    default: return;
+  }
+  note_memory(r, t);
+}
+
+void Simulation::memory_at_end(RankState& r, const Instr& in, int64_t t) {
+  const double tokens = static_cast<double>(prog_.tokens_per_micro_batch());
+  const bool zb = prog_.plan.schedule == spec::Schedule::kZbH1;
+  if ((in.op == Op::kBackward && !zb) || in.op == Op::kBackwardWeight) {
+    double bytes = act_prefix_[in.unit_end] - act_prefix_[in.unit_begin];
+    if (full_recompute_) {
+      // what Recompute re-created for these units (blocks only; embedding and head are not recomputed)
+      const int32_t head = program::head_unit(prog_.model);
+      const int32_t b = std::max(in.unit_begin, 1), e = std::min(in.unit_end, head);
+      if (b < e) bytes += act_full_prefix_[e] - act_full_prefix_[b];
+    }
+    r.activations -= static_cast<int64_t>(tokens * bytes);
+  } else if (in.op == Op::kReleaseParams) {
+    r.gathered -= in.elems * prog_.param_bytes;
+  } else {
+    return;
+  }
+  note_memory(r, t);
+}
+
+// The contention-free time of a collective over its group's placement. Groups of one kind have
+// the same shape on every rank (the placement is regular), so the size-independent part is built
+// once per (collective, group kind).
+int64_t Simulation::collective_ns(const Instr& in, int64_t rank) {
+  if (in.op == Op::kGradNormAllReduce) {
+    // a few bytes: NCCL picks a tree; latency-bound, 2·⌈log2 n⌉ steps inside and across nodes
+    const int64_t world = prog_.placement.world();
+    const int64_t nodes = (world + cluster_.gpus_per_node - 1) / cluster_.gpus_per_node;
+    const int64_t local = std::min(world, cluster_.gpus_per_node);
+    auto log2ceil = [](int64_t n) {
+      int64_t k = 0;
+      while ((int64_t{1} << k) < n) ++k;
+      return k;
+    };
+    return 2 * log2ceil(local) * topology_.intra_latency_ns() + 2 * log2ceil(nodes) * topology_.inter_latency_ns();
+  }
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  if (in.op == Op::kGatherParams || in.op == Op::kAllGatherParams || in.op == Op::kTpAllGather) {
+    kind = CollectiveKind::kAllGather;
+  } else if (in.op == Op::kReduceScatterGrads || in.op == Op::kTpReduceScatter) {
+    kind = CollectiveKind::kReduceScatter;
+  }
+  const std::pair<int, int> key{static_cast<int>(kind), static_cast<int>(in.group)};
+  auto it = coll_cost_.find(key);
+  if (it == coll_cost_.end()) {
+    const std::vector<int64_t> members = prog_.placement.group_members(in.group, rank);
+    it = coll_cost_.emplace(key, CollectiveCost(kind, members, topology_)).first;
+  }
+  return it->second.time_ns(in.bytes);
+}
+
+void Simulation::start(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[slot];
+  const Instr& in = r.data->role->instrs[k];
+  r.start_ns[k] = t;
+  memory_at_start(r, in, t);
+  switch (in.op) {
+    case Op::kForward:
+    case Op::kBackward:
+    case Op::kBackwardInput:
+    case Op::kBackwardWeight:
+    case Op::kRecompute:
+      queue_.push(t + to_ns(compute_.compute_s(in.op, in.unit_begin, in.unit_end)), slot, k);
+      return;
+    case Op::kOptimizerStep:
+      queue_.push(t + to_ns((in.flags & program::kFlagOnHost) ? compute_.optimizer_host_s(in.elems)
+                                                              : compute_.optimizer_gpu_s(in.elems)),
+                  slot, k);
+      return;
+    case Op::kOffloadCopy: queue_.push(t + to_ns(compute_.offload_copy_s(in.bytes)), slot, k); return;
+    case Op::kReleaseParams: queue_.push(t, slot, k); return;
+    case Op::kSendActivation:
+    case Op::kSendGrad: start_send(slot, k, t); return;
+    case Op::kRecvActivation:
+    case Op::kRecvGrad: start_recv(slot, k, t); return;
+    default: arrive(slot, k, t); return;
+  }
+}
+
+void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[slot];
+  const Instr& in = r.data->role->instrs[k];
+  const program::Placement& pl = prog_.placement;
+  const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(r.rank), pl.tp_index_of(r.rank));
+  const uint64_t key = message_key(r.rank, peer, in.op == Op::kSendGrad, in.mb, in.chunk);
+  messages_[key].send_start_ns = t;
+  if (options_.free_communication) {
+    queue_.push(t, slot, k);
+    Message& m = messages_[key];
+    m.delivered = true;
+    m.deliver_ns = t;
+    if (m.waiting_slot >= 0) queue_.push(t, m.waiting_slot, m.waiting_instr);
+    return;
+  }
+  const int64_t latency = topology_.route_into(r.rank, peer, path_);
+  const FlowId id = net_.start_flow(path_, in.bytes, latency);
+  if (static_cast<std::size_t>(id) >= flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
+  flow_owner_[static_cast<std::size_t>(id)] = {FlowKind::kSend, slot, k, key, t};
+}
+
+void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[slot];
+  const Instr& in = r.data->role->instrs[k];
+  const program::Placement& pl = prog_.placement;
+  const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(r.rank), pl.tp_index_of(r.rank));
+  Message& m = messages_[message_key(peer, r.rank, in.op == Op::kRecvGrad, in.mb, in.peer_chunk)];
+  m.recv_post_ns = t;
+  if (m.delivered) {
+    queue_.push(t, slot, k);
+  } else {
+    m.waiting_slot = slot;
+    m.waiting_instr = k;
+  }
+}
+
+// A collective starts when every simulated member of its group has issued it.
+void Simulation::arrive(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[slot];
+  const Instr& in = r.data->role->instrs[k];
+  const std::vector<int64_t> members = prog_.placement.group_members(in.group, r.rank);
+  const int64_t front = members.front();
+  int64_t& seq = r.group_seq[{static_cast<int>(in.group), front}];
+  Arrival& a = arrivals_[{static_cast<int>(in.group), front, seq++}];
+  a.members.emplace_back(slot, k);
+  int32_t needed = 0;
+  for (int64_t m : members) needed += slot_of_.count(m) ? 1 : 0;
+  if (static_cast<int32_t>(a.members.size()) < needed) return;
+  start_collective(a, t);
+  arrivals_.erase({static_cast<int>(in.group), front, seq - 1});
+}
+
+void Simulation::start_collective(const Arrival& a, int64_t t) {
+  const auto [slot0, k0] = a.members.front();
+  const Instr& in = ranks_[slot0].data->role->instrs[k0];
+  for (const auto& [slot, k] : a.members) ranks_[slot].start_ns[k] = t;
+  const int64_t T = options_.free_communication ? 0 : collective_ns(in, ranks_[slot0].rank);
+  if (T == 0 || in.lane == Lane::kTp || in.op == Op::kGradNormAllReduce) {
+    for (const auto& [slot, k] : a.members) queue_.push(t + T, slot, k);
+    return;
+  }
+  // One flow per simulated member towards its ring successor, capped to finish in T when alone.
+  for (const auto& [slot, k] : a.members) {
+    const int64_t rank = ranks_[slot].rank;
+    const std::vector<int64_t> group = prog_.placement.group_members(in.group, rank);
+    const int64_t n = static_cast<int64_t>(group.size());
+    const int64_t me = std::find(group.begin(), group.end(), rank) - group.begin();
+    const int64_t node = rank / cluster_.gpus_per_node;
+    int64_t nodes = 1;
+    for (int64_t i = 1; i < n; ++i) nodes += group[i] / cluster_.gpus_per_node != group[i - 1] / cluster_.gpus_per_node;
+    int64_t successor = group[(me + 1) % n], steps = n - 1, parts = n;
+    if (nodes > 1) {
+      const int64_t per_node = n / nodes;  // members per node (placement is regular)
+      successor = group[(me + per_node) % n];
+      steps = nodes - 1;
+      parts = n;
+      (void)node;
+    }
+    int64_t bytes = steps * ((in.bytes + parts - 1) / parts);
+    if (in.op == Op::kAllReduceGrads) bytes *= 2;
+    topology_.route_into(rank, successor, path_);
+    const double cap = static_cast<double>(bytes) * 1e9 / static_cast<double>(T);
+    const FlowId id = net_.start_flow(path_, bytes, 0, cap);
+    if (static_cast<std::size_t>(id) >= flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
+    flow_owner_[static_cast<std::size_t>(id)] = {FlowKind::kCollective, slot, k, 0, t};
+  }
+}
+
+void Simulation::on_flow(const FlowCompletion& c) {
+  const FlowOwner& o = flow_owner_[static_cast<std::size_t>(c.id)];
+  if (o.kind == FlowKind::kCollective) {
+    queue_.push(c.time_ns, o.slot, o.instr);
+    return;
+  }
+  queue_.push(c.time_ns, o.slot, o.instr);  // the send
+  Message& m = messages_[o.message];
+  m.delivered = true;
+  m.deliver_ns = c.time_ns;
+  if (m.waiting_slot >= 0) queue_.push(c.time_ns, m.waiting_slot, m.waiting_instr);
+}
+
+void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[slot];
+  const RoleData& d = *r.data;
+  const Instr& in = d.role->instrs[k];
+  r.end_ns[k] = t;
+  ++events_;
+  memory_at_end(r, in, t);
+  const int cls = comm_class(in);
+  if (cls >= 0) {
+    int64_t begin = r.start_ns[k];
+    if (program::is_recv(in.op)) {
+      const program::Placement& pl = prog_.placement;
+      const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(r.rank), pl.tp_index_of(r.rank));
+      begin = std::max(begin, messages_[message_key(peer, r.rank, in.op == Op::kRecvGrad, in.mb, in.peer_chunk)].send_start_ns);
+    }
+    r.comm[cls].push_back({begin, t});
+  }
+  if (options_.record_trace) {
+    trace_.events.push_back({r.rank, in.lane, in.op, d.role->first_id + k, r.start_ns[k], t, in.mb, d.role->stage,
+                             in.chunk, in.bytes, in.flops});
+  }
+  auto release = [&](int32_t next) {
+    if (--r.waiting[next] == 0) start(slot, next, t);
+  };
+  if (d.lane_next[k] >= 0) release(d.lane_next[k]);
+  for (int32_t s = d.succ_begin[k]; s < d.succ_begin[k + 1]; ++s) release(d.succ[s]);
+}
+
+SimResult Simulation::run() {
+  queue_.reserve(1024);
+  for (int32_t slot = 0; slot < static_cast<int32_t>(ranks_.size()); ++slot) {
+    note_memory(ranks_[slot], 0);
+    for (int32_t k = 0; k < static_cast<int32_t>(ranks_[slot].waiting.size()); ++k) {
+      if (ranks_[slot].waiting[k] == 0) start(slot, k, 0);
+    }
+  }
+  while (true) {
+    const int64_t tq = queue_.empty() ? kNeverNs : queue_.next_time_ns();
+    const int64_t tn = net_.next_event_time_ns();
+    if (tq == kNeverNs && tn == kNeverNs) break;
+    if (tn < tq) {
+      const std::vector<FlowCompletion> done = net_.advance_to(tn);
+      for (const FlowCompletion& c : done) on_flow(c);
+      continue;
+    }
+    if (net_.now_ns() < tq) {
+      for (const FlowCompletion& c : std::vector<FlowCompletion>(net_.advance_to(tq))) on_flow(c);
+    }
+    const Event e = queue_.pop();
+    finish(e.a, e.b, e.time_ns);
+  }
+  for (const RankState& r : ranks_) {
+    for (std::size_t k = 0; k < r.end_ns.size(); ++k) {
+      if (r.end_ns[k] < 0) {
+        throw std::logic_error("simulation stalled: rank " + std::to_string(r.rank) + " instruction #" +
+                               std::to_string(r.data->role->first_id + static_cast<int32_t>(k)) + " never ran");
+      }
+    }
+  }
+  SimResult out;
+  summarize(out);
+  return out;
+}
+
+// Length of the union of sorted-by-start intervals intersected with [lo, hi).
+int64_t covered(std::vector<Interval>& v) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  int64_t total = 0, cur_b = 0, cur_e = -1;
+  for (const Interval& i : v) {
+    if (i.begin > cur_e) {
+      if (cur_e > cur_b) total += cur_e - cur_b;
+      cur_b = i.begin;
+      cur_e = i.end;
+    } else {
+      cur_e = std::max(cur_e, i.end);
+    }
+  }
+  if (cur_e > cur_b) total += cur_e - cur_b;
+  return total;
+}
+
+void Simulation::summarize(SimResult& out) {
+  int64_t step_ns = 0;
+  for (const RankState& r : ranks_) {
+    for (int64_t e : r.end_ns) step_ns = std::max(step_ns, e);
+  }
+  const double step = static_cast<double>(step_ns) * 1e-9;
+  out.step_time_s = step;
+  out.simulated_ranks = static_cast<int64_t>(ranks_.size());
+  out.events = events_;
+  double compute = 0, exposed = 0, comm_lane[3] = {0, 0, 0};
+  for (RankState& r : ranks_) {
+    std::vector<Interval> busy, all_comm;
+    for (std::size_t k = 0; k < r.end_ns.size(); ++k) {
+      if (r.data->role->instrs[k].lane == Lane::kCompute) busy.push_back({r.start_ns[k], r.end_ns[k]});
+    }
+    const int64_t compute_ns = covered(busy);
+    for (int c = 0; c < 3; ++c) {
+      comm_lane[c] += static_cast<double>(covered(r.comm[c]));
+      all_comm.insert(all_comm.end(), r.comm[c].begin(), r.comm[c].end());
+    }
+    // exposed = |comm ∪ compute| − |compute|
+    std::vector<Interval> both = all_comm;
+    both.insert(both.end(), busy.begin(), busy.end());
+    exposed += static_cast<double>(covered(both) - compute_ns);
+    compute += static_cast<double>(compute_ns);
+    const int64_t peak = r.static_bytes + r.peak_dynamic;
+    if (peak > out.peak_memory_bytes) {
+      out.peak_memory_bytes = peak;
+      out.peak_rank = r.rank;
+      out.memory = r.at_peak;
+    }
+  }
+  const double n = static_cast<double>(ranks_.size());
+  out.time.compute_s = compute / n * 1e-9;
+  out.time.exposed_comm_s = exposed / n * 1e-9;
+  out.time.bubble_s = std::max(0.0, step - out.time.compute_s - out.time.exposed_comm_s);
+  out.time.tp_s = comm_lane[0] / n * 1e-9;
+  out.time.pp_s = comm_lane[1] / n * 1e-9;
+  out.time.dp_s = comm_lane[2] / n * 1e-9;
+  out.bubble_fraction = step > 0 ? out.time.bubble_s / step : 0;
+
+  const double tokens = static_cast<double>(prog_.training.global_batch * prog_.model.seq_len);
+  const double world = static_cast<double>(prog_.placement.world());
+  out.tokens_per_s = step > 0 ? tokens / step : 0;
+  out.model_tflops_per_gpu = step > 0 ? tokens * count::model_flops_per_token_train(prog_.model) / (world * step) / 1e12 : 0;
+  out.hardware_tflops_per_gpu =
+      step > 0 ? tokens * count::hardware_flops_per_token_train(prog_.model, prog_.plan.recompute) / (world * step) / 1e12 : 0;
+  out.mfu = out.model_tflops_per_gpu * 1e12 / compute_.peak_flops();
+
+  const int64_t capacity = cluster_.gpu.memory_bytes;
+  out.fits = out.peak_memory_bytes <= capacity;
+  if (!out.fits) {
+    const std::pair<const char*, int64_t> terms[] = {{"params", out.memory.params},       {"grads", out.memory.grads},
+                                                     {"optimizer", out.memory.optimizer}, {"activations", out.memory.activations},
+                                                     {"buffers", out.memory.buffers},     {"reserved", out.memory.reserved}};
+    const auto* top = std::max_element(std::begin(terms), std::end(terms),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    out.fit_reason = "peak memory " + std::to_string(out.peak_memory_bytes) + " bytes on rank " +
+                     std::to_string(out.peak_rank) + " exceeds the GPU's " + std::to_string(capacity) +
+                     " bytes; largest term: " + top->first + " (" + std::to_string(top->second) + " bytes)";
+  }
+  if (options_.record_trace) {
+    out.trace = std::move(trace_);
+    out.trace.source = "simulated";
+    out.trace.plan = spec::to_json(prog_.plan);
+    out.trace.model = spec::to_json(prog_.model);
+    out.trace.cluster = spec::to_json(cluster_);
+  }
+}
+
+}  // namespace
+
+SimResult simulate(const Program& prog, const spec::Cluster& cluster, const SimOptions& options) {
+  if (cluster.gpus() < prog.placement.world()) {
+    throw std::invalid_argument("cluster " + cluster.name + " has " + std::to_string(cluster.gpus()) +
+                                " GPUs; the plan needs " + std::to_string(prog.placement.world()));
+  }
+  return Simulation(prog, cluster, options).run();
+}
+
+nlohmann::json to_json(const SimResult& r, const Program& prog) {
+  nlohmann::json j = {
+      {"step_time_s", r.step_time_s},
+      {"tokens_per_s", r.tokens_per_s},
+      {"model_tflops_per_gpu", r.model_tflops_per_gpu},
+      {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
+      {"mfu", r.mfu},
+      {"bubble_fraction", r.bubble_fraction},
+      {"fits", r.fits},
+      {"peak_memory_bytes", r.peak_memory_bytes},
+      {"memory",
+       {{"params", r.memory.params}, {"grads", r.memory.grads}, {"optimizer", r.memory.optimizer},
+        {"activations", r.memory.activations}, {"buffers", r.memory.buffers}, {"reserved", r.memory.reserved}}},
+      {"time",
+       {{"compute_s", r.time.compute_s},
+        {"exposed_comm_s", r.time.exposed_comm_s},
+        {"bubble_s", r.time.bubble_s},
+        {"comm_s", {{"tp", r.time.tp_s}, {"pp", r.time.pp_s}, {"dp", r.time.dp_s}}}}},
+      {"plan", spec::to_json(prog.plan)}};
+  if (!r.fits) j["fit_reason"] = r.fit_reason;
+  return j;
+}
+
+}  // namespace stagecraft::sim
