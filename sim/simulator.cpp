@@ -1,9 +1,12 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
+#include <span>
 #include <unordered_map>
 
 #include "core/count/count.hpp"
@@ -68,12 +71,23 @@ struct Interval {
   int64_t begin, end;
 };
 
+// A rank's view of one of its groups: who leads it, how many simulated members must arrive, and
+// where its collective flow goes (the ring successor across the bottleneck stage).
+struct GroupView {
+  int64_t front = 0;
+  int32_t needed = 0;
+  int64_t successor = 0;
+  int64_t steps = 0;      // ring steps on that path
+  int64_t parts = 1;      // the buffer is cut into this many chunks
+  int64_t issued = 0;     // collectives issued on this group so far
+};
+
 struct RankState {
   int64_t rank = 0;
   const RoleData* data = nullptr;
   std::vector<int16_t> waiting;
   std::vector<int64_t> start_ns, end_ns;
-  std::map<std::pair<int, int64_t>, int64_t> group_seq;   // (group kind, group front) -> issued
+  std::array<GroupView, 5> groups;                        // by program::Group
   std::vector<Interval> comm[3];                          // tp, pp, dp busy intervals
   int64_t static_bytes = 0;
   MemoryBreakdown static_mem;
@@ -91,7 +105,6 @@ struct Message {
 };
 
 struct Arrival {
-  int32_t count = 0;
   std::vector<std::pair<int32_t, int32_t>> members;   // (slot, instr)
 };
 
@@ -115,9 +128,10 @@ class Simulation {
   void start_send(int32_t slot, int32_t k, int64_t t);
   void start_recv(int32_t slot, int32_t k, int64_t t);
   void arrive(int32_t slot, int32_t k, int64_t t);
-  void start_collective(const Arrival& a, int64_t t);
+  void start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t);
   void on_flow(const FlowCompletion& c);
   int64_t collective_ns(const Instr& in, int64_t rank);
+  GroupView view(Group g, int64_t rank) const;
   uint64_t message_key(int64_t src, int64_t dst, bool grad, int32_t mb, int32_t src_chunk) const;
   void memory_at_start(RankState& r, const Instr& in, int64_t t);
   void memory_at_end(RankState& r, const Instr& in, int64_t t);
@@ -138,7 +152,13 @@ class Simulation {
   std::unordered_map<uint64_t, Message> messages_;
   std::map<std::tuple<int, int64_t, int64_t>, Arrival> arrivals_;
   std::vector<FlowOwner> flow_owner_;                    // by FlowId
-  std::map<std::pair<int, int>, CollectiveCost> coll_cost_;  // (collective kind, group kind)
+  // (collective kind, group kind) -> its cost model and the last size asked for (sizes repeat)
+  struct CachedCost {
+    std::optional<CollectiveCost> cost;
+    int64_t bytes = -1;
+    int64_t ns = 0;
+  };
+  std::array<CachedCost, 3 * 5> coll_cost_;
   std::vector<int32_t> collective_pending_;              // per flow batch: flows left
   std::vector<double> act_prefix_, act_full_prefix_;      // activation bytes per token, prefix over units
   std::vector<LinkId> path_;
@@ -202,6 +222,30 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
     slot_of_[r] = static_cast<int32_t>(ranks_.size());
     ranks_.push_back(std::move(st));
   }
+  for (RankState& st : ranks_) {
+    for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) st.groups[static_cast<int>(g)] = view(g, st.rank);
+  }
+}
+
+GroupView Simulation::view(Group g, int64_t rank) const {
+  const std::vector<int64_t> group = prog_.placement.group_members(g, rank);
+  GroupView v;
+  v.front = group.front();
+  for (int64_t m : group) v.needed += slot_of_.count(m) ? 1 : 0;
+  const int64_t n = static_cast<int64_t>(group.size());
+  const int64_t me = std::find(group.begin(), group.end(), rank) - group.begin();
+  int64_t nodes = 1;
+  for (int64_t i = 1; i < n; ++i) nodes += group[i] / cluster_.gpus_per_node != group[i - 1] / cluster_.gpus_per_node;
+  v.parts = n;
+  if (nodes > 1) {
+    // hierarchical: the inter-node ring of this member's rail is the bottleneck stage
+    v.successor = group[(me + n / nodes) % n];
+    v.steps = nodes - 1;
+  } else {
+    v.successor = group[(me + 1) % n];
+    v.steps = n - 1;
+  }
+  return v;
 }
 
 uint64_t Simulation::message_key(int64_t src, int64_t dst, bool grad, int32_t mb, int32_t src_chunk) const {
@@ -288,13 +332,16 @@ int64_t Simulation::collective_ns(const Instr& in, int64_t rank) {
   } else if (in.op == Op::kReduceScatterGrads || in.op == Op::kTpReduceScatter) {
     kind = CollectiveKind::kReduceScatter;
   }
-  const std::pair<int, int> key{static_cast<int>(kind), static_cast<int>(in.group)};
-  auto it = coll_cost_.find(key);
-  if (it == coll_cost_.end()) {
+  CachedCost& c = coll_cost_[static_cast<std::size_t>(static_cast<int>(kind) * 5 + static_cast<int>(in.group))];
+  if (!c.cost) {
     const std::vector<int64_t> members = prog_.placement.group_members(in.group, rank);
-    it = coll_cost_.emplace(key, CollectiveCost(kind, members, topology_)).first;
+    c.cost.emplace(kind, members, topology_);
   }
-  return it->second.time_ns(in.bytes);
+  if (c.bytes != in.bytes) {
+    c.bytes = in.bytes;
+    c.ns = c.cost->time_ns(in.bytes);
+  }
+  return c.ns;
 }
 
 void Simulation::start(int32_t slot, int32_t k, int64_t t) {
@@ -365,47 +412,37 @@ void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
 void Simulation::arrive(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[slot];
   const Instr& in = r.data->role->instrs[k];
-  const std::vector<int64_t> members = prog_.placement.group_members(in.group, r.rank);
-  const int64_t front = members.front();
-  int64_t& seq = r.group_seq[{static_cast<int>(in.group), front}];
-  Arrival& a = arrivals_[{static_cast<int>(in.group), front, seq++}];
+  GroupView& g = r.groups[static_cast<int>(in.group)];
+  if (g.needed == 1) {  // the only simulated member: the others run in step with it
+    const std::pair<int32_t, int32_t> self{slot, k};
+    start_collective({&self, 1}, t);
+    ++g.issued;
+    return;
+  }
+  const std::tuple<int, int64_t, int64_t> key{static_cast<int>(in.group), g.front, g.issued++};
+  Arrival& a = arrivals_[key];
   a.members.emplace_back(slot, k);
-  int32_t needed = 0;
-  for (int64_t m : members) needed += slot_of_.count(m) ? 1 : 0;
-  if (static_cast<int32_t>(a.members.size()) < needed) return;
-  start_collective(a, t);
-  arrivals_.erase({static_cast<int>(in.group), front, seq - 1});
+  if (static_cast<int32_t>(a.members.size()) < g.needed) return;
+  start_collective(a.members, t);
+  arrivals_.erase(key);
 }
 
-void Simulation::start_collective(const Arrival& a, int64_t t) {
-  const auto [slot0, k0] = a.members.front();
+void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t) {
+  const auto [slot0, k0] = members.front();
   const Instr& in = ranks_[slot0].data->role->instrs[k0];
-  for (const auto& [slot, k] : a.members) ranks_[slot].start_ns[k] = t;
+  for (const auto& [slot, k] : members) ranks_[slot].start_ns[k] = t;
   const int64_t T = options_.free_communication ? 0 : collective_ns(in, ranks_[slot0].rank);
   if (T == 0 || in.lane == Lane::kTp || in.op == Op::kGradNormAllReduce) {
-    for (const auto& [slot, k] : a.members) queue_.push(t + T, slot, k);
+    for (const auto& [slot, k] : members) queue_.push(t + T, slot, k);
     return;
   }
   // One flow per simulated member towards its ring successor, capped to finish in T when alone.
-  for (const auto& [slot, k] : a.members) {
-    const int64_t rank = ranks_[slot].rank;
-    const std::vector<int64_t> group = prog_.placement.group_members(in.group, rank);
-    const int64_t n = static_cast<int64_t>(group.size());
-    const int64_t me = std::find(group.begin(), group.end(), rank) - group.begin();
-    const int64_t node = rank / cluster_.gpus_per_node;
-    int64_t nodes = 1;
-    for (int64_t i = 1; i < n; ++i) nodes += group[i] / cluster_.gpus_per_node != group[i - 1] / cluster_.gpus_per_node;
-    int64_t successor = group[(me + 1) % n], steps = n - 1, parts = n;
-    if (nodes > 1) {
-      const int64_t per_node = n / nodes;  // members per node (placement is regular)
-      successor = group[(me + per_node) % n];
-      steps = nodes - 1;
-      parts = n;
-      (void)node;
-    }
-    int64_t bytes = steps * ((in.bytes + parts - 1) / parts);
+  for (const auto& [slot, k] : members) {
+    const RankState& r = ranks_[slot];
+    const GroupView& g = r.groups[static_cast<int>(in.group)];
+    int64_t bytes = g.steps * ((in.bytes + g.parts - 1) / g.parts);
     if (in.op == Op::kAllReduceGrads) bytes *= 2;
-    topology_.route_into(rank, successor, path_);
+    topology_.route_into(r.rank, g.successor, path_);
     const double cap = static_cast<double>(bytes) * 1e9 / static_cast<double>(T);
     const FlowId id = net_.start_flow(path_, bytes, 0, cap);
     if (static_cast<std::size_t>(id) >= flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
@@ -466,13 +503,13 @@ SimResult Simulation::run() {
     const int64_t tq = queue_.empty() ? kNeverNs : queue_.next_time_ns();
     const int64_t tn = net_.next_event_time_ns();
     if (tq == kNeverNs && tn == kNeverNs) break;
+    // on_flow only queues events, so the completions can be read in place
     if (tn < tq) {
-      const std::vector<FlowCompletion> done = net_.advance_to(tn);
-      for (const FlowCompletion& c : done) on_flow(c);
+      for (const FlowCompletion& c : net_.advance_to(tn)) on_flow(c);
       continue;
     }
     if (net_.now_ns() < tq) {
-      for (const FlowCompletion& c : std::vector<FlowCompletion>(net_.advance_to(tq))) on_flow(c);
+      for (const FlowCompletion& c : net_.advance_to(tq)) on_flow(c);
     }
     const Event e = queue_.pop();
     finish(e.a, e.b, e.time_ns);
@@ -490,20 +527,36 @@ SimResult Simulation::run() {
   return out;
 }
 
-// Length of the union of sorted-by-start intervals intersected with [lo, hi).
-int64_t covered(std::vector<Interval>& v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
-  int64_t total = 0, cur_b = 0, cur_e = -1;
+// The union of intervals as disjoint intervals in time order.
+std::vector<Interval> union_of(std::vector<Interval>& v) {
+  auto by_begin = [](const Interval& a, const Interval& b) { return a.begin < b.begin; };
+  if (!std::is_sorted(v.begin(), v.end(), by_begin)) std::sort(v.begin(), v.end(), by_begin);
+  std::vector<Interval> out;
   for (const Interval& i : v) {
-    if (i.begin > cur_e) {
-      if (cur_e > cur_b) total += cur_e - cur_b;
-      cur_b = i.begin;
-      cur_e = i.end;
+    if (i.end <= i.begin) continue;
+    if (!out.empty() && i.begin <= out.back().end) {
+      out.back().end = std::max(out.back().end, i.end);
     } else {
-      cur_e = std::max(cur_e, i.end);
+      out.push_back(i);
     }
   }
-  if (cur_e > cur_b) total += cur_e - cur_b;
+  return out;
+}
+
+int64_t length(const std::vector<Interval>& disjoint) {
+  int64_t total = 0;
+  for (const Interval& i : disjoint) total += i.end - i.begin;
+  return total;
+}
+
+// Length of the intersection of two disjoint, time-ordered interval lists.
+int64_t overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  int64_t total = 0;
+  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    total += std::max<int64_t>(0, std::min(a[i].end, b[j].end) - std::max(a[i].begin, b[j].begin));
+    if (a[i].end < b[j].end) ++i;
+    else ++j;
+  }
   return total;
 }
 
@@ -522,15 +575,16 @@ void Simulation::summarize(SimResult& out) {
     for (std::size_t k = 0; k < r.end_ns.size(); ++k) {
       if (r.data->role->instrs[k].lane == Lane::kCompute) busy.push_back({r.start_ns[k], r.end_ns[k]});
     }
-    const int64_t compute_ns = covered(busy);
+    const std::vector<Interval> compute_union = union_of(busy);
     for (int c = 0; c < 3; ++c) {
-      comm_lane[c] += static_cast<double>(covered(r.comm[c]));
-      all_comm.insert(all_comm.end(), r.comm[c].begin(), r.comm[c].end());
+      const std::vector<Interval> lane = union_of(r.comm[c]);
+      comm_lane[c] += static_cast<double>(length(lane));
+      all_comm.insert(all_comm.end(), lane.begin(), lane.end());
     }
-    // exposed = |comm ∪ compute| − |compute|
-    std::vector<Interval> both = all_comm;
-    both.insert(both.end(), busy.begin(), busy.end());
-    exposed += static_cast<double>(covered(both) - compute_ns);
+    // exposed = |comm| − |comm ∩ compute|: communication the compute lane does not hide
+    const std::vector<Interval> comm_union = union_of(all_comm);
+    const int64_t compute_ns = length(compute_union);
+    exposed += static_cast<double>(length(comm_union) - overlap(comm_union, compute_union));
     compute += static_cast<double>(compute_ns);
     const int64_t peak = r.static_bytes + r.peak_dynamic;
     if (peak > out.peak_memory_bytes) {

@@ -66,7 +66,7 @@ FlowId FlowNetwork::start_flow(std::span<const LinkId> path, int64_t bytes, int6
   paths_.insert(paths_.end(), path.begin(), path.end());
   flows_.push_back(f);
   if (f.active) {
-    dirty_ = true;
+    on_activate(flows_.back());
   } else if (!dirty_) {
     next_event_ns_ = std::min(next_event_ns_, f.activate_ns);
   }
@@ -74,22 +74,60 @@ FlowId FlowNetwork::start_flow(std::span<const LinkId> path, int64_t bytes, int6
 }
 
 // Max-min rates of the active flows; a flow whose rate changed gets a new predicted finish.
+// Max-min rates decompose over connected components of the flow–link graph, so only the flows
+// connected to a link whose set of flows changed are re-solved; every other flow keeps its rate
+// and its predicted finish. The solver sees only the component's links, renumbered densely in
+// order of first use, so a solve costs O(component flows · path), however large the cluster is.
 void FlowNetwork::solve_rates() {
   solve_offsets_.assign(1, 0);
   solve_links_.clear();
   solve_caps_.clear();
   solve_index_.clear();
-  for (std::size_t i = 0; i < flows_.size(); ++i) {
+  solve_capacity_.clear();
+  if (local_link_.size() != capacity_Bps_.size()) local_link_.assign(capacity_Bps_.size(), -1);
+  if (flow_seen_.size() < flows_.size()) flow_seen_.resize(flows_.size(), 0);
+  // Breadth-first over links: every active flow on a reached link joins, and so do its links.
+  for (std::size_t next = 0; next < dirty_links_.size(); ++next) {
+    const LinkId l = dirty_links_[next];
+    for (FlowId id : on_link_[static_cast<std::size_t>(l)]) {
+      const std::size_t i = index_of(id, "solve_rates");
+      if (flow_seen_[i]) continue;
+      flow_seen_[i] = 1;
+      const Flow& f = flows_[i];
+      for (int32_t k = 0; k < f.path_size; ++k) {
+        const LinkId m = paths_[static_cast<std::size_t>(f.path_begin + k)];
+        if (!link_dirty_[static_cast<std::size_t>(m)]) {
+          link_dirty_[static_cast<std::size_t>(m)] = 1;
+          dirty_links_.push_back(m);
+        }
+      }
+      solve_index_.push_back(i);
+    }
+  }
+  for (LinkId l : dirty_links_) link_dirty_[static_cast<std::size_t>(l)] = 0;
+  dirty_links_.clear();
+  std::sort(solve_index_.begin(), solve_index_.end());  // flow-id order: deterministic labels
+  for (std::size_t i : solve_index_) {
+    flow_seen_[i] = 0;
     const Flow& f = flows_[i];
-    if (!f.active) continue;
-    const auto begin = paths_.begin() + f.path_begin;
-    solve_links_.insert(solve_links_.end(), begin, begin + f.path_size);
+    for (int32_t k = 0; k < f.path_size; ++k) {
+      const LinkId l = paths_[static_cast<std::size_t>(f.path_begin + k)];
+      LinkId& local = local_link_[static_cast<std::size_t>(l)];
+      if (local < 0) {
+        local = static_cast<LinkId>(solve_capacity_.size());
+        solve_capacity_.push_back(capacity_Bps_[static_cast<std::size_t>(l)]);
+        solve_global_.push_back(l);
+      }
+      solve_links_.push_back(local);
+    }
     solve_offsets_.push_back(static_cast<int32_t>(solve_links_.size()));
     solve_caps_.push_back(f.rate_cap_Bps);
-    solve_index_.push_back(i);
   }
+  for (LinkId l : solve_global_) local_link_[static_cast<std::size_t>(l)] = -1;
+  solve_global_.clear();
+  if (solve_index_.empty()) return;
   solve_rates_.assign(solve_index_.size(), 0.0);
-  solver_.solve({capacity_Bps_, solve_offsets_, solve_links_, solve_caps_}, solve_rates_);
+  solver_.solve({solve_capacity_, solve_offsets_, solve_links_, solve_caps_}, solve_rates_);
   for (std::size_t k = 0; k < solve_index_.size(); ++k) {
     Flow& f = flows_[solve_index_[k]];
     const double rate = solve_rates_[k];
@@ -133,18 +171,55 @@ void FlowNetwork::process_events_at(int64_t t_ns) {
   for (Flow& f : flows_) {
     if (f.active && f.finish_ns <= t_ns) {
       completions_.push_back({f.id, t_ns});
+      on_finish(f);
       f.remaining_bytes = 0;
       f.path_size = -1;  // marks the flow for compact()
       finished = true;
-      dirty_ = true;
     } else if (!f.active && f.activate_ns <= t_ns) {
       f.active = true;
       f.rate_Bps = 0;
       f.finish_ns = kNeverNs;
-      dirty_ = true;
+      on_activate(f);
     }
   }
   if (finished) compact();
+}
+
+void FlowNetwork::mark_links(const Flow& f) {
+  for (int32_t k = 0; k < f.path_size; ++k) {
+    const auto l = static_cast<std::size_t>(paths_[static_cast<std::size_t>(f.path_begin + k)]);
+    if (!link_dirty_[l]) {
+      link_dirty_[l] = 1;
+      dirty_links_.push_back(static_cast<LinkId>(l));
+    }
+  }
+}
+
+// A flow joins its links; with no link it runs at its cap (infinite: it finishes at once).
+void FlowNetwork::on_activate(Flow& f) {
+  dirty_ = true;
+  if (link_dirty_.size() != capacity_Bps_.size()) {
+    link_dirty_.assign(capacity_Bps_.size(), 0);
+    on_link_.assign(capacity_Bps_.size(), {});
+  }
+  if (f.path_size == 0) {
+    f.rate_Bps = f.rate_cap_Bps;
+    f.finish_ns = now_ns_ + transfer_time_ns(f.remaining_bytes, f.rate_cap_Bps);
+    return;
+  }
+  for (int32_t k = 0; k < f.path_size; ++k) on_link_[static_cast<std::size_t>(paths_[static_cast<std::size_t>(f.path_begin + k)])].push_back(f.id);
+  mark_links(f);
+}
+
+// A finished flow leaves its links; the flows left there may speed up.
+void FlowNetwork::on_finish(const Flow& f) {
+  dirty_ = true;
+  for (int32_t k = 0; k < f.path_size; ++k) {
+    std::vector<FlowId>& list = on_link_[static_cast<std::size_t>(paths_[static_cast<std::size_t>(f.path_begin + k)])];
+    auto it = std::find(list.begin(), list.end(), f.id);
+    if (it != list.end()) list.erase(it);  // a path may cross a link twice: one entry per crossing
+  }
+  mark_links(f);
 }
 
 void FlowNetwork::compact() {

@@ -95,6 +95,9 @@ class FlowNetwork {
   void move_time_to(int64_t t_ns);         // bytes flow at current rates; no events
   void process_events_at(int64_t t_ns);    // activations and completions at t_ns
   void compact();                          // drop finished flows and their paths
+  void on_activate(Flow& f);               // joins its links; marks them for re-solving
+  void on_finish(const Flow& f);           // leaves its links; marks them for re-solving
+  void mark_links(const Flow& f);
 
   std::vector<double> capacity_Bps_;
   std::vector<Flow> flows_;                // by id
@@ -112,6 +115,13 @@ class FlowNetwork {
   std::vector<double> solve_caps_;
   std::vector<double> solve_rates_;
   std::vector<std::size_t> solve_index_;   // solver flow -> index in flows_
+  std::vector<double> solve_capacity_;     // capacities of the links in use, by local id
+  std::vector<LinkId> local_link_;         // global link -> local id, -1 when unused
+  std::vector<LinkId> solve_global_;       // local id -> global link
+  std::vector<std::vector<FlowId>> on_link_;  // active flows crossing each link
+  std::vector<LinkId> dirty_links_;        // links whose flow set changed since the last solve
+  std::vector<unsigned char> link_dirty_;
+  std::vector<unsigned char> flow_seen_;
 };
 
 }  // namespace stagecraft::sim

@@ -1,0 +1,58 @@
+// Simulation speed: GPT-3 175B on 1024 A100s (tp 8, pp 8, dp 16), 64 micro-batches, 1F1B —
+// one simulation as the planner runs it (Program already lowered). Targets: ZeRO-1 <= 5 ms,
+// ZeRO-3 with per-layer buckets <= 20 ms, memory <= 64 MiB (peak_rss_MiB: the process's
+// high-water mark, which includes the Program and the benchmark itself).
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <string>
+
+#include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
+#include "sim/simulator.hpp"
+
+namespace {
+
+using namespace stagecraft;
+
+double peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  }
+  return 0;
+}
+
+void run(benchmark::State& state, nlohmann::json zero) {
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "gpt3-175b"));
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "dgx-a100-80g-hdr"));
+  c.nodes = 128;
+  const spec::Plan p = spec::plan_from_json({{"tp", 8}, {"pp", 8}, {"dp", 16}, {"micro_batch", 1}, {"micro_batches", 64},
+                                             {"schedule", "1f1b"}, {"sequence_parallel", true},
+                                             {"recompute", "selective"}, {"zero", zero}},
+                                            "bench");
+  const spec::Training t = spec::training_from_json({{"global_batch", 64 * 16}, {"dtype", "fp16"}}, "bench");
+  const program::Program prog = program::lower(m, t, p);
+  sim::SimResult r;
+  for (auto _ : state) {
+    r = sim::simulate(prog, c);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["instructions"] = static_cast<double>(prog.instruction_count());
+  state.counters["events"] = static_cast<double>(r.events);
+  state.counters["step_s"] = r.step_time_s;
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
+}
+
+void BM_Simulate175B_1F1B_Zero1(benchmark::State& state) { run(state, {{"stage", 1}}); }
+// Per-layer buckets: a 175B block's attention (~151M parameters / tp 8) and MLP (~302M / 8)
+// are each larger than 1.5e7 elements, so every unit is its own bucket.
+void BM_Simulate175B_1F1B_Zero3_PerLayer(benchmark::State& state) {
+  run(state, {{"stage", 3}, {"prefetch_bucket", 15'000'000}, {"reduce_bucket", 15'000'000}});
+}
+
+}  // namespace
+
+BENCHMARK(BM_Simulate175B_1F1B_Zero1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Simulate175B_1F1B_Zero3_PerLayer)->Unit(benchmark::kMillisecond);
