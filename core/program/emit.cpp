@@ -86,6 +86,8 @@ class Emitter {
   std::vector<Deferred> step_deferred_, end_deferred_;
   int32_t last_compute_ = -1;
   int32_t last_reduce_ = -1;
+  int32_t last_send_ = -1;       // the latest pipeline send
+  int32_t blocking_send_ = -1;   // a send the next compute waits for (no p2p overlap)
 };
 
 int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
@@ -154,8 +156,14 @@ void Emitter::step(const Step& s) {
     in.peer_chunk = forward ? prev_chunk(s.chunk) : next_chunk(s.chunk);
     in.bytes = cx_.p2p_bytes;
     recv = add(in, {});
+    // scatter-gather: the receiver rebuilds the whole activation from the tp ranks' pieces
+    if (cx_.tp_collectives && !plan_.sequence_parallel) {
+      recv = tp_op(Op::kTpAllGather, s, -1, cx_.tp_bytes, recv);
+    }
   }
+  // Without p2p overlap the stage computes on only once its previous send has completed.
   int32_t chain = recv;
+  blocking_send_ = plan_.overlap_p2p ? -1 : last_send_;
   for (const SegPass& sp : seg_passes(cp, s.pass, plan_.recompute == spec::Recompute::kFull)) {
     chain = compute(sp, s, chain);
   }
@@ -168,7 +176,7 @@ void Emitter::step(const Step& s) {
     in.peer_stage = forward ? next_stage() : prev_stage();
     in.peer_chunk = forward ? next_chunk(s.chunk) : prev_chunk(s.chunk);
     in.bytes = cx_.p2p_bytes;
-    add(in, {chain});
+    last_send_ = add(in, {chain});
   }
   flush(step_deferred_, last_compute_);
 }
@@ -200,8 +208,10 @@ int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_
   in.group = Group::kTp;
   in.mb = s.mb;
   in.chunk = static_cast<int16_t>(s.chunk);
-  in.unit_begin = unit;
-  in.unit_end = unit + 1;
+  if (unit >= 0) {
+    in.unit_begin = unit;
+    in.unit_end = unit + 1;
+  }
   in.bytes = bytes;
   in.elems = bytes / prog_.activation_bytes;
   return add(in, {dep});
@@ -245,7 +255,8 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     }
   }
   in.flops = per_token * static_cast<double>(cx_.tokens);
-  const int32_t index = add(in, {chain, gather, tied_gather});
+  const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_});
+  blocking_send_ = -1;
   if (tracked && seg.tied_bucket >= 0) tracker_->after_use(index);
   if (tracked && seg.param_bucket >= 0) tracker_->after_use(index);
   if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);

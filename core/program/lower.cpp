@@ -105,7 +105,9 @@ Context make_context(Program& prog) {
   cx.units = model_units(prog.model, p.tp);
   cx.tokens = prog.tokens_per_micro_batch();
   const int64_t act_elems = cx.tokens * prog.model.hidden;
-  cx.p2p_bytes = (p.sequence_parallel ? act_elems / p.tp : act_elems) * prog.activation_bytes;
+  // With tp > 1 each tp rank sends 1/t of the activation (sequence-parallel activations are split
+  // already; otherwise Megatron-LM's scatter-gather: the receiver all-gathers it over NVLink).
+  cx.p2p_bytes = act_elems / p.tp * prog.activation_bytes;
   cx.tp_bytes = act_elems * prog.activation_bytes;
   cx.tp_collectives = p.tp > 1;
   cx.dp_collectives = p.dp > 1;

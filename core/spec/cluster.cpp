@@ -71,6 +71,10 @@ Gpu read_gpu(ObjectReader r) {
   peak.finish();
   if (g.peak_flops.empty()) r.fail("peak_flops", "at least one of \"fp32\", \"tf32\", \"fp16\", \"bf16\", \"fp8\"");
   g.hbm_Bps = positive_number(r, "hbm_Bps", Quantity::kBandwidth);
+  g.memory_efficiency = r.number_or("memory_efficiency", 1.0);
+  if (!(g.memory_efficiency > 0 && g.memory_efficiency <= 1)) {
+    r.fail_value("memory_efficiency", "a fraction of hbm_Bps in (0, 1]");
+  }
   g.matmul_efficiency = read_efficiency(r);
   g.source = r.string_or("source", "");
   r.finish();
@@ -146,6 +150,7 @@ json to_json(const Cluster& c) {
               {"reserved_bytes", c.gpu.reserved_bytes},
               {"peak_flops", peak},
               {"hbm_Bps", c.gpu.hbm_Bps},
+              {"memory_efficiency", c.gpu.memory_efficiency},
               {"matmul_efficiency", efficiency_json(c.gpu.matmul_efficiency)}};
   put_source(gpu, c.gpu.source);
   json intra = {{"bandwidth_Bps", c.intra_node.bandwidth_Bps}, {"latency_ns", c.intra_node.latency_ns}};

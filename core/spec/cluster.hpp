@@ -21,20 +21,21 @@ struct Gpu {
   int64_t reserved_bytes = 0;                 // CUDA context + library workspaces, never usable
   std::map<Dtype, double> peak_flops;         // dense FLOP/s per format
   double hbm_Bps = 0;
+  double memory_efficiency = 1.0;             // fraction of hbm_Bps memory-bound kernels reach
   // (FLOPs of one GEMM, fraction of peak), FLOPs strictly increasing; piecewise log-linear.
   std::vector<std::pair<double, double>> matmul_efficiency;
   std::string source;
 };
 
 struct IntraNode {
-  double bandwidth_Bps = 0;   // per GPU, per direction
+  double bandwidth_Bps = 0;   // per GPU, per direction, as collectives achieve it (nccl-tests busbw)
   int64_t latency_ns = 0;     // per ring step
   std::string source;
 };
 
 struct InterNode {
   int64_t nics_per_node = 0;
-  double nic_bandwidth_Bps = 0;   // per NIC, per direction
+  double nic_bandwidth_Bps = 0;   // per NIC, per direction, as NCCL achieves it
   int64_t latency_ns = 0;
   double oversubscription = 1.0;  // fat-tree taper: core bandwidth = edge bandwidth / this
   std::string source;

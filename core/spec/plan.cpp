@@ -160,6 +160,7 @@ Plan plan_from_json(const json& j, const std::string& file) {
   p.stage_layers = read_stage_layers(r);
   p.sequence_parallel = r.boolean_or("sequence_parallel", false);
   if (p.sequence_parallel && p.tp < 2) r.fail_value("sequence_parallel", "false when tp is 1 (it splits over tp)");
+  p.overlap_p2p = r.boolean_or("overlap_p2p", false);
   p.recompute = parse_recompute(r.choice_or("recompute", {"none", "selective", "full"}, "none"));
   if (r.has("zero")) p.zero = read_zero(r.object("zero"));
   p.source = r.string_or("source", "");
@@ -206,6 +207,7 @@ json to_json(const Plan& p) {
             {"schedule", to_string(p.schedule)},
             {"virtual_stages", p.virtual_stages},
             {"sequence_parallel", p.sequence_parallel},
+            {"overlap_p2p", p.overlap_p2p},
             {"recompute", to_string(p.recompute)},
             {"zero", to_json(p.zero)}};
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;

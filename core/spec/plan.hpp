@@ -41,6 +41,9 @@ struct Plan {
   int64_t virtual_stages = 1;   // model chunks per pipeline rank (> 1 only with interleaved)
   std::vector<int64_t> stage_layers;   // empty: balanced by cost at lowering
   bool sequence_parallel = false;
+  // Pipeline sends overlap the next compute (true), or the stage waits for each send to finish
+  // before computing on (false: what Megatron-LM's and DeepSpeed's schedules do).
+  bool overlap_p2p = false;
   Recompute recompute = Recompute::kNone;
   ZeroConfig zero;
   std::string source;

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "sim/models/memory.hpp"
 
 namespace stagecraft::sim {
 
@@ -72,7 +71,7 @@ UnitTimes ComputeModel::unit_times(const Unit& unit) const {
       const double per_head = 2 * s * s * static_cast<double>(d);
       const double batched = static_cast<double>(plan_.micro_batch * (model_.heads / t));
       scores_s = 2 * batched * per_head / (peak_ * matmul_efficiency(cluster_.gpu.matmul_efficiency, per_head));
-      score_bytes = 5.0 * static_cast<double>(model_.heads / t) * s * T;  // softmax and its dropout
+      score_bytes = 9.0 * static_cast<double>(model_.heads / t) * s * T;  // softmax and its dropout
       break;
     }
     case UnitKind::kMlp: {
@@ -85,18 +84,32 @@ UnitTimes ComputeModel::unit_times(const Unit& unit) const {
   }
   double gemm_total_s = 0;
   for (double g : gemms) gemm_total_s += gemm_s(g);
-  // Memory-bound traffic: the activations the unit stores (scores apart), plus the embedding's
-  // output written by its lookup.
-  const double stored = activation_bytes_per_token(unit, model_, plan_, dtype_, spec::Recompute::kSelective);
-  const double act_bytes = T * stored + (unit.kind == UnitKind::kEmbedding ? T * 2 * h : 0.0);
-  const double mem_s = act_bytes / cluster_.gpu.hbm_Bps;
-  const double score_mem_s = score_bytes / cluster_.gpu.hbm_Bps;
+  const double bandwidth = cluster_.gpu.hbm_Bps * cluster_.gpu.memory_efficiency;
+  const double width = dtype_ == spec::Dtype::kFp32 ? 2.0 : 1.0;  // 4-byte elements move twice the bytes
+  const double mem_s = width * T * memory_bytes_per_token(unit) / bandwidth;
+  const double score_mem_s = width * score_bytes / bandwidth;
   UnitTimes u;
   u.forward_s = gemm_total_s + scores_s + mem_s + score_mem_s;
   u.backward_input_s = gemm_total_s + 2 * scores_s + 2 * (mem_s + score_mem_s);
-  u.backward_weight_s = gemm_total_s;
+  const double accumulate_bytes = dtype_ == spec::Dtype::kFp32 ? 12.0 : 10.0;
+  u.backward_weight_s = gemm_total_s + static_cast<double>(unit.params) * accumulate_bytes / bandwidth;
   u.score_forward_s = scores_s + score_mem_s;
   return u;
+}
+
+// Non-GEMM bytes per token of a unit's forward, scores apart (see the header).
+double ComputeModel::memory_bytes_per_token(const Unit& unit) const {
+  const int64_t t = plan_.tp;
+  const double h = static_cast<double>(model_.hidden);
+  const double h_r = plan_.sequence_parallel ? h / static_cast<double>(t) : h;
+  const double f_r = static_cast<double>(model_.ffn_hidden / t);
+  switch (unit.kind) {
+    case UnitKind::kEmbedding: return 4 * h_r;
+    case UnitKind::kAttention: return 11 * h_r;
+    case UnitKind::kMlp: return 11 * h_r + (model_.mlp == spec::Mlp::kSwiglu ? 6 : 4) * f_r;
+    case UnitKind::kHead: return 4 * h_r + 10.0 * static_cast<double>((model_.vocab + t - 1) / t);
+  }
+  return 0;
 }
 
 double ComputeModel::compute_s(Op op, int32_t begin, int32_t end) const {
@@ -115,7 +128,7 @@ double ComputeModel::compute_s(Op op, int32_t begin, int32_t end) const {
 double ComputeModel::optimizer_gpu_s(int64_t elems) const {
   // fp32 master, momentum and variance read and written, gradient read.
   const double bytes_per_param = 2.0 * 12.0 + static_cast<double>(grad_bytes_);
-  return static_cast<double>(elems) * bytes_per_param / cluster_.gpu.hbm_Bps;
+  return static_cast<double>(elems) * bytes_per_param / (cluster_.gpu.hbm_Bps * cluster_.gpu.memory_efficiency);
 }
 
 double ComputeModel::optimizer_host_s(int64_t elems) const {

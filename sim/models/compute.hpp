@@ -8,10 +8,23 @@
 //   head, heads/t of them; their efficiency is looked up at one head's size 2·s²·d.
 // * eff(F): the cluster's matmul_efficiency points (FLOPs of one GEMM → fraction of peak),
 //   interpolated linearly in log10(F) and held flat outside the first and last points.
-// * Memory-bound work (norms, softmax, GeLU/SwiGLU, dropout, residual adds) moves each
-//   activation it stores once in forward and twice in backward (read it, write its gradient):
-//   B_mem per token = the layer's stored activation bytes (Korthikanti et al., MLSys'23 — see
-//   memory.hpp), forward ×1, backward ×2.
+// * Memory-bound work: the bytes the non-GEMM kernels of a Megatron-style layer read and write
+//   per token on one tp rank (16-bit elements, 1-byte dropout masks; a_r = heads/t, f_r = f/t,
+//   h_r = h/t with sequence parallelism, else h), over hbm_Bps · memory_efficiency:
+//     attention  layer norm 4h_r (read, write) + scale-mask-softmax 4·a_r·s + dropout on the
+//                probabilities 5·a_r·s + bias-dropout-residual 7h_r      = 11h_r + 9·a_r·s
+//     MLP        layer norm 4h_r + bias-GeLU 4·f_r (SwiGLU: read gate and up, write 6·f_r)
+//                + bias-dropout-residual 7h_r                            = 11h_r + 4·f_r
+//     embedding  lookup 4h_r;  head: final norm 4h_r + cross-entropy 10·V/t (fp16 logits read,
+//                fp32 softmax written and read back)
+//   Backward moves twice the forward bytes (saved input and incoming gradient read, gradient
+//   written). fp32 training doubles the bytes.
+// * Gradient accumulation: every backward adds the new weight gradients into the step's
+//   gradient buffer, a memory-bound pass over the unit's parameters: 16-bit training keeps fp32
+//   main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 partitions): read the 16-bit
+//   gradient, read and write the fp32 sum, 2 + 4 + 4 = 10 bytes per parameter; fp32 training
+//   reads the new and the old gradient and writes the sum, 12 bytes. The scores' part (9·a_r·s) is what selective
+//   recompute re-runs with the two score GEMMs.
 // * Optimizer on the GPU: Adam reads and writes fp32 master, momentum and variance and reads the
 //   gradient: (4+4+4)·2 + g bytes per parameter over hbm_Bps. On the host (offload):
 //   elems / adam_params_per_s. Offload copies: bytes / pcie_Bps.
@@ -56,6 +69,7 @@ class ComputeModel {
  private:
   double gemm_s(double flops) const;
   UnitTimes unit_times(const program::Unit& unit) const;
+  double memory_bytes_per_token(const program::Unit& unit) const;
 
   const spec::Model& model_;
   const spec::Cluster& cluster_;

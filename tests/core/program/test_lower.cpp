@@ -292,3 +292,46 @@ TEST(Lower, EverySchedulePassesTheChecks) {
 
 }  // namespace
 }  // namespace stagecraft::program
+
+namespace stagecraft::program {
+namespace {
+
+TEST(Lower, TensorParallelPipelineSendsAreScatteredAndGathered) {
+  // tp 2, pp 2, no sequence parallelism: each tp rank sends half of the b s h activation and
+  // the receiver all-gathers the whole b s h over the tp group (Megatron's scatter-gather).
+  Program prog = test::lower_json(test::gpt(4), {{"tp", 2}, {"pp", 2}, {"micro_batches", 2}});
+  check(prog);
+  const int64_t act = 1 * 16 * 64 * 2;  // b s h, bf16
+  const RoleProgram& stage1 = prog.roles[1];
+  for (std::size_t i = 0; i < stage1.instrs.size(); ++i) {
+    const Instr& in = stage1.instrs[i];
+    if (in.op != Op::kRecvActivation) continue;
+    EXPECT_EQ(in.bytes, act / 2);
+    const Instr& next = stage1.instrs[i + 1];
+    EXPECT_EQ(next.op, Op::kTpAllGather);
+    EXPECT_EQ(next.bytes, act);
+  }
+}
+
+TEST(Lower, WithoutP2pOverlapComputeWaitsForThePreviousSend) {
+  for (bool overlap : {false, true}) {
+    Program prog = test::lower_json(test::gpt(4), {{"pp", 2}, {"micro_batches", 4}, {"overlap_p2p", overlap}});
+    check(prog);
+    const RoleProgram& stage0 = prog.roles[0];
+    // stage 0's second forward (micro-batch 1) follows SendActivation(mb 0)
+    int32_t send0 = -1, forward1 = -1;
+    for (int32_t i = 0; i < static_cast<int32_t>(stage0.instrs.size()); ++i) {
+      const Instr& in = stage0.instrs[i];
+      if (in.op == Op::kSendActivation && in.mb == 0) send0 = i;
+      if (in.op == Op::kForward && in.mb == 1) forward1 = i;
+    }
+    ASSERT_GE(send0, 0);
+    ASSERT_GE(forward1, 0);
+    const auto deps = stage0.deps_of(stage0.instrs[forward1]);
+    const bool waits = std::find(deps.begin(), deps.end(), send0) != deps.end();
+    EXPECT_EQ(waits, !overlap);
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::program

@@ -56,6 +56,7 @@ TEST(Cluster, RejectsBadInputs) {
       {"no nics", {{"inter_node", {{"nics_per_node", 0}}}}, "/inter_node/nics_per_node", "a positive integer"},
       {"negative latency", {{"intra_node", {{"latency_ns", -1}}}}, "/intra_node/latency_ns", "non-negative"},
       {"host typo", {{"host", {{"pcie_bps", 1e9}}}}, "/host/pcie_bps", "did you mean \"pcie_Bps\""},
+      {"memory efficiency above 1", {{"gpu", {{"memory_efficiency", 1.2}}}}, "/gpu/memory_efficiency", "(0, 1]"},
   };
   for (const BadCluster& c : cases) {
     SCOPED_TRACE(c.what);

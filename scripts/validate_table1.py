@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Simulator validation against Narayanan et al. (SC'21) Table 1, written to docs/validation.md.
+
+Every row is simulated on the bundled dgx-a100-80g-hdr profile (sourced values, never tuned per
+row) with the row's model, GPU count, global batch, tensor- and pipeline-parallel sizes, fp16
+and full activation recompute, data parallelism with gradient all-reduce after the pipeline
+flush (ZeRO stage 0, no overlap), as Megatron-LM ran it. The paper tuned micro-batch size and
+interleaving per row without always saying which, so for each row this script tries micro-batch
+sizes 1, 2, 4, 8 and 1F1B or interleaved schedules with 2-4 chunks per stage and keeps the
+fastest, as REFERENCE.md prescribes. Reported: predicted vs published achieved TFLOP/s per GPU
+(the paper counts the 96-formula FLOPs, i.e. including the recompute: our hardware TFLOP/s).
+
+Usage: scripts/validate_table1.py [--stagecraft build/cli/stagecraft] [--out docs/validation.md]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# params (B), heads, hidden, layers, tp, pp, GPUs, batch, published TFLOP/s per GPU
+ROWS = [
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137),
+    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142),
+    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138),
+    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148),
+    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
+]
+CLUSTER = "dgx-a100-80g-hdr"
+
+
+def candidates(layers, tp, pp, gpus, batch):
+    dp = gpus // (tp * pp)
+    for b in (1, 2, 4, 8):
+        if batch % (b * dp):
+            continue
+        m = batch // (b * dp)
+        schedules = [("1f1b", 1)]
+        if pp > 1 and m % pp == 0:
+            schedules += [("interleaved", v) for v in (2, 3, 4) if pp * v <= layers]
+        for schedule, v in schedules:
+            yield {"tp": tp, "pp": pp, "dp": dp, "micro_batch": b, "micro_batches": m, "schedule": schedule,
+                   "virtual_stages": v, "recompute": "full",
+                   "zero": {"stage": 0, "overlap_comm": False}}
+
+
+def simulate(exe, workdir, model, plan, batch, gpus):
+    paths = {}
+    for name, doc in (("model", model), ("plan", plan), ("training", {"global_batch": batch, "dtype": "fp16"})):
+        paths[name] = os.path.join(workdir, name + ".json")
+        with open(paths[name], "w") as f:
+            json.dump(doc, f)
+    out = subprocess.run([exe, "simulate", "--model", paths["model"], "--cluster", CLUSTER, "--training",
+                          paths["training"], "--plan", paths["plan"], "--nodes", str(gpus // 8), "--json"],
+                         capture_output=True, text=True)
+    if out.returncode not in (0, 1):
+        raise RuntimeError(f"stagecraft simulate failed ({out.returncode}): {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def bias_sentence(rows):
+    errors = [row[-1] for row in rows]
+    lo, hi = 100 * min(errors), 100 * max(errors)
+    if lo > 0:
+        return f"Every row is predicted too fast, by {lo:.0f}-{hi:.0f}%."
+    if hi < 0:
+        return f"Every row is predicted too slow, by {-hi:.0f}-{-lo:.0f}%."
+    return f"Errors range from {lo:+.0f}% to {hi:+.0f}%."
+
+
+def describe(plan):
+    s = f"b={plan['micro_batch']} m={plan['micro_batches']} dp={plan['dp']} {plan['schedule']}"
+    return s + (f" v={plan['virtual_stages']}" if plan["virtual_stages"] > 1 else "")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stagecraft", default="build/cli/stagecraft")
+    ap.add_argument("--out", default="docs/validation.md")
+    ap.add_argument("--max-mae", type=float, default=None, help="exit 1 when the mean absolute error exceeds this fraction")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for params, heads, hidden, layers, tp, pp, gpus, batch, published in ROWS:
+            model = {"name": f"gpt-{params}b", "layers": layers, "hidden": hidden, "heads": heads, "vocab": 51200,
+                     "seq_len": 2048, "source": "Narayanan et al. SC'21 Table 1"}
+            best = None
+            for plan in candidates(layers, tp, pp, gpus, batch):
+                r = simulate(args.stagecraft, work, model, plan, batch, gpus)
+                if r["fits"] and (best is None or r["hardware_tflops_per_gpu"] > best[1]["hardware_tflops_per_gpu"]):
+                    best = (plan, r)
+            if best is None:
+                raise RuntimeError(f"no plan of row {params}B fits")
+            plan, r = best
+            err = r["hardware_tflops_per_gpu"] / published - 1
+            rows.append((params, tp, pp, gpus, batch, describe(plan), published, r, err))
+            print(f"{params:>7}B  published {published}  predicted {r['hardware_tflops_per_gpu']:.1f}  "
+                  f"error {100 * err:+.1f}%  ({describe(plan)})", file=sys.stderr)
+    mae = sum(abs(row[-1]) for row in rows) / len(rows)
+    lines = [
+        "# Simulator validation: Narayanan et al. (SC'21), Table 1",
+        "",
+        "Generated by `scripts/validate_table1.py` (do not edit by hand). Each row is simulated on the",
+        f"bundled `{CLUSTER}` profile (A100-SXM4-80GB, NVLink 3, 8 x 200 Gb/s HDR per node; sourced",
+        "values, the same for every row) with the row's model (V = 51200, s = 2048), GPUs, batch, tp and",
+        "pp, fp16, full activation recompute, and data-parallel all-reduce after the pipeline flush. The",
+        "paper tuned micro-batching and interleaving per row; the script keeps the fastest of micro-batch",
+        "sizes 1-8 and 1F1B / interleaved (v = 2-4). TFLOP/s per GPU count the 96-formula FLOPs (with",
+        "recompute), as the paper does: Stagecraft's `hardware_tflops_per_gpu`.",
+        "",
+        bias_sentence(rows) + " What the model leaves out, in likely order of",
+        "weight: NCCL kernels taking SMs from the GEMMs they run beside, clocks below the boost clock",
+        "under sustained load, kernel-launch and host overheads between the many small kernels of a",
+        "layer, and loss-scaling passes. `stagecraft calibrate` (measured traces) is the way to fold",
+        "such effects into a profile; the bundled profile stays as sourced.",
+        "",
+        "| params (B) | tp | pp | GPUs | batch | plan used | published TFLOP/s | predicted | error | step time (s) | bubble | exposed comm (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for params, tp, pp, gpus, batch, plan, published, r, err in rows:
+        lines.append(f"| {params} | {tp} | {pp} | {gpus} | {batch} | {plan} | {published} | "
+                     f"{r['hardware_tflops_per_gpu']:.1f} | {100 * err:+.1f}% | {r['step_time_s']:.2f} | "
+                     f"{100 * r['bubble_fraction']:.1f}% | {r['time']['exposed_comm_s']:.2f} |")
+    lines += ["", f"Mean absolute error: **{100 * mae:.1f}%** over {len(rows)} rows (acceptance: <= 10%, goal <= 5%).", ""]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    print(f"mean absolute error {100 * mae:.1f}% -> {args.out}", file=sys.stderr)
+    if args.max_mae is not None and mae > args.max_mae:
+        print(f"mean absolute error {100 * mae:.1f}% exceeds {100 * args.max_mae:.1f}%", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
