@@ -89,6 +89,7 @@ struct RankState {
   std::vector<int64_t> start_ns, end_ns;
   std::array<GroupView, 5> groups;                        // by program::Group
   std::vector<Interval> comm[3];                          // tp, pp, dp busy intervals
+  std::vector<Interval> compute;                          // compute lane busy intervals, in order
   int64_t static_bytes = 0;
   MemoryBreakdown static_mem;
   int64_t activations = 0, gathered = 0;
@@ -470,6 +471,7 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
   r.end_ns[k] = t;
   ++events_;
   memory_at_end(r, in, t);
+  if (in.lane == Lane::kCompute) r.compute.push_back({r.start_ns[k], t});
   const int cls = comm_class(in);
   if (cls >= 0) {
     int64_t begin = r.start_ns[k];
@@ -571,11 +573,8 @@ void Simulation::summarize(SimResult& out) {
   out.events = events_;
   double compute = 0, exposed = 0, comm_lane[3] = {0, 0, 0};
   for (RankState& r : ranks_) {
-    std::vector<Interval> busy, all_comm;
-    for (std::size_t k = 0; k < r.end_ns.size(); ++k) {
-      if (r.data->role->instrs[k].lane == Lane::kCompute) busy.push_back({r.start_ns[k], r.end_ns[k]});
-    }
-    const std::vector<Interval> compute_union = union_of(busy);
+    std::vector<Interval> all_comm;
+    const std::vector<Interval> compute_union = union_of(r.compute);
     for (int c = 0; c < 3; ++c) {
       const std::vector<Interval> lane = union_of(r.comm[c]);
       comm_lane[c] += static_cast<double>(length(lane));
