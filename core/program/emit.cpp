@@ -63,6 +63,7 @@ class Emitter {
  private:
   int32_t add(Instr in, std::initializer_list<int32_t> deps);
   void step(const Step& s);
+  Instr p2p(Op op, const Step& s, bool upstream) const;
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep);
   std::pair<std::optional<Op>, std::optional<Op>> tp_ops(Op op, UnitKind kind) const;
@@ -141,21 +142,27 @@ void Emitter::run(const std::vector<Step>& steps) {
   step_end();
 }
 
+// A pipeline message of step `s`: towards the next model chunk (upstream = false) or the
+// previous one (upstream = true).
+Instr Emitter::p2p(Op op, const Step& s, bool upstream) const {
+  Instr in;
+  in.op = op;
+  in.lane = program::is_send(op) ? Lane::kPpSend : Lane::kPpRecv;
+  in.mb = s.mb;
+  in.chunk = static_cast<int16_t>(s.chunk);
+  in.peer_stage = upstream ? prev_stage() : next_stage();
+  in.peer_chunk = upstream ? prev_chunk(s.chunk) : next_chunk(s.chunk);
+  in.bytes = cx_.p2p_bytes;
+  return in;
+}
+
 void Emitter::step(const Step& s) {
   const ChunkPlan& cp = cx_.chunk_plan(stage_, s.chunk);
   const bool forward = s.pass == Pass::kForward;
   const bool weight_only = s.pass == Pass::kBackwardWeight;
   int32_t recv = -1;
   if (!weight_only && (forward ? has_prev(s.chunk) : has_next(s.chunk))) {
-    Instr in;
-    in.op = forward ? Op::kRecvActivation : Op::kRecvGrad;
-    in.lane = Lane::kPpRecv;
-    in.mb = s.mb;
-    in.chunk = static_cast<int16_t>(s.chunk);
-    in.peer_stage = forward ? prev_stage() : next_stage();
-    in.peer_chunk = forward ? prev_chunk(s.chunk) : next_chunk(s.chunk);
-    in.bytes = cx_.p2p_bytes;
-    recv = add(in, {});
+    recv = add(p2p(forward ? Op::kRecvActivation : Op::kRecvGrad, s, forward), {});
     // scatter-gather: the receiver rebuilds the whole activation from the tp ranks' pieces
     if (cx_.tp_collectives && !plan_.sequence_parallel) {
       recv = tp_op(Op::kTpAllGather, s, -1, cx_.tp_bytes, recv);
@@ -168,15 +175,7 @@ void Emitter::step(const Step& s) {
     chain = compute(sp, s, chain);
   }
   if (!weight_only && (forward ? has_next(s.chunk) : has_prev(s.chunk))) {
-    Instr in;
-    in.op = forward ? Op::kSendActivation : Op::kSendGrad;
-    in.lane = Lane::kPpSend;
-    in.mb = s.mb;
-    in.chunk = static_cast<int16_t>(s.chunk);
-    in.peer_stage = forward ? next_stage() : prev_stage();
-    in.peer_chunk = forward ? next_chunk(s.chunk) : prev_chunk(s.chunk);
-    in.bytes = cx_.p2p_bytes;
-    last_send_ = add(in, {chain});
+    last_send_ = add(p2p(forward ? Op::kSendActivation : Op::kSendGrad, s, !forward), {chain});
   }
   flush(step_deferred_, last_compute_);
 }
