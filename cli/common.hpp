@@ -22,6 +22,9 @@ Subcommand add_info(CLI::App& root);
 Subcommand add_demo(CLI::App& root);
 Subcommand add_program(CLI::App& root);
 Subcommand add_simulate(CLI::App& root);
+Subcommand add_compare(CLI::App& root);   // compare.cpp
+Subcommand add_calibrate(CLI::App& root); // calibrate.cpp
+Subcommand add_probe(CLI::App& root);     // probe.cpp
 
 // 1234567 -> "1,234,567"
 std::string with_commas(int64_t v);

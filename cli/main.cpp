@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Stagecraft: plan, simulate and run pipeline + ZeRO training of large language models"};
   app.set_version_flag("--version", std::string("stagecraft ") + STAGECRAFT_VERSION);
   app.require_subcommand(1);
-  std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_demo(app)};
+  std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_demo(app),
+                                      add_compare(app), add_calibrate(app), add_probe(app)};
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,59 @@
+// stagecraft compare SIMULATED MEASURED... [--json] [--png out.png]: a simulated trace against a
+// measured one (a Stagecraft trace, or PyTorch profiler files, one per rank); traces/compare.hpp.
+#include <iostream>
+#include <memory>
+
+#include "cli/common.hpp"
+#include "traces/compare.hpp"
+#include "traces/io/trace_io.hpp"
+#include "traces/timeline.hpp"
+
+namespace stagecraft::cli {
+
+namespace {
+
+struct CompareArgs {
+  std::string simulated;
+  std::vector<std::string> measured;
+  std::string png;
+  bool json = false;
+};
+
+int run_compare(const CompareArgs& a) {
+  if (!a.png.empty() && !traces::png_available()) {
+    std::cerr << "stagecraft: error: --png needs a build with Qt6 (STAGECRAFT_WITH_GUI=ON); this one has none\n";
+    return kImpossible;
+  }
+  const traces::Trace sim = traces::read_trace_files({a.simulated});
+  const traces::Trace meas = traces::read_trace_files(a.measured);
+  const traces::Comparison c = traces::compare(sim, meas);
+  if (a.json) {
+    std::cout << traces::to_json(c).dump(2) << "\n";
+  } else {
+    std::cout << traces::to_text(c);
+  }
+  if (!a.png.empty()) {
+    traces::write_timeline_png({traces::timeline_panel(sim, "simulated: " + c.simulated_file),
+                                traces::timeline_panel(meas, "measured: " + c.measured_file)},
+                               a.png);
+    std::cerr << "stagecraft: wrote " << a.png << "\n";
+  }
+  return kOk;
+}
+
+}  // namespace
+
+Subcommand add_compare(CLI::App& root) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* app = root.add_subcommand("compare", "Compare a simulated trace with a measured one, instruction by instruction");
+  app->add_option("simulated", args->simulated, "simulated trace (stagecraft simulate --trace)")->required();
+  app->add_option("measured", args->measured,
+                  "measured trace (stagecraft run --trace), or PyTorch profiler JSON files, one per rank")
+      ->required()
+      ->expected(1, -1);
+  app->add_option("--png", args->png, "also draw both timelines, one above the other, into this PNG (needs Qt)");
+  app->add_flag("--json", args->json, "print one JSON document (SCHEMAS.md \"compare --json\")");
+  return {app, [args]() { return run_compare(*args); }};
+}
+
+}  // namespace stagecraft::cli

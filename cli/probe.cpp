@@ -1,0 +1,83 @@
+// stagecraft probe [--min-bytes B] [--max-bytes B] [--factor F] [--tests ...] [--gemm N,...]
+//                  [--trace probe.json]: nccl-tests-style microbenchmarks under mpirun
+// (traces/probe.hpp). Rank 0 prints the table and writes the trace; every rank exits 1 when any
+// element came out wrong.
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "cli/common.hpp"
+#include "core/spec/json_reader.hpp"
+#include "traces/probe.hpp"
+
+namespace stagecraft::cli {
+
+namespace {
+
+struct ProbeArgs {
+  std::string min_bytes = "8", max_bytes = "64MiB", trace;
+  std::vector<std::string> stream = {"1MiB", "4MiB", "16MiB", "64MiB"};
+  traces::ProbeOptions options;
+};
+
+int64_t bytes_of(const std::string& option, const std::string& text) {
+  const std::optional<double> v = spec::parse_quantity(text, spec::Quantity::kBytes);
+  if (!v || *v < 1) throw std::invalid_argument(option + " " + text + ": expected a byte size such as 8, 4096, 1MiB or 64MB");
+  return static_cast<int64_t>(*v);
+}
+
+int run_probe(ProbeArgs a) {
+  try {
+    a.options.min_bytes = bytes_of("--min-bytes", a.min_bytes);
+    a.options.max_bytes = bytes_of("--max-bytes", a.max_bytes);
+    a.options.stream_bytes.clear();
+    for (const std::string& s : a.stream) a.options.stream_bytes.push_back(bytes_of("--stream", s));
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return kBadInput;
+  }
+  std::unique_ptr<traces::ProbeComm> comm = traces::make_mpi_comm();
+  if (!comm) {
+    std::cerr << "stagecraft: this build has no MPI (STAGECRAFT_WITH_MPI=OFF): probing a world of one rank\n";
+    comm = traces::make_local_comm();
+  }
+  traces::ProbeResult r;
+  try {
+    r = traces::run_probe(*comm, a.options);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return kBadInput;
+  }
+  if (comm->rank() == 0) {
+    std::cout << traces::format_table(r) << std::flush;
+    if (!a.trace.empty()) {
+      traces::write_stagecraft(r.trace, a.trace);
+      std::cerr << "stagecraft: wrote " << a.trace << "\n";
+    }
+    if (r.wrong > 0) std::cerr << "stagecraft: error: " << r.wrong << " wrong elements\n";
+  }
+  return r.wrong > 0 ? kImpossible : kOk;
+}
+
+}  // namespace
+
+Subcommand add_probe(CLI::App& root) {
+  auto args = std::make_shared<ProbeArgs>();
+  traces::ProbeOptions& o = args->options;
+  CLI::App* app = root.add_subcommand(
+      "probe", "Microbenchmarks under mpirun (GEMM sweep, memory pass, all-gather / reduce-scatter / all-reduce / "
+               "send-recv sweeps) printed nccl-tests style and written as a trace calibrate accepts");
+  app->add_option("-b,--min-bytes", args->min_bytes, "smallest message (nccl-tests -b)")->capture_default_str();
+  app->add_option("-e,--max-bytes", args->max_bytes, "largest message (nccl-tests -e)")->capture_default_str();
+  app->add_option("-f,--factor", o.factor, "size multiplier between steps (nccl-tests -f)")->capture_default_str();
+  app->add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str();
+  app->add_option("-w,--warmup", o.warmup, "untimed iterations per size")->capture_default_str();
+  app->add_option("--tests", o.collectives, "collectives to run")->delimiter(',')->capture_default_str();
+  app->add_option("--gemm", o.gemm_sizes, "GEMM sizes m = n = k (empty: none)")->delimiter(',')->capture_default_str();
+  app->add_option("--stream", args->stream, "memory-bound pass sizes in bytes")->delimiter(',')->capture_default_str();
+  app->add_option("--trace", args->trace, "write the measured trace here (for stagecraft calibrate)");
+  return {app, [args]() { return run_probe(*args); }};
+}
+
+}  // namespace stagecraft::cli

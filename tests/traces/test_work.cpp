@@ -1,0 +1,99 @@
+// WorkModel restates the compute model (sim/models/compute.hpp) as GEMMs and bytes; evaluated
+// with a cluster's parameters it must give sim::ComputeModel's durations exactly, for every
+// compute instruction of plans that exercise each term.
+#include "traces/calibrate/work.hpp"
+
+#include <gtest/gtest.h>
+
+#include "fixtures.hpp"
+#include "sim/models/compute.hpp"
+#include "sim/cluster_fixture.hpp"
+
+namespace stagecraft::traces {
+namespace {
+
+using program::Op;
+
+spec::Cluster cluster_with_curve() {
+  spec::Cluster c = test::make_cluster();
+  c.gpu.peak_flops = {{spec::Dtype::kFp32, 60e12}, {spec::Dtype::kBf16, 400e12}, {spec::Dtype::kFp16, 400e12}};
+  c.gpu.hbm_Bps = 3e12;
+  c.gpu.memory_efficiency = 0.8;
+  c.gpu.matmul_efficiency = {{1e7, 0.2}, {1e9, 0.55}, {1e11, 0.8}, {1e13, 0.85}};
+  return c;
+}
+
+spec::Plan plan(int64_t tp, int64_t pp, spec::Schedule schedule, spec::Recompute recompute, bool sp, int64_t mb) {
+  spec::Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = 1;
+  p.micro_batch = mb;
+  p.micro_batches = 2 * pp;
+  p.schedule = schedule;
+  p.recompute = recompute;
+  p.sequence_parallel = sp;
+  return p;
+}
+
+void expect_same_durations(const std::string& model, spec::Dtype dtype, const spec::Plan& p) {
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, model));
+  spec::Training t;
+  t.dtype = dtype;
+  t.global_batch = p.micro_batch * p.micro_batches * p.dp;
+  const test::Scenario s = test::lowered(m, t, p);
+  const spec::Cluster c = cluster_with_curve();
+  const sim::ComputeModel reference(s.model, c, s.training, s.plan);
+  const WorkModel work(s.model, s.training, s.plan);
+  const double peak = c.gpu.peak_flops.at(dtype), memory_Bps = c.gpu.hbm_Bps * c.gpu.memory_efficiency;
+  int checked = 0;
+  for (const program::RoleProgram& role : s.program.roles) {
+    for (const program::Instr& in : role.instrs) {
+      double expected = 0, got = 0;
+      if (program::is_compute(in.op)) {
+        expected = reference.compute_s(in.op, in.unit_begin, in.unit_end);
+        got = work_seconds(work.compute(in.op, in.unit_begin, in.unit_end), peak, c.gpu.matmul_efficiency, memory_Bps);
+      } else if (in.op == Op::kOptimizerStep) {
+        expected = reference.optimizer_gpu_s(in.elems);
+        got = work_seconds(work.optimizer_gpu(in.elems), peak, c.gpu.matmul_efficiency, memory_Bps);
+      } else {
+        continue;
+      }
+      ASSERT_NEAR(got / expected, 1.0, 1e-12) << model << " " << program::to_string(in.op) << " units [" << in.unit_begin
+                                              << ", " << in.unit_end << ")";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Work, EqualsTheComputeModelFp32GeluLearnedPositions) {
+  expect_same_durations("tiny", spec::Dtype::kFp32, plan(1, 2, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 2));
+}
+
+TEST(Work, EqualsTheComputeModelTensorParallelSequenceParallelSelective) {
+  expect_same_durations("gpt3-1.3b", spec::Dtype::kFp16, plan(4, 2, spec::Schedule::k1F1B, spec::Recompute::kSelective, true, 1));
+}
+
+TEST(Work, EqualsTheComputeModelSwigluGqaZeroBubbleFullRecompute) {
+  expect_same_durations("llama3-8b", spec::Dtype::kBf16, plan(4, 2, spec::Schedule::kZbH1, spec::Recompute::kNone, false, 1));
+  expect_same_durations("llama3-8b", spec::Dtype::kBf16, plan(2, 4, spec::Schedule::k1F1B, spec::Recompute::kFull, false, 1));
+}
+
+TEST(Work, OneMlpUnitByHand) {
+  // tiny (h 64, f 256, s 64), fp32, tp 1, micro-batch 1: T = 64 tokens.
+  // GEMMs 2·T·h·f = 2·64·64·256 = 2,097,152 FLOPs, twice (up and down);
+  // bytes w·T·(11h + 4f) = 2·64·(704 + 1024) = 221,184.
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  spec::Training t;
+  t.dtype = spec::Dtype::kFp32;
+  const WorkModel work(m, t, plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1));
+  const Work w = work.compute(Op::kForward, 2, 3);  // unit 2 = block 0's MLP
+  ASSERT_EQ(w.gemms.size(), 1u);
+  EXPECT_EQ(w.gemms[0].flops, 2.0 * 64 * 64 * 256);
+  EXPECT_EQ(w.gemms[0].count, 2.0);
+  EXPECT_EQ(w.memory_bytes, 2.0 * 64 * (11 * 64 + 4 * 256));
+}
+
+}  // namespace
+}  // namespace stagecraft::traces

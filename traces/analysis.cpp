@@ -1,0 +1,210 @@
+#include "traces/analysis.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace stagecraft::traces {
+
+using program::Lane;
+using program::Op;
+
+namespace {
+
+struct Interval {
+  int64_t begin, end;
+};
+
+std::vector<Interval> union_of(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (i.end <= i.begin) continue;
+    if (!out.empty() && i.begin <= out.back().end) {
+      out.back().end = std::max(out.back().end, i.end);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+int64_t length(const std::vector<Interval>& disjoint) {
+  int64_t total = 0;
+  for (const Interval& i : disjoint) total += i.end - i.begin;
+  return total;
+}
+
+int64_t overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  int64_t total = 0;
+  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    total += std::max<int64_t>(0, std::min(a[i].end, b[j].end) - std::max(a[i].begin, b[j].begin));
+    if (a[i].end < b[j].end) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return total;
+}
+
+Category lane_category(const trace::Event& e) {
+  switch (e.lane) {
+    case Lane::kCompute: return Category::kCompute;
+    case Lane::kTp:
+    case Lane::kPpSend:
+    case Lane::kPpRecv:
+    case Lane::kDpGather:
+    case Lane::kDpReduce: return e.op == Op::kReleaseParams ? Category::kOther : Category::kCommunication;
+    case Lane::kOffload: return Category::kOther;
+  }
+  return Category::kOther;
+}
+
+KernelClass event_class(const trace::Event& e) {
+  if (e.lane == Lane::kOffload) return KernelClass::kMemory;
+  return lane_category(e) == Category::kCommunication ? KernelClass::kCommunication : KernelClass::kCompute;
+}
+
+// (src rank, dst rank, gradient?, micro-batch, src chunk, step) of a p2p message.
+using MessageKey = std::tuple<int64_t, int64_t, bool, int32_t, int32_t, int32_t>;
+
+std::map<MessageKey, int64_t> send_starts(const Trace& t, const ProgramContext& pc) {
+  const program::Placement& pl = pc.program.placement;
+  std::map<MessageKey, int64_t> out;
+  for (std::size_t i = 0; i < t.data.events.size(); ++i) {
+    const trace::Event& e = t.data.events[i];
+    const program::Instr* in = pc.find(e.rank, e.instr);
+    if (!in || !program::is_send(in->op)) continue;
+    const int64_t dst = pl.rank(in->peer_stage, pl.dp_index_of(e.rank), pl.tp_index_of(e.rank));
+    out[{e.rank, dst, in->op == Op::kSendGrad, in->mb, in->chunk, t.event_step[i]}] = e.start_ns;
+  }
+  return out;
+}
+
+void instruction_activities(const Trace& t, Level level, const ProgramContext* pc, std::vector<Activity>& out) {
+  std::map<MessageKey, int64_t> sends;
+  if (pc) sends = send_starts(t, *pc);
+  for (std::size_t i = 0; i < t.data.events.size(); ++i) {
+    const trace::Event& e = t.data.events[i];
+    Activity a;
+    a.rank = e.rank;
+    a.step = t.event_step[i];
+    a.start_ns = a.busy_from_ns = e.start_ns;
+    a.end_ns = e.end_ns;
+    a.category = lane_category(e);
+    a.row = static_cast<int64_t>(e.lane);
+    a.source = i;
+    if (level == Level::kInstruction) {
+      a.key = e.instr;
+      a.kind = program::trace_kind(e.op);
+    } else {
+      const KernelClass c = event_class(e);
+      a.key = static_cast<int32_t>(c);
+      a.kind = to_string(c);
+    }
+    if (pc && program::is_recv(e.op)) {
+      if (const program::Instr* in = pc->find(e.rank, e.instr)) {
+        const program::Placement& pl = pc->program.placement;
+        const int64_t src = pl.rank(in->peer_stage, pl.dp_index_of(e.rank), pl.tp_index_of(e.rank));
+        const auto it = sends.find({src, e.rank, in->op == Op::kRecvGrad, in->mb, in->peer_chunk, a.step});
+        if (it != sends.end()) a.busy_from_ns = std::min(a.end_ns, std::max(a.start_ns, it->second));
+      }
+    }
+    out.push_back(a);
+  }
+}
+
+void kernel_activities(const Trace& t, std::vector<Activity>& out) {
+  for (std::size_t i = 0; i < t.kernels.size(); ++i) {
+    const Kernel& k = t.kernels[i];
+    if (k.step < 0) continue;
+    Activity a;
+    a.rank = k.rank;
+    a.step = k.step;
+    a.start_ns = a.busy_from_ns = k.start_ns;
+    a.end_ns = k.end_ns;
+    a.category = k.cls == KernelClass::kCommunication ? Category::kCommunication : Category::kCompute;
+    a.key = static_cast<int32_t>(k.cls);
+    a.kind = to_string(k.cls);
+    a.row = k.stream;
+    a.source = i;
+    out.push_back(a);
+  }
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<Activity> activities(const Trace& t, Level level, const ProgramContext* pc) {
+  std::vector<Activity> out;
+  if (t.kernel_level()) {
+    kernel_activities(t, out);
+  } else {
+    instruction_activities(t, level, pc, out);
+  }
+  return out;
+}
+
+std::map<int32_t, std::pair<int64_t, int64_t>> step_spans(const Trace& t, const std::vector<Activity>& acts) {
+  std::map<int32_t, std::pair<int64_t, int64_t>> spans;
+  auto widen = [&](int32_t step, int64_t begin, int64_t end) {
+    auto [it, fresh] = spans.try_emplace(step, begin, end);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, begin);
+      it->second.second = std::max(it->second.second, end);
+    }
+  };
+  if (t.kernel_level() && !t.steps.empty()) {
+    for (const StepSpan& s : t.steps) widen(s.step, s.start_ns, s.end_ns);
+    return spans;
+  }
+  for (const Activity& a : acts) widen(a.step, a.start_ns, a.end_ns);
+  return spans;
+}
+
+double step_time_s(const Trace& t, const std::vector<Activity>& acts) {
+  std::vector<double> steps;
+  for (const auto& [step, span] : step_spans(t, acts)) steps.push_back(static_cast<double>(span.second - span.first) * 1e-9);
+  return median(steps);
+}
+
+std::map<int64_t, Breakdown> breakdown_by_rank(const Trace& t, const std::vector<Activity>& acts) {
+  const auto spans = step_spans(t, acts);
+  std::map<std::pair<int64_t, int32_t>, std::pair<std::vector<Interval>, std::vector<Interval>>> by_rank_step;
+  for (const Activity& a : acts) {
+    auto& [compute, comm] = by_rank_step[{a.rank, a.step}];
+    if (a.category == Category::kCompute) compute.push_back({a.start_ns, a.end_ns});
+    if (a.category == Category::kCommunication) comm.push_back({a.busy_from_ns, a.end_ns});
+  }
+  std::map<int64_t, std::vector<Breakdown>> per_step;
+  for (const auto& [key, lists] : by_rank_step) {
+    const auto span = spans.find(key.second);
+    if (span == spans.end()) continue;
+    const std::vector<Interval> c = union_of(lists.first), m = union_of(lists.second);
+    Breakdown b;
+    b.step_s = static_cast<double>(span->second.second - span->second.first) * 1e-9;
+    b.compute_s = static_cast<double>(length(c)) * 1e-9;
+    b.exposed_comm_s = static_cast<double>(length(m) - overlap(m, c)) * 1e-9;
+    b.bubble_s = std::max(0.0, b.step_s - b.compute_s - b.exposed_comm_s);
+    per_step[key.first].push_back(b);
+  }
+  std::map<int64_t, Breakdown> out;
+  for (const auto& [rank, list] : per_step) {
+    auto pick = [&](double Breakdown::*field) {
+      std::vector<double> v;
+      for (const Breakdown& b : list) v.push_back(b.*field);
+      return median(v);
+    };
+    out[rank] = {pick(&Breakdown::step_s), pick(&Breakdown::compute_s), pick(&Breakdown::exposed_comm_s),
+                 pick(&Breakdown::bubble_s)};
+  }
+  return out;
+}
+
+}  // namespace stagecraft::traces

@@ -1,0 +1,706 @@
+#include "traces/calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "core/spec/error.hpp"
+#include "traces/calibrate/lsq.hpp"
+
+namespace stagecraft::traces {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kRankTolerance = 1e-8;
+
+std::string knot_name(double flops) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "gpu.matmul_efficiency@%.3g", flops);
+  return buf;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Residual bookkeeping shared by the groups.
+
+void summarize_residuals(const std::vector<double>& r, const std::vector<const std::string*>& origins, GroupReport& g) {
+  if (r.empty()) return;
+  double sum2 = 0, worst = 0;
+  for (double v : r) {
+    sum2 += v * v;
+    worst = std::max(worst, std::fabs(v));
+  }
+  g.rms_residual = std::sqrt(sum2 / static_cast<double>(r.size()));
+  g.max_residual = worst;
+  std::vector<std::size_t> order(r.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return std::fabs(r[a]) > std::fabs(r[b]); });
+  for (std::size_t i = 0; i < order.size() && i < 5; ++i) g.worst.emplace_back(*origins[order[i]], r[order[i]]);
+}
+
+std::string too_few(int64_t samples, int64_t free) {
+  return "refused: " + std::to_string(samples) + " samples for " + std::to_string(free) + " parameter" +
+         (free == 1 ? "" : "s") + ", need at least " + std::to_string(std::max<int64_t>(kMinSamples, 2 * free));
+}
+
+Parameter make_parameter(const std::string& name, double base) {
+  Parameter p;
+  p.name = name;
+  p.base = p.value = base;
+  return p;
+}
+
+void hold(Parameter& p, const std::string& why) {
+  p.fitted = false;
+  p.value = p.base;
+  p.std_error = kNaN;
+  p.status = "held: " + why;
+}
+
+// Index of the free parameter with the least support.
+std::size_t least_supported(const std::vector<bool>& free, const std::vector<Parameter>& params) {
+  std::size_t best = 0;
+  double s = std::numeric_limits<double>::infinity();
+  for (std::size_t j = 0; j < free.size(); ++j) {
+    if (free[j] && params[j].support < s) {
+      s = params[j].support;
+      best = j;
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Compute: GEMM efficiency knots and memory throughput.
+
+struct KnotWeights {
+  std::size_t k0 = 0, k1 = 0;
+  double w0 = 1, w1 = 0;
+};
+
+// The weights sim::matmul_efficiency interpolates with.
+KnotWeights knot_weights(const std::vector<std::pair<double, double>>& points, double flops) {
+  const std::size_t last = points.size() - 1;
+  if (flops <= points.front().first) return {0, 0, 1, 0};
+  if (flops >= points.back().first) return {last, last, 1, 0};
+  for (std::size_t i = 1; i <= last; ++i) {
+    if (flops <= points[i].first) {
+      const double x0 = std::log10(points[i - 1].first), x1 = std::log10(points[i].first);
+      const double w = (std::log10(flops) - x0) / (x1 - x0);
+      return {i - 1, i, 1 - w, w};
+    }
+  }
+  return {last, last, 1, 0};
+}
+
+struct GemmTerm {
+  KnotWeights w;
+  double seconds_at_full_efficiency;  // count·F / P
+};
+
+struct ComputeRow {
+  std::vector<GemmTerm> gemms;
+  double bytes = 0;
+  double measured = 0;
+};
+
+class ComputeProblem {
+ public:
+  ComputeProblem(const std::vector<ComputeSample>& samples, const spec::Gpu& gpu) {
+    for (const ComputeSample& s : samples) {
+      ComputeRow row;
+      for (const Gemm& g : s.work.gemms) {
+        row.gemms.push_back({knot_weights(gpu.matmul_efficiency, g.flops), g.count * g.flops / s.peak_flops});
+      }
+      row.bytes = s.work.memory_bytes;
+      row.measured = s.seconds;
+      rows_.push_back(std::move(row));
+    }
+  }
+  std::size_t size() const { return rows_.size(); }
+  double measured(std::size_t i) const { return rows_[i].measured; }
+
+  // Model time of sample i, and the derivatives ∂t/∂ln e_k (all knots) and ∂t/∂ln m.
+  double time(std::size_t i, const std::vector<double>& e, double m, std::vector<double>* d_ln_e, double* d_ln_m) const {
+    const ComputeRow& row = rows_[i];
+    double t = row.bytes * m;
+    if (d_ln_e) std::fill(d_ln_e->begin(), d_ln_e->end(), 0.0);
+    for (const GemmTerm& g : row.gemms) {
+      const double eff = g.w.w0 * e[g.w.k0] + g.w.w1 * e[g.w.k1];
+      const double ti = g.seconds_at_full_efficiency / eff;
+      t += ti;
+      if (d_ln_e) {
+        (*d_ln_e)[g.w.k0] -= ti / eff * g.w.w0 * e[g.w.k0];
+        (*d_ln_e)[g.w.k1] -= ti / eff * g.w.w1 * e[g.w.k1];
+      }
+    }
+    if (d_ln_m) *d_ln_m = row.bytes * m;
+    return t;
+  }
+
+  // Support of every knot and of m (last entry): Σ_i |∂ln t_i/∂ln p|.
+  std::vector<double> support(const std::vector<double>& e, double m) const {
+    std::vector<double> out(e.size() + 1, 0.0), d(e.size());
+    for (std::size_t i = 0; i < rows_.size(); ++i) {
+      double dm = 0;
+      const double t = time(i, e, m, &d, &dm);
+      for (std::size_t k = 0; k < e.size(); ++k) out[k] += std::fabs(d[k]) / t;
+      out.back() += dm / t;
+    }
+    return out;
+  }
+
+ private:
+  std::vector<ComputeRow> rows_;
+};
+
+struct ComputeResult {
+  std::vector<Parameter> params;   // knots..., memory
+  GroupReport report;
+  std::vector<double> e;
+  double m = 0;
+};
+
+// e and m with the free parameters taken from φ.
+void unpack(const std::vector<bool>& free, const Eigen::VectorXd& phi, std::vector<double>& e, double& m) {
+  Eigen::Index j = 0;
+  for (std::size_t k = 0; k < e.size(); ++k) {
+    if (free[k]) e[k] = std::exp(phi(j++));
+  }
+  if (free.back()) m = std::exp(phi(j));
+}
+
+NonlinearFit lm_compute(const ComputeProblem& P, const std::vector<bool>& free, const std::vector<double>& e0, double m0) {
+  const int nfree = static_cast<int>(std::count(free.begin(), free.end(), true));
+  Eigen::VectorXd phi(nfree);
+  Eigen::Index j = 0;
+  for (std::size_t k = 0; k < e0.size(); ++k) {
+    if (free[k]) phi(j++) = std::log(e0[k]);
+  }
+  if (free.back()) phi(j) = std::log(m0);
+  const ResidualFunction f = [&](const Eigen::VectorXd& p, Eigen::VectorXd& r, Eigen::MatrixXd* J) {
+    std::vector<double> e = e0, d(e0.size());
+    double m = m0, dm = 0;
+    unpack(free, p, e, m);
+    const Eigen::Index n = static_cast<Eigen::Index>(P.size());
+    r.resize(n);
+    if (J) J->resize(n, nfree);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double t_hat = P.measured(static_cast<std::size_t>(i));
+      r(i) = P.time(static_cast<std::size_t>(i), e, m, J ? &d : nullptr, J ? &dm : nullptr) / t_hat - 1.0;
+      if (!J) continue;
+      Eigen::Index c = 0;
+      for (std::size_t k = 0; k < e.size(); ++k) {
+        if (free[k]) (*J)(i, c++) = d[k] / t_hat;
+      }
+      if (free.back()) (*J)(i, c) = dm / t_hat;
+    }
+  };
+  return levenberg_marquardt(f, phi);
+}
+
+// The free-set iteration every group shares (calibrate.hpp, "What gets fitted"): select the
+// parameters with support, check there are samples enough, fit, and repeat while the fitted
+// values change which parameters have support. `fit` returns false when its free set cannot be
+// fitted (then it has marked the culprit in `never` and held it); `reset` restores the base values.
+struct Selection {
+  bool fitted = false;
+  std::vector<bool> free, never;
+  std::string status;
+};
+
+Selection select_and_fit(std::vector<Parameter>& params, int64_t samples,
+                         const std::function<std::vector<double>()>& support,
+                         const std::function<bool(const std::vector<bool>&, std::vector<bool>&)>& fit,
+                         const std::function<void()>& reset) {
+  Selection sel;
+  sel.never.assign(params.size(), false);
+  sel.free.assign(params.size(), false);
+  for (int round = 0; round < 8; ++round) {
+    const std::vector<double> sup = support();
+    std::vector<bool> next(params.size());
+    for (std::size_t j = 0; j < params.size(); ++j) {
+      params[j].support = sup[j];
+      next[j] = !sel.never[j] && sup[j] >= kMinSupport;
+    }
+    if (sel.fitted && next == sel.free) break;
+    sel.free = next;
+    sel.fitted = false;
+    const int64_t nfree = std::count(sel.free.begin(), sel.free.end(), true);
+    if (nfree == 0) break;
+    if (samples < std::max<int64_t>(kMinSamples, 2 * nfree)) {
+      sel.status = too_few(samples, nfree);
+      break;
+    }
+    sel.fitted = fit(sel.free, sel.never);
+    if (!sel.fitted) reset();
+  }
+  if (sel.fitted) return sel;
+  reset();
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    if (!sel.never[j]) hold(params[j], sel.status.empty() ? "support " + fmt("%.2g", params[j].support) + " < 3" : sel.status);
+  }
+  if (sel.status.empty()) sel.status = "refused: no parameter has support >= 3";
+  return sel;
+}
+
+// Fitted parameters get their value and standard error; the others say why they were held.
+void finish_parameters(std::vector<Parameter>& params, const Selection& sel, GroupReport& report,
+                       const std::function<void(std::size_t j, Eigen::Index column)>& set) {
+  Eigen::Index column = 0;
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    if (!sel.free[j]) {
+      if (!sel.never[j]) hold(params[j], "support " + fmt("%.2g", params[j].support) + " < 3 (the samples barely depend on it)");
+      continue;
+    }
+    set(j, column++);
+    params[j].fitted = true;
+    ++report.parameters;
+  }
+  report.status = "fitted " + std::to_string(report.parameters) + " of " + std::to_string(params.size());
+}
+
+// A group's report before fitting; false (and every parameter held) when it has too few samples.
+bool start_group(GroupReport& report, const std::string& name, std::size_t samples, std::vector<Parameter>& params) {
+  report.name = name;
+  report.samples = static_cast<int64_t>(samples);
+  report.rms_residual = report.max_residual = kNaN;
+  if (report.samples >= kMinSamples) return true;
+  report.status = samples == 0 ? "no samples" : too_few(report.samples, 1);
+  for (Parameter& p : params) hold(p, samples == 0 ? "no " + name + " samples" : report.status);
+  return false;
+}
+
+ComputeResult fit_compute(const std::vector<ComputeSample>& samples, const spec::Gpu& gpu) {
+  ComputeResult out;
+  const std::size_t K = gpu.matmul_efficiency.size();
+  for (const auto& [flops, fraction] : gpu.matmul_efficiency) out.e.push_back(fraction);
+  out.m = 1.0 / (gpu.hbm_Bps * gpu.memory_efficiency);
+  for (std::size_t k = 0; k < K; ++k) out.params.push_back(make_parameter(knot_name(gpu.matmul_efficiency[k].first), out.e[k]));
+  out.params.push_back(make_parameter("gpu.memory_Bps", 1.0 / out.m));
+  if (!start_group(out.report, "compute", samples.size(), out.params)) return out;
+  const ComputeProblem P(samples, gpu);
+  const std::vector<double> e_base = out.e;
+  const double m_base = out.m;
+  NonlinearFit fit;
+  const auto support = [&] { return P.support(out.e, out.m); };
+  const auto reset = [&] {
+    out.e = e_base;
+    out.m = m_base;
+  };
+  const auto attempt = [&](const std::vector<bool>& free, std::vector<bool>& never) {
+    fit = lm_compute(P, free, e_base, m_base);
+    if (numerical_rank(fit.jacobian, kRankTolerance) < std::count(free.begin(), free.end(), true)) {
+      const std::size_t j = least_supported(free, out.params);
+      never[j] = true;
+      hold(out.params[j], "not separable from the other parameters by these samples");
+      return false;
+    }
+    reset();
+    unpack(free, fit.phi, out.e, out.m);
+    return true;
+  };
+  const Selection sel = select_and_fit(out.params, out.report.samples, support, attempt, reset);
+  out.report.status = sel.status;
+  if (!sel.fitted) return out;
+  finish_parameters(out.params, sel, out.report, [&](std::size_t j, Eigen::Index c) {
+    Parameter& p = out.params[j];
+    p.value = j < K ? out.e[j] : 1.0 / out.m;
+    p.std_error = p.value * std::sqrt(fit.covariance(c, c));  // δ-method: se(e^φ) = e^φ·se(φ)
+    p.status = fit.converged ? "fitted" : "fitted (not converged after " + std::to_string(fit.iterations) + " iterations)";
+  });
+  std::vector<double> r;
+  std::vector<const std::string*> origins;
+  for (std::size_t i = 0; i < P.size(); ++i) {
+    r.push_back(P.time(i, out.e, out.m, nullptr, nullptr) / P.measured(i) - 1.0);
+    origins.push_back(&samples[i].origin);
+  }
+  summarize_residuals(r, origins, out.report);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Links: α and 1/β of the intra- and inter-node classes.
+
+struct LinksResult {
+  std::vector<Parameter> params;   // α_intra [ns], β_intra [B/s], α_inter [ns], β_inter [B/s]
+  GroupReport report;
+  std::vector<double> x;           // α_intra [s], 1/β_intra, α_inter [s], 1/β_inter
+};
+
+Eigen::Vector4d features_of(const LinkFeatures& f) { return {f.a_intra, f.b_intra, f.a_inter, f.b_inter}; }
+
+std::vector<double> link_support(const std::vector<LinkSample>& s, const std::vector<double>& x) {
+  std::vector<double> sup(4, 0.0);
+  for (const LinkSample& l : s) {
+    const Eigen::Vector4d f = features_of(l.features);
+    double t = 0;
+    for (int j = 0; j < 4; ++j) t += f(j) * x[static_cast<std::size_t>(j)];
+    if (!(t > 0)) continue;
+    for (int j = 0; j < 4; ++j) sup[static_cast<std::size_t>(j)] += f(j) * x[static_cast<std::size_t>(j)] / t;
+  }
+  return sup;
+}
+
+void set_link_parameter(Parameter& p, std::size_t j, double x, double se_x) {
+  if (j % 2 == 0) {
+    p.value = x * 1e9;
+    p.std_error = se_x * 1e9;
+  } else {
+    p.value = 1.0 / x;
+    p.std_error = se_x / (x * x);
+  }
+}
+
+// The scaled system of the free link parameters: A_ij = f_ij·scale_j / t̂_i, b_i = 1 − (held
+// parameters' part of the modelled time) / t̂_i.
+void link_system(const std::vector<LinkSample>& samples, const std::vector<bool>& free, const std::vector<double>& base,
+                 const std::vector<double>& scale, Eigen::MatrixXd& A, Eigen::VectorXd& b) {
+  const Eigen::Index n = static_cast<Eigen::Index>(samples.size());
+  A.resize(n, std::count(free.begin(), free.end(), true));
+  b.setOnes(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const LinkSample& s = samples[static_cast<std::size_t>(i)];
+    const Eigen::Vector4d f = features_of(s.features);
+    Eigen::Index col = 0;
+    for (std::size_t j = 0; j < 4; ++j) {
+      const double v = f(static_cast<Eigen::Index>(j)) / s.seconds;
+      if (free[j]) {
+        A(i, col++) = v * scale[j];
+      } else {
+        b(i) -= v * base[j];
+      }
+    }
+  }
+}
+
+LinksResult fit_links(const std::vector<LinkSample>& samples, const spec::Cluster& c) {
+  LinksResult out;
+  const std::vector<double> base = {static_cast<double>(c.intra_node.latency_ns) * 1e-9, 1.0 / c.intra_node.bandwidth_Bps,
+                                    static_cast<double>(c.inter_node.latency_ns) * 1e-9, 1.0 / c.inter_node.nic_bandwidth_Bps};
+  const char* names[] = {"intra_node.latency_ns", "intra_node.bandwidth_Bps", "inter_node.latency_ns",
+                         "inter_node.nic_bandwidth_Bps"};
+  for (std::size_t j = 0; j < 4; ++j) {
+    Parameter p = make_parameter(names[j], 0);
+    set_link_parameter(p, j, base[j], 0);
+    p.base = p.value;
+    out.params.push_back(p);
+  }
+  out.x = base;
+  if (!start_group(out.report, "links", samples.size(), out.params)) return out;
+  std::vector<double> scale = base;  // a zero base latency still needs a scale to solve in
+  if (!(scale[0] > 0)) scale[0] = 1e-6;
+  if (!(scale[2] > 0)) scale[2] = 1e-6;
+  LinearFit fit;
+  bool fitted_once = false;
+  const auto support = [&] { return link_support(samples, fitted_once ? out.x : scale); };
+  const auto reset = [&] { out.x = base; };
+  const auto attempt = [&](const std::vector<bool>& free, std::vector<bool>& never) {
+    Eigen::MatrixXd A;
+    Eigen::VectorXd b;
+    link_system(samples, free, base, scale, A, b);
+    if (numerical_rank(A, kRankTolerance) < A.cols()) {
+      const std::size_t j = least_supported(free, out.params);
+      never[j] = true;
+      hold(out.params[j], "not separable from the other link parameters by these samples (too few distinct sizes or paths)");
+      return false;
+    }
+    fit = nonnegative_least_squares(A, b);
+    Eigen::Index col = 0;
+    for (std::size_t j = 0; j < 4; ++j) {
+      if (!free[j]) continue;
+      if (j % 2 == 1 && fit.at_bound[static_cast<std::size_t>(col)]) {
+        never[j] = true;
+        hold(out.params[j], "the fit drives the bandwidth to infinity (the samples do not resolve it)");
+        return false;
+      }
+      out.x[j] = fit.x(col++) * scale[j];
+    }
+    fitted_once = true;
+    return true;
+  };
+  const Selection sel = select_and_fit(out.params, out.report.samples, support, attempt, reset);
+  out.report.status = sel.status;
+  if (!sel.fitted) return out;
+  finish_parameters(out.params, sel, out.report, [&](std::size_t j, Eigen::Index col) {
+    set_link_parameter(out.params[j], j, out.x[j], std::sqrt(std::max(0.0, fit.covariance(col, col))) * scale[j]);
+    out.params[j].status = fit.at_bound[static_cast<std::size_t>(col)] ? "at bound: 0 (the samples pull it below zero)" : "fitted";
+  });
+  std::vector<double> r;
+  std::vector<const std::string*> origins;
+  for (const LinkSample& s : samples) {
+    r.push_back(s.features.seconds(out.x[0], 1.0 / out.x[1], out.x[2], 1.0 / out.x[3]) / s.seconds - 1.0);
+    origins.push_back(&s.origin);
+  }
+  summarize_residuals(r, origins, out.report);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Host rates.
+
+Parameter fit_rate(const std::vector<RateSample>& samples, const std::string& name, const std::string& group,
+                   double base, std::vector<GroupReport>& groups) {
+  Parameter p = make_parameter(name, base);
+  p.support = static_cast<double>(samples.size());
+  GroupReport g;
+  g.name = group;
+  g.samples = static_cast<int64_t>(samples.size());
+  g.rms_residual = g.max_residual = kNaN;
+  if (static_cast<int64_t>(samples.size()) < kMinSamples) {
+    hold(p, samples.empty() ? "no samples" : too_few(g.samples, 1));
+    g.status = samples.empty() ? "no samples" : too_few(g.samples, 1);
+    groups.push_back(g);
+    return p;
+  }
+  double sq = 0, sq2 = 0;
+  for (const RateSample& s : samples) {
+    const double q = s.amount / s.seconds;
+    sq += q;
+    sq2 += q * q;
+  }
+  const double u = sq / sq2;
+  std::vector<double> r;
+  std::vector<const std::string*> origins;
+  double rss = 0;
+  for (const RateSample& s : samples) {
+    r.push_back(s.amount / s.seconds * u - 1.0);
+    rss += r.back() * r.back();
+    origins.push_back(&s.origin);
+  }
+  const double se_u = std::sqrt(rss / static_cast<double>(samples.size() - 1) / sq2);
+  p.value = 1.0 / u;
+  p.std_error = se_u / (u * u);
+  p.fitted = true;
+  p.status = "fitted";
+  g.parameters = 1;
+  g.status = "fitted 1 of 1";
+  summarize_residuals(r, origins, g);
+  groups.push_back(g);
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The calibrated profile.
+
+std::string fitted_names(const std::vector<Parameter>& ps, bool fitted) {
+  std::string out;
+  for (const Parameter& p : ps) {
+    if (p.fitted == fitted) out += (out.empty() ? "" : ", ") + p.name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string residual_text(const GroupReport& g) {
+  if (!std::isfinite(g.rms_residual)) return g.name + ": " + g.status;
+  return g.name + ": " + std::to_string(g.samples) + " samples, RMS relative residual " + fmt("%.2f%%", 100 * g.rms_residual);
+}
+
+void apply(Calibration& c, const ComputeResult& comp, const LinksResult& links, const Parameter& adam, const Parameter& pcie) {
+  spec::Cluster& out = c.cluster;
+  for (std::size_t k = 0; k < comp.e.size(); ++k) {
+    if (comp.e[k] > 1.0) {
+      throw CalibrationError("the fitted GEMM efficiency at " + fmt("%.3g", out.gpu.matmul_efficiency[k].first) +
+                             " FLOPs is " + fmt("%.3f", comp.e[k]) + " > 1: the measured GEMMs run faster than the peak_flops of " +
+                             (c.base.file.empty() ? c.base.name : c.base.file) + "; raise the peak and calibrate again");
+    }
+    out.gpu.matmul_efficiency[k].second = comp.e[k];
+  }
+  const double memory_Bps = 1.0 / comp.m;
+  if (memory_Bps <= out.gpu.hbm_Bps) {
+    out.gpu.memory_efficiency = memory_Bps / out.gpu.hbm_Bps;
+  } else {
+    // measured above the stated bandwidth (caches, or a low datasheet value): the profile can
+    // only say so through hbm_Bps, since memory_efficiency is at most 1
+    out.gpu.hbm_Bps = memory_Bps;
+    out.gpu.memory_efficiency = 1.0;
+    for (Parameter& p : c.parameters) {
+      if (p.name == "gpu.memory_Bps") p.status += " (above the base hbm_Bps: hbm_Bps set to it, memory_efficiency 1)";
+    }
+  }
+  out.intra_node.latency_ns = static_cast<int64_t>(std::llround(links.x[0] * 1e9));
+  out.intra_node.bandwidth_Bps = 1.0 / links.x[1];
+  out.inter_node.latency_ns = static_cast<int64_t>(std::llround(links.x[2] * 1e9));
+  out.inter_node.nic_bandwidth_Bps = 1.0 / links.x[3];
+  out.host.adam_params_per_s = adam.value;
+  out.host.pcie_Bps = pcie.value;
+}
+
+void write_sources(Calibration& c) {
+  spec::Cluster& out = c.cluster;
+  std::string files;
+  for (const TraceSummary& t : c.traces) files += (files.empty() ? "" : ", ") + t.file;
+  std::string residuals;
+  for (const GroupReport& g : c.groups) residuals += (residuals.empty() ? "" : "; ") + residual_text(g);
+  out.name = c.base.name + "-calibrated";
+  out.source = "Calibrated by stagecraft calibrate (least squares, docs/traces.md) from " + files + " on base profile " +
+               (c.base.file.empty() ? c.base.name : c.base.file) + ". Fitted: " + fitted_names(c.parameters, true) +
+               ". Held at the base values: " + fitted_names(c.parameters, false) + ". " + residuals +
+               ". Base profile source: " + c.base.source;
+  auto section = [&](std::string& source, const std::string& prefix, const std::string& group) {
+    std::string fitted;
+    for (const Parameter& p : c.parameters) {
+      if (p.fitted && p.name.rfind(prefix, 0) == 0) fitted += (fitted.empty() ? "" : ", ") + p.name.substr(prefix.size());
+    }
+    if (fitted.empty()) return;
+    for (const GroupReport& g : c.groups) {
+      if (g.name == group) source = "Calibrated " + fitted + " (" + residual_text(g) + "). Base: " + source;
+    }
+  };
+  section(out.gpu.source, "gpu.", "compute");
+  section(out.intra_node.source, "intra_node.", "links");
+  section(out.inter_node.source, "inter_node.", "links");
+  section(out.host.source, "host.adam", "host adam");
+  section(out.host.source, "host.pcie", "pcie");
+}
+
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+}  // namespace
+
+bool Calibration::fitted_any() const {
+  return std::any_of(parameters.begin(), parameters.end(), [](const Parameter& p) { return p.fitted; });
+}
+
+const Parameter& Calibration::parameter(const std::string& name) const {
+  for (const Parameter& p : parameters) {
+    if (p.name == name) return p;
+  }
+  throw std::out_of_range("no calibration parameter " + name);
+}
+
+Calibration calibrate(const Samples& samples, const spec::Cluster& base) {
+  Calibration c;
+  c.base = base;
+  c.cluster = base;
+  c.traces = samples.traces;
+  const ComputeResult comp = fit_compute(samples.compute, base.gpu);
+  const LinksResult links = fit_links(samples.links, base);
+  c.groups = {comp.report, links.report};
+  c.parameters = comp.params;
+  c.parameters.insert(c.parameters.end(), links.params.begin(), links.params.end());
+  const Parameter adam = fit_rate(samples.adam, "host.adam_params_per_s", "host adam", base.host.adam_params_per_s, c.groups);
+  const Parameter pcie = fit_rate(samples.pcie, "host.pcie_Bps", "pcie", base.host.pcie_Bps, c.groups);
+  c.parameters.push_back(adam);
+  c.parameters.push_back(pcie);
+  if (!c.fitted_any()) {
+    std::string why;
+    for (const GroupReport& g : c.groups) why += "\n  " + g.name + ": " + g.status;
+    throw CalibrationError("nothing to calibrate: no parameter has enough samples to fit" + why);
+  }
+  apply(c, comp, links, adam, pcie);
+  write_sources(c);
+  return c;
+}
+
+std::string report_path_for(const std::string& profile_path) {
+  const std::string suffix = ".json";
+  if (profile_path.size() > suffix.size() && profile_path.ends_with(suffix)) {
+    return profile_path.substr(0, profile_path.size() - suffix.size()) + ".calibration.json";
+  }
+  return profile_path + ".calibration.json";
+}
+
+json profile_json(const Calibration& c) {
+  json j = spec::to_json(c.cluster);
+  if (!c.report_file.empty()) j["source"] = j["source"].get<std::string>() + " Report: " + c.report_file + ".";
+  return j;
+}
+
+json report_json(const Calibration& c) {
+  json traces = json::array();
+  for (const TraceSummary& t : c.traces) {
+    traces.push_back({{"file", t.file},
+                      {"source", t.source},
+                      {"kind", t.kind},
+                      {"training", t.training},
+                      {"samples", {{"compute", t.compute}, {"links", t.links}, {"host_adam", t.adam}, {"pcie", t.pcie}}},
+                      {"skipped_events", t.skipped}});
+  }
+  json params = json::array();
+  for (const Parameter& p : c.parameters) {
+    params.push_back({{"name", p.name},
+                      {"base", p.base},
+                      {"fitted", p.value},
+                      {"std_error", number_or_null(p.std_error)},
+                      {"relative_change", p.base != 0 ? json(p.value / p.base - 1.0) : json(nullptr)},
+                      {"support", p.support},
+                      {"status", p.status}});
+  }
+  json groups = json::array();
+  for (const GroupReport& g : c.groups) {
+    json worst = json::array();
+    for (const auto& [origin, r] : g.worst) worst.push_back({{"sample", origin}, {"relative_residual", r}});
+    groups.push_back({{"name", g.name},
+                      {"samples", g.samples},
+                      {"fitted_parameters", g.parameters},
+                      {"rms_relative_residual", number_or_null(g.rms_residual)},
+                      {"max_relative_residual", number_or_null(g.max_residual)},
+                      {"status", g.status},
+                      {"worst", worst}});
+  }
+  return {{"base_cluster", {{"name", c.base.name}, {"file", c.base.file}}},
+          {"calibrated_cluster", c.cluster.name},
+          {"traces", traces},
+          {"parameters", params},
+          {"groups", groups},
+          {"method", "least squares on relative residuals; docs/traces.md \"Calibration\""}};
+}
+
+std::string to_text(const Calibration& c) {
+  std::string out;
+  char line[512];
+  for (const TraceSummary& t : c.traces) {
+    std::snprintf(line, sizeof line, "trace  %s (%s %s; %s): %lld compute, %lld link, %lld adam, %lld pcie samples\n",
+                  t.file.c_str(), t.source.c_str(), t.kind.c_str(), t.training.c_str(), static_cast<long long>(t.compute),
+                  static_cast<long long>(t.links), static_cast<long long>(t.adam), static_cast<long long>(t.pcie));
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "\n%-34s %14s %14s %12s %9s  %s\n", "parameter", "base", "fitted", "std error", "support",
+                "status");
+  out += line;
+  for (const Parameter& p : c.parameters) {
+    std::snprintf(line, sizeof line, "%-34s %14.6g %14.6g %12s %9.2f  %s\n", p.name.c_str(), p.base, p.value,
+                  std::isfinite(p.std_error) ? fmt("%.3g", p.std_error).c_str() : "-", p.support, p.status.c_str());
+    out += line;
+  }
+  out += "\n";
+  for (const GroupReport& g : c.groups) {
+    out += residual_text(g);
+    if (std::isfinite(g.max_residual)) out += ", largest " + fmt("%.2f%%", 100 * g.max_residual);
+    out += "\n";
+  }
+  return out;
+}
+
+void write_calibration(Calibration& c, const std::string& profile_path) {
+  c.report_file = report_path_for(profile_path);
+  c.cluster.file = profile_path;
+  auto write = [](const std::string& path, const json& j) {
+    std::ofstream out(path);
+    if (!out) throw spec::SpecError(path, "", "cannot open file for writing");
+    out << j.dump(2) << "\n";
+    if (!out) throw spec::SpecError(path, "", "write failed");
+  };
+  write(profile_path, profile_json(c));
+  write(c.report_file, report_json(c));
+  try {
+    spec::load_cluster(profile_path);
+  } catch (const spec::SpecError& e) {
+    throw std::logic_error(std::string("calibrate wrote a profile the loader rejects: ") + e.what());
+  }
+}
+
+}  // namespace stagecraft::traces

@@ -1,0 +1,96 @@
+// Calibration: the cost-model parameters of a cluster profile fitted by least squares to measured
+// durations (calibrate/samples.hpp), written back as a profile spec::load_cluster accepts
+// (stagecraft calibrate MEASURED... --cluster C -o CALIBRATED.json; docs/traces.md).
+//
+// 1. GEMM efficiency curve and memory-bound throughput (nonlinear; Levenberg–Marquardt, lsq.hpp):
+//      t_i(e, m) = Σ_g c_ig·F_ig / (P_i·eff(F_ig)) + B_i·m
+//      eff(F)    = Σ_k w_k(F)·e_k        the profile's knots F_k, w linear in log10 F, flat outside
+//      m         = 1 / (hbm_Bps · memory_efficiency)
+//    minimize Σ_i (t_i(e, m)/t̂_i − 1)²  over φ = (ln e_k of the supported knots, ln m)
+//    (logarithms keep e and m positive; c_ig GEMMs of F_ig FLOPs and B_i bytes per sample, P_i the
+//    peak of its dtype). The knots' FLOPs stay the base profile's; their fractions are fitted.
+// 2. Links (linear, non-negative; calibrate/links.hpp for A..D):
+//      t_i = A_i·α_intra + B_i·(1/β_intra) + C_i·α_inter + D_i·(1/β_inter)
+//    minimize Σ_i (t_i/t̂_i − 1)²  subject to α ≥ 0, 1/β ≥ 0, solved as x = x_base ∘ z in z.
+// 3. Host rates (closed form): t_i = n_i·u,  u = Σ_i(n_i/t̂_i) / Σ_i(n_i/t̂_i)²;  Adam params/s or
+//    PCIe bytes/s = 1/u.
+// Relative residuals weigh a 10 µs all-reduce and a 100 ms backward alike (timing noise grows
+// with the duration).
+// What gets fitted: a parameter's support is Σ_i |∂ln t_i/∂ln p| (how many samples' worth of
+// time it governs), evaluated at the current values; it is fitted when the support reaches
+// kMinSupport, its group has at least max(kMinSamples, 2·free parameters) samples, and the free
+// parameters are separable (the scaled Jacobian's numerical rank equals their count, else the
+// least-supported one is held and the fit repeated). Supports are re-evaluated at the fitted
+// values until the free set stops changing. Everything else keeps its base value, and the report
+// says why. A fitted GEMM efficiency above 1 means the profile's peak is too low: an error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/spec/cluster.hpp"
+#include "traces/calibrate/samples.hpp"
+
+namespace stagecraft::traces {
+
+inline constexpr double kMinSupport = 3.0;
+inline constexpr int64_t kMinSamples = 4;
+
+// The request cannot be met from these samples (too few, nothing separable, a peak below the
+// measured rate): `stagecraft calibrate` exits 1.
+class CalibrationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Parameter {
+  std::string name;       // profile field, e.g. "intra_node.latency_ns", "gpu.matmul_efficiency@1e+09"
+  double base = 0;        // in the profile's unit
+  double value = 0;       // fitted, or base when held
+  double std_error = 0;   // NaN when not fitted
+  double support = 0;
+  bool fitted = false;
+  std::string status;     // "fitted", "held: ...", "at bound: ..."
+};
+
+struct GroupReport {
+  std::string name;       // "compute", "links", "host adam", "pcie"
+  int64_t samples = 0;
+  int64_t parameters = 0; // fitted
+  double rms_residual = 0;   // relative, at the fitted values; NaN when nothing was fitted
+  double max_residual = 0;
+  std::string status;
+  std::vector<std::pair<std::string, double>> worst;  // (sample origin, relative residual)
+};
+
+struct Calibration {
+  spec::Cluster base;
+  spec::Cluster cluster;  // calibrated
+  std::vector<Parameter> parameters;
+  std::vector<GroupReport> groups;
+  std::vector<TraceSummary> traces;
+  std::string report_file;  // set by write_calibration
+
+  bool fitted_any() const;
+  const Parameter& parameter(const std::string& name) const;
+};
+
+// Throws CalibrationError when no parameter can be fitted, or a fit is physically impossible.
+Calibration calibrate(const Samples& samples, const spec::Cluster& base);
+
+// CALIBRATED.json -> CALIBRATED.calibration.json
+std::string report_path_for(const std::string& profile_path);
+// The calibrated profile (spec::to_json with the fit in its source strings).
+nlohmann::json profile_json(const Calibration& c);
+nlohmann::json report_json(const Calibration& c);
+std::string to_text(const Calibration& c);
+// Writes the profile and its report, then loads the profile back with spec::load_cluster.
+void write_calibration(Calibration& c, const std::string& profile_path);
+
+}  // namespace stagecraft::traces

@@ -1,0 +1,77 @@
+#include "traces/calibrate/links.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace stagecraft::traces {
+
+namespace {
+
+int64_t log2_ceil(int64_t n) {
+  int64_t k = 0;
+  while ((int64_t{1} << k) < n) ++k;
+  return k;
+}
+
+}  // namespace
+
+double LinkFeatures::seconds(double alpha_intra_s, double beta_intra_Bps, double alpha_inter_s, double beta_inter_Bps) const {
+  return a_intra * alpha_intra_s + b_intra / beta_intra_Bps + a_inter * alpha_inter_s + b_inter / beta_inter_Bps;
+}
+
+LinkModel::LinkModel(const spec::Cluster& cluster, int64_t gpus) : cluster_(cluster), topology_(cluster, gpus) {}
+
+bool LinkModel::crosses_nodes(const std::vector<std::pair<int64_t, int64_t>>& pairs) const {
+  return std::any_of(pairs.begin(), pairs.end(),
+                     [&](const auto& p) { return topology_.node_of(p.first) != topology_.node_of(p.second); });
+}
+
+LinkModel::Bottleneck LinkModel::bottleneck(const std::vector<std::pair<int64_t, int64_t>>& pairs) const {
+  std::map<sim::LinkId, int64_t> crossing;
+  for (const auto& [src, dst] : pairs) {
+    for (sim::LinkId l : topology_.route(src, dst).links) ++crossing[l];
+  }
+  Bottleneck b;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [id, n] : crossing) {
+    const sim::Link& link = topology_.link(id);
+    const double rate = link.bandwidth_Bps / static_cast<double>(n);
+    if (rate >= best) continue;
+    best = rate;
+    const bool nvlink = link.kind == sim::LinkKind::kNvlinkEgress || link.kind == sim::LinkKind::kNvlinkIngress;
+    b.inter = !nvlink;
+    b.rho = rate / (nvlink ? cluster_.intra_node.bandwidth_Bps : cluster_.inter_node.nic_bandwidth_Bps);
+  }
+  return b;
+}
+
+LinkFeatures LinkModel::collective(sim::CollectiveKind kind, int64_t bytes, std::span<const int64_t> gpus) const {
+  LinkFeatures f;
+  for (const sim::CollectiveStage& s : sim::collective_stages(kind, bytes, gpus, topology_)) {
+    const double steps = static_cast<double>(s.steps);
+    (crosses_nodes(s.pairs) ? f.a_inter : f.a_intra) += steps;
+    const Bottleneck b = bottleneck(s.pairs);
+    (b.inter ? f.b_inter : f.b_intra) += steps * static_cast<double>(s.chunk_bytes) / b.rho;
+  }
+  return f;
+}
+
+LinkFeatures LinkModel::p2p(int64_t src_gpu, int64_t dst_gpu, int64_t bytes) const {
+  const std::vector<std::pair<int64_t, int64_t>> pair = {{src_gpu, dst_gpu}};
+  LinkFeatures f;
+  (crosses_nodes(pair) ? f.a_inter : f.a_intra) += 1;
+  const Bottleneck b = bottleneck(pair);
+  (b.inter ? f.b_inter : f.b_intra) += static_cast<double>(bytes) / b.rho;
+  return f;
+}
+
+LinkFeatures LinkModel::tree_latency(int64_t world) const {
+  const int64_t gpn = cluster_.gpus_per_node;
+  LinkFeatures f;
+  f.a_intra = 2.0 * static_cast<double>(log2_ceil(std::min(world, gpn)));
+  f.a_inter = 2.0 * static_cast<double>(log2_ceil((world + gpn - 1) / gpn));
+  return f;
+}
+
+}  // namespace stagecraft::traces

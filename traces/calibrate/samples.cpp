@@ -1,0 +1,256 @@
+#include "traces/calibrate/samples.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
+#include "traces/program_context.hpp"
+
+namespace stagecraft::traces {
+
+using program::Instr;
+using program::Op;
+
+namespace {
+
+double seconds_of(const trace::Event& e) { return static_cast<double>(e.end_ns - e.start_ns) * 1e-9; }
+
+std::string origin_of(const Trace& t, std::size_t i) {
+  const trace::Event& e = t.data.events[i];
+  return t.event_file(i) + ": " + t.event_pointer(i) + " (rank " + std::to_string(e.rank) + ", instr " +
+         std::to_string(e.instr) + ", " + program::to_string(e.op) + ")";
+}
+
+std::optional<sim::CollectiveKind> collective_kind(Op op) {
+  switch (op) {
+    case Op::kGatherParams:
+    case Op::kAllGatherParams:
+    case Op::kTpAllGather: return sim::CollectiveKind::kAllGather;
+    case Op::kReduceScatterGrads:
+    case Op::kTpReduceScatter: return sim::CollectiveKind::kReduceScatter;
+    case Op::kAllReduceGrads:
+    case Op::kTpAllReduce: return sim::CollectiveKind::kAllReduce;
+    default: return std::nullopt;
+  }
+}
+
+double peak_for(const Trace& t, const spec::Cluster& c, const std::vector<spec::Dtype>& dtypes) {
+  std::vector<std::pair<spec::Dtype, double>> found;
+  for (spec::Dtype d : dtypes) {
+    const auto it = c.gpu.peak_flops.find(d);
+    if (it != c.gpu.peak_flops.end()) found.emplace_back(d, it->second);
+  }
+  std::string names;
+  for (spec::Dtype d : dtypes) names += (names.empty() ? "" : " or ") + std::string(spec::to_string(d));
+  if (found.empty()) throw spec::SpecError(c.file, "/gpu/peak_flops", "no peak for " + names + ", which " + t.files.at(0) + " trained in");
+  for (const auto& [d, peak] : found) {
+    if (peak != found.front().second) {
+      throw spec::SpecError(t.files.at(0), "/stagecraft", "the message sizes fit " + names + ", whose peaks differ in " + c.file +
+                                                              "; pass --training to say which one ran");
+    }
+  }
+  return found.front().second;
+}
+
+// A cluster with enough nodes for `gpus` GPUs (as `simulate --nodes` would size it).
+spec::Cluster sized_for(const spec::Cluster& c, int64_t gpus) {
+  spec::Cluster out = c;
+  out.nodes = std::max(c.nodes, (gpus + c.gpus_per_node - 1) / c.gpus_per_node);
+  return out;
+}
+
+// One collective across its members: the latest start and end over the members the trace holds.
+struct Instance {
+  double last_start = -std::numeric_limits<double>::infinity();
+  double last_end = -std::numeric_limits<double>::infinity();
+  std::size_t event = 0;               // the member that started last
+  Op op = Op::kAllReduceGrads;
+  int64_t bytes = 0;
+  std::vector<int64_t> gpus;
+};
+
+void note_member(Instance& in, const trace::Event& e, std::size_t i) {
+  const double start = static_cast<double>(e.start_ns) * 1e-9;
+  if (start > in.last_start) {
+    in.last_start = start;
+    in.event = i;
+  }
+  in.last_end = std::max(in.last_end, static_cast<double>(e.end_ns) * 1e-9);
+}
+
+void add_instances(const Trace& t, const std::map<std::tuple<int32_t, int32_t, int64_t>, Instance>& instances,
+                   const LinkModel& links, int64_t world, Samples& out, TraceSummary& sum) {
+  for (const auto& [key, in] : instances) {
+    const double seconds = in.last_end - in.last_start;
+    const auto kind = collective_kind(in.op);
+    LinkFeatures f;
+    if (in.op == Op::kGradNormAllReduce) {
+      f = links.tree_latency(world);
+    } else if (kind && in.bytes > 0 && in.gpus.size() > 1) {
+      f = links.collective(*kind, in.bytes, in.gpus);
+    }
+    if (!(seconds > 0) || f.seconds(1, 1, 1, 1) == 0) {
+      ++sum.skipped;
+      continue;
+    }
+    out.links.push_back({f, seconds, origin_of(t, in.event)});
+    ++sum.links;
+  }
+}
+
+void program_samples(const Trace& t, const spec::Cluster& base, const std::optional<spec::Training>& training,
+                     Samples& out, TraceSummary& sum) {
+  const ProgramContext pc = program_of(t, training);
+  sum.kind = "program";
+  sum.training = pc.training_origin;
+  const program::Program& prog = pc.program;
+  const program::Placement& pl = prog.placement;
+  const double peak = peak_for(t, base, pc.dtypes);
+  const WorkModel work(prog.model, pc.training, prog.plan);
+  const LinkModel links(sized_for(base, pl.world()), pl.world());
+  std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
+  for (std::size_t i = 0; i < t.data.events.size(); ++i) {
+    const trace::Event& e = t.data.events[i];
+    const Instr& in = *pc.find(e.rank, e.instr);
+    const double seconds = seconds_of(e);
+    const int64_t bytes = e.bytes > 0 ? e.bytes : in.bytes;
+    if (program::is_collective(in.op)) {
+      const std::vector<int64_t> members = pl.group_members(in.group, e.rank);
+      Instance& inst = instances[{e.instr, t.event_step[i], members.front()}];
+      inst.op = in.op;
+      inst.bytes = bytes;
+      inst.gpus = members;
+      note_member(inst, e, i);
+      continue;
+    }
+    if (!(seconds > 0)) {
+      ++sum.skipped;
+    } else if (program::is_compute(in.op)) {
+      out.compute.push_back({work.compute(in.op, in.unit_begin, in.unit_end), peak, seconds, origin_of(t, i)});
+      ++sum.compute;
+    } else if (in.op == Op::kOptimizerStep && (in.flags & program::kFlagOnHost)) {
+      out.adam.push_back({static_cast<double>(in.elems), seconds, origin_of(t, i)});
+      ++sum.adam;
+    } else if (in.op == Op::kOptimizerStep) {
+      out.compute.push_back({work.optimizer_gpu(in.elems), peak, seconds, origin_of(t, i)});
+      ++sum.compute;
+    } else if (in.op == Op::kOffloadCopy) {
+      out.pcie.push_back({static_cast<double>(bytes), seconds, origin_of(t, i)});
+      ++sum.pcie;
+    } else if (program::is_send(in.op)) {
+      const int64_t dst = pl.rank(in.peer_stage, pl.dp_index_of(e.rank), pl.tp_index_of(e.rank));
+      out.links.push_back({links.p2p(e.rank, dst, bytes), seconds, origin_of(t, i)});
+      ++sum.links;
+    } else {
+      ++sum.skipped;
+    }
+  }
+  add_instances(t, instances, links, pl.world(), out, sum);
+}
+
+// GPU of every probe rank: nodes by host in order of first appearance, local index within a host.
+std::vector<int64_t> probe_gpus(const Trace& t, const spec::Cluster& base, const std::vector<std::string>& hosts,
+                                int64_t& nodes) {
+  std::map<std::string, std::pair<int64_t, int64_t>> seen;  // host -> (node, ranks so far)
+  std::vector<int64_t> gpus;
+  for (const std::string& h : hosts) {
+    auto [it, fresh] = seen.try_emplace(h, static_cast<int64_t>(seen.size()), 0);
+    const int64_t local = it->second.second++;
+    if (local >= base.gpus_per_node) {
+      throw spec::SpecError(t.files.at(0), "/stagecraft/probe/hosts",
+                            "host " + h + " ran more probe ranks than the " + std::to_string(base.gpus_per_node) +
+                                " GPUs per node of cluster " + base.name + " (" + base.file + ")");
+    }
+    gpus.push_back(it->second.first * base.gpus_per_node + local);
+  }
+  nodes = static_cast<int64_t>(seen.size());
+  return gpus;
+}
+
+void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, TraceSummary& sum) {
+  const std::string& file = t.files.at(0);
+  spec::ObjectReader r(t.meta["probe"], file, "/stagecraft/probe");
+  const int64_t world = r.integer("world");
+  const nlohmann::json& hj = r.raw("hosts");
+  if (!hj.is_array() || static_cast<int64_t>(hj.size()) != world) {
+    r.fail_value("hosts", "an array of " + std::to_string(world) + " host names, one per rank");
+  }
+  std::vector<std::string> hosts;
+  for (const auto& h : hj) hosts.push_back(h.is_string() ? h.get<std::string>() : h.dump());
+  const std::string dtype_name = r.string("dtype");
+  const auto dtype = spec::parse_dtype(dtype_name);
+  if (!dtype) r.fail_value("dtype", "a dtype name (fp32, bf16, ...)");
+  sum.kind = "probe";
+  sum.training = std::string("probe, ") + spec::to_string(*dtype);
+  int64_t nodes = 0;
+  const std::vector<int64_t> gpus = probe_gpus(t, base, hosts, nodes);
+  const double peak = peak_for(t, base, {*dtype});
+  const spec::Cluster sized = sized_for(base, nodes * base.gpus_per_node);
+  const LinkModel links(sized, nodes * base.gpus_per_node);
+  std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
+  for (std::size_t i = 0; i < t.data.events.size(); ++i) {
+    const trace::Event& e = t.data.events[i];
+    if (e.rank < 0 || e.rank >= world) {
+      throw spec::SpecError(file, t.event_pointer(i) + "/pid", "rank outside the probe's world of " + std::to_string(world));
+    }
+    const double seconds = seconds_of(e);
+    if (collective_kind(e.op) && e.op != Op::kAllGatherParams && e.op != Op::kTpAllGather) {
+      Instance& inst = instances[{e.instr, t.event_step[i], 0}];
+      inst.op = e.op;
+      inst.bytes = e.bytes;
+      inst.gpus = gpus;
+      note_member(inst, e, i);
+    } else if (!(seconds > 0)) {
+      ++sum.skipped;
+    } else if (e.op == Op::kForward && (e.flops > 0 || e.bytes > 0)) {
+      Work w;
+      if (e.flops > 0) {
+        w.add_gemm(e.flops, 1);
+      } else {
+        w.memory_bytes = static_cast<double>(e.bytes);
+      }
+      out.compute.push_back({w, peak, seconds, origin_of(t, i)});
+      ++sum.compute;
+    } else if (e.op == Op::kSendActivation) {
+      const int64_t dst = gpus[static_cast<std::size_t>((e.rank + 1) % world)];
+      out.links.push_back({links.p2p(gpus[static_cast<std::size_t>(e.rank)], dst, e.bytes), seconds, origin_of(t, i)});
+      ++sum.links;
+    } else {
+      ++sum.skipped;
+    }
+  }
+  add_instances(t, instances, links, world, out, sum);
+}
+
+}  // namespace
+
+void add_trace_samples(const Trace& t, const spec::Cluster& base, const std::optional<spec::Training>& training,
+                       Samples& out) {
+  if (t.kernel_level()) {
+    throw spec::SpecError(t.files.at(0), "", std::string("a ") + to_string(t.format) +
+                                                 " trace gives no FLOPs or message sizes per kernel; calibrate needs "
+                                                 "Stagecraft traces (simulated, measured or from stagecraft probe)");
+  }
+  TraceSummary sum;
+  sum.file = t.files.at(0);
+  sum.source = t.data.source;
+  if (t.is_probe()) {
+    probe_samples(t, base, out, sum);
+  } else {
+    program_samples(t, base, training, out, sum);
+  }
+  out.traces.push_back(sum);
+}
+
+Samples samples_from_files(const std::vector<std::string>& files, const spec::Cluster& base,
+                           const std::optional<spec::Training>& training) {
+  Samples out;
+  for (const std::string& f : files) add_trace_samples(read_trace_files({f}), base, training, out);
+  return out;
+}
+
+}  // namespace stagecraft::traces

@@ -1,0 +1,78 @@
+// Calibration samples: a measured duration paired with what the cost model says it consists of
+// (work.hpp for compute, links.hpp for communication). From a Stagecraft trace (simulated or
+// measured, e.g. the executor's) through the Program rebuilt from its header
+// (program_context.hpp):
+//   Forward / Backward / BackwardInput / BackwardWeight / Recompute  -> compute (its units' Work)
+//   OptimizerStep on the GPU                                        -> compute (memory bytes only)
+//   OptimizerStep on the host, OffloadCopy                          -> host Adam rate, PCIe rate
+//   a collective: one sample per instance (instruction id, step, group), t = last end − last
+//     start over the members the trace has (a member that issued early waited for the others;
+//     that wait is not the collective's time)
+//   GradNormAllReduce                                               -> latency-only tree
+//   SendActivation / SendGrad: t = the send's duration (a receive's includes waiting for the data)
+//   receives, ReleaseParams: not samples.
+// From a probe trace (probe.hpp; header "probe" with the ranks' hosts): Forward events with FLOPs
+// are single GEMMs, Forward events with bytes and no FLOPs are memory-bound passes; GatherParams,
+// ReduceScatterGrads, AllReduceGrads are all-gather, reduce-scatter, all-reduce over all probe
+// ranks; SendActivation is a send to rank (r+1) mod n. Rank r sits on GPU node·gpus_per_node +
+// local index, nodes numbered by host in order of first appearance.
+// Kernel-level (Kineto) traces carry no FLOPs or message sizes per kernel: not accepted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/spec/cluster.hpp"
+#include "core/spec/training.hpp"
+#include "traces/calibrate/links.hpp"
+#include "traces/calibrate/work.hpp"
+#include "traces/io/trace_io.hpp"
+
+namespace stagecraft::traces {
+
+struct ComputeSample {
+  Work work;
+  double peak_flops = 0;
+  double seconds = 0;
+  std::string origin;
+};
+
+struct LinkSample {
+  LinkFeatures features;
+  double seconds = 0;
+  std::string origin;
+};
+
+struct RateSample {
+  double amount = 0;      // parameters (host Adam) or bytes (PCIe)
+  double seconds = 0;
+  std::string origin;
+};
+
+struct TraceSummary {
+  std::string file;
+  std::string source;     // "simulated" | "measured"
+  std::string kind;       // "program" | "probe"
+  std::string training;   // where the training (dtype) came from
+  int64_t compute = 0, links = 0, adam = 0, pcie = 0;
+  int64_t skipped = 0;    // events that are no sample (receives, releases, zero durations)
+};
+
+struct Samples {
+  std::vector<ComputeSample> compute;
+  std::vector<LinkSample> links;
+  std::vector<RateSample> adam;
+  std::vector<RateSample> pcie;
+  std::vector<TraceSummary> traces;
+};
+
+// Throws spec::SpecError for a trace calibration cannot use (kernel level, no plan, events that do
+// not match the plan, a probe that does not fit the cluster's nodes).
+void add_trace_samples(const Trace& t, const spec::Cluster& base, const std::optional<spec::Training>& training,
+                       Samples& out);
+Samples samples_from_files(const std::vector<std::string>& files, const spec::Cluster& base,
+                           const std::optional<spec::Training>& training);
+
+}  // namespace stagecraft::traces

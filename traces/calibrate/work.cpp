@@ -1,0 +1,125 @@
+#include "traces/calibrate/work.hpp"
+
+#include <stdexcept>
+
+#include "sim/models/compute.hpp"
+
+namespace stagecraft::traces {
+
+using program::Op;
+using program::Unit;
+using program::UnitKind;
+
+void Work::add_gemm(double flops, double count) {
+  if (count == 0) return;
+  for (Gemm& g : gemms) {
+    if (g.flops == flops) {
+      g.count += count;
+      return;
+    }
+  }
+  gemms.push_back({flops, count});
+}
+
+void Work::add(const Work& other, double scale) {
+  for (const Gemm& g : other.gemms) add_gemm(g.flops, scale * g.count);
+  memory_bytes += scale * other.memory_bytes;
+}
+
+double work_seconds(const Work& w, double peak_flops, const std::vector<std::pair<double, double>>& efficiency,
+                    double memory_Bps) {
+  double t = 0;
+  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_flops * sim::matmul_efficiency(efficiency, g.flops));
+  return t + w.memory_bytes / memory_Bps;
+}
+
+WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
+    : selective_(plan.recompute == spec::Recompute::kSelective),
+      fp32_(training.dtype == spec::Dtype::kFp32),
+      grad_bytes_(spec::bytes_of(training.dtype)) {
+  for (const Unit& u : program::model_units(model, plan.tp)) units_.push_back(unit_work(model, plan, u));
+}
+
+WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u) const {
+  const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
+  const int64_t t = p.tp;
+  const double h_r = p.sequence_parallel ? h / static_cast<double>(t) : h;
+  const double f_r = static_cast<double>(m.ffn_hidden / t);
+  const double width = fp32_ ? 2.0 : 1.0;
+  Work gemms, scores;
+  double bytes_per_token = 0, score_bytes = 0;
+  switch (u.kind) {
+    case UnitKind::kEmbedding: bytes_per_token = 4 * h_r; break;
+    case UnitKind::kHead: {
+      const double v_r = static_cast<double>((m.vocab + t - 1) / t);
+      gemms.add_gemm(2 * T * h * v_r, 1);
+      bytes_per_token = 4 * h_r + 10.0 * v_r;
+      break;
+    }
+    case UnitKind::kAttention: {
+      const int64_t d = m.head_dim(), kv_r = m.kv_heads >= t ? m.kv_heads / t : 1;
+      gemms.add_gemm(2 * T * h * static_cast<double>(m.hidden / t + 2 * kv_r * d), 1);
+      gemms.add_gemm(2 * T * static_cast<double>(m.hidden / t) * h, 1);
+      const double s = static_cast<double>(m.seq_len);
+      const double batched = static_cast<double>(p.micro_batch * (m.heads / t));
+      scores.add_gemm(2 * s * s * static_cast<double>(d), 2 * batched);
+      score_bytes = 9.0 * static_cast<double>(m.heads / t) * s * T;
+      bytes_per_token = 11 * h_r;
+      break;
+    }
+    case UnitKind::kMlp: {
+      const int in = m.mlp == spec::Mlp::kSwiglu ? 2 : 1;
+      gemms.add_gemm(2 * T * h * f_r, in);
+      gemms.add_gemm(2 * T * f_r * h, 1);
+      bytes_per_token = 11 * h_r + (m.mlp == spec::Mlp::kSwiglu ? 6 : 4) * f_r;
+      break;
+    }
+  }
+  const double mem = width * T * bytes_per_token, score_mem = width * score_bytes;
+  UnitWork w;
+  w.forward.add(gemms);
+  w.forward.add(scores);
+  w.forward.memory_bytes += mem + score_mem;
+  w.backward_input.add(gemms);
+  w.backward_input.add(scores, 2);
+  w.backward_input.memory_bytes += 2 * (mem + score_mem);
+  w.backward_weight.add(gemms);
+  w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32_ ? 12.0 : 10.0);
+  w.score_forward.add(scores);
+  w.score_forward.memory_bytes += score_mem;
+  return w;
+}
+
+Work WorkModel::compute(Op op, int32_t begin, int32_t end) const {
+  if (begin < 0 || end > static_cast<int32_t>(units_.size()) || begin > end) {
+    throw std::invalid_argument("WorkModel::compute: unit range out of the model");
+  }
+  Work w;
+  for (int32_t u = begin; u < end; ++u) {
+    const UnitWork& uw = units_[static_cast<std::size_t>(u)];
+    switch (op) {
+      case Op::kForward:
+      case Op::kRecompute: w.add(uw.forward); break;
+      case Op::kBackward:
+        w.add(uw.backward_input);
+        w.add(uw.backward_weight);
+        if (selective_) w.add(uw.score_forward);
+        break;
+      case Op::kBackwardInput:
+        w.add(uw.backward_input);
+        if (selective_) w.add(uw.score_forward);
+        break;
+      case Op::kBackwardWeight: w.add(uw.backward_weight); break;
+      default: throw std::invalid_argument("WorkModel::compute: not a compute instruction");
+    }
+  }
+  return w;
+}
+
+Work WorkModel::optimizer_gpu(int64_t elems) const {
+  Work w;
+  w.memory_bytes = static_cast<double>(elems) * (2.0 * 12.0 + static_cast<double>(grad_bytes_));
+  return w;
+}
+
+}  // namespace stagecraft::traces

@@ -1,0 +1,364 @@
+#include "traces/probe.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
+
+#include <Eigen/Dense>
+
+namespace stagecraft::traces {
+
+using program::Lane;
+using program::Op;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The tests: each fills in counts, input and expected output, bus factor and run.
+
+float value(int rank, int64_t i) { return static_cast<float>(rank + 1 + i % 13); }
+// Σ_q value(q, i) over n ranks: n(n+1)/2 + n·(i mod 13), exact in fp32 for the sizes used.
+float sum_value(int n, int64_t i) { return static_cast<float>(n * (n + 1) / 2 + n * (i % 13)); }
+
+struct Counts {
+  int64_t send = 0, recv = 0, total = 0;  // total: fp32 elements of S
+};
+
+struct Test {
+  const char* name;
+  Op op;
+  Lane lane;
+  Counts (*counts)(int64_t bytes, int n);
+  void (*fill)(int rank, int n, std::vector<float>& send, std::vector<float>& expected);
+  double (*factor)(int n);
+  void (*run)(ProbeComm& c, const std::vector<float>& send, std::vector<float>& recv);
+};
+
+const Test kTests[] = {
+    {"all_gather", Op::kGatherParams, Lane::kDpGather,
+     [](int64_t bytes, int n) {
+       const int64_t per = bytes / 4 / n;
+       return Counts{per, per * n, per * n};
+     },
+     [](int rank, int n, std::vector<float>& send, std::vector<float>& expected) {
+       const int64_t per = static_cast<int64_t>(send.size());
+       for (int64_t i = 0; i < per; ++i) send[static_cast<std::size_t>(i)] = value(rank, i);
+       for (int q = 0; q < n; ++q) {
+         for (int64_t i = 0; i < per; ++i) expected[static_cast<std::size_t>(q * per + i)] = value(q, i);
+       }
+     },
+     [](int n) { return static_cast<double>(n - 1) / n; },
+     [](ProbeComm& c, const std::vector<float>& send, std::vector<float>& recv) {
+       c.all_gather(send.data(), recv.data(), static_cast<int64_t>(send.size()));
+     }},
+    {"reduce_scatter", Op::kReduceScatterGrads, Lane::kDpReduce,
+     [](int64_t bytes, int n) {
+       const int64_t per = bytes / 4 / n;
+       return Counts{per * n, per, per * n};
+     },
+     [](int rank, int n, std::vector<float>& send, std::vector<float>& expected) {
+       const int64_t per = static_cast<int64_t>(expected.size());
+       for (int64_t i = 0; i < per * n; ++i) send[static_cast<std::size_t>(i)] = value(rank, i);
+       for (int64_t i = 0; i < per; ++i) expected[static_cast<std::size_t>(i)] = sum_value(n, rank * per + i);
+     },
+     [](int n) { return static_cast<double>(n - 1) / n; },
+     [](ProbeComm& c, const std::vector<float>& send, std::vector<float>& recv) {
+       c.reduce_scatter(send.data(), recv.data(), static_cast<int64_t>(recv.size()));
+     }},
+    {"all_reduce", Op::kAllReduceGrads, Lane::kDpReduce,
+     [](int64_t bytes, int) {
+       const int64_t count = bytes / 4;
+       return Counts{count, count, count};
+     },
+     [](int rank, int n, std::vector<float>& send, std::vector<float>& expected) {
+       for (std::size_t i = 0; i < send.size(); ++i) send[i] = value(rank, static_cast<int64_t>(i));
+       for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = sum_value(n, static_cast<int64_t>(i));
+     },
+     [](int n) { return 2.0 * (n - 1) / n; },
+     [](ProbeComm& c, const std::vector<float>& send, std::vector<float>& recv) {
+       c.all_reduce(send.data(), recv.data(), static_cast<int64_t>(send.size()));
+     }},
+    {"sendrecv", Op::kSendActivation, Lane::kPpSend,
+     [](int64_t bytes, int) {
+       const int64_t count = bytes / 4;
+       return Counts{count, count, count};
+     },
+     [](int rank, int n, std::vector<float>& send, std::vector<float>& expected) {
+       const int from = (rank - 1 + n) % n;
+       for (std::size_t i = 0; i < send.size(); ++i) send[i] = value(rank, static_cast<int64_t>(i));
+       for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = value(from, static_cast<int64_t>(i));
+     },
+     [](int) { return 1.0; },
+     [](ProbeComm& c, const std::vector<float>& send, std::vector<float>& recv) {
+       const int n = c.size(), r = c.rank();
+       c.send_recv(send.data(), (r + 1) % n, recv.data(), (r - 1 + n) % n, static_cast<int64_t>(send.size()));
+     }},
+};
+
+const Test& test_named(const std::string& name) {
+  for (const Test& t : kTests) {
+    if (name == t.name) return t;
+  }
+  std::string known;
+  for (const Test& t : kTests) known += (known.empty() ? "" : ", ") + std::string(t.name);
+  throw std::invalid_argument("unknown probe test \"" + name + "\" (known: " + known + ")");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness.
+
+class Harness {
+ public:
+  Harness(ProbeComm& comm, const ProbeOptions& o) : comm_(comm), o_(o) {}
+
+  void align_clock(const std::vector<std::string>& hosts);
+  ProbeRow collective(const Test& t, int64_t bytes);
+  ProbeComputeRow gemm(int64_t n);
+  ProbeComputeRow triad(int64_t bytes);
+  std::vector<trace::Event>& events() { return events_; }
+
+ private:
+  int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count() -
+           origin_ns_;
+  }
+  // Runs `body` warmup + iters times after a barrier each; returns the median over the timed
+  // iterations of the slowest rank's duration, recording one event per timed iteration.
+  template <typename F>
+  double timed(F&& body, trace::Event proto);
+
+  ProbeComm& comm_;
+  const ProbeOptions& o_;
+  int64_t origin_ns_ = 0;
+  int32_t next_id_ = 0;
+  std::vector<trace::Event> events_;
+};
+
+void Harness::align_clock(const std::vector<std::string>& hosts) {
+  comm_.barrier();
+  const int64_t mine = now_ns();
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  const int64_t earliest = comm_.min(mine);
+  origin_ns_ += one_host ? earliest : mine;
+}
+
+template <typename F>
+double Harness::timed(F&& body, trace::Event proto) {
+  for (int i = 0; i < o_.warmup; ++i) {
+    comm_.barrier();
+    body();
+  }
+  std::vector<double> times;
+  for (int i = 0; i < o_.iters; ++i) {
+    comm_.barrier();
+    const int64_t t0 = now_ns();
+    body();
+    const int64_t t1 = now_ns();
+    trace::Event e = proto;
+    e.rank = comm_.rank();
+    e.instr = next_id_++;
+    e.start_ns = t0;
+    e.end_ns = t1;
+    events_.push_back(e);
+    times.push_back(comm_.max(static_cast<double>(t1 - t0) * 1e-9));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+ProbeRow Harness::collective(const Test& t, int64_t bytes) {
+  const int n = comm_.size(), r = comm_.rank();
+  const Counts c = t.counts(bytes, n);
+  std::vector<float> send(static_cast<std::size_t>(c.send)), expected(static_cast<std::size_t>(c.recv)),
+      recv(static_cast<std::size_t>(c.recv));
+  t.fill(r, n, send, expected);
+  trace::Event proto;
+  proto.lane = t.lane;
+  proto.op = t.op;
+  proto.bytes = c.total * 4;
+  const double seconds = timed(
+      [&] {
+        t.run(comm_, send, recv);
+      },
+      proto);
+  int64_t wrong = 0;
+  for (std::size_t i = 0; i < recv.size(); ++i) wrong += recv[i] != expected[i];
+  ProbeRow row;
+  row.test = t.name;
+  row.bytes = c.total * 4;
+  row.count = c.total;
+  row.time_us = seconds * 1e6;
+  row.algbw_GBps = static_cast<double>(row.bytes) / seconds * 1e-9;
+  row.busbw_GBps = row.algbw_GBps * t.factor(n);
+  row.wrong = comm_.sum(wrong);
+  return row;
+}
+
+ProbeComputeRow Harness::gemm(int64_t n) {
+  const Eigen::Index m = static_cast<Eigen::Index>(n);
+  Eigen::MatrixXf a(m, m), b(m, m), c(m, m);
+  for (Eigen::Index j = 0; j < m; ++j) {
+    for (Eigen::Index i = 0; i < m; ++i) {
+      a(i, j) = static_cast<float>((i + 2 * j) % 7) - 3.0f;
+      b(i, j) = static_cast<float>((2 * i + j) % 5) - 2.0f;
+    }
+  }
+  trace::Event proto;
+  proto.lane = Lane::kCompute;
+  proto.op = Op::kForward;
+  proto.flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  const double seconds = timed([&] { c.noalias() = a * b; }, proto);
+  volatile float sink = c(m / 2, m / 2);
+  (void)sink;
+  return {"gemm", n, proto.flops, 0, seconds * 1e6, proto.flops / seconds * 1e-9};
+}
+
+ProbeComputeRow Harness::triad(int64_t bytes) {
+  const std::size_t n = static_cast<std::size_t>(bytes / 12);
+  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
+  const float s = 3.0f;
+  trace::Event proto;
+  proto.lane = Lane::kCompute;
+  proto.op = Op::kForward;
+  proto.bytes = static_cast<int64_t>(12 * n);
+  const double seconds = timed(
+      [&] {
+        for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+      },
+      proto);
+  volatile float sink = a[n / 2];
+  (void)sink;
+  return {"triad", static_cast<int64_t>(n), 0, static_cast<double>(proto.bytes), seconds * 1e6,
+          static_cast<double>(proto.bytes) / seconds * 1e-9};
+}
+
+void check_options(const ProbeOptions& o) {
+  if (o.min_bytes < 1 || o.max_bytes < o.min_bytes) throw std::invalid_argument("probe: need 1 <= min_bytes <= max_bytes");
+  if (o.factor < 2) throw std::invalid_argument("probe: the size factor must be at least 2");
+  if (o.iters < 1 || o.warmup < 0) throw std::invalid_argument("probe: need iters >= 1 and warmup >= 0");
+  for (const std::string& t : o.collectives) test_named(t);
+  for (int64_t n : o.gemm_sizes) {
+    if (n < 1) throw std::invalid_argument("probe: GEMM sizes must be positive");
+  }
+  for (int64_t b : o.stream_bytes) {
+    if (b < 12) throw std::invalid_argument("probe: memory-bound pass sizes must be at least 12 bytes");
+  }
+}
+
+template <typename T>
+std::string to_blob(const std::vector<T>& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+template <typename T>
+std::vector<T> from_blob(const std::string& s) {
+  std::vector<T> v(s.size() / sizeof(T));
+  std::memcpy(v.data(), s.data(), v.size() * sizeof(T));
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A world of one.
+
+class LocalComm final : public ProbeComm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string host() const override { return "localhost"; }
+  void barrier() override {}
+  void all_gather(const float* in, float* out, int64_t count) override { std::copy(in, in + count, out); }
+  void reduce_scatter(const float* in, float* out, int64_t count) override { std::copy(in, in + count, out); }
+  void all_reduce(const float* in, float* out, int64_t count) override { std::copy(in, in + count, out); }
+  void send_recv(const float* in, int, float* out, int, int64_t count) override { std::copy(in, in + count, out); }
+  int64_t sum(int64_t v) override { return v; }
+  double max(double v) override { return v; }
+  int64_t min(int64_t v) override { return v; }
+  std::vector<std::string> gather(const std::string& blob) override { return {blob}; }
+  std::vector<std::string> all_gather_strings(const std::string& s) override { return {s}; }
+};
+
+}  // namespace
+
+std::unique_ptr<ProbeComm> make_local_comm() { return std::make_unique<LocalComm>(); }
+
+#ifndef STAGECRAFT_TRACES_MPI
+std::unique_ptr<ProbeComm> make_mpi_comm() { return nullptr; }
+bool mpi_available() { return false; }
+#endif
+
+double bus_factor(const std::string& test, int n) { return test_named(test).factor(n); }
+
+std::vector<std::string> probe_tests() {
+  std::vector<std::string> out;
+  for (const Test& t : kTests) out.emplace_back(t.name);
+  return out;
+}
+
+ProbeResult run_probe(ProbeComm& comm, const ProbeOptions& o) {
+  check_options(o);
+  ProbeResult r;
+  r.world = comm.size();
+  const std::vector<std::string> hosts = comm.all_gather_strings(comm.host());
+  Harness h(comm, o);
+  h.align_clock(hosts);
+  for (int64_t n : o.gemm_sizes) r.compute.push_back(h.gemm(n));
+  for (int64_t b : o.stream_bytes) r.compute.push_back(h.triad(b));
+  for (const std::string& name : o.collectives) {
+    const Test& t = test_named(name);
+    for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+      if (t.counts(bytes, r.world).total == 0) continue;
+      r.rows.push_back(h.collective(t, bytes));
+      r.wrong += r.rows.back().wrong;
+    }
+  }
+  const std::vector<std::string> blobs = comm.gather(to_blob(h.events()));
+  if (comm.rank() == 0) {
+    trace::Trace t;
+    t.source = "measured";
+    for (const std::string& b : blobs) {
+      for (const trace::Event& e : from_blob<trace::Event>(b)) t.events.push_back(e);
+    }
+    const nlohmann::json meta = {
+        {"probe",
+         {{"world", r.world}, {"hosts", hosts}, {"dtype", "fp32"}, {"tool", "stagecraft probe"},
+          {"iters", o.iters}, {"warmup", o.warmup}}}};
+    r.trace = from_core(t, "<probe>", meta);
+  }
+  return r;
+}
+
+std::string format_table(const ProbeResult& r) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "# stagecraft probe: %d rank%s, fp32, nccl-tests conventions (time: median over iterations of the slowest rank)\n#\n",
+                r.world, r.world == 1 ? "" : "s");
+  out += line;
+  out += "#  test                size         count    type   redop     time    algbw    busbw  #wrong\n";
+  out += "#                       (B)    (elements)                     (us)   (GB/s)   (GB/s)\n";
+  double busbw = 0;
+  for (const ProbeRow& row : r.rows) {
+    const char* redop = row.test == "all_reduce" || row.test == "reduce_scatter" ? "sum" : "none";
+    std::snprintf(line, sizeof line, "   %-14s %10lld %13lld   float %7s %8.2f %8.3f %8.3f %7lld\n", row.test.c_str(),
+                  static_cast<long long>(row.bytes), static_cast<long long>(row.count), redop, row.time_us, row.algbw_GBps,
+                  row.busbw_GBps, static_cast<long long>(row.wrong));
+    out += line;
+    busbw += row.busbw_GBps;
+  }
+  std::snprintf(line, sizeof line, "# Out of bounds values : %lld %s\n# Avg bus bandwidth    : %.4f\n#\n",
+                static_cast<long long>(r.wrong), r.wrong == 0 ? "OK" : "FAILED",
+                r.rows.empty() ? 0.0 : busbw / static_cast<double>(r.rows.size()));
+  out += line;
+  out += "#  test        size (m=n=k | elements)        FLOPs        bytes      time        rate\n";
+  out += "#                                                                     (us)   (GFLOP/s | GB/s)\n";
+  for (const ProbeComputeRow& c : r.compute) {
+    std::snprintf(line, sizeof line, "   %-8s %14lld %22.4g %12.4g %9.2f %11.3f\n", c.test.c_str(), static_cast<long long>(c.size),
+                  c.flops, c.bytes, c.time_us, c.rate);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace stagecraft::traces
