@@ -1,16 +1,30 @@
-// stagecraft demo: the bundled case, with no arguments — GPT-3 13B on 8 DGX-H100 nodes over NDR
-// InfiniBand, global batch 1024. This build loads and checks the case and reports the model; the
-// plan search over it belongs to `stagecraft search`.
+// stagecraft demo: README's first command, no arguments needed. Searches the bundled case —
+// GPT-3 13B on 8 DGX-H100 nodes over NDR InfiniBand, global batch 1024 — prints the top plans,
+// why the best one wins and what limits it, compares it with the hand-written plan
+// configs/plans/demo-13b.json, and writes into ./stagecraft-demo/ (or --out DIR):
+//   plan.json        the best plan (stagecraft simulate / run / program take it)
+//   ds_config.json   the same plan for DeepSpeed (warnings on stderr where DeepSpeed cannot run it)
+//   trace.json       its simulated step (Chrome trace JSON: open it in https://ui.perfetto.dev)
+//   search.json      the whole answer, as `stagecraft search --json` prints it
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "cli/common.hpp"
 #include "core/count/count.hpp"
+#include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
-#include "core/spec/cluster.hpp"
-#include "core/spec/model.hpp"
-#include "core/spec/plan.hpp"
-#include "core/spec/training.hpp"
+#include "core/spec/error.hpp"
+#include "core/trace/trace.hpp"
+#include "planner/deepspeed.hpp"
+#include "planner/explain.hpp"
+#include "planner/report.hpp"
+#include "planner/search.hpp"
+#include "sim/simulator.hpp"
 
 namespace stagecraft::cli {
 
@@ -20,49 +34,103 @@ constexpr const char* kModel = "gpt3-13b";
 constexpr const char* kCluster = "dgx-h100-ndr";
 constexpr const char* kTraining = "demo-13b-1024";
 constexpr const char* kPlan = "demo-13b";
+constexpr int64_t kNodes = 8;
 
-int run_demo() {
+struct DemoArgs {
+  std::string out = "stagecraft-demo";
+  int threads = 0;
+};
+
+void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  f << j.dump(2) << "\n";
+  if (!f) throw spec::SpecError(path.string(), "", "cannot write");
+}
+
+void print_case(const spec::Model& m, const spec::Cluster& c, const spec::Training& t) {
+  std::printf("Stagecraft demo: which plan trains %s fastest on %lld x %s (%lld GPUs), global batch %lld?\n",
+              m.name.c_str(), static_cast<long long>(c.nodes), c.gpu.name.c_str(), static_cast<long long>(c.gpus()),
+              static_cast<long long>(t.global_batch));
+  std::printf("  model     %s parameters, %s FLOP per token forward (%s)\n", short_count(static_cast<double>(count::parameters(m))).c_str(),
+              short_count(count::flops_per_token_fwd(m)).c_str(), m.file.c_str());
+  std::printf("  cluster   %s: %lld nodes x %lld GPUs, %lld x %.0f Gb/s NICs per node (%s)\n", c.name.c_str(),
+              static_cast<long long>(c.nodes), static_cast<long long>(c.gpus_per_node),
+              static_cast<long long>(c.inter_node.nics_per_node), c.inter_node.nic_bandwidth_Bps * 8 / 1e9, c.file.c_str());
+  std::printf("  training  %lld sequences x %lld tokens, %s, %s (%s)\n\n", static_cast<long long>(t.global_batch),
+              static_cast<long long>(m.seq_len), spec::to_string(t.dtype), spec::to_string(t.optimizer), t.file.c_str());
+}
+
+void write_outputs(const std::filesystem::path& dir, const planner::Space& space, const planner::SearchResult& r,
+                   const planner::Baseline& baseline) {
+  std::filesystem::create_directories(dir);
+  const planner::Evaluated& best = r.top.front();
+  spec::Plan plan = best.plan;
+  plan.source = "stagecraft demo: the fastest of " + std::to_string(r.counts.candidates) + " candidate plans (" +
+                std::to_string(r.counts.evaluated) + " simulated) for " + space.model().name + " on " +
+                std::to_string(space.gpus()) + " GPUs of " + space.cluster().name;
+  write_json(dir / "plan.json", spec::to_json(plan));
+  const planner::DeepSpeedExport ds = planner::to_deepspeed(plan, space.training());
+  for (const std::string& w : ds.warnings) std::cerr << "stagecraft: ds_config.json: warning: " << w << "\n";
+  write_json(dir / "ds_config.json", ds.config);
+  sim::SimOptions options;
+  options.record_trace = true;
+  const program::Program prog = program::lower(space.model(), space.training(), plan);
+  trace::write_trace(sim::simulate(prog, space.cluster(), options).trace, (dir / "trace.json").string());
+  write_json(dir / "search.json", planner::to_json(r, baseline));
+}
+
+int run_demo(const DemoArgs& a) {
   using spec::ConfigKind;
   const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, kModel));
-  const spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, kCluster));
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, kCluster));
+  c.nodes = kNodes;
   const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, kTraining));
-  const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, kPlan));
-  spec::validate_plan(p, m, t, c.gpus());
+  print_case(m, c, t);
+  const planner::Space space(m, c, t, c.gpus(), {});
+  const spec::Plan hand = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, kPlan));
+  spec::validate_plan(hand, m, t, c.gpus());
+  const planner::Baseline baseline{"hand-written plan " + hand.file, hand, planner::simulate_plan(space, hand)};
 
-  const double params = static_cast<double>(count::parameters(m));
-  const double tokens = static_cast<double>(t.global_batch * m.seq_len);
-  std::printf("Stagecraft demo: %s on %s, global batch %lld sequences\n\n", m.name.c_str(), c.name.c_str(),
-              static_cast<long long>(t.global_batch));
-  std::printf("model     %s: %s parameters, %s FLOP per token forward (%s)\n", m.name.c_str(),
-              with_commas(count::parameters(m)).c_str(), short_count(count::flops_per_token_fwd(m)).c_str(),
-              m.file.c_str());
-  std::printf("cluster   %lld nodes x %lld %s (%s each, %s dense %s), %lld x %.0f Gb/s NICs per node (%s)\n",
-              static_cast<long long>(c.nodes), static_cast<long long>(c.gpus_per_node), c.gpu.name.c_str(),
-              short_bytes(static_cast<double>(c.gpu.memory_bytes)).c_str(),
-              (short_count(c.gpu.peak_flops.count(t.dtype) ? c.gpu.peak_flops.at(t.dtype) : 0) + "FLOP/s").c_str(),
-              spec::to_string(t.dtype), static_cast<long long>(c.inter_node.nics_per_node),
-              c.inter_node.nic_bandwidth_Bps * 8 / 1e9, c.file.c_str());
-  std::printf("training  %lld sequences x %lld tokens = %s tokens per step, %s, %s (%s)\n",
-              static_cast<long long>(t.global_batch), static_cast<long long>(m.seq_len),
-              short_count(tokens).c_str(), spec::to_string(t.dtype), spec::to_string(t.optimizer), t.file.c_str());
-  std::printf("          %s model FLOP per step (3 x forward); fp16 weights + grads + fp32 Adam states\n"
-              "          (16 bytes per parameter) need %s before ZeRO shards them\n",
-              short_count(tokens * count::model_flops_per_token_train(m)).c_str(),
-              short_bytes(16.0 * params).c_str());
-  std::printf("example   %s (%s): valid for this case\n\n", spec::summary(p).c_str(), p.file.c_str());
-  std::printf(
-      "The plan search (`stagecraft search`) enumerates tp x pp x dp factorings of the %lld GPUs,\n"
-      "micro-batching, ZeRO stage and buckets, schedule and recompute for this case, simulates each\n"
-      "candidate and ranks them by tokens/s. This build has the specs and counting it stands on.\n",
-      static_cast<long long>(c.gpus()));
+  planner::SearchOptions o;
+  o.top_k = 5;
+  o.threads = a.threads;
+  install_interrupt_handler();
+  o.cancel = &interrupted();
+  const bool bar = isatty(STDERR_FILENO);
+  if (bar) {
+    o.on_progress = [](const planner::Progress& p) {
+      std::fprintf(stderr, "\rsearching: %lld plans simulated, best %.3f s per step   ", static_cast<long long>(p.evaluated),
+                   p.best_step_time_s);
+    };
+  }
+  const planner::SearchResult r = planner::search(space, o);
+  if (bar) std::fprintf(stderr, "\n");
+  std::printf("%s\n\n", planner::format_counts(r).c_str());
+  if (r.top.empty()) {
+    std::cerr << "stagecraft: no plan: " << r.reason << "\n";
+    return kImpossible;
+  }
+  std::printf("Top plans (fastest first, all fit in memory):\n%s\n", planner::format_table(r.top, r.capacity_bytes).c_str());
+  std::printf("Best plan: %s\n", r.top.front().key.c_str());
+  for (const std::string& line : planner::explain(r).lines()) std::printf("%s\n", line.c_str());
+  std::printf("\n%s\n", planner::compare_with_baseline(r, baseline).c_str());
+  const std::filesystem::path dir = a.out;
+  write_outputs(dir, space, r, baseline);
+  std::printf("\nWrote %s/: plan.json (the best plan), ds_config.json (for DeepSpeed), trace.json (its simulated step;\n"
+              "open it in https://ui.perfetto.dev), search.json (this answer as JSON).\n"
+              "Next: stagecraft simulate --model %s --cluster %s --nodes %lld --training %s --plan %s/plan.json\n",
+              dir.string().c_str(), kModel, kCluster, static_cast<long long>(kNodes), kTraining, dir.string().c_str());
   return kOk;
 }
 
 }  // namespace
 
 Subcommand add_demo(CLI::App& root) {
+  auto a = std::make_shared<DemoArgs>();
   CLI::App* app = root.add_subcommand("demo", "The bundled case: GPT-3 13B on 8 DGX-H100 nodes, global batch 1024");
-  return {app, run_demo};
+  app->add_option("--out", a->out, "where to write the best plan, its DeepSpeed config and trace (default ./stagecraft-demo)");
+  app->add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  return {app, [a]() { return run_demo(*a); }};
 }
 
 }  // namespace stagecraft::cli

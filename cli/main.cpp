@@ -4,13 +4,15 @@
 
 #include "cli/common.hpp"
 #include "core/spec/error.hpp"
+#include "planner/store.hpp"
 
 int main(int argc, char** argv) {
   using namespace stagecraft::cli;
   CLI::App app{"Stagecraft: plan, simulate and run pipeline + ZeRO training of large language models"};
   app.set_version_flag("--version", std::string("stagecraft ") + STAGECRAFT_VERSION);
   app.require_subcommand(1);
-  std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_demo(app),
+  std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_run(app), add_demo(app),
+                                      add_search(app), add_results(app), add_export(app),
                                       add_compare(app), add_calibrate(app), add_probe(app)};
 
   try {
@@ -31,6 +33,9 @@ int main(int argc, char** argv) {
       if (c.app->parsed()) return c.run();
     }
   } catch (const stagecraft::spec::SpecError& e) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const stagecraft::planner::StoreError& e) {
     std::cerr << "stagecraft: error: " << e.what() << "\n";
     return kBadInput;
   } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 // stagecraft simulate --model M --cluster C --training T --plan P [--nodes N] [--full]
 //                     [--trace out.json] [--json]: one plan, simulated.
+// stagecraft simulate --model M --cluster C --deepspeed ds_config.json [...]: a user's DeepSpeed
+//                     config (planner/deepspeed.hpp; missing keys take DeepSpeed's defaults).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -9,6 +11,7 @@
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "core/trace/trace.hpp"
+#include "planner/deepspeed.hpp"
 #include "sim/simulator.hpp"
 
 namespace stagecraft::cli {
@@ -16,7 +19,7 @@ namespace stagecraft::cli {
 namespace {
 
 struct SimulateArgs {
-  std::string model, cluster, training, plan, trace;
+  std::string model, cluster, training, plan, trace, deepspeed;
   int64_t nodes = 0;
   int64_t gpus = 0;
   bool full = false;
@@ -48,9 +51,22 @@ int run_simulate(const SimulateArgs& a) {
   using spec::ConfigKind;
   const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
   spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
-  const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
-  const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
   if (a.nodes > 0) c.nodes = a.nodes;
+  spec::Training t;
+  spec::Plan p;
+  if (!a.deepspeed.empty()) {
+    const planner::DeepSpeedImport ds = planner::load_deepspeed(a.deepspeed, a.gpus > 0 ? a.gpus : c.gpus(), m.layers);
+    t = ds.training;
+    p = ds.plan;
+    if (!a.json) {
+      for (const std::string& d : ds.defaults) std::cerr << "stagecraft: " << a.deepspeed << ": " << d << "\n";
+    }
+  } else {
+    if (a.training.empty()) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
+    if (a.plan.empty()) throw spec::SpecError("--plan", "", "expected a plan file or bundled name (or --deepspeed)");
+    t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+    p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
+  }
   if (a.gpus > c.gpus()) {
     std::cerr << "stagecraft: error: --gpus " << a.gpus << ": expected at most the cluster's " << c.gpus() << " GPUs ("
               << c.nodes << " nodes × " << c.gpus_per_node << ")\n";
@@ -84,8 +100,12 @@ Subcommand add_simulate(CLI::App& root) {
   CLI::App* app = root.add_subcommand("simulate", "Simulate one plan: step time, where the time goes, peak memory");
   app->add_option("--model", args->model, "model file or bundled name")->required();
   app->add_option("--cluster", args->cluster, "cluster file or bundled name")->required();
-  app->add_option("--training", args->training, "training file or bundled name")->required();
-  app->add_option("--plan", args->plan, "plan file or bundled name")->required();
+  CLI::Option* training = app->add_option("--training", args->training, "training file or bundled name");
+  CLI::Option* plan = app->add_option("--plan", args->plan, "plan file or bundled name");
+  app->add_option("--deepspeed", args->deepspeed,
+                  "a DeepSpeed ds_config.json instead of --plan and --training (missing keys take DeepSpeed's defaults)")
+      ->excludes(training)
+      ->excludes(plan);
   app->add_option("--nodes", args->nodes, "number of nodes (default: the cluster file's)")->check(CLI::PositiveNumber);
   app->add_option("--gpus", args->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
       ->check(CLI::PositiveNumber);

@@ -10,6 +10,7 @@ S head_forward(const spec::Model& m, const UnitSlots& s, const S* params, const 
   norm_forward(m, s, params, x, c);
   resize(c.probs, n * v);
   ops::MatMap<S> logits(c.probs.data(), n, v);
+  const GemmTimer timer(s.lm_head >= 0 ? GemmForm::kNN : GemmForm::kNT, n, h, v, false);
   if (s.lm_head >= 0) {
     logits.noalias() = ops::ConstMatMap<S>(c.a.data(), n, h) * ops::ConstMatMap<S>(params + s.lm_head, h, v);
   } else {
@@ -27,10 +28,13 @@ void head_backward_input(const spec::Model& m, const UnitSlots& s, const S* para
   resize(c.d_a, n * h);
   ops::MatMap<S> d_a(c.d_a.data(), n, h);
   ops::ConstMatMap<S> d_logits(c.d_out.data(), n, v);
-  if (s.lm_head >= 0) {
-    d_a.noalias() = d_logits * ops::ConstMatMap<S>(params + s.lm_head, h, v).transpose();
-  } else {
-    d_a.noalias() = d_logits * ops::ConstMatMap<S>(params + s.wte, v, h);
+  {
+    const GemmTimer timer(s.lm_head >= 0 ? GemmForm::kNT : GemmForm::kNN, n, v, h, false);
+    if (s.lm_head >= 0) {
+      d_a.noalias() = d_logits * ops::ConstMatMap<S>(params + s.lm_head, h, v).transpose();
+    } else {
+      d_a.noalias() = d_logits * ops::ConstMatMap<S>(params + s.wte, v, h);
+    }
   }
   norm_backward_input(m, s, params, static_cast<const S*>(nullptr), dx, c);
 }
@@ -41,10 +45,13 @@ void head_backward_weight(const spec::Model& m, const UnitSlots& s, S* grads, Un
   const int64_t n = c.dims.rows(), h = m.hidden, v = m.vocab;
   ops::ConstMatMap<S> a(c.a.data(), n, h);
   ops::ConstMatMap<S> d_logits(c.d_out.data(), n, v);
-  if (s.lm_head >= 0) {
-    ops::MatMap<S>(grads + s.lm_head, h, v).noalias() += a.transpose() * d_logits;
-  } else {
-    ops::MatMap<S>(grads + s.wte, v, h).noalias() += d_logits.transpose() * a;
+  {
+    const GemmTimer timer(GemmForm::kTN, s.lm_head >= 0 ? h : v, n, s.lm_head >= 0 ? v : h, true);
+    if (s.lm_head >= 0) {
+      ops::MatMap<S>(grads + s.lm_head, h, v).noalias() += a.transpose() * d_logits;
+    } else {
+      ops::MatMap<S>(grads + s.wte, v, h).noalias() += d_logits.transpose() * a;
+    }
   }
   norm_backward_weight(m, s, grads, c);
 }

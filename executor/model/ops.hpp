@@ -15,6 +15,8 @@
 
 #include <Eigen/Core>
 
+#include "executor/model/gemm_profile.hpp"
+
 namespace stagecraft::executor::ops {
 
 template <typename S>
@@ -42,7 +44,10 @@ constexpr double kRopeBase = 10000.0;  // RoFormer / LLaMA
 template <typename S>
 void linear_forward(const S* x, const S* w, const S* b, S* y, int64_t n, int64_t in, int64_t out) {
   MatMap<S> ym(y, n, out);
-  ym.noalias() = ConstMatMap<S>(x, n, in) * ConstMatMap<S>(w, in, out);
+  {
+    const GemmTimer timer(GemmForm::kNN, n, in, out, false);
+    ym.noalias() = ConstMatMap<S>(x, n, in) * ConstMatMap<S>(w, in, out);
+  }
   if (b != nullptr) ym.rowwise() += ConstRowMap<S>(b, out);
 }
 
@@ -50,6 +55,7 @@ void linear_forward(const S* x, const S* w, const S* b, S* y, int64_t n, int64_t
 template <typename S>
 void linear_backward_input(const S* dy, const S* w, S* dx, int64_t n, int64_t in, int64_t out, bool accumulate) {
   MatMap<S> dxm(dx, n, in);
+  const GemmTimer timer(GemmForm::kNT, n, out, in, accumulate);
   if (accumulate) {
     dxm.noalias() += ConstMatMap<S>(dy, n, out) * ConstMatMap<S>(w, in, out).transpose();
   } else {
@@ -61,7 +67,10 @@ void linear_backward_input(const S* dy, const S* w, S* dx, int64_t n, int64_t in
 template <typename S>
 void linear_backward_weight(const S* x, const S* dy, S* dw, S* db, int64_t n, int64_t in, int64_t out) {
   ConstMatMap<S> dym(dy, n, out);
-  MatMap<S>(dw, in, out).noalias() += ConstMatMap<S>(x, n, in).transpose() * dym;
+  {
+    const GemmTimer timer(GemmForm::kTN, in, n, out, true);
+    MatMap<S>(dw, in, out).noalias() += ConstMatMap<S>(x, n, in).transpose() * dym;
+  }
   if (db != nullptr) RowMap<S>(db, out) += dym.colwise().sum();
 }
 

@@ -1,0 +1,62 @@
+// stagecraft export deepspeed --plan P --training T [--model M] [-o ds_config.json]
+// Writes the plan as a DeepSpeed config (planner/deepspeed.hpp) and warns, with DeepSpeed's own
+// reason, where DeepSpeed cannot run it as Stagecraft would (pipeline + ZeRO >= 2, ...).
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/common.hpp"
+#include "core/spec/bundled.hpp"
+#include "core/spec/error.hpp"
+#include "planner/deepspeed.hpp"
+
+namespace stagecraft::cli {
+
+namespace {
+
+struct ExportArgs {
+  std::string plan, training, model, output;
+};
+
+int run_export(const ExportArgs& a) {
+  using spec::ConfigKind;
+  const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
+  const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+  if (!a.model.empty()) {
+    spec::validate_plan(p, spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model)), t, p.world());
+  } else if (p.micro_batch * p.micro_batches * p.dp != t.global_batch) {
+    throw spec::SpecError(p.file, "/micro_batches",
+                          "expected micro_batch × micro_batches × dp (" + std::to_string(p.micro_batch) + " × " +
+                              std::to_string(p.micro_batches) + " × " + std::to_string(p.dp) + ") to equal global_batch " +
+                              std::to_string(t.global_batch) + " of " + t.file + " (DeepSpeed's train_batch_size identity)");
+  }
+  const planner::DeepSpeedExport ds = planner::to_deepspeed(p, t);
+  for (const std::string& w : ds.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
+  if (a.output.empty() || a.output == "-") {
+    std::cout << ds.config.dump(2) << "\n";
+    return kOk;
+  }
+  std::ofstream out(a.output);
+  if (!out) throw spec::SpecError(a.output, "", "cannot write the DeepSpeed config");
+  out << ds.config.dump(2) << "\n";
+  if (!out) throw spec::SpecError(a.output, "", "cannot write the DeepSpeed config");
+  std::cerr << "stagecraft: wrote " << a.output << " (train_batch_size " << ds.config["train_batch_size"]
+            << " = micro " << p.micro_batch << " × accumulation " << p.micro_batches << " × dp " << p.dp << ")\n";
+  return kOk;
+}
+
+}  // namespace
+
+Subcommand add_export(CLI::App& root) {
+  auto a = std::make_shared<ExportArgs>();
+  CLI::App* app = root.add_subcommand("export", "Export a plan to another framework's configuration");
+  app->require_subcommand(1);
+  CLI::App* ds = app->add_subcommand("deepspeed", "Write a DeepSpeed ds_config.json for a plan");
+  ds->add_option("--plan", a->plan, "plan file or bundled name")->required();
+  ds->add_option("--training", a->training, "training file or bundled name")->required();
+  ds->add_option("--model", a->model, "model file or bundled name (checks the plan against it)");
+  ds->add_option("-o,--output", a->output, "where to write (default: stdout)");
+  return {app, [a]() { return run_export(*a); }};
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,222 @@
+// stagecraft run --model M --training T --plan P [--steps S] [--backend cpu|cuda] [--trace out.json]
+//                [--json] [--save DIR] [--resume DIR] [--seed N] [--lr X]
+// Real training of the plan on the CPU executor, one process per rank under mpirun (SCHEMAS.md
+// "run --json"). Errors found before training (bad files, a world of the wrong size, a checkpoint
+// that does not match) are printed once, by rank 0, and every rank exits 2; an error during
+// training is printed by the rank that hit it, which then aborts the whole job (exit 3), so no
+// rank waits forever for a peer that is gone.
+// Test-only: STAGECRAFT_FAULT_RANK=r STAGECRAFT_FAULT_STEP=s makes rank r throw during step s
+// (numbered from 1 as printed).
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
+#include "core/spec/error.hpp"
+#include "executor/comm/local.hpp"
+#include "executor/errors.hpp"
+#include "executor/train.hpp"
+#ifdef STAGECRAFT_HAVE_MPI
+#include "executor/comm/mpi.hpp"
+#endif
+
+namespace stagecraft::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model, training, plan;
+  int64_t steps = 10;
+  std::string backend = "cpu";
+  std::string trace, save, resume;
+  bool json = false;
+  uint64_t seed = 1;
+  double lr = 1e-3;
+};
+
+// The process's place in the job: MPI when built with it, else a world of one.
+class World {
+ public:
+  World() {
+#ifdef STAGECRAFT_HAVE_MPI
+    session_ = std::make_unique<executor::MpiSession>(nullptr, nullptr);
+    rank_ = session_->world_rank();
+    size_ = session_->world_size();
+#endif
+  }
+  int64_t rank() const { return rank_; }
+  int64_t size() const { return size_; }
+  std::unique_ptr<executor::Communicator> communicator(const program::Placement& placement) const {
+#ifdef STAGECRAFT_HAVE_MPI
+    return std::make_unique<executor::MpiCommunicator>(placement);
+#else
+    (void)placement;
+    return std::make_unique<executor::LocalCommunicator>();
+#endif
+  }
+  // Ends every rank of the job (the fault path); returns only without MPI.
+  int abort(int code) const {
+#ifdef STAGECRAFT_HAVE_MPI
+    executor::mpi_abort(code);
+#endif
+    return code;
+  }
+
+ private:
+#ifdef STAGECRAFT_HAVE_MPI
+  std::unique_ptr<executor::MpiSession> session_;
+#endif
+  int64_t rank_ = 0, size_ = 1;
+};
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? fallback : std::atoll(v);
+}
+
+// Checks done identically on every rank before anything is allocated; the message or empty.
+std::string precheck(const RunArgs& a, const spec::Plan& p, int64_t world) {
+  if (a.backend == "cuda") {
+    return "--backend cuda: the CUDA backend is not part of this build of stagecraft; use --backend cpu";
+  }
+  if (world != p.world()) {
+    return (p.file.empty() ? std::string("the plan") : p.file) + " needs tp x pp x dp = " + std::to_string(p.tp) +
+           " x " + std::to_string(p.pp) + " x " + std::to_string(p.dp) + " = " + std::to_string(p.world()) +
+           " ranks, but this job has " + std::to_string(world) + "; start it with mpirun -n " +
+           std::to_string(p.world());
+  }
+  if (p.tp != 1) {
+    return (p.file.empty() ? std::string("the plan") : p.file) + ": /tp: the CPU executor does not run tensor "
+           "parallelism (tp = " + std::to_string(p.tp) + "); use a plan with tp = 1";
+  }
+  if (a.steps < 1) return "--steps: expected at least 1, got " + std::to_string(a.steps);
+  return "";
+}
+
+void print_step(const executor::StepStats& s, int64_t total_steps, int64_t first_step, double tokens_per_step,
+                std::ostream& out) {
+  out << "step " << s.step + 1 << "/" << first_step + total_steps << "  loss " << std::fixed;
+  out.precision(4);
+  out << s.loss << "  grad-norm " << s.grad_norm << "  time " << s.seconds << " s  tokens/s ";
+  out.precision(0);
+  out << tokens_per_step / s.seconds << std::defaultfloat << "\n";
+  out.precision(6);
+}
+
+nlohmann::json report_json(const executor::TrainReport& r, const program::Program& prog) {
+  return {{"losses", r.losses},
+          {"step_time_s", r.step_seconds},
+          {"tokens_per_s", r.tokens_per_s},
+          {"peak_memory_bytes", r.peak_memory_bytes},
+          {"world", prog.placement.world()},
+          {"plan", spec::to_json(prog.plan)},
+          {"model", prog.model.name},
+          {"first_step", r.first_step},
+          {"params_checksum", r.params_checksum}};
+}
+
+executor::TrainOptions train_options(const RunArgs& a, const program::Program& prog, int64_t rank) {
+  executor::TrainOptions o;
+  o.steps = a.steps;
+  o.runner.adam.lr = a.lr;
+  o.runner.init_seed = a.seed;
+  o.runner.fault_rank = env_int("STAGECRAFT_FAULT_RANK", -1);
+  o.runner.fault_step = env_int("STAGECRAFT_FAULT_STEP", 0) - 1;
+  o.data = {"synthetic", a.seed};
+  o.resume_dir = a.resume;
+  o.save_dir = a.save;
+  o.trace_path = a.trace;
+  const double tokens = static_cast<double>(prog.training.global_batch * prog.model.seq_len);
+  if (rank == 0) {
+    o.on_step = [&a, tokens](const executor::StepStats& s) {
+      print_step(s, a.steps, 0, tokens, a.json ? std::cerr : std::cout);
+    };
+  }
+  return o;
+}
+
+int run_training(const RunArgs& a, const World& world, const program::Program& prog) {
+  const executor::Corpus corpus = executor::Corpus::synthetic(prog.model.vocab, prog.model.seq_len, a.seed);
+  std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
+  executor::TrainOptions options = train_options(a, prog, world.rank());
+  if (world.rank() == 0) {
+    std::ostream& log = a.json ? std::cerr : std::cout;
+    log << "stagecraft run: " << prog.model.name << ", " << spec::summary(prog.plan) << ", " << world.size()
+        << " rank(s), CPU executor (fp32)";
+    if (prog.training.dtype != spec::Dtype::kFp32) log << " - the training file asks for " << spec::to_string(prog.training.dtype);
+    log << "\n";
+  }
+  executor::TrainReport r;
+  try {
+    r = executor::train(prog, *comm, corpus, options);
+  } catch (const executor::CheckpointError&) {
+    throw;  // agreed on by every rank before training: a clean exit 2
+  } catch (const std::exception& e) {
+    // One rank failed mid-training; its peers may be waiting on it forever: end the whole job
+    // now, before any collective cleanup (the communicator's destructor) could block.
+    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    return world.abort(3);
+  }
+  if (world.rank() != 0) return kOk;
+  if (a.json) {
+    std::cout << report_json(r, prog).dump(1) << "\n";
+  } else {
+    std::cout << "tokens/s " << static_cast<int64_t>(r.tokens_per_s) << " (steps after the first), peak memory "
+              << short_bytes(static_cast<double>(r.peak_memory_bytes.empty() ? 0 : r.peak_memory_bytes[0]))
+              << " on rank 0, parameters " << r.params_checksum << "\n";
+  }
+  return kOk;
+}
+
+int run_run(const RunArgs& a) {
+  const World world;
+  auto fail_before_training = [&](const std::string& message) {
+    if (world.rank() == 0) std::cerr << "stagecraft: error: " << message << std::endl;
+    return kBadInput;
+  };
+  std::optional<program::Program> prog;
+  try {
+    using spec::ConfigKind;
+    const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
+    const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+    const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
+    if (const std::string why = precheck(a, p, world.size()); !why.empty()) return fail_before_training(why);
+    prog = program::lower(m, t, p);
+  } catch (const spec::SpecError& e) {
+    return fail_before_training(e.what());
+  }
+  try {
+    return run_training(a, world, *prog);
+  } catch (const executor::CheckpointError& e) {
+    return fail_before_training(e.what());  // agreed on by every rank before training
+  } catch (const std::exception& e) {
+    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    return world.abort(3);
+  }
+}
+
+}  // namespace
+
+Subcommand add_run(CLI::App& root) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* app = root.add_subcommand("run", "Train the plan for real on the CPU executor (one process per rank, under mpirun)");
+  app->add_option("--model", args->model, "model file or bundled name")->required();
+  app->add_option("--training", args->training, "training file or bundled name")->required();
+  app->add_option("--plan", args->plan, "plan file or bundled name")->required();
+  app->add_option("--steps", args->steps, "optimizer steps to run (default 10)");
+  app->add_option("--backend", args->backend, "cpu (MPI + Eigen) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--trace", args->trace, "write the measured trace (Chrome trace JSON) here");
+  app->add_flag("--json", args->json, "print one JSON document (SCHEMAS.md run --json); progress goes to stderr");
+  app->add_option("--save", args->save, "write a checkpoint to this directory at the end");
+  app->add_option("--resume", args->resume, "continue from the checkpoint in this directory");
+  app->add_option("--seed", args->seed, "parameter initialisation and synthetic data seed (default 1)");
+  app->add_option("--lr", args->lr, "AdamW learning rate (default 1e-3)")->check(CLI::PositiveNumber);
+  return {app, [args]() { return run_run(*args); }};
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,257 @@
+// stagecraft search --model M --cluster C --training T [--nodes N | --gpus G] [--top K]
+//                   [--db results.sqlite [--resume]] [--deepspeed ds_config.json] [--json]
+//                   [--threads N] [axis limits: --tp 8 --pp 4,8 --zero 1,3 --schedule 1f1b …]
+// The fastest plans that fit, why the best one wins and what limits it (planner/search.hpp).
+// Under `mpirun -np N` the ranks share the work; rank 0 prints and writes the store.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/common.hpp"
+#include "core/spec/bundled.hpp"
+#include "core/spec/error.hpp"
+#include "planner/deepspeed.hpp"
+#include "planner/explain.hpp"
+#include "planner/pool.hpp"
+#include "planner/report.hpp"
+#include "planner/search.hpp"
+#include "planner/shard.hpp"
+
+namespace stagecraft::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);   // a second Ctrl-C ends the process
+}
+
+struct SearchArgs {
+  std::string model, cluster, training, db, deepspeed;
+  int64_t nodes = 0, gpus = 0, top = 10;
+  int threads = 0;
+  bool json = false, resume = false, no_progress = false;
+  double pareto_window = 0.1;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
+  int64_t max_micro_batch = 0;
+  std::vector<int> zero;
+  std::vector<std::string> schedule, recompute, sequence_parallel, offload, split, overlap_comm;
+  std::vector<double> reduce_bucket, prefetch_bucket, max_live;
+};
+
+template <typename T>
+std::vector<T> parse_enum(const std::vector<std::string>& values, const std::string& option,
+                          const std::vector<std::pair<std::string, T>>& names) {
+  std::vector<T> out;
+  for (const std::string& v : values) {
+    bool found = false;
+    for (const auto& [name, value] : names) {
+      if (v == name) {
+        out.push_back(value);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::string allowed;
+      for (const auto& n : names) allowed += (allowed.empty() ? "" : ", ") + n.first;
+      throw spec::SpecError(option, "", "expected one of " + allowed + ", got \"" + v + "\"");
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> elems(const std::vector<double>& values, const std::string& option) {
+  std::vector<int64_t> out;
+  for (double v : values) {
+    if (!(v >= 1) || v != static_cast<double>(static_cast<int64_t>(v))) {
+      throw spec::SpecError(option, "", "expected a whole number of elements >= 1, got " + std::to_string(v));
+    }
+    out.push_back(static_cast<int64_t>(v));
+  }
+  return out;
+}
+
+planner::SpaceLimits limits_of(const SearchArgs& a) {
+  planner::SpaceLimits l;
+  l.tp = a.tp;
+  l.pp = a.pp;
+  l.micro_batch = a.micro_batch;
+  l.max_micro_batch = a.max_micro_batch;
+  l.virtual_stages = a.virtual_stages;
+  l.zero = a.zero;
+  for (int z : a.zero) {
+    if (z < 0 || z > 3) throw spec::SpecError("--zero", "", "expected ZeRO stages 0, 1, 2 or 3, got " + std::to_string(z));
+  }
+  using spec::Recompute;
+  using spec::Schedule;
+  l.schedules = parse_enum<Schedule>(a.schedule, "--schedule",
+                                     {{"gpipe", Schedule::kGpipe}, {"1f1b", Schedule::k1F1B},
+                                      {"interleaved", Schedule::kInterleaved}, {"zb-h1", Schedule::kZbH1}});
+  l.recompute = parse_enum<Recompute>(a.recompute, "--recompute",
+                                      {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+  l.sequence_parallel = parse_enum<int>(a.sequence_parallel, "--sequence-parallel", {{"off", 0}, {"on", 1}});
+  l.offload = parse_enum<spec::Offload>(a.offload, "--offload", {{"none", spec::Offload::kNone}, {"cpu", spec::Offload::kCpu}});
+  l.split = parse_enum<planner::Split>(a.split, "--split",
+                                       {{"balanced", planner::Split::kBalanced}, {"uniform", planner::Split::kUniform}});
+  if (!a.overlap_comm.empty()) l.overlap_comm = parse_enum<int>(a.overlap_comm, "--overlap-comm", {{"false", 0}, {"true", 1}});
+  l.reduce_bucket = elems(a.reduce_bucket, "--reduce-bucket");
+  l.prefetch_bucket = elems(a.prefetch_bucket, "--prefetch-bucket");
+  l.max_live_parameters = elems(a.max_live, "--max-live-parameters");
+  return l;
+}
+
+std::string progress_line(const planner::Progress& p) {
+  const int64_t total = p.evaluated + p.remaining;
+  const int width = 24;
+  const int filled = total > 0 ? static_cast<int>(width * p.evaluated / total) : 0;
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.append(static_cast<std::size_t>(width - filled), '.');
+  char line[200];
+  std::snprintf(line, sizeof line, "\r[%s] %lld/%lld plans  %.1f/s  ETA %.0fs  best %.3f s   ", bar.c_str(),
+                static_cast<long long>(p.evaluated), static_cast<long long>(total), p.rate, p.eta_s, p.best_step_time_s);
+  return line;
+}
+
+int default_threads() {
+  int threads = planner::hardware_threads();
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && std::atoi(local) > 0) {
+    threads = std::max(1, threads / std::atoi(local));
+  }
+  return threads;
+}
+
+void print_answer(const planner::SearchResult& r, const planner::Space& space, const std::optional<planner::Baseline>& b) {
+  std::printf("Search: %s on %lld GPUs of %s, global batch %lld\n%s\n\n", space.model().name.c_str(),
+              static_cast<long long>(space.gpus()), space.cluster().name.c_str(),
+              static_cast<long long>(space.training().global_batch), planner::format_counts(r).c_str());
+  if (r.top.empty()) return;
+  std::printf("Top %zu plans (fastest first, all fit):\n%s\n", r.top.size(), planner::format_table(r.top, r.capacity_bytes).c_str());
+  std::printf("Pareto front, step time vs peak memory:\n%s\n", planner::format_table(r.pareto, r.capacity_bytes).c_str());
+  std::printf("Best plan: %s\n", r.top.front().key.c_str());
+  for (const std::string& line : planner::explain(r).lines()) std::printf("%s\n", line.c_str());
+  if (b) std::printf("\n%s\n", planner::compare_with_baseline(r, *b).c_str());
+}
+
+int run_search(const SearchArgs& a) {
+  using spec::ConfigKind;
+  std::unique_ptr<planner::Shard> shard = planner::make_shard();
+  const bool root = shard->rank() == 0;
+  if (root && planner::launched_under_mpi() && !planner::built_with_mpi()) {
+    std::cerr << "stagecraft: warning: launched under MPI but built without it (STAGECRAFT_WITH_MPI=OFF); every rank "
+                 "searches alone\n";
+  }
+  const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
+  if (a.nodes > 0) c.nodes = a.nodes;
+  const int64_t gpus = a.gpus > 0 ? a.gpus : c.gpus();
+  std::optional<planner::DeepSpeedImport> ds;
+  if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, gpus, m.layers);
+  if (a.training.empty() && !ds) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
+  spec::Training t = a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+  if (ds && ds->training.global_batch != t.global_batch) {
+    throw spec::SpecError(a.deepspeed, "/train_batch_size",
+                          "expected the global batch of " + t.file + " (" + std::to_string(t.global_batch) + "), got " +
+                              std::to_string(ds->training.global_batch));
+  }
+  const planner::Space space(m, c, t, gpus, limits_of(a));
+
+  std::optional<planner::Baseline> baseline;
+  if (ds) {
+    spec::validate_plan(ds->plan, m, t, gpus);
+    baseline = planner::Baseline{"your DeepSpeed config " + a.deepspeed, ds->plan, planner::simulate_plan(space, ds->plan)};
+    if (root && !a.json) {
+      for (const std::string& d : ds->defaults) std::cerr << "stagecraft: " << a.deepspeed << ": " << d << "\n";
+    }
+  }
+
+  planner::SearchOptions o;
+  o.top_k = a.top;
+  o.threads = a.threads > 0 ? a.threads : default_threads();
+  o.pareto_window = a.pareto_window;
+  o.db = a.db;
+  o.resume = a.resume;
+  o.version = STAGECRAFT_VERSION;
+  o.shard = shard.get();
+  install_interrupt_handler();
+  o.cancel = &interrupted();
+  const bool bar = root && !a.no_progress && isatty(STDERR_FILENO);
+  if (bar) o.on_progress = [](const planner::Progress& p) { std::cerr << progress_line(p) << std::flush; };
+  const planner::SearchResult r = planner::search(space, o);
+  if (bar) std::cerr << "\n";
+  if (!root) return r.top.empty() ? kImpossible : kOk;
+  if (r.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far\n";
+  if (a.json) {
+    std::cout << planner::to_json(r, baseline).dump(2) << "\n";
+  } else {
+    print_answer(r, space, baseline);
+  }
+  if (r.top.empty()) {
+    std::cerr << "stagecraft: no plan: " << r.reason << "\n";
+    return kImpossible;
+  }
+  if (!a.db.empty() && !a.json) {
+    std::printf("\nResults store: %s (search %lld%s)\n", a.db.c_str(), static_cast<long long>(r.search_id),
+                r.resumed ? ", resumed" : "");
+  }
+  return kOk;
+}
+
+}  // namespace
+
+void install_interrupt_handler() {
+  g_interrupted.store(false);
+  std::signal(SIGINT, on_sigint);
+}
+
+const std::atomic<bool>& interrupted() { return g_interrupted; }
+
+Subcommand add_search(CLI::App& root) {
+  auto a = std::make_shared<SearchArgs>();
+  CLI::App* app = root.add_subcommand("search", "Find the fastest plans that fit, and say why the best one wins");
+  app->add_option("--model", a->model, "model file or bundled name")->required();
+  app->add_option("--cluster", a->cluster, "cluster file or bundled name")->required();
+  app->add_option("--training", a->training, "training file or bundled name (default with --deepspeed: its batch and precision)");
+  app->add_option("--nodes", a->nodes, "number of nodes (default: the cluster file's)")->check(CLI::PositiveNumber);
+  app->add_option("--gpus", a->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--top", a->top, "how many plans to report (default 10)")->check(CLI::PositiveNumber);
+  app->add_option("--db", a->db, "record the search and every simulated plan in this SQLite file");
+  app->add_flag("--resume", a->resume, "with --db: continue the latest search with the same inputs, reusing its plans");
+  app->add_option("--deepspeed", a->deepspeed, "a DeepSpeed ds_config.json to compare the best plan with");
+  app->add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  app->add_flag("--json", a->json, "print one JSON document (SCHEMAS.md search --json)");
+  app->add_flag("--no-progress", a->no_progress, "no progress bar on stderr");
+  app->add_option("--pareto-window", a->pareto_window,
+                  "the Pareto front is exact up to (1 + W) x the best step time (default 0.1)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::App* lim = app;
+  lim->add_option("--tp", a->tp, "tensor-parallel sizes to consider, e.g. 8 or 4,8")->delimiter(',');
+  lim->add_option("--pp", a->pp, "pipeline sizes to consider")->delimiter(',');
+  lim->add_option("--micro-batch", a->micro_batch, "micro-batch sizes to consider")->delimiter(',');
+  lim->add_option("--max-micro-batch", a->max_micro_batch, "largest micro-batch size to consider")->check(CLI::PositiveNumber);
+  lim->add_option("--virtual-stages", a->virtual_stages, "virtual stages (interleaved chunks) to consider; 1 = not interleaved")
+      ->delimiter(',');
+  lim->add_option("--zero", a->zero, "ZeRO stages to consider, e.g. 1 or 1,3")->delimiter(',');
+  lim->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved, zb-h1")->delimiter(',');
+  lim->add_option("--recompute", a->recompute, "none, selective, full")->delimiter(',');
+  lim->add_option("--sequence-parallel", a->sequence_parallel, "off, on")->delimiter(',');
+  lim->add_option("--offload", a->offload, "optimizer offload: none, cpu")->delimiter(',');
+  lim->add_option("--split", a->split, "stage split: balanced, uniform")->delimiter(',');
+  lim->add_option("--overlap-comm", a->overlap_comm, "ZeRO overlap_comm: true, false (default true)")->delimiter(',');
+  lim->add_option("--reduce-bucket", a->reduce_bucket, "reduce_bucket_size grid in elements (default 1e6,1e7,1e8,1e9)")
+      ->delimiter(',');
+  lim->add_option("--prefetch-bucket", a->prefetch_bucket, "stage3_prefetch_bucket_size grid (default 1e6,1e7,1e8,1e9)")
+      ->delimiter(',');
+  lim->add_option("--max-live-parameters", a->max_live, "stage3_max_live_parameters grid (default 1e6,1e7,1e8,1e9)")
+      ->delimiter(',');
+  return {app, [a]() { return run_search(*a); }};
+}
+
+}  // namespace stagecraft::cli

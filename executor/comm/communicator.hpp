@@ -1,0 +1,76 @@
+// Communicator: what the Program interpreter needs from a communication library, over float
+// (and, for the gradient norm, double) buffers. Point-to-point messages between pipeline
+// stages and collectives over the Program's groups (tp, dp, embedding, world) are all
+// non-blocking: they return a Request that the caller tests, so lanes overlap. Each
+// collective runs on a Channel = (group, lane): one communicator per channel keeps the
+// collectives of different lanes from interleaving differently on different ranks.
+// Blocking "control" calls (barrier, metrics, trace and checkpoint bookkeeping) run on their
+// own communicator and never mix with the Program's traffic.
+//
+// Implementations: LocalCommunicator (one rank, no MPI; comm/local.hpp) and MpiCommunicator
+// (comm/mpi.hpp, built with STAGECRAFT_WITH_MPI). It is not a tensor library and it does not
+// know the Program; the runner decides what to send where.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/program/instruction.hpp"
+
+namespace stagecraft::executor {
+
+// Where a collective runs: the group relative to this rank, and the lane that issues it.
+struct Channel {
+  program::Group group = program::Group::kWorld;
+  program::Lane lane = program::Lane::kDpReduce;
+};
+
+// A pending non-blocking operation; spent once test() returned true or wait() returned.
+struct Request {
+  int64_t id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int64_t rank() const = 0;  // in the world
+  virtual int64_t size() const = 0;
+  // This rank's index in `group` and the group's size (members in increasing world rank).
+  virtual int64_t group_rank(program::Group group) const = 0;
+  virtual int64_t group_size(program::Group group) const = 0;
+
+  // Point to point with a pipeline peer (a world rank); `tag` tells messages apart. The
+  // buffers must stay alive and untouched until the request completes.
+  virtual Request isend(std::span<const float> data, int64_t peer, int32_t tag) = 0;
+  virtual Request irecv(std::span<float> data, int64_t peer, int32_t tag) = 0;
+
+  // In-place all-gather: `buffer` holds every member's piece in member order, counts[i]
+  // elements for member i; this rank's piece is already in place.
+  virtual Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) = 0;
+  // Sum over members of `send` (sum(counts) elements), member i keeping piece i in `recv`.
+  virtual Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
+                                  std::span<const int64_t> counts) = 0;
+  // In-place sum over the members.
+  virtual Request iall_reduce(Channel ch, std::span<float> buffer) = 0;
+  virtual Request iall_reduce(Channel ch, std::span<double> buffer) = 0;
+
+  // True when `r` completed (it is then spent). Drives progress of every pending request.
+  virtual bool test(Request& r) = 0;
+  virtual void wait(Request& r) = 0;
+
+  // ---- control plane: blocking, over the whole world ------------------------------------------
+  virtual void barrier() = 0;
+  virtual std::vector<int64_t> all_gather(int64_t value) = 0;
+  virtual double all_reduce_sum(double value) = 0;
+  virtual double all_reduce_max(double value) = 0;
+  // Every rank's blob at rank 0 (indexed by rank); other ranks get an empty vector.
+  virtual std::vector<std::string> gather_to_root(const std::string& blob) = 0;
+  // Rank 0's blob on every rank.
+  virtual std::string broadcast_from_root(const std::string& blob) = 0;
+};
+
+}  // namespace stagecraft::executor

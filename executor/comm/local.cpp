@@ -1,0 +1,80 @@
+#include "executor/comm/local.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "executor/errors.hpp"
+
+namespace stagecraft::executor {
+
+Request LocalCommunicator::done() { return Request{next_id_++}; }
+
+void LocalCommunicator::check_peer(int64_t peer) const {
+  if (peer != 0) throw CommError("LocalCommunicator: peer rank " + std::to_string(peer) + " outside a world of 1");
+}
+
+void LocalCommunicator::check_counts(std::span<const int64_t> counts, std::size_t elems, const char* what) {
+  if (counts.size() != 1 || counts[0] != static_cast<int64_t>(elems)) {
+    throw CommError(std::string("LocalCommunicator: ") + what + " over a group of 1 needs one count equal to the " +
+                    std::to_string(elems) + "-element buffer");
+  }
+}
+
+Request LocalCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag) {
+  check_peer(peer);
+  mailbox_[tag].emplace_back(data.begin(), data.end());
+  return done();
+}
+
+Request LocalCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag) {
+  check_peer(peer);
+  Request r = done();
+  recvs_.emplace(r.id, PendingRecv{data, tag});
+  return r;
+}
+
+bool LocalCommunicator::deliver(PendingRecv& r) {
+  auto it = mailbox_.find(r.tag);
+  if (it == mailbox_.end() || it->second.empty()) return false;
+  const std::vector<float>& msg = it->second.front();
+  if (msg.size() != r.data.size()) {
+    throw CommError("LocalCommunicator: message of " + std::to_string(msg.size()) + " elements with tag " +
+                    std::to_string(r.tag) + " for a " + std::to_string(r.data.size()) + "-element receive");
+  }
+  std::copy(msg.begin(), msg.end(), r.data.begin());
+  it->second.pop_front();
+  return true;
+}
+
+Request LocalCommunicator::iall_gather(Channel, std::span<float> buffer, std::span<const int64_t> counts) {
+  check_counts(counts, buffer.size(), "all-gather");
+  return done();
+}
+
+Request LocalCommunicator::ireduce_scatter(Channel, std::span<const float> send, std::span<float> recv,
+                                           std::span<const int64_t> counts) {
+  check_counts(counts, send.size(), "reduce-scatter");
+  check_counts(counts, recv.size(), "reduce-scatter");
+  std::copy(send.begin(), send.end(), recv.begin());
+  return done();
+}
+
+Request LocalCommunicator::iall_reduce(Channel, std::span<float>) { return done(); }
+Request LocalCommunicator::iall_reduce(Channel, std::span<double>) { return done(); }
+
+bool LocalCommunicator::test(Request& r) {
+  if (!r.valid()) throw CommError("LocalCommunicator: test of a spent request");
+  auto it = recvs_.find(r.id);
+  if (it != recvs_.end()) {
+    if (!deliver(it->second)) return false;
+    recvs_.erase(it);
+  }
+  r.id = -1;
+  return true;
+}
+
+void LocalCommunicator::wait(Request& r) {
+  if (!test(r)) throw CommError("LocalCommunicator: waiting on a receive no send will ever match (deadlock)");
+}
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,376 @@
+#include "executor/comm/mpi.hpp"
+
+#include <mpi.h>
+
+#include <array>
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "executor/errors.hpp"
+
+namespace stagecraft::executor {
+
+namespace {
+
+[[noreturn]] void mpi_fail(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw CommError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                  std::string(text, static_cast<std::size_t>(len)));
+}
+
+#define MPI_CHECK(call)                                          \
+  do {                                                           \
+    const int mpi_check_rc_ = (call);                            \
+    if (mpi_check_rc_ != MPI_SUCCESS) {                          \
+      mpi_fail(mpi_check_rc_, #call, __FILE__, __LINE__);        \
+    }                                                            \
+  } while (false)
+
+using program::Group;
+using program::Lane;
+
+constexpr std::array<Group, 4> kCollectiveGroups = {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld};
+constexpr std::array<Lane, 3> kCollectiveLanes = {Lane::kTp, Lane::kDpGather, Lane::kDpReduce};
+
+int to_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX) throw CommError(std::string("MPI: ") + what + " " + std::to_string(v) + " exceeds an int");
+  return static_cast<int>(v);
+}
+
+MPI_Comm split(MPI_Comm parent, int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split(parent, color, key, &out));
+  if (out != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN));
+  return out;
+}
+
+MPI_Comm dup(MPI_Comm parent) {
+  MPI_Comm out = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_dup(parent, &out));
+  MPI_CHECK(MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN));
+  return out;
+}
+
+}  // namespace
+
+// ---- session ------------------------------------------------------------------------------------
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_CHECK(MPI_Initialized(&initialized));
+  if (initialized) return;
+  int provided = 0;
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  owns_ = true;
+}
+
+MpiSession::~MpiSession() {
+  if (owns_) MPI_Finalize();
+}
+
+int64_t MpiSession::world_rank() const {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
+  return r;
+}
+
+int64_t MpiSession::world_size() const {
+  int n = 0;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
+  return n;
+}
+
+void mpi_abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();  // MPI_Abort does not return; this only satisfies [[noreturn]]
+}
+
+// ---- communicator -------------------------------------------------------------------------------
+
+struct MpiCommunicator::Impl {
+  // One in-flight request with the arrays MPI may read until it completes.
+  struct Slot {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<int> counts, displs;
+    bool busy = false;
+  };
+
+  program::Placement placement;
+  int rank = 0, size = 0;
+  MPI_Comm control = MPI_COMM_NULL;  // blocking bookkeeping
+  MPI_Comm pp = MPI_COMM_NULL;       // point to point between pipeline stages
+  std::map<Group, MPI_Comm> groups;  // the split groups (null where this rank is not a member)
+  std::map<std::pair<Group, Lane>, MPI_Comm> channels;
+  std::vector<Slot> slots;
+  std::vector<int64_t> free_slots;
+
+  int64_t acquire() {
+    if (free_slots.empty()) {
+      slots.emplace_back();
+      free_slots.push_back(static_cast<int64_t>(slots.size()) - 1);
+    }
+    const int64_t id = free_slots.back();
+    free_slots.pop_back();
+    slots[static_cast<std::size_t>(id)].busy = true;
+    return id;
+  }
+  Slot& slot(const Request& r) {
+    if (!r.valid() || r.id >= static_cast<int64_t>(slots.size()) || !slots[static_cast<std::size_t>(r.id)].busy) {
+      throw CommError("MpiCommunicator: request " + std::to_string(r.id) + " is not pending");
+    }
+    return slots[static_cast<std::size_t>(r.id)];
+  }
+  void release(Request& r) {
+    Slot& s = slot(r);
+    s.busy = false;
+    s.counts.clear();
+    s.displs.clear();
+    free_slots.push_back(r.id);
+    r.id = -1;
+  }
+  MPI_Comm channel(Channel ch) const {
+    auto it = channels.find({ch.group, ch.lane});
+    if (it == channels.end() || it->second == MPI_COMM_NULL) {
+      throw CommError(std::string("MpiCommunicator: rank ") + std::to_string(rank) + " has no " +
+                      program::to_string(ch.group) + " communicator for lane " + program::to_string(ch.lane));
+    }
+    return it->second;
+  }
+  MPI_Comm group(Group g) const {
+    auto it = groups.find(g);
+    if (it == groups.end() || it->second == MPI_COMM_NULL) {
+      throw CommError(std::string("MpiCommunicator: rank ") + std::to_string(rank) + " is not in a " +
+                      program::to_string(g) + " group");
+    }
+    return it->second;
+  }
+  // Counts and displacements (prefix sums) as MPI ints.
+  void set_counts(Slot& s, std::span<const int64_t> counts) {
+    int64_t offset = 0;
+    for (int64_t c : counts) {
+      s.counts.push_back(to_int(c, "count"));
+      s.displs.push_back(to_int(offset, "displacement"));
+      offset += c;
+    }
+  }
+  static bool all_equal(std::span<const int64_t> counts) {
+    for (int64_t c : counts) {
+      if (c != counts[0]) return false;
+    }
+    return true;
+  }
+  void check_members(Channel ch, std::span<const int64_t> counts) const {
+    int n = 0;
+    MPI_CHECK(MPI_Comm_size(channel(ch), &n));
+    if (static_cast<int>(counts.size()) != n) {
+      throw CommError("MpiCommunicator: " + std::to_string(counts.size()) + " counts for a " +
+                      program::to_string(ch.group) + " group of " + std::to_string(n));
+    }
+  }
+};
+
+MpiCommunicator::MpiCommunicator(const program::Placement& placement) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.placement = placement;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &m.rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &m.size));
+  if (m.size != placement.world()) {
+    throw ExecutorError("MpiCommunicator: the MPI world has " + std::to_string(m.size) + " ranks, the plan needs " +
+                        std::to_string(placement.world()));
+  }
+  const int64_t r = m.rank, stage = placement.stage_of(r), d = placement.dp_index_of(r), t = placement.tp_index_of(r);
+  const bool on_embedding_stage = stage == 0 || stage == placement.pp - 1;
+  m.control = dup(MPI_COMM_WORLD);
+  m.pp = split(MPI_COMM_WORLD, static_cast<int>(d * placement.tp + t), m.rank);
+  m.groups[Group::kTp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.dp + d), m.rank);
+  m.groups[Group::kDp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.tp + t), m.rank);
+  m.groups[Group::kEmbedding] =
+      split(MPI_COMM_WORLD, on_embedding_stage ? static_cast<int>(d * placement.tp + t) : MPI_UNDEFINED, m.rank);
+  m.groups[Group::kWorld] = dup(MPI_COMM_WORLD);
+  for (Group g : kCollectiveGroups) {
+    for (Lane lane : kCollectiveLanes) {
+      m.channels[{g, lane}] = m.groups[g] == MPI_COMM_NULL ? MPI_COMM_NULL : dup(m.groups[g]);
+    }
+  }
+}
+
+// Communicators are freed (MPI_Comm_free is collective) only when nothing is pending: after an
+// error mid-step the peers may never get here, and a pending non-blocking collective may not be
+// freed at all; the caller aborts the job then (cli/run.cpp), so leaking them is harmless.
+MpiCommunicator::~MpiCommunicator() {
+  Impl& m = *impl_;
+  for (const Impl::Slot& s : m.slots) {
+    if (s.busy) return;
+  }
+  auto free_comm = [](MPI_Comm& c) {
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  };
+  for (auto& [_, c] : m.channels) free_comm(c);
+  for (auto& [_, c] : m.groups) free_comm(c);
+  free_comm(m.pp);
+  free_comm(m.control);
+}
+
+int64_t MpiCommunicator::rank() const { return impl_->rank; }
+int64_t MpiCommunicator::size() const { return impl_->size; }
+
+int64_t MpiCommunicator::group_rank(Group group) const {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(impl_->group(group), &r));
+  return r;
+}
+
+int64_t MpiCommunicator::group_size(Group group) const {
+  int n = 0;
+  MPI_CHECK(MPI_Comm_size(impl_->group(group), &n));
+  return n;
+}
+
+Request MpiCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag) {
+  Impl& m = *impl_;
+  const program::Placement& p = m.placement;
+  if (peer < 0 || peer >= p.world() || p.dp_index_of(peer) != p.dp_index_of(m.rank) ||
+      p.tp_index_of(peer) != p.tp_index_of(m.rank)) {
+    throw CommError("MpiCommunicator: rank " + std::to_string(m.rank) + " cannot send to " + std::to_string(peer) +
+                    ", not one of its pipeline peers");
+  }
+  Request r{m.acquire()};
+  MPI_CHECK(MPI_Isend(data.data(), to_int(static_cast<int64_t>(data.size()), "message size"), MPI_FLOAT,
+                      static_cast<int>(p.stage_of(peer)), tag, m.pp, &m.slot(r).request));
+  return r;
+}
+
+Request MpiCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag) {
+  Impl& m = *impl_;
+  const program::Placement& p = m.placement;
+  if (peer < 0 || peer >= p.world() || p.dp_index_of(peer) != p.dp_index_of(m.rank) ||
+      p.tp_index_of(peer) != p.tp_index_of(m.rank)) {
+    throw CommError("MpiCommunicator: rank " + std::to_string(m.rank) + " cannot receive from " +
+                    std::to_string(peer) + ", not one of its pipeline peers");
+  }
+  Request r{m.acquire()};
+  MPI_CHECK(MPI_Irecv(data.data(), to_int(static_cast<int64_t>(data.size()), "message size"), MPI_FLOAT,
+                      static_cast<int>(p.stage_of(peer)), tag, m.pp, &m.slot(r).request));
+  return r;
+}
+
+Request MpiCommunicator::iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) {
+  Impl& m = *impl_;
+  m.check_members(ch, counts);
+  Request r{m.acquire()};
+  Impl::Slot& s = m.slot(r);
+  m.set_counts(s, counts);
+  const MPI_Comm comm = m.channel(ch);
+  if (Impl::all_equal(counts)) {
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), s.counts[0], MPI_FLOAT, comm,
+                             &s.request));
+  } else {
+    MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), s.counts.data(), s.displs.data(),
+                              MPI_FLOAT, comm, &s.request));
+  }
+  return r;
+}
+
+Request MpiCommunicator::ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
+                                         std::span<const int64_t> counts) {
+  Impl& m = *impl_;
+  m.check_members(ch, counts);
+  Request r{m.acquire()};
+  Impl::Slot& s = m.slot(r);
+  m.set_counts(s, counts);
+  const MPI_Comm comm = m.channel(ch);
+  if (Impl::all_equal(counts)) {
+    MPI_CHECK(MPI_Ireduce_scatter_block(send.data(), recv.data(), s.counts[0], MPI_FLOAT, MPI_SUM, comm, &s.request));
+  } else {
+    MPI_CHECK(MPI_Ireduce_scatter(send.data(), recv.data(), s.counts.data(), MPI_FLOAT, MPI_SUM, comm, &s.request));
+  }
+  return r;
+}
+
+Request MpiCommunicator::iall_reduce(Channel ch, std::span<float> buffer) {
+  Impl& m = *impl_;
+  Request r{m.acquire()};
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), to_int(static_cast<int64_t>(buffer.size()), "count"), MPI_FLOAT,
+                           MPI_SUM, m.channel(ch), &m.slot(r).request));
+  return r;
+}
+
+Request MpiCommunicator::iall_reduce(Channel ch, std::span<double> buffer) {
+  Impl& m = *impl_;
+  Request r{m.acquire()};
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), to_int(static_cast<int64_t>(buffer.size()), "count"),
+                           MPI_DOUBLE, MPI_SUM, m.channel(ch), &m.slot(r).request));
+  return r;
+}
+
+bool MpiCommunicator::test(Request& r) {
+  Impl::Slot& s = impl_->slot(r);
+  int flag = 0;
+  MPI_CHECK(MPI_Test(&s.request, &flag, MPI_STATUS_IGNORE));
+  if (flag) impl_->release(r);
+  return flag != 0;
+}
+
+void MpiCommunicator::wait(Request& r) {
+  Impl::Slot& s = impl_->slot(r);
+  MPI_CHECK(MPI_Wait(&s.request, MPI_STATUS_IGNORE));
+  impl_->release(r);
+}
+
+void MpiCommunicator::barrier() { MPI_CHECK(MPI_Barrier(impl_->control)); }
+
+std::vector<int64_t> MpiCommunicator::all_gather(int64_t value) {
+  std::vector<int64_t> out(static_cast<std::size_t>(impl_->size));
+  MPI_CHECK(MPI_Allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, impl_->control));
+  return out;
+}
+
+double MpiCommunicator::all_reduce_sum(double value) {
+  double out = 0;
+  MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, impl_->control));
+  return out;
+}
+
+double MpiCommunicator::all_reduce_max(double value) {
+  double out = 0;
+  MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->control));
+  return out;
+}
+
+std::vector<std::string> MpiCommunicator::gather_to_root(const std::string& blob) {
+  Impl& m = *impl_;
+  const int len = to_int(static_cast<int64_t>(blob.size()), "gathered blob");
+  std::vector<int> lens(static_cast<std::size_t>(m.size)), displs(lens.size());
+  MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, m.control));
+  std::vector<char> all;
+  if (m.rank == 0) {
+    int64_t total = 0;
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      displs[i] = to_int(total, "gathered bytes");
+      total += lens[i];
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_CHECK(MPI_Gatherv(blob.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, m.control));
+  std::vector<std::string> out;
+  if (m.rank != 0) return out;
+  for (std::size_t i = 0; i < lens.size(); ++i) out.emplace_back(all.data() + displs[i], static_cast<std::size_t>(lens[i]));
+  return out;
+}
+
+std::string MpiCommunicator::broadcast_from_root(const std::string& blob) {
+  Impl& m = *impl_;
+  int len = m.rank == 0 ? to_int(static_cast<int64_t>(blob.size()), "broadcast blob") : 0;
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, m.control));
+  std::string out = m.rank == 0 ? blob : std::string(static_cast<std::size_t>(len), '\0');
+  MPI_CHECK(MPI_Bcast(out.data(), len, MPI_CHAR, 0, m.control));
+  return out;
+}
+
+}  // namespace stagecraft::executor

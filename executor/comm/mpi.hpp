@@ -1,0 +1,76 @@
+// MpiCommunicator: the Communicator over MPI (CPU executor; built only with STAGECRAFT_WITH_MPI).
+// Sub-communicators come from the Program's Placement with MPI_Comm_split: tp, pp (the
+// pipeline peers, used for point-to-point), dp, embedding (stages 0 and p-1 of one replica
+// position) and world; every collective group is duplicated per lane so that the collectives
+// each lane issues in Program order never interleave with another lane's on the same
+// communicator. Requests are MPI_Isend/Irecv, MPI_Iallgather(v), MPI_Ireduce_scatter(_block)
+// and MPI_Iallreduce; the control plane runs on its own duplicate of MPI_COMM_WORLD.
+// Every MPI call is checked (MPI_CHECK: CommError naming the call, file and line); errors are
+// returned, not fatal, on every communicator it creates.
+//
+// MpiSession initialises and finalises MPI; mpi_abort() is for the command line's fault path.
+// Not NCCL (that is the CUDA backend's job), not a launcher.
+#pragma once
+
+#include <memory>
+
+#include "core/program/program.hpp"
+#include "executor/comm/communicator.hpp"
+
+namespace stagecraft::executor {
+
+// MPI_Init on construction, MPI_Finalize on destruction (when this object initialised MPI).
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  int64_t world_rank() const;
+  int64_t world_size() const;
+
+ private:
+  bool owns_ = false;
+};
+
+// MPI_Abort(MPI_COMM_WORLD, code): every rank of the job exits.
+[[noreturn]] void mpi_abort(int code);
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Builds the groups of `placement` over MPI_COMM_WORLD (collective: every rank must call it).
+  // Throws ExecutorError when the world's size is not placement.world().
+  explicit MpiCommunicator(const program::Placement& placement);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int64_t rank() const override;
+  int64_t size() const override;
+  int64_t group_rank(program::Group group) const override;
+  int64_t group_size(program::Group group) const override;
+
+  Request isend(std::span<const float> data, int64_t peer, int32_t tag) override;
+  Request irecv(std::span<float> data, int64_t peer, int32_t tag) override;
+  Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) override;
+  Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
+                          std::span<const int64_t> counts) override;
+  Request iall_reduce(Channel ch, std::span<float> buffer) override;
+  Request iall_reduce(Channel ch, std::span<double> buffer) override;
+  bool test(Request& r) override;
+  void wait(Request& r) override;
+
+  void barrier() override;
+  std::vector<int64_t> all_gather(int64_t value) override;
+  double all_reduce_sum(double value) override;
+  double all_reduce_max(double value) override;
+  std::vector<std::string> gather_to_root(const std::string& blob) override;
+  std::string broadcast_from_root(const std::string& blob) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stagecraft::executor

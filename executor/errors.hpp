@@ -1,0 +1,36 @@
+// Typed errors of the executor, each carrying its context (rank, instruction, file). The
+// library throws them; only the command line maps them to exit codes (cli/run.cpp). Not for
+// bad config files, which throw spec::SpecError where they are loaded.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace stagecraft::executor {
+
+// A plan or Program the executor cannot run, or a failure while running one ("rank 3: ...").
+class ExecutorError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The test-only fault switch (STAGECRAFT_FAULT_RANK / STAGECRAFT_FAULT_STEP) fired.
+class InjectedFault : public ExecutorError {
+ public:
+  using ExecutorError::ExecutorError;
+};
+
+// A checkpoint that is missing, corrupt or does not match the run resuming from it; raised
+// on every rank, before any training step, with the reasons of all ranks.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A communication library call failed (MPI_CHECK): names the call, file and line.
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,135 @@
+// Internal to the runner: the state of one rank's instruction list while a step executes — the
+// lanes' positions, the requests in flight, the micro-batches' activations — and one handler per
+// instruction. runner.hpp describes the semantics; this header is not part of the interface.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "executor/model/layers.hpp"
+#include "executor/runner.hpp"
+
+namespace stagecraft::executor {
+
+class Runner::Interpreter {
+ public:
+  explicit Interpreter(Runner& runner);
+
+  struct Outcome {
+    double weighted_loss = 0;     // sum over this rank's micro-batches of loss / (m * dp)
+    double grad_norm_sq = 0;      // global
+    double compute_seconds = 0;
+  };
+  Outcome run(int64_t step);
+
+ private:
+  // An issued instruction: its requests and the buffers they read or write.
+  struct Pending {
+    std::vector<Request> requests;
+    int64_t start_ns = 0;
+    int64_t end_ns = -1;          // set when the last request completed
+    int64_t bytes = 0;            // moved by this rank
+    std::vector<float> buffer;    // message or gradient-bucket snapshot
+    std::vector<float> piece;     // reduce-scatter result
+    std::vector<float> packed;    // ZeRO-3 persistent gradients of the bucket
+    std::vector<double> norm;     // GradNormAllReduce
+    Range range;                  // flat positions it works on
+    bool tied_result = false;     // an embedding-group result waiting for its dp reduction
+    bool snapshotted = false;     // `buffer` holds the gradients this reduction moves
+  };
+
+  // One micro-batch of one chunk on this rank, from its first forward to its last backward.
+  struct MicroState {
+    bool active = false;
+    bool has_batch = false;
+    Batch batch;
+    std::vector<float> act;    // the running activation (forward), the chunk's output to send
+    std::vector<float> grad;   // the running gradient (backward), the chunk's input grad to send
+    std::vector<UnitCache<float>> caches;  // per unit of the chunk
+  };
+
+  // ---- the loop -------------------------------------------------------------------------------
+  void reset(int64_t step);
+  bool issue(program::Lane lane);
+  bool deps_ready(int32_t i) const;
+  void start(int32_t i);
+  bool complete_ready();
+  void poll();  // tests pending requests between units of a compute, without finishing them
+  void finish(int32_t i);
+  void record(int32_t i);
+  void stalled() const;
+  void check_step_end() const;
+  int64_t now_ns() const { return runner_.tracer_.now_ns(); }
+
+  // ---- instructions ---------------------------------------------------------------------------
+  bool runs_inline(program::Op op) const;
+  void run_inline(int32_t i);
+  void issue_async(int32_t i);
+  void forward(const program::Instr& in);
+  void recompute(const program::Instr& in);
+  void backward(const program::Instr& in, bool input_only);
+  void backward_weight(const program::Instr& in);
+  void optimizer(const program::Instr& in);
+  void offload_copy(const program::Instr& in);
+  void release_params(const program::Instr& in);
+  void post_recv(int32_t i);
+  void post_send(int32_t i);
+  void post_gather(int32_t i);
+  void post_dp_reduce(int32_t i);
+  void post_tied_reduce(int32_t i);
+  void post_grad_norm(int32_t i);
+  void finish_recv(int32_t i);
+  void finish_dp_reduce(int32_t i);
+  void finish_tied_reduce(int32_t i);
+
+  // ---- helpers --------------------------------------------------------------------------------
+  MicroState& micro(const program::Instr& in);
+  void ensure_batch(MicroState& ms, const program::Instr& in);
+  TokenBatch tokens(const MicroState& ms) const;
+  void maybe_retire(MicroState& ms);
+  const Layer<float>& layer(int32_t chunk, int32_t unit) const;
+  UnitCache<float>& cache(MicroState& ms, int32_t chunk, int32_t unit);
+  int64_t peer_rank(int16_t peer_stage) const;
+  int32_t tag(const program::Instr& in, bool receiving) const;
+  void take_snapshot(int32_t i);
+  void overlay_tied_result(int32_t i);
+  float clip_scale_now();
+  void update_activation_memory();
+  void add_messages(int64_t bytes) { runner_.memory_.add(MemKind::kMessages, bytes); }
+  static int64_t bytes_of(const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); }
+  std::string where(int32_t i) const;
+
+  Runner& runner_;
+  const program::Program& prog_;
+  const program::RoleProgram& role_;
+  std::span<const program::Instr> instrs_;
+  int64_t dp_index_ = 0, tp_index_ = 0;
+  int64_t tokens_ = 0;           // tokens per micro-batch
+  int64_t act_elems_ = 0;        // one activation message
+  float loss_weight_ = 1;        // 1 / (micro_batches * dp)
+  bool full_recompute_ = false;
+  std::array<std::vector<int32_t>, program::kLaneCount> lanes_;
+  std::vector<std::vector<Layer<float>>> layers_;  // [chunk][unit - chunk begin]
+  std::vector<std::vector<int32_t>> snapshot_after_;  // per compute: the reductions depending on it
+
+  // per step
+  int64_t step_ = 0;
+  std::vector<char> satisfied_;  // dependency met (the instruction completed)
+  std::vector<Pending> pending_;
+  std::vector<int32_t> running_;
+  std::array<std::size_t, program::kLaneCount> head_{};
+  std::array<int32_t, program::kLaneCount> blocked_by_{};
+  std::size_t done_ = 0;
+  std::vector<MicroState> micro_;  // [chunk * micro_batches + mb]
+  double weighted_loss_ = 0;
+  double norm_sq_ = 0;
+  bool norm_known_ = false;
+  double compute_seconds_ = 0;
+  bool fault_armed_ = false;
+  std::chrono::steady_clock::time_point last_progress_;
+};
+
+}  // namespace stagecraft::executor

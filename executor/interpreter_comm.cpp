@@ -1,0 +1,189 @@
+// The Program interpreter's communication instructions: pipeline messages, ZeRO gathers and
+// gradient reductions, the tied-embedding all-reduce and the gradient norm.
+#include "executor/interpreter.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "executor/errors.hpp"
+#include "executor/zero/ranges.hpp"
+
+namespace stagecraft::executor {
+
+using program::Group;
+using program::Instr;
+using program::Lane;
+using program::Op;
+
+namespace {
+std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
+bool is_tied_reduce(const Instr& in) { return in.op == Op::kAllReduceGrads && in.group == Group::kEmbedding; }
+}  // namespace
+
+// ---- communication ----------------------------------------------------------------------------------
+
+int64_t Runner::Interpreter::peer_rank(int16_t peer_stage) const {
+  return prog_.placement.rank(peer_stage, dp_index_, tp_index_);
+}
+
+// Unique per (kind, micro-batch, receiving chunk) between two stages within a step; steps
+// reuse tags, which MPI's in-order matching between one pair of ranks keeps apart.
+int32_t Runner::Interpreter::tag(const Instr& in, bool receiving) const {
+  const bool grad = in.op == Op::kSendGrad || in.op == Op::kRecvGrad;
+  const int64_t chunk = receiving ? in.chunk : in.peer_chunk;
+  return static_cast<int32_t>((in.mb * prog_.plan.virtual_stages + chunk) * 2 + (grad ? 1 : 0));
+}
+
+void Runner::Interpreter::post_recv(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  p.buffer.assign(at(act_elems_), 0.0f);
+  p.bytes = bytes_of(p.buffer);
+  add_messages(p.bytes);
+  p.requests.push_back(runner_.comm_.irecv(p.buffer, peer_rank(in.peer_stage), tag(in, true)));
+}
+
+void Runner::Interpreter::finish_recv(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  add_messages(-bytes_of(p.buffer));
+  MicroState& ms = micro(in);
+  (in.op == Op::kRecvActivation ? ms.act : ms.grad) = std::move(p.buffer);
+}
+
+void Runner::Interpreter::post_send(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  MicroState& ms = micro(in);
+  p.buffer = std::move(in.op == Op::kSendActivation ? ms.act : ms.grad);
+  if (static_cast<int64_t>(p.buffer.size()) != act_elems_) {
+    throw ExecutorError(where(i) + ": has " + std::to_string(p.buffer.size()) + " elements to send, expected " +
+                        std::to_string(act_elems_));
+  }
+  maybe_retire(ms);
+  p.bytes = bytes_of(p.buffer);
+  add_messages(p.bytes);
+  p.requests.push_back(runner_.comm_.isend(p.buffer, peer_rank(in.peer_stage), tag(in, false)));
+}
+
+// GatherParams (ZeRO-3) and AllGatherParams (ZeRO 1-2): every dp rank's piece of the bucket's
+// range lands in place in the working buffer.
+void Runner::Interpreter::post_gather(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  p.range = runner_.layout_.param_bucket(in.bucket);
+  p.bytes = p.range.size() * static_cast<int64_t>(sizeof(float));
+  if (in.op == Op::kGatherParams) runner_.memory_.add(MemKind::kGathered, in.elems * static_cast<int64_t>(sizeof(float)));
+  std::span<float> buffer = runner_.state_.params().subspan(at(p.range.begin), at(p.range.size()));
+  const std::vector<int64_t> counts = runner_.layout_.shard_counts(p.range);
+  p.requests.push_back(runner_.comm_.iall_gather({Group::kDp, Lane::kDpGather}, buffer, counts));
+}
+
+// A reduction's gradients are copied out of the grad buffer (and the range zeroed for later
+// micro-batches) the moment the compute it depends on ends, as DeepSpeed copies them into its
+// reduce bucket in the backward hook: so each reduction moves exactly the micro-batches the
+// Program says, whenever the lane gets to issue it, and runs are bit-for-bit reproducible.
+void Runner::Interpreter::take_snapshot(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  if (p.snapshotted) return;
+  p.range = is_tied_reduce(in) ? runner_.layout_.tied_table(in.unit_begin) : runner_.layout_.grad_bucket(in.bucket);
+  std::span<float> grads = runner_.state_.grads();
+  p.buffer.assign(grads.begin() + p.range.begin, grads.begin() + p.range.end);
+  std::fill(grads.begin() + p.range.begin, grads.begin() + p.range.end, 0.0f);
+  p.snapshotted = true;
+  add_messages(bytes_of(p.buffer));
+}
+
+// Where an embedding-group all-reduce of the tied table precedes this dp reduction (one of its
+// deps), the table's part of the bucket is that all-reduce's result (the snapshot holds zeros
+// there: the table was taken out first).
+void Runner::Interpreter::overlay_tied_result(int32_t i) {
+  Pending& p = pending_[at(i)];
+  for (int32_t d : role_.deps_of(instrs_[at(i)])) {
+    if (!is_tied_reduce(instrs_[at(d)])) continue;
+    Pending& tied = pending_[at(d)];
+    if (!tied.tied_result) throw ExecutorError(where(i) + ": its embedding-group reduction left no result");
+    const Range t = intersect(tied.range, p.range);
+    if (t.size() != tied.range.size()) throw ExecutorError(where(i) + ": the tied table is not inside the bucket");
+    for (int64_t k = 0; k < t.size(); ++k) p.buffer[at(t.begin - p.range.begin + k)] += tied.buffer[at(k)];
+    add_messages(-bytes_of(tied.buffer));
+    tied.buffer = {};
+    tied.tied_result = false;
+  }
+}
+
+void Runner::Interpreter::post_dp_reduce(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  const StageLayout& layout = runner_.layout_;
+  take_snapshot(i);
+  overlay_tied_result(i);
+  p.bytes = bytes_of(p.buffer);
+  const Channel ch{Group::kDp, Lane::kDpReduce};
+  if (in.op == Op::kAllReduceGrads) {
+    p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+    return;
+  }
+  p.piece.assign(at(intersect(p.range, layout.own_shard()).size()), 0.0f);
+  for (const Range& r : clip(layout.persistent(), p.range)) {
+    p.packed.insert(p.packed.end(), p.buffer.begin() + (r.begin - p.range.begin), p.buffer.begin() + (r.end - p.range.begin));
+  }
+  add_messages(bytes_of(p.piece) + bytes_of(p.packed));
+  p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer, p.piece, layout.shard_counts(p.range)));
+  if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed));
+}
+
+void Runner::Interpreter::finish_dp_reduce(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  StageState& state = runner_.state_;
+  const StageLayout& layout = runner_.layout_;
+  if (in.op == Op::kAllReduceGrads) {
+    std::span<float> grads = state.grads();
+    for (std::size_t k = 0; k < p.buffer.size(); ++k) grads[at(p.range.begin) + k] += p.buffer[k];
+  } else {
+    const Range own = intersect(p.range, layout.own_shard());
+    std::span<float> shard = state.shard_grads();
+    for (int64_t k = 0; k < own.size(); ++k) shard[at(own.begin - layout.own_shard().begin + k)] += p.piece[at(k)];
+    std::span<float> persistent = state.persistent_grads();
+    std::size_t k = 0;
+    for (const Range& r : clip(layout.persistent(), p.range)) {
+      for (int64_t pos = r.begin; pos < r.end; ++pos) persistent[at(layout.persistent_index(pos))] += p.packed[k++];
+    }
+  }
+  add_messages(-(bytes_of(p.buffer) + bytes_of(p.piece) + bytes_of(p.packed)));
+  p.buffer = {};
+  p.piece = {};
+  p.packed = {};
+}
+
+// Tied embeddings over stages: the table's gradient on stage 0 and the head's copy on the last
+// stage are summed over the embedding group.
+void Runner::Interpreter::post_tied_reduce(int32_t i) {
+  Pending& p = pending_[at(i)];
+  take_snapshot(i);
+  p.bytes = bytes_of(p.buffer);
+  p.requests.push_back(runner_.comm_.iall_reduce({Group::kEmbedding, Lane::kDpReduce}, p.buffer));
+}
+
+void Runner::Interpreter::finish_tied_reduce(int32_t i) {
+  Pending& p = pending_[at(i)];
+  if (prog_.plan.dp > 1) {  // the bucket's dp reduction (which depends on this) takes the result
+    p.tied_result = true;
+    return;
+  }
+  std::span<float> grads = runner_.state_.grads();
+  for (std::size_t k = 0; k < p.buffer.size(); ++k) grads[at(p.range.begin) + k] += p.buffer[k];
+  add_messages(-bytes_of(p.buffer));
+  p.buffer = {};
+}
+
+void Runner::Interpreter::post_grad_norm(int32_t i) {
+  Pending& p = pending_[at(i)];
+  p.norm.assign(1, runner_.state_.owned_grad_norm_sq());
+  p.bytes = static_cast<int64_t>(sizeof(double));
+  p.requests.push_back(runner_.comm_.iall_reduce({Group::kWorld, Lane::kDpReduce}, p.norm));
+}
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,30 @@
+// The whole model's parameters assembled from every rank (rank 0 gets them), in the
+// single-rank layout ParamLayout(model): how a distributed run is compared with a single-rank
+// one, and what a run's parameter checksum is computed over. Each rank contributes the
+// positions of its own shard (under every ZeRO stage those are valid on it after a step); the
+// last stage's copy of a tied embedding table is returned apart, so a caller can check that it
+// still equals the table. Not a checkpoint (checkpoint.hpp keeps optimizer state, per rank).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "executor/runner.hpp"
+
+namespace stagecraft::executor {
+
+struct ModelParams {
+  std::vector<float> values;      // rank 0: ParamLayout(model).size() values; other ranks: empty
+  std::vector<float> tied_copy;   // rank 0: the last stage's copy of embedding.wte, if any
+};
+
+// Collective over the runner's communicator.
+ModelParams gather_model_params(Runner& runner);
+
+// FNV-1a (64-bit) of the bytes of `values`, as 16 hex digits.
+std::string checksum(std::span<const float> values);
+uint64_t fnv1a(const void* data, std::size_t bytes, uint64_t h = 0xcbf29ce484222325ULL);
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,70 @@
+#include "executor/runner.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "core/program/check.hpp"
+#include "executor/errors.hpp"
+#include "executor/interpreter.hpp"
+
+namespace stagecraft::executor {
+
+namespace {
+
+// What this executor runs, checked before anything is allocated; returns the world rank.
+int64_t checked_rank(const program::Program& prog, const Communicator& comm, const Corpus& corpus) {
+  const int64_t world = prog.placement.world();
+  if (comm.size() != world) {
+    throw ExecutorError("the plan needs " + std::to_string(world) + " ranks (tp " + std::to_string(prog.plan.tp) +
+                        " x pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(prog.plan.dp) +
+                        "), the communicator has " + std::to_string(comm.size()));
+  }
+  if (prog.plan.tp != 1) {
+    throw ExecutorError("tensor parallelism (tp = " + std::to_string(prog.plan.tp) +
+                        ") is not supported by the CPU executor; use a plan with tp = 1");
+  }
+  if (corpus.vocab() != prog.model.vocab || corpus.seq_len() != prog.model.seq_len) {
+    throw ExecutorError("the corpus has vocab " + std::to_string(corpus.vocab()) + " and sequences of " +
+                        std::to_string(corpus.seq_len()) + ", the model '" + prog.model.name + "' vocab " +
+                        std::to_string(prog.model.vocab) + " and seq_len " + std::to_string(prog.model.seq_len));
+  }
+  program::check(prog);
+  return comm.rank();
+}
+
+}  // namespace
+
+Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& corpus, RunnerOptions options)
+    : prog_(prog),
+      comm_(comm),
+      corpus_(corpus),
+      options_(options),
+      rank_(checked_rank(prog, comm, corpus)),
+      tracer_(options.trace),
+      layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_)),
+      state_(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_) {
+  tracer_.start(comm_);
+  memory_.set_rank(rank_);
+  state_.init_params(options_.init_seed);
+  interpreter_ = std::make_unique<Interpreter>(*this);
+  memory_.sample(tracer_.now_ns());
+}
+
+Runner::~Runner() = default;
+
+StepStats Runner::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Interpreter::Outcome out = interpreter_->run(steps_done_);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  StepStats s;
+  s.step = steps_done_;
+  s.loss = comm_.all_reduce_sum(out.weighted_loss);
+  s.seconds = comm_.all_reduce_max(seconds);
+  s.grad_norm = std::sqrt(out.grad_norm_sq);
+  s.compute_seconds = out.compute_seconds;
+  ++steps_done_;
+  return s;
+}
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,99 @@
+// Runner: the Program interpreter (ARCHITECTURE.md, "one Program, two interpreters"). Each rank
+// executes its own instruction list, prog.rank(r), for one training step per step() call:
+//  * lanes run their instructions in Program order and an instruction also waits for its
+//    explicit dependencies, as docs/program.md says; a simple deterministic loop starts every
+//    instruction that is ready — communication as non-blocking requests (Communicator),
+//    compute inline — and tests the pending ones, so communication lanes overlap compute;
+//  * a receive or a collective occupies its lane until it completes; a send does not (sends are
+//    asynchronous), but an instruction that depends on a send (plans with overlap_p2p false)
+//    waits for it to complete, and the step ends only when every send completed;
+//  * compute is executor::Layer (model/layers.hpp) over the segment's units, activations and
+//    their gradients travel between stages as point-to-point messages tagged by (kind,
+//    micro-batch, chunk); ZeRO 0-3 is exactly the Program's GatherParams / ReleaseParams /
+//    ReduceScatterGrads / AllReduceGrads / GradNormAllReduce / OptimizerStep / OffloadCopy /
+//    AllGatherParams over StageState (zero/stage_state.hpp).
+// Numerics: the loss of every micro-batch is weighted 1 / (micro_batches * dp) and reductions
+// sum, so gradients equal the single-rank average over the global batch; clipping to a global
+// norm of max_grad_norm; AdamW. Sequence j of step t's global batch goes to dp rank
+// j / (micro_batch * micro_batches), micro-batch (j mod (micro_batch * micro_batches)) / micro_batch.
+//
+// Not supported (constructor throws ExecutorError): tensor parallelism (tp > 1). Selective
+// recompute runs with full activation caches (same math, no memory saving); full recompute
+// keeps only each block's input and re-runs it at the Program's Recompute instructions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/program/program.hpp"
+#include "executor/comm/communicator.hpp"
+#include "executor/data/corpus.hpp"
+#include "executor/memory.hpp"
+#include "executor/model/adamw.hpp"
+#include "executor/tracer.hpp"
+#include "executor/zero/stage_layout.hpp"
+#include "executor/zero/stage_state.hpp"
+
+namespace stagecraft::executor {
+
+struct RunnerOptions {
+  AdamWConfig adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  double max_grad_norm = 1.0;
+  uint64_t init_seed = 1;   // parameter initialisation (ParamLayout::init)
+  bool trace = false;
+  // Test-only fault switch: throw InjectedFault on world rank fault_rank during step index
+  // fault_step (0-based; messages number steps from 1).
+  int64_t fault_rank = -1;
+  int64_t fault_step = -1;
+  // A step in which nothing progresses for this long throws ExecutorError naming what waits.
+  double stall_timeout_s = 300;
+};
+
+struct StepStats {
+  int64_t step = 0;        // 0-based index of the step just run
+  double loss = 0;         // mean loss over the global batch (every rank has it)
+  double grad_norm = 0;    // global gradient norm before clipping
+  double seconds = 0;      // wall time of the step, the slowest rank's
+  double compute_seconds = 0;  // this rank's time inside compute instructions
+};
+
+class Runner {
+ public:
+  // Collective over `comm` (aligns trace clocks). `prog`, `comm` and `corpus` must outlive it.
+  Runner(const program::Program& prog, Communicator& comm, const Corpus& corpus, RunnerOptions options);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Executes the Program once: one optimizer step on step `steps_done()`'s global batch.
+  StepStats step();
+  int64_t steps_done() const { return steps_done_; }
+  // After loading a checkpoint: the next step() runs step `steps` (data and Adam's step count).
+  void set_steps_done(int64_t steps) { steps_done_ = steps; }
+
+  const program::Program& program() const { return prog_; }
+  Communicator& comm() { return comm_; }
+  const StageLayout& layout() const { return layout_; }
+  StageState& state() { return state_; }
+  const StageState& state() const { return state_; }
+  const MemoryTracker& memory() const { return memory_; }
+  const Tracer& tracer() const { return tracer_; }
+
+ private:
+  class Interpreter;  // one step's lanes, in-flight requests and micro-batch activations
+
+  const program::Program& prog_;
+  Communicator& comm_;
+  const Corpus& corpus_;
+  RunnerOptions options_;
+  int64_t rank_ = 0;
+  Tracer tracer_;
+  MemoryTracker memory_;
+  StageLayout layout_;
+  StageState state_;
+  std::unique_ptr<Interpreter> interpreter_;
+  int64_t steps_done_ = 0;
+};
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,47 @@
+// Tracer: the measured trace of a run (SCHEMAS.md "Trace", core/trace/trace.hpp). Every rank
+// records each executed instruction's start and end (steady_clock) with its Program id, lane,
+// micro-batch, stage, bytes moved and FLOPs, plus its memory samples. Clocks are aligned once
+// at start: a barrier, then every rank's clock reading right after it is all-gathered; ranks on
+// one host share steady_clock, so their events are placed on the earliest reading (exact
+// relative order), ranks on different hosts on their own reading (aligned to the barrier's
+// exit). gather() sends everything to rank 0, which gets one Trace with source "measured".
+// A disabled Tracer records nothing and costs one branch per instruction.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace/trace.hpp"
+#include "executor/comm/communicator.hpp"
+
+namespace stagecraft::executor {
+
+class Tracer {
+ public:
+  explicit Tracer(bool enabled = false) : enabled_(enabled) {}
+
+  // Collective: aligns this rank's clock with the others'.
+  void start(Communicator& comm);
+  bool enabled() const { return enabled_; }
+  // Nanoseconds since the aligned origin.
+  int64_t now_ns() const;
+  void record(const trace::Event& e) {
+    if (enabled_) events_.push_back(e);
+  }
+  const std::vector<trace::Event>& events() const { return events_; }
+
+  // Collective: rank 0 returns every rank's events and `memory` samples in one Trace (other
+  // ranks an empty one), with the plan and model it ran.
+  trace::Trace gather(Communicator& comm, const std::vector<trace::MemorySample>& memory, nlohmann::json plan,
+                      nlohmann::json model) const;
+
+ private:
+  bool enabled_ = false;
+  std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
+  std::vector<trace::Event> events_;
+};
+
+}  // namespace stagecraft::executor

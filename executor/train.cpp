@@ -1,0 +1,46 @@
+#include "executor/train.hpp"
+
+#include "executor/model_params.hpp"
+
+namespace stagecraft::executor {
+
+namespace {
+
+double tokens_per_second(const program::Program& prog, const std::vector<double>& seconds) {
+  const std::size_t first = seconds.size() > 1 ? 1 : 0;  // the first step warms caches and allocators
+  double total = 0;
+  for (std::size_t i = first; i < seconds.size(); ++i) total += seconds[i];
+  const double tokens = static_cast<double>(prog.training.global_batch * prog.model.seq_len);
+  return total > 0 ? tokens * static_cast<double>(seconds.size() - first) / total : 0;
+}
+
+}  // namespace
+
+TrainReport train(const program::Program& prog, Communicator& comm, const Corpus& corpus, const TrainOptions& options) {
+  RunnerOptions ro = options.runner;
+  ro.trace = !options.trace_path.empty();
+  Runner runner(prog, comm, corpus, ro);
+  if (!options.resume_dir.empty()) load_checkpoint(runner, options.resume_dir, options.data);
+  TrainReport report;
+  report.first_step = runner.steps_done();
+  for (int64_t s = 0; s < options.steps; ++s) {
+    const StepStats stats = runner.step();
+    report.losses.push_back(stats.loss);
+    report.step_seconds.push_back(stats.seconds);
+    report.compute_seconds += stats.compute_seconds;
+    if (options.on_step) options.on_step(stats);
+  }
+  report.tokens_per_s = tokens_per_second(prog, report.step_seconds);
+  for (int64_t peak : comm.all_gather(runner.memory().peak())) report.peak_memory_bytes.push_back(peak);
+  const ModelParams params = gather_model_params(runner);
+  if (comm.rank() == 0) report.params_checksum = checksum(params.values);
+  if (!options.save_dir.empty()) save_checkpoint(runner, options.save_dir, options.data);
+  if (ro.trace) {
+    const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), spec::to_json(prog.plan),
+                                                  spec::to_json(prog.model));
+    if (comm.rank() == 0) trace::write_trace(t, options.trace_path);
+  }
+  return report;
+}
+
+}  // namespace stagecraft::executor

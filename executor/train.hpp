@@ -1,0 +1,41 @@
+// train(): a whole run on the CPU executor, as `stagecraft run` performs it — build the Runner,
+// optionally resume from a checkpoint, run the steps, optionally trace and save — returning one
+// report (SCHEMAS.md "run --json" is printed from it by the command line). Collective over the
+// communicator; every rank returns, rank 0's report carries the gathered per-rank values.
+// Nothing here prints: progress goes to the on_step callback.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/program/program.hpp"
+#include "executor/checkpoint.hpp"
+#include "executor/runner.hpp"
+
+namespace stagecraft::executor {
+
+struct TrainOptions {
+  int64_t steps = 10;
+  RunnerOptions runner;
+  CheckpointContext data;     // recorded in / checked against checkpoints
+  std::string resume_dir;     // empty: start from the initial parameters
+  std::string save_dir;       // empty: no checkpoint at the end
+  std::string trace_path;     // empty: no trace (rank 0 writes it)
+  std::function<void(const StepStats&)> on_step;  // every rank, after each step
+};
+
+struct TrainReport {
+  int64_t first_step = 0;               // 0, or the checkpoint's step
+  std::vector<double> losses;           // one per step run
+  std::vector<double> step_seconds;
+  double tokens_per_s = 0;              // global tokens / step time, over all steps but the first when > 1
+  std::vector<int64_t> peak_memory_bytes;  // rank 0: every rank's high-water mark
+  std::string params_checksum;          // rank 0: FNV-1a of the gathered model parameters
+  double compute_seconds = 0;           // rank 0's time inside compute instructions
+};
+
+TrainReport train(const program::Program& prog, Communicator& comm, const Corpus& corpus, const TrainOptions& options);
+
+}  // namespace stagecraft::executor

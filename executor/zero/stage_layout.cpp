@@ -1,0 +1,163 @@
+#include "executor/zero/stage_layout.hpp"
+
+#include <algorithm>
+
+#include "core/program/units.hpp"
+#include "core/program/zero.hpp"
+#include "executor/errors.hpp"
+#include "executor/zero/ranges.hpp"
+
+namespace stagecraft::executor {
+
+namespace {
+
+void append_merged(std::vector<Range>& out, Range r) {
+  if (r.size() <= 0) return;
+  if (!out.empty() && out.back().end == r.begin) {
+    out.back().end = r.end;
+  } else {
+    out.push_back(r);
+  }
+}
+
+std::string where(int64_t stage) { return "stage " + std::to_string(stage) + ": "; }
+
+}  // namespace
+
+StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp_index)
+    : prog_(&prog), stage_(stage), dp_(prog.plan.dp), dp_index_(dp_index), zero_stage_(prog.plan.zero.stage) {
+  if (stage < 0 || stage >= prog.plan.pp || dp_index < 0 || dp_index >= dp_) {
+    throw ExecutorError("StageLayout: stage " + std::to_string(stage) + ", dp index " + std::to_string(dp_index) +
+                        " outside the plan's pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(dp_));
+  }
+  for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
+    const program::ChunkInfo& info = prog.chunk(stage, c);
+    chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end);
+    offsets_.push_back(elems_);
+    elems_ += chunks_.back().size();
+  }
+  shard_ = program::shard_elems(elems_, dp_);
+  const int64_t threshold = prog.plan.zero.param_persistence_threshold;
+  for (int64_t c = 0; c < chunk_count(); ++c) {
+    const int64_t off = offsets_[static_cast<std::size_t>(c)];
+    for (const Range& r : chunk(c).decayed_ranges()) append_merged(decayed_, {off + r.begin, off + r.end});
+    for (const TensorSlot& t : chunk(c).tensors()) {
+      if (zero3_gathers() && t.size() < threshold) append_merged(persistent_, {off + t.offset, off + t.offset + t.size()});
+    }
+    if (chunk(c).head_has_wte_copy()) norm_excluded_.push_back(tensor(c, "embedding.wte"));
+  }
+  for (const Range& r : persistent_) {
+    persistent_prefix_.push_back(persistent_elems_);
+    persistent_elems_ += r.size();
+  }
+  int64_t piece = 0;
+  for (const program::Bucket& b : prog.param_buckets) {
+    const bool mine = b.stage == stage && b.chunk < 0;
+    allgather_pieces_.push_back(mine ? Range{piece, piece + b.elems} : Range{0, 0});
+    if (mine) piece += b.elems;
+  }
+  check_against(prog);
+}
+
+void StageLayout::check_against(const program::Program& prog) const {
+  for (int64_t c = 0; c < chunk_count(); ++c) {
+    const int64_t want = prog.chunk(stage_, c).params;
+    if (want != chunk(c).size()) {
+      throw ExecutorError(where(stage_) + "chunk " + std::to_string(c) + " holds " + std::to_string(want) +
+                          " parameters in the Program but " + std::to_string(chunk(c).size()) +
+                          " in the model layout of units [" + std::to_string(chunk(c).begin()) + ", " +
+                          std::to_string(chunk(c).end()) + ")");
+    }
+  }
+  for (std::size_t b = 0; b < prog.grad_buckets.size(); ++b) {
+    if (prog.grad_buckets[b].stage != stage_) continue;
+    const int64_t got = grad_bucket(static_cast<int32_t>(b)).size();
+    if (got != prog.grad_buckets[b].elems) {
+      throw ExecutorError(where(stage_) + "gradient bucket " + std::to_string(b) + " has " +
+                          std::to_string(prog.grad_buckets[b].elems) + " elements in the Program, " +
+                          std::to_string(got) + " in the layout");
+    }
+  }
+  int64_t pieces = 0;
+  for (std::size_t b = 0; b < prog.param_buckets.size(); ++b) {
+    const program::Bucket& bucket = prog.param_buckets[b];
+    if (bucket.stage != stage_) continue;
+    if (bucket.chunk < 0) {
+      pieces += bucket.elems;
+      continue;
+    }
+    const Range r = param_bucket(static_cast<int32_t>(b));
+    const int64_t kept = total(clip(persistent_, r));
+    if (r.size() - kept != bucket.elems || kept != bucket.persistent_elems) {
+      throw ExecutorError(where(stage_) + "parameter bucket " + std::to_string(b) + " gathers " +
+                          std::to_string(bucket.elems) + " and keeps " + std::to_string(bucket.persistent_elems) +
+                          " elements in the Program, but the layout has " + std::to_string(r.size() - kept) +
+                          " partitioned and " + std::to_string(kept) + " persistent");
+    }
+  }
+  if (pieces != 0 && pieces != elems_) {
+    throw ExecutorError(where(stage_) + "the Program's all-gather buckets cover " + std::to_string(pieces) +
+                        " of the stage's " + std::to_string(elems_) + " parameters");
+  }
+}
+
+int64_t StageLayout::chunk_of_unit(int64_t unit) const {
+  for (int64_t c = 0; c < chunk_count(); ++c) {
+    if (chunk(c).holds(unit)) return c;
+  }
+  throw ExecutorError(where(stage_) + "unit " + std::to_string(unit) + " is in none of the stage's chunks");
+}
+
+Range StageLayout::units(int64_t c, int64_t unit_begin, int64_t unit_end) const {
+  const ParamLayout& l = chunk(c);
+  if (unit_begin >= unit_end || !l.holds(unit_begin) || !l.holds(unit_end - 1)) {
+    throw ExecutorError(where(stage_) + "units [" + std::to_string(unit_begin) + ", " + std::to_string(unit_end) +
+                        ") are not all in chunk " + std::to_string(c));
+  }
+  const int64_t off = chunk_offset(c);
+  return {off + l.unit_range(unit_begin).begin, off + l.unit_range(unit_end - 1).end};
+}
+
+Range StageLayout::tensor(int64_t c, const std::string& name) const {
+  const Range r = chunk(c).find(name).range();
+  return {chunk_offset(c) + r.begin, chunk_offset(c) + r.end};
+}
+
+Range StageLayout::grad_bucket(int32_t bucket) const {
+  const program::Bucket& b = prog_->grad_buckets.at(static_cast<std::size_t>(bucket));
+  if (b.stage != stage_) throw ExecutorError(where(stage_) + "gradient bucket " + std::to_string(bucket) + " is another stage's");
+  return units(b.chunk, b.unit_begin, b.unit_end);
+}
+
+Range StageLayout::param_bucket(int32_t bucket) const {
+  const program::Bucket& b = prog_->param_buckets.at(static_cast<std::size_t>(bucket));
+  if (b.stage != stage_) throw ExecutorError(where(stage_) + "parameter bucket " + std::to_string(bucket) + " is another stage's");
+  if (b.chunk < 0) return allgather_pieces_[static_cast<std::size_t>(bucket)];
+  return units(b.chunk, b.unit_begin, b.unit_end);
+}
+
+Range StageLayout::tied_table(int32_t unit) const {
+  const int64_t c = chunk_of_unit(unit);
+  if (unit != 0 && !chunk(c).head_has_wte_copy()) {
+    throw ExecutorError(where(stage_) + "unit " + std::to_string(unit) + " holds no copy of the tied embedding table");
+  }
+  return tensor(c, "embedding.wte");
+}
+
+std::vector<int64_t> StageLayout::shard_counts(Range r) const {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < dp_; ++i) out.push_back(intersect(r, shard(i)).size());
+  return out;
+}
+
+int64_t StageLayout::persistent_index(int64_t pos) const {
+  auto it = std::upper_bound(persistent_.begin(), persistent_.end(), pos,
+                             [](int64_t p, const Range& r) { return p < r.begin; });
+  if (it == persistent_.begin() || pos >= std::prev(it)->end) {
+    throw ExecutorError(where(stage_) + "position " + std::to_string(pos) + " is not persistent");
+  }
+  const std::size_t k = static_cast<std::size_t>(std::prev(it) - persistent_.begin());
+  return persistent_prefix_[k] + (pos - persistent_[k].begin);
+}
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,87 @@
+// StageState: one rank's model state for its pipeline stage under ZeRO 0-3 — the buffers and
+// the sharded AdamW step, laid out by StageLayout. No communication: the runner moves data
+// between ranks and calls in here (zero/stage_layout.hpp has the position conventions).
+//
+//   params      the working buffer, padded N. ZeRO 0-2: every position valid. ZeRO-3 (dp > 1):
+//               own shard and persistent positions valid; the rest holds NaN except while a
+//               GatherParams has filled it, so computing with a parameter the Program did not
+//               gather poisons the loss instead of silently using stale values.
+//   grads       local accumulation over this step's micro-batches (Layer adds into it)
+//   shard_grads ZeRO >= 1 with dp > 1: this rank's reduced shard of the gradients
+//   persistent  ZeRO-3 (dp > 1): all-reduced gradients and replicated Adam state of the
+//               persistent tensors, packed
+//   m, v        Adam moments of optimizer_range() (+ host copies of params and grads with
+//               optimizer offload: the step then runs on those, as DeepSpeed's CPU Adam does)
+// Memory is reported to the MemoryTracker as it is allocated.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "executor/memory.hpp"
+#include "executor/model/adamw.hpp"
+#include "executor/zero/stage_layout.hpp"
+
+namespace stagecraft::executor {
+
+class StageState {
+ public:
+  StageState(const StageLayout& layout, bool offload, MemoryTracker& memory);
+
+  // Plan-independent initial values (ParamLayout::init) of the positions this rank keeps.
+  void init_params(uint64_t seed);
+
+  std::span<float> params() { return params_; }
+  std::span<const float> params() const { return params_; }
+  std::span<float> grads() { return grads_; }
+  std::span<float> chunk_params(int64_t c);
+  std::span<float> chunk_grads(int64_t c);
+  // Gradients are reduced into a shard (ZeRO >= 1, dp > 1) rather than kept whole.
+  bool reduces_into_shard() const { return layout_.zero_stage() >= 1 && layout_.dp() > 1; }
+  std::span<float> shard_grads() { return shard_grads_; }
+  std::span<float> persistent_grads() { return persistent_grads_; }
+
+  // Start of a step: every gradient buffer to zero.
+  void zero_grads();
+  // Sum of squared gradients this rank owns for the global norm: its shard (ZeRO-0: its slice
+  // of the all-reduced buffer), persistent tensors counted by their shard's owner, the tied
+  // head's copy of the embedding table left out.
+  double owned_grad_norm_sq() const;
+  // AdamW on optimizer_range() (and the persistent tensors), gradients scaled by clip_scale.
+  void optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale);
+  // Optimizer offload: gradients to the host, AdamW there, updated parameters back.
+  void copy_grads_to_host();
+  void host_optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale);
+  void copy_params_from_host();
+  // ZeRO-3: drop a gathered range (NaN on the positions this rank does not keep).
+  void release(Range r);
+
+  // ---- checkpoint: what this rank alone owns -----------------------------------------------------
+  // Parameters of optimizer_range(), Adam m and v, then the persistent tensors' values, m and v.
+  std::vector<float> owned_state() const;
+  void load_owned_state(std::span<const float> state);
+  // ZeRO 1-2: a dp peer's shard of parameters, from its checkpoint (first values of its state).
+  void load_peer_shard(int64_t dp_index, std::span<const float> peer_state);
+  int64_t owned_state_elems() const;
+
+  const StageLayout& layout() const { return layout_; }
+
+ private:
+  // Optimizer-range positions that are not persistent (the persistent ones step separately).
+  std::vector<Range> sharded_ranges() const;
+  float grad_at(int64_t pos) const;
+  void step_persistent(const AdamWConfig& cfg, int64_t step, float clip_scale);
+  void step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, std::span<float> params_base,
+                   std::span<const float> grads_base);
+
+  const StageLayout& layout_;
+  bool offload_ = false;
+  MemoryTracker& memory_;
+  std::vector<float> params_, grads_, shard_grads_;
+  std::vector<float> m_, v_;
+  std::vector<float> persistent_grads_, persistent_m_, persistent_v_;
+  std::vector<float> host_params_, host_grads_;
+};
+
+}  // namespace stagecraft::executor

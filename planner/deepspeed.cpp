@@ -1,0 +1,320 @@
+#include "planner/deepspeed.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <optional>
+
+#include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
+#include "planner/space.hpp"
+
+namespace stagecraft::planner {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kPipelineZero =
+    "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism";   // deepspeed/runtime/pipe/engine.py
+
+bool uniform_split(const spec::Plan& p) {
+  if (p.stage_layers.empty()) return false;
+  int64_t total = 0;
+  for (int64_t l : p.stage_layers) total += l;
+  const auto n = static_cast<int64_t>(p.stage_layers.size());
+  for (int64_t s = 0; s < n; ++s) {
+    if (p.stage_layers[static_cast<std::size_t>(s)] != total / n + (s < total % n ? 1 : 0)) return false;
+  }
+  return true;
+}
+
+json zero_section(const spec::ZeroConfig& z) {
+  return {{"stage", z.stage},
+          {"overlap_comm", z.overlap_comm},
+          {"contiguous_gradients", true},
+          {"reduce_scatter", true},
+          {"reduce_bucket_size", z.reduce_bucket},
+          {"allgather_bucket_size", z.allgather_bucket},
+          {"stage3_prefetch_bucket_size", z.prefetch_bucket},
+          {"stage3_max_live_parameters", z.max_live_parameters},
+          {"stage3_max_reuse_distance", z.max_reuse_distance},
+          {"stage3_param_persistence_threshold", z.param_persistence_threshold},
+          {"offload_optimizer", {{"device", z.offload_optimizer == spec::Offload::kCpu ? "cpu" : "none"}, {"pin_memory", true}}}};
+}
+
+std::vector<std::string> export_warnings(const spec::Plan& p) {
+  std::vector<std::string> w;
+  if (p.pp > 1 && p.zero.stage >= 2) {
+    w.push_back("pipeline parallelism (pp = " + std::to_string(p.pp) + ") with ZeRO stage " + std::to_string(p.zero.stage) +
+                ": DeepSpeed's pipeline engine refuses it (\"" + kPipelineZero +
+                "\", deepspeed/runtime/pipe/engine.py); run this plan with Stagecraft's executor (stagecraft run), "
+                "or choose ZeRO stage 0 or 1 for DeepSpeed");
+  }
+  if (p.pp > 1 && p.schedule != spec::Schedule::k1F1B) {
+    w.push_back(std::string("schedule \"") + spec::to_string(p.schedule) +
+                "\": DeepSpeed's pipeline engine runs 1F1B (TrainSchedule) only; the exported stage count runs as 1F1B");
+  }
+  if (p.sequence_parallel) {
+    w.push_back("sequence parallelism: DeepSpeed's AutoTP does not split norms and dropout over the sequence; "
+                "it needs a Megatron-style model (Megatron-DeepSpeed)");
+  }
+  if (p.recompute == spec::Recompute::kSelective) {
+    w.push_back("selective recompute: DeepSpeed has no config key for it; checkpoint attention in the model code "
+                "(Megatron's --recompute-granularity selective)");
+  }
+  if (!p.stage_layers.empty() && !uniform_split(p)) {
+    w.push_back("stage split: DeepSpeed's partition methods are \"parameters\", \"uniform\" and \"type:<regex>\"; this "
+                "plan's split is in stagecraft.plan.stage_layers");
+  }
+  return w;
+}
+
+// ---- import -------------------------------------------------------------------------------------
+
+// Reads DeepSpeed's keys without rejecting the many others a ds_config may hold.
+class DsReader {
+ public:
+  DsReader(const json& root, std::string file, std::vector<std::string>& defaults)
+      : root_(root), file_(std::move(file)), defaults_(defaults) {}
+
+  const json* at(const std::string& pointer) const {
+    const json::json_pointer p(pointer);
+    return root_.contains(p) ? &root_.at(p) : nullptr;
+  }
+  [[noreturn]] void fail(const std::string& pointer, const std::string& detail) const {
+    throw spec::SpecError(file_, pointer, detail);
+  }
+  // An element count or size: a number (5e8 is fine), "auto" or absent takes the default.
+  std::optional<int64_t> count(const std::string& pointer, std::optional<int64_t> fallback, const std::string& what) {
+    const json* v = at(pointer);
+    if (v == nullptr || (v->is_string() && v->get<std::string>() == "auto")) {
+      if (fallback) note(pointer, what + (v ? " (\"auto\")" : ""), *fallback);
+      return fallback;
+    }
+    if (!v->is_number()) fail(pointer, "expected a number, got " + spec::describe(*v));
+    const double d = v->get<double>();
+    if (!(d >= 0) || std::floor(d) != d) fail(pointer, "expected a non-negative integer, got " + spec::describe(*v));
+    return static_cast<int64_t>(d);
+  }
+  bool flag(const std::string& pointer, bool fallback, const std::string& what) {
+    const json* v = at(pointer);
+    if (v == nullptr) {
+      defaults_.push_back(dotted(pointer) + ": " + what + " " + (fallback ? "true" : "false"));
+      return fallback;
+    }
+    if (!v->is_boolean()) fail(pointer, "expected true or false, got " + spec::describe(*v));
+    return v->get<bool>();
+  }
+  std::string text(const std::string& pointer, const std::string& fallback) const {
+    const json* v = at(pointer);
+    if (v == nullptr) return fallback;
+    if (!v->is_string()) fail(pointer, "expected a string, got " + spec::describe(*v));
+    return v->get<std::string>();
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  static std::string dotted(const std::string& pointer) {
+    std::string key = pointer.substr(1);
+    std::replace(key.begin(), key.end(), '/', '.');
+    return key;
+  }
+  void note(const std::string& pointer, const std::string& what, int64_t value) {
+    defaults_.push_back(dotted(pointer) + ": " + what + " " + short_elems(value));
+  }
+
+  const json& root_;
+  std::string file_;
+  std::vector<std::string>& defaults_;
+};
+
+spec::Dtype read_dtype(DsReader& r) {
+  auto enabled = [&](const char* section) {
+    const json* v = r.at(std::string("/") + section + "/enabled");
+    if (v == nullptr) return false;
+    if (v->is_string() && v->get<std::string>() == "auto") return false;
+    if (!v->is_boolean()) r.fail(std::string("/") + section + "/enabled", "expected true or false, got " + spec::describe(*v));
+    return v->get<bool>();
+  };
+  const bool fp16 = enabled("fp16");
+  const bool bf16 = enabled("bf16") || enabled("bfloat16");
+  if (fp16 && bf16) r.fail("/bf16/enabled", "bfloat16 and fp16 modes cannot be simultaneously enabled (DeepSpeed's own check)");
+  return fp16 ? spec::Dtype::kFp16 : bf16 ? spec::Dtype::kBf16 : spec::Dtype::kFp32;
+}
+
+// DeepSpeedConfig._set_batch_related_parameters, then _batch_assertion, with world = dp.
+void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::vector<std::string>& notes) {
+  const std::optional<int64_t> train = r.count("/train_batch_size", std::nullopt, "");
+  const std::optional<int64_t> micro = r.count("/train_micro_batch_size_per_gpu", std::nullopt, "");
+  const std::optional<int64_t> gas = r.count("/gradient_accumulation_steps", std::nullopt, "");
+  int64_t b = 0, mb = 0, g = 0;
+  if (train && micro && gas) {
+    b = *train, mb = *micro, g = *gas;
+  } else if (train && micro) {
+    b = *train, mb = *micro, g = *train / *micro / dp;
+    notes.push_back("gradient_accumulation_steps: train_batch_size / micro / dp = " + std::to_string(g) + " (as DeepSpeed computes it)");
+  } else if (train && gas) {
+    b = *train, g = *gas, mb = *train / dp / *gas;
+    notes.push_back("train_micro_batch_size_per_gpu: train_batch_size / dp / gas = " + std::to_string(mb) + " (as DeepSpeed computes it)");
+  } else if (micro && gas) {
+    mb = *micro, g = *gas, b = *micro * *gas * dp;
+    notes.push_back("train_batch_size: micro × gas × dp = " + std::to_string(b) + " (as DeepSpeed computes it)");
+  } else if (train) {
+    b = *train, g = 1, mb = *train / dp;
+    notes.push_back("gradient_accumulation_steps: DeepSpeed's default 1; train_micro_batch_size_per_gpu = " + std::to_string(mb));
+  } else if (micro) {
+    mb = *micro, g = 1, b = *micro * dp;
+    notes.push_back("gradient_accumulation_steps: DeepSpeed's default 1; train_batch_size = " + std::to_string(b));
+  } else {
+    r.fail("/train_batch_size", "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided (DeepSpeed's own check)");
+  }
+  if (b <= 0) r.fail("/train_batch_size", "Train batch size: " + std::to_string(b) + " has to be greater than 0");
+  if (mb <= 0) r.fail("/train_micro_batch_size_per_gpu", "Micro batch size per gpu: " + std::to_string(mb) + " has to be greater than 0");
+  if (g <= 0) r.fail("/gradient_accumulation_steps", "Gradient accumulation steps: " + std::to_string(g) + " has to be greater than 0");
+  if (b != mb * g * dp) {
+    r.fail("/train_batch_size", "Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+                                "gradient_acc_step * world_size " + std::to_string(b) + " != " + std::to_string(mb) + " * " +
+                                    std::to_string(g) + " * " + std::to_string(dp) + " (DeepSpeed's own check; world_size is the data-parallel size)");
+  }
+  p.micro_batch = mb;
+  p.micro_batches = g;
+  t.global_batch = b;
+}
+
+void read_zero(DsReader& r, spec::ZeroConfig& z) {
+  const spec::ZeroConfig d;
+  const json* stage = r.at("/zero_optimization/stage");
+  z.stage = 0;
+  if (stage == nullptr) {
+    r.count("/zero_optimization/stage", 0, "DeepSpeed's default");
+  } else if (!stage->is_number_integer() || stage->get<int64_t>() < 0 || stage->get<int64_t>() > 3) {
+    r.fail("/zero_optimization/stage", "expected a ZeRO stage 0, 1, 2 or 3, got " + spec::describe(*stage));
+  } else {
+    z.stage = static_cast<int>(stage->get<int64_t>());
+  }
+  const std::string dflt = "DeepSpeed's default";
+  z.reduce_bucket = *r.count("/zero_optimization/reduce_bucket_size", d.reduce_bucket, dflt);
+  z.allgather_bucket = *r.count("/zero_optimization/allgather_bucket_size", d.allgather_bucket, dflt);
+  z.prefetch_bucket = *r.count("/zero_optimization/stage3_prefetch_bucket_size", d.prefetch_bucket, dflt);
+  z.max_live_parameters = *r.count("/zero_optimization/stage3_max_live_parameters", d.max_live_parameters, dflt);
+  z.max_reuse_distance = *r.count("/zero_optimization/stage3_max_reuse_distance", d.max_reuse_distance, dflt);
+  z.param_persistence_threshold =
+      *r.count("/zero_optimization/stage3_param_persistence_threshold", d.param_persistence_threshold, dflt);
+  for (const char* key : {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters"}) {
+    const std::string ptr = std::string("/zero_optimization/") + key;
+    if (r.at(ptr) && r.at(ptr)->is_number() && r.at(ptr)->get<double>() < 1) r.fail(ptr, "expected at least 1 element");
+  }
+  z.overlap_comm = r.flag("/zero_optimization/overlap_comm", z.stage == 3,
+                          std::string("DeepSpeed's default for stage ") + std::to_string(z.stage) + ":");
+  const std::string device = r.text("/zero_optimization/offload_optimizer/device", "none");
+  if (device != "none" && device != "cpu" && device != "nvme") {
+    r.fail("/zero_optimization/offload_optimizer/device", "expected \"none\", \"cpu\" or \"nvme\", got \"" + device + "\"");
+  }
+  if (device == "nvme") r.fail("/zero_optimization/offload_optimizer/device", "\"nvme\" offload is not modelled; use \"cpu\" or \"none\"");
+  z.offload_optimizer = device == "cpu" ? spec::Offload::kCpu : spec::Offload::kNone;
+  if (z.offload_optimizer == spec::Offload::kCpu && z.stage == 0) {
+    r.fail("/zero_optimization/offload_optimizer/device", "optimizer offload needs ZeRO stage 1, 2 or 3 (ZeRO-Offload)");
+  }
+  if (r.text("/zero_optimization/offload_param/device", "none") != "none") {
+    r.fail("/zero_optimization/offload_param/device", "parameter offload is not modelled; use \"none\"");
+  }
+}
+
+// The "stagecraft" section an export wrote: the plan fields DeepSpeed cannot express.
+void read_stagecraft(const json& ds, const std::string& file, spec::Plan& p) {
+  if (!ds.contains("stagecraft") || !ds.at("stagecraft").contains("plan")) return;
+  const spec::Plan s = spec::plan_from_json(ds.at("stagecraft").at("plan"), file + " (stagecraft.plan)");
+  p.schedule = s.schedule;
+  p.virtual_stages = s.virtual_stages;
+  p.sequence_parallel = s.sequence_parallel && p.tp > 1;
+  if (s.recompute == spec::Recompute::kSelective && p.recompute == spec::Recompute::kNone) p.recompute = s.recompute;
+  if (static_cast<int64_t>(s.stage_layers.size()) == p.pp) p.stage_layers = s.stage_layers;
+  if (p.pp < 2 || p.micro_batches % p.pp != 0) {
+    if (p.schedule == spec::Schedule::kInterleaved) {
+      p.schedule = spec::Schedule::k1F1B;
+      p.virtual_stages = 1;
+    }
+  }
+}
+
+int64_t read_parallel(DsReader& r, const std::string& pointer, const std::string& what) {
+  const json* v = r.at(pointer);
+  if (v == nullptr || (v->is_string() && v->get<std::string>() == "auto")) return 1;
+  if (!v->is_number_integer() || v->get<int64_t>() < 0) r.fail(pointer, "expected a positive " + what + ", got " + spec::describe(*v));
+  return std::max<int64_t>(1, v->get<int64_t>());
+}
+
+}  // namespace
+
+DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& training) {
+  DeepSpeedExport out;
+  const std::string opt = training.optimizer == spec::Optimizer::kAdamW ? "AdamW" : "Adam";
+  json ds = {{"train_batch_size", plan.micro_batch * plan.micro_batches * plan.dp},
+             {"train_micro_batch_size_per_gpu", plan.micro_batch},
+             {"gradient_accumulation_steps", plan.micro_batches},
+             {"gradient_clipping", 1.0},
+             {"fp16", {{"enabled", training.dtype == spec::Dtype::kFp16}}},
+             {"bf16", {{"enabled", training.dtype == spec::Dtype::kBf16}}},
+             {"optimizer", {{"type", opt}}},
+             {"zero_optimization", zero_section(plan.zero)},
+             {"pipeline",
+              {{"stages", plan.pp},
+               {"partition", uniform_split(plan) ? "uniform" : "parameters"},
+               {"activation_checkpoint_interval", plan.recompute == spec::Recompute::kFull ? 1 : 0}}}};
+  if (plan.tp > 1) ds["tensor_parallel"] = {{"autotp_size", plan.tp}};
+  out.warnings = export_warnings(plan);
+  ds["stagecraft"] = {{"plan", spec::to_json(plan)},
+                      {"data_parallel", plan.dp},
+                      {"note", "written by stagecraft export deepspeed; DeepSpeed reads only the keys it knows"},
+                      {"warnings", out.warnings}};
+  out.config = std::move(ds);
+  return out;
+}
+
+DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t gpus, int64_t layers) {
+  if (!ds.is_object()) throw spec::SpecError(file, "", "expected a JSON object (a DeepSpeed config), got " + spec::describe(ds));
+  DeepSpeedImport out;
+  DsReader r(ds, file, out.defaults);
+  spec::Plan& p = out.plan;
+  p.file = file;
+  p.source = "imported from DeepSpeed config " + file;
+  p.tp = read_parallel(r, "/tensor_parallel/autotp_size", "tensor-parallel size");
+  p.pp = read_parallel(r, "/pipeline/stages", "pipeline stage count");
+  if (!r.at("/pipeline/stages")) out.defaults.push_back("pipeline.stages: absent, so no pipeline (1 stage)");
+  if (gpus % (p.tp * p.pp) != 0) {
+    r.fail(r.at("/pipeline/stages") ? "/pipeline/stages" : "/tensor_parallel/autotp_size",
+           "expected autotp_size × pipeline stages (" + std::to_string(p.tp) + " × " + std::to_string(p.pp) +
+               ") to divide the " + std::to_string(gpus) + " GPUs");
+  }
+  p.dp = gpus / (p.tp * p.pp);
+  spec::Training& t = out.training;
+  t.file = file;
+  t.source = "imported from DeepSpeed config " + file;
+  read_batch(r, p.dp, p, t, out.defaults);
+  t.dtype = read_dtype(r);
+  if (!r.at("/fp16/enabled") && !r.at("/bf16/enabled")) out.defaults.push_back("fp16, bf16: absent, so fp32 (DeepSpeed's default)");
+  std::string opt = r.text("/optimizer/type", "adam");
+  std::transform(opt.begin(), opt.end(), opt.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (opt != "adam" && opt != "adamw") r.fail("/optimizer/type", "expected \"Adam\" or \"AdamW\" (what Stagecraft models), got \"" + opt + "\"");
+  t.optimizer = opt == "adamw" ? spec::Optimizer::kAdamW : spec::Optimizer::kAdam;
+  read_zero(r, p.zero);
+  const json* interval = r.at("/pipeline/activation_checkpoint_interval");
+  if (interval && !interval->is_number_integer()) r.fail("/pipeline/activation_checkpoint_interval", "expected an integer, got " + spec::describe(*interval));
+  p.recompute = interval && interval->get<int64_t>() > 0 ? spec::Recompute::kFull : spec::Recompute::kNone;
+  const std::string partition = r.text("/pipeline/partition", "parameters");
+  if (partition == "uniform" && p.pp > 1) {
+    // DeepSpeed's 'uniform' balances layer counts: blocks per stage, the first stages taking the rest
+    for (int64_t s = 0; s < p.pp; ++s) p.stage_layers.push_back(layers / p.pp + (s < layers % p.pp ? 1 : 0));
+  } else if (p.pp > 1 && partition != "parameters") {
+    out.defaults.push_back("pipeline.partition \"" + partition + "\": modelled as a split balanced by cost");
+  }
+  read_stagecraft(ds, file, p);
+  return out;
+}
+
+DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers) {
+  return from_deepspeed(spec::read_json_file(path), path, gpus, layers);
+}
+
+}  // namespace stagecraft::planner

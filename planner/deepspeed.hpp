@@ -1,0 +1,58 @@
+// DeepSpeed interop: a Stagecraft plan as a DeepSpeed ds_config.json, and a user's ds_config.json
+// as a Stagecraft plan and training (REFERENCE.md "DeepSpeed configuration").
+//
+// Export writes the keys DeepSpeed reads (deepspeed/runtime/config.py, zero/config.py,
+// pipe/engine.py, tensor_parallel/config.py):
+//   train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × dp
+//                      (DeepSpeedConfig._batch_assertion, with the data-parallel world size)
+//   fp16 / bf16 {enabled}, optimizer {type}, gradient_clipping,
+//   zero_optimization {stage, overlap_comm, contiguous_gradients, reduce_scatter,
+//                      reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size,
+//                      stage3_max_live_parameters, stage3_max_reuse_distance,
+//                      stage3_param_persistence_threshold, offload_optimizer {device, pin_memory}}
+//   pipeline {stages, partition, activation_checkpoint_interval}, tensor_parallel {autotp_size}
+// plus a "stagecraft" object (DeepSpeed reads only the keys it knows) holding the full plan, so
+// what DeepSpeed cannot express (schedule, virtual stages, sequence parallelism, selective
+// recompute, the stage split) survives a round trip. It warns, with DeepSpeed's own reason, where
+// DeepSpeed cannot run the plan (pipeline + ZeRO >= 2: "ZeRO-2 and ZeRO-3 are incompatible with
+// pipeline parallelism", deepspeed/runtime/pipe/engine.py) or runs it differently.
+//
+// Import reads those keys; a missing key takes DeepSpeed's code default (bucket sizes 5e8,
+// stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters and max_reuse_distance 1e9,
+// stage3_param_persistence_threshold 1e5, overlap_comm true only for stage 3, stage 0, fp32,
+// pipeline stages 1, autotp_size 0 = no tensor parallelism), and the batch triple is completed as
+// DeepSpeedConfig._set_batch_related_parameters does. Each default applied is reported.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
+
+namespace stagecraft::planner {
+
+struct DeepSpeedExport {
+  nlohmann::json config;
+  std::vector<std::string> warnings;   // where DeepSpeed cannot run the plan as Stagecraft would
+};
+
+// The plan must be valid for the training (tp·pp·dp GPUs, the batch identity).
+DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& training);
+
+struct DeepSpeedImport {
+  spec::Plan plan;
+  spec::Training training;
+  std::vector<std::string> defaults;   // "zero_optimization.reduce_bucket_size: DeepSpeed's default 5e8", ...
+};
+
+// Reads a ds_config for `gpus` GPUs and a model of `layers` blocks (for pipeline.partition
+// "uniform"). Throws SpecError naming `file`, the JSON pointer and the reason (DeepSpeed's own
+// wording for its batch and precision checks).
+DeepSpeedImport from_deepspeed(const nlohmann::json& ds, const std::string& file, int64_t gpus, int64_t layers);
+DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers);
+
+}  // namespace stagecraft::planner

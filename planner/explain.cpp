@@ -1,0 +1,186 @@
+#include "planner/explain.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+namespace stagecraft::planner {
+
+namespace {
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+std::string gib(double bytes) { return fmt("%.1f GiB", bytes / (1024.0 * 1024 * 1024)); }
+std::string pct(double x) { return fmt("%.0f%%", 100 * x); }
+std::string signed_pct(double x) { return fmt(x >= 0 ? "+%.1f%%" : "%.1f%%", 100 * x); }
+
+struct Terms {
+  double compute, exposed, bubble;
+};
+Terms terms(const Metrics& m) { return {m.compute_s, m.exposed_comm_s, m.bubble_s}; }
+
+// The breakdown term that grew most from `best` to `other`, in words.
+std::string grew(const Metrics& best, const Metrics& other) {
+  const Terms a = terms(best), b = terms(other);
+  const std::pair<double, std::string> deltas[] = {
+      {b.compute - a.compute, "compute"}, {b.exposed - a.exposed, "exposed communication"}, {b.bubble - a.bubble, "pipeline bubble"}};
+  const auto* top = std::max_element(std::begin(deltas), std::end(deltas),
+                                     [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (top->first <= 0) return "no single term grew";
+  std::string lane;
+  if (top->second == "exposed communication") {
+    const std::pair<double, const char*> lanes[] = {{other.tp_s - best.tp_s, "tp"}, {other.pp_s - best.pp_s, "pp"}, {other.dp_s - best.dp_s, "dp"}};
+    const auto* l = std::max_element(std::begin(lanes), std::end(lanes), [](const auto& x, const auto& y) { return x.first < y.first; });
+    if (l->first > 0) lane = std::string(", mostly ") + l->second;
+  }
+  return "more " + top->second + " (" + fmt("+%.3f s", top->first) + lane + ")";
+}
+
+std::string limit_words(const Metrics& m, std::string& term) {
+  const double step = m.step_time_s;
+  const std::pair<double, std::string> parts[] = {
+      {m.compute_s, "compute"}, {m.exposed_comm_s, "exposed communication"}, {m.bubble_s, "pipeline bubble"}};
+  const auto* top = std::max_element(std::begin(parts), std::end(parts),
+                                     [](const auto& x, const auto& y) { return x.first < y.first; });
+  term = top->second;
+  std::string s = "limited by " + top->second + ": " + fmt("%.3f s", top->first) + " of the " + fmt("%.3f s", step) +
+                  " step (" + pct(step > 0 ? top->first / step : 0) + ")";
+  if (term == "compute") s += ", at " + pct(m.mfu) + " MFU";
+  s += "; compute " + fmt("%.3f s", m.compute_s) + ", exposed communication " + fmt("%.3f s", m.exposed_comm_s) +
+       ", bubble " + fmt("%.3f s", m.bubble_s) + "; communication lanes busy: tp " + fmt("%.3f s", m.tp_s) + ", pp " +
+       fmt("%.3f s", m.pp_s) + ", dp " + fmt("%.3f s", m.dp_s);
+  return s;
+}
+
+std::string memory_words(const Metrics& m, int64_t capacity) {
+  const std::pair<int64_t, const char*> parts[] = {{m.params, "parameters"},     {m.grads, "gradients"},
+                                                   {m.optimizer, "optimizer states"}, {m.activations, "activations"},
+                                                   {m.buffers, "buffers"},        {m.reserved, "reserved"}};
+  const auto* top = std::max_element(std::begin(parts), std::end(parts),
+                                     [](const auto& x, const auto& y) { return x.first < y.first; });
+  return "peak memory " + gib(static_cast<double>(m.peak_memory_bytes)) + " of " + gib(static_cast<double>(capacity)) + " (" +
+         pct(capacity > 0 ? static_cast<double>(m.peak_memory_bytes) / static_cast<double>(capacity) : 0) +
+         "), largest term " + top->second + " " + gib(static_cast<double>(top->first));
+}
+
+// The value of `axis` in a candidate.
+std::string value_of(const Candidate& c, const std::string& axis) {
+  for (const auto& [a, v] : axis_values(c)) {
+    if (a == axis) return v;
+  }
+  throw std::logic_error("unknown axis " + axis);
+}
+
+AxisAlternative alternative(const SearchResult& r, const Evaluated& best, const std::string& axis, const std::string& value,
+                            const AxisCell& cell) {
+  AxisAlternative a;
+  a.value = value;
+  const Evaluated* found = nullptr;
+  bool simulated = false;
+  for (const Evaluated& e : r.evaluated) {
+    if (value_of(e.candidate, axis) != value) continue;
+    simulated = true;
+    if (!e.metrics.fits || e.metrics.failed) continue;
+    if (found == nullptr || better(e, *found)) found = &e;
+  }
+  const double t0 = best.metrics.step_time_s;
+  if (found) {
+    a.verdict = "simulated";
+    a.step_time_s = found->metrics.step_time_s;
+    a.delta = a.step_time_s / t0 - 1;
+    a.plan = found->key;
+    a.reason = signed_pct(a.delta) + " (" + fmt("%.3f s", a.step_time_s) + "): " + grew(best.metrics, found->metrics);
+  } else if (cell.has_survivor && !simulated) {
+    a.verdict = "bound";
+    const double kth = r.top.back().metrics.step_time_s;
+    if (cell.min_step_lb >= t0) {
+      a.step_time_s = cell.min_step_lb;
+      a.reason = "no such plan can be faster than " + fmt("%.3f s", cell.min_step_lb) + " (" +
+                 signed_pct(cell.min_step_lb / t0 - 1) + ", step-time lower bound), so none was simulated";
+    } else {
+      a.step_time_s = kth;
+      a.reason = "every such plan was ruled out by its critical path after lowering: none beats the top " +
+                 std::to_string(r.top.size()) + " (" + fmt("%.3f s", kth) + ")";
+    }
+    a.delta = a.step_time_s / t0 - 1;
+  } else if (simulated) {
+    a.verdict = "not fitting";
+    a.reason = "the simulated plans do not fit in memory";
+  } else {
+    a.verdict = "memory";
+    a.reason = "does not fit: needs at least " + gib(static_cast<double>(cell.min_memory_lb)) + " per GPU";
+  }
+  return a;
+}
+
+}  // namespace
+
+Explanation explain(const SearchResult& r) {
+  if (r.top.empty()) throw std::logic_error("explain: no plan to explain");
+  const Evaluated& best = r.top.front();
+  Explanation x;
+  x.limit = limit_words(best.metrics, x.limit_term);
+  x.memory = memory_words(best.metrics, r.capacity_bytes);
+  for (const auto& [axis, value] : axis_values(best.candidate)) {
+    auto it = r.axes.find(axis);
+    if (it == r.axes.end() || it->second.size() < 2) continue;   // nothing to compare with
+    AxisExplanation ax;
+    ax.axis = axis;
+    ax.best_value = value;
+    for (const auto& [v, cell] : it->second) {
+      if (v == value || cell.candidates == 0) continue;
+      ax.alternatives.push_back(alternative(r, best, axis, v, cell));
+    }
+    std::sort(ax.alternatives.begin(), ax.alternatives.end(), [](const AxisAlternative& a, const AxisAlternative& b) {
+      const bool sa = a.verdict == "simulated" || a.verdict == "bound", sb = b.verdict == "simulated" || b.verdict == "bound";
+      if (sa != sb) return sa;
+      return a.step_time_s != b.step_time_s ? a.step_time_s < b.step_time_s : a.value < b.value;
+    });
+    x.axes.push_back(std::move(ax));
+  }
+  return x;
+}
+
+std::vector<std::string> Explanation::lines() const {
+  std::vector<std::string> out;
+  out.push_back("What limits it: " + limit + ".");
+  out.push_back("Memory: " + memory + ".");
+  out.push_back("Why it wins, axis by axis (the best plan with each other value):");
+  constexpr std::size_t kShown = 5;   // the closest alternatives; to_json() has them all
+  for (const AxisExplanation& a : axes) {
+    std::string line = "  " + a.axis + " = " + a.best_value + ":";
+    for (std::size_t i = 0; i < a.alternatives.size() && i < kShown; ++i) {
+      line += "\n      " + a.axis + " = " + a.alternatives[i].value + ": " + a.alternatives[i].reason;
+    }
+    if (a.alternatives.size() > kShown) {
+      line += "\n      (" + std::to_string(a.alternatives.size() - kShown) + " more values, slower or not fitting)";
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+nlohmann::json Explanation::to_json() const {
+  nlohmann::json axes_json = nlohmann::json::array();
+  for (const AxisExplanation& a : axes) {
+    nlohmann::json alts = nlohmann::json::array();
+    for (const AxisAlternative& alt : a.alternatives) {
+      nlohmann::json j = {{"value", alt.value}, {"verdict", alt.verdict}, {"reason", alt.reason}};
+      if (alt.verdict == "simulated" || alt.verdict == "bound") {
+        j["step_time_s"] = alt.step_time_s;
+        j["delta"] = alt.delta;
+      }
+      if (!alt.plan.empty()) j["plan"] = alt.plan;
+      alts.push_back(std::move(j));
+    }
+    axes_json.push_back({{"axis", a.axis}, {"best", a.best_value}, {"alternatives", alts}});
+  }
+  return {{"limit", limit}, {"limit_term", limit_term}, {"memory", memory}, {"axes", axes_json}};
+}
+
+}  // namespace stagecraft::planner

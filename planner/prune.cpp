@@ -1,0 +1,777 @@
+#include "planner/prune.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+#include "core/program/partition.hpp"
+#include "core/program/schedules/schedules.hpp"
+#include "core/program/units.hpp"
+#include "sim/models/memory.hpp"
+
+namespace stagecraft::planner {
+
+using program::ChunkInfo;
+using program::Op;
+using program::Unit;
+using program::UnitKind;
+using program::UnitParams;
+using sim::CollectiveKind;
+
+namespace detail {
+
+inline double ns(int64_t t) { return static_cast<double>(t) * 1e-9; }
+
+// One ZeRO variant (stage, overlap, offload, bucket sizes) on one layout; per-stage terms.
+struct ZeroTerms {
+  int8_t zero = 0;
+  bool offload = false, overlap = true;
+  int8_t reduce_i = -1, prefetch_i = -1, max_live_i = -1;
+  bool duplicate = false;   // the same Program as an earlier variant
+  int32_t twin = -1;        // with offload: the variant without it
+  std::vector<int64_t> static_bytes;   // model states + gradient bucket buffer
+  std::vector<double> last_reduce_s;   // reductions after the stage's last compute
+  std::vector<double> once_s;          // reduce lane, once per step
+  std::vector<double> per_mb_s;        // reduce lane, every micro-batch
+  std::vector<double> gather_s;        // ZeRO-3 gathers, each bucket once
+  std::vector<double> regather_bytes;  // ZeRO-3 bytes each micro-batch must gather again at least
+  double gather_slope = 0;             // seconds per gathered byte, at least
+  // ZeRO-3 when no two buckets fit under max_live_parameters together: a pass's gathers and
+  // computes run one after another (gather b, compute, release b, gather the next, ...), except
+  // that a gather may overlap the tp collectives between the two computes it separates.
+  std::vector<double> serial_g;        // per stage: Σ_chunks 2 passes × (Σ_b T_AG(b) − max_b T_AG(b))
+  std::vector<int64_t> serial_n;       // per stage: the gathers counted there (one per compute boundary)
+  std::vector<double> first_g;         // per stage: chunk 0's forward-pass share of serial_g
+  std::vector<int64_t> first_n;
+  std::vector<double> serial_switch;   // per stage: a step on another chunk than the step before
+                                       // finds none of its buckets resident: min_c (longest gather)
+  std::vector<double> after_s;         // gradient norm + optimizer + ZeRO-1/2 parameter all-gather
+};
+
+struct Layout {
+  int64_t tp = 1, pp = 1, dp = 1, v = 1;
+  Split split = Split::kBalanced;
+  bool duplicate = false;               // uniform split equal to the balanced one
+  std::vector<Unit> units;
+  std::vector<int64_t> chunk_layers;    // model order
+  std::vector<int64_t> stage_layers;
+  std::vector<ChunkInfo> chunks;        // stage-major, params filled
+  std::vector<std::vector<UnitParams>> params;   // [stage][unit]
+  std::vector<int64_t> stage_params, stage_persistent;
+  std::vector<ZeroTerms> variants;
+
+  const ChunkInfo& chunk(int64_t s, int64_t c) const { return chunks[static_cast<std::size_t>(s * v + c)]; }
+  // Whether a chunk receives from / sends to another chunk (model order: stage-fastest).
+  bool has_prev(const ChunkInfo& c) const { return c.stage > 0 || c.chunk > 0; }
+  bool has_next(const ChunkInfo& c) const { return c.stage < pp - 1 || c.chunk < v - 1; }
+};
+
+struct CommCosts {
+  std::vector<sim::CollectiveCost> dp_ag, dp_rs, dp_ar;   // one per distinct placement of the stages' groups
+  std::optional<sim::CollectiveCost> tp_ag, tp_rs, tp_ar, tied_ar;
+  std::vector<sim::CollectiveCost> p2p;                   // boundary s -> s+1, then the wrap p-1 -> 0
+  double gradnorm_s = 0;
+  double dp_ag_slope = 0;   // d(all-gather time)/d(bytes): T_AG(S) >= slope · S
+
+  // T(S) = Σ_stages steps·(α + ⌈⌈S/div⌉·1e9/β⌉) ns >= S · Σ steps/(div·β): the slope between two
+  // large sizes, less a hair for the rounding.
+  void set_slope() {
+    const int64_t x = int64_t{1} << 32;
+    double best = -1;
+    for (const sim::CollectiveCost& c : dp_ag) {
+      const double s = ns(c.time_ns(2 * x) - c.time_ns(x)) / static_cast<double>(x);
+      if (best < 0 || s < best) best = s;
+    }
+    dp_ag_slope = std::max(0.0, best) * (1 - 1e-6);
+  }
+
+  double dp_s(CollectiveKind kind, int64_t bytes) const {
+    const auto& list = kind == CollectiveKind::kAllGather ? dp_ag : kind == CollectiveKind::kReduceScatter ? dp_rs : dp_ar;
+    int64_t best = -1;
+    for (const sim::CollectiveCost& c : list) {
+      const int64_t t = c.time_ns(bytes);
+      if (best < 0 || t < best) best = t;
+    }
+    return best < 0 ? 0.0 : static_cast<double>(best) * 1e-9;
+  }
+};
+
+// One chunk's durations for one micro-batch.
+struct ChunkTimes {
+  double fwd_chain = 0;    // F + its tp collectives (what the next stage waits for)
+  double bwd_chain = 0;    // B (or B-input with ZB-H1) + R + their tp collectives
+  double busy = 0;         // F + B + R + W + tp collectives, less one op per pass
+  double act_bytes = 0;    // one activation set
+  int sends = 0;           // pipeline sends per micro-batch (forward to the next chunk, backward to the previous)
+};
+
+// Per-stage pipeline terms of one (layout, compute, schedule, m).
+struct PipeTerms {
+  std::vector<double> head, tail, busy, first_fwd, held;
+  std::vector<int64_t> switches;   // per stage: parameter-using steps on another chunk than the one before
+  double tp_gap = 0;               // most tp collective time between two computes of a pass
+  double step_gap = 0;             // most time between two steps' computes besides compute: tp + p2p
+  double link = 0;                 // the fastest pipeline send
+  int64_t p2p_buffers = 0;
+  bool zb = false;
+};
+
+}  // namespace detail
+
+using detail::ChunkTimes;
+using detail::PipeTerms;
+using detail::CommCosts;
+using detail::Layout;
+using detail::ZeroTerms;
+
+namespace {
+
+constexpr double kMargin = 1e-5;   // relative, for the simulator's per-instruction ns rounding
+
+int64_t log2ceil(int64_t n) {
+  int64_t k = 0;
+  while ((int64_t{1} << k) < n) ++k;
+  return k;
+}
+
+using detail::ns;
+
+// Chunk k in model order runs on stage k % pp as its chunk k / pp (as lowering places them).
+std::vector<ChunkInfo> place_chunks(const spec::Model& m, int64_t pp, int64_t v, const std::vector<int64_t>& layers) {
+  const int64_t total = pp * v;
+  std::vector<ChunkInfo> chunks(static_cast<std::size_t>(total));
+  int64_t block = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    ChunkInfo c;
+    c.stage = static_cast<int32_t>(k % pp);
+    c.chunk = static_cast<int32_t>(k / pp);
+    c.unit_begin = k == 0 ? 0 : program::block_first_unit(block);
+    block += layers[static_cast<std::size_t>(k)];
+    c.unit_end = k == total - 1 ? program::head_unit(m) + 1 : program::block_first_unit(block);
+    chunks[static_cast<std::size_t>(c.stage * v + c.chunk)] = c;
+  }
+  return chunks;
+}
+
+void fill_params(Layout& lay, const spec::Model& m, int64_t threshold) {
+  const int64_t tied = program::tied_head_copy(m, lay.tp);
+  lay.params.assign(static_cast<std::size_t>(lay.pp), {});
+  lay.stage_params.assign(static_cast<std::size_t>(lay.pp), 0);
+  lay.stage_persistent.assign(static_cast<std::size_t>(lay.pp), 0);
+  for (int64_t s = 0; s < lay.pp; ++s) {
+    const bool has_embedding = lay.chunk(s, 0).unit_begin == 0;
+    auto& params = lay.params[static_cast<std::size_t>(s)];
+    params.resize(lay.units.size());
+    for (int64_t c = 0; c < lay.v; ++c) {
+      ChunkInfo& ch = lay.chunks[static_cast<std::size_t>(s * lay.v + c)];
+      for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
+        params[static_cast<std::size_t>(u)] = program::unit_params(lay.units, u, has_embedding, tied, threshold);
+        ch.params += params[static_cast<std::size_t>(u)].elems;
+        lay.stage_persistent[static_cast<std::size_t>(s)] += params[static_cast<std::size_t>(u)].persistent;
+      }
+      lay.stage_params[static_cast<std::size_t>(s)] += ch.params;
+    }
+  }
+}
+
+// The simulator's gradient-norm all-reduce: a few bytes, 2·⌈log2⌉ latency steps in and across nodes.
+double gradnorm_s(const spec::Cluster& c, int64_t world) {
+  if (world <= 1) return 0;
+  const int64_t nodes = (world + c.gpus_per_node - 1) / c.gpus_per_node;
+  const int64_t local = std::min(world, c.gpus_per_node);
+  return ns(2 * log2ceil(local) * c.intra_node.latency_ns + 2 * log2ceil(nodes) * c.inter_node.latency_ns);
+}
+
+// Every distinct placement the data-parallel groups of the simulated ranks (tp index 0) take.
+std::vector<std::vector<int64_t>> dp_placements(const program::Placement& pl, int64_t gpn) {
+  std::vector<std::vector<int64_t>> out;
+  std::set<int64_t> seen;
+  for (int64_t s = 0; s < pl.pp; ++s) {
+    const int64_t base = pl.rank(s, 0, 0);
+    if (!seen.insert(base % gpn).second) continue;
+    out.push_back(pl.group_members(program::Group::kDp, base));
+  }
+  return out;
+}
+
+std::vector<int64_t> stage_layers_of(const std::vector<int64_t>& chunk_layers, int64_t pp) {
+  std::vector<int64_t> out(static_cast<std::size_t>(pp), 0);
+  for (std::size_t k = 0; k < chunk_layers.size(); ++k) out[k % static_cast<std::size_t>(pp)] += chunk_layers[k];
+  return out;
+}
+
+int64_t bucket_value(const std::vector<int64_t>& grid, int8_t i, int64_t fallback) {
+  return i >= 0 ? grid[static_cast<std::size_t>(i)] : fallback;
+}
+
+// Gradient reductions of one stage: their times in total, over chunk 0 and for chunk 0's last bucket.
+struct GradTerms {
+  double all = 0, c0_sum = 0, c0_last = 0;
+};
+
+GradTerms grad_terms(const Layout& lay, int64_t s, int64_t reduce, const CommCosts& cc, CollectiveKind kind,
+                     int64_t pbytes, std::vector<int64_t>& sig) {
+  GradTerms g;
+  const bool dpc = lay.dp > 1;
+  for (int64_t c = 0; c < lay.v; ++c) {
+    for (const program::Bucket& b : program::grad_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], reduce)) {
+      const double t = dpc ? cc.dp_s(kind, b.elems * pbytes) : 0.0;
+      g.all += t;
+      if (c == 0) {
+        g.c0_sum += t;
+        g.c0_last = t;
+      }
+      if (dpc) sig.push_back(b.elems);
+    }
+    if (dpc) sig.push_back(-1);
+  }
+  return g;
+}
+
+// ZeRO-3 parameter buckets of one stage, per chunk: gathered elements, bucket count, gather times.
+struct GatherStats {
+  double once = 0;                      // every bucket gathered once
+  int64_t gathered = 0, biggest = 0, smallest = 0, second = 0;
+  std::vector<int64_t> chunk_elems, chunk_buckets;
+  std::vector<double> chunk_serial;     // Σ_b T_AG(b) − max_b T_AG(b)
+  std::vector<double> chunk_longest;    // max_b T_AG(b)
+};
+
+GatherStats gather_stats(const Layout& lay, int64_t s, int64_t prefetch, const CommCosts& cc, int64_t pbytes,
+                         std::vector<int64_t>& sig) {
+  GatherStats g;
+  for (int64_t c = 0; c < lay.v; ++c) {
+    int64_t elems = 0, buckets = 0;
+    double pass = 0, longest = 0;
+    for (const program::Bucket& b : program::param_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], prefetch)) {
+      if (b.elems <= 0) continue;   // all persistent: never gathered
+      const double t = cc.dp_s(CollectiveKind::kAllGather, b.elems * pbytes);
+      pass += t;
+      longest = std::max(longest, t);
+      elems += b.elems;
+      ++buckets;
+      g.biggest = std::max(g.biggest, b.elems);
+      if (g.smallest == 0 || b.elems < g.smallest) {
+        g.second = g.smallest;
+        g.smallest = b.elems;
+      } else if (g.second == 0 || b.elems < g.second) {
+        g.second = b.elems;
+      }
+      sig.push_back(-b.elems);
+    }
+    g.once += pass;
+    g.gathered += elems;
+    g.chunk_elems.push_back(elems);
+    g.chunk_buckets.push_back(buckets);
+    g.chunk_serial.push_back(pass - longest);
+    g.chunk_longest.push_back(longest);
+  }
+  return g;
+}
+
+// The ZeRO-3 regathering terms of one stage (see ZeroTerms).
+void add_regathers(ZeroTerms& z, const GatherStats& g, int64_t max_live, int64_t pbytes) {
+  // Every forward and backward step of a chunk uses all its buckets, and at most
+  // R = max(max_live, biggest bucket) elements stay resident from one step to the next, so each
+  // step gathers at least (G_chunk − R) again: per micro-batch Σ_chunks 2·(G_c − R)+.
+  const int64_t resident = std::max(max_live, g.biggest);
+  int64_t again = 0;
+  for (int64_t e : g.chunk_elems) again += 2 * std::max<int64_t>(0, e - resident);
+  z.regather_bytes.push_back(static_cast<double>(again * pbytes));
+  // No two buckets fit together: every bucket but (perhaps) one per pass is gathered between
+  // two computes of that pass.
+  const bool alone = g.second > 0 && g.smallest + g.second > max_live;
+  double serial = 0, allowance = 0;
+  int64_t boundaries = 0;
+  for (std::size_t c = 0; c < g.chunk_serial.size(); ++c) {
+    serial += alone ? 2 * g.chunk_serial[c] : 0.0;
+    boundaries += alone ? 2 * std::max<int64_t>(0, g.chunk_buckets[c] - 1) : 0;
+    allowance = c == 0 ? g.chunk_longest[c] : std::min(allowance, g.chunk_longest[c]);
+  }
+  z.serial_g.push_back(serial);
+  z.serial_n.push_back(boundaries);
+  z.first_g.push_back(alone && !g.chunk_serial.empty() ? g.chunk_serial.front() : 0.0);
+  z.first_n.push_back(alone && !g.chunk_buckets.empty() ? std::max<int64_t>(0, g.chunk_buckets.front() - 1) : 0);
+  z.serial_switch.push_back(alone ? allowance : 0.0);
+}
+
+// After a stage's last compute: gradient norm, optimizer step, ZeRO-1/2 parameter all-gather.
+double after_terms(const ZeroTerms& z, int64_t s, int64_t P, int64_t dp, const CommCosts& cc, const sim::ComputeModel& cm,
+                   int64_t pbytes) {
+  const int64_t shard = z.zero >= 1 ? program::shard_elems(P, dp) : P;
+  double after = cc.gradnorm_s;
+  after += z.offload ? 2 * cm.offload_copy_s(shard * pbytes) + cm.optimizer_host_s(shard) : cm.optimizer_gpu_s(shard);
+  if ((z.zero == 1 || z.zero == 2) && dp > 1) {
+    for (const program::Bucket& b : program::allgather_buckets(static_cast<int32_t>(s), P, spec::ZeroConfig{}.allgather_bucket)) {
+      after += cc.dp_s(CollectiveKind::kAllGather, b.elems * pbytes);
+    }
+  }
+  return after;
+}
+
+// The per-stage ZeRO terms of one variant; `sig` receives what makes its Program distinct.
+void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const Space& space,
+                   const sim::ComputeModel& cm, std::vector<int64_t>& sig) {
+  const spec::Model& m = space.model();
+  const spec::Dtype dtype = space.training().dtype;
+  const int64_t pbytes = spec::bytes_of(dtype);
+  const int64_t pp = lay.pp, dp = lay.dp;
+  const bool dpc = dp > 1;
+  const spec::ZeroConfig defaults;
+  spec::ZeroConfig zc;
+  zc.stage = z.zero;
+  zc.offload_optimizer = z.offload ? spec::Offload::kCpu : spec::Offload::kNone;
+  const int64_t reduce = bucket_value(space.reduce_grid(), z.reduce_i, defaults.reduce_bucket);
+  const int64_t prefetch = bucket_value(space.prefetch_grid(), z.prefetch_i, defaults.prefetch_bucket);
+  const int64_t max_live = bucket_value(space.max_live_grid(), z.max_live_i, defaults.max_live_parameters);
+  const bool tied = m.tied_embeddings && pp > 1;
+  const double tied_s = tied ? ns(cc.tied_ar->time_ns(program::tied_head_copy(m, lay.tp) * pbytes)) : 0.0;
+  const CollectiveKind red_kind = z.zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+  sig = {dpc ? z.zero : -1, z.offload, z.overlap};
+  z.gather_slope = cc.dp_ag_slope;
+  int64_t max_gathered = 0;
+  for (int64_t s = 0; s < pp; ++s) {
+    const int64_t P = lay.stage_params[static_cast<std::size_t>(s)];
+    const GradTerms g = grad_terms(lay, s, reduce, cc, red_kind, pbytes, sig);
+    GatherStats gs;
+    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, prefetch, cc, pbytes, sig);
+    max_gathered = std::max(max_gathered, gs.gathered);
+    add_regathers(z, gs, max_live, pbytes);
+    // reductions after the last compute: the last bucket, or every deferred one without overlap
+    double last = dpc ? (z.overlap ? g.c0_last : (z.zero <= 1 ? g.all : g.c0_sum)) : 0.0;
+    if (s == 0) last += tied_s;
+    const double lane = g.all + ((s == 0 || s == pp - 1) ? tied_s : 0.0);
+    const bool per_mb = z.zero >= 2 && dpc;
+    const int64_t persistent = z.zero == 3 && dpc ? lay.stage_persistent[static_cast<std::size_t>(s)] : 0;
+    int64_t bytes = sim::model_states(P, persistent, zc, dp, dtype).total();
+    if (z.zero >= 2 && dpc) bytes += std::min(reduce, P) * pbytes;
+    z.static_bytes.push_back(bytes);
+    z.last_reduce_s.push_back(last);
+    z.once_s.push_back(per_mb ? 0.0 : lane);
+    z.per_mb_s.push_back(per_mb ? lane : 0.0);
+    z.gather_s.push_back(gs.once);
+    z.after_s.push_back(after_terms(z, s, P, dp, cc, cm, pbytes));
+    if (z.zero >= 2 && dpc) sig.push_back(std::min(reduce, P));
+  }
+  if (z.zero == 3 && dpc) sig.push_back(std::min(max_live, max_gathered));
+}
+
+void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const sim::ComputeModel& cm) {
+  std::set<std::vector<int64_t>> seen;
+  std::map<std::tuple<int, bool, int, int, int>, int32_t> without_offload;
+  auto add = [&](ZeroTerms z) {
+    std::vector<int64_t> sig;
+    build_variant(z, lay, cc, space, cm, sig);
+    z.duplicate = !seen.insert(sig).second;
+    const auto key = std::make_tuple(int{z.zero}, z.overlap, int{z.reduce_i}, int{z.prefetch_i}, int{z.max_live_i});
+    if (!z.offload) {
+      without_offload[key] = static_cast<int32_t>(lay.variants.size());
+    } else if (auto it = without_offload.find(key); it != without_offload.end()) {
+      z.twin = it->second;
+    }
+    lay.variants.push_back(std::move(z));
+  };
+  const bool dpc = lay.dp > 1;
+  const int8_t nr = static_cast<int8_t>(space.reduce_grid().size());
+  const int8_t np = static_cast<int8_t>(space.prefetch_grid().size());
+  const int8_t nl = static_cast<int8_t>(space.max_live_grid().size());
+  for (int zero : space.zero_values()) {
+    for (bool overlap : space.overlap_values()) {
+      for (bool offload : space.offload_values()) {
+        if (offload && zero == 0) continue;   // optimizer offload needs ZeRO >= 1
+        ZeroTerms z;
+        z.zero = static_cast<int8_t>(zero);
+        z.overlap = overlap;
+        z.offload = offload;
+        if (!dpc) {
+          add(z);
+          continue;
+        }
+        for (int8_t r = 0; r < nr; ++r) {
+          z.reduce_i = r;
+          if (zero != 3) {
+            add(z);
+            continue;
+          }
+          for (int8_t p = 0; p < np; ++p) {
+            for (int8_t l = 0; l < nl; ++l) {
+              z.prefetch_i = p;
+              z.max_live_i = l;
+              add(z);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The tensor-parallel collective times of one micro-batch's passes.
+struct TpOps {
+  double ag = 0, red = 0, head_ar = 0;   // red: reduce-scatter with sp, else all-reduce
+  bool sp = false, any = false;
+  double max_op() const { return std::max({ag, red, head_ar}); }
+  double fwd(UnitKind k) const {
+    if (!any) return 0;
+    switch (k) {
+      case UnitKind::kEmbedding: return red;
+      case UnitKind::kHead: return (sp ? ag : 0) + head_ar;
+      default: return (sp ? ag : 0) + red;
+    }
+  }
+  double bwd(UnitKind k) const {
+    if (!any) return 0;
+    switch (k) {
+      case UnitKind::kEmbedding: return sp ? ag : 0;
+      case UnitKind::kHead: return red;
+      default: return (sp ? ag : 0) + red;
+    }
+  }
+};
+
+ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::ComputeModel& cm, const TpOps& tp,
+                       const spec::Plan& plan, const Space& space, bool zb) {
+  const spec::Model& m = space.model();
+  const int32_t head = program::head_unit(m);
+  const bool full = plan.recompute == spec::Recompute::kFull;
+  ChunkTimes t;
+  const double F = cm.compute_s(Op::kForward, ch.unit_begin, ch.unit_end);
+  const double B = cm.compute_s(Op::kBackward, ch.unit_begin, ch.unit_end);
+  const double Bi = cm.compute_s(Op::kBackwardInput, ch.unit_begin, ch.unit_end);
+  const int32_t rb = std::max(ch.unit_begin, 1), re = std::min(ch.unit_end, head);
+  const double R = full && rb < re ? cm.compute_s(Op::kRecompute, rb, re) : 0.0;
+  double tf = 0, tb = 0, act = 0;
+  for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
+    const Unit& unit = lay.units[static_cast<std::size_t>(u)];
+    tf += tp.fwd(unit.kind);
+    tb += tp.bwd(unit.kind);
+    if (full && u >= rb && u < re) tb += tp.fwd(unit.kind);
+    act += sim::activation_bytes_per_token(unit, m, plan, space.training().dtype, plan.recompute);
+  }
+  const double tokens = static_cast<double>(plan.micro_batch * m.seq_len);
+  t.act_bytes = std::max(0.0, tokens * act - static_cast<double>(ch.unit_end - ch.unit_begin));
+  t.fwd_chain = F + tf;
+  t.bwd_chain = (zb ? Bi : B) + R + tb;
+  // Megatron's scatter-gather: without sp, a received activation (or gradient) is all-gathered
+  // over tp before the compute that needs it.
+  const bool gather_recv = tp.any && !tp.sp;
+  if (gather_recv && lay.has_prev(ch)) tf += tp.ag;
+  if (gather_recv && lay.has_next(ch)) tb += tp.ag;
+  const double op = tp.max_op();
+  t.busy = F + B + R + std::max(0.0, tf - op) + std::max(0.0, tb - op);
+  t.sends = (lay.has_next(ch) ? 1 : 0) + (lay.has_prev(ch) ? 1 : 0);
+  return t;
+}
+
+// Activation bytes stage s holds when its last warm-up forward starts.
+double held_activations(const Layout& lay, const std::vector<ChunkTimes>& times, int64_t s, spec::Schedule sched,
+                        int64_t m) {
+  const int64_t p = lay.pp, v = lay.v;
+  auto act = [&](int64_t c) { return times[static_cast<std::size_t>(s * v + c)].act_bytes; };
+  switch (sched) {
+    case spec::Schedule::kGpipe: return static_cast<double>(m) * act(0);
+    case spec::Schedule::kInterleaved: {
+      const int64_t total = m * v;
+      const int64_t warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+      const int64_t sets = std::min(warmup + 1, total);
+      double bytes = 0;
+      for (int64_t k = 0; k < sets; ++k) bytes += act((k % (p * v)) / p);
+      return bytes;
+    }
+    default: return static_cast<double>(std::min(p - s, m)) * act(0);
+  }
+}
+
+}  // namespace
+
+struct Pruner::ComputeEntry {
+  spec::Plan plan;
+  std::optional<sim::ComputeModel> model;
+};
+
+std::vector<Group> groups(const Space& space) {
+  std::vector<Group> out;
+  for (int64_t tp : space.tp_values()) {
+    for (int64_t pp : space.pp_values(tp)) {
+      for (int64_t mb : space.micro_batch_values(space.gpus() / (tp * pp))) out.push_back({tp, pp, mb});
+    }
+  }
+  return out;
+}
+
+Pruner::Pruner(const Space& space) : space_(space), topology_(space.cluster(), space.gpus()) {}
+Pruner::~Pruner() = default;
+
+const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb) {
+  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb);
+  auto it = computes_.find(key);
+  if (it != computes_.end()) return *it->second->model;
+  auto entry = std::make_unique<ComputeEntry>();
+  entry->plan.tp = tp;
+  entry->plan.sequence_parallel = sp;
+  entry->plan.recompute = rc;
+  entry->plan.micro_batch = mb;
+  entry->model.emplace(space_.model(), space_.cluster(), space_.training(), entry->plan);
+  return *computes_.emplace(key, std::move(entry)).first->second->model;
+}
+
+const CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
+  const auto key = std::make_pair(tp, pp);
+  auto it = comms_.find(key);
+  if (it != comms_.end()) return *it->second;
+  auto cc = std::make_unique<CommCosts>();
+  const program::Placement pl{tp, pp, space_.gpus() / (tp * pp)};
+  const int64_t gpn = space_.cluster().gpus_per_node;
+  for (const std::vector<int64_t>& g : dp_placements(pl, gpn)) {
+    cc->dp_ag.emplace_back(CollectiveKind::kAllGather, g, topology_);
+    cc->dp_rs.emplace_back(CollectiveKind::kReduceScatter, g, topology_);
+    cc->dp_ar.emplace_back(CollectiveKind::kAllReduce, g, topology_);
+  }
+  const std::vector<int64_t> tpg = pl.group_members(program::Group::kTp, 0);
+  cc->tp_ag.emplace(CollectiveKind::kAllGather, tpg, topology_);
+  cc->tp_rs.emplace(CollectiveKind::kReduceScatter, tpg, topology_);
+  cc->tp_ar.emplace(CollectiveKind::kAllReduce, tpg, topology_);
+  if (pp > 1) {
+    cc->tied_ar.emplace(CollectiveKind::kAllReduce, pl.group_members(program::Group::kEmbedding, 0), topology_);
+    for (int64_t s = 0; s + 1 < pp; ++s) {
+      const std::vector<int64_t> pair = {pl.rank(s, 0, 0), pl.rank(s + 1, 0, 0)};
+      cc->p2p.emplace_back(CollectiveKind::kSendRecv, pair, topology_);
+    }
+    const std::vector<int64_t> wrap = {pl.rank(pp - 1, 0, 0), pl.rank(0, 0, 0)};
+    cc->p2p.emplace_back(CollectiveKind::kSendRecv, wrap, topology_);
+  }
+  cc->gradnorm_s = gradnorm_s(space_.cluster(), space_.gpus());
+  cc->set_slope();
+  return *comms_.emplace(key, std::move(cc)).first->second;
+}
+
+const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split) {
+  const auto key = std::make_tuple(tp, pp, v, static_cast<int>(split));
+  auto it = layouts_.find(key);
+  if (it != layouts_.end()) return *it->second;
+  if (!layouts_.empty() && (std::get<0>(layouts_.begin()->first) != tp || std::get<1>(layouts_.begin()->first) != pp)) {
+    layouts_.clear();   // groups come (tp, pp)-major: keep one pair's layouts only
+    comms_.clear();
+  }
+  const spec::Model& m = space_.model();
+  auto lay = std::make_unique<Layout>();
+  lay->tp = tp;
+  lay->pp = pp;
+  lay->v = v;
+  lay->dp = space_.gpus() / (tp * pp);
+  lay->split = split;
+  lay->units = program::model_units(m, tp);
+  spec::Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.virtual_stages = v;
+  if (split == Split::kUniform) {
+    for (int64_t s = 0; s < pp; ++s) p.stage_layers.push_back(m.layers / pp + (s < m.layers % pp ? 1 : 0));
+  }
+  lay->chunk_layers = program::chunk_layers(m, p, lay->units);
+  if (split == Split::kUniform) lay->duplicate = layout(tp, pp, v, Split::kBalanced).chunk_layers == lay->chunk_layers;
+  lay->stage_layers = stage_layers_of(lay->chunk_layers, pp);
+  lay->chunks = place_chunks(m, pp, v, lay->chunk_layers);
+  fill_params(*lay, m, spec::ZeroConfig{}.param_persistence_threshold);
+  build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1));
+  return *layouts_.emplace(key, std::move(lay)).first->second;
+}
+
+const std::vector<int64_t>& Pruner::switches(int64_t p, int64_t m, int64_t v) {
+  const auto key = std::make_tuple(p, m, v);
+  auto it = switches_.find(key);
+  if (it != switches_.end()) return it->second;
+  std::vector<int64_t> out;
+  for (int64_t s = 0; s < p; ++s) {
+    int64_t n = 0, last = -1;
+    for (const program::Step& step : program::interleaved_steps(p, m, v, s)) {
+      if (last >= 0 && step.chunk != last) ++n;
+      last = step.chunk;
+    }
+    out.push_back(n);
+  }
+  return switches_.emplace(key, std::move(out)).first->second;
+}
+
+
+namespace {
+
+PipeTerms pipe_terms(const Layout& lay, const std::vector<ChunkTimes>& times, const CommCosts& cc,
+                     spec::Schedule sched, int64_t m, int64_t p2p_bytes, const std::vector<int64_t>& switches) {
+  const int64_t p = lay.pp, v = lay.v;
+  PipeTerms t;
+  t.switches = switches;
+  t.switches.resize(static_cast<std::size_t>(p), 0);
+  t.zb = sched == spec::Schedule::kZbH1;
+  t.head.assign(static_cast<std::size_t>(p), 0);
+  t.tail.assign(static_cast<std::size_t>(p), 0);
+  for (int64_t s = 1; s < p; ++s) {
+    const double link = ns(cc.p2p[static_cast<std::size_t>(s - 1)].time_ns(p2p_bytes));
+    const ChunkTimes& prev = times[static_cast<std::size_t>((s - 1) * v)];
+    t.head[static_cast<std::size_t>(s)] = t.head[static_cast<std::size_t>(s - 1)] + prev.fwd_chain + link;
+    t.tail[static_cast<std::size_t>(s)] = t.tail[static_cast<std::size_t>(s - 1)] + prev.bwd_chain + link;
+  }
+  // Without overlap_p2p (the plans' default), a stage computes on only once its previous send
+  // has arrived: every send but the step's last is on the stage's critical path.
+  double link = 0;
+  for (std::size_t i = 0; i < cc.p2p.size(); ++i) {
+    const double t_i = ns(cc.p2p[i].time_ns(p2p_bytes));
+    link = i == 0 ? t_i : std::min(link, t_i);
+  }
+  t.link = p > 1 ? link : 0.0;
+  const bool blocking = !spec::Plan{}.overlap_p2p;
+  for (int64_t s = 0; s < p; ++s) {
+    double busy = 0;
+    int64_t sends = 0;
+    for (int64_t c = 0; c < v; ++c) {
+      busy += times[static_cast<std::size_t>(s * v + c)].busy;
+      sends += times[static_cast<std::size_t>(s * v + c)].sends;
+    }
+    double total = static_cast<double>(m) * busy;
+    if (blocking && p > 1) total += static_cast<double>(std::max<int64_t>(0, m * sends - 1)) * link;
+    t.busy.push_back(total);
+    t.first_fwd.push_back(times[static_cast<std::size_t>(s * v)].fwd_chain);
+    t.held.push_back(held_activations(lay, times, s, sched, m));
+  }
+  t.p2p_buffers = p > 1 ? 2 * p2p_bytes : 0;
+  return t;
+}
+
+Estimate combine(const PipeTerms& pipe, const ZeroTerms& z, int64_t m, int64_t reserved) {
+  Estimate e;
+  const std::size_t p = pipe.busy.size();
+  double lb = 0;
+  const double dp_tail_0 = z.last_reduce_s[0] + z.after_s[0];
+  double before = 0;   // ZeRO-3 serial gathers on the earlier stages' first forward
+  for (std::size_t s = 0; s < p; ++s) {
+    const double dp_tail = z.last_reduce_s[s] + z.after_s[s];
+    const double serial = std::max(0.0, z.serial_g[s] - static_cast<double>(z.serial_n[s]) * pipe.tp_gap);
+    const double switched = std::max(0.0, z.serial_switch[s] - pipe.step_gap);
+    const double run = pipe.head[s] + before + pipe.busy[s] + static_cast<double>(m) * serial +
+                       static_cast<double>(pipe.switches[s]) * switched;
+    lb = std::max(lb, run + dp_tail);
+    if (!pipe.zb) lb = std::max(lb, run + pipe.tail[s] + before + dp_tail_0);
+    before += std::max(0.0, z.first_g[s] - static_cast<double>(z.first_n[s]) * pipe.tp_gap);
+    lb = std::max(lb, pipe.head[s] + pipe.first_fwd[s] + z.once_s[s] + static_cast<double>(m) * z.per_mb_s[s] + z.after_s[s]);
+    lb = std::max(lb, std::max(z.gather_s[s], z.gather_slope * static_cast<double>(m) * z.regather_bytes[s]));
+    const int64_t mem = z.static_bytes[s] + reserved + pipe.p2p_buffers + static_cast<int64_t>(pipe.held[s]);
+    e.memory_lb_bytes = std::max(e.memory_lb_bytes, mem);
+  }
+  e.step_time_lb_s = lb * (1 - kMargin);
+  return e;
+}
+
+TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t hidden, int64_t abytes) {
+  TpOps ops;
+  if (tp <= 1) return ops;
+  ops.any = true;
+  ops.sp = sp;
+  const int64_t bytes = tokens * hidden * abytes;
+  ops.ag = ns(cc.tp_ag->time_ns(bytes));
+  ops.red = ns(sp ? cc.tp_rs->time_ns(bytes) : cc.tp_ar->time_ns(bytes));
+  ops.head_ar = ns(cc.tp_ar->time_ns(3 * tokens * 4));
+  return ops;
+}
+
+}  // namespace
+
+PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule) {
+  const spec::Model& m = space_.model();
+  const int64_t micro_batches = space_.training().global_batch / (lay.dp * mb);
+  const int64_t tokens = mb * m.seq_len;
+  const int64_t abytes = spec::bytes_of(space_.training().dtype);
+  const CommCosts& cc = comm(lay.tp, lay.pp);
+  const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes);
+  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb);
+  spec::Plan plan;
+  plan.tp = lay.tp;
+  plan.sequence_parallel = sp;
+  plan.recompute = rc;
+  plan.micro_batch = mb;
+  std::vector<ChunkTimes> times;
+  times.reserve(lay.chunks.size());
+  for (const ChunkInfo& ch : lay.chunks) {
+    times.push_back(chunk_times(lay, ch, cm, ops, plan, space_, schedule == spec::Schedule::kZbH1));
+  }
+  static const std::vector<int64_t> none;
+  const std::vector<int64_t>& sw = schedule == spec::Schedule::kInterleaved ? switches(lay.pp, micro_batches, lay.v) : none;
+  PipeTerms t = pipe_terms(lay, times, cc, schedule, micro_batches, tokens * m.hidden / lay.tp * abytes, sw);
+  t.tp_gap = ops.any ? 2 * ops.max_op() : 0.0;
+  t.step_gap = t.tp_gap + t.link + (ops.any ? ops.ag : 0.0);
+  return t;
+}
+
+void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec::Schedule schedule,
+                              const Visitor& visit) {
+  const int64_t micro_batches = space_.training().global_batch / (lay.dp * g.micro_batch);
+  const int64_t capacity = space_.cluster().gpu.memory_bytes;
+  const int64_t reserved = space_.cluster().gpu.reserved_bytes;
+  Candidate c;
+  c.tp = static_cast<int32_t>(g.tp);
+  c.pp = static_cast<int32_t>(g.pp);
+  c.dp = static_cast<int32_t>(lay.dp);
+  c.micro_batch = static_cast<int32_t>(g.micro_batch);
+  c.micro_batches = static_cast<int32_t>(micro_batches);
+  c.virtual_stages = static_cast<int16_t>(v);
+  c.schedule = schedule;
+  c.split = lay.split;
+  for (bool sp : space_.sequence_parallel_values(g.tp)) {
+    for (spec::Recompute rc : space_.recompute_values()) {
+      const PipeTerms terms = pipe(lay, g.micro_batch, sp, rc, schedule);
+      c.sequence_parallel = sp;
+      c.recompute = rc;
+      for (const ZeroTerms& z : lay.variants) {
+        c.zero = z.zero;
+        c.offload = z.offload;
+        c.overlap_comm = z.overlap;
+        c.reduce_i = z.reduce_i;
+        c.prefetch_i = z.prefetch_i;
+        c.max_live_i = z.max_live_i;
+        const Estimate e = combine(terms, z, micro_batches, reserved);
+        Verdict verdict = Verdict::kKeep;
+        if (lay.duplicate || z.duplicate) {
+          verdict = Verdict::kDominated;
+        } else if (z.twin >= 0 &&
+                   combine(terms, lay.variants[static_cast<std::size_t>(z.twin)], micro_batches, reserved)
+                           .memory_lb_bytes <= capacity) {
+          verdict = Verdict::kDominated;   // offload only where the plan without it cannot fit
+        } else if (e.memory_lb_bytes > capacity) {
+          verdict = Verdict::kMemory;
+        }
+        visit(c, verdict, e);
+      }
+    }
+  }
+}
+
+void Pruner::enumerate(const Group& g, const Visitor& visit) {
+  const int64_t dp = space_.gpus() / (g.tp * g.pp);
+  const int64_t micro_batches = space_.training().global_batch / (dp * g.micro_batch);
+  for (Split split : space_.split_values(g.pp)) {
+    for (spec::Schedule s : space_.schedules(g.pp)) {
+      enumerate_layout(g, layout(g.tp, g.pp, 1, split), 1, s, visit);
+    }
+    for (int64_t v : space_.virtual_stage_values(g.pp, micro_batches)) {
+      enumerate_layout(g, layout(g.tp, g.pp, v, split), v, spec::Schedule::kInterleaved, visit);
+    }
+  }
+}
+
+Estimate Pruner::estimate(const Candidate& c) {
+  const Layout& lay = layout(c.tp, c.pp, c.virtual_stages, c.split);
+  ZeroTerms z;
+  z.zero = c.zero;
+  z.offload = c.offload;
+  z.overlap = c.overlap_comm;
+  z.reduce_i = c.reduce_i;
+  z.prefetch_i = c.prefetch_i;
+  z.max_live_i = c.max_live_i;
+  std::vector<int64_t> sig;
+  build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1), sig);
+  const int64_t micro_batches = space_.training().global_batch / (lay.dp * c.micro_batch);
+  return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule), z, micro_batches,
+                 space_.cluster().gpu.reserved_bytes);
+}
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,127 @@
+// Pruning before simulation: for every candidate of the plan space, a lower bound on its peak
+// memory and on its step time, both from the simulator's own analytic models, so that
+//   memory_lb > GPU memory            => the simulator would say it does not fit  (pruned: memory)
+//   step_time_lb > K-th best so far   => it cannot enter the top K                (pruned: bound)
+// plus dominance rules that drop candidates whose Program is identical to an earlier one, or
+// that cannot help (pruned: dominated).
+//
+// Memory lower bound, per pipeline stage s (max over stages), sim/models/memory.hpp:
+//   model_states(P_s, persistent_s, ZeRO, dp) + reserved + 2·(tokens·h/t)·a  (p2p buffers, pp > 1)
+//   + min(reduce_bucket, P_s)·w  (ZeRO >= 2 gradient bucket)  +  A_s
+// where A_s is what the schedule must hold at once when its last warm-up forward starts:
+//   GPipe m sets; 1F1B and ZB-H1 min(p − s, m) sets; interleaved the first
+//   min(warm-up + 1, m·v) forward passes (warm-up 2(p − s − 1) + (v − 1)p, or m·v when m = p),
+//   pass k holding chunk (k mod pv) div p; a set = tokens · Σ activation_bytes_per_token over the
+//   chunk's units (Korthikanti et al.).
+//
+// Step-time lower bound (every term is a duration the simulator charges exactly):
+//   F, B, W, R   compute of one micro-batch on a chunk (sim::ComputeModel: forward, backward,
+//                zero-bubble weight gradient, full recompute of its blocks);
+//   TP           the tensor-parallel collectives a pass issues, chained with its compute (and,
+//                without sequence parallelism, the all-gather of each received activation —
+//                Megatron's scatter-gather): a stage runs compute and tp collectives one after
+//                another, except that a step's last collective may overlap the next step's
+//                first compute (so one op per pass is not counted);
+//   p2p          send/recv of one activation between consecutive stages, alone on the network;
+//                without overlap_p2p (the plans' default) a stage computes on only once its
+//                previous send has arrived, so every send but the last is on its compute lane;
+//   busy_s       m · Σ_chunks (F + B + R + TP − one op per pass) + sends · p2p: the stage's lane;
+//   head_s       Σ_{j<s} (F + TP)_{j,0} + p2p: before stage s can start its first forward;
+//   tail_s       Σ_{j<s} (B + R + TP)_{j,0} + p2p: after stage s's last backward, stage 0 still
+//                back-propagates that micro-batch (not for ZB-H1, whose last op may be a W);
+//   dp_tail_s    after a stage's last compute: the gradient reductions that depend on it (the
+//                last bucket; every deferred one without overlap_comm; the tied-embedding
+//                all-reduce on stage 0), the gradient-norm all-reduce, the optimizer step (GPU, or
+//                offload copies + host Adam) and ZeRO-1/2 parameter all-gathers;
+//   lanes        a stage's reduce lane carries every gradient reduction (each micro-batch for
+//                ZeRO-2/3), its gather lane every ZeRO-3 bucket at least once, and the bytes that
+//                max_live_parameters forces it to gather again each step (at most
+//                max(max_live, biggest bucket) elements stay resident between steps);
+//   ZeRO-3       when no two buckets fit under max_live_parameters, a pass alternates gather and
+//                compute (gather, compute, release, gather the next): Σ_b T_AG(b) − max_b T_AG(b)
+//                per pass joins busy_s, less the tp collectives a gather may overlap, and a step
+//                on another chunk than the step before (interleaved) gathers all of its buckets.
+//   T_lb = max_s max( head_s + busy_s + tail_s + dp_tail_0,  head_s + busy_s + dp_tail_s,
+//                     head_s + (F+TP)_{s,0} + reduce_lane_s + after_s,  gather_lane_s )
+// Collectives are timed with sim::CollectiveCost over the group's placement (the minimum over
+// the placements the stages' groups take); contention only slows them, so each is a bound.
+// A small relative margin absorbs the simulator's nanosecond rounding.
+//
+// Dominance rules (each names why the candidate adds nothing):
+//   * identical Program: bucket values that cut the same buckets (a bucket larger than every
+//     chunk), a uniform split equal to the balanced one, ZeRO stages with dp = 1;
+//   * optimizer offload only where the same plan without offload cannot fit (memory bound).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "core/program/program.hpp"
+#include "core/program/zero.hpp"
+#include "planner/space.hpp"
+#include "sim/models/collectives.hpp"
+#include "sim/models/compute.hpp"
+#include "sim/network/topology.hpp"
+
+namespace stagecraft::planner {
+
+enum class Verdict : uint8_t { kKeep, kDominated, kMemory };
+
+struct Estimate {
+  double step_time_lb_s = 0;     // no simulation of this plan is faster
+  int64_t memory_lb_bytes = 0;   // its simulated peak memory is at least this
+};
+
+// A unit of enumeration work: every candidate with this tp, pp and micro-batch size.
+struct Group {
+  int64_t tp = 1, pp = 1, micro_batch = 1;
+};
+// The groups of a space, in the fixed order candidates are numbered by.
+std::vector<Group> groups(const Space& space);
+
+namespace detail {
+struct Layout;
+struct CommCosts;
+struct PipeTerms;
+struct ZeroTerms;
+}  // namespace detail
+
+// Not thread-safe (it caches per layout); give each thread its own, over one shared Space.
+class Pruner {
+ public:
+  explicit Pruner(const Space& space);
+  ~Pruner();
+  Pruner(const Pruner&) = delete;
+  Pruner& operator=(const Pruner&) = delete;
+
+  using Visitor = std::function<void(const Candidate&, Verdict, const Estimate&)>;
+  // Every candidate of `group` in a fixed order, with its verdict and bounds.
+  void enumerate(const Group& group, const Visitor& visit);
+  // The bounds of one candidate (which need not come from the space's axes).
+  Estimate estimate(const Candidate& c);
+
+ private:
+  const detail::Layout& layout(int64_t tp, int64_t pp, int64_t v, Split split);
+  const detail::CommCosts& comm(int64_t tp, int64_t pp);
+  // Per stage, the interleaved schedule's steps on another chunk than the step before.
+  const std::vector<int64_t>& switches(int64_t p, int64_t m, int64_t v);
+  const sim::ComputeModel& compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb);
+  detail::PipeTerms pipe(const detail::Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule);
+  void enumerate_layout(const Group& g, const detail::Layout& lay, int64_t v, spec::Schedule schedule,
+                        const Visitor& visit);
+
+  const Space& space_;
+  sim::Topology topology_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<detail::Layout>> layouts_;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<detail::CommCosts>> comms_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> switches_;
+  struct ComputeEntry;
+  std::map<std::tuple<int64_t, bool, int, int64_t>, std::unique_ptr<ComputeEntry>> computes_;
+};
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,133 @@
+#include "planner/report.hpp"
+
+#include <cstdio>
+
+namespace stagecraft::planner {
+
+namespace {
+
+std::string fmt(const char* f, double a) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024 * 1024)); }
+
+std::string tokens(double v) {
+  if (v >= 1e6) return fmt("%.2f M", v / 1e6);
+  if (v >= 1e3) return fmt("%.1f K", v / 1e3);
+  return fmt("%.0f", v);
+}
+
+// The key without its bucket sizes: rows that differ only there may share a line.
+std::string without_buckets(const std::string& key) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < key.size()) {
+    std::size_t next = key.find(' ', pos);
+    if (next == std::string::npos) next = key.size();
+    const std::string word = key.substr(pos, next - pos);
+    if (word.rfind("rb=", 0) != 0 && word.rfind("pf=", 0) != 0 && word.rfind("live=", 0) != 0) {
+      out += (out.empty() ? "" : " ") + word;
+    }
+    pos = next + 1;
+  }
+  return out;
+}
+
+std::string pad(std::string s, std::size_t n) {
+  if (s.size() < n) s.append(n - s.size(), ' ');
+  return s;
+}
+
+}  // namespace
+
+std::string format_table(const std::vector<Evaluated>& plans, int64_t capacity) {
+  struct Row {
+    const Evaluated* e;
+    int variants;
+  };
+  std::vector<Row> rows;
+  for (const Evaluated& e : plans) {
+    if (!rows.empty() && rows.back().e->metrics.step_time_s == e.metrics.step_time_s &&
+        without_buckets(rows.back().e->key) == without_buckets(e.key)) {
+      ++rows.back().variants;
+      continue;
+    }
+    rows.push_back({&e, 0});
+  }
+  std::size_t width = 4;
+  for (const Row& r : rows) width = std::max(width, r.e->key.size() + (r.variants ? 22 : 0));
+  std::string out = pad("  #  plan", width + 5) + "  step s   tokens/s     MFU  bubble  exp.comm s  peak / capacity GiB\n";
+  int rank = 0;
+  for (const Row& r : rows) {
+    const Metrics& m = r.e->metrics;
+    std::string plan = r.e->key + (r.variants ? " (+" + std::to_string(r.variants) + " bucket variant" + (r.variants > 1 ? "s)" : ")") : "");
+    char line[512];
+    std::snprintf(line, sizeof line, "%3d  %s  %7.3f  %9s  %5.1f%%  %5.1f%%  %10.3f  %5s / %s\n", ++rank,
+                  pad(plan, width).c_str(), m.step_time_s, tokens(m.tokens_per_s).c_str(), 100 * m.mfu,
+                  100 * m.bubble_fraction, m.exposed_comm_s, gib(static_cast<double>(m.peak_memory_bytes)).c_str(),
+                  gib(static_cast<double>(capacity)).c_str());
+    out += line;
+  }
+  return out;
+}
+
+std::string format_counts(const SearchResult& r) {
+  const Counts& c = r.counts;
+  std::string s = std::to_string(c.candidates) + " candidate plans: " + std::to_string(c.dominated) + " dominated, " +
+                  std::to_string(c.pruned_memory) + " pruned by memory, " + std::to_string(c.pruned_bound) +
+                  " by the step-time bound (" + std::to_string(c.pruned_critical_path) + " of them after lowering), " +
+                  std::to_string(c.evaluated) + " simulated";
+  if (c.reused) s += " (" + std::to_string(c.reused) + " reused from the results store)";
+  s += ", " + std::to_string(c.fitting) + " fit; " + fmt("%.1f s", r.seconds);
+  if (r.interrupted) s += " (interrupted: " + std::to_string(c.unexplored) + " plans not reached; results so far)";
+  return s;
+}
+
+std::string compare_with_baseline(const SearchResult& r, const Baseline& b) {
+  if (!b.metrics.fits || b.metrics.failed) {
+    return "The " + b.name + " does not fit in memory in simulation" +
+           (r.top.empty() ? "." : "; the best plan does, at " + fmt("%.3f s", r.top.front().metrics.step_time_s) + " per step.");
+  }
+  if (r.top.empty()) return "The " + b.name + " simulates at " + fmt("%.3f s", b.metrics.step_time_s) + " per step.";
+  const double best = r.top.front().metrics.step_time_s, base = b.metrics.step_time_s;
+  if (best < base) {
+    return "The best plan is " + fmt("%.1f%%", 100 * (base / best - 1)) + " faster than the " + b.name + ": " +
+           fmt("%.3f s", base) + " -> " + fmt("%.3f s", best) + " per step, " + fmt("%.2fx", base / best) + " the tokens/s.";
+  }
+  return "The " + b.name + " is as fast as the best plan found or faster (" + fmt("%.3f s", base) + " vs " +
+         fmt("%.3f s", best) + " per step).";
+}
+
+nlohmann::json to_json(const SearchResult& r, const std::optional<Baseline>& baseline) {
+  auto entries = [&](const std::vector<Evaluated>& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const Evaluated& e : list) {
+      a.push_back({{"plan", spec::to_json(e.plan)}, {"key", e.key}, {"metrics", to_json(e.metrics, e.plan, r.capacity_bytes)}});
+    }
+    return a;
+  };
+  nlohmann::json j = {{"plans", entries(r.top)},
+                      {"evaluated", r.counts.evaluated},
+                      {"pruned", r.counts.pruned()},
+                      {"seconds", r.seconds},
+                      {"counts", to_json(r.counts)},
+                      {"pareto", entries(r.pareto)},
+                      {"interrupted", r.interrupted}};
+  if (!r.top.empty()) j["explanation"] = explain(r).to_json();
+  if (!r.reason.empty()) j["reason"] = r.reason;
+  if (baseline) {
+    j["baseline"] = {{"name", baseline->name},
+                     {"plan", spec::to_json(baseline->plan)},
+                     {"metrics", to_json(baseline->metrics, baseline->plan, r.capacity_bytes)},
+                     {"comparison", compare_with_baseline(r, *baseline)}};
+    if (!r.top.empty() && baseline->metrics.fits && !baseline->metrics.failed) {
+      j["baseline"]["speedup"] = baseline->metrics.step_time_s / r.top.front().metrics.step_time_s;
+    }
+  }
+  return j;
+}
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,579 @@
+#include "planner/search.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+
+#include "core/program/lower.hpp"
+#include "core/program/partition.hpp"
+#include "core/program/units.hpp"
+#include "planner/critical_path.hpp"
+#include "planner/pool.hpp"
+#include "planner/prune.hpp"
+#include "planner/store.hpp"
+#include "sim/simulator.hpp"
+
+namespace stagecraft::planner {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Survivor {
+  double lb = 0;
+  int64_t mem_lb = 0;
+  uint64_t ordinal = 0;
+  Candidate c;
+};
+static_assert(std::is_trivially_copyable_v<Survivor>);
+static_assert(std::is_trivially_copyable_v<Metrics>);
+static_assert(std::is_trivially_copyable_v<Candidate>);
+
+// ---- bytes for exchanging between ranks -------------------------------------------------------
+
+template <typename T>
+void put(std::string& out, const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <typename T>
+T take(const std::string& in, std::size_t& pos) {
+  T v;
+  std::memcpy(&v, in.data() + pos, sizeof v);
+  pos += sizeof v;
+  return v;
+}
+
+// ---- per-axis statistics ----------------------------------------------------------------------
+
+enum AxisId : int { kTp, kPp, kMicroBatch, kSchedule, kVirtual, kZero, kRecompute, kSp, kOffload, kAxisCount };
+const char* kAxisNames[kAxisCount] = {"tp", "pp", "micro_batch", "schedule", "virtual_stages",
+                                      "zero", "recompute", "sequence_parallel", "offload"};
+
+using AxisKey = std::pair<int, int64_t>;
+using AxisTable = std::map<AxisKey, AxisCell>;
+
+std::array<int64_t, kAxisCount> axis_codes(const Candidate& c) {
+  return {c.tp, c.pp, c.micro_batch, static_cast<int64_t>(c.schedule), c.virtual_stages, c.zero,
+          static_cast<int64_t>(c.recompute), c.sequence_parallel ? 1 : 0, c.offload ? 1 : 0};
+}
+
+std::string axis_text(int axis, int64_t code) {
+  switch (axis) {
+    case kSchedule: return spec::to_string(static_cast<spec::Schedule>(code));
+    case kRecompute: return spec::to_string(static_cast<spec::Recompute>(code));
+    case kSp: return code ? "on" : "off";
+    case kOffload: return code ? "cpu" : "none";
+    default: return std::to_string(code);
+  }
+}
+
+void note(AxisTable& t, const Candidate& c, Verdict v, const Estimate& e) {
+  const auto codes = axis_codes(c);
+  for (int a = 0; a < kAxisCount; ++a) {
+    AxisCell& cell = t[{a, codes[static_cast<std::size_t>(a)]}];
+    ++cell.candidates;
+    if (v == Verdict::kDominated) continue;
+    cell.min_memory_lb = std::min(cell.min_memory_lb, e.memory_lb_bytes);
+    if (v == Verdict::kMemory) {
+      ++cell.pruned_memory;
+    } else if (!cell.has_survivor || e.step_time_lb_s < cell.min_step_lb) {
+      cell.has_survivor = true;
+      cell.min_step_lb = e.step_time_lb_s;
+    }
+  }
+}
+
+void merge(AxisTable& into, const AxisTable& from) {
+  for (const auto& [k, c] : from) {
+    AxisCell& d = into[k];
+    d.candidates += c.candidates;
+    d.pruned_memory += c.pruned_memory;
+    d.min_memory_lb = std::min(d.min_memory_lb, c.min_memory_lb);
+    if (c.has_survivor && (!d.has_survivor || c.min_step_lb < d.min_step_lb)) {
+      d.has_survivor = true;
+      d.min_step_lb = c.min_step_lb;
+    }
+  }
+}
+
+AxisStats named(const AxisTable& t) {
+  AxisStats out;
+  for (const auto& [k, c] : t) out[kAxisNames[k.first]][axis_text(k.first, k.second)] = c;
+  return out;
+}
+
+// ---- enumeration ------------------------------------------------------------------------------
+
+struct Enumerated {
+  std::vector<Survivor> survivors;
+  Counts counts;
+  AxisTable axes;
+  int64_t min_mem = std::numeric_limits<int64_t>::max();
+  Candidate min_candidate;
+};
+
+void enumerate_group(Pruner& pruner, const Group& g, uint64_t group_index, Enumerated& out) {
+  uint64_t local = 0;
+  pruner.enumerate(g, [&](const Candidate& c, Verdict v, const Estimate& e) {
+    ++out.counts.candidates;
+    note(out.axes, c, v, e);
+    if (v != Verdict::kDominated && e.memory_lb_bytes < out.min_mem) {
+      out.min_mem = e.memory_lb_bytes;
+      out.min_candidate = c;
+    }
+    switch (v) {
+      case Verdict::kDominated: ++out.counts.dominated; break;
+      case Verdict::kMemory: ++out.counts.pruned_memory; break;
+      case Verdict::kKeep: out.survivors.push_back({e.step_time_lb_s, e.memory_lb_bytes, (group_index << 32) | local, c}); break;
+    }
+    ++local;
+  });
+}
+
+std::string serialize(const Enumerated& e) {
+  std::string out;
+  put(out, e.counts);
+  put(out, e.min_mem);
+  put(out, e.min_candidate);
+  put(out, static_cast<uint64_t>(e.axes.size()));
+  for (const auto& [k, c] : e.axes) {
+    put(out, k.first);
+    put(out, k.second);
+    put(out, c);
+  }
+  put(out, static_cast<uint64_t>(e.survivors.size()));
+  out.append(reinterpret_cast<const char*>(e.survivors.data()), e.survivors.size() * sizeof(Survivor));
+  return out;
+}
+
+void absorb(const std::string& in, Enumerated& all) {
+  std::size_t pos = 0;
+  const Counts counts = take<Counts>(in, pos);
+  all.counts.candidates += counts.candidates;
+  all.counts.dominated += counts.dominated;
+  all.counts.pruned_memory += counts.pruned_memory;
+  const int64_t min_mem = take<int64_t>(in, pos);
+  const Candidate min_c = take<Candidate>(in, pos);
+  if (min_mem < all.min_mem) {
+    all.min_mem = min_mem;
+    all.min_candidate = min_c;
+  }
+  AxisTable axes;
+  const uint64_t n_axes = take<uint64_t>(in, pos);
+  for (uint64_t i = 0; i < n_axes; ++i) {
+    const int a = take<int>(in, pos);
+    const int64_t code = take<int64_t>(in, pos);
+    axes[{a, code}] = take<AxisCell>(in, pos);
+  }
+  merge(all.axes, axes);
+  const uint64_t n = take<uint64_t>(in, pos);
+  const std::size_t first = all.survivors.size();
+  all.survivors.resize(first + n);
+  std::memcpy(all.survivors.data() + first, in.data() + pos, n * sizeof(Survivor));
+}
+
+// Enumerates this rank's share of the groups on the pool, then gathers every rank's survivors.
+Enumerated enumerate_all(const Space& space, ThreadPool& pool, Shard& shard) {
+  const std::vector<Group> gs = groups(space);
+  std::vector<std::size_t> mine;
+  for (std::size_t g = 0; g < gs.size(); ++g) {
+    if (static_cast<int>(g % static_cast<std::size_t>(shard.size())) == shard.rank()) mine.push_back(g);
+  }
+  std::vector<Enumerated> parts(mine.size());
+  std::vector<std::unique_ptr<Pruner>> pruners(static_cast<std::size_t>(pool.size()));
+  pool.parallel_for(mine.size(), [&](std::size_t i, int w) {
+    auto& pruner = pruners[static_cast<std::size_t>(w)];
+    if (!pruner) pruner = std::make_unique<Pruner>(space);
+    enumerate_group(*pruner, gs[mine[i]], mine[i], parts[i]);
+  });
+  Enumerated local;
+  for (const Enumerated& p : parts) absorb(serialize(p), local);
+  Enumerated all;
+  for (const std::string& bytes : shard.allgather(serialize(local))) absorb(bytes, all);
+  std::sort(all.survivors.begin(), all.survivors.end(), [](const Survivor& a, const Survivor& b) {
+    return a.lb != b.lb ? a.lb < b.lb : a.ordinal < b.ordinal;
+  });
+  return all;
+}
+
+// ---- results so far ---------------------------------------------------------------------------
+
+class Leaders {
+ public:
+  explicit Leaders(std::size_t k) : k_(k) {}
+
+  void add(const Evaluated& e) {
+    if (!e.metrics.fits || e.metrics.failed) return;
+    top_.insert(std::upper_bound(top_.begin(), top_.end(), e, better), e);
+    if (top_.size() > k_) top_.pop_back();
+    front_add(e);
+  }
+  // The K-th best step time (infinite until K plans fit), and the best.
+  double kth() const { return top_.size() < k_ ? INFINITY : top_.back().metrics.step_time_s; }
+  double best() const { return top_.empty() ? INFINITY : top_.front().metrics.step_time_s; }
+  // A front plan at least as fast as `time` and at least as small as `memory`.
+  bool dominates(double time, int64_t memory) const {
+    for (const Evaluated& f : front_) {
+      if (f.metrics.step_time_s <= time && f.metrics.peak_memory_bytes <= memory) return true;
+    }
+    return false;
+  }
+  const std::vector<Evaluated>& top() const { return top_; }
+  const std::vector<Evaluated>& front() const { return front_; }
+
+ private:
+  void front_add(const Evaluated& e) {
+    const double t = e.metrics.step_time_s;
+    const int64_t m = e.metrics.peak_memory_bytes;
+    for (const Evaluated& f : front_) {
+      const bool no_worse = f.metrics.step_time_s <= t && f.metrics.peak_memory_bytes <= m;
+      if (no_worse && (f.metrics.step_time_s < t || f.metrics.peak_memory_bytes < m || better(f, e))) return;
+    }
+    std::erase_if(front_, [&](const Evaluated& f) {
+      return t <= f.metrics.step_time_s && m <= f.metrics.peak_memory_bytes;
+    });
+    front_.insert(std::upper_bound(front_.begin(), front_.end(), e,
+                                   [](const Evaluated& a, const Evaluated& b) {
+                                     return a.metrics.step_time_s != b.metrics.step_time_s
+                                                ? a.metrics.step_time_s < b.metrics.step_time_s
+                                                : a.key < b.key;
+                                   }),
+                  e);
+  }
+
+  std::size_t k_;
+  std::vector<Evaluated> top_;
+  std::vector<Evaluated> front_;
+};
+
+// Blocks per stage as lowering chooses them, memoised per (tp, pp, v, split).
+class StageLayers {
+ public:
+  explicit StageLayers(const spec::Model& m) : model_(m) {}
+  std::vector<int64_t> of(const spec::Plan& p, Split split) {
+    if (!p.stage_layers.empty()) return p.stage_layers;
+    const auto key = std::make_tuple(p.tp, p.pp, p.virtual_stages, static_cast<int>(split));
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    const std::vector<int64_t> chunks = program::chunk_layers(model_, p, program::model_units(model_, p.tp));
+    std::vector<int64_t> stages(static_cast<std::size_t>(p.pp), 0);
+    for (std::size_t k = 0; k < chunks.size(); ++k) stages[k % stages.size()] += chunks[k];
+    return memo_.emplace(key, stages).first->second;
+  }
+
+ private:
+  const spec::Model& model_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::vector<int64_t>> memo_;
+};
+
+// What became of one survivor in a batch.
+struct Outcome {
+  Metrics metrics;
+  double critical_path_s = 0;   // the contention-free bound after lowering (0: not computed)
+  int32_t pruned = 0;           // 1: that bound ruled it out, it was not simulated
+};
+static_assert(std::is_trivially_copyable_v<Outcome>);
+
+// Lowers the plan; simulates it unless its critical path already rules it out (`cut(bound)`).
+template <typename Cut>
+Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std::string& key, const Cut& cut) {
+  Outcome o;
+  try {
+    const program::Program prog = program::lower(space.model(), space.training(), plan);
+    o.critical_path_s = critical_path_s(prog, space.cluster());
+    if (cut(o.critical_path_s)) {
+      o.pruned = 1;
+      return o;
+    }
+    o.metrics = metrics_of(sim::simulate(prog, space.cluster()));
+  } catch (const std::exception& e) {
+    std::cerr << "stagecraft: warning: plan \"" << key << "\" could not be simulated: " << e.what() << "\n";
+    o.metrics = Metrics{};
+    o.metrics.failed = 1;
+  }
+  return o;
+}
+
+// ---- the branch-and-bound loop ----------------------------------------------------------------
+
+class Driver {
+ public:
+  Driver(const Space& space, const SearchOptions& o, ThreadPool& pool, Shard& shard)
+      : space_(space), o_(o), pool_(pool), shard_(shard), leaders_(static_cast<std::size_t>(std::max<int64_t>(1, o.top_k))),
+        layers_(space.model()) {}
+
+  void open_store(SearchResult& r);
+  void run(const std::vector<Survivor>& survivors, Counts& counts, Clock::time_point t0);
+  std::vector<Evaluated>& evaluated() { return evaluated_; }
+  const Leaders& leaders() const { return leaders_; }
+  bool interrupted() const { return interrupted_; }
+  void close_store(const Counts& counts, double seconds);
+
+ private:
+  bool prune(const Survivor& s, double kth, double window) const {
+    return s.lb > kth && (s.lb > window || leaders_.dominates(s.lb, s.mem_lb));
+  }
+  std::vector<Outcome> evaluate(const std::vector<const Survivor*>& todo, const std::vector<std::string>& keys,
+                                std::vector<char>& reused, double kth, double window);
+  Evaluated make(const Survivor& s, std::string key, const Outcome& o, bool reused);
+  void report(const std::vector<Survivor>& survivors, std::size_t pos, double kth, double window, Clock::time_point t0);
+
+  const Space& space_;
+  const SearchOptions& o_;
+  ThreadPool& pool_;
+  Shard& shard_;
+  Leaders leaders_;
+  StageLayers layers_;
+  std::vector<Evaluated> evaluated_;
+  std::unique_ptr<Store> store_;
+  int64_t search_id_ = -1;
+  std::unordered_map<std::string, Metrics> cache_;
+  bool interrupted_ = false;
+  int64_t simulated_ = 0;
+  double simulate_s_ = 0;
+};
+
+void Driver::open_store(SearchResult& r) {
+  std::string cache_bytes;
+  if (!o_.db.empty() && shard_.rank() == 0) {
+    store_ = std::make_unique<Store>(o_.db, false);
+    search_id_ = store_->start_search(space_.to_json(), o_.version, o_.top_k, o_.resume, &r.resumed);
+    r.search_id = search_id_;
+    if (r.resumed) {
+      for (const auto& [key, m] : store_->load_metrics(search_id_)) {
+        put(cache_bytes, static_cast<uint64_t>(key.size()));
+        cache_bytes += key;
+        put(cache_bytes, m);
+      }
+    }
+  }
+  if (o_.db.empty() || !o_.resume) return;
+  const std::string all = shard_.broadcast(cache_bytes);
+  for (std::size_t pos = 0; pos < all.size();) {
+    const uint64_t n = take<uint64_t>(all, pos);
+    std::string key = all.substr(pos, n);
+    pos += n;
+    cache_.emplace(std::move(key), take<Metrics>(all, pos));
+  }
+}
+
+void Driver::close_store(const Counts& counts, double seconds) {
+  if (store_) store_->finish(search_id_, interrupted_ ? "interrupted" : "complete", counts, seconds);
+}
+
+// Simulates this rank's share of `todo` (index ≡ rank mod size) and gathers every rank's results.
+std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& todo, const std::vector<std::string>& keys,
+                                      std::vector<char>& reused, double kth, double window) {
+  const auto size = static_cast<std::size_t>(shard_.size()), rank = static_cast<std::size_t>(shard_.rank());
+  std::vector<std::size_t> mine;
+  reused.assign(todo.size(), 0);
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (cache_.count(keys[i])) reused[i] = 1;
+    else if (i % size == rank) mine.push_back(i);
+  }
+  std::vector<Outcome> local(mine.size());
+  const auto t0 = Clock::now();
+  pool_.parallel_for(mine.size(), [&](std::size_t j, int) {
+    const Survivor& s = *todo[mine[j]];
+    local[j] = lower_and_simulate(space_, space_.plan(s.c), keys[mine[j]], [&](double bound) {
+      return prune(Survivor{bound, s.mem_lb, s.ordinal, s.c}, kth, window);
+    });
+  });
+  simulate_s_ += since(t0);
+  std::string bytes;
+  for (std::size_t j = 0; j < mine.size(); ++j) {
+    put(bytes, static_cast<uint64_t>(mine[j]));
+    put(bytes, local[j]);
+  }
+  std::vector<Outcome> out(todo.size());
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (reused[i]) out[i].metrics = cache_.at(keys[i]);
+  }
+  for (const std::string& part : shard_.allgather(bytes)) {
+    for (std::size_t pos = 0; pos < part.size();) {
+      const uint64_t i = take<uint64_t>(part, pos);
+      out[i] = take<Outcome>(part, pos);
+      ++simulated_;
+    }
+  }
+  return out;
+}
+
+Evaluated Driver::make(const Survivor& s, std::string key, const Outcome& o, bool reused) {
+  Evaluated e;
+  e.candidate = s.c;
+  e.key = std::move(key);
+  e.plan = space_.plan(s.c);
+  e.plan.stage_layers = layers_.of(e.plan, s.c.split);
+  e.metrics = o.metrics;
+  e.estimate = {s.lb, s.mem_lb};
+  e.critical_path_s = o.critical_path_s;
+  e.reused = reused;
+  return e;
+}
+
+void Driver::report(const std::vector<Survivor>& survivors, std::size_t pos, double kth, double window,
+                    Clock::time_point t0) {
+  if (!o_.on_progress || shard_.rank() != 0) return;
+  const double cut = std::max(kth, window);
+  const auto end = std::upper_bound(survivors.begin() + static_cast<std::ptrdiff_t>(pos), survivors.end(), cut,
+                                    [](double v, const Survivor& s) { return v < s.lb; });
+  Progress p;
+  p.evaluated = static_cast<int64_t>(evaluated_.size());
+  p.remaining = end - (survivors.begin() + static_cast<std::ptrdiff_t>(pos));
+  p.survivors = static_cast<int64_t>(survivors.size());
+  p.elapsed_s = since(t0);
+  p.rate = simulate_s_ > 0 ? static_cast<double>(simulated_) / simulate_s_ : 0;
+  p.eta_s = p.rate > 0 ? static_cast<double>(p.remaining) / p.rate : 0;
+  p.best_step_time_s = std::isfinite(leaders_.best()) ? leaders_.best() : 0;
+  o_.on_progress(p);
+}
+
+void Driver::run(const std::vector<Survivor>& survivors, Counts& counts, Clock::time_point t0) {
+  const auto batch = static_cast<std::size_t>(std::max<int64_t>(1, o_.batch));
+  std::size_t pos = 0;
+  while (pos < survivors.size()) {
+    if (shard_.any(o_.cancel && o_.cancel->load())) {
+      interrupted_ = true;
+      counts.unexplored = static_cast<int64_t>(survivors.size() - pos);
+      break;
+    }
+    const double kth = leaders_.kth();
+    const double window = std::isfinite(leaders_.best()) ? leaders_.best() * (1 + o_.pareto_window) : INFINITY;
+    if (survivors[pos].lb > kth && survivors[pos].lb > window) {
+      counts.pruned_bound += static_cast<int64_t>(survivors.size() - pos);
+      pos = survivors.size();
+      break;
+    }
+    const std::size_t end = std::min(survivors.size(), pos + batch);
+    std::vector<const Survivor*> todo;
+    std::vector<std::string> keys;
+    for (std::size_t i = pos; i < end; ++i) {
+      if (prune(survivors[i], kth, window)) {
+        ++counts.pruned_bound;
+        continue;
+      }
+      todo.push_back(&survivors[i]);
+      keys.push_back(plan_key(space_.plan(survivors[i].c)));
+    }
+    std::vector<char> reused;
+    const std::vector<Outcome> outcomes = evaluate(todo, keys, reused, kth, window);
+    std::vector<const Evaluated*> fresh;
+    const std::size_t first = evaluated_.size();
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      if (outcomes[i].pruned) {
+        ++counts.pruned_bound;
+        ++counts.pruned_critical_path;
+        continue;
+      }
+      evaluated_.push_back(make(*todo[i], keys[i], outcomes[i], reused[i] != 0));
+      const Evaluated& e = evaluated_.back();
+      ++counts.evaluated;
+      counts.reused += e.reused;
+      counts.fitting += e.metrics.fits && !e.metrics.failed;
+      counts.failed += e.metrics.failed;
+      leaders_.add(e);
+    }
+    for (std::size_t i = first; i < evaluated_.size(); ++i) {
+      if (!evaluated_[i].reused) fresh.push_back(&evaluated_[i]);
+    }
+    pos = end;
+    if (store_) store_->record(search_id_, fresh, counts, since(t0), space_.cluster().gpu.memory_bytes);
+    report(survivors, pos, leaders_.kth(), window, t0);
+  }
+}
+
+std::string no_plan_reason(const Space& space, const SearchResult& r) {
+  if (r.counts.candidates == 0) {
+    const std::string why = space.why_empty();
+    return why.empty() ? "the axis limits given (schedule, virtual stages, sequence parallelism, split, ZeRO, offload) "
+                         "leave no candidate plan for this model and GPU count"
+                       : why;
+  }
+  const int64_t cap = space.cluster().gpu.memory_bytes;
+  auto gib = [](int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+    return std::string(buf);
+  };
+  const std::string advice = "; use more GPUs (--nodes), or a smaller model or batch";
+  if (r.survivors == 0) {
+    return "no plan fits in memory: the smallest peak any of the " + std::to_string(r.counts.candidates) +
+           " candidate plans can have is at least " + gib(r.min_memory_lb) + " (" + r.min_memory_key + "), above the " +
+           gib(cap) + " of a " + space.cluster().gpu.name + advice;
+  }
+  if (r.counts.evaluated > 0 && r.counts.fitting == 0 && r.counts.failed < r.counts.evaluated) {
+    const Evaluated* closest = nullptr;
+    for (const Evaluated& e : r.evaluated) {
+      if (!e.metrics.failed && (!closest || e.metrics.peak_memory_bytes < closest->metrics.peak_memory_bytes)) closest = &e;
+    }
+    return "no plan fits in memory: none of the " + std::to_string(r.counts.evaluated) +
+           " simulated plans does; the closest, " + closest->key + ", peaks at " +
+           gib(closest->metrics.peak_memory_bytes) + " of the " + gib(cap) + " of a " + space.cluster().gpu.name + advice;
+  }
+  if (r.interrupted) return "interrupted before any plan that fits was simulated";
+  if (r.counts.failed > 0) return std::to_string(r.counts.failed) + " plans could not be simulated (see the warnings)";
+  return "no plan was simulated";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> axis_values(const Candidate& c) {
+  const auto codes = axis_codes(c);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int a = 0; a < kAxisCount; ++a) out.emplace_back(kAxisNames[a], axis_text(a, codes[static_cast<std::size_t>(a)]));
+  return out;
+}
+
+Metrics simulate_plan(const Space& space, const spec::Plan& plan) {
+  const program::Program prog = program::lower(space.model(), space.training(), plan);
+  return metrics_of(sim::simulate(prog, space.cluster()));
+}
+
+SearchResult search(const Space& space, const SearchOptions& options) {
+  const auto t0 = Clock::now();
+  std::unique_ptr<Shard> own;
+  Shard* shard = options.shard;
+  if (!shard) {
+    own = local_shard();
+    shard = own.get();
+  }
+  ThreadPool pool(options.threads);
+  SearchResult r;
+  r.capacity_bytes = space.cluster().gpu.memory_bytes;
+  Driver driver(space, options, pool, *shard);
+  driver.open_store(r);
+
+  Enumerated all = enumerate_all(space, pool, *shard);
+  r.enumerate_seconds = since(t0);
+  r.counts = all.counts;
+  r.axes = named(all.axes);
+  r.survivors = static_cast<int64_t>(all.survivors.size());
+  if (all.min_mem != std::numeric_limits<int64_t>::max()) {
+    r.min_memory_lb = all.min_mem;
+    r.min_memory_key = plan_key(space.plan(all.min_candidate));
+  }
+  // Axis minima over survivors are bounds; the explanation compares them with simulated times.
+  driver.run(all.survivors, r.counts, t0);
+  r.interrupted = driver.interrupted();
+  r.top = driver.leaders().top();
+  r.pareto = driver.leaders().front();
+  r.evaluated = std::move(driver.evaluated());
+  r.seconds = since(t0);
+  driver.close_store(r.counts, r.seconds);
+  if (r.top.empty()) r.reason = no_plan_reason(space, r);
+  return r;
+}
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,94 @@
+// Search: the fastest plans that fit, for one Space.
+//
+//   1. Enumerate every candidate (in groups of (tp, pp, micro-batch), across threads and MPI
+//      ranks) and prune with the analytic bounds of prune.hpp: identical Programs and useless
+//      offload (dominated), memory lower bound above the GPU (memory). Survivors keep their
+//      step-time lower bound; they are sorted by (bound, enumeration order).
+//   2. Branch and bound, best bound first, in batches of a fixed size: at the start of a batch
+//      the K-th best simulated step time T_K, the best T_1 and the Pareto front are frozen; a
+//      survivor is pruned when its bound exceeds T_K and it cannot join the Pareto front within
+//      the window (bound above (1 + w)·T_1, or a front plan is at least as fast as its bound and
+//      at least as small as its memory bound); the rest of the batch is lowered and simulated in
+//      parallel (plans already in the results store are reused); a plan whose contention-free
+//      critical path (critical_path.hpp, after lowering) already rules it out is not simulated.
+//      The search stops at the first batch whose smallest bound exceeds both T_K and (1 + w)·T_1.
+//   Because the pruning decisions depend only on results of earlier batches, the results and
+//   the counts are the same whatever the number of threads or ranks. Pruning is exact: a pruned
+//   plan's simulated time would be at least its bound, above the K-th best.
+//   3. Results: the top K (tokens/s descending, plan key ascending), the Pareto front of step
+//      time vs peak memory over the simulated plans that fit (exact for step times within
+//      (1 + w)·T_1), the counts, and per-axis statistics for the explanation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/result.hpp"
+#include "planner/shard.hpp"
+#include "planner/space.hpp"
+
+namespace stagecraft::planner {
+
+struct Progress {
+  int64_t evaluated = 0;        // simulated so far (incl. reused)
+  int64_t remaining = 0;        // survivors still under the current cut-off (an upper bound on work left)
+  int64_t survivors = 0;
+  double elapsed_s = 0;
+  double rate = 0;              // simulations per second
+  double eta_s = 0;
+  double best_step_time_s = 0;  // 0 before the first plan that fits
+};
+
+struct SearchOptions {
+  int64_t top_k = 10;
+  int threads = 0;                      // 0: one per hardware thread
+  int64_t batch = 64;                   // fixed: the results must not depend on the thread count
+  double pareto_window = 0.1;           // the Pareto front is exact up to (1 + w) × the best step time
+  std::string db;                       // results store ("" for none)
+  bool resume = false;
+  std::string version = "unknown";      // recorded in the store
+  const std::atomic<bool>* cancel = nullptr;           // set (e.g. by SIGINT) to stop after the batch in flight
+  std::function<void(const Progress&)> on_progress;    // rank 0, after every batch
+  Shard* shard = nullptr;               // null: this process alone
+};
+
+// Per axis value ("tp" -> "8"): how much of the space it holds and how far it got.
+struct AxisCell {
+  int64_t candidates = 0;
+  int64_t pruned_memory = 0;
+  int64_t min_memory_lb = INT64_MAX;      // over candidates not dominated
+  double min_step_lb = 0;                 // over survivors (0: none survived)
+  bool has_survivor = false;
+};
+using AxisStats = std::map<std::string, std::map<std::string, AxisCell>>;
+// The value a candidate takes on each axis the explanation compares.
+std::vector<std::pair<std::string, std::string>> axis_values(const Candidate& c);
+
+struct SearchResult {
+  std::vector<Evaluated> top;        // best first, only plans that fit
+  std::vector<Evaluated> pareto;     // increasing step time, decreasing peak memory
+  std::vector<Evaluated> evaluated;  // every simulated plan, in evaluation order
+  Counts counts;
+  AxisStats axes;
+  double seconds = 0, enumerate_seconds = 0;
+  int64_t survivors = 0;
+  bool interrupted = false;
+  int64_t capacity_bytes = 0;
+  int64_t min_memory_lb = 0;         // the smallest memory bound over the space (non-dominated)
+  std::string min_memory_key;        // the plan that has it
+  std::string reason;                // when `top` is empty: why, in words
+  int64_t search_id = -1;            // in the store
+  bool resumed = false;
+};
+
+SearchResult search(const Space& space, const SearchOptions& options);
+
+// Lowers and simulates one plan on the space's model, training and cluster.
+Metrics simulate_plan(const Space& space, const spec::Plan& plan);
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,355 @@
+#include "planner/store.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace stagecraft::planner {
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS searches (
+  id INTEGER PRIMARY KEY,
+  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted')),
+  version TEXT NOT NULL,
+  started_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT,
+  inputs_hash TEXT NOT NULL, inputs TEXT NOT NULL,
+  model TEXT NOT NULL, cluster TEXT NOT NULL, gpus INTEGER NOT NULL, global_batch INTEGER NOT NULL,
+  top_k INTEGER NOT NULL,
+  candidates INTEGER NOT NULL DEFAULT 0, dominated INTEGER NOT NULL DEFAULT 0,
+  pruned_memory INTEGER NOT NULL DEFAULT 0, pruned_bound INTEGER NOT NULL DEFAULT 0,
+  evaluated INTEGER NOT NULL DEFAULT 0, reused INTEGER NOT NULL DEFAULT 0, fitting INTEGER NOT NULL DEFAULT 0,
+  seconds REAL NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS searches_by_inputs ON searches (inputs_hash);
+CREATE TABLE IF NOT EXISTS plans (
+  search_id INTEGER NOT NULL REFERENCES searches (id),
+  key TEXT NOT NULL,
+  tp INTEGER NOT NULL, pp INTEGER NOT NULL, dp INTEGER NOT NULL,
+  micro_batch INTEGER NOT NULL, micro_batches INTEGER NOT NULL,
+  schedule TEXT NOT NULL, virtual_stages INTEGER NOT NULL, sequence_parallel INTEGER NOT NULL,
+  recompute TEXT NOT NULL, zero_stage INTEGER NOT NULL, offload TEXT NOT NULL, overlap_comm INTEGER NOT NULL,
+  reduce_bucket INTEGER NOT NULL, prefetch_bucket INTEGER NOT NULL, max_live_parameters INTEGER NOT NULL,
+  split TEXT NOT NULL,
+  fits INTEGER NOT NULL, failed INTEGER NOT NULL,
+  step_time_s REAL NOT NULL, tokens_per_s REAL NOT NULL, mfu REAL NOT NULL,
+  model_tflops_per_gpu REAL NOT NULL, hardware_tflops_per_gpu REAL NOT NULL, bubble_fraction REAL NOT NULL,
+  compute_s REAL NOT NULL, exposed_comm_s REAL NOT NULL, bubble_s REAL NOT NULL,
+  tp_comm_s REAL NOT NULL, pp_comm_s REAL NOT NULL, dp_comm_s REAL NOT NULL,
+  peak_memory_bytes INTEGER NOT NULL, peak_rank INTEGER NOT NULL,
+  mem_params INTEGER NOT NULL, mem_grads INTEGER NOT NULL, mem_optimizer INTEGER NOT NULL,
+  mem_activations INTEGER NOT NULL, mem_buffers INTEGER NOT NULL, mem_reserved INTEGER NOT NULL,
+  capacity_bytes INTEGER NOT NULL, lower_bound_s REAL NOT NULL, memory_lower_bound_bytes INTEGER NOT NULL,
+  plan TEXT NOT NULL, metrics TEXT NOT NULL, evaluated_at TEXT NOT NULL,
+  PRIMARY KEY (search_id, key));
+)sql";
+
+std::string now_utc() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A prepared statement; bind by 1-based index, step, read columns.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql, const std::string& file) : file_(file) {
+    const char* tail = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &stmt_, &tail) != SQLITE_OK) {
+      throw StoreError(file, std::string("cannot prepare \"") + sql + "\": " + sqlite3_errmsg(db));
+    }
+    while (tail && (*tail == ' ' || *tail == '\n' || *tail == ';' || *tail == '\t')) ++tail;
+    if (tail && *tail) {
+      sqlite3_finalize(stmt_);
+      throw StoreError(file, "expected one SQL statement, got more: \"" + sql + "\"");
+    }
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  // True while a row is available.
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw StoreError(file_, std::string("query failed: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_)));
+  }
+  // Binds the next parameter (1, 2, ... since the last reset).
+  template <typename T>
+  Statement& add(const T& v) {
+    return bind(++next_, v);
+  }
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    next_ = 0;
+  }
+  int64_t integer(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double real(int c) const { return sqlite3_column_double(stmt_, c); }
+  std::string text(int c) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, c);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string file_;
+  int next_ = 0;
+};
+
+Counts counts_from(const Statement& s, int first) {
+  Counts c;
+  c.candidates = s.integer(first);
+  c.dominated = s.integer(first + 1);
+  c.pruned_memory = s.integer(first + 2);
+  c.pruned_bound = s.integer(first + 3);
+  c.evaluated = s.integer(first + 4);
+  c.reused = s.integer(first + 5);
+  c.fitting = s.integer(first + 6);
+  return c;
+}
+
+const char* kPlanColumns =
+    "key, fits, failed, step_time_s, tokens_per_s, mfu, model_tflops_per_gpu, hardware_tflops_per_gpu, "
+    "bubble_fraction, compute_s, exposed_comm_s, bubble_s, tp_comm_s, pp_comm_s, dp_comm_s, peak_memory_bytes, "
+    "peak_rank, mem_params, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_reserved, capacity_bytes, "
+    "plan, metrics";
+
+Metrics metrics_from_row(const Statement& s) {
+  Metrics m;
+  m.fits = static_cast<int32_t>(s.integer(1));
+  m.failed = static_cast<int32_t>(s.integer(2));
+  m.step_time_s = s.real(3);
+  m.tokens_per_s = s.real(4);
+  m.mfu = s.real(5);
+  m.model_tflops_per_gpu = s.real(6);
+  m.hardware_tflops_per_gpu = s.real(7);
+  m.bubble_fraction = s.real(8);
+  m.compute_s = s.real(9);
+  m.exposed_comm_s = s.real(10);
+  m.bubble_s = s.real(11);
+  m.tp_s = s.real(12);
+  m.pp_s = s.real(13);
+  m.dp_s = s.real(14);
+  m.peak_memory_bytes = s.integer(15);
+  m.peak_rank = s.integer(16);
+  m.params = s.integer(17);
+  m.grads = s.integer(18);
+  m.optimizer = s.integer(19);
+  m.activations = s.integer(20);
+  m.buffers = s.integer(21);
+  m.reserved = s.integer(22);
+  return m;
+}
+
+}  // namespace
+
+StoreError::StoreError(const std::string& file, const std::string& detail)
+    : std::runtime_error(file + ": " + detail), file_(file) {}
+
+Store::Store(const std::string& path, bool read_only) : path_(path) {
+  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw StoreError(path, "cannot open the results database: " + why);
+  }
+  sqlite3_busy_timeout(db_, 10000);
+  if (read_only) {
+    Statement s(db_, "SELECT value FROM meta WHERE key = 'schema_version'", path_);
+    if (!s.step()) fail("not a Stagecraft results database (no schema_version)");
+    return;
+  }
+  exec("PRAGMA journal_mode = WAL");
+  exec("PRAGMA synchronous = NORMAL");
+  exec(kSchema);
+  Statement meta(db_, "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1), ('created_by', 'stagecraft')",
+                 path_);
+  meta.bind(1, std::to_string(kSchemaVersion));
+  meta.step();
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+void Store::fail(const std::string& what) const { throw StoreError(path_, what); }
+
+void Store::exec(const std::string& sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string why = error ? error : "unknown error";
+    sqlite3_free(error);
+    fail(why);
+  }
+}
+
+std::string Store::hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+int64_t Store::start_search(const nlohmann::json& inputs, const std::string& version, int64_t top_k, bool resume,
+                            bool* resumed) {
+  const std::string text = inputs.dump();
+  const std::string h = hash(version + "\n" + text);
+  *resumed = false;
+  if (resume) {
+    Statement s(db_, "SELECT id FROM searches WHERE inputs_hash = ?1 ORDER BY id DESC LIMIT 1", path_);
+    s.bind(1, h);
+    if (s.step()) {
+      const int64_t id = s.integer(0);
+      Statement u(db_, "UPDATE searches SET status = 'running', updated_at = ?2, finished_at = NULL WHERE id = ?1", path_);
+      u.bind(1, id).bind(2, now_utc());
+      u.step();
+      *resumed = true;
+      return id;
+    }
+  }
+  Statement s(db_,
+              "INSERT INTO searches (status, version, started_at, updated_at, inputs_hash, inputs, model, cluster, gpus, "
+              "global_batch, top_k) VALUES ('running', ?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+              path_);
+  s.bind(1, version).bind(2, now_utc()).bind(3, h).bind(4, text);
+  s.bind(5, inputs.at("model").value("name", std::string())).bind(6, inputs.at("cluster").value("name", std::string()));
+  s.bind(7, inputs.at("gpus").get<int64_t>()).bind(8, inputs.at("training").at("global_batch").get<int64_t>());
+  s.bind(9, top_k);
+  s.step();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+std::unordered_map<std::string, Metrics> Store::load_metrics(int64_t search_id) {
+  std::unordered_map<std::string, Metrics> out;
+  Statement s(db_, std::string("SELECT ") + kPlanColumns + " FROM plans WHERE search_id = ?1", path_);
+  s.bind(1, search_id);
+  while (s.step()) out.emplace(s.text(0), metrics_from_row(s));
+  return out;
+}
+
+void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows, const Counts& counts, double seconds,
+                   int64_t capacity) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    Statement s(db_,
+                "INSERT OR IGNORE INTO plans VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, "
+                "?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46)",
+                path_);
+    const std::string at = now_utc();
+    for (const Evaluated* e : rows) {
+      const spec::Plan& p = e->plan;
+      const Metrics& m = e->metrics;
+      s.add(search_id).add(e->key).add(p.tp).add(p.pp).add(p.dp);
+      s.add(p.micro_batch).add(p.micro_batches).add(std::string(spec::to_string(p.schedule)));
+      s.add(p.virtual_stages).add(int64_t{p.sequence_parallel});
+      s.add(std::string(spec::to_string(p.recompute))).add(int64_t{p.zero.stage});
+      s.add(std::string(spec::to_string(p.zero.offload_optimizer))).add(int64_t{p.zero.overlap_comm});
+      s.add(p.zero.reduce_bucket).add(p.zero.prefetch_bucket).add(p.zero.max_live_parameters);
+      s.add(std::string(to_string(e->candidate.split)));
+      s.add(int64_t{m.fits}).add(int64_t{m.failed}).add(m.step_time_s).add(m.tokens_per_s);
+      s.add(m.mfu).add(m.model_tflops_per_gpu).add(m.hardware_tflops_per_gpu);
+      s.add(m.bubble_fraction).add(m.compute_s).add(m.exposed_comm_s).add(m.bubble_s);
+      s.add(m.tp_s).add(m.pp_s).add(m.dp_s).add(m.peak_memory_bytes).add(m.peak_rank);
+      s.add(m.params).add(m.grads).add(m.optimizer).add(m.activations).add(m.buffers);
+      s.add(m.reserved).add(capacity).add(e->estimate.step_time_lb_s);
+      s.add(e->estimate.memory_lb_bytes).add(spec::to_json(p).dump());
+      s.add(to_json(m, p, capacity).dump()).add(at);
+      s.step();
+      s.reset();
+    }
+    Statement u(db_,
+                "UPDATE searches SET updated_at = ?2, candidates = ?3, dominated = ?4, pruned_memory = ?5, "
+                "pruned_bound = ?6, evaluated = ?7, reused = ?8, fitting = ?9, seconds = ?10 WHERE id = ?1",
+                path_);
+    u.bind(1, search_id).bind(2, now_utc()).bind(3, counts.candidates).bind(4, counts.dominated);
+    u.bind(5, counts.pruned_memory).bind(6, counts.pruned_bound).bind(7, counts.evaluated).bind(8, counts.reused);
+    u.bind(9, counts.fitting).bind(10, seconds);
+    u.step();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void Store::finish(int64_t search_id, const std::string& status, const Counts& counts, double seconds) {
+  record(search_id, {}, counts, seconds, 0);
+  Statement s(db_, "UPDATE searches SET status = ?2, finished_at = ?3 WHERE id = ?1", path_);
+  s.bind(1, search_id).bind(2, status).bind(3, now_utc());
+  s.step();
+}
+
+std::vector<StoredSearch> Store::searches() {
+  std::vector<StoredSearch> out;
+  Statement s(db_,
+              "SELECT id, status, version, started_at, COALESCE(finished_at, ''), model, cluster, gpus, global_batch, "
+              "top_k, candidates, dominated, pruned_memory, pruned_bound, evaluated, reused, fitting, seconds, inputs "
+              "FROM searches ORDER BY id",
+              path_);
+  while (s.step()) {
+    StoredSearch r;
+    r.id = s.integer(0);
+    r.status = s.text(1);
+    r.version = s.text(2);
+    r.started_at = s.text(3);
+    r.finished_at = s.text(4);
+    r.model = s.text(5);
+    r.cluster = s.text(6);
+    r.gpus = s.integer(7);
+    r.global_batch = s.integer(8);
+    r.top_k = s.integer(9);
+    r.counts = counts_from(s, 10);
+    r.seconds = s.real(17);
+    r.inputs = nlohmann::json::parse(s.text(18), nullptr, false);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<StoredPlan> Store::plans(int64_t search_id, const std::string& where, int64_t limit) {
+  std::string sql = std::string("SELECT ") + kPlanColumns + " FROM plans WHERE search_id = ?1";
+  if (!where.empty()) sql += " AND (" + where + ")";
+  sql += " ORDER BY fits DESC, tokens_per_s DESC, key ASC";
+  if (limit > 0) sql += " LIMIT " + std::to_string(limit);
+  std::vector<StoredPlan> out;
+  Statement s(db_, sql, path_);
+  s.bind(1, search_id);
+  while (s.step()) {
+    StoredPlan p;
+    p.key = s.text(0);
+    p.numbers = metrics_from_row(s);
+    p.capacity_bytes = s.integer(23);
+    p.plan = nlohmann::json::parse(s.text(24));
+    p.metrics = nlohmann::json::parse(s.text(25));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,259 @@
+// The distributed executor against the single-rank oracle (STYLE.md, llm.c): the tiny model for
+// 5 steps under every 4-rank plan of plans.hpp — (pp, dp) in {(1,4), (2,2), (4,1)} x each
+// schedule that applies x ZeRO 0-3, plus overlap / recompute / offload / persistence variants —
+// must give the single-rank run's losses and final parameters to 1e-5 relative (parameters in
+// relative norm). The single-rank run is computed once, in-process on rank 0, with a
+// LocalCommunicator; every plan is one Runner on a fresh MpiCommunicator in the same launch.
+// Also: a 4-rank trace gathers every rank's instructions, and checkpoints resume bit for bit.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "core/program/lower.hpp"
+#include "executor/checkpoint.hpp"
+#include "executor/comm/local.hpp"
+#include "executor/comm/mpi.hpp"
+#include "executor/errors.hpp"
+#include "executor/model_params.hpp"
+#include "executor/runner.hpp"
+#include "plans.hpp"
+
+namespace stagecraft::executor {
+namespace {
+
+constexpr int kSteps = 5;
+constexpr double kTolerance = 1e-5;
+
+struct Outcome {
+  std::vector<double> losses;
+  ModelParams params;
+};
+
+program::Program lower(const test::PlanSpec& spec) {
+  return program::lower(test::tiny_model(), test::tiny_training(), test::make_plan(spec));
+}
+
+Corpus corpus_for(const program::Program& prog) { return Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 11); }
+
+Outcome train(Runner& runner, int steps) {
+  Outcome out;
+  for (int s = 0; s < steps; ++s) out.losses.push_back(runner.step().loss);
+  out.params = gather_model_params(runner);
+  return out;
+}
+
+Outcome run_distributed(const test::PlanSpec& spec, int steps) {
+  const program::Program prog = lower(spec);
+  const Corpus corpus = corpus_for(prog);
+  MpiCommunicator comm(prog.placement);
+  Runner runner(prog, comm, corpus, {});
+  return train(runner, steps);
+}
+
+Outcome run_single_rank(int steps) {
+  const program::Program prog = lower(test::reference_plan());
+  const Corpus corpus = corpus_for(prog);
+  LocalCommunicator comm;
+  Runner runner(prog, comm, corpus, {});
+  return train(runner, steps);
+}
+
+struct Errors {
+  double loss = 0;     // largest relative loss difference over the steps
+  double params = 0;   // ||p - ref|| / ||ref||
+  double tied = 0;     // ||copy - table|| / ||table|| of the tied embedding copy
+  bool nan = false;
+};
+
+double relative_norm(const std::vector<float>& a, const std::vector<float>& b, bool& nan) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (std::isnan(a[i])) nan = true;
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+Errors compare(const Outcome& got, const Outcome& ref, const spec::Model& model) {
+  Errors e;
+  for (std::size_t s = 0; s < ref.losses.size(); ++s) {
+    const double d = std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]);
+    if (!(d <= e.loss)) e.loss = d;  // a NaN loss is the worst error
+    if (std::isnan(got.losses[s])) e.nan = true;
+  }
+  e.params = relative_norm(got.params.values, ref.params.values, e.nan);
+  if (!got.params.tied_copy.empty()) {
+    const TensorSlot& wte = ParamLayout(model).find("embedding.wte");
+    const std::vector<float> table(got.params.values.begin() + wte.offset,
+                                   got.params.values.begin() + wte.offset + wte.size());
+    e.tied = relative_norm(got.params.tied_copy, table, e.nan);
+  }
+  return e;
+}
+
+TEST(MpiEquivalence, EveryPlanMatchesTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  Outcome ref;
+  if (rank == 0) ref = run_single_rank(kSteps);
+  if (rank == 0) {
+    std::printf("single rank: loss %.5f -> %.5f over %d steps\n", ref.losses.front(), ref.losses.back(), kSteps);
+    std::printf("%-52s %12s %12s %12s %8s\n", "plan (4 ranks)", "loss rel", "params rel", "tied copy", "seconds");
+  }
+  double worst_loss = 0, worst_params = 0;
+  for (const test::PlanSpec& spec : test::equivalence_matrix()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Outcome got = run_distributed(spec, kSteps);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rank != 0) continue;
+    const Errors e = compare(got, ref, test::tiny_model());
+    std::printf("%-52s %12.3e %12.3e %12.3e %8.2f\n", spec.name().c_str(), e.loss, e.params, e.tied, seconds);
+    EXPECT_FALSE(e.nan) << spec.name();
+    EXPECT_LE(e.loss, kTolerance) << spec.name();
+    EXPECT_LE(e.params, kTolerance) << spec.name();
+    EXPECT_LE(e.tied, kTolerance) << spec.name() << ": the tied head's copy drifted from the table";
+    worst_loss = std::max(worst_loss, e.loss);
+    worst_params = std::max(worst_params, e.params);
+  }
+  if (rank == 0) std::printf("worst: loss %.3e, parameters %.3e (tolerance %.0e)\n", worst_loss, worst_params, kTolerance);
+}
+
+TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
+  const program::Program prog = lower({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 3});
+  const Corpus corpus = corpus_for(prog);
+  MpiCommunicator comm(prog.placement);
+  RunnerOptions o;
+  o.trace = true;
+  Runner runner(prog, comm, corpus, o);
+  runner.step();
+  runner.step();
+  const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), spec::to_json(prog.plan),
+                                                spec::to_json(prog.model));
+  if (comm.rank() != 0) return;
+  const std::string path = testing::TempDir() + "/stagecraft_mpi_trace_" + std::to_string(getpid()) + ".json";
+  trace::write_trace(t, path);
+  const trace::Trace back = trace::read_trace(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(back.source, "measured");
+  for (int64_t r = 0; r < 4; ++r) {
+    const program::RoleProgram& role = prog.role_of(r);
+    int64_t events = 0, samples = 0;
+    for (const trace::Event& e : back.events) {
+      if (e.rank != r) continue;
+      ++events;
+      EXPECT_GE(e.instr, role.first_id);
+      EXPECT_LT(e.instr, role.first_id + static_cast<int32_t>(role.instrs.size()));
+      EXPECT_LE(e.start_ns, e.end_ns);
+    }
+    for (const trace::MemorySample& m : back.memory) samples += m.rank == r ? 1 : 0;
+    EXPECT_EQ(events, 2 * static_cast<int64_t>(role.instrs.size())) << "rank " << r;
+    EXPECT_GT(samples, 2) << "rank " << r;
+  }
+}
+
+// A scratch directory all ranks share, unique to this launch (rank 0's process id).
+std::string shared_temp_dir(Communicator& comm, const std::string& name) {
+  const std::string mine = testing::TempDir() + "/stagecraft_" + name + "_" + std::to_string(getpid());
+  const std::string dir = comm.broadcast_from_root(mine);
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
+  comm.barrier();
+  return dir;
+}
+
+// 10 steps straight == 5 steps, save, a fresh runner resumes, 5 more: bit for bit.
+void expect_resume_is_exact(const test::PlanSpec& spec) {
+  const program::Program prog = lower(spec);
+  const Corpus corpus = corpus_for(prog);
+  MpiCommunicator comm(prog.placement);
+  Outcome straight;
+  {
+    Runner runner(prog, comm, corpus, {});
+    straight = train(runner, 10);
+  }
+  const std::string dir = shared_temp_dir(comm, "ckpt_" + spec.name());
+  {
+    Runner first(prog, comm, corpus, {});
+    train(first, 5);
+    save_checkpoint(first, dir, {"synthetic", 11});
+  }
+  Runner second(prog, comm, corpus, {});
+  load_checkpoint(second, dir, {"synthetic", 11});
+  EXPECT_EQ(second.steps_done(), 5);
+  const Outcome resumed = train(second, 5);
+  comm.barrier();
+  if (comm.rank() != 0) return;
+  std::filesystem::remove_all(dir);
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(resumed.losses[s], straight.losses[5 + s]) << spec.name() << " step " << 5 + s;
+  EXPECT_EQ(checksum(resumed.params.values), checksum(straight.params.values)) << spec.name();
+}
+
+TEST(MpiCheckpoint, ResumeIsBitForBitUnderEveryZeroStage) {
+  expect_resume_is_exact({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 0});
+  expect_resume_is_exact({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 1});
+  expect_resume_is_exact({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 2, .offload = true});
+  expect_resume_is_exact({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3});
+}
+
+TEST(MpiCheckpoint, RejectsAnotherPlanAndACorruptFile) {
+  const program::Program prog = lower({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 1});
+  const Corpus corpus = corpus_for(prog);
+  MpiCommunicator comm(prog.placement);
+  const std::string dir = shared_temp_dir(comm, "ckpt_reject");
+  {
+    Runner runner(prog, comm, corpus, {});
+    runner.step();
+    save_checkpoint(runner, dir, {"synthetic", 11});
+  }
+  const program::Program other = lower({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 2});
+  {
+    MpiCommunicator other_comm(other.placement);
+    Runner runner(other, other_comm, corpus, {});
+    try {
+      load_checkpoint(runner, dir, {"synthetic", 11});
+      ADD_FAILURE() << "resumed a ZeRO-1 checkpoint under ZeRO-2";
+    } catch (const CheckpointError& e) {
+      if (comm.rank() == 0) {
+        EXPECT_NE(std::string(e.what()).find("/plan is"), std::string::npos) << e.what();
+      }
+    }
+  }
+  Runner runner(prog, comm, corpus, {});
+  try {
+    load_checkpoint(runner, dir, {"synthetic", 12});
+    ADD_FAILURE() << "resumed with another data seed";
+  } catch (const CheckpointError& e) {
+    if (comm.rank() == 0) {
+      EXPECT_NE(std::string(e.what()).find("/data is"), std::string::npos) << e.what();
+    }
+  }
+  comm.barrier();
+  if (comm.rank() == 0) {  // flip one byte of rank 3's state
+    std::fstream f(dir + "/rank-00003.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  comm.barrier();
+  try {
+    load_checkpoint(runner, dir, {"synthetic", 11});
+    ADD_FAILURE() << "resumed from a corrupt file";
+  } catch (const CheckpointError& e) {
+    if (comm.rank() == 0) {
+      EXPECT_NE(std::string(e.what()).find("rank-00003.bin: checksum"), std::string::npos) << e.what();
+    }
+  }
+  comm.barrier();
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stagecraft::executor

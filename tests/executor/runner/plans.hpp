@@ -1,0 +1,123 @@
+// Test plans for the tiny model (configs/models/tiny.json) with training/tiny-cpu (global batch
+// 8): a builder over plan.json's fields (so every plan goes through the same validation as a
+// file), the single-rank reference plan, and the 4-rank equivalence matrix
+// {(pp, dp)} x schedules x ZeRO 0-3 plus variants (overlap, recompute, offload, persistence).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/spec/bundled.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
+
+namespace stagecraft::executor::test {
+
+struct PlanSpec {
+  int pp = 1, dp = 1, micro_batch = 1, micro_batches = 8;
+  std::string schedule = "1f1b";
+  int virtual_stages = 1;
+  int zero = 0;
+  int overlap = -1;                   // -1: DeepSpeed's default (true only for stage 3)
+  std::string recompute = "none";
+  bool offload = false;
+  bool keep_gathered = false;
+  int64_t persistence = 100;          // elements; DeepSpeed's 1e5 keeps the whole tiny model whole
+  int64_t reduce_bucket = 50000;      // below a stage's ~0.1M parameters: several buckets
+  bool overlap_p2p = false;           // sends overlap the next compute (else it waits for them)
+
+  std::string name() const {
+    std::string s = "pp" + std::to_string(pp) + "-dp" + std::to_string(dp) + "-" + schedule;
+    if (virtual_stages > 1) s += "-v" + std::to_string(virtual_stages);
+    s += "-zero" + std::to_string(zero);
+    if (overlap >= 0) s += overlap ? "-overlap" : "-no-overlap";
+    if (recompute != "none") s += "-recompute-" + recompute;
+    if (offload) s += "-offload";
+    if (keep_gathered) s += "-keep-gathered";
+    if (persistence != 100) s += "-persist" + std::to_string(persistence);
+    if (overlap_p2p) s += "-p2p-overlap";
+    return s;
+  }
+};
+
+inline spec::Model tiny_model() { return spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny")); }
+inline spec::Training tiny_training() {
+  return spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, "tiny-cpu"));
+}
+
+inline spec::Plan make_plan(const PlanSpec& s) {
+  nlohmann::json zero = {{"stage", s.zero},
+                         {"prefetch_bucket", 20000},
+                         {"reduce_bucket", s.reduce_bucket},
+                         {"allgather_bucket", 50000},
+                         {"max_live_parameters", 100000},
+                         {"max_reuse_distance", 50000},
+                         {"param_persistence_threshold", s.persistence},
+                         {"offload_optimizer", s.offload ? "cpu" : "none"},
+                         {"keep_gathered_across_microbatches", s.keep_gathered}};
+  if (s.overlap >= 0) zero["overlap_comm"] = s.overlap == 1;
+  const nlohmann::json j = {{"tp", 1},
+                            {"pp", s.pp},
+                            {"dp", s.dp},
+                            {"micro_batch", s.micro_batch},
+                            {"micro_batches", s.micro_batches},
+                            {"schedule", s.schedule},
+                            {"virtual_stages", s.virtual_stages},
+                            {"recompute", s.recompute},
+                            {"overlap_p2p", s.overlap_p2p},
+                            {"zero", zero}};
+  return spec::plan_from_json(j, "<test plan " + s.name() + ">");
+}
+
+// One rank, the whole global batch as 8 micro-batches of one sequence, plain data flow.
+inline PlanSpec reference_plan() { return PlanSpec{}; }
+
+// Every 4-rank plan the equivalence test runs.
+inline std::vector<PlanSpec> equivalence_matrix() {
+  std::vector<PlanSpec> out;
+  struct Shape {
+    int pp, dp, micro_batch, micro_batches;
+    std::vector<std::pair<std::string, int>> schedules;  // (schedule, virtual stages)
+  };
+  const std::vector<Shape> shapes = {
+      {1, 4, 1, 2, {{"gpipe", 1}, {"1f1b", 1}, {"zb-h1", 1}}},
+      {2, 2, 1, 4, {{"gpipe", 1}, {"1f1b", 1}, {"interleaved", 2}, {"zb-h1", 1}}},
+      {4, 1, 1, 8, {{"gpipe", 1}, {"1f1b", 1}, {"zb-h1", 1}}},  // interleaved needs 8 chunks of >= 1 layer
+  };
+  for (const Shape& sh : shapes) {
+    for (const auto& [schedule, v] : sh.schedules) {
+      for (int zero = 0; zero <= 3; ++zero) {
+        PlanSpec p;
+        p.pp = sh.pp, p.dp = sh.dp, p.micro_batch = sh.micro_batch, p.micro_batches = sh.micro_batches;
+        p.schedule = schedule, p.virtual_stages = v, p.zero = zero;
+        out.push_back(p);
+      }
+    }
+  }
+  auto variant = [&](PlanSpec p) { out.push_back(p); };
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .overlap = 1});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 2, .overlap = 1});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .zero = 2, .overlap = 1});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .overlap = 0});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 0, .overlap = 1, .recompute = "full"});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .recompute = "full"});
+  variant({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3, .recompute = "full"});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .offload = true});
+  variant({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3, .offload = true});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .keep_gathered = true});
+  variant({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3, .persistence = 100000});
+  variant({.pp = 4, .dp = 1, .micro_batch = 2, .micro_batches = 4, .schedule = "gpipe", .zero = 2,
+           .recompute = "selective"});
+  variant({.pp = 2, .dp = 2, .micro_batch = 2, .micro_batches = 2, .schedule = "interleaved",
+           .virtual_stages = 2, .zero = 2, .overlap = 1});
+  variant({.pp = 4, .dp = 1, .micro_batches = 8, .overlap_p2p = true});
+  variant({.pp = 4, .dp = 1, .micro_batches = 8, .schedule = "zb-h1", .zero = 1, .overlap_p2p = true});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "interleaved", .virtual_stages = 2, .zero = 3,
+           .overlap_p2p = true});
+  return out;
+}
+
+}  // namespace stagecraft::executor::test

@@ -1,0 +1,132 @@
+// DeepSpeed export (batch identity, keys, DeepSpeed's own refusal of pipeline + ZeRO >= 2) and
+// import (DeepSpeed's code defaults for missing keys, its batch resolution and its checks).
+#include "planner/deepspeed.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/spec/json_reader.hpp"
+#include "support.hpp"
+
+namespace stagecraft::planner {
+namespace {
+
+spec::Plan plan_of(const nlohmann::json& j) { return spec::plan_from_json(j, "plan.json"); }
+
+spec::Training training(int64_t batch, spec::Dtype dtype) {
+  spec::Training t;
+  t.global_batch = batch;
+  t.dtype = dtype;
+  t.optimizer = spec::Optimizer::kAdamW;
+  return t;
+}
+
+TEST(DeepSpeedExport, SatisfiesTheBatchIdentityAndCarriesTheZeroKeys) {
+  const spec::Plan p = plan_of({{"tp", 2}, {"pp", 2}, {"dp", 4}, {"micro_batch", 3}, {"micro_batches", 8},
+                                {"zero", {{"stage", 1}, {"reduce_bucket", 10'000'000}, {"offload_optimizer", "cpu"}}}});
+  const DeepSpeedExport e = to_deepspeed(p, training(96, spec::Dtype::kBf16));
+  const nlohmann::json& ds = e.config;
+  // train_batch_size = micro × accumulation × dp, DeepSpeed's _batch_assertion
+  EXPECT_EQ(ds.at("train_batch_size"), 3 * 8 * 4);
+  EXPECT_EQ(ds.at("train_micro_batch_size_per_gpu"), 3);
+  EXPECT_EQ(ds.at("gradient_accumulation_steps"), 8);
+  EXPECT_EQ(ds.at("bf16").at("enabled"), true);
+  EXPECT_EQ(ds.at("fp16").at("enabled"), false);
+  EXPECT_EQ(ds.at("optimizer").at("type"), "AdamW");
+  const nlohmann::json& z = ds.at("zero_optimization");
+  EXPECT_EQ(z.at("stage"), 1);
+  EXPECT_EQ(z.at("reduce_bucket_size"), 10'000'000);
+  EXPECT_EQ(z.at("allgather_bucket_size"), 500'000'000);
+  EXPECT_EQ(z.at("stage3_prefetch_bucket_size"), 50'000'000);
+  EXPECT_EQ(z.at("stage3_max_live_parameters"), 1'000'000'000);
+  EXPECT_EQ(z.at("stage3_param_persistence_threshold"), 100'000);
+  EXPECT_EQ(z.at("overlap_comm"), false);   // the plan's value (DeepSpeed's default below stage 3)
+  EXPECT_EQ(z.at("offload_optimizer").at("device"), "cpu");
+  EXPECT_EQ(ds.at("pipeline").at("stages"), 2);
+  EXPECT_EQ(ds.at("tensor_parallel").at("autotp_size"), 2);
+  EXPECT_TRUE(e.warnings.empty()) << e.warnings.front();
+}
+
+TEST(DeepSpeedExport, WarnsWithDeepSpeedsReasonWhenPipelineMeetsZero2Or3) {
+  for (int stage : {2, 3}) {
+    const spec::Plan p = plan_of({{"pp", 4}, {"dp", 2}, {"micro_batches", 8}, {"zero", {{"stage", stage}}}});
+    const DeepSpeedExport e = to_deepspeed(p, training(16, spec::Dtype::kFp16));
+    ASSERT_FALSE(e.warnings.empty());
+    EXPECT_NE(e.warnings.front().find("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"), std::string::npos)
+        << e.warnings.front();
+  }
+  const spec::Plan fine = plan_of({{"pp", 4}, {"dp", 2}, {"micro_batches", 8}, {"zero", {{"stage", 1}}}});
+  EXPECT_TRUE(to_deepspeed(fine, training(16, spec::Dtype::kFp16)).warnings.empty());
+}
+
+TEST(DeepSpeedImport, MissingKeysTakeDeepSpeedsCodeDefaults) {
+  const DeepSpeedImport d = load_deepspeed(std::string(STAGECRAFT_PLANNER_TEST_DATA) + "/ds_minimal.json", 2, 4);
+  // {"train_batch_size": 8, "fp16": {"enabled": true}, "zero_optimization": {"stage": 3}} on 2 GPUs
+  EXPECT_EQ(d.plan.tp, 1);
+  EXPECT_EQ(d.plan.pp, 1);
+  EXPECT_EQ(d.plan.dp, 2);
+  EXPECT_EQ(d.plan.micro_batch, 8 / 2);   // gradient_accumulation_steps defaults to 1
+  EXPECT_EQ(d.plan.micro_batches, 1);
+  EXPECT_EQ(d.training.global_batch, 8);
+  EXPECT_EQ(d.training.dtype, spec::Dtype::kFp16);
+  const spec::ZeroConfig& z = d.plan.zero;
+  EXPECT_EQ(z.stage, 3);
+  EXPECT_EQ(z.reduce_bucket, 500'000'000);
+  EXPECT_EQ(z.allgather_bucket, 500'000'000);
+  EXPECT_EQ(z.prefetch_bucket, 50'000'000);
+  EXPECT_EQ(z.max_live_parameters, 1'000'000'000);
+  EXPECT_EQ(z.max_reuse_distance, 1'000'000'000);
+  EXPECT_EQ(z.param_persistence_threshold, 100'000);
+  EXPECT_TRUE(z.overlap_comm);   // DeepSpeed turns it on by default for stage 3 only
+  EXPECT_EQ(z.offload_optimizer, spec::Offload::kNone);
+  bool noted = false;
+  for (const std::string& n : d.defaults) noted |= n.find("zero_optimization.reduce_bucket_size: DeepSpeed's default 5e8") != std::string::npos;
+  EXPECT_TRUE(noted);
+
+  const DeepSpeedImport s2 = from_deepspeed({{"train_micro_batch_size_per_gpu", 2}, {"zero_optimization", {{"stage", 2}}}},
+                                            "ds.json", 4, 4);
+  EXPECT_FALSE(s2.plan.zero.overlap_comm);
+  EXPECT_EQ(s2.training.global_batch, 2 * 1 * 4);   // micro × default accumulation 1 × dp
+  EXPECT_EQ(s2.training.dtype, spec::Dtype::kFp32);
+}
+
+TEST(DeepSpeedImport, CompletesTheBatchTripleAsDeepSpeedDoes) {
+  // train and micro given: gas = train / micro / dp
+  const DeepSpeedImport d = from_deepspeed({{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 2},
+                                            {"pipeline", {{"stages", 2}}}, {"tensor_parallel", {{"autotp_size", 2}}}},
+                                           "ds.json", 16, 4);
+  EXPECT_EQ(d.plan.dp, 16 / (2 * 2));
+  EXPECT_EQ(d.plan.micro_batches, 64 / 2 / 4);
+  // an inconsistent triple fails with DeepSpeed's own message, naming the file and key
+  test::expect_spec_error(
+      [] {
+        from_deepspeed({{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 2}, {"gradient_accumulation_steps", 3}},
+                       "ds.json", 8, 4);
+      },
+      "/train_batch_size", "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 64 != 2 * 3 * 8");
+  test::expect_spec_error([] { from_deepspeed({{"fp16", {{"enabled", true}}}}, "ds.json", 8, 4); }, "/train_batch_size",
+                          "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
+  test::expect_spec_error(
+      [] { from_deepspeed({{"train_batch_size", 8}, {"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}}, "ds.json", 8, 4); },
+      "/bf16/enabled", "cannot be simultaneously enabled");
+  test::expect_spec_error([] { from_deepspeed({{"train_batch_size", 8}, {"pipeline", {{"stages", 3}}}}, "ds.json", 8, 4); },
+                          "/pipeline/stages", "to divide the 8 GPUs");
+}
+
+TEST(DeepSpeedRoundTrip, ExportThenImportGivesThePlanBack) {
+  const spec::Plan p = plan_of({{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batch", 2}, {"micro_batches", 4},
+                                {"schedule", "interleaved"}, {"virtual_stages", 2}, {"sequence_parallel", true},
+                                {"recompute", "selective"}, {"stage_layers", {4, 2}},
+                                {"zero", {{"stage", 1}, {"reduce_bucket", 1'000'000}, {"overlap_comm", true}}}});
+  const DeepSpeedImport back = from_deepspeed(to_deepspeed(p, training(16, spec::Dtype::kBf16)).config, "ds.json", 8, 6);
+  EXPECT_EQ(spec::to_json(back.plan).dump(), spec::to_json([&] {
+              spec::Plan q = p;
+              q.file = back.plan.file;
+              q.source = back.plan.source;
+              return q;
+            }()).dump());
+  EXPECT_EQ(back.training.global_batch, 16);
+  EXPECT_EQ(back.training.optimizer, spec::Optimizer::kAdamW);
+}
+
+}  // namespace
+}  // namespace stagecraft::planner

@@ -1,0 +1,136 @@
+// Pruning is only allowed to drop plans that could not win: every bound must hold against the
+// simulator itself, on plans of every kind (each ZeRO stage, each schedule, tp with and without
+// sequence parallelism, recompute, offload).
+#include "planner/prune.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "fixtures.hpp"
+#include "planner/critical_path.hpp"
+
+namespace stagecraft::planner {
+namespace {
+
+std::string category(const Candidate& c) {
+  return std::to_string(c.zero) + spec::to_string(c.schedule) + (c.tp > 1 ? (c.sequence_parallel ? "sp" : "tp") : "") +
+         spec::to_string(c.recompute) + (c.offload ? "off" : "") + (c.max_live_i == 0 ? "live-small" : "");
+}
+
+// Up to `per` candidates of each category with the given verdict, spread over the enumeration.
+std::vector<test::Scored> sample(const std::vector<test::Scored>& all, Verdict v, int per) {
+  std::map<std::string, std::vector<const test::Scored*>> by;
+  for (const auto& s : all) {
+    if (s.verdict == v) by[category(s.candidate)].push_back(&s);
+  }
+  std::vector<test::Scored> out;
+  for (const auto& [cat, list] : by) {
+    for (int i = 0; i < per && i < static_cast<int>(list.size()); ++i) {
+      out.push_back(*list[static_cast<std::size_t>(i) * list.size() / static_cast<std::size_t>(per)]);
+    }
+  }
+  return out;
+}
+
+void expect_bounds_hold(const Space& space, int per_category) {
+  const auto all = test::enumerate(space);
+  const auto picked = sample(all, Verdict::kKeep, per_category);
+  ASSERT_GT(picked.size(), 40u);
+  for (const auto& s : picked) {
+    const spec::Plan plan = space.plan(s.candidate);
+    const program::Program prog = program::lower(space.model(), space.training(), plan);
+    const sim::SimResult r = sim::simulate(prog, space.cluster());
+    const double path = critical_path_s(prog, space.cluster());
+    EXPECT_LE(s.estimate.step_time_lb_s, r.step_time_s) << plan_key(plan);
+    EXPECT_LE(path, r.step_time_s) << plan_key(plan);
+    EXPECT_LE(s.estimate.step_time_lb_s, path * (1 + 1e-5)) << plan_key(plan) << ": the analytic bound is looser by design";
+    EXPECT_LE(s.estimate.memory_lb_bytes, r.peak_memory_bytes) << plan_key(plan);
+  }
+}
+
+TEST(Prune, StepTimeAndMemoryBoundsHoldAgainstTheSimulator) {
+  expect_bounds_hold(test::medium_space(), 2);
+  // two nodes: data-parallel and pipeline traffic over InfiniBand
+  expect_bounds_hold(Space(test::bundled_model("gpt3-6.7b"), test::bundled_cluster("dgx-h100-ndr", 2), test::training(32), 16, {}), 1);
+}
+
+TEST(Prune, PlansPrunedForMemoryReallyDoNotFit) {
+  const Space space = test::medium_space();
+  const auto all = test::enumerate(space);
+  const auto picked = sample(all, Verdict::kMemory, 1);
+  ASSERT_GT(picked.size(), 10u);
+  for (const auto& s : picked) {
+    const sim::SimResult r = test::simulate(space, s.candidate);
+    EXPECT_FALSE(r.fits) << plan_key(space.plan(s.candidate));
+    EXPECT_GE(r.peak_memory_bytes, s.estimate.memory_lb_bytes);
+    EXPECT_GT(s.estimate.memory_lb_bytes, space.cluster().gpu.memory_bytes);
+  }
+}
+
+TEST(Prune, BucketValuesThatCutTheSameBucketsAreDominatedDuplicates) {
+  // tiny's chunks hold ~0.2 M parameters: reduce buckets of 1e6 and 1e7 elements both hold a whole
+  // chunk, so the second value lowers to the same Program and simulates identically.
+  SpaceLimits l;
+  l.tp = {1};
+  l.pp = {1};
+  l.zero = {1};
+  l.recompute = {spec::Recompute::kNone};
+  l.offload = {spec::Offload::kNone};
+  l.micro_batch = {1};
+  l.reduce_bucket = {1'000'000, 10'000'000};
+  const Space space(test::bundled_model("tiny"), test::bundled_cluster("cpu-local", 1), test::training(4, spec::Dtype::kFp32), 2, l);
+  const auto all = test::enumerate(space);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].verdict, Verdict::kKeep);
+  EXPECT_EQ(all[1].verdict, Verdict::kDominated);
+  const sim::SimResult a = test::simulate(space, all[0].candidate), b = test::simulate(space, all[1].candidate);
+  EXPECT_EQ(a.step_time_s, b.step_time_s);
+  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+}
+
+TEST(Prune, OffloadOnlyWhereThePlanWithoutItCannotFit) {
+  const Space space = test::medium_space();
+  const auto all = test::enumerate(space);
+  int kept = 0, dominated = 0;
+  for (const auto& s : all) {
+    if (!s.candidate.offload || s.verdict == Verdict::kMemory) continue;
+    Candidate twin = s.candidate;
+    twin.offload = false;
+    Pruner pruner(space);
+    const Estimate without = pruner.estimate(twin);
+    if (s.verdict == Verdict::kDominated && without.memory_lb_bytes <= space.cluster().gpu.memory_bytes) ++dominated;
+    if (s.verdict == Verdict::kKeep) {
+      EXPECT_GT(without.memory_lb_bytes, space.cluster().gpu.memory_bytes) << plan_key(space.plan(s.candidate));
+      ++kept;
+    }
+    if (kept + dominated > 200) break;
+  }
+  EXPECT_GT(dominated, 0);
+}
+
+TEST(Prune, EstimateOfOneCandidateMatchesTheEnumeration) {
+  const Space space = test::medium_space();
+  const auto all = test::enumerate(space);
+  Pruner pruner(space);
+  for (std::size_t i = 0; i < all.size(); i += all.size() / 50) {
+    if (all[i].verdict == Verdict::kDominated) continue;
+    const Estimate e = pruner.estimate(all[i].candidate);
+    EXPECT_DOUBLE_EQ(e.step_time_lb_s, all[i].estimate.step_time_lb_s);
+    EXPECT_EQ(e.memory_lb_bytes, all[i].estimate.memory_lb_bytes);
+  }
+}
+
+TEST(CriticalPath, EqualsTheSimulationWhenNothingContends) {
+  // One GPU: no communication at all, so nothing can contend and the replay is the simulation.
+  const spec::Model m = test::bundled_model("gpt3-1.3b");
+  const spec::Cluster c = test::bundled_cluster("dgx-h100-ndr", 1);
+  const spec::Training t = test::training(8);
+  const spec::Plan p = spec::plan_from_json({{"micro_batch", 2}, {"micro_batches", 4}, {"recompute", "full"}}, "plan.json");
+  const program::Program prog = program::lower(m, t, p);
+  const double simulated = sim::simulate(prog, c).step_time_s;
+  EXPECT_NEAR(critical_path_s(prog, c), simulated, 1e-6 * simulated + 1e-9);
+}
+
+}  // namespace
+}  // namespace stagecraft::planner

@@ -1,0 +1,233 @@
+// The search against exhaustive simulation, its determinism over thread counts, Ctrl-C, the
+// results store with --resume, a real SIGKILL mid-search, and the answer when nothing fits.
+#include "planner/search.hpp"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "fixtures.hpp"
+#include "planner/store.hpp"
+
+namespace stagecraft::planner {
+namespace {
+
+// A space small enough to simulate exhaustively (a few hundred plans), large enough that every
+// pruning rule fires.
+SpaceLimits exhaustive_limits() {
+  SpaceLimits l;
+  l.zero = {1, 3};
+  l.recompute = {spec::Recompute::kNone, spec::Recompute::kSelective};
+  l.reduce_bucket = {10'000'000, 1'000'000'000};
+  l.prefetch_bucket = {10'000'000};
+  l.max_live_parameters = {1'000'000'000};
+  l.max_micro_batch = 8;
+  return l;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("stagecraft-" + std::to_string(getpid()) + "-" + name)).string();
+}
+
+void remove_db(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+void expect_same(const SearchResult& a, const SearchResult& b) {
+  ASSERT_EQ(test::keys(a.top), test::keys(b.top));
+  for (std::size_t i = 0; i < a.top.size(); ++i) EXPECT_EQ(a.top[i].metrics.step_time_s, b.top[i].metrics.step_time_s);
+  EXPECT_EQ(test::keys(a.pareto), test::keys(b.pareto));
+  EXPECT_EQ(a.counts.candidates, b.counts.candidates);
+  EXPECT_EQ(a.counts.dominated, b.counts.dominated);
+  EXPECT_EQ(a.counts.pruned_memory, b.counts.pruned_memory);
+  EXPECT_EQ(a.counts.pruned_bound, b.counts.pruned_bound);
+  EXPECT_EQ(a.counts.evaluated, b.counts.evaluated);
+}
+
+TEST(Search, FindsTheSameTopPlansAsSimulatingEverything) {
+  const Space space = test::medium_space(exhaustive_limits());
+  std::vector<Evaluated> everything;
+  for (const auto& s : test::enumerate(space)) {
+    if (s.verdict == Verdict::kDominated) continue;   // identical to a candidate simulated here
+    Evaluated e;
+    e.candidate = s.candidate;
+    e.key = plan_key(space.plan(s.candidate));
+    e.metrics = metrics_of(test::simulate(space, s.candidate));
+    everything.push_back(e);
+  }
+  ASSERT_GT(everything.size(), 100u);
+  std::vector<Evaluated> fitting;
+  for (const Evaluated& e : everything) {
+    if (e.metrics.fits) fitting.push_back(e);
+  }
+  std::sort(fitting.begin(), fitting.end(), better);
+  fitting.resize(5);
+
+  SearchOptions o;
+  o.top_k = 5;
+  o.threads = 2;
+  const SearchResult r = search(space, o);
+  EXPECT_EQ(test::keys(r.top), test::keys(fitting));
+  for (std::size_t i = 0; i < r.top.size(); ++i) EXPECT_EQ(r.top[i].metrics.step_time_s, fitting[i].metrics.step_time_s);
+  EXPECT_EQ(r.counts.evaluated + r.counts.pruned(), r.counts.candidates);
+  EXPECT_LT(r.counts.evaluated, static_cast<int64_t>(everything.size()) / 4) << "the bounds should prune most plans";
+
+  // The Pareto front is exact up to (1 + w) × the best step time.
+  const double window = r.top.front().metrics.step_time_s * (1 + o.pareto_window);
+  for (const Evaluated& f : r.pareto) {
+    for (const Evaluated& e : everything) {
+      if (!e.metrics.fits) continue;
+      const bool dominates = e.metrics.step_time_s <= f.metrics.step_time_s &&
+                             e.metrics.peak_memory_bytes <= f.metrics.peak_memory_bytes &&
+                             (e.metrics.step_time_s < f.metrics.step_time_s || e.metrics.peak_memory_bytes < f.metrics.peak_memory_bytes);
+      EXPECT_FALSE(dominates) << e.key << " dominates front plan " << f.key;
+    }
+  }
+  for (const Evaluated& e : everything) {
+    if (!e.metrics.fits || e.metrics.step_time_s > window) continue;
+    const bool covered = std::any_of(r.pareto.begin(), r.pareto.end(), [&](const Evaluated& f) {
+      return f.metrics.step_time_s <= e.metrics.step_time_s && f.metrics.peak_memory_bytes <= e.metrics.peak_memory_bytes;
+    });
+    EXPECT_TRUE(covered) << e.key << " is missing from the Pareto front";
+  }
+}
+
+TEST(Search, ResultsAndCountsDoNotDependOnTheThreadCount) {
+  const Space space = test::medium_space(exhaustive_limits());
+  SearchOptions o;
+  o.top_k = 4;
+  o.threads = 1;
+  const SearchResult one = search(space, o);
+  o.threads = 3;
+  const SearchResult three = search(space, o);
+  expect_same(one, three);
+  ASSERT_FALSE(one.top.empty());
+}
+
+TEST(Search, CtrlCStopsCleanlyWithWhatWasFound) {
+  const Space space = test::medium_space(exhaustive_limits());
+  std::atomic<bool> cancel{false};
+  SearchOptions o;
+  o.threads = 2;
+  o.batch = 4;
+  o.cancel = &cancel;
+  int batches = 0;
+  o.on_progress = [&](const Progress&) {
+    if (++batches == 2) cancel.store(true);   // as the SIGINT handler would
+  };
+  const SearchResult r = search(space, o);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(batches, 2);
+  EXPECT_GT(r.counts.evaluated, 0);
+  EXPECT_FALSE(r.top.empty()) << "the plans found before Ctrl-C are kept";
+
+  cancel.store(true);
+  o.on_progress = nullptr;
+  const SearchResult early = search(space, o);
+  EXPECT_TRUE(early.top.empty());
+  EXPECT_NE(early.reason.find("interrupted"), std::string::npos) << early.reason;
+}
+
+TEST(Search, ResumeReusesEveryStoredPlan) {
+  const std::string db = temp_path("resume.sqlite");
+  remove_db(db);
+  const Space space = test::medium_space(exhaustive_limits());
+  SearchOptions o;
+  o.threads = 2;
+  o.db = db;
+  const SearchResult first = search(space, o);
+  EXPECT_FALSE(first.resumed);
+  o.resume = true;
+  const SearchResult again = search(space, o);
+  EXPECT_TRUE(again.resumed);
+  EXPECT_EQ(again.search_id, first.search_id);
+  expect_same(first, again);
+  EXPECT_EQ(again.counts.reused, again.counts.evaluated);
+  Store store(db, true);
+  EXPECT_EQ(static_cast<int64_t>(store.plans(first.search_id, "", 0).size()), first.counts.evaluated);
+  EXPECT_EQ(store.searches().back().status, "complete");
+  remove_db(db);
+}
+
+int64_t committed_plans(const std::string& db) {
+  sqlite3* h = nullptr;
+  int64_t n = -1;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(h, 1000);
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM plans", -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+      n = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(h);
+  return n;
+}
+
+TEST(Search, SigkillMidSearchLosesNothingCommitted) {
+  const std::string db = temp_path("killed.sqlite");
+  remove_db(db);
+  const Space space = test::medium_space();
+  SearchOptions o;
+  o.threads = 1;
+  o.batch = 2;                 // a commit every two plans
+  o.pareto_window = 10;        // a Pareto front up to 11x the best step time: ~750 plans, seconds
+  o.db = db;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    search(space, o);
+    _exit(0);
+  }
+  int64_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((seen = committed_plans(db)) < 50 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the search finished before the kill; make it longer";
+  ASSERT_GE(seen, 50);
+
+  const int64_t after_kill = committed_plans(db);
+  EXPECT_GE(after_kill, seen) << "committed plans were lost";
+  {
+    Store store(db, true);
+    EXPECT_EQ(store.searches().back().status, "running");   // never finished
+  }
+  o.threads = 2;
+  o.resume = true;
+  const SearchResult resumed = search(space, o);
+  EXPECT_TRUE(resumed.resumed);
+  EXPECT_GE(resumed.counts.reused, after_kill);
+  o.db.clear();
+  o.resume = false;
+  const SearchResult fresh = search(space, o);
+  expect_same(resumed, fresh);
+  EXPECT_EQ(committed_plans(db), fresh.counts.evaluated);
+  remove_db(db);
+}
+
+TEST(Search, AModelThatFitsNowhereSaysSo) {
+  // 175 B parameters on 8 GPUs: even ZeRO-3 with offload keeps 2 × 175e9 / 8 bytes of fp16
+  // parameters and as much of gradients per GPU, 87.5 GB, above an H100's 80 GiB.
+  const Space space(test::bundled_model("gpt3-175b"), test::bundled_cluster("dgx-h100-ndr", 1), test::training(8), 8, {});
+  SearchOptions o;
+  o.threads = 2;
+  const SearchResult r = search(space, o);
+  EXPECT_TRUE(r.top.empty());
+  EXPECT_EQ(r.counts.evaluated, 0);
+  EXPECT_EQ(r.counts.pruned_memory + r.counts.dominated, r.counts.candidates);
+  EXPECT_NE(r.reason.find("no plan fits in memory"), std::string::npos) << r.reason;
+}
+
+}  // namespace
+}  // namespace stagecraft::planner

@@ -1,0 +1,94 @@
+// The results store: schema, one transaction per batch, filters, and clear errors.
+#include "planner/store.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fixtures.hpp"
+
+namespace stagecraft::planner {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("stagecraft-store-" + std::to_string(getpid()) + "-" + name)).string();
+}
+
+Evaluated row(const Space& space, const std::string& pinned, int tp, int pp) {
+  Candidate c;
+  c.tp = tp;
+  c.pp = pp;
+  c.dp = static_cast<int32_t>(space.gpus() / (tp * pp));
+  c.micro_batch = 1;
+  c.micro_batches = static_cast<int32_t>(space.training().global_batch / c.dp);
+  Evaluated e;
+  e.candidate = c;
+  e.plan = space.plan(c);
+  e.key = plan_key(e.plan) + pinned;
+  e.metrics.step_time_s = 1.0 + tp;
+  e.metrics.tokens_per_s = 1000.0 / (1.0 + tp);
+  e.metrics.fits = 1;
+  e.metrics.peak_memory_bytes = int64_t{1} << 30;
+  return e;
+}
+
+TEST(Store, RecordsASearchAndItsPlansAndReadsThemBack) {
+  const std::string path = temp_path("a.sqlite");
+  std::filesystem::remove(path);
+  const Space space = test::medium_space();
+  int64_t id = 0;
+  {
+    Store store(path, false);
+    bool resumed = true;
+    id = store.start_search(space.to_json(), "test", 3, false, &resumed);
+    EXPECT_FALSE(resumed);
+    const Evaluated a = row(space, "", 1, 1), b = row(space, "", 2, 1), c = row(space, "", 2, 2);
+    Counts counts;
+    counts.candidates = 10;
+    counts.evaluated = 3;
+    store.record(id, {&a, &b}, counts, 1.5, space.cluster().gpu.memory_bytes);
+    store.record(id, {&c, &a}, counts, 2.5, space.cluster().gpu.memory_bytes);   // a again: ignored
+    store.finish(id, "complete", counts, 3.0);
+    // same inputs and version: --resume finds it
+    const int64_t again = store.start_search(space.to_json(), "test", 3, true, &resumed);
+    EXPECT_TRUE(resumed);
+    EXPECT_EQ(again, id);
+  }
+  Store store(path, true);
+  const auto searches = store.searches();
+  ASSERT_EQ(searches.size(), 1u);
+  EXPECT_EQ(searches[0].model, "gpt3-1.3b");
+  EXPECT_EQ(searches[0].gpus, 8);
+  EXPECT_EQ(searches[0].counts.candidates, 10);
+  const auto plans = store.plans(id, "", 0);
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[0].numbers.step_time_s, 2.0);   // tp 1 first: the most tokens/s
+  EXPECT_EQ(plans[0].plan.at("tp"), 1);
+  EXPECT_EQ(plans[0].metrics.at("step_time_s"), 2.0);
+  EXPECT_EQ(store.plans(id, "tp = 2 AND pp = 2", 0).size(), 1u);
+  EXPECT_EQ(store.plans(id, "", 2).size(), 2u);
+  EXPECT_EQ(store.load_metrics(id).size(), 3u);
+  EXPECT_THROW(store.plans(id, "no_such_column > 1", 0), StoreError);
+  EXPECT_THROW(store.plans(id, "1); DROP TABLE plans; --", 0), StoreError);
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+}
+
+TEST(Store, AFileThatIsNotAStoreIsABadInput) {
+  const std::string path = temp_path("not-a-db.sqlite");
+  std::ofstream(path) << "hello";
+  try {
+    Store store(path, true);
+    ADD_FAILURE() << "opened a text file as a results store";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.file(), path);
+  }
+  std::filesystem::remove(path);
+  EXPECT_THROW(Store("/nonexistent-dir/x.sqlite", false), StoreError);
+}
+
+}  // namespace
+}  // namespace stagecraft::planner
