@@ -11,6 +11,7 @@
 
 #include "core/count/count.hpp"
 #include "sim/engine/event_queue.hpp"
+#include "sim/engine/intervals.hpp"
 #include "sim/models/collectives.hpp"
 #include "sim/models/compute.hpp"
 #include "sim/models/memory.hpp"
@@ -66,10 +67,6 @@ RoleData make_role_data(const RoleProgram& role) {
   }
   return d;
 }
-
-struct Interval {
-  int64_t begin, end;
-};
 
 // A rank's view of one of its groups: who leads it, how many simulated members must arrive, and
 // where its collective flow goes (the ring successor across the bottleneck stage).
@@ -527,39 +524,6 @@ SimResult Simulation::run() {
   SimResult out;
   summarize(out);
   return out;
-}
-
-// The union of intervals as disjoint intervals in time order.
-std::vector<Interval> union_of(std::vector<Interval>& v) {
-  auto by_begin = [](const Interval& a, const Interval& b) { return a.begin < b.begin; };
-  if (!std::is_sorted(v.begin(), v.end(), by_begin)) std::sort(v.begin(), v.end(), by_begin);
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (i.end <= i.begin) continue;
-    if (!out.empty() && i.begin <= out.back().end) {
-      out.back().end = std::max(out.back().end, i.end);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-int64_t length(const std::vector<Interval>& disjoint) {
-  int64_t total = 0;
-  for (const Interval& i : disjoint) total += i.end - i.begin;
-  return total;
-}
-
-// Length of the intersection of two disjoint, time-ordered interval lists.
-int64_t overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  int64_t total = 0;
-  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-    total += std::max<int64_t>(0, std::min(a[i].end, b[j].end) - std::max(a[i].begin, b[j].begin));
-    if (a[i].end < b[j].end) ++i;
-    else ++j;
-  }
-  return total;
 }
 
 void Simulation::summarize(SimResult& out) {

@@ -1,5 +1,7 @@
 #include "traces/analysis.hpp"
 
+#include "sim/engine/intervals.hpp"
+
 #include <algorithm>
 #include <tuple>
 
@@ -10,42 +12,10 @@ using program::Op;
 
 namespace {
 
-struct Interval {
-  int64_t begin, end;
-};
-
-std::vector<Interval> union_of(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (i.end <= i.begin) continue;
-    if (!out.empty() && i.begin <= out.back().end) {
-      out.back().end = std::max(out.back().end, i.end);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-int64_t length(const std::vector<Interval>& disjoint) {
-  int64_t total = 0;
-  for (const Interval& i : disjoint) total += i.end - i.begin;
-  return total;
-}
-
-int64_t overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  int64_t total = 0;
-  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-    total += std::max<int64_t>(0, std::min(a[i].end, b[j].end) - std::max(a[i].begin, b[j].begin));
-    if (a[i].end < b[j].end) {
-      ++i;
-    } else {
-      ++j;
-    }
-  }
-  return total;
-}
+using sim::Interval;
+using sim::length;
+using sim::overlap;
+using sim::union_of;
 
 Category lane_category(const trace::Event& e) {
   switch (e.lane) {
