@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libeigen3-dev libcli11-dev libsqlite3-dev
   libopenmpi-dev openmpi-bin
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libxkbcommon-dev
+  python3
 )
 
 missing=()
