@@ -324,7 +324,7 @@ class Driver {
   bool prune(const Survivor& s, double kth, double window) const {
     return s.lb > kth && (s.lb > window || leaders_.dominates(s.lb, s.mem_lb));
   }
-  std::vector<Outcome> evaluate(const std::vector<const Survivor*>& todo, const std::vector<std::string>& keys,
+  std::vector<Outcome> evaluate(const std::vector<const Survivor*>& to_simulate, const std::vector<std::string>& keys,
                                 std::vector<char>& reused, double kth, double window);
   Evaluated make(const Survivor& s, std::string key, const Outcome& o, bool reused);
   void report(const std::vector<Survivor>& survivors, std::size_t pos, double kth, double window, Clock::time_point t0);
@@ -372,20 +372,20 @@ void Driver::close_store(const Counts& counts, double seconds) {
   if (store_) store_->finish(search_id_, interrupted_ ? "interrupted" : "complete", counts, seconds);
 }
 
-// Simulates this rank's share of `todo` (index ≡ rank mod size) and gathers every rank's results.
-std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& todo, const std::vector<std::string>& keys,
+// Simulates this rank's share of `to_simulate` (index ≡ rank mod size) and gathers every rank's results.
+std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& to_simulate, const std::vector<std::string>& keys,
                                       std::vector<char>& reused, double kth, double window) {
   const auto size = static_cast<std::size_t>(shard_.size()), rank = static_cast<std::size_t>(shard_.rank());
   std::vector<std::size_t> mine;
-  reused.assign(todo.size(), 0);
-  for (std::size_t i = 0; i < todo.size(); ++i) {
+  reused.assign(to_simulate.size(), 0);
+  for (std::size_t i = 0; i < to_simulate.size(); ++i) {
     if (cache_.count(keys[i])) reused[i] = 1;
     else if (i % size == rank) mine.push_back(i);
   }
   std::vector<Outcome> local(mine.size());
   const auto t0 = Clock::now();
   pool_.parallel_for(mine.size(), [&](std::size_t j, int) {
-    const Survivor& s = *todo[mine[j]];
+    const Survivor& s = *to_simulate[mine[j]];
     local[j] = lower_and_simulate(space_, space_.plan(s.c), keys[mine[j]], [&](double bound) {
       return prune(Survivor{bound, s.mem_lb, s.ordinal, s.c}, kth, window);
     });
@@ -396,8 +396,8 @@ std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& todo, 
     put(bytes, static_cast<uint64_t>(mine[j]));
     put(bytes, local[j]);
   }
-  std::vector<Outcome> out(todo.size());
-  for (std::size_t i = 0; i < todo.size(); ++i) {
+  std::vector<Outcome> out(to_simulate.size());
+  for (std::size_t i = 0; i < to_simulate.size(); ++i) {
     if (reused[i]) out[i].metrics = cache_.at(keys[i]);
   }
   for (const std::string& part : shard_.allgather(bytes)) {
@@ -457,27 +457,27 @@ void Driver::run(const std::vector<Survivor>& survivors, Counts& counts, Clock::
       break;
     }
     const std::size_t end = std::min(survivors.size(), pos + batch);
-    std::vector<const Survivor*> todo;
+    std::vector<const Survivor*> to_simulate;
     std::vector<std::string> keys;
     for (std::size_t i = pos; i < end; ++i) {
       if (prune(survivors[i], kth, window)) {
         ++counts.pruned_bound;
         continue;
       }
-      todo.push_back(&survivors[i]);
+      to_simulate.push_back(&survivors[i]);
       keys.push_back(plan_key(space_.plan(survivors[i].c)));
     }
     std::vector<char> reused;
-    const std::vector<Outcome> outcomes = evaluate(todo, keys, reused, kth, window);
+    const std::vector<Outcome> outcomes = evaluate(to_simulate, keys, reused, kth, window);
     std::vector<const Evaluated*> fresh;
     const std::size_t first = evaluated_.size();
-    for (std::size_t i = 0; i < todo.size(); ++i) {
+    for (std::size_t i = 0; i < to_simulate.size(); ++i) {
       if (outcomes[i].pruned) {
         ++counts.pruned_bound;
         ++counts.pruned_critical_path;
         continue;
       }
-      evaluated_.push_back(make(*todo[i], keys[i], outcomes[i], reused[i] != 0));
+      evaluated_.push_back(make(*to_simulate[i], keys[i], outcomes[i], reused[i] != 0));
       const Evaluated& e = evaluated_.back();
       ++counts.evaluated;
       counts.reused += e.reused;
