@@ -11,9 +11,9 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <fstream>
 #include <string>
 
+#include "bench/peak_rss.hpp"
 #include "core/spec/bundled.hpp"
 #include "planner/search.hpp"
 
@@ -21,14 +21,7 @@ namespace {
 
 using namespace stagecraft;
 
-double peak_rss_mib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-  }
-  return 0;
-}
+using bench::peak_rss_mib;
 
 spec::Cluster cluster(const std::string& name, int64_t nodes) {
   spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, name));

@@ -4,10 +4,10 @@
 // high-water mark, which includes the Program and the benchmark itself).
 #include <benchmark/benchmark.h>
 
-#include <fstream>
 #include <string>
 
 #include "core/program/lower.hpp"
+#include "bench/peak_rss.hpp"
 #include "core/spec/bundled.hpp"
 #include "sim/simulator.hpp"
 
@@ -15,14 +15,7 @@ namespace {
 
 using namespace stagecraft;
 
-double peak_rss_mib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-  }
-  return 0;
-}
+using bench::peak_rss_mib;
 
 void run(benchmark::State& state, nlohmann::json zero) {
   const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "gpt3-175b"));
