@@ -1,5 +1,7 @@
 #include "planner/explain.hpp"
 
+#include "planner/text.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -9,11 +11,7 @@ namespace stagecraft::planner {
 
 namespace {
 
-std::string fmt(const char* f, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
-}
+using text::fmt;
 
 std::string gib(double bytes) { return fmt("%.1f GiB", bytes / (1024.0 * 1024 * 1024)); }
 std::string pct(double x) { return fmt("%.0f%%", 100 * x); }

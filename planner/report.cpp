@@ -1,16 +1,14 @@
 #include "planner/report.hpp"
 
+#include "planner/text.hpp"
+
 #include <cstdio>
 
 namespace stagecraft::planner {
 
 namespace {
 
-std::string fmt(const char* f, double a) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
-}
+using text::fmt;
 
 std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024 * 1024)); }
 
