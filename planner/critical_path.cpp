@@ -42,41 +42,7 @@ sim::CollectiveKind kind_of(Op op) {
   }
 }
 
-// Successors of each instruction of a role: the next one on its lane, then its dependents.
-struct RoleGraph {
-  std::vector<int32_t> lane_next;
-  std::vector<int32_t> succ_begin, succ;
-  std::vector<int32_t> preds;
-};
-
-RoleGraph graph_of(const RoleProgram& role) {
-  RoleGraph g;
-  const auto n = static_cast<int32_t>(role.instrs.size());
-  g.lane_next.assign(static_cast<std::size_t>(n), -1);
-  g.preds.assign(static_cast<std::size_t>(n), 0);
-  std::vector<int32_t> last(program::kLaneCount, -1), count(static_cast<std::size_t>(n) + 1, 0);
-  for (int32_t k = 0; k < n; ++k) {
-    const Instr& in = role.instrs[static_cast<std::size_t>(k)];
-    int32_t& prev = last[static_cast<std::size_t>(in.lane)];
-    if (prev >= 0) {
-      g.lane_next[static_cast<std::size_t>(prev)] = k;
-      ++g.preds[static_cast<std::size_t>(k)];
-    }
-    prev = k;
-    g.preds[static_cast<std::size_t>(k)] += in.dep_count;
-    for (int32_t d : role.deps_of(in)) ++count[static_cast<std::size_t>(d) + 1];
-  }
-  for (int32_t k = 0; k < n; ++k) count[static_cast<std::size_t>(k) + 1] += count[static_cast<std::size_t>(k)];
-  g.succ_begin = count;
-  g.succ.assign(static_cast<std::size_t>(count.back()), 0);
-  std::vector<int32_t> fill(count.begin(), count.end() - 1);
-  for (int32_t k = 0; k < n; ++k) {
-    for (int32_t d : role.deps_of(role.instrs[static_cast<std::size_t>(k)])) {
-      g.succ[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = k;
-    }
-  }
-  return g;
-}
+using program::RoleGraph;
 
 class Replay {
  public:
@@ -88,7 +54,7 @@ class Replay {
     int64_t rank = 0;
     const RoleProgram* role = nullptr;
     const RoleGraph* graph = nullptr;
-    std::vector<int32_t> waiting;
+    std::vector<int16_t> waiting;
     std::vector<int64_t> ready;        // max end of the predecessors so far
     std::array<int64_t, 5> issued{};   // collectives issued per group kind
     std::array<int, 5> needed{};       // simulated members of its group, per group kind
@@ -117,7 +83,8 @@ class Replay {
   const spec::Cluster& cluster_;
   sim::Topology topology_;
   sim::ComputeModel compute_;
-  std::vector<RoleGraph> graphs_;
+  std::vector<RoleGraph> graphs_;               // scratch for lists lower() did not build a graph for
+  std::vector<const RoleGraph*> graph_ptrs_;
   std::vector<Rank> ranks_;
   std::unordered_map<int64_t, int32_t> slot_of_;
   std::vector<std::pair<int32_t, int32_t>> work_;
@@ -134,14 +101,15 @@ Replay::Replay(const Program& prog, const spec::Cluster& cluster)
       cluster_(cluster),
       topology_(cluster, prog.placement.world()),
       compute_(prog.model, cluster, prog.training, prog.plan) {
-  for (const RoleProgram& r : prog.roles) graphs_.push_back(graph_of(r));
+  graphs_.resize(prog.roles.size());
+  for (std::size_t i = 0; i < prog.roles.size(); ++i) graph_ptrs_.push_back(&program::graph_of(prog.roles[i], graphs_[i]));
   const program::Placement& pl = prog.placement;
   for (int64_t s = 0; s < pl.pp; ++s) {
     Rank r;
     r.rank = pl.rank(s, 0, 0);
     const int32_t role = prog.rank_role[static_cast<std::size_t>(r.rank)];
     r.role = &prog.roles[static_cast<std::size_t>(role)];
-    r.graph = &graphs_[static_cast<std::size_t>(role)];
+    r.graph = graph_ptrs_[static_cast<std::size_t>(role)];
     r.waiting = r.graph->preds;
     r.ready.assign(r.waiting.size(), 0);
     slot_of_[r.rank] = static_cast<int32_t>(ranks_.size());

@@ -29,43 +29,17 @@ using program::RoleProgram;
 
 namespace {
 
-int64_t to_ns(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
+// Durations are ≥ 0: round half up without a libm call.
+int64_t to_ns(double s) { return static_cast<int64_t>(s * 1e9 + 0.5); }
 
-// Per instruction list, shared by every simulated rank that runs it.
-struct RoleData {
-  const RoleProgram* role = nullptr;
-  std::vector<int32_t> lane_next;   // next instruction on the same lane, -1
-  std::vector<int32_t> succ_begin;  // explicit dependents, CSR
-  std::vector<int32_t> succ;
-  std::vector<int16_t> preds;       // dependencies + lane predecessor
-};
-
-RoleData make_role_data(const RoleProgram& role) {
-  RoleData d;
-  d.role = &role;
-  const int32_t n = static_cast<int32_t>(role.instrs.size());
-  d.lane_next.assign(n, -1);
-  d.preds.assign(n, 0);
-  std::vector<int32_t> last(program::kLaneCount, -1), count(n + 1, 0);
-  for (int32_t k = 0; k < n; ++k) {
-    const Instr& in = role.instrs[k];
-    int32_t& prev = last[static_cast<std::size_t>(in.lane)];
-    if (prev >= 0) {
-      d.lane_next[prev] = k;
-      ++d.preds[k];
-    }
-    prev = k;
-    d.preds[k] = static_cast<int16_t>(d.preds[k] + in.dep_count);
-    for (int32_t dep : role.deps_of(in)) ++count[dep + 1];
+// Appends [begin, end) to a list kept in begin order where it can: a lane's intervals arrive in
+// order, so touching ones merge as they come and the union at the end has little left to do.
+[[gnu::always_inline]] inline void add_interval(std::vector<Interval>& v, int64_t begin, int64_t end) {
+  if (!v.empty() && v.back().begin <= begin && begin <= v.back().end) {
+    v.back().end = std::max(v.back().end, end);
+  } else {
+    v.push_back({begin, end});
   }
-  for (int32_t k = 0; k < n; ++k) count[k + 1] += count[k];
-  d.succ_begin = count;
-  d.succ.assign(static_cast<std::size_t>(count[n]), 0);
-  std::vector<int32_t> fill(count.begin(), count.end() - 1);
-  for (int32_t k = 0; k < n; ++k) {
-    for (int32_t dep : role.deps_of(role.instrs[k])) d.succ[fill[dep]++] = k;
-  }
-  return d;
 }
 
 // A rank's view of one of its groups: who leads it, how many simulated members must arrive, and
@@ -77,19 +51,37 @@ struct GroupView {
   int64_t steps = 0;      // ring steps on that path
   int64_t parts = 1;      // the buffer is cut into this many chunks
   int64_t issued = 0;     // collectives issued on this group so far
+  std::vector<LinkId> route;  // links to the successor
+};
+
+struct MemoryChange {
+  int64_t time_ns = 0;
+  int64_t activations = 0;  // bytes added (negative: freed)
+  int64_t gathered = 0;
+  bool frees() const { return activations + gathered < 0; }
+  // (time, frees first): the order the peak is taken in
+  bool before(const MemoryChange& o) const {
+    return time_ns != o.time_ns ? time_ns < o.time_ns : (frees() && !o.frees());
+  }
 };
 
 struct RankState {
   int64_t rank = 0;
-  const RoleData* data = nullptr;
+  const RoleProgram* role = nullptr;
+  const program::RoleGraph* graph = nullptr;
   std::vector<int16_t> waiting;
-  std::vector<int64_t> start_ns, end_ns;
+  // A lane runs one instruction at a time, so its start time is all the state it needs.
+  std::array<int64_t, program::kLaneCount> lane_start{};
+  int64_t finished = 0, last_end_ns = 0;
+  std::vector<uint8_t> done;                              // per instruction: finished
   std::array<GroupView, 5> groups;                        // by program::Group
   std::vector<Interval> comm[3];                          // tp, pp, dp busy intervals
   std::vector<Interval> compute;                          // compute lane busy intervals, in order
   int64_t static_bytes = 0;
   MemoryBreakdown static_mem;
-  int64_t activations = 0, gathered = 0;
+  // Memory changes by their simulated time, frees before allocations at equal times, so the peak
+  // does not depend on the order in which simultaneous (or folded) instructions are processed.
+  std::vector<MemoryChange> memory_changes;
   int64_t peak_dynamic = -1;
   MemoryBreakdown at_peak;
 };
@@ -126,6 +118,7 @@ class Simulation {
   void start_send(int32_t slot, int32_t k, int64_t t);
   void start_recv(int32_t slot, int32_t k, int64_t t);
   void arrive(int32_t slot, int32_t k, int64_t t);
+  bool foldable(const RankState& r, int32_t k) const;
   void start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t);
   void on_flow(const FlowCompletion& c);
   int64_t collective_ns(const Instr& in, int64_t rank);
@@ -133,7 +126,8 @@ class Simulation {
   uint64_t message_key(int64_t src, int64_t dst, bool grad, int32_t mb, int32_t src_chunk) const;
   void memory_at_start(RankState& r, const Instr& in, int64_t t);
   void memory_at_end(RankState& r, const Instr& in, int64_t t);
-  void note_memory(RankState& r, int64_t t);
+  void note_memory(RankState& r, int64_t t, int64_t activations, int64_t gathered);
+  void replay_memory(RankState& r);
   int comm_class(const Instr& in) const;
   void summarize(SimResult& out);
 
@@ -143,20 +137,22 @@ class Simulation {
   Topology topology_;
   FlowNetwork net_;
   ComputeModel compute_;
-  std::vector<RoleData> roles_;
+  std::vector<program::RoleGraph> graphs_;               // for lists lower() built no graph for
   std::vector<RankState> ranks_;
   std::unordered_map<int64_t, int32_t> slot_of_;
   EventQueue queue_;
   std::unordered_map<uint64_t, Message> messages_;
   std::map<std::tuple<int, int64_t, int64_t>, Arrival> arrivals_;
   std::vector<FlowOwner> flow_owner_;                    // by FlowId
-  // (collective kind, group kind) -> its cost model and the last size asked for (sizes repeat)
+  // (op, group kind) -> its collective's cost model and the last sizes asked for (sizes repeat)
   struct CachedCost {
     std::optional<CollectiveCost> cost;
-    int64_t bytes = -1;
-    int64_t ns = 0;
+    std::array<int64_t, 8> bytes{-1, -1, -1, -1, -1, -1, -1, -1};  // a few recent sizes: buckets alternate
+    std::array<int64_t, 8> ns{};
+    uint32_t next = 0;                                             // the slot to overwrite next
+    uint32_t last = 0;                                             // the slot that answered last
   };
-  std::array<CachedCost, 3 * 5> coll_cost_;
+  std::array<CachedCost, program::kOpCount * 5> coll_cost_;
   std::vector<int32_t> collective_pending_;              // per flow batch: flows left
   std::vector<double> act_prefix_, act_full_prefix_;      // activation bytes per token, prefix over units
   std::vector<LinkId> path_;
@@ -172,7 +168,7 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
       topology_(cluster, prog.placement.world()),
       net_(topology_),
       compute_(prog.model, cluster, prog.training, prog.plan) {
-  for (const RoleProgram& r : prog.roles) roles_.push_back(make_role_data(r));
+  graphs_.resize(prog.roles.size());
   const program::Placement& pl = prog.placement;
   std::vector<int64_t> sim_ranks;
   if (options.full) {
@@ -194,10 +190,19 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
   for (int64_t r : sim_ranks) {
     RankState st;
     st.rank = r;
-    st.data = &roles_[static_cast<std::size_t>(prog.rank_role[r])];
-    st.waiting = st.data->preds;
-    st.start_ns.assign(st.waiting.size(), -1);
-    st.end_ns.assign(st.waiting.size(), -1);
+    const auto role = static_cast<std::size_t>(prog.rank_role[r]);
+    st.role = &prog.roles[role];
+    st.graph = &program::graph_of(prog.roles[role], graphs_[role]);
+    st.waiting = st.graph->preds;
+    st.done.assign(st.waiting.size(), 0);
+    st.memory_changes.reserve(static_cast<std::size_t>(st.graph->lane_count[static_cast<int>(Lane::kCompute)] +
+                                                       st.graph->lane_count[static_cast<int>(Lane::kDpGather)]));
+    st.compute.reserve(static_cast<std::size_t>(st.graph->lane_count[static_cast<int>(Lane::kCompute)]));
+    st.comm[0].reserve(static_cast<std::size_t>(st.graph->lane_count[static_cast<int>(Lane::kTp)]));
+    st.comm[1].reserve(static_cast<std::size_t>(st.graph->lane_count[static_cast<int>(Lane::kPpSend)] +
+                                                st.graph->lane_count[static_cast<int>(Lane::kPpRecv)]));
+    st.comm[2].reserve(static_cast<std::size_t>(st.graph->lane_count[static_cast<int>(Lane::kDpGather)] +
+                                                st.graph->lane_count[static_cast<int>(Lane::kDpReduce)]));
     const int64_t stage = pl.stage_of(r);
     int64_t stage_params = 0, persistent = 0;
     for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) stage_params += prog.chunk(stage, c).params;
@@ -221,7 +226,11 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
     ranks_.push_back(std::move(st));
   }
   for (RankState& st : ranks_) {
-    for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) st.groups[static_cast<int>(g)] = view(g, st.rank);
+    for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) {
+      GroupView& v = st.groups[static_cast<int>(g)];
+      v = view(g, st.rank);
+      topology_.route_into(st.rank, v.successor, v.route);
+    }
   }
 }
 
@@ -262,30 +271,53 @@ int Simulation::comm_class(const Instr& in) const {
   }
 }
 
-void Simulation::note_memory(RankState& r, int64_t t) {
-  const int64_t dynamic = r.activations + r.gathered;
-  if (dynamic > r.peak_dynamic) {
-    r.peak_dynamic = dynamic;
-    r.at_peak = r.static_mem;
-    r.at_peak.activations = r.activations;
-    r.at_peak.buffers += r.gathered;
+// Inserted in (time, allocation after free) order; a change processed early (a folded
+// instruction's successor) moves back past the few changes it precedes.
+void Simulation::note_memory(RankState& r, int64_t t, int64_t activations, int64_t gathered) {
+  const MemoryChange c{t, activations, gathered};
+  std::vector<MemoryChange>& v = r.memory_changes;
+  v.push_back(c);
+  std::size_t i = v.size() - 1;
+  while (i > 0 && c.before(v[i - 1])) {
+    v[i] = v[i - 1];
+    --i;
   }
-  if (options_.record_trace) trace_.memory.push_back({r.rank, t, r.static_bytes + dynamic});
+  v[i] = c;
+}
+
+// The running totals in time order: the peak, what makes it up, and the trace's counter samples.
+void Simulation::replay_memory(RankState& r) {
+  int64_t activations = 0, gathered = 0;
+  auto note = [&](int64_t t) {
+    const int64_t dynamic = activations + gathered;
+    if (dynamic > r.peak_dynamic) {
+      r.peak_dynamic = dynamic;
+      r.at_peak = r.static_mem;
+      r.at_peak.activations = activations;
+      r.at_peak.buffers += gathered;
+    }
+    if (options_.record_trace) trace_.memory.push_back({r.rank, t, r.static_bytes + dynamic});
+  };
+  note(0);
+  for (const MemoryChange& c : r.memory_changes) {
+    activations += c.activations;
+    gathered += c.gathered;
+    note(c.time_ns);
+  }
 }
 
 void Simulation::memory_at_start(RankState& r, const Instr& in, int64_t t) {
   const double tokens = static_cast<double>(prog_.tokens_per_micro_batch());
   switch (in.op) {
     case Op::kForward:
-      r.activations += static_cast<int64_t>(tokens * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin]));
-      break;
+      note_memory(r, t, static_cast<int64_t>(tokens * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin])), 0);
+      return;
     case Op::kRecompute:
-      r.activations += static_cast<int64_t>(tokens * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin]));
-      break;
-    case Op::kGatherParams: r.gathered += in.bytes; break;
+      note_memory(r, t, static_cast<int64_t>(tokens * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin])), 0);
+      return;
+    case Op::kGatherParams: note_memory(r, t, 0, in.bytes); return;
     default: return;
   }
-  note_memory(r, t);
 }
 
 void Simulation::memory_at_end(RankState& r, const Instr& in, int64_t t) {
@@ -299,18 +331,15 @@ void Simulation::memory_at_end(RankState& r, const Instr& in, int64_t t) {
       const int32_t b = std::max(in.unit_begin, 1), e = std::min(in.unit_end, head);
       if (b < e) bytes += act_full_prefix_[e] - act_full_prefix_[b];
     }
-    r.activations -= static_cast<int64_t>(tokens * bytes);
+    note_memory(r, t, -static_cast<int64_t>(tokens * bytes), 0);
   } else if (in.op == Op::kReleaseParams) {
-    r.gathered -= in.elems * prog_.param_bytes;
-  } else {
-    return;
+    note_memory(r, t, 0, -in.elems * prog_.param_bytes);
   }
-  note_memory(r, t);
 }
 
 // The contention-free time of a collective over its group's placement. Groups of one kind have
 // the same shape on every rank (the placement is regular), so the size-independent part is built
-// once per (collective, group kind).
+// once per (op, group kind).
 int64_t Simulation::collective_ns(const Instr& in, int64_t rank) {
   if (in.op == Op::kGradNormAllReduce) {
     // a few bytes: NCCL picks a tree; latency-bound, 2·⌈log2 n⌉ steps inside and across nodes
@@ -324,28 +353,36 @@ int64_t Simulation::collective_ns(const Instr& in, int64_t rank) {
     };
     return 2 * log2ceil(local) * topology_.intra_latency_ns() + 2 * log2ceil(nodes) * topology_.inter_latency_ns();
   }
-  CollectiveKind kind = CollectiveKind::kAllReduce;
-  if (in.op == Op::kGatherParams || in.op == Op::kAllGatherParams || in.op == Op::kTpAllGather) {
-    kind = CollectiveKind::kAllGather;
-  } else if (in.op == Op::kReduceScatterGrads || in.op == Op::kTpReduceScatter) {
-    kind = CollectiveKind::kReduceScatter;
-  }
-  CachedCost& c = coll_cost_[static_cast<std::size_t>(static_cast<int>(kind) * 5 + static_cast<int>(in.group))];
+  // by (op, group): the op decides the collective kind
+  CachedCost& c = coll_cost_[static_cast<std::size_t>(static_cast<int>(in.op) * 5 + static_cast<int>(in.group))];
+  if (c.bytes[c.last] == in.bytes) return c.ns[c.last];  // the size asked for last (bytes ≥ 0, so never an empty slot)
   if (!c.cost) {
+    CollectiveKind kind = CollectiveKind::kAllReduce;
+    if (in.op == Op::kGatherParams || in.op == Op::kAllGatherParams || in.op == Op::kTpAllGather) {
+      kind = CollectiveKind::kAllGather;
+    } else if (in.op == Op::kReduceScatterGrads || in.op == Op::kTpReduceScatter) {
+      kind = CollectiveKind::kReduceScatter;
+    }
     const std::vector<int64_t> members = prog_.placement.group_members(in.group, rank);
     c.cost.emplace(kind, members, topology_);
   }
-  if (c.bytes != in.bytes) {
-    c.bytes = in.bytes;
-    c.ns = c.cost->time_ns(in.bytes);
+  for (std::size_t i = 0; i < c.bytes.size(); ++i) {
+    if (c.bytes[i] == in.bytes) {
+      c.last = static_cast<uint32_t>(i);
+      return c.ns[i];
+    }
   }
-  return c.ns;
+  const std::size_t slot = c.next++ % c.bytes.size();
+  c.bytes[slot] = in.bytes;
+  c.ns[slot] = c.cost->time_ns(in.bytes);
+  c.last = static_cast<uint32_t>(slot);
+  return c.ns[slot];
 }
 
 void Simulation::start(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[slot];
-  const Instr& in = r.data->role->instrs[k];
-  r.start_ns[k] = t;
+  const Instr& in = r.role->instrs[k];
+  r.lane_start[static_cast<std::size_t>(in.lane)] = t;
   memory_at_start(r, in, t);
   switch (in.op) {
     case Op::kForward:
@@ -361,7 +398,7 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
                   slot, k);
       return;
     case Op::kOffloadCopy: queue_.push(t + to_ns(compute_.offload_copy_s(in.bytes)), slot, k); return;
-    case Op::kReleaseParams: queue_.push(t, slot, k); return;
+    case Op::kReleaseParams: finish(slot, k, t); return;  // takes no time: done at once
     case Op::kSendActivation:
     case Op::kSendGrad: start_send(slot, k, t); return;
     case Op::kRecvActivation:
@@ -372,7 +409,7 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
 
 void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[slot];
-  const Instr& in = r.data->role->instrs[k];
+  const Instr& in = r.role->instrs[k];
   const program::Placement& pl = prog_.placement;
   const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(r.rank), pl.tp_index_of(r.rank));
   const uint64_t key = message_key(r.rank, peer, in.op == Op::kSendGrad, in.mb, in.chunk);
@@ -393,7 +430,7 @@ void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
 
 void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[slot];
-  const Instr& in = r.data->role->instrs[k];
+  const Instr& in = r.role->instrs[k];
   const program::Placement& pl = prog_.placement;
   const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(r.rank), pl.tp_index_of(r.rank));
   Message& m = messages_[message_key(peer, r.rank, in.op == Op::kRecvGrad, in.mb, in.peer_chunk)];
@@ -406,15 +443,67 @@ void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
   }
 }
 
+// Folding. A collective timed by T alone, with no other simulated member, ends at t + T whatever
+// else happens: nothing can delay it. It may then finish at once, stamped t + T, without a trip
+// through the event queue, provided finishing it early changes nothing else. Its successors then
+// start (or count down) early, so each must be
+//   * made ready by it alone, and be a compute instruction or another such collective — those
+//     only schedule their own end and change memory, and memory changes are kept in time order
+//     (note_memory), so processing them early is exact; or
+//   * kept waiting by one of those successors, which start at t + T, so it cannot start sooner.
+// Anything that touches the network or another rank (p2p, dp collectives) is never started early.
+// Tensor-parallel collectives are about two thirds of a Megatron plan's instructions.
+bool Simulation::foldable(const RankState& r, int32_t k) const {
+  const program::RoleGraph& g = *r.graph;
+  const Instr* instrs = r.role->instrs.data();
+  const int32_t next = g.lane_next[k];
+  const int32_t* succ = g.succ.data() + g.succ_begin[k];
+  const int32_t* succ_end = g.succ.data() + g.succ_begin[k + 1];
+  // s's predecessors that are k: its lane predecessor and its dependencies
+  auto from_k = [&](int32_t s) {
+    int32_t n = next == s;
+    for (const int32_t* p = succ; p != succ_end; ++p) n += *p == s;
+    return n;
+  };
+  auto may_start_early = [&](int32_t s) {
+    const Instr& in = instrs[s];
+    return program::is_compute(in.op) || (in.lane == Lane::kTp && program::is_collective(in.op));
+  };
+  auto starts_now = [&](int32_t s) { return r.waiting[s] == from_k(s) && may_start_early(s); };
+  auto covered = [&](int32_t s) {
+    if (r.waiting[s] == from_k(s)) return may_start_early(s);
+    for (int32_t d : r.role->deps_of(instrs[s])) {  // held back by a successor that starts now
+      if (d != k && d != s && from_k(d) > 0 && starts_now(d)) return true;
+    }
+    return false;
+  };
+  if (next >= 0 && !covered(next)) return false;
+  for (const int32_t* p = succ; p != succ_end; ++p) {
+    if (*p != next && !covered(*p)) return false;
+  }
+  return true;
+}
+
 // A collective starts when every simulated member of its group has issued it.
 void Simulation::arrive(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[slot];
-  const Instr& in = r.data->role->instrs[k];
+  const Instr& in = r.role->instrs[k];
   GroupView& g = r.groups[static_cast<int>(in.group)];
   if (g.needed == 1) {  // the only simulated member: the others run in step with it
+    ++g.issued;
+    if (in.lane == Lane::kTp || in.op == Op::kGradNormAllReduce || options_.free_communication) {
+      // timed by T alone (no flow): the most common instruction of a tensor-parallel plan
+      r.lane_start[static_cast<std::size_t>(in.lane)] = t;
+      const int64_t end = t + (options_.free_communication ? 0 : collective_ns(in, r.rank));
+      if (foldable(r, k)) {
+        finish(slot, k, end);
+      } else {
+        queue_.push(end, slot, k);
+      }
+      return;
+    }
     const std::pair<int32_t, int32_t> self{slot, k};
     start_collective({&self, 1}, t);
-    ++g.issued;
     return;
   }
   const std::tuple<int, int64_t, int64_t> key{static_cast<int>(in.group), g.front, g.issued++};
@@ -427,8 +516,8 @@ void Simulation::arrive(int32_t slot, int32_t k, int64_t t) {
 
 void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t) {
   const auto [slot0, k0] = members.front();
-  const Instr& in = ranks_[slot0].data->role->instrs[k0];
-  for (const auto& [slot, k] : members) ranks_[slot].start_ns[k] = t;
+  const Instr& in = ranks_[slot0].role->instrs[k0];
+  for (const auto& [slot, k] : members) ranks_[slot].lane_start[static_cast<std::size_t>(in.lane)] = t;
   const int64_t T = options_.free_communication ? 0 : collective_ns(in, ranks_[slot0].rank);
   if (T == 0 || in.lane == Lane::kTp || in.op == Op::kGradNormAllReduce) {
     for (const auto& [slot, k] : members) queue_.push(t + T, slot, k);
@@ -440,9 +529,8 @@ void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> m
     const GroupView& g = r.groups[static_cast<int>(in.group)];
     int64_t bytes = g.steps * ((in.bytes + g.parts - 1) / g.parts);
     if (in.op == Op::kAllReduceGrads) bytes *= 2;
-    topology_.route_into(r.rank, g.successor, path_);
     const double cap = static_cast<double>(bytes) * 1e9 / static_cast<double>(T);
-    const FlowId id = net_.start_flow(path_, bytes, 0, cap);
+    const FlowId id = net_.start_flow(g.route, bytes, 0, cap);
     if (static_cast<std::size_t>(id) >= flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
     flow_owner_[static_cast<std::size_t>(id)] = {FlowKind::kCollective, slot, k, 0, t};
   }
@@ -463,24 +551,27 @@ void Simulation::on_flow(const FlowCompletion& c) {
 
 void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[slot];
-  const RoleData& d = *r.data;
-  const Instr& in = d.role->instrs[k];
-  r.end_ns[k] = t;
+  const program::RoleGraph& d = *r.graph;
+  const Instr& in = r.role->instrs[k];
+  ++r.finished;
+  r.done[k] = 1;
+  r.last_end_ns = std::max(r.last_end_ns, t);
+  const int64_t start_ns = r.lane_start[static_cast<std::size_t>(in.lane)];
   ++events_;
   memory_at_end(r, in, t);
-  if (in.lane == Lane::kCompute) r.compute.push_back({r.start_ns[k], t});
+  if (in.lane == Lane::kCompute) add_interval(r.compute, start_ns, t);
   const int cls = comm_class(in);
   if (cls >= 0) {
-    int64_t begin = r.start_ns[k];
+    int64_t begin = start_ns;
     if (program::is_recv(in.op)) {
       const program::Placement& pl = prog_.placement;
       const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(r.rank), pl.tp_index_of(r.rank));
       begin = std::max(begin, messages_[message_key(peer, r.rank, in.op == Op::kRecvGrad, in.mb, in.peer_chunk)].send_start_ns);
     }
-    r.comm[cls].push_back({begin, t});
+    add_interval(r.comm[cls], begin, t);
   }
   if (options_.record_trace) {
-    trace_.events.push_back({r.rank, in.lane, in.op, d.role->first_id + k, r.start_ns[k], t, in.mb, d.role->stage,
+    trace_.events.push_back({r.rank, in.lane, in.op, r.role->first_id + k, start_ns, t, in.mb, r.role->stage,
                              in.chunk, in.bytes, in.flops});
   }
   auto release = [&](int32_t next) {
@@ -493,11 +584,15 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
 SimResult Simulation::run() {
   queue_.reserve(1024);
   for (int32_t slot = 0; slot < static_cast<int32_t>(ranks_.size()); ++slot) {
-    note_memory(ranks_[slot], 0);
+  }
+  // the ready set first: starting an instruction may finish it at once and ready its successors
+  std::vector<std::pair<int32_t, int32_t>> ready;
+  for (int32_t slot = 0; slot < static_cast<int32_t>(ranks_.size()); ++slot) {
     for (int32_t k = 0; k < static_cast<int32_t>(ranks_[slot].waiting.size()); ++k) {
-      if (ranks_[slot].waiting[k] == 0) start(slot, k, 0);
+      if (ranks_[slot].waiting[k] == 0) ready.emplace_back(slot, k);
     }
   }
+  for (const auto& [slot, k] : ready) start(slot, k, 0);
   while (true) {
     const int64_t tq = queue_.empty() ? kNeverNs : queue_.next_time_ns();
     const int64_t tn = net_.next_event_time_ns();
@@ -514,12 +609,10 @@ SimResult Simulation::run() {
     finish(e.a, e.b, e.time_ns);
   }
   for (const RankState& r : ranks_) {
-    for (std::size_t k = 0; k < r.end_ns.size(); ++k) {
-      if (r.end_ns[k] < 0) {
-        throw std::logic_error("simulation stalled: rank " + std::to_string(r.rank) + " instruction #" +
-                               std::to_string(r.data->role->first_id + static_cast<int32_t>(k)) + " never ran");
-      }
-    }
+    if (r.finished == static_cast<int64_t>(r.done.size())) continue;
+    const auto never = std::find(r.done.begin(), r.done.end(), 0) - r.done.begin();
+    throw std::logic_error("simulation stalled: rank " + std::to_string(r.rank) + " instruction #" +
+                           std::to_string(r.role->first_id + never) + " never ran");
   }
   SimResult out;
   summarize(out);
@@ -529,7 +622,7 @@ SimResult Simulation::run() {
 void Simulation::summarize(SimResult& out) {
   int64_t step_ns = 0;
   for (const RankState& r : ranks_) {
-    for (int64_t e : r.end_ns) step_ns = std::max(step_ns, e);
+    step_ns = std::max(step_ns, r.last_end_ns);
   }
   const double step = static_cast<double>(step_ns) * 1e-9;
   out.step_time_s = step;
@@ -537,18 +630,18 @@ void Simulation::summarize(SimResult& out) {
   out.events = events_;
   double compute = 0, exposed = 0, comm_lane[3] = {0, 0, 0};
   for (RankState& r : ranks_) {
-    std::vector<Interval> all_comm;
-    const std::vector<Interval> compute_union = union_of(r.compute);
+    std::vector<Interval> comm_union;
+    const std::vector<Interval> compute_union = union_of(std::move(r.compute));
     for (int c = 0; c < 3; ++c) {
-      const std::vector<Interval> lane = union_of(r.comm[c]);
+      const std::vector<Interval> lane = union_of(std::move(r.comm[c]));
       comm_lane[c] += static_cast<double>(length(lane));
-      all_comm.insert(all_comm.end(), lane.begin(), lane.end());
+      comm_union = unite(comm_union, lane);
     }
     // exposed = |comm| − |comm ∩ compute|: communication the compute lane does not hide
-    const std::vector<Interval> comm_union = union_of(all_comm);
     const int64_t compute_ns = length(compute_union);
     exposed += static_cast<double>(length(comm_union) - overlap(comm_union, compute_union));
     compute += static_cast<double>(compute_ns);
+    replay_memory(r);
     const int64_t peak = r.static_bytes + r.peak_dynamic;
     if (peak > out.peak_memory_bytes) {
       out.peak_memory_bytes = peak;

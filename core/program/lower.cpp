@@ -151,6 +151,7 @@ Program lower(const spec::Model& model, const spec::Training& training, const sp
     role.stage = s;
     role.first_id = next_id;
     detail::emit_stage(cx, s, steps[s], role);
+    role.graph = build_graph(role);
     next_id += static_cast<int32_t>(role.instrs.size());
     for (int64_t d = 0; d < plan.dp; ++d) {
       for (int64_t t = 0; t < plan.tp; ++t) {

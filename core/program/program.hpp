@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/program/graph.hpp"
 #include "core/program/instruction.hpp"
 #include "core/spec/model.hpp"
 #include "core/spec/plan.hpp"
@@ -55,6 +56,7 @@ struct RoleProgram {
   std::vector<Instr> instrs;
   std::vector<int32_t> deps;     // local instruction indices, ranges referenced by Instr
   std::vector<int64_t> ranks;    // the ranks that run this list
+  RoleGraph graph;               // successors and predecessor counts (graph.hpp), built by lower()
 
   std::span<const int32_t> deps_of(const Instr& i) const {
     return {deps.data() + i.dep_begin, static_cast<std::size_t>(i.dep_count)};

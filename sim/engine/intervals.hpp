@@ -14,17 +14,40 @@ struct Interval {
   int64_t begin = 0, end = 0;
 };
 
-// The union as disjoint intervals in time order (empty intervals dropped).
+// The union as disjoint intervals in time order (empty intervals dropped), computed in place.
 inline std::vector<Interval> union_of(std::vector<Interval> v) {
   auto by_begin = [](const Interval& a, const Interval& b) { return a.begin < b.begin; };
   if (!std::is_sorted(v.begin(), v.end(), by_begin)) std::sort(v.begin(), v.end(), by_begin);
-  std::vector<Interval> out;
+  std::size_t n = 0;  // v[0, n) is the union so far
   for (const Interval& i : v) {
     if (i.end <= i.begin) continue;
+    if (n > 0 && i.begin <= v[n - 1].end) {
+      v[n - 1].end = std::max(v[n - 1].end, i.end);
+    } else {
+      v[n++] = i;
+    }
+  }
+  v.resize(n);
+  return v;
+}
+
+// The union of two disjoint, time-ordered lists, by merging: O(|a| + |b|).
+inline std::vector<Interval> unite(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  out.reserve(a.size() + b.size());
+  auto add = [&out](const Interval& i) {
     if (!out.empty() && i.begin <= out.back().end) {
       out.back().end = std::max(out.back().end, i.end);
     } else {
       out.push_back(i);
+    }
+  };
+  std::size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].begin <= b[j].begin)) {
+      add(a[i++]);
+    } else {
+      add(b[j++]);
     }
   }
   return out;

@@ -7,7 +7,7 @@
 
 namespace stagecraft::sim {
 
-int64_t transfer_time_ns(double bytes, double rate_Bps) {
+int64_t transfer_time_ns_checked(double bytes, double rate_Bps) {
   if (!(bytes > 0) || rate_Bps == kNoRateCap) return 0;
   if (!(rate_Bps > 0)) {
     throw std::invalid_argument("transfer_time_ns: " + std::to_string(bytes) + " bytes at rate " +
@@ -55,18 +55,34 @@ FlowId FlowNetwork::start_flow(std::span<const LinkId> path, int64_t bytes, int6
       fail("link " + std::to_string(l) + " outside [0, " + std::to_string(link_count()) + ")");
     }
   }
-  Flow f;
+  int32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<int32_t>(slots_.size());
+    slots_.emplace_back();
+    live_index_.push_back(-1);
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  live_index_[static_cast<std::size_t>(slot)] = static_cast<int32_t>(live_slots_.size());
+  live_slots_.push_back(slot);
+  Flow& f = slots_[static_cast<std::size_t>(slot)];
   f.id = next_id_++;
   f.activate_ns = now_ns_ + latency_ns;
+  f.finish_ns = kNeverNs;
+  f.updated_ns = f.activate_ns;
   f.remaining_bytes = static_cast<double>(bytes);
+  f.rate_Bps = 0;
   f.rate_cap_Bps = rate_cap_Bps;
-  f.path_begin = static_cast<int32_t>(paths_.size());
-  f.path_size = static_cast<int32_t>(path.size());
+  f.path.assign(path.begin(), path.end());
+  f.repeats = false;
+  for (std::size_t k = 1; k < path.size() && !f.repeats; ++k) {
+    f.repeats = std::find(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(k), path[k]) != path.begin() + static_cast<std::ptrdiff_t>(k);
+  }
   f.active = latency_ns == 0;
-  paths_.insert(paths_.end(), path.begin(), path.end());
-  flows_.push_back(f);
+  ++live_;
   if (f.active) {
-    on_activate(flows_.back());
+    on_activate(slot);
   } else if (!dirty_) {
     next_event_ns_ = std::min(next_event_ns_, f.activate_ns);
   }
@@ -82,56 +98,62 @@ void FlowNetwork::solve_rates() {
   solve_offsets_.assign(1, 0);
   solve_links_.clear();
   solve_caps_.clear();
-  solve_index_.clear();
+  solve_slots_.clear();
   solve_capacity_.clear();
   if (local_link_.size() != capacity_Bps_.size()) local_link_.assign(capacity_Bps_.size(), -1);
-  if (flow_seen_.size() < flows_.size()) flow_seen_.resize(flows_.size(), 0);
   // Breadth-first over links: every active flow on a reached link joins, and so do its links.
   for (std::size_t next = 0; next < dirty_links_.size(); ++next) {
     const LinkId l = dirty_links_[next];
-    for (FlowId id : on_link_[static_cast<std::size_t>(l)]) {
-      const std::size_t i = index_of(id, "solve_rates");
-      if (flow_seen_[i]) continue;
-      flow_seen_[i] = 1;
-      const Flow& f = flows_[i];
-      for (int32_t k = 0; k < f.path_size; ++k) {
-        const LinkId m = paths_[static_cast<std::size_t>(f.path_begin + k)];
+    for (int32_t slot : on_link_[static_cast<std::size_t>(l)]) {
+      Flow& f = slots_[static_cast<std::size_t>(slot)];
+      if (f.seen) continue;
+      f.seen = true;
+      for (LinkId m : f.path) {
         if (!link_dirty_[static_cast<std::size_t>(m)]) {
           link_dirty_[static_cast<std::size_t>(m)] = 1;
           dirty_links_.push_back(m);
         }
       }
-      solve_index_.push_back(i);
+      solve_slots_.push_back(slot);
     }
   }
   for (LinkId l : dirty_links_) link_dirty_[static_cast<std::size_t>(l)] = 0;
   dirty_links_.clear();
-  std::sort(solve_index_.begin(), solve_index_.end());  // flow-id order: deterministic labels
-  for (std::size_t i : solve_index_) {
-    flow_seen_[i] = 0;
-    const Flow& f = flows_[i];
-    for (int32_t k = 0; k < f.path_size; ++k) {
-      const LinkId l = paths_[static_cast<std::size_t>(f.path_begin + k)];
-      LinkId& local = local_link_[static_cast<std::size_t>(l)];
-      if (local < 0) {
-        local = static_cast<LinkId>(solve_capacity_.size());
-        solve_capacity_.push_back(capacity_Bps_[static_cast<std::size_t>(l)]);
-        solve_global_.push_back(l);
+  if (solve_slots_.empty()) return;
+  // flow-id order: deterministic labels, whatever slots the flows sit in
+  std::sort(solve_slots_.begin(), solve_slots_.end(), [this](int32_t a, int32_t b) {
+    return slots_[static_cast<std::size_t>(a)].id < slots_[static_cast<std::size_t>(b)].id;
+  });
+  solve_rates_.assign(solve_slots_.size(), 0.0);
+  if (solve_slots_.size() == 1) {
+    Flow& f = slots_[static_cast<std::size_t>(solve_slots_[0])];
+    f.seen = false;
+    solve_rates_[0] = single_flow_rate(f);
+  } else {
+    for (int32_t slot : solve_slots_) {
+      Flow& f = slots_[static_cast<std::size_t>(slot)];
+      f.seen = false;
+      for (LinkId l : f.path) {
+        LinkId& local = local_link_[static_cast<std::size_t>(l)];
+        if (local < 0) {
+          local = static_cast<LinkId>(solve_capacity_.size());
+          solve_capacity_.push_back(capacity_Bps_[static_cast<std::size_t>(l)]);
+          solve_global_.push_back(l);
+        }
+        solve_links_.push_back(local);
       }
-      solve_links_.push_back(local);
+      solve_offsets_.push_back(static_cast<int32_t>(solve_links_.size()));
+      solve_caps_.push_back(f.rate_cap_Bps);
     }
-    solve_offsets_.push_back(static_cast<int32_t>(solve_links_.size()));
-    solve_caps_.push_back(f.rate_cap_Bps);
+    for (LinkId l : solve_global_) local_link_[static_cast<std::size_t>(l)] = -1;
+    solve_global_.clear();
+    solver_.solve_prevalidated({solve_capacity_, solve_offsets_, solve_links_, solve_caps_}, solve_rates_);
   }
-  for (LinkId l : solve_global_) local_link_[static_cast<std::size_t>(l)] = -1;
-  solve_global_.clear();
-  if (solve_index_.empty()) return;
-  solve_rates_.assign(solve_index_.size(), 0.0);
-  solver_.solve({solve_capacity_, solve_offsets_, solve_links_, solve_caps_}, solve_rates_);
-  for (std::size_t k = 0; k < solve_index_.size(); ++k) {
-    Flow& f = flows_[solve_index_[k]];
+  for (std::size_t k = 0; k < solve_slots_.size(); ++k) {
+    Flow& f = slots_[static_cast<std::size_t>(solve_slots_[k])];
     const double rate = solve_rates_[k];
     if (rate == f.rate_Bps && f.finish_ns != kNeverNs) continue;  // keep the prediction exact
+    settle(f);
     f.rate_Bps = rate;
     const int64_t left_ns = transfer_time_ns(f.remaining_bytes, rate);
     if (left_ns > kNeverNs - 1 - now_ns_) {
@@ -145,99 +167,130 @@ void FlowNetwork::refresh() {
   if (!dirty_) return;
   solve_rates();
   next_event_ns_ = kNeverNs;
-  for (const Flow& f : flows_) next_event_ns_ = std::min(next_event_ns_, f.active ? f.finish_ns : f.activate_ns);
+  for (int32_t slot : live_slots_) {
+    const Flow& f = slots_[static_cast<std::size_t>(slot)];
+    next_event_ns_ = std::min(next_event_ns_, f.active ? f.finish_ns : f.activate_ns);
+  }
   dirty_ = false;
 }
 
-int64_t FlowNetwork::next_event_time_ns() {
-  refresh();
-  return next_event_ns_;
-}
-
-void FlowNetwork::move_time_to(int64_t t_ns) {
-  if (t_ns == now_ns_) return;
-  const auto dt_ns = static_cast<double>(t_ns - now_ns_);
-  for (Flow& f : flows_) {
-    if (!f.active) continue;
-    // rate·dt / 1e9 (not rate·(dt·1e-9)): exact whenever rate·dt is a whole number of bytes·1e9.
-    const double moved = f.rate_Bps * dt_ns / 1e9;
-    f.remaining_bytes = f.rate_Bps == kNoRateCap ? 0.0 : std::max(0.0, f.remaining_bytes - moved);
+// What MaxMinSolver gives a component of one flow, without building the problem: progressive
+// filling reaches λ = min(min_l C_l / n_l, B) in one round (n_l: how often the path crosses l),
+// and the flow keeps its bound B when B ≤ λ·(1 + 1e-12) (max_min.cpp), else λ.
+double FlowNetwork::single_flow_rate(const Flow& f) const {
+  double link_level = kNoRateCap;
+  const std::size_t n = f.path.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const double c = capacity_Bps_[static_cast<std::size_t>(f.path[k])];
+    if (!f.repeats) {
+      link_level = std::min(link_level, c);
+      continue;
+    }
+    const auto crossings = std::count(f.path.begin(), f.path.end(), f.path[k]);
+    link_level = std::min(link_level, c / static_cast<double>(crossings));
   }
-  now_ns_ = t_ns;
+  const double level = std::min(link_level, f.rate_cap_Bps);
+  return f.rate_cap_Bps <= level * (1 + 1e-12) ? f.rate_cap_Bps : level;
 }
 
+// Bytes move lazily: a flow's remaining_bytes is brought up to date only when its rate changes
+// (or when asked), as  b − r·(t − t_updated)/1e9, so advancing time costs nothing per flow.
+// rate·dt / 1e9 (not rate·(dt·1e-9)): exact whenever rate·dt is a whole number of bytes·1e9.
+double FlowNetwork::remaining_at(const Flow& f, int64_t t_ns) const {
+  if (!f.active) return f.remaining_bytes;
+  if (f.rate_Bps == kNoRateCap) return 0.0;
+  const double moved = f.rate_Bps * static_cast<double>(t_ns - f.updated_ns) / 1e9;
+  return std::max(0.0, f.remaining_bytes - moved);
+}
+
+void FlowNetwork::settle(Flow& f) {
+  f.remaining_bytes = remaining_at(f, now_ns_);
+  f.updated_ns = now_ns_;
+}
+
+// Walks the live list from its end, so that removing a flow (the last entry moves into its
+// place) never skips one. The order flows are visited in changes nothing: completions are
+// sorted by (time, id) and components are solved in id order.
 void FlowNetwork::process_events_at(int64_t t_ns) {
-  bool finished = false;
-  for (Flow& f : flows_) {
+  for (std::size_t j = live_slots_.size(); j-- > 0;) {
+    const int32_t slot = live_slots_[j];
+    Flow& f = slots_[static_cast<std::size_t>(slot)];
     if (f.active && f.finish_ns <= t_ns) {
       completions_.push_back({f.id, t_ns});
-      on_finish(f);
-      f.remaining_bytes = 0;
-      f.path_size = -1;  // marks the flow for compact()
-      finished = true;
+      on_finish(slot);
+      f.id = -1;
+      f.active = false;
+      free_slots_.push_back(slot);
+      const int32_t moved = live_slots_.back();
+      live_slots_[j] = moved;
+      live_index_[static_cast<std::size_t>(moved)] = static_cast<int32_t>(j);
+      live_slots_.pop_back();
+      live_index_[static_cast<std::size_t>(slot)] = -1;
+      --live_;
     } else if (!f.active && f.activate_ns <= t_ns) {
       f.active = true;
       f.rate_Bps = 0;
       f.finish_ns = kNeverNs;
-      on_activate(f);
+      f.updated_ns = t_ns;
+      on_activate(slot);
     }
   }
-  if (finished) compact();
 }
 
 void FlowNetwork::mark_links(const Flow& f) {
-  for (int32_t k = 0; k < f.path_size; ++k) {
-    const auto l = static_cast<std::size_t>(paths_[static_cast<std::size_t>(f.path_begin + k)]);
-    if (!link_dirty_[l]) {
-      link_dirty_[l] = 1;
-      dirty_links_.push_back(static_cast<LinkId>(l));
+  for (LinkId l : f.path) {
+    const auto li = static_cast<std::size_t>(l);
+    if (!link_dirty_[li]) {
+      link_dirty_[li] = 1;
+      dirty_links_.push_back(l);
     }
   }
 }
 
 // A flow joins its links; with no link it runs at its cap (infinite: it finishes at once).
-void FlowNetwork::on_activate(Flow& f) {
+void FlowNetwork::on_activate(int32_t slot) {
   dirty_ = true;
   if (link_dirty_.size() != capacity_Bps_.size()) {
     link_dirty_.assign(capacity_Bps_.size(), 0);
     on_link_.assign(capacity_Bps_.size(), {});
   }
-  if (f.path_size == 0) {
+  Flow& f = slots_[static_cast<std::size_t>(slot)];
+  if (f.path.empty()) {
     f.rate_Bps = f.rate_cap_Bps;
     f.finish_ns = now_ns_ + transfer_time_ns(f.remaining_bytes, f.rate_cap_Bps);
     return;
   }
-  for (int32_t k = 0; k < f.path_size; ++k) on_link_[static_cast<std::size_t>(paths_[static_cast<std::size_t>(f.path_begin + k)])].push_back(f.id);
-  mark_links(f);
+  // Alone on every link (and on no link another change is pending for): its component is itself,
+  // so its rate is known without a re-solve.
+  bool alone = true;
+  for (LinkId l : f.path) {
+    const auto li = static_cast<std::size_t>(l);
+    alone = alone && on_link_[li].empty() && !link_dirty_[li];
+  }
+  for (LinkId l : f.path) on_link_[static_cast<std::size_t>(l)].push_back(slot);
+  if (!alone) {
+    mark_links(f);
+    return;
+  }
+  f.rate_Bps = single_flow_rate(f);
+  f.finish_ns = now_ns_ + transfer_time_ns(f.remaining_bytes, f.rate_Bps);
 }
 
 // A finished flow leaves its links; the flows left there may speed up.
-void FlowNetwork::on_finish(const Flow& f) {
+void FlowNetwork::on_finish(int32_t slot) {
   dirty_ = true;
-  for (int32_t k = 0; k < f.path_size; ++k) {
-    std::vector<FlowId>& list = on_link_[static_cast<std::size_t>(paths_[static_cast<std::size_t>(f.path_begin + k)])];
-    auto it = std::find(list.begin(), list.end(), f.id);
+  const Flow& f = slots_[static_cast<std::size_t>(slot)];
+  bool shared = false;
+  for (LinkId l : f.path) {
+    std::vector<int32_t>& list = on_link_[static_cast<std::size_t>(l)];
+    auto it = std::find(list.begin(), list.end(), slot);
     if (it != list.end()) list.erase(it);  // a path may cross a link twice: one entry per crossing
+    shared = shared || !list.empty();
   }
-  mark_links(f);
+  if (shared) mark_links(f);  // a flow that was alone leaves nobody to speed up
 }
 
-void FlowNetwork::compact() {
-  std::size_t kept = 0;
-  std::size_t path_end = 0;
-  for (std::size_t i = 0; i < flows_.size(); ++i) {
-    Flow f = flows_[i];
-    if (f.path_size < 0) continue;
-    std::copy_n(paths_.begin() + f.path_begin, f.path_size, paths_.begin() + static_cast<std::ptrdiff_t>(path_end));
-    f.path_begin = static_cast<int32_t>(path_end);
-    path_end += static_cast<std::size_t>(f.path_size);
-    flows_[kept++] = f;
-  }
-  flows_.resize(kept);
-  paths_.resize(path_end);
-}
-
-const std::vector<FlowCompletion>& FlowNetwork::advance_to(int64_t t_ns) {
+const std::vector<FlowCompletion>& FlowNetwork::advance_through_events(int64_t t_ns) {
   if (t_ns < now_ns_) {
     throw std::invalid_argument("FlowNetwork::advance_to: time " + std::to_string(t_ns) + " ns is before now (" +
                                 std::to_string(now_ns_) + " ns)");
@@ -246,46 +299,48 @@ const std::vector<FlowCompletion>& FlowNetwork::advance_to(int64_t t_ns) {
   for (;;) {
     refresh();
     if (next_event_ns_ > t_ns) break;
-    move_time_to(next_event_ns_);
+    now_ns_ = next_event_ns_;
     process_events_at(now_ns_);
   }
-  move_time_to(t_ns);
+  now_ns_ = t_ns;
   std::sort(completions_.begin(), completions_.end(), [](const FlowCompletion& a, const FlowCompletion& b) {
     return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.id < b.id);
   });
   return completions_;
 }
 
-std::size_t FlowNetwork::index_of(FlowId id, const char* what) const {
-  auto it = std::lower_bound(flows_.begin(), flows_.end(), id, [](const Flow& f, FlowId v) { return f.id < v; });
-  if (it == flows_.end() || it->id != id) {
-    const bool finished = id >= 0 && id < next_id_;
-    throw std::out_of_range(std::string("FlowNetwork::") + what + ": flow " + std::to_string(id) +
-                            (finished ? " has finished" : " was never started"));
+int32_t FlowNetwork::slot_of(FlowId id, const char* what) const {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].id == id && id >= 0) return static_cast<int32_t>(i);
   }
-  return static_cast<std::size_t>(it - flows_.begin());
+  const bool finished = id >= 0 && id < next_id_;
+  throw std::out_of_range(std::string("FlowNetwork::") + what + ": flow " + std::to_string(id) +
+                          (finished ? " has finished" : " was never started"));
 }
 
 FlowState FlowNetwork::state(FlowId id) const {
   if (id < 0 || id >= next_id_) {
     throw std::out_of_range("FlowNetwork::state: flow " + std::to_string(id) + " was never started");
   }
-  auto it = std::lower_bound(flows_.begin(), flows_.end(), id, [](const Flow& f, FlowId v) { return f.id < v; });
-  if (it == flows_.end() || it->id != id) return FlowState::kFinished;
-  return it->active ? FlowState::kActive : FlowState::kPending;
+  for (const Flow& f : slots_) {
+    if (f.id == id) return f.active ? FlowState::kActive : FlowState::kPending;
+  }
+  return FlowState::kFinished;
 }
 
 double FlowNetwork::rate_Bps(FlowId id) {
   refresh();
-  const Flow& f = flows_[index_of(id, "rate_Bps")];
+  const Flow& f = slots_[static_cast<std::size_t>(slot_of(id, "rate_Bps"))];
   return f.active ? f.rate_Bps : 0.0;
 }
 
-double FlowNetwork::remaining_bytes(FlowId id) const { return flows_[index_of(id, "remaining_bytes")].remaining_bytes; }
+double FlowNetwork::remaining_bytes(FlowId id) const {
+  return remaining_at(slots_[static_cast<std::size_t>(slot_of(id, "remaining_bytes"))], now_ns_);
+}
 
 int64_t FlowNetwork::finish_time_ns(FlowId id) {
   refresh();
-  const Flow& f = flows_[index_of(id, "finish_time_ns")];
+  const Flow& f = slots_[static_cast<std::size_t>(slot_of(id, "finish_time_ns"))];
   return f.active ? f.finish_ns : kNeverNs;
 }
 

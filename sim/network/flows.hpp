@@ -24,6 +24,7 @@
 // (next_event_time_ns, rate_Bps, finish_time_ns) are non-const: they may re-solve first.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -47,7 +48,14 @@ struct FlowCompletion {
 
 // ⌈bytes · 1e9 / rate⌉ ns, 0 for no bytes or infinite rate; throws std::overflow_error when the
 // result does not fit in int64_t. Shared with the analytic collective model so both round alike.
-int64_t transfer_time_ns(double bytes, double rate_Bps);
+int64_t transfer_time_ns_checked(double bytes, double rate_Bps);  // the general case, with its errors
+inline int64_t transfer_time_ns(double bytes, double rate_Bps) {
+  if (bytes > 0 && rate_Bps > 0 && rate_Bps != kNoRateCap) {
+    const double ns = std::ceil(bytes * 1e9 / rate_Bps);
+    if (ns < 9.0e18) return static_cast<int64_t>(ns);
+  }
+  return transfer_time_ns_checked(bytes, rate_Bps);
+}
 
 class FlowNetwork {
  public:
@@ -61,47 +69,68 @@ class FlowNetwork {
 
   int64_t now_ns() const { return now_ns_; }
   // Earliest time at which a flow activates or finishes, kNeverNs when no flow is left.
-  int64_t next_event_time_ns();
+  int64_t next_event_time_ns() {
+    if (dirty_) refresh();
+    return next_event_ns_;
+  }
   // Moves time to t_ns (≥ now_ns()), processing every activation and completion up to and
   // including t_ns in order. Returns the flows that finished, by (time, id); the reference stays
   // valid until the next call. Finished flows are forgotten (state() says kFinished).
-  const std::vector<FlowCompletion>& advance_to(int64_t t_ns);
+  const std::vector<FlowCompletion>& advance_to(int64_t t_ns) {
+    if (!dirty_ && t_ns >= now_ns_ && next_event_ns_ > t_ns) {  // nothing happens on the way: O(1)
+      completions_.clear();
+      now_ns_ = t_ns;
+      return completions_;
+    }
+    return advance_through_events(t_ns);
+  }
 
   FlowState state(FlowId id) const;
   double rate_Bps(FlowId id);                // 0 while pending
   double remaining_bytes(FlowId id) const;   // at now_ns()
   int64_t finish_time_ns(FlowId id);         // predicted at current rates; kNeverNs while pending
-  std::size_t flow_count() const { return flows_.size(); }  // pending + active
+  std::size_t flow_count() const { return live_; }  // pending + active
   int32_t link_count() const { return static_cast<int32_t>(capacity_Bps_.size()); }
   double capacity_Bps(LinkId link) const;
   int last_solver_rounds() const { return solver_.last_rounds(); }
 
  private:
+  // Flows live in slots that are reused once a flow finishes, so a flow keeps its slot (and the
+  // links keep pointing at it) for its whole life, and the slots stay as many as the most flows
+  // ever in flight at once. Order never depends on slots: components are solved in id order and
+  // completions are reported by (time, id).
   struct Flow {
-    FlowId id = 0;
+    FlowId id = -1;                // -1: a free slot
     int64_t activate_ns = 0;
     int64_t finish_ns = kNeverNs;  // valid while active
+    int64_t updated_ns = 0;        // remaining_bytes is as of this time (bytes move lazily)
     double remaining_bytes = 0;
     double rate_Bps = 0;
     double rate_cap_Bps = kNoRateCap;
-    int32_t path_begin = 0;        // into paths_
-    int32_t path_size = 0;
+    std::vector<LinkId> path;      // capacity kept when the slot is reused
     bool active = false;
+    bool seen = false;             // scratch for solve_rates
+    bool repeats = false;          // the path crosses some link more than once
   };
 
-  std::size_t index_of(FlowId id, const char* what) const;
+  const std::vector<FlowCompletion>& advance_through_events(int64_t t_ns);
+  int32_t slot_of(FlowId id, const char* what) const;  // throws for a finished or unknown flow
   void refresh();                          // re-solve and re-predict if the active set changed
   void solve_rates();
-  void move_time_to(int64_t t_ns);         // bytes flow at current rates; no events
+  double remaining_at(const Flow& f, int64_t t_ns) const;  // bytes left at t_ns at the current rate
+  void settle(Flow& f);                    // brings remaining_bytes to now_ns_ (before a rate change)
   void process_events_at(int64_t t_ns);    // activations and completions at t_ns
-  void compact();                          // drop finished flows and their paths
-  void on_activate(Flow& f);               // joins its links; marks them for re-solving
-  void on_finish(const Flow& f);           // leaves its links; marks them for re-solving
+  void on_activate(int32_t slot);          // joins its links; marks them for re-solving
+  void on_finish(int32_t slot);            // leaves its links; marks them for re-solving
   void mark_links(const Flow& f);
+  double single_flow_rate(const Flow& f) const;  // max-min rate of a flow alone on its links
 
   std::vector<double> capacity_Bps_;
-  std::vector<Flow> flows_;                // by id
-  std::vector<LinkId> paths_;              // paths of flows_, concatenated
+  std::vector<Flow> slots_;
+  std::vector<int32_t> free_slots_;
+  std::vector<int32_t> live_slots_;        // slots of the pending and active flows, any order
+  std::vector<int32_t> live_index_;        // per slot: its index in live_slots_
+  std::size_t live_ = 0;
   std::vector<FlowCompletion> completions_;
   int64_t now_ns_ = 0;
   FlowId next_id_ = 0;
@@ -114,14 +143,13 @@ class FlowNetwork {
   std::vector<LinkId> solve_links_;
   std::vector<double> solve_caps_;
   std::vector<double> solve_rates_;
-  std::vector<std::size_t> solve_index_;   // solver flow -> index in flows_
+  std::vector<int32_t> solve_slots_;       // solver flow -> slot
   std::vector<double> solve_capacity_;     // capacities of the links in use, by local id
   std::vector<LinkId> local_link_;         // global link -> local id, -1 when unused
   std::vector<LinkId> solve_global_;       // local id -> global link
-  std::vector<std::vector<FlowId>> on_link_;  // active flows crossing each link
+  std::vector<std::vector<int32_t>> on_link_;  // slots of the active flows crossing each link
   std::vector<LinkId> dirty_links_;        // links whose flow set changed since the last solve
   std::vector<unsigned char> link_dirty_;
-  std::vector<unsigned char> flow_seen_;
 };
 
 }  // namespace stagecraft::sim

@@ -1,6 +1,7 @@
 #include "sim/network/max_min.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -204,7 +205,130 @@ void MaxMinSolver::update_touched(const MaxMinProblem& p, double level) {
 
 void MaxMinSolver::solve(const MaxMinProblem& p, std::span<double> rate_Bps) {
   validate(p, rate_Bps.size());
+  solve_prevalidated(p, rate_Bps);
+}
+
+void MaxMinSolver::solve_prevalidated(const MaxMinProblem& p, std::span<double> rate_Bps) {
+  if (p.capacity_Bps.size() <= kSmallLinks && p.path_offsets.size() <= kSmallFlows + 1) {
+    solve_small(p, rate_Bps);
+    return;
+  }
   prepare(p, rate_Bps);
+  fill(p, rate_Bps);
+}
+
+// solve_heap() for a handful of links and flows: the heap becomes a linear scan for the smallest
+// (λ_l, l), the transpose a scan over the flows in order. Rounds, freezing order and every
+// floating-point operation are the heap version's.
+void MaxMinSolver::solve_small(const MaxMinProblem& p, std::span<double> rate_Bps) {
+  const std::size_t links = p.capacity_Bps.size();
+  const std::size_t flows = p.path_offsets.size() - 1;
+  std::array<int32_t, kSmallLinks> unfrozen_on{};
+  std::array<double, kSmallLinks> frozen_sum{};
+  std::array<double, kSmallLinks> key{};
+  std::array<bool, kSmallLinks> in_heap{};
+  std::array<bool, kSmallLinks> touched{};
+  std::array<LinkId, kSmallLinks> touched_links{};
+  std::size_t touched_count = 0;
+  std::array<bool, kSmallFlows> frozen{};
+  std::array<int32_t, kSmallFlows> capped{};
+  std::size_t capped_count = 0, next_capped = 0;
+  for (LinkId l : p.path_links) ++unfrozen_on[static_cast<std::size_t>(l)];
+  for (std::size_t l = 0; l < links; ++l) {
+    in_heap[l] = unfrozen_on[l] > 0;
+    if (in_heap[l]) key[l] = p.capacity_Bps[l] / static_cast<double>(unfrozen_on[l]);
+  }
+  int64_t unfrozen = 0;
+  for (std::size_t f = 0; f < flows; ++f) {
+    const double cap = p.rate_cap_Bps.empty() ? kNoRateCap : p.rate_cap_Bps[f];
+    if (p.path_offsets[f] == p.path_offsets[f + 1]) {
+      rate_Bps[f] = cap;
+      frozen[f] = true;
+      continue;
+    }
+    ++unfrozen;
+    if (cap < kNoRateCap) {  // insertion into (cap, flow) order
+      std::size_t i = capped_count++;
+      while (i > 0 && p.rate_cap_Bps[static_cast<std::size_t>(capped[i - 1])] > cap) {
+        capped[i] = capped[i - 1];
+        --i;
+      }
+      capped[i] = static_cast<int32_t>(f);
+    }
+  }
+  auto freeze_flow = [&](std::size_t f, double rate) {
+    frozen[f] = true;
+    rate_Bps[f] = rate;
+    --unfrozen;
+    for (int32_t i = p.path_offsets[f]; i < p.path_offsets[f + 1]; ++i) {
+      const auto l = static_cast<std::size_t>(p.path_links[static_cast<std::size_t>(i)]);
+      --unfrozen_on[l];
+      frozen_sum[l] += rate;
+      if (!touched[l]) {
+        touched[l] = true;
+        touched_links[touched_count++] = static_cast<LinkId>(l);
+      }
+    }
+  };
+  auto update_touched = [&](double level) {
+    for (std::size_t i = 0; i < touched_count; ++i) {
+      const auto l = static_cast<std::size_t>(touched_links[i]);
+      touched[l] = false;
+      if (unfrozen_on[l] == 0) {
+        in_heap[l] = false;
+        continue;
+      }
+      key[l] = std::max((p.capacity_Bps[l] - frozen_sum[l]) / static_cast<double>(unfrozen_on[l]), level);
+      in_heap[l] = true;
+    }
+    touched_count = 0;
+  };
+  auto top = [&]() {  // the smallest (λ_l, l) among links with unfrozen flows; links when none
+    std::size_t best = links;
+    for (std::size_t l = 0; l < links; ++l) {
+      if (in_heap[l] && (best == links || key[l] < key[best])) best = l;
+    }
+    return best;
+  };
+  rounds_ = 0;
+  double level = 0;
+  while (unfrozen > 0) {
+    ++rounds_;
+    while (next_capped < capped_count && frozen[static_cast<std::size_t>(capped[next_capped])]) ++next_capped;
+    const double cap_level =
+        next_capped < capped_count ? p.rate_cap_Bps[static_cast<std::size_t>(capped[next_capped])] : kNoRateCap;
+    std::size_t t = top();
+    const double link_level = t == links ? kNoRateCap : key[t];
+    if (t == links && cap_level == kNoRateCap) {
+      throw std::logic_error("MaxMinSolver: unfrozen flows but no link or cap left to bound them");
+    }
+    level = std::max(level, std::min(link_level, cap_level));
+    for (; next_capped < capped_count; ++next_capped) {
+      const auto f = static_cast<std::size_t>(capped[next_capped]);
+      if (frozen[f]) continue;
+      const double cap = p.rate_cap_Bps[f];
+      if (cap > level * (1 + kCapTolerance)) break;
+      freeze_flow(f, cap);
+    }
+    update_touched(level);
+    for (t = top(); t != links && key[t] <= level * (1 + kSaturatedFraction); t = top()) {
+      for (std::size_t f = 0; f < flows; ++f) {  // the link's flows in flow order, once per crossing
+        for (int32_t i = p.path_offsets[f]; i < p.path_offsets[f + 1]; ++i) {
+          if (static_cast<std::size_t>(p.path_links[static_cast<std::size_t>(i)]) == t && !frozen[f]) freeze_flow(f, level);
+        }
+      }
+      update_touched(level);
+    }
+  }
+}
+
+void MaxMinSolver::solve_heap(const MaxMinProblem& p, std::span<double> rate_Bps) {
+  validate(p, rate_Bps.size());
+  prepare(p, rate_Bps);
+  fill(p, rate_Bps);
+}
+
+void MaxMinSolver::fill(const MaxMinProblem& p, std::span<double> rate_Bps) {
   rounds_ = 0;
   double level = 0;
   while (unfrozen_ > 0) {

@@ -66,6 +66,14 @@ class MaxMinSolver {
   // Writes the max-min fair rate of every flow into rate_Bps (size = flows). Throws
   // std::invalid_argument on malformed input (sizes, link ids, non-positive capacity or cap).
   void solve(const MaxMinProblem& problem, std::span<double> rate_Bps);
+  // The same algorithm with the indexed heap whatever the size; solve() uses it above
+  // kSmallLinks links or kSmallFlows flows and linear scans over stack arrays below (the same
+  // rounds, order and arithmetic, so both give bit-identical rates).
+  void solve_heap(const MaxMinProblem& problem, std::span<double> rate_Bps);
+  // solve() without validate(): for callers that build the problem from checked parts (the
+  // FlowNetwork checks links and caps when a flow starts) and solve it thousands of times.
+  void solve_prevalidated(const MaxMinProblem& problem, std::span<double> rate_Bps);
+  static constexpr std::size_t kSmallLinks = 16, kSmallFlows = 16;
 
   int last_rounds() const { return rounds_; }  // filling rounds of the last solve
 
@@ -76,7 +84,9 @@ class MaxMinSolver {
   };
 
   void validate(const MaxMinProblem& p, std::size_t rate_count) const;
+  void solve_small(const MaxMinProblem& p, std::span<double> rate_Bps);
   void prepare(const MaxMinProblem& p, std::span<double> rate_Bps);
+  void fill(const MaxMinProblem& p, std::span<double> rate_Bps);  // the filling rounds after prepare()
   static bool heap_less(const HeapEntry& a, const HeapEntry& b);
   void heap_place(std::size_t slot, HeapEntry entry);
   void heap_sift_down(std::size_t slot);

@@ -195,6 +195,34 @@ TEST(MaxMin, AgreesWithThePlainProgressiveFilling) {
   }
 }
 
+// Small problems take the scan path, large ones the heap; both must give the same bits.
+TEST(MaxMin, SmallProblemPathEqualsTheHeapPathExactly) {
+  MaxMinSolver solver;
+  int compared = 0;
+  for (unsigned seed = 1; seed <= 400; ++seed) {
+    const int links = 1 + static_cast<int>(seed % MaxMinSolver::kSmallLinks);
+    const int flows = 1 + static_cast<int>((seed * 7) % MaxMinSolver::kSmallFlows);
+    const RandomSystem s = random_system(links, flows, seed, /*ties=*/seed % 2 == 0);
+    std::vector<int32_t> offsets{0};
+    std::vector<LinkId> path_links;
+    for (const auto& p : s.paths) {
+      path_links.insert(path_links.end(), p.begin(), p.end());
+      offsets.push_back(static_cast<int32_t>(path_links.size()));
+    }
+    const MaxMinProblem problem{s.capacity_Bps, offsets, path_links, s.rate_cap_Bps};
+    std::vector<double> small(s.paths.size()), heap(s.paths.size());
+    solver.solve(problem, small);
+    const int small_rounds = solver.last_rounds();
+    solver.solve_heap(problem, heap);
+    EXPECT_EQ(small_rounds, solver.last_rounds()) << "seed " << seed;
+    for (std::size_t f = 0; f < s.paths.size(); ++f) {
+      EXPECT_EQ(small[f], heap[f]) << "seed " << seed << ", flow " << f;  // bitwise, not near
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 2000);
+}
+
 TEST(MaxMin, ReusedSolverGivesTheSameAnswer) {
   // Scratch buffers are reused across calls: solving a big then a small then the big system
   // again must match fresh solves.
