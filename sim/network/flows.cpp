@@ -59,13 +59,10 @@ FlowId FlowNetwork::start_flow(std::span<const LinkId> path, int64_t bytes, int6
   if (free_slots_.empty()) {
     slot = static_cast<int32_t>(slots_.size());
     slots_.emplace_back();
-    live_index_.push_back(-1);
   } else {
     slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  live_index_[static_cast<std::size_t>(slot)] = static_cast<int32_t>(live_slots_.size());
-  live_slots_.push_back(slot);
   Flow& f = slots_[static_cast<std::size_t>(slot)];
   f.id = next_id_++;
   f.activate_ns = now_ns_ + latency_ns;
@@ -86,6 +83,7 @@ FlowId FlowNetwork::start_flow(std::span<const LinkId> path, int64_t bytes, int6
   } else if (!dirty_) {
     next_event_ns_ = std::min(next_event_ns_, f.activate_ns);
   }
+  update_event(slot);
   return f.id;
 }
 
@@ -160,17 +158,14 @@ void FlowNetwork::solve_rates() {
       throw std::overflow_error("FlowNetwork: flow " + std::to_string(f.id) + " would finish past the int64_t horizon");
     }
     f.finish_ns = now_ns_ + left_ns;
+    update_event(solve_slots_[k]);
   }
 }
 
 void FlowNetwork::refresh() {
   if (!dirty_) return;
   solve_rates();
-  next_event_ns_ = kNeverNs;
-  for (int32_t slot : live_slots_) {
-    const Flow& f = slots_[static_cast<std::size_t>(slot)];
-    next_event_ns_ = std::min(next_event_ns_, f.active ? f.finish_ns : f.activate_ns);
-  }
+  next_event_ns_ = events_.empty() ? kNeverNs : event_ns(events_.front());
   dirty_ = false;
 }
 
@@ -208,33 +203,78 @@ void FlowNetwork::settle(Flow& f) {
   f.updated_ns = now_ns_;
 }
 
-// Walks the live list from its end, so that removing a flow (the last entry moves into its
-// place) never skips one. The order flows are visited in changes nothing: completions are
-// sorted by (time, id) and components are solved in id order.
+// Takes the flows whose next event is due, earliest first. A flow that activates here may be due
+// again at once (no bytes, no links): it is taken again and completes in the same call. The order
+// changes nothing: completions are sorted by (time, id) and components are solved in id order.
 void FlowNetwork::process_events_at(int64_t t_ns) {
-  for (std::size_t j = live_slots_.size(); j-- > 0;) {
-    const int32_t slot = live_slots_[j];
+  while (!events_.empty() && event_ns(events_.front()) <= t_ns) {
+    const int32_t slot = events_.front();
     Flow& f = slots_[static_cast<std::size_t>(slot)];
-    if (f.active && f.finish_ns <= t_ns) {
+    if (f.active) {
       completions_.push_back({f.id, t_ns});
+      remove_event(slot);
       on_finish(slot);
       f.id = -1;
       f.active = false;
       free_slots_.push_back(slot);
-      const int32_t moved = live_slots_.back();
-      live_slots_[j] = moved;
-      live_index_[static_cast<std::size_t>(moved)] = static_cast<int32_t>(j);
-      live_slots_.pop_back();
-      live_index_[static_cast<std::size_t>(slot)] = -1;
       --live_;
-    } else if (!f.active && f.activate_ns <= t_ns) {
+    } else {
       f.active = true;
       f.rate_Bps = 0;
       f.finish_ns = kNeverNs;
       f.updated_ns = t_ns;
       on_activate(slot);
+      update_event(slot);
     }
   }
+}
+
+int64_t FlowNetwork::event_ns(int32_t slot) const {
+  const Flow& f = slots_[static_cast<std::size_t>(slot)];
+  return f.active ? f.finish_ns : f.activate_ns;
+}
+
+bool FlowNetwork::event_before(int32_t a, int32_t b) const {
+  const int64_t ta = event_ns(a), tb = event_ns(b);
+  return ta != tb ? ta < tb : a < b;
+}
+
+void FlowNetwork::place_event(std::size_t pos, int32_t slot) {
+  events_[pos] = slot;
+  slots_[static_cast<std::size_t>(slot)].heap_pos = static_cast<int32_t>(pos);
+}
+
+void FlowNetwork::update_event(int32_t slot) {
+  Flow& f = slots_[static_cast<std::size_t>(slot)];
+  if (f.heap_pos < 0) {
+    f.heap_pos = static_cast<int32_t>(events_.size());
+    events_.push_back(slot);
+  }
+  auto pos = static_cast<std::size_t>(f.heap_pos);
+  while (pos > 0 && event_before(slot, events_[(pos - 1) / 2])) {  // up
+    place_event(pos, events_[(pos - 1) / 2]);
+    pos = (pos - 1) / 2;
+  }
+  for (;;) {  // down
+    std::size_t child = 2 * pos + 1;
+    if (child >= events_.size()) break;
+    if (child + 1 < events_.size() && event_before(events_[child + 1], events_[child])) ++child;
+    if (!event_before(events_[child], slot)) break;
+    place_event(pos, events_[child]);
+    pos = child;
+  }
+  place_event(pos, slot);
+}
+
+void FlowNetwork::remove_event(int32_t slot) {
+  Flow& f = slots_[static_cast<std::size_t>(slot)];
+  const auto pos = static_cast<std::size_t>(f.heap_pos);
+  f.heap_pos = -1;
+  const int32_t last = events_.back();
+  events_.pop_back();
+  if (last == slot) return;
+  place_event(pos, last);
+  update_event(last);
 }
 
 void FlowNetwork::mark_links(const Flow& f) {

@@ -111,6 +111,7 @@ class FlowNetwork {
     bool active = false;
     bool seen = false;             // scratch for solve_rates
     bool repeats = false;          // the path crosses some link more than once
+    int32_t heap_pos = -1;         // index in events_, −1 when not in it
   };
 
   const std::vector<FlowCompletion>& advance_through_events(int64_t t_ns);
@@ -123,13 +124,19 @@ class FlowNetwork {
   void on_activate(int32_t slot);          // joins its links; marks them for re-solving
   void on_finish(int32_t slot);            // leaves its links; marks them for re-solving
   void mark_links(const Flow& f);
+  int64_t event_ns(int32_t slot) const;
+  bool event_before(int32_t a, int32_t b) const;
+  void place_event(std::size_t pos, int32_t slot);
+  void update_event(int32_t slot);         // after the flow's event time changed (or it started)
+  void remove_event(int32_t slot);
   double single_flow_rate(const Flow& f) const;  // max-min rate of a flow alone on its links
 
   std::vector<double> capacity_Bps_;
   std::vector<Flow> slots_;
   std::vector<int32_t> free_slots_;
-  std::vector<int32_t> live_slots_;        // slots of the pending and active flows, any order
-  std::vector<int32_t> live_index_;        // per slot: its index in live_slots_
+  // The pending and active flows by their next event (activation, else finish), earliest first:
+  // a binary heap of slots ordered by (event time, slot).
+  std::vector<int32_t> events_;
   std::size_t live_ = 0;
   std::vector<FlowCompletion> completions_;
   int64_t now_ns_ = 0;
