@@ -143,7 +143,15 @@ class Simulation {
   EventQueue queue_;
   std::unordered_map<uint64_t, Message> messages_;
   std::map<std::tuple<int, int64_t, int64_t>, Arrival> arrivals_;
-  std::vector<FlowOwner> flow_owner_;                    // by FlowId
+  std::vector<FlowOwner> flow_owner_;                    // by FlowId (ids count up from 0)
+  void add_owner(FlowId id, const FlowOwner& owner) {
+    if (static_cast<std::size_t>(id) == flow_owner_.size()) {
+      flow_owner_.push_back(owner);
+    } else {
+      if (static_cast<std::size_t>(id) > flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
+      flow_owner_[static_cast<std::size_t>(id)] = owner;
+    }
+  }
   // (op, group kind) -> its collective's cost model and the last sizes asked for (sizes repeat)
   struct CachedCost {
     std::optional<CollectiveCost> cost;
@@ -187,6 +195,7 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
                                                                                 prog.training.dtype, spec::Recompute::kNone);
   }
   const spec::ZeroConfig& z = prog.plan.zero;
+  std::size_t flows = 0;
   for (int64_t r : sim_ranks) {
     RankState st;
     st.rank = r;
@@ -195,6 +204,9 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
     st.graph = &program::graph_of(prog.roles[role], graphs_[role]);
     st.waiting = st.graph->preds;
     st.done.assign(st.waiting.size(), 0);
+    // at most one flow per p2p send and per dp collective of the rank
+    flows += st.graph->lane_count[static_cast<int>(Lane::kPpSend)] + st.graph->lane_count[static_cast<int>(Lane::kDpGather)] +
+             st.graph->lane_count[static_cast<int>(Lane::kDpReduce)];
     st.memory_changes.reserve(static_cast<std::size_t>(st.graph->lane_count[static_cast<int>(Lane::kCompute)] +
                                                        st.graph->lane_count[static_cast<int>(Lane::kDpGather)]));
     st.compute.reserve(static_cast<std::size_t>(st.graph->lane_count[static_cast<int>(Lane::kCompute)]));
@@ -225,6 +237,7 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
     slot_of_[r] = static_cast<int32_t>(ranks_.size());
     ranks_.push_back(std::move(st));
   }
+  flow_owner_.reserve(flows);
   for (RankState& st : ranks_) {
     for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) {
       GroupView& v = st.groups[static_cast<int>(g)];
@@ -424,8 +437,7 @@ void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
   }
   const int64_t latency = topology_.route_into(r.rank, peer, path_);
   const FlowId id = net_.start_flow(path_, in.bytes, latency);
-  if (static_cast<std::size_t>(id) >= flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
-  flow_owner_[static_cast<std::size_t>(id)] = {FlowKind::kSend, slot, k, key, t};
+  add_owner(id, {FlowKind::kSend, slot, k, key, t});
 }
 
 void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
@@ -531,8 +543,7 @@ void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> m
     if (in.op == Op::kAllReduceGrads) bytes *= 2;
     const double cap = static_cast<double>(bytes) * 1e9 / static_cast<double>(T);
     const FlowId id = net_.start_flow(g.route, bytes, 0, cap);
-    if (static_cast<std::size_t>(id) >= flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
-    flow_owner_[static_cast<std::size_t>(id)] = {FlowKind::kCollective, slot, k, 0, t};
+    add_owner(id, {FlowKind::kCollective, slot, k, 0, t});
   }
 }
 

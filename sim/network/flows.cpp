@@ -127,6 +127,8 @@ void FlowNetwork::solve_rates() {
     Flow& f = slots_[static_cast<std::size_t>(solve_slots_[0])];
     f.seen = false;
     solve_rates_[0] = single_flow_rate(f);
+  } else if (same_path_component()) {
+    shared_path_rates();
   } else {
     for (int32_t slot : solve_slots_) {
       Flow& f = slots_[static_cast<std::size_t>(slot)];
@@ -165,8 +167,85 @@ void FlowNetwork::solve_rates() {
 void FlowNetwork::refresh() {
   if (!dirty_) return;
   solve_rates();
-  next_event_ns_ = events_.empty() ? kNeverNs : event_ns(events_.front());
+  next_event_ns_ = events_.empty() ? kNeverNs : events_.front().time_ns;
   dirty_ = false;
+}
+
+// Every flow of the component crosses the same links, each once (a collective's ring step and
+// another collective, or a pipeline send, of the same rank to the same peer).
+bool FlowNetwork::same_path_component() {
+  const Flow& first = slots_[static_cast<std::size_t>(solve_slots_[0])];
+  if (first.repeats || first.path.empty()) return false;
+  for (std::size_t k = 1; k < solve_slots_.size(); ++k) {
+    if (slots_[static_cast<std::size_t>(solve_slots_[k])].path != first.path) return false;
+  }
+  return true;
+}
+
+// MaxMinSolver on flows that share all their links: every link has the same flows, the same
+// frozen sum and count, so λ_l = (C_l − frozen)/n is smallest on the narrowest link in every
+// round, and freezing any link freezes them all. The rounds below are solve_small()'s on that one
+// link — same order, same arithmetic, same tolerances — so the rates are bit-identical to it.
+void FlowNetwork::shared_path_rates() {
+  const Flow& first = slots_[static_cast<std::size_t>(solve_slots_[0])];
+  double capacity = kNoRateCap;
+  for (LinkId l : first.path) capacity = std::min(capacity, capacity_Bps_[static_cast<std::size_t>(l)]);
+  const std::size_t n = solve_slots_.size();
+  shared_capped_.clear();
+  for (std::size_t f = 0; f < n; ++f) {  // (cap, flow) order
+    const double cap = slots_[static_cast<std::size_t>(solve_slots_[f])].rate_cap_Bps;
+    if (!(cap < kNoRateCap)) continue;
+    shared_capped_.push_back(static_cast<int32_t>(f));
+    for (std::size_t i = shared_capped_.size() - 1;
+         i > 0 && slots_[static_cast<std::size_t>(solve_slots_[static_cast<std::size_t>(shared_capped_[i - 1])])].rate_cap_Bps > cap; --i) {
+      std::swap(shared_capped_[i], shared_capped_[i - 1]);
+    }
+  }
+  shared_frozen_.assign(n, 0);
+  auto cap_of = [&](std::size_t f) { return slots_[static_cast<std::size_t>(solve_slots_[f])].rate_cap_Bps; };
+  int64_t unfrozen = static_cast<int64_t>(n);
+  double frozen_sum = 0;
+  double key = capacity / static_cast<double>(unfrozen);
+  bool in_heap = true;
+  std::size_t next_capped = 0;
+  double level = 0;
+  while (unfrozen > 0) {
+    while (next_capped < shared_capped_.size() && shared_frozen_[static_cast<std::size_t>(shared_capped_[next_capped])]) ++next_capped;
+    const double cap_level = next_capped < shared_capped_.size() ? cap_of(static_cast<std::size_t>(shared_capped_[next_capped])) : kNoRateCap;
+    const double link_level = in_heap ? key : kNoRateCap;
+    level = std::max(level, std::min(link_level, cap_level));
+    bool touched = false;
+    for (; next_capped < shared_capped_.size(); ++next_capped) {
+      const auto f = static_cast<std::size_t>(shared_capped_[next_capped]);
+      if (shared_frozen_[f]) continue;
+      const double cap = cap_of(f);
+      if (cap > level * (1 + 1e-12)) break;
+      shared_frozen_[f] = 1;
+      solve_rates_[f] = cap;
+      --unfrozen;
+      frozen_sum += cap;
+      touched = true;
+    }
+    auto update = [&]() {
+      if (unfrozen == 0) {
+        in_heap = false;
+      } else {
+        key = std::max((capacity - frozen_sum) / static_cast<double>(unfrozen), level);
+      }
+    };
+    if (touched) update();
+    if (in_heap && key <= level * (1 + 1e-9)) {
+      for (std::size_t f = 0; f < n; ++f) {
+        if (shared_frozen_[f]) continue;
+        shared_frozen_[f] = 1;
+        solve_rates_[f] = level;
+        --unfrozen;
+        frozen_sum += level;
+      }
+      update();
+    }
+  }
+  for (int32_t slot : solve_slots_) slots_[static_cast<std::size_t>(slot)].seen = false;
 }
 
 // What MaxMinSolver gives a component of one flow, without building the problem: progressive
@@ -207,8 +286,8 @@ void FlowNetwork::settle(Flow& f) {
 // again at once (no bytes, no links): it is taken again and completes in the same call. The order
 // changes nothing: completions are sorted by (time, id) and components are solved in id order.
 void FlowNetwork::process_events_at(int64_t t_ns) {
-  while (!events_.empty() && event_ns(events_.front()) <= t_ns) {
-    const int32_t slot = events_.front();
+  while (!events_.empty() && events_.front().time_ns <= t_ns) {
+    const int32_t slot = events_.front().slot;
     Flow& f = slots_[static_cast<std::size_t>(slot)];
     if (f.active) {
       completions_.push_back({f.id, t_ns});
@@ -229,52 +308,46 @@ void FlowNetwork::process_events_at(int64_t t_ns) {
   }
 }
 
-int64_t FlowNetwork::event_ns(int32_t slot) const {
-  const Flow& f = slots_[static_cast<std::size_t>(slot)];
-  return f.active ? f.finish_ns : f.activate_ns;
+void FlowNetwork::place_event(std::size_t pos, EventEntry e) {
+  events_[pos] = e;
+  slots_[static_cast<std::size_t>(e.slot)].heap_pos = static_cast<int32_t>(pos);
 }
 
-bool FlowNetwork::event_before(int32_t a, int32_t b) const {
-  const int64_t ta = event_ns(a), tb = event_ns(b);
-  return ta != tb ? ta < tb : a < b;
-}
-
-void FlowNetwork::place_event(std::size_t pos, int32_t slot) {
-  events_[pos] = slot;
-  slots_[static_cast<std::size_t>(slot)].heap_pos = static_cast<int32_t>(pos);
-}
-
-void FlowNetwork::update_event(int32_t slot) {
-  Flow& f = slots_[static_cast<std::size_t>(slot)];
-  if (f.heap_pos < 0) {
-    f.heap_pos = static_cast<int32_t>(events_.size());
-    events_.push_back(slot);
-  }
-  auto pos = static_cast<std::size_t>(f.heap_pos);
-  while (pos > 0 && event_before(slot, events_[(pos - 1) / 2])) {  // up
+// Puts e at pos and restores the heap order, moving it up or down.
+void FlowNetwork::sift_event(std::size_t pos, EventEntry e) {
+  while (pos > 0 && e < events_[(pos - 1) / 2]) {
     place_event(pos, events_[(pos - 1) / 2]);
     pos = (pos - 1) / 2;
   }
-  for (;;) {  // down
+  for (;;) {
     std::size_t child = 2 * pos + 1;
     if (child >= events_.size()) break;
-    if (child + 1 < events_.size() && event_before(events_[child + 1], events_[child])) ++child;
-    if (!event_before(events_[child], slot)) break;
+    if (child + 1 < events_.size() && events_[child + 1] < events_[child]) ++child;
+    if (!(events_[child] < e)) break;
     place_event(pos, events_[child]);
     pos = child;
   }
-  place_event(pos, slot);
+  place_event(pos, e);
+}
+
+void FlowNetwork::update_event(int32_t slot) {
+  const Flow& f = slots_[static_cast<std::size_t>(slot)];
+  const EventEntry e{f.active ? f.finish_ns : f.activate_ns, slot};
+  if (f.heap_pos < 0) {
+    events_.push_back(e);
+    sift_event(events_.size() - 1, e);
+  } else if (events_[static_cast<std::size_t>(f.heap_pos)].time_ns != e.time_ns) {
+    sift_event(static_cast<std::size_t>(f.heap_pos), e);
+  }
 }
 
 void FlowNetwork::remove_event(int32_t slot) {
   Flow& f = slots_[static_cast<std::size_t>(slot)];
   const auto pos = static_cast<std::size_t>(f.heap_pos);
   f.heap_pos = -1;
-  const int32_t last = events_.back();
+  const EventEntry last = events_.back();
   events_.pop_back();
-  if (last == slot) return;
-  place_event(pos, last);
-  update_event(last);
+  if (last.slot != slot) sift_event(pos, last);
 }
 
 void FlowNetwork::mark_links(const Flow& f) {

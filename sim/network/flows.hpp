@@ -114,6 +114,13 @@ class FlowNetwork {
     int32_t heap_pos = -1;         // index in events_, −1 when not in it
   };
 
+  // A flow's next event (activation, else finish) in the events_ heap.
+  struct EventEntry {
+    int64_t time_ns;
+    int32_t slot;
+    bool operator<(const EventEntry& o) const { return time_ns != o.time_ns ? time_ns < o.time_ns : slot < o.slot; }
+  };
+
   const std::vector<FlowCompletion>& advance_through_events(int64_t t_ns);
   int32_t slot_of(FlowId id, const char* what) const;  // throws for a finished or unknown flow
   void refresh();                          // re-solve and re-predict if the active set changed
@@ -124,19 +131,20 @@ class FlowNetwork {
   void on_activate(int32_t slot);          // joins its links; marks them for re-solving
   void on_finish(int32_t slot);            // leaves its links; marks them for re-solving
   void mark_links(const Flow& f);
-  int64_t event_ns(int32_t slot) const;
-  bool event_before(int32_t a, int32_t b) const;
-  void place_event(std::size_t pos, int32_t slot);
+  void place_event(std::size_t pos, EventEntry e);
+  void sift_event(std::size_t pos, EventEntry e);
   void update_event(int32_t slot);         // after the flow's event time changed (or it started)
   void remove_event(int32_t slot);
   double single_flow_rate(const Flow& f) const;  // max-min rate of a flow alone on its links
+  bool same_path_component();              // the flows of solve_slots_ all cross the same links
+  void shared_path_rates();                // their max-min rates into solve_rates_
 
   std::vector<double> capacity_Bps_;
   std::vector<Flow> slots_;
   std::vector<int32_t> free_slots_;
-  // The pending and active flows by their next event (activation, else finish), earliest first:
-  // a binary heap of slots ordered by (event time, slot).
-  std::vector<int32_t> events_;
+  // The pending and active flows by their next event, earliest first: a binary heap ordered by
+  // (time, slot).
+  std::vector<EventEntry> events_;
   std::size_t live_ = 0;
   std::vector<FlowCompletion> completions_;
   int64_t now_ns_ = 0;
@@ -151,6 +159,8 @@ class FlowNetwork {
   std::vector<double> solve_caps_;
   std::vector<double> solve_rates_;
   std::vector<int32_t> solve_slots_;       // solver flow -> slot
+  std::vector<int32_t> shared_capped_;     // shared_path_rates() scratch
+  std::vector<unsigned char> shared_frozen_;
   std::vector<double> solve_capacity_;     // capacities of the links in use, by local id
   std::vector<LinkId> local_link_;         // global link -> local id, -1 when unused
   std::vector<LinkId> solve_global_;       // local id -> global link

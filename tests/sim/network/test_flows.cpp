@@ -2,8 +2,10 @@
 // hand. Times are integer ns rounded up, so a hand value v (in ns, possibly fractional) must come
 // out as ⌈v⌉, or at most one ns later per rate change the flow went through.
 #include "sim/network/flows.hpp"
+#include "sim/network/max_min.hpp"
 
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -200,6 +202,33 @@ TEST(FlowNetwork, RejectsBadRequests) {
   EXPECT_THROW(net.advance_to(50), std::invalid_argument);
   EXPECT_THROW(net.state(7), std::out_of_range);
   EXPECT_THROW(FlowNetwork({1e9, -1.0}), std::invalid_argument);
+}
+
+// Flows that all cross the same links take a shortcut past the general solver; their rates must
+// be the solver's to the bit, capped or not, ties or not.
+TEST(FlowNetwork, FlowsOnOneSharedPathGetTheSolversRatesExactly) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> capacity(1e9, 100e9);
+  int compared = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::vector<double> links{capacity(rng), capacity(rng), capacity(rng)};
+    const std::vector<LinkId> path{2, 0, 1};
+    const int flows = 2 + trial % 6;
+    std::vector<double> caps;
+    for (int f = 0; f < flows; ++f) {
+      const int kind = static_cast<int>(rng() % 4);  // none, small, tied, large
+      caps.push_back(kind == 0 ? kNoRateCap : kind == 1 ? links[0] / 10 : kind == 2 ? 1e9 : capacity(rng));
+    }
+    FlowNetwork net(links);
+    std::vector<FlowId> ids;
+    for (double cap : caps) ids.push_back(net.start_flow(path, 1'000'000'000, 0, cap));
+    const std::vector<double> expected = max_min_rates(links, std::vector<std::vector<LinkId>>(caps.size(), path), caps);
+    for (std::size_t f = 0; f < ids.size(); ++f) {
+      EXPECT_EQ(net.rate_Bps(ids[f]), expected[f]) << "trial " << trial << ", flow " << f;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 800);
 }
 
 TEST(FlowNetwork, SameInputsGiveTheSameCompletions) {
