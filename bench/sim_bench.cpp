@@ -1,7 +1,7 @@
 // Simulation speed: GPT-3 175B on 1024 A100s (tp 8, pp 8, dp 16), 64 micro-batches, 1F1B —
 // one simulation as the planner runs it (Program already lowered). Targets: ZeRO-1 <= 5 ms,
-// ZeRO-3 with per-layer buckets <= 20 ms, memory <= 64 MiB (peak_rss_MiB: the process's
-// high-water mark, which includes the Program and the benchmark itself).
+// ZeRO-3 with per-layer buckets <= 20 ms (per-sublayer buckets shown too), memory <= 64 MiB
+// (peak_rss_MiB: the process's high-water mark, which includes the Program and the benchmark).
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -39,13 +39,20 @@ void run(benchmark::State& state, nlohmann::json zero) {
 }
 
 void BM_Simulate175B_1F1B_Zero1(benchmark::State& state) { run(state, {{"stage", 1}}); }
-// Per-layer buckets: a 175B block's attention (~151M parameters / tp 8) and MLP (~302M / 8)
-// are each larger than 1.5e7 elements, so every unit is its own bucket.
+// Per-layer buckets: a 175B layer holds 4h² = 604M attention and 8h² = 1.21B MLP parameters
+// (h = 12288), 75.5M + 151M = 226.5M per tp rank, so buckets of 2.5e8 elements take one whole
+// layer each (12 per stage).
 void BM_Simulate175B_1F1B_Zero3_PerLayer(benchmark::State& state) {
-  run(state, {{"stage", 3}, {"prefetch_bucket", 15'000'000}, {"reduce_bucket", 15'000'000}});
+  run(state, {{"stage", 3}, {"prefetch_bucket", 250'000'000}, {"reduce_bucket", 250'000'000}});
+}
+// Per-sublayer buckets, twice as many: with DeepSpeed's default bucket sizes (5e7 elements) the
+// attention (75.5M per tp rank) and the MLP (151M) are each a bucket of their own (24 per stage).
+void BM_Simulate175B_1F1B_Zero3_PerSublayer(benchmark::State& state) {
+  run(state, {{"stage", 3}, {"prefetch_bucket", 50'000'000}, {"reduce_bucket", 50'000'000}});
 }
 
 }  // namespace
 
 BENCHMARK(BM_Simulate175B_1F1B_Zero1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Simulate175B_1F1B_Zero3_PerLayer)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Simulate175B_1F1B_Zero3_PerSublayer)->Unit(benchmark::kMillisecond);

@@ -167,6 +167,8 @@ class Simulation {
   trace::Trace trace_;
   int64_t events_ = 0;
   bool full_recompute_ = false;
+  bool zero_bubble_ = false;   // activations are freed by BackwardWeight
+  double tokens_ = 0;          // per micro-batch
 };
 
 Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const SimOptions& options)
@@ -185,6 +187,8 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
     for (int64_t s = 0; s < pl.pp; ++s) sim_ranks.push_back(pl.rank(s, 0, 0));
   }
   full_recompute_ = prog.plan.recompute == spec::Recompute::kFull;
+  zero_bubble_ = prog.plan.schedule == spec::Schedule::kZbH1;
+  tokens_ = static_cast<double>(prog.tokens_per_micro_batch());
   const std::vector<program::Unit> units = program::model_units(prog.model, prog.plan.tp);
   act_prefix_.assign(units.size() + 1, 0);
   act_full_prefix_.assign(units.size() + 1, 0);
@@ -320,7 +324,7 @@ void Simulation::replay_memory(RankState& r) {
 }
 
 void Simulation::memory_at_start(RankState& r, const Instr& in, int64_t t) {
-  const double tokens = static_cast<double>(prog_.tokens_per_micro_batch());
+  const double tokens = tokens_;
   switch (in.op) {
     case Op::kForward:
       note_memory(r, t, static_cast<int64_t>(tokens * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin])), 0);
@@ -334,9 +338,8 @@ void Simulation::memory_at_start(RankState& r, const Instr& in, int64_t t) {
 }
 
 void Simulation::memory_at_end(RankState& r, const Instr& in, int64_t t) {
-  const double tokens = static_cast<double>(prog_.tokens_per_micro_batch());
-  const bool zb = prog_.plan.schedule == spec::Schedule::kZbH1;
-  if ((in.op == Op::kBackward && !zb) || in.op == Op::kBackwardWeight) {
+  const double tokens = tokens_;
+  if ((in.op == Op::kBackward && !zero_bubble_) || in.op == Op::kBackwardWeight) {
     double bytes = act_prefix_[in.unit_end] - act_prefix_[in.unit_begin];
     if (full_recompute_) {
       // what Recompute re-created for these units (blocks only; embedding and head are not recomputed)
@@ -468,30 +471,40 @@ void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
 bool Simulation::foldable(const RankState& r, int32_t k) const {
   const program::RoleGraph& g = *r.graph;
   const Instr* instrs = r.role->instrs.data();
-  const int32_t next = g.lane_next[k];
-  const int32_t* succ = g.succ.data() + g.succ_begin[k];
-  const int32_t* succ_end = g.succ.data() + g.succ_begin[k + 1];
-  // s's predecessors that are k: its lane predecessor and its dependencies
-  auto from_k = [&](int32_t s) {
-    int32_t n = next == s;
-    for (const int32_t* p = succ; p != succ_end; ++p) n += *p == s;
-    return n;
-  };
-  auto may_start_early = [&](int32_t s) {
-    const Instr& in = instrs[s];
-    return program::is_compute(in.op) || (in.lane == Lane::kTp && program::is_collective(in.op));
-  };
-  auto starts_now = [&](int32_t s) { return r.waiting[s] == from_k(s) && may_start_early(s); };
-  auto covered = [&](int32_t s) {
-    if (r.waiting[s] == from_k(s)) return may_start_early(s);
-    for (int32_t d : r.role->deps_of(instrs[s])) {  // held back by a successor that starts now
-      if (d != k && d != s && from_k(d) > 0 && starts_now(d)) return true;
+  // k's successors, each with how many of its predecessors are k (lane and dependencies)
+  constexpr int kMax = 8;
+  std::array<int32_t, kMax> succ{}, from_k{};
+  std::array<bool, kMax> early{};  // made ready by k alone, and allowed to start early
+  int m = 0;
+  auto add = [&](int32_t s) {
+    for (int i = 0; i < m; ++i) {
+      if (succ[i] == s) {
+        ++from_k[i];
+        return true;
+      }
     }
-    return false;
+    if (m == kMax) return false;
+    succ[m] = s;
+    from_k[m++] = 1;
+    return true;
   };
-  if (next >= 0 && !covered(next)) return false;
-  for (const int32_t* p = succ; p != succ_end; ++p) {
-    if (*p != next && !covered(*p)) return false;
+  if (g.lane_next[k] >= 0 && !add(g.lane_next[k])) return false;
+  for (int32_t i = g.succ_begin[k]; i < g.succ_begin[k + 1]; ++i) {
+    if (!add(g.succ[i])) return false;
+  }
+  for (int i = 0; i < m; ++i) {
+    const Instr& in = instrs[succ[i]];
+    const bool kind_ok = program::is_compute(in.op) || (in.lane == Lane::kTp && program::is_collective(in.op));
+    if (r.waiting[succ[i]] == from_k[i] && !kind_ok) return false;  // would start early and must not
+    early[i] = r.waiting[succ[i]] == from_k[i];
+  }
+  for (int i = 0; i < m; ++i) {
+    if (early[i]) continue;
+    bool held = false;  // held back by another successor that starts at the fold's end
+    for (int32_t d : r.role->deps_of(instrs[succ[i]])) {
+      for (int j = 0; j < m && !held; ++j) held = j != i && early[j] && succ[j] == d;
+    }
+    if (!held) return false;
   }
   return true;
 }

@@ -149,19 +149,72 @@ void FlowNetwork::solve_rates() {
     solve_global_.clear();
     solver_.solve_prevalidated({solve_capacity_, solve_offsets_, solve_links_, solve_caps_}, solve_rates_);
   }
-  for (std::size_t k = 0; k < solve_slots_.size(); ++k) {
-    Flow& f = slots_[static_cast<std::size_t>(solve_slots_[k])];
-    const double rate = solve_rates_[k];
-    if (rate == f.rate_Bps && f.finish_ns != kNeverNs) continue;  // keep the prediction exact
-    settle(f);
-    f.rate_Bps = rate;
-    const int64_t left_ns = transfer_time_ns(f.remaining_bytes, rate);
-    if (left_ns > kNeverNs - 1 - now_ns_) {
-      throw std::overflow_error("FlowNetwork: flow " + std::to_string(f.id) + " would finish past the int64_t horizon");
-    }
-    f.finish_ns = now_ns_ + left_ns;
-    update_event(solve_slots_[k]);
+  for (std::size_t k = 0; k < solve_slots_.size(); ++k) apply_rate(solve_slots_[k], solve_rates_[k]);
+}
+
+// A flow's new max-min rate: bytes moved so far are settled and its finish predicted again. A
+// flow whose rate did not change keeps its prediction exactly.
+void FlowNetwork::apply_rate(int32_t slot, double rate) {
+  Flow& f = slots_[static_cast<std::size_t>(slot)];
+  if (rate == f.rate_Bps && f.finish_ns != kNeverNs) return;
+  settle(f);
+  f.rate_Bps = rate;
+  const int64_t left_ns = transfer_time_ns(f.remaining_bytes, rate);
+  if (left_ns > kNeverNs - 1 - now_ns_) {
+    throw std::overflow_error("FlowNetwork: flow " + std::to_string(f.id) + " would finish past the int64_t horizon");
   }
+  f.finish_ns = now_ns_ + left_ns;
+  update_event(slot);
+}
+
+// The two changes that dominate a simulation, settled where they happen instead of by a search
+// for the component at the next refresh (the result is the one that search would give):
+//  * a flow joins exactly one other flow that crosses the same links and nothing else: the pair
+//    is the component (shared_path_rates);
+//  * a flow leaves exactly one other flow that is then alone on all its links: that flow is the
+//    component (single_flow_rate).
+// Neither applies when a link involved has a change pending; those wait for the search.
+bool FlowNetwork::join_pair(int32_t slot) {
+  const Flow& f = slots_[static_cast<std::size_t>(slot)];
+  if (f.repeats) return false;
+  int32_t other = -1;
+  for (LinkId l : f.path) {
+    const auto li = static_cast<std::size_t>(l);
+    const std::vector<int32_t>& list = on_link_[li];
+    if (link_dirty_[li] || list.size() != 2) return false;
+    const int32_t o = list[0] == slot ? list[1] : list[0];
+    if (other >= 0 && o != other) return false;
+    other = o;
+  }
+  const Flow& b = slots_[static_cast<std::size_t>(other)];
+  if (b.path != f.path) return false;
+  solve_slots_.assign({other, slot});
+  if (b.id > f.id) std::swap(solve_slots_[0], solve_slots_[1]);
+  solve_rates_.assign(2, 0.0);
+  shared_path_rates();
+  apply_rate(solve_slots_[0], solve_rates_[0]);
+  apply_rate(solve_slots_[1], solve_rates_[1]);
+  return true;
+}
+
+bool FlowNetwork::leave_one_alone(const Flow& f) {
+  int32_t other = -1;
+  for (LinkId l : f.path) {
+    const auto li = static_cast<std::size_t>(l);
+    const std::vector<int32_t>& list = on_link_[li];
+    if (link_dirty_[li] || list.size() > 1) return false;
+    if (list.empty()) continue;
+    if (other >= 0 && list[0] != other) return false;
+    other = list[0];
+  }
+  if (other < 0) return true;  // f was alone: nobody to speed up
+  const Flow& b = slots_[static_cast<std::size_t>(other)];
+  for (LinkId l : b.path) {
+    const auto li = static_cast<std::size_t>(l);
+    if (link_dirty_[li] || on_link_[li].size() != 1) return false;
+  }
+  apply_rate(other, single_flow_rate(b));
+  return true;
 }
 
 void FlowNetwork::refresh() {
@@ -382,7 +435,7 @@ void FlowNetwork::on_activate(int32_t slot) {
   }
   for (LinkId l : f.path) on_link_[static_cast<std::size_t>(l)].push_back(slot);
   if (!alone) {
-    mark_links(f);
+    if (!join_pair(slot)) mark_links(f);
     return;
   }
   f.rate_Bps = single_flow_rate(f);
@@ -393,14 +446,12 @@ void FlowNetwork::on_activate(int32_t slot) {
 void FlowNetwork::on_finish(int32_t slot) {
   dirty_ = true;
   const Flow& f = slots_[static_cast<std::size_t>(slot)];
-  bool shared = false;
   for (LinkId l : f.path) {
     std::vector<int32_t>& list = on_link_[static_cast<std::size_t>(l)];
     auto it = std::find(list.begin(), list.end(), slot);
     if (it != list.end()) list.erase(it);  // a path may cross a link twice: one entry per crossing
-    shared = shared || !list.empty();
   }
-  if (shared) mark_links(f);  // a flow that was alone leaves nobody to speed up
+  if (!leave_one_alone(f)) mark_links(f);
 }
 
 const std::vector<FlowCompletion>& FlowNetwork::advance_through_events(int64_t t_ns) {

@@ -136,6 +136,9 @@ class FlowNetwork {
   void update_event(int32_t slot);         // after the flow's event time changed (or it started)
   void remove_event(int32_t slot);
   double single_flow_rate(const Flow& f) const;  // max-min rate of a flow alone on its links
+  void apply_rate(int32_t slot, double rate);
+  bool join_pair(int32_t slot);            // settles a flow that joined one other on the same links
+  bool leave_one_alone(const Flow& f);     // settles the flow a leaving one leaves alone
   bool same_path_component();              // the flows of solve_slots_ all cross the same links
   void shared_path_rates();                // their max-min rates into solve_rates_
 
