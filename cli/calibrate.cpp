@@ -48,8 +48,9 @@ int run_calibrate(const CalibrateArgs& a) {
 
 Subcommand add_calibrate(CLI::App& root) {
   auto args = std::make_shared<CalibrateArgs>();
-  CLI::App* app = root.add_subcommand(
-      "calibrate", "Fit a cluster profile's GEMM efficiency, memory throughput and link α/β to measured traces");
+  CLI::App* app = root.add_subcommand("calibrate",
+                                      "Fit a cluster profile's GEMM efficiency, memory throughput, activation and Adam "
+                                      "rates and link α/β to measured traces");
   app->add_option("traces", args->traces, "measured traces (stagecraft run --trace, stagecraft probe --trace)")
       ->required()
       ->expected(1, -1);

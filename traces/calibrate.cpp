@@ -1,6 +1,7 @@
 #include "traces/calibrate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -110,10 +111,23 @@ struct GemmTerm {
   double seconds_at_full_efficiency;  // count·F / P
 };
 
+// The compute time's terms linear in a parameter: memory-bound bytes (m = seconds per byte),
+// activation-function elements (a = seconds per element), Adam parameters (u = seconds per
+// parameter). Each coefficient is the inverse of a profile rate.
+constexpr std::size_t kLinearTerms = 3;
+
 struct ComputeRow {
   std::vector<GemmTerm> gemms;
-  double bytes = 0;
+  std::array<double, kLinearTerms> amount{};  // bytes, activation elements, Adam parameters
   double measured = 0;
+};
+
+// Parameters of the compute group: the knots' efficiencies e_k, then the linear coefficients c
+// (m, a, u). Free ones are fitted as logarithms.
+struct ComputeValues {
+  std::vector<double> e;
+  std::array<double, kLinearTerms> c{};
+  std::size_t size() const { return e.size() + kLinearTerms; }
 };
 
 class ComputeProblem {
@@ -124,7 +138,7 @@ class ComputeProblem {
       for (const Gemm& g : s.work.gemms) {
         row.gemms.push_back({knot_weights(gpu.matmul_efficiency, g.flops), g.count * g.flops / s.peak_flops});
       }
-      row.bytes = s.work.memory_bytes;
+      row.amount = {s.work.memory_bytes, s.work.activation_elems, s.work.adam_params};
       row.measured = s.seconds;
       rows_.push_back(std::move(row));
     }
@@ -132,32 +146,35 @@ class ComputeProblem {
   std::size_t size() const { return rows_.size(); }
   double measured(std::size_t i) const { return rows_[i].measured; }
 
-  // Model time of sample i, and the derivatives ∂t/∂ln e_k (all knots) and ∂t/∂ln m.
-  double time(std::size_t i, const std::vector<double>& e, double m, std::vector<double>* d_ln_e, double* d_ln_m) const {
+  // Model time of sample i and, when `d` is given, ∂t/∂ln p for every parameter (knots, then m, a, u).
+  double time(std::size_t i, const ComputeValues& v, std::vector<double>* d) const {
     const ComputeRow& row = rows_[i];
-    double t = row.bytes * m;
-    if (d_ln_e) std::fill(d_ln_e->begin(), d_ln_e->end(), 0.0);
+    const std::size_t K = v.e.size();
+    if (d) d->assign(v.size(), 0.0);
+    double t = 0;
+    for (std::size_t j = 0; j < kLinearTerms; ++j) {
+      const double part = row.amount[j] * v.c[j];
+      t += part;
+      if (d) (*d)[K + j] = part;
+    }
     for (const GemmTerm& g : row.gemms) {
-      const double eff = g.w.w0 * e[g.w.k0] + g.w.w1 * e[g.w.k1];
+      const double eff = g.w.w0 * v.e[g.w.k0] + g.w.w1 * v.e[g.w.k1];
       const double ti = g.seconds_at_full_efficiency / eff;
       t += ti;
-      if (d_ln_e) {
-        (*d_ln_e)[g.w.k0] -= ti / eff * g.w.w0 * e[g.w.k0];
-        (*d_ln_e)[g.w.k1] -= ti / eff * g.w.w1 * e[g.w.k1];
+      if (d) {
+        (*d)[g.w.k0] -= ti / eff * g.w.w0 * v.e[g.w.k0];
+        (*d)[g.w.k1] -= ti / eff * g.w.w1 * v.e[g.w.k1];
       }
     }
-    if (d_ln_m) *d_ln_m = row.bytes * m;
     return t;
   }
 
-  // Support of every knot and of m (last entry): Σ_i |∂ln t_i/∂ln p|.
-  std::vector<double> support(const std::vector<double>& e, double m) const {
-    std::vector<double> out(e.size() + 1, 0.0), d(e.size());
+  // Support of every parameter: Σ_i |∂ln t_i/∂ln p|.
+  std::vector<double> support(const ComputeValues& v) const {
+    std::vector<double> out(v.size(), 0.0), d;
     for (std::size_t i = 0; i < rows_.size(); ++i) {
-      double dm = 0;
-      const double t = time(i, e, m, &d, &dm);
-      for (std::size_t k = 0; k < e.size(); ++k) out[k] += std::fabs(d[k]) / t;
-      out.back() += dm / t;
+      const double t = time(i, v, &d);
+      for (std::size_t k = 0; k < out.size(); ++k) out[k] += std::fabs(d[k]) / t;
     }
     return out;
   }
@@ -167,45 +184,45 @@ class ComputeProblem {
 };
 
 struct ComputeResult {
-  std::vector<Parameter> params;   // knots..., memory
+  std::vector<Parameter> params;   // knots..., memory, activation, Adam
   GroupReport report;
-  std::vector<double> e;
-  double m = 0;
+  ComputeValues values;
 };
 
-// e and m with the free parameters taken from φ.
-void unpack(const std::vector<bool>& free, const Eigen::VectorXd& phi, std::vector<double>& e, double& m) {
+// Parameter j of the compute group: knot j, or linear coefficient j − K.
+double& value_at(ComputeValues& v, std::size_t j) { return j < v.e.size() ? v.e[j] : v.c[j - v.e.size()]; }
+double value_at(const ComputeValues& v, std::size_t j) { return j < v.e.size() ? v.e[j] : v.c[j - v.e.size()]; }
+
+// v with the free parameters taken from φ.
+void unpack(const std::vector<bool>& free, const Eigen::VectorXd& phi, ComputeValues& v) {
   Eigen::Index j = 0;
-  for (std::size_t k = 0; k < e.size(); ++k) {
-    if (free[k]) e[k] = std::exp(phi(j++));
+  for (std::size_t k = 0; k < free.size(); ++k) {
+    if (free[k]) value_at(v, k) = std::exp(phi(j++));
   }
-  if (free.back()) m = std::exp(phi(j));
 }
 
-NonlinearFit lm_compute(const ComputeProblem& P, const std::vector<bool>& free, const std::vector<double>& e0, double m0) {
+NonlinearFit lm_compute(const ComputeProblem& P, const std::vector<bool>& free, const ComputeValues& v0) {
   const int nfree = static_cast<int>(std::count(free.begin(), free.end(), true));
   Eigen::VectorXd phi(nfree);
   Eigen::Index j = 0;
-  for (std::size_t k = 0; k < e0.size(); ++k) {
-    if (free[k]) phi(j++) = std::log(e0[k]);
+  for (std::size_t k = 0; k < free.size(); ++k) {
+    if (free[k]) phi(j++) = std::log(value_at(v0, k));
   }
-  if (free.back()) phi(j) = std::log(m0);
   const ResidualFunction f = [&](const Eigen::VectorXd& p, Eigen::VectorXd& r, Eigen::MatrixXd* J) {
-    std::vector<double> e = e0, d(e0.size());
-    double m = m0, dm = 0;
-    unpack(free, p, e, m);
+    ComputeValues v = v0;
+    std::vector<double> d;
+    unpack(free, p, v);
     const Eigen::Index n = static_cast<Eigen::Index>(P.size());
     r.resize(n);
     if (J) J->resize(n, nfree);
     for (Eigen::Index i = 0; i < n; ++i) {
       const double t_hat = P.measured(static_cast<std::size_t>(i));
-      r(i) = P.time(static_cast<std::size_t>(i), e, m, J ? &d : nullptr, J ? &dm : nullptr) / t_hat - 1.0;
+      r(i) = P.time(static_cast<std::size_t>(i), v, J ? &d : nullptr) / t_hat - 1.0;
       if (!J) continue;
       Eigen::Index c = 0;
-      for (std::size_t k = 0; k < e.size(); ++k) {
+      for (std::size_t k = 0; k < free.size(); ++k) {
         if (free[k]) (*J)(i, c++) = d[k] / t_hat;
       }
-      if (free.back()) (*J)(i, c) = dm / t_hat;
     }
   };
   return levenberg_marquardt(f, phi);
@@ -286,22 +303,38 @@ bool start_group(GroupReport& report, const std::string& name, std::size_t sampl
 ComputeResult fit_compute(const std::vector<ComputeSample>& samples, const spec::Gpu& gpu) {
   ComputeResult out;
   const std::size_t K = gpu.matmul_efficiency.size();
-  for (const auto& [flops, fraction] : gpu.matmul_efficiency) out.e.push_back(fraction);
-  out.m = 1.0 / (gpu.hbm_Bps * gpu.memory_efficiency);
-  for (std::size_t k = 0; k < K; ++k) out.params.push_back(make_parameter(knot_name(gpu.matmul_efficiency[k].first), out.e[k]));
-  out.params.push_back(make_parameter("gpu.memory_Bps", 1.0 / out.m));
-  if (!start_group(out.report, "compute", samples.size(), out.params)) return out;
-  const ComputeProblem P(samples, gpu);
-  const std::vector<double> e_base = out.e;
-  const double m_base = out.m;
-  NonlinearFit fit;
-  const auto support = [&] { return P.support(out.e, out.m); };
-  const auto reset = [&] {
-    out.e = e_base;
-    out.m = m_base;
+  for (const auto& [flops, fraction] : gpu.matmul_efficiency) out.values.e.push_back(fraction);
+  // The linear terms as profile rates (name, rate); a rate of 0 means the profile leaves the term out.
+  const std::array<std::pair<const char*, double>, kLinearTerms> rates = {
+      {{"gpu.memory_Bps", gpu.hbm_Bps * gpu.memory_efficiency},
+       {"gpu.activation_elems_per_s", gpu.activation_elems_per_s},
+       {"gpu.adam_params_per_s", gpu.adam_params_per_s}}};
+  for (std::size_t k = 0; k < K; ++k) {
+    out.params.push_back(make_parameter(knot_name(gpu.matmul_efficiency[k].first), out.values.e[k]));
+  }
+  for (std::size_t j = 0; j < kLinearTerms; ++j) {
+    out.values.c[j] = rates[j].second > 0 ? 1.0 / rates[j].second : 0.0;
+    out.params.push_back(make_parameter(rates[j].first, rates[j].second));
+  }
+  // A term the base profile leaves out has no value to start from: it stays out (support 0).
+  const auto hold_absent = [&] {
+    for (std::size_t j = 0; j < kLinearTerms; ++j) {
+      if (rates[j].second > 0) continue;
+      const std::string field = std::string(rates[j].first).substr(4);  // without "gpu."
+      hold(out.params[K + j], "the base profile has no " + field + " (the term is absent); give it a first estimate to fit it");
+    }
   };
+  if (!start_group(out.report, "compute", samples.size(), out.params)) {
+    hold_absent();
+    return out;
+  }
+  const ComputeProblem P(samples, gpu);
+  const ComputeValues base = out.values;
+  NonlinearFit fit;
+  const auto support = [&] { return P.support(out.values); };
+  const auto reset = [&] { out.values = base; };
   const auto attempt = [&](const std::vector<bool>& free, std::vector<bool>& never) {
-    fit = lm_compute(P, free, e_base, m_base);
+    fit = lm_compute(P, free, base);
     if (numerical_rank(fit.jacobian, kRankTolerance) < std::count(free.begin(), free.end(), true)) {
       const std::size_t j = least_supported(free, out.params);
       never[j] = true;
@@ -309,22 +342,26 @@ ComputeResult fit_compute(const std::vector<ComputeSample>& samples, const spec:
       return false;
     }
     reset();
-    unpack(free, fit.phi, out.e, out.m);
+    unpack(free, fit.phi, out.values);
     return true;
   };
   const Selection sel = select_and_fit(out.params, out.report.samples, support, attempt, reset);
   out.report.status = sel.status;
-  if (!sel.fitted) return out;
+  if (!sel.fitted) {
+    hold_absent();
+    return out;
+  }
   finish_parameters(out.params, sel, out.report, [&](std::size_t j, Eigen::Index c) {
     Parameter& p = out.params[j];
-    p.value = j < K ? out.e[j] : 1.0 / out.m;
-    p.std_error = p.value * std::sqrt(fit.covariance(c, c));  // δ-method: se(e^φ) = e^φ·se(φ)
+    p.value = j < K ? out.values.e[j] : 1.0 / out.values.c[j - K];  // the linear terms: rates
+    p.std_error = p.value * std::sqrt(fit.covariance(c, c));  // δ-method: se(e^±φ) = e^±φ·se(φ)
     p.status = fit.converged ? "fitted" : "fitted (not converged after " + std::to_string(fit.iterations) + " iterations)";
   });
+  hold_absent();
   std::vector<double> r;
   std::vector<const std::string*> origins;
   for (std::size_t i = 0; i < P.size(); ++i) {
-    r.push_back(P.time(i, out.e, out.m, nullptr, nullptr) / P.measured(i) - 1.0);
+    r.push_back(P.time(i, out.values, nullptr) / P.measured(i) - 1.0);
     origins.push_back(&samples[i].origin);
   }
   summarize_residuals(r, origins, out.report);
@@ -510,15 +547,18 @@ std::string residual_text(const GroupReport& g) {
 
 void apply(Calibration& c, const ComputeResult& comp, const LinksResult& links, const Parameter& adam, const Parameter& pcie) {
   spec::Cluster& out = c.cluster;
-  for (std::size_t k = 0; k < comp.e.size(); ++k) {
-    if (comp.e[k] > 1.0) {
+  const std::vector<double>& e = comp.values.e;
+  for (std::size_t k = 0; k < e.size(); ++k) {
+    if (e[k] > 1.0) {
       throw CalibrationError("the fitted GEMM efficiency at " + fmt("%.3g", out.gpu.matmul_efficiency[k].first) +
-                             " FLOPs is " + fmt("%.3f", comp.e[k]) + " > 1: the measured GEMMs run faster than the peak_flops of " +
+                             " FLOPs is " + fmt("%.3f", e[k]) + " > 1: the measured GEMMs run faster than the peak_flops of " +
                              (c.base.file.empty() ? c.base.name : c.base.file) + "; raise the peak and calibrate again");
     }
-    out.gpu.matmul_efficiency[k].second = comp.e[k];
+    out.gpu.matmul_efficiency[k].second = e[k];
   }
-  const double memory_Bps = 1.0 / comp.m;
+  if (comp.values.c[1] > 0) out.gpu.activation_elems_per_s = 1.0 / comp.values.c[1];
+  if (comp.values.c[2] > 0) out.gpu.adam_params_per_s = 1.0 / comp.values.c[2];
+  const double memory_Bps = 1.0 / comp.values.c[0];
   if (memory_Bps <= out.gpu.hbm_Bps) {
     out.gpu.memory_efficiency = memory_Bps / out.gpu.hbm_Bps;
   } else {

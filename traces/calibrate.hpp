@@ -2,13 +2,17 @@
 // durations (calibrate/samples.hpp), written back as a profile spec::load_cluster accepts
 // (stagecraft calibrate MEASURED... --cluster C -o CALIBRATED.json; docs/traces.md).
 //
-// 1. GEMM efficiency curve and memory-bound throughput (nonlinear; Levenberg–Marquardt, lsq.hpp):
-//      t_i(e, m) = Σ_g c_ig·F_ig / (P_i·eff(F_ig)) + B_i·m
+// 1. GEMM efficiency curve, memory-bound throughput, activation and Adam rates (nonlinear;
+//    Levenberg–Marquardt, lsq.hpp):
+//      t_i(e, m, a, u) = Σ_g c_ig·F_ig / (P_i·eff(F_ig)) + B_i·m + N_i·a + U_i·u
 //      eff(F)    = Σ_k w_k(F)·e_k        the profile's knots F_k, w linear in log10 F, flat outside
 //      m         = 1 / (hbm_Bps · memory_efficiency)
-//    minimize Σ_i (t_i(e, m)/t̂_i − 1)²  over φ = (ln e_k of the supported knots, ln m)
-//    (logarithms keep e and m positive; c_ig GEMMs of F_ig FLOPs and B_i bytes per sample, P_i the
-//    peak of its dtype). The knots' FLOPs stay the base profile's; their fractions are fitted.
+//      a         = 1 / gpu.activation_elems_per_s,   u = 1 / gpu.adam_params_per_s
+//    minimize Σ_i (t_i/t̂_i − 1)²  over φ = (ln e_k of the supported knots, ln m, ln a, ln u)
+//    (logarithms keep them positive; c_ig GEMMs of F_ig FLOPs, B_i bytes, N_i activation elements
+//    and U_i Adam parameters per sample, P_i the peak of its dtype). The knots' FLOPs stay the base
+//    profile's; their fractions are fitted. A rate the base profile leaves unset (a or u = 0: the
+//    term absent, as on GPU profiles) stays unset.
 // 2. Links (linear, non-negative; calibrate/links.hpp for A..D):
 //      t_i = A_i·α_intra + B_i·(1/β_intra) + C_i·α_inter + D_i·(1/β_inter)
 //    minimize Σ_i (t_i/t̂_i − 1)²  subject to α ≥ 0, 1/β ≥ 0, solved as x = x_base ∘ z in z.

@@ -75,6 +75,8 @@ Gpu read_gpu(ObjectReader r) {
   if (!(g.memory_efficiency > 0 && g.memory_efficiency <= 1)) {
     r.fail_value("memory_efficiency", "a fraction of hbm_Bps in (0, 1]");
   }
+  if (r.has("activation_elems_per_s")) g.activation_elems_per_s = positive_number(r, "activation_elems_per_s");
+  if (r.has("adam_params_per_s")) g.adam_params_per_s = positive_number(r, "adam_params_per_s");
   g.matmul_efficiency = read_efficiency(r);
   g.source = r.string_or("source", "");
   r.finish();
@@ -152,6 +154,8 @@ json to_json(const Cluster& c) {
               {"hbm_Bps", c.gpu.hbm_Bps},
               {"memory_efficiency", c.gpu.memory_efficiency},
               {"matmul_efficiency", efficiency_json(c.gpu.matmul_efficiency)}};
+  if (c.gpu.activation_elems_per_s > 0) gpu["activation_elems_per_s"] = c.gpu.activation_elems_per_s;
+  if (c.gpu.adam_params_per_s > 0) gpu["adam_params_per_s"] = c.gpu.adam_params_per_s;
   put_source(gpu, c.gpu.source);
   json intra = {{"bandwidth_Bps", c.intra_node.bandwidth_Bps}, {"latency_ns", c.intra_node.latency_ns}};
   put_source(intra, c.intra_node.source);

@@ -22,6 +22,13 @@ struct Gpu {
   std::map<Dtype, double> peak_flops;         // dense FLOP/s per format
   double hbm_Bps = 0;
   double memory_efficiency = 1.0;             // fraction of hbm_Bps memory-bound kernels reach
+  // Elements per second the MLP's activation function (GELU's tanh, SiLU's sigmoid) is evaluated
+  // at when its arithmetic, not its memory traffic, bounds it (a CPU core calling libm); optional,
+  // 0 = absent: the activation then costs only its bytes (sim/models/compute.hpp).
+  double activation_elems_per_s = 0;
+  // Parameters per second the optimizer's update on the device (Adam's square root and division
+  // per parameter) runs at when its arithmetic bounds it; optional, 0 = absent: only its bytes.
+  double adam_params_per_s = 0;
   // (FLOPs of one GEMM, fraction of peak), FLOPs strictly increasing; piecewise log-linear.
   std::vector<std::pair<double, double>> matmul_efficiency;
   std::string source;

@@ -58,7 +58,7 @@ UnitTimes ComputeModel::unit_times(const Unit& unit) const {
   const double T = static_cast<double>(tokens_), h = static_cast<double>(model_.hidden);
   const int64_t t = plan_.tp;
   std::vector<double> gemms;  // FLOPs of each forward GEMM on this rank
-  double scores_s = 0, score_bytes = 0;
+  double scores_s = 0, score_bytes = 0, activation_elems = 0;
   switch (unit.kind) {
     case UnitKind::kEmbedding: break;
     case UnitKind::kHead: gemms.push_back(2 * T * h * static_cast<double>((model_.vocab + t - 1) / t)); break;
@@ -79,6 +79,7 @@ UnitTimes ComputeModel::unit_times(const Unit& unit) const {
       const int in = model_.mlp == spec::Mlp::kSwiglu ? 2 : 1;
       for (int i = 0; i < in; ++i) gemms.push_back(2 * T * h * f);
       gemms.push_back(2 * T * f * h);
+      activation_elems = T * f;  // GELU's tanh or SwiGLU's sigmoid, once per element of f/t
       break;
     }
   }
@@ -88,9 +89,11 @@ UnitTimes ComputeModel::unit_times(const Unit& unit) const {
   const double width = dtype_ == spec::Dtype::kFp32 ? 2.0 : 1.0;  // 4-byte elements move twice the bytes
   const double mem_s = width * T * memory_bytes_per_token(unit) / bandwidth;
   const double score_mem_s = width * score_bytes / bandwidth;
+  const double rate = cluster_.gpu.activation_elems_per_s;
+  const double activation_s = rate > 0 ? activation_elems / rate : 0.0;
   UnitTimes u;
-  u.forward_s = gemm_total_s + scores_s + mem_s + score_mem_s;
-  u.backward_input_s = gemm_total_s + 2 * scores_s + 2 * (mem_s + score_mem_s);
+  u.forward_s = gemm_total_s + scores_s + mem_s + score_mem_s + activation_s;
+  u.backward_input_s = gemm_total_s + 2 * scores_s + 2 * (mem_s + score_mem_s) + activation_s;
   const double accumulate_bytes = dtype_ == spec::Dtype::kFp32 ? 12.0 : 10.0;
   u.backward_weight_s = gemm_total_s + static_cast<double>(unit.params) * accumulate_bytes / bandwidth;
   u.score_forward_s = scores_s + score_mem_s;
@@ -128,7 +131,8 @@ double ComputeModel::compute_s(Op op, int32_t begin, int32_t end) const {
 double ComputeModel::optimizer_gpu_s(int64_t elems) const {
   // fp32 master, momentum and variance read and written, gradient read.
   const double bytes_per_param = 2.0 * 12.0 + static_cast<double>(grad_bytes_);
-  return static_cast<double>(elems) * bytes_per_param / (cluster_.gpu.hbm_Bps * cluster_.gpu.memory_efficiency);
+  const double n = static_cast<double>(elems), rate = cluster_.gpu.adam_params_per_s;
+  return n * bytes_per_param / (cluster_.gpu.hbm_Bps * cluster_.gpu.memory_efficiency) + (rate > 0 ? n / rate : 0.0);
 }
 
 double ComputeModel::optimizer_host_s(int64_t elems) const {

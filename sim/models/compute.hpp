@@ -1,6 +1,9 @@
 // Compute model: how long a compute instruction takes on one GPU.
 //
-//   t(instr) = Σ_GEMMs  F_g / (peak[dtype] · eff(F_g))  +  B_mem / hbm_Bps
+//   t(instr) = Σ_GEMMs  F_g / (peak[dtype] · eff(F_g))  +  B_mem / (hbm_Bps · memory_efficiency)
+//              +  N_act / activation_elems_per_s             (only where the profile sets the rate)
+//   t(optimizer on the GPU) = B_adam / (hbm_Bps · memory_efficiency) + P / gpu.adam_params_per_s
+//                                                              (the last term likewise)
 //
 // * GEMMs: each unit's linear layers on one tp rank (units.hpp shapes), F_g = 2·tokens·k·n per
 //   GEMM for forward, the same again for the input gradient and for the weight gradient. The
@@ -25,9 +28,25 @@
 //   gradient, read and write the fp32 sum, 2 + 4 + 4 = 10 bytes per parameter; fp32 training
 //   reads the new and the old gradient and writes the sum, 12 bytes. The scores' part (9·a_r·s) is what selective
 //   recompute re-runs with the two score GEMMs.
+// * Activation function: the MLP's GELU (tanh form, one tanh per element) or SwiGLU (one sigmoid
+//   per element) runs on N_act = T·f_r elements in a MLP unit's forward and again in its input
+//   gradient (the derivative needs tanh, or the sigmoid, of the same input); 0 in other units and
+//   in the weight gradient. Its bytes are in the memory-bound term; where the function's
+//   arithmetic bounds it instead — a CPU core calling libm's tanhf per element, ~20 ns against
+//   ~1 ns for the element's bytes on a 2.3 GHz Xeon core — the profile's activation_elems_per_s
+//   adds N_act / activation_elems_per_s. Softmax and cross-entropy exponentials are not counted:
+//   vectorised (Eigen's exp in the CPU executor) or fused, they stay near their bytes' time.
 // * Optimizer on the GPU: Adam reads and writes fp32 master, momentum and variance and reads the
-//   gradient: (4+4+4)·2 + g bytes per parameter over hbm_Bps. On the host (offload):
-//   elems / adam_params_per_s. Offload copies: bytes / pcie_Bps.
+//   gradient: (4+4+4)·2 + g bytes per parameter over hbm_Bps · memory_efficiency; where its
+//   arithmetic (a square root and a division per parameter) bounds it instead — a CPU core, ~3.5 ns
+//   per parameter against ~1 ns of bytes — the profile's gpu.adam_params_per_s adds
+//   elems / gpu.adam_params_per_s. On the host (offload): elems / host.adam_params_per_s. Offload
+//   copies: bytes / pcie_Bps.
+// * The arithmetic terms add to the bytes' time rather than overlapping it: right where one of the
+//   two dominates, at most the smaller one too long elsewhere. GPUs evaluate tanh, exp, square roots
+//   and reciprocals in special-function units well above HBM rate (16 per SM per clock on sm_80 and
+//   sm_90, CUDA C++ Programming Guide, arithmetic instruction throughput), so GPU profiles leave
+//   both rates unset and the terms are 0.
 // Per-unit times are precomputed once per simulation; an instruction sums its units' times.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Calibration recovers known parameters: traces synthesized by the simulator from a profile with
-// known GEMM efficiencies, memory throughput and link α/β, with ±3% seeded noise on every
+// known GEMM efficiencies, memory throughput, activation rate and link α/β, with ±3% seeded noise on every
 // duration, calibrate back to within 2% of them, starting from a profile that is wrong in every
 // one of them. Also: executor-style measured traces (several steps, members that issue a
 // collective early), probe traces, too few points, and the written profile loads.
@@ -41,6 +41,12 @@ spec::Cluster true_cluster() {
   c.gpu.hbm_Bps = 1e12;
   c.gpu.memory_efficiency = 0.75;
   c.gpu.matmul_efficiency = {{1e8, 0.30}, {1e9, 0.55}, {1e10, 0.72}, {1e11, 0.80}};
+  // Twice the MLP's memory-bound time: 4096 elements per token at 5e10/s = 82 ns against
+  // (11·1024 + 4·4096) bytes at 7.5e11 B/s = 37 ns (hidden 1024).
+  c.gpu.activation_elems_per_s = 5e10;
+  // Adam's arithmetic a little longer than its 26 bytes per parameter (bf16): 1 / 2e10 = 50 ps
+  // against 26 / 7.5e11 = 35 ps.
+  c.gpu.adam_params_per_s = 2e10;
   c.host.pcie_Bps = 25e9;
   c.host.memory_bytes = int64_t{1} << 40;
   c.host.adam_params_per_s = 1e9;
@@ -53,6 +59,8 @@ spec::Cluster base_cluster() {
   c.name = "guess";
   c.file = "guess.json";
   c.gpu.memory_efficiency = 1.0;
+  c.gpu.activation_elems_per_s = 3e11;
+  c.gpu.adam_params_per_s = 6e10;
   for (auto& [flops, fraction] : c.gpu.matmul_efficiency) fraction = 0.5;
   c.intra_node.latency_ns = 1000;
   c.intra_node.bandwidth_Bps = 50e9;
@@ -61,14 +69,14 @@ spec::Cluster base_cluster() {
   return c;
 }
 
-spec::Model model(int64_t hidden = 1024, int64_t seq = 1024) {
+spec::Model model(int64_t hidden = 1024, int64_t seq = 1024, int64_t ffn_ratio = 4) {
   spec::Model m;
   m.name = "calib-" + std::to_string(hidden);
   m.layers = 8;
   m.hidden = hidden;
   m.heads = hidden / 64;
   m.kv_heads = m.heads;
-  m.ffn_hidden = 4 * hidden;
+  m.ffn_hidden = ffn_ratio * hidden;
   m.vocab = 8192;
   m.seq_len = seq;
   return m;
@@ -90,7 +98,11 @@ spec::Plan plan(int64_t tp, int64_t pp, int64_t dp, int64_t mb, int64_t m, int z
 // Plans of 8 GPUs whose instructions span GEMMs of 1e7..1e11 FLOPs, memory-bound passes, and
 // messages inside nodes and across them, small (latency-bound) and large (bandwidth-bound).
 std::vector<std::pair<spec::Model, spec::Plan>> workloads() {
-  const spec::Model big = model(1024, 1024), small = model(512, 512);
+  // The small model's MLP is half as wide (ffn 2h), so its activation's time relative to its
+  // bytes' differs from the big model's (per token 1024 / 5e10 s against 9728 B / 7.5e11 B/s,
+  // 1.6 : 1, where the big model has 2.2 : 1): that separates the activation rate from the memory
+  // throughput.
+  const spec::Model big = model(1024, 1024), small = model(512, 512, 2);
   return {{big, plan(4, 2, 1, 1, 4, 1, 500'000'000)},   // tp all-reduces in a node, p2p across nodes
           {big, plan(1, 1, 8, 2, 1, 2, 1'000'000)},     // ZeRO-2 buckets over 2 nodes (hierarchical)
           {big, plan(2, 2, 2, 4, 4, 1, 3'000'000)},     // dp inside a node, p2p across
@@ -127,6 +139,8 @@ std::vector<Trace> synthesized(const spec::Cluster& truth, uint64_t seed) {
 
 double true_value(const spec::Cluster& c, const std::string& name) {
   if (name == "gpu.memory_Bps") return c.gpu.hbm_Bps * c.gpu.memory_efficiency;
+  if (name == "gpu.activation_elems_per_s") return c.gpu.activation_elems_per_s;
+  if (name == "gpu.adam_params_per_s") return c.gpu.adam_params_per_s;
   if (name == "intra_node.latency_ns") return static_cast<double>(c.intra_node.latency_ns);
   if (name == "intra_node.bandwidth_Bps") return c.intra_node.bandwidth_Bps;
   if (name == "inter_node.latency_ns") return static_cast<double>(c.inter_node.latency_ns);
@@ -141,7 +155,8 @@ double true_value(const spec::Cluster& c, const std::string& name) {
 
 const std::vector<std::string> kFitted = {"gpu.matmul_efficiency@1e+08", "gpu.matmul_efficiency@1e+09",
                                           "gpu.matmul_efficiency@1e+10", "gpu.matmul_efficiency@1e+11",
-                                          "gpu.memory_Bps",              "intra_node.latency_ns",
+                                          "gpu.memory_Bps",              "gpu.activation_elems_per_s",
+                                          "gpu.adam_params_per_s",       "intra_node.latency_ns",
                                           "intra_node.bandwidth_Bps",    "inter_node.latency_ns",
                                           "inter_node.nic_bandwidth_Bps"};
 
@@ -182,6 +197,8 @@ TEST(Calibrate, WritesAProfileTheLoaderAcceptsAndItsReport) {
   const spec::Cluster loaded = spec::load_cluster(path);
   EXPECT_EQ(loaded.name, "guess-calibrated");
   EXPECT_NEAR(loaded.gpu.hbm_Bps * loaded.gpu.memory_efficiency / 0.75e12, 1.0, 0.02);
+  EXPECT_NEAR(loaded.gpu.activation_elems_per_s / 5e10, 1.0, 0.02);
+  EXPECT_NEAR(loaded.gpu.adam_params_per_s / 2e10, 1.0, 0.02);
   EXPECT_NE(loaded.source.find("synthetic-0.json"), std::string::npos);  // the traces it came from
   EXPECT_NE(loaded.source.find("RMS relative residual"), std::string::npos);
   EXPECT_EQ(c.report_file, report_path_for(path));
@@ -289,6 +306,27 @@ TEST(Calibrate, ProbeTracesCalibrateComputeAndIntraNodeLinks) {
     EXPECT_EQ(c.parameter(name).value, c.parameter(name).base);
     EXPECT_TRUE(c.parameter(name).status.starts_with("held")) << c.parameter(name).status;
   }
+}
+
+// A profile without the activation and Adam terms (GPU profiles) keeps them absent, and the report
+// says why; the other compute parameters still fit.
+TEST(Calibrate, ArithmeticTermsTheBaseLacksStayAbsent) {
+  spec::Cluster truth = true_cluster(), base = base_cluster();
+  truth.gpu.activation_elems_per_s = base.gpu.activation_elems_per_s = 0;
+  truth.gpu.adam_params_per_s = base.gpu.adam_params_per_s = 0;
+  Samples samples;
+  for (const Trace& t : synthesized(truth, 11)) add_trace_samples(t, base, std::nullopt, samples);
+  const Calibration c = calibrate(samples, base);
+  for (const char* field : {"activation_elems_per_s", "adam_params_per_s"}) {
+    const Parameter& p = c.parameter(std::string("gpu.") + field);
+    EXPECT_FALSE(p.fitted) << field;
+    EXPECT_NE(p.status.find(std::string("no ") + field), std::string::npos) << p.status;
+    EXPECT_FALSE(spec::to_json(c.cluster)["gpu"].contains(field)) << field;
+  }
+  EXPECT_EQ(c.cluster.gpu.activation_elems_per_s, 0.0);
+  EXPECT_EQ(c.cluster.gpu.adam_params_per_s, 0.0);
+  EXPECT_TRUE(c.parameter("gpu.memory_Bps").fitted);
+  EXPECT_NEAR(c.parameter("gpu.memory_Bps").value / 0.75e12, 1.0, 0.02);
 }
 
 TEST(Calibrate, RefusesToFitFromTooFewPoints) {

@@ -20,6 +20,8 @@ spec::Cluster cluster_with_curve() {
   c.gpu.hbm_Bps = 3e12;
   c.gpu.memory_efficiency = 0.8;
   c.gpu.matmul_efficiency = {{1e7, 0.2}, {1e9, 0.55}, {1e11, 0.8}, {1e13, 0.85}};
+  c.gpu.activation_elems_per_s = 4e11;
+  c.gpu.adam_params_per_s = 2e10;
   return c;
 }
 
@@ -45,17 +47,17 @@ void expect_same_durations(const std::string& model, spec::Dtype dtype, const sp
   const spec::Cluster c = cluster_with_curve();
   const sim::ComputeModel reference(s.model, c, s.training, s.plan);
   const WorkModel work(s.model, s.training, s.plan);
-  const double peak = c.gpu.peak_flops.at(dtype), memory_Bps = c.gpu.hbm_Bps * c.gpu.memory_efficiency;
+  const double peak = c.gpu.peak_flops.at(dtype);
   int checked = 0;
   for (const program::RoleProgram& role : s.program.roles) {
     for (const program::Instr& in : role.instrs) {
       double expected = 0, got = 0;
       if (program::is_compute(in.op)) {
         expected = reference.compute_s(in.op, in.unit_begin, in.unit_end);
-        got = work_seconds(work.compute(in.op, in.unit_begin, in.unit_end), peak, c.gpu.matmul_efficiency, memory_Bps);
+        got = work_seconds(work.compute(in.op, in.unit_begin, in.unit_end), c.gpu, peak);
       } else if (in.op == Op::kOptimizerStep) {
         expected = reference.optimizer_gpu_s(in.elems);
-        got = work_seconds(work.optimizer_gpu(in.elems), peak, c.gpu.matmul_efficiency, memory_Bps);
+        got = work_seconds(work.optimizer_gpu(in.elems), c.gpu, peak);
       } else {
         continue;
       }
@@ -93,6 +95,43 @@ TEST(Work, OneMlpUnitByHand) {
   EXPECT_EQ(w.gemms[0].flops, 2.0 * 64 * 64 * 256);
   EXPECT_EQ(w.gemms[0].count, 2.0);
   EXPECT_EQ(w.memory_bytes, 2.0 * 64 * (11 * 64 + 4 * 256));
+  // GELU on T·f = 64·256 = 16,384 elements; again in the input gradient, not in the weight gradient.
+  EXPECT_EQ(w.activation_elems, 64.0 * 256);
+  EXPECT_EQ(work.compute(Op::kBackwardInput, 2, 3).activation_elems, 64.0 * 256);
+  EXPECT_EQ(work.compute(Op::kBackwardWeight, 2, 3).activation_elems, 0.0);
+  EXPECT_EQ(work.compute(Op::kBackward, 2, 3).activation_elems, 64.0 * 256);
+  EXPECT_EQ(work.compute(Op::kForward, 1, 2).activation_elems, 0.0);  // attention: none
+}
+
+TEST(Work, SecondsWithAndWithoutTheArithmeticTerms) {
+  // One GEMM of 1e9 FLOPs at efficiency 0.5 of 1e12: 2 ms; 1e6 bytes at 2e10 · 0.5 B/s: 0.1 ms;
+  // 1e5 activation elements at 5e7 per second: 2 ms; 3e5 Adam parameters at 3e8 per second: 1 ms.
+  // Rates left unset (0) drop their terms.
+  Work w;
+  w.add_gemm(1e9, 1);
+  w.memory_bytes = 1e6;
+  w.activation_elems = 1e5;
+  w.adam_params = 3e5;
+  spec::Gpu gpu;
+  gpu.matmul_efficiency = {{1e6, 0.5}};
+  gpu.hbm_Bps = 2e10;
+  gpu.memory_efficiency = 0.5;
+  EXPECT_DOUBLE_EQ(work_seconds(w, gpu, 1e12), 1e9 / (1e12 * 0.5) + 1e6 / (2e10 * 0.5));
+  gpu.activation_elems_per_s = 5e7;
+  gpu.adam_params_per_s = 3e8;
+  EXPECT_DOUBLE_EQ(work_seconds(w, gpu, 1e12), 1e9 / (1e12 * 0.5) + 1e6 / (2e10 * 0.5) + 1e5 / 5e7 + 3e5 / 3e8);
+}
+
+TEST(Work, AnOptimizerStepUpdatesItsParameters) {
+  // fp32: 2·12 + 4 = 28 bytes per parameter, and every parameter counts for the Adam rate.
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  spec::Training t;
+  t.dtype = spec::Dtype::kFp32;
+  const WorkModel work(m, t, plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1));
+  const Work w = work.optimizer_gpu(1000);
+  EXPECT_EQ(w.memory_bytes, 1000.0 * 28);
+  EXPECT_EQ(w.adam_params, 1000.0);
+  EXPECT_TRUE(w.gemms.empty());
 }
 
 }  // namespace

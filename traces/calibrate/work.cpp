@@ -24,13 +24,16 @@ void Work::add_gemm(double flops, double count) {
 void Work::add(const Work& other, double scale) {
   for (const Gemm& g : other.gemms) add_gemm(g.flops, scale * g.count);
   memory_bytes += scale * other.memory_bytes;
+  activation_elems += scale * other.activation_elems;
+  adam_params += scale * other.adam_params;
 }
 
-double work_seconds(const Work& w, double peak_flops, const std::vector<std::pair<double, double>>& efficiency,
-                    double memory_Bps) {
-  double t = 0;
-  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_flops * sim::matmul_efficiency(efficiency, g.flops));
-  return t + w.memory_bytes / memory_Bps;
+double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) {
+  double t = w.memory_bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
+  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_flops * sim::matmul_efficiency(gpu.matmul_efficiency, g.flops));
+  if (gpu.activation_elems_per_s > 0) t += w.activation_elems / gpu.activation_elems_per_s;
+  if (gpu.adam_params_per_s > 0) t += w.adam_params / gpu.adam_params_per_s;
+  return t;
 }
 
 WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
@@ -47,7 +50,7 @@ WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan&
   const double f_r = static_cast<double>(m.ffn_hidden / t);
   const double width = fp32_ ? 2.0 : 1.0;
   Work gemms, scores;
-  double bytes_per_token = 0, score_bytes = 0;
+  double bytes_per_token = 0, score_bytes = 0, activation_elems = 0;
   switch (u.kind) {
     case UnitKind::kEmbedding: bytes_per_token = 4 * h_r; break;
     case UnitKind::kHead: {
@@ -72,6 +75,7 @@ WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan&
       gemms.add_gemm(2 * T * h * f_r, in);
       gemms.add_gemm(2 * T * f_r * h, 1);
       bytes_per_token = 11 * h_r + (m.mlp == spec::Mlp::kSwiglu ? 6 : 4) * f_r;
+      activation_elems = T * f_r;
       break;
     }
   }
@@ -80,9 +84,11 @@ WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan&
   w.forward.add(gemms);
   w.forward.add(scores);
   w.forward.memory_bytes += mem + score_mem;
+  w.forward.activation_elems += activation_elems;
   w.backward_input.add(gemms);
   w.backward_input.add(scores, 2);
   w.backward_input.memory_bytes += 2 * (mem + score_mem);
+  w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
   w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32_ ? 12.0 : 10.0);
   w.score_forward.add(scores);
@@ -119,6 +125,7 @@ Work WorkModel::compute(Op op, int32_t begin, int32_t end) const {
 Work WorkModel::optimizer_gpu(int64_t elems) const {
   Work w;
   w.memory_bytes = static_cast<double>(elems) * (2.0 * 12.0 + static_cast<double>(grad_bytes_));
+  w.adam_params = static_cast<double>(elems);
   return w;
 }
 

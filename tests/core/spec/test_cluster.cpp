@@ -34,6 +34,23 @@ TEST(Cluster, LoadsWithHumanUnits) {
   EXPECT_EQ(to_json(again), to_json(c));
 }
 
+TEST(Cluster, ArithmeticRatesAreOptionalAndRoundTrip) {
+  Cluster c = cluster_from_json(small_cluster(), "c.json");
+  EXPECT_EQ(c.gpu.activation_elems_per_s, 0.0);  // absent: no activation term
+  EXPECT_EQ(c.gpu.adam_params_per_s, 0.0);       // nor an Adam one
+  EXPECT_FALSE(to_json(c)["gpu"].contains("activation_elems_per_s"));
+  EXPECT_FALSE(to_json(c)["gpu"].contains("adam_params_per_s"));
+  json j = small_cluster();
+  j["gpu"]["activation_elems_per_s"] = 5e7;
+  j["gpu"]["adam_params_per_s"] = 3e8;
+  c = cluster_from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.gpu.activation_elems_per_s, 5e7);
+  EXPECT_DOUBLE_EQ(c.gpu.adam_params_per_s, 3e8);
+  const Cluster again = cluster_from_json(to_json(c), "again.json");
+  EXPECT_DOUBLE_EQ(again.gpu.activation_elems_per_s, 5e7);
+  EXPECT_DOUBLE_EQ(again.gpu.adam_params_per_s, 3e8);
+}
+
 struct BadCluster {
   const char* what;
   json patch;
@@ -57,6 +74,11 @@ TEST(Cluster, RejectsBadInputs) {
       {"negative latency", {{"intra_node", {{"latency_ns", -1}}}}, "/intra_node/latency_ns", "non-negative"},
       {"host typo", {{"host", {{"pcie_bps", 1e9}}}}, "/host/pcie_bps", "did you mean \"pcie_Bps\""},
       {"memory efficiency above 1", {{"gpu", {{"memory_efficiency", 1.2}}}}, "/gpu/memory_efficiency", "(0, 1]"},
+      {"activation rate zero", {{"gpu", {{"activation_elems_per_s", 0}}}}, "/gpu/activation_elems_per_s",
+       "a positive number"},
+      {"activation rate typo", {{"gpu", {{"activation_elem_per_s", 1e8}}}}, "/gpu/activation_elem_per_s",
+       "did you mean \"activation_elems_per_s\""},
+      {"negative adam rate", {{"gpu", {{"adam_params_per_s", -1}}}}, "/gpu/adam_params_per_s", "a positive number"},
   };
   for (const BadCluster& c : cases) {
     SCOPED_TRACE(c.what);

@@ -1,0 +1,90 @@
+// The compute model's arithmetic terms (sim/models/compute.hpp) on units small enough to derive by
+// hand: GEMMs at peak, memory free, so a unit's time is its GEMM FLOPs / peak plus, when the
+// profile sets activation_elems_per_s, its activation elements / that rate; the optimizer's is its
+// bytes over the memory throughput plus, with gpu.adam_params_per_s, its parameters / that rate.
+#include "sim/models/compute.hpp"
+
+#include <gtest/gtest.h>
+
+#include "cluster_fixture.hpp"
+
+namespace stagecraft::sim {
+namespace {
+
+spec::Cluster peak_cluster() {
+  spec::Cluster c = test::make_cluster();
+  c.gpu.peak_flops[spec::Dtype::kFp32] = 1e12;
+  c.gpu.matmul_efficiency = {{1.0, 1.0}};
+  c.gpu.hbm_Bps = 1e30;
+  return c;
+}
+
+// One block of hidden 64, ffn 256 (GELU), 4 heads, sequence 32, vocabulary 2; micro-batch 2.
+spec::Model one_block(const char* mlp) {
+  return spec::model_from_json({{"name", "one-block"}, {"layers", 1}, {"hidden", 64}, {"heads", 4}, {"ffn_hidden", 256},
+                                {"vocab", 2}, {"seq_len", 32}, {"mlp", mlp}, {"tied_embeddings", false}},
+                               "one-block.json");
+}
+
+struct Workload {
+  spec::Model model;
+  spec::Training training;
+  spec::Plan plan;
+};
+
+Workload workload(const char* mlp, int64_t tp) {
+  Workload s{one_block(mlp), spec::training_from_json({{"global_batch", 2}, {"dtype", "fp32"}}, "t.json"),
+          spec::plan_from_json({{"tp", tp}, {"micro_batch", 2}, {"micro_batches", 1}}, "p.json")};
+  return s;
+}
+
+TEST(ComputeModel, GeluActivationAddsElementsOverRateToForwardAndBackwardInput) {
+  // T = 2·32 = 64 tokens, f = 256: the MLP's GELU runs on 64·256 = 16,384 elements.
+  // GEMMs (up and down): 2 · 2·T·h·f = 2 · 2·64·64·256 = 4,194,304 FLOPs at 1e12 → 4.194304 µs.
+  // Activation at 1e8 elements/s: 16,384 / 1e8 = 163.84 µs, in forward and in backward input.
+  const Workload s = workload("gelu", 1);
+  spec::Cluster c = peak_cluster();
+  const ComputeModel without(s.model, c, s.training, s.plan);
+  c.gpu.activation_elems_per_s = 1e8;
+  const ComputeModel with(s.model, c, s.training, s.plan);
+  const UnitTimes& mlp0 = without.units()[2];  // units: embedding, attention, MLP, head
+  const UnitTimes& mlp1 = with.units()[2];
+  const double gemm_s = 2 * (2.0 * 64 * 64 * 256) / 1e12, activation_s = 64.0 * 256 / 1e8;
+  EXPECT_NEAR(mlp0.forward_s, gemm_s, 1e-15);
+  EXPECT_NEAR(mlp1.forward_s, gemm_s + activation_s, 1e-15);
+  EXPECT_NEAR(mlp1.backward_input_s - mlp0.backward_input_s, activation_s, 1e-15);
+  EXPECT_DOUBLE_EQ(mlp1.backward_weight_s, mlp0.backward_weight_s);  // the weight gradient has none
+  for (int u : {0, 1, 3}) {                                           // nor have the other units
+    EXPECT_DOUBLE_EQ(with.units()[u].forward_s, without.units()[u].forward_s) << "unit " << u;
+    EXPECT_DOUBLE_EQ(with.units()[u].backward_input_s, without.units()[u].backward_input_s) << "unit " << u;
+  }
+  // A Backward over the whole model is backward input + backward weight: the activation once.
+  EXPECT_NEAR(with.compute_s(program::Op::kBackward, 0, 4) - without.compute_s(program::Op::kBackward, 0, 4), activation_s,
+              1e-15);
+}
+
+TEST(ComputeModel, SwigluActivationRunsOnTheTensorParallelShare) {
+  // tp = 2: f_r = 256 / 2 = 128 columns of the SwiGLU's sigmoid per token, T = 64:
+  // 64·128 = 8,192 elements at 1e8/s = 81.92 µs.
+  const Workload s = workload("swiglu", 2);
+  spec::Cluster c = peak_cluster();
+  const ComputeModel without(s.model, c, s.training, s.plan);
+  c.gpu.activation_elems_per_s = 1e8;
+  const ComputeModel with(s.model, c, s.training, s.plan);
+  EXPECT_NEAR(with.units()[2].forward_s - without.units()[2].forward_s, 64.0 * 128 / 1e8, 1e-15);
+}
+
+TEST(ComputeModel, AdamOnTheGpuAddsParametersOverItsRate) {
+  // fp32: 2·12 + 4 = 28 bytes per parameter at hbm_Bps 1e10 · memory_efficiency 0.5 = 5e9 B/s;
+  // 1e6 parameters: 28e6 / 5e9 = 5.6 ms, plus 1e6 / 2.5e8 = 4 ms when gpu.adam_params_per_s is set.
+  const Workload s = workload("gelu", 1);
+  spec::Cluster c = peak_cluster();
+  c.gpu.hbm_Bps = 1e10;
+  c.gpu.memory_efficiency = 0.5;
+  EXPECT_NEAR(ComputeModel(s.model, c, s.training, s.plan).optimizer_gpu_s(1'000'000), 28e6 / 5e9, 1e-15);
+  c.gpu.adam_params_per_s = 2.5e8;
+  EXPECT_NEAR(ComputeModel(s.model, c, s.training, s.plan).optimizer_gpu_s(1'000'000), 28e6 / 5e9 + 1e6 / 2.5e8, 1e-15);
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
