@@ -18,7 +18,11 @@
 // that set are taken to arrive together with it. `full` simulates every rank.
 // Memory (memory.hpp): model states, activations from a micro-batch's Forward to the end of its
 // Backward (BackwardWeight with zero-bubble), recomputed blocks during their backward, gathered
-// ZeRO-3 buckets from Gather to Release, p2p and gradient-bucket buffers, reserved bytes.
+// ZeRO-3 buckets from Gather to Release, p2p and gradient-bucket buffers, reserved bytes. The
+// peak is taken over a rank's changes in time order, frees before allocations at equal times.
+// Speed: a replica's tensor-parallel collectives (fixed time, no flow) finish without the event
+// queue when nothing they release can touch the network or another rank (simulator.cpp,
+// "Folding"); docs/simulator.md lists the rest and the benchmark.
 // Breakdown per rank (a partition of the step): compute = compute lane busy; exposed
 // communication = compute idle while a communication of this rank is in flight; bubble = the rest.
 #pragma once

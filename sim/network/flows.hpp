@@ -17,11 +17,16 @@
 // never before it except by the floating-point error of the bytes left.
 // A flow with no links and no cap (same-GPU copy) has infinite rate: it finishes when it activates.
 //
-// Determinism: flows are kept in id order (ids increase from 0 in start order); events at the
-// same nanosecond are processed together, completions are reported by (time, id).
-// Reentrancy: no globals; a FlowNetwork belongs to one simulation (one thread). Rates are
-// re-solved lazily, once per batch of starts or events, so the queries that depend on rates
-// (next_event_time_ns, rate_Bps, finish_time_ns) are non-const: they may re-solve first.
+// Determinism: ids increase from 0 in start order; a component is always solved with its flows
+// in id order, events at the same nanosecond are processed together, and completions are reported
+// by (time, id), so nothing depends on where a flow is stored.
+// Cost: a change that leaves a flow alone, or pairs it with one flow on the same links, is settled
+// at once; any other change marks the links it touches, and the connected component is re-solved
+// lazily, once per batch of starts or events, at the next query. So the queries that depend on
+// rates (next_event_time_ns, rate_Bps, finish_time_ns) are non-const: they may re-solve first.
+// Flows wait in a heap by their next event, and their bytes are settled only when their rate
+// changes, so advancing time costs nothing per flow.
+// Reentrancy: no globals; a FlowNetwork belongs to one simulation (one thread).
 #pragma once
 
 #include <cmath>
