@@ -161,7 +161,6 @@ class Simulation {
     uint32_t last = 0;                                             // the slot that answered last
   };
   std::array<CachedCost, program::kOpCount * 5> coll_cost_;
-  std::vector<int32_t> collective_pending_;              // per flow batch: flows left
   std::vector<double> act_prefix_, act_full_prefix_;      // activation bytes per token, prefix over units
   std::vector<LinkId> path_;
   trace::Trace trace_;
