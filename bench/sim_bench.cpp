@@ -33,8 +33,8 @@ void run(benchmark::State& state, nlohmann::json zero) {
     benchmark::DoNotOptimize(r);
   }
   state.counters["instructions"] = static_cast<double>(prog.instruction_count());
-  state.counters["events"] = static_cast<double>(r.events);
-  state.counters["step_s"] = r.step_time_s;
+  state.counters["events"] = static_cast<double>(r.metrics.events);
+  state.counters["step_s"] = r.metrics.step_time_s;
   state.counters["peak_rss_MiB"] = peak_rss_mib();
 }
 

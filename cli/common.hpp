@@ -1,5 +1,5 @@
 // Shared plumbing of the subcommands: registration, error-to-exit-status mapping (SCHEMAS.md:
-// 0 success, 1 impossible request, 2 bad input) and number formatting for tables.
+// 0 success, 1 impossible request, 2 bad input). Numbers are formatted by core/text/format.hpp.
 #pragma once
 
 #include <atomic>
@@ -10,7 +10,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/text/format.hpp"
+
 namespace stagecraft::cli {
+
+using text::short_bytes;
+using text::short_count;
+using text::with_commas;
 
 enum ExitCode : int { kOk = 0, kImpossible = 1, kBadInput = 2 };
 
@@ -35,12 +41,5 @@ Subcommand add_probe(CLI::App& root);     // probe.cpp
 // batch in flight and reports what it found), a second one ends the process.
 void install_interrupt_handler();
 const std::atomic<bool>& interrupted();
-
-// 1234567 -> "1,234,567"
-std::string with_commas(int64_t v);
-// 1.746e11 -> "174.6 B" (K, M, B, T), for counts of parameters and FLOPs.
-std::string short_count(double v);
-// Bytes with a binary unit: 85899345920 -> "80.0 GiB".
-std::string short_bytes(double bytes);
 
 }  // namespace stagecraft::cli

@@ -110,7 +110,7 @@ int run_demo(const DemoArgs& a) {
     std::cerr << "stagecraft: no plan: " << r.reason << "\n";
     return kImpossible;
   }
-  std::printf("Top plans (fastest first, all fit in memory):\n%s\n", planner::format_table(r.top, r.capacity_bytes).c_str());
+  std::printf("Top plans (fastest first, all fit in memory):\n%s\n", planner::format_table(r.top).c_str());
   std::printf("Best plan: %s\n", r.top.front().key.c_str());
   for (const std::string& line : planner::explain(r).lines()) std::printf("%s\n", line.c_str());
   std::printf("\n%s\n", planner::compare_with_baseline(r, baseline).c_str());

@@ -8,6 +8,7 @@
 
 #include "cli/common.hpp"
 #include "planner/store.hpp"
+#include "sim/report.hpp"
 
 namespace stagecraft::cli {
 
@@ -18,12 +19,6 @@ struct ResultsArgs {
   int64_t search = 0, top = 10;
   bool json = false, list = false;
 };
-
-std::string gib(double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", b / (1024.0 * 1024 * 1024));
-  return buf;
-}
 
 nlohmann::json search_json(const planner::StoredSearch& s) {
   return {{"id", s.id},          {"status", s.status},         {"version", s.version},  {"started_at", s.started_at},
@@ -48,13 +43,11 @@ void print_plans(const planner::StoredSearch& s, const std::vector<planner::Stor
               s.cluster.c_str(), static_cast<long long>(s.global_batch), static_cast<long long>(s.counts.evaluated));
   std::size_t width = 4;
   for (const auto& p : plans) width = std::max(width, p.key.size());
-  std::printf("  #  %-*s  fits  step s   tokens/s    MFU  bubble  peak / capacity GiB\n", static_cast<int>(width), "plan");
+  std::printf("  #  %-*s  fits%s\n", static_cast<int>(width), "plan", sim::table_header().c_str());
   int rank = 0;
   for (const auto& p : plans) {
-    const planner::Metrics& m = p.numbers;
-    std::printf("%3d  %-*s  %-4s  %7.3f  %9.0f  %4.1f%%  %5.1f%%  %5s / %s\n", ++rank, static_cast<int>(width), p.key.c_str(),
-                m.fits ? "yes" : "no", m.step_time_s, m.tokens_per_s, 100 * m.mfu, 100 * m.bubble_fraction,
-                gib(static_cast<double>(m.peak_memory_bytes)).c_str(), gib(static_cast<double>(p.capacity_bytes)).c_str());
+    std::printf("%3d  %-*s  %-4s%s\n", ++rank, static_cast<int>(width), p.key.c_str(), p.numbers.fits ? "yes" : "no",
+                sim::table_cells(p.numbers).c_str());
   }
 }
 

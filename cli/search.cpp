@@ -132,8 +132,8 @@ void print_answer(const planner::SearchResult& r, const planner::Space& space, c
               static_cast<long long>(space.gpus()), space.cluster().name.c_str(),
               static_cast<long long>(space.training().global_batch), planner::format_counts(r).c_str());
   if (r.top.empty()) return;
-  std::printf("Top %zu plans (fastest first, all fit):\n%s\n", r.top.size(), planner::format_table(r.top, r.capacity_bytes).c_str());
-  std::printf("Pareto front, step time vs peak memory:\n%s\n", planner::format_table(r.pareto, r.capacity_bytes).c_str());
+  std::printf("Top %zu plans (fastest first, all fit):\n%s\n", r.top.size(), planner::format_table(r.top).c_str());
+  std::printf("Pareto front, step time vs peak memory:\n%s\n", planner::format_table(r.pareto).c_str());
   std::printf("Best plan: %s\n", r.top.front().key.c_str());
   for (const std::string& line : planner::explain(r).lines()) std::printf("%s\n", line.c_str());
   if (b) std::printf("\n%s\n", planner::compare_with_baseline(r, *b).c_str());

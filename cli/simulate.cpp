@@ -2,7 +2,6 @@
 //                     [--trace out.json] [--json]: one plan, simulated.
 // stagecraft simulate --model M --cluster C --deepspeed ds_config.json [...]: a user's DeepSpeed
 //                     config (planner/deepspeed.hpp; missing keys take DeepSpeed's defaults).
-#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -12,6 +11,7 @@
 #include "core/spec/error.hpp"
 #include "core/trace/trace.hpp"
 #include "planner/deepspeed.hpp"
+#include "sim/report.hpp"
 #include "sim/simulator.hpp"
 
 namespace stagecraft::cli {
@@ -25,27 +25,6 @@ struct SimulateArgs {
   bool full = false;
   bool json = false;
 };
-
-void print_report(const sim::SimResult& r, const program::Program& prog, const spec::Cluster& c) {
-  std::printf("plan        %s on %lld GPUs (%s)\n", spec::summary(prog.plan).c_str(),
-              static_cast<long long>(prog.placement.world()), c.name.c_str());
-  std::printf("step time   %.4f s   %s tokens/s   %.1f model TFLOP/s/GPU (MFU %.1f%%)   %.1f hardware TFLOP/s/GPU\n",
-              r.step_time_s, short_count(r.tokens_per_s).c_str(), r.model_tflops_per_gpu, 100 * r.mfu,
-              r.hardware_tflops_per_gpu);
-  std::printf("time        compute %.4f s, exposed communication %.4f s, bubble %.4f s (%.1f%%)\n", r.time.compute_s,
-              r.time.exposed_comm_s, r.time.bubble_s, 100 * r.bubble_fraction);
-  std::printf("comm busy   tp %.4f s, pp %.4f s, dp %.4f s\n", r.time.tp_s, r.time.pp_s, r.time.dp_s);
-  std::printf("memory      peak %s of %s on rank %lld: params %s, grads %s, optimizer %s, activations %s, buffers %s, reserved %s\n",
-              short_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
-              short_bytes(static_cast<double>(c.gpu.memory_bytes)).c_str(), static_cast<long long>(r.peak_rank),
-              short_bytes(static_cast<double>(r.memory.params)).c_str(),
-              short_bytes(static_cast<double>(r.memory.grads)).c_str(),
-              short_bytes(static_cast<double>(r.memory.optimizer)).c_str(),
-              short_bytes(static_cast<double>(r.memory.activations)).c_str(),
-              short_bytes(static_cast<double>(r.memory.buffers)).c_str(),
-              short_bytes(static_cast<double>(r.memory.reserved)).c_str());
-  std::printf("fits        %s%s\n", r.fits ? "yes" : "no: ", r.fits ? "" : r.fit_reason.c_str());
-}
 
 int run_simulate(const SimulateArgs& a) {
   using spec::ConfigKind;
@@ -86,11 +65,11 @@ int run_simulate(const SimulateArgs& a) {
   const sim::SimResult r = sim::simulate(prog, c, options);
   if (!a.trace.empty()) trace::write_trace(r.trace, a.trace);
   if (a.json) {
-    std::cout << sim::to_json(r, prog).dump(2) << "\n";
+    std::cout << sim::to_json(r.metrics, prog.plan).dump(2) << "\n";
   } else {
-    print_report(r, prog, c);
+    std::cout << sim::report_text(r.metrics, prog.plan, prog.placement.world(), c.name);
   }
-  return r.fits ? kOk : kImpossible;
+  return r.metrics.fits ? kOk : kImpossible;
 }
 
 }  // namespace

@@ -171,6 +171,7 @@ bool Runner::Interpreter::complete_ready() {
 
 void Runner::Interpreter::finish(int32_t i) {
   const Instr& in = instrs_[at(i)];
+  runner_.memory_.attribute_to(role_.first_id + i);
   switch (in.op) {
     case Op::kRecvActivation:
     case Op::kRecvGrad: finish_recv(i); break;
@@ -259,6 +260,7 @@ bool Runner::Interpreter::runs_inline(Op op) const {
 
 void Runner::Interpreter::run_inline(int32_t i) {
   const Instr& in = instrs_[at(i)];
+  runner_.memory_.attribute_to(role_.first_id + i);
   const auto t0 = std::chrono::steady_clock::now();
   switch (in.op) {
     case Op::kForward: forward(in); break;
@@ -279,6 +281,7 @@ void Runner::Interpreter::run_inline(int32_t i) {
 
 void Runner::Interpreter::issue_async(int32_t i) {
   const Instr& in = instrs_[at(i)];
+  runner_.memory_.attribute_to(role_.first_id + i);
   switch (in.op) {
     case Op::kRecvActivation:
     case Op::kRecvGrad: post_recv(i); return;

@@ -98,7 +98,7 @@ class Runner::Interpreter {
   void overlay_tied_result(int32_t i);
   float clip_scale_now();
   void update_activation_memory();
-  void add_messages(int64_t bytes) { runner_.memory_.add(MemKind::kMessages, bytes); }
+  void add_messages(int64_t bytes) { runner_.memory_.add(MemoryKind::kBuffers, bytes); }
   static int64_t bytes_of(const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); }
   std::string where(int32_t i) const;
 

@@ -73,7 +73,7 @@ void Runner::Interpreter::post_gather(int32_t i) {
   Pending& p = pending_[at(i)];
   p.range = runner_.layout_.param_bucket(in.bucket);
   p.bytes = p.range.size() * static_cast<int64_t>(sizeof(float));
-  if (in.op == Op::kGatherParams) runner_.memory_.add(MemKind::kGathered, in.elems * static_cast<int64_t>(sizeof(float)));
+  if (in.op == Op::kGatherParams) runner_.memory_.add(MemoryKind::kBuffers, in.elems * static_cast<int64_t>(sizeof(float)));
   std::span<float> buffer = runner_.state_.params().subspan(at(p.range.begin), at(p.range.size()));
   const std::vector<int64_t> counts = runner_.layout_.shard_counts(p.range);
   p.requests.push_back(runner_.comm_.iall_gather({Group::kDp, Lane::kDpGather}, buffer, counts));

@@ -155,7 +155,7 @@ void Runner::Interpreter::offload_copy(const Instr& in) {
 
 void Runner::Interpreter::release_params(const Instr& in) {
   runner_.state_.release(runner_.layout_.param_bucket(in.bucket));
-  runner_.memory_.add(MemKind::kGathered, -in.elems * static_cast<int64_t>(sizeof(float)));
+  runner_.memory_.add(MemoryKind::kBuffers, -in.elems * static_cast<int64_t>(sizeof(float)));
 }
 
 void Runner::Interpreter::update_activation_memory() {
@@ -175,7 +175,7 @@ void Runner::Interpreter::update_activation_memory() {
       }
     }
   }
-  runner_.memory_.set(MemKind::kActivations, bytes);
+  runner_.memory_.set(MemoryKind::kActivations, bytes);
 }
 
 }  // namespace stagecraft::executor

@@ -1,11 +1,11 @@
 #include "planner/explain.hpp"
 
-#include "planner/text.hpp"
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
+
+#include "core/text/format.hpp"
 
 namespace stagecraft::planner {
 
@@ -13,14 +13,14 @@ namespace {
 
 using text::fmt;
 
-std::string gib(double bytes) { return fmt("%.1f GiB", bytes / (1024.0 * 1024 * 1024)); }
+std::string gib(double bytes) { return text::gib(bytes) + " GiB"; }
 std::string pct(double x) { return fmt("%.0f%%", 100 * x); }
 std::string signed_pct(double x) { return fmt(x >= 0 ? "+%.1f%%" : "%.1f%%", 100 * x); }
 
 struct Terms {
   double compute, exposed, bubble;
 };
-Terms terms(const Metrics& m) { return {m.compute_s, m.exposed_comm_s, m.bubble_s}; }
+Terms terms(const Metrics& m) { return {m.time.compute_s, m.time.exposed_comm_s, m.time.bubble_s}; }
 
 // The breakdown term that grew most from `best` to `other`, in words.
 std::string grew(const Metrics& best, const Metrics& other) {
@@ -32,7 +32,9 @@ std::string grew(const Metrics& best, const Metrics& other) {
   if (top->first <= 0) return "no single term grew";
   std::string lane;
   if (top->second == "exposed communication") {
-    const std::pair<double, const char*> lanes[] = {{other.tp_s - best.tp_s, "tp"}, {other.pp_s - best.pp_s, "pp"}, {other.dp_s - best.dp_s, "dp"}};
+    const std::pair<double, const char*> lanes[] = {{other.time.tp_s - best.time.tp_s, "tp"},
+                                                       {other.time.pp_s - best.time.pp_s, "pp"},
+                                                       {other.time.dp_s - best.time.dp_s, "dp"}};
     const auto* l = std::max_element(std::begin(lanes), std::end(lanes), [](const auto& x, const auto& y) { return x.first < y.first; });
     if (l->first > 0) lane = std::string(", mostly ") + l->second;
   }
@@ -42,28 +44,32 @@ std::string grew(const Metrics& best, const Metrics& other) {
 std::string limit_words(const Metrics& m, std::string& term) {
   const double step = m.step_time_s;
   const std::pair<double, std::string> parts[] = {
-      {m.compute_s, "compute"}, {m.exposed_comm_s, "exposed communication"}, {m.bubble_s, "pipeline bubble"}};
+      {m.time.compute_s, "compute"}, {m.time.exposed_comm_s, "exposed communication"}, {m.time.bubble_s, "pipeline bubble"}};
   const auto* top = std::max_element(std::begin(parts), std::end(parts),
                                      [](const auto& x, const auto& y) { return x.first < y.first; });
   term = top->second;
   std::string s = "limited by " + top->second + ": " + fmt("%.3f s", top->first) + " of the " + fmt("%.3f s", step) +
                   " step (" + pct(step > 0 ? top->first / step : 0) + ")";
   if (term == "compute") s += ", at " + pct(m.mfu) + " MFU";
-  s += "; compute " + fmt("%.3f s", m.compute_s) + ", exposed communication " + fmt("%.3f s", m.exposed_comm_s) +
-       ", bubble " + fmt("%.3f s", m.bubble_s) + "; communication lanes busy: tp " + fmt("%.3f s", m.tp_s) + ", pp " +
-       fmt("%.3f s", m.pp_s) + ", dp " + fmt("%.3f s", m.dp_s);
+  s += "; compute " + fmt("%.3f s", m.time.compute_s) + ", exposed communication " + fmt("%.3f s", m.time.exposed_comm_s) +
+       ", bubble " + fmt("%.3f s", m.time.bubble_s) + "; communication lanes busy: tp " + fmt("%.3f s", m.time.tp_s) +
+       ", pp " + fmt("%.3f s", m.time.pp_s) + ", dp " + fmt("%.3f s", m.time.dp_s);
   return s;
 }
 
-std::string memory_words(const Metrics& m, int64_t capacity) {
-  const std::pair<int64_t, const char*> parts[] = {{m.params, "parameters"},     {m.grads, "gradients"},
-                                                   {m.optimizer, "optimizer states"}, {m.activations, "activations"},
-                                                   {m.buffers, "buffers"},        {m.reserved, "reserved"}};
-  const auto* top = std::max_element(std::begin(parts), std::end(parts),
-                                     [](const auto& x, const auto& y) { return x.first < y.first; });
+// The memory kinds in words (trace::MemoryKind order).
+constexpr const char* kMemoryWords[trace::kMemoryKindCount] = {"parameters",  "gradients", "optimizer states",
+                                                               "activations", "buffers",   "reserved"};
+
+std::string memory_words(const Metrics& m) {
+  trace::MemoryKind top = trace::MemoryKind::kParams;
+  for (trace::MemoryKind k : trace::kMemoryKinds) {
+    if (m.memory[k] > m.memory[top]) top = k;
+  }
+  const int64_t capacity = m.capacity_bytes;
   return "peak memory " + gib(static_cast<double>(m.peak_memory_bytes)) + " of " + gib(static_cast<double>(capacity)) + " (" +
          pct(capacity > 0 ? static_cast<double>(m.peak_memory_bytes) / static_cast<double>(capacity) : 0) +
-         "), largest term " + top->second + " " + gib(static_cast<double>(top->first));
+         "), largest term " + kMemoryWords[static_cast<int>(top)] + " " + gib(static_cast<double>(m.memory[top]));
 }
 
 // The value of `axis` in a candidate.
@@ -123,7 +129,7 @@ Explanation explain(const SearchResult& r) {
   const Evaluated& best = r.top.front();
   Explanation x;
   x.limit = limit_words(best.metrics, x.limit_term);
-  x.memory = memory_words(best.metrics, r.capacity_bytes);
+  x.memory = memory_words(best.metrics);
   for (const auto& [axis, value] : axis_values(best.candidate)) {
     auto it = r.axes.find(axis);
     if (it == r.axes.end() || it->second.size() < 2) continue;   // nothing to compare with

@@ -1,22 +1,15 @@
 #include "planner/report.hpp"
 
-#include "planner/text.hpp"
-
 #include <cstdio>
+
+#include "core/text/format.hpp"
+#include "sim/report.hpp"
 
 namespace stagecraft::planner {
 
 namespace {
 
 using text::fmt;
-
-std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024 * 1024)); }
-
-std::string tokens(double v) {
-  if (v >= 1e6) return fmt("%.2f M", v / 1e6);
-  if (v >= 1e3) return fmt("%.1f K", v / 1e3);
-  return fmt("%.0f", v);
-}
 
 // The key without its bucket sizes: rows that differ only there may share a line.
 std::string without_buckets(const std::string& key) {
@@ -41,7 +34,7 @@ std::string pad(std::string s, std::size_t n) {
 
 }  // namespace
 
-std::string format_table(const std::vector<Evaluated>& plans, int64_t capacity) {
+std::string format_table(const std::vector<Evaluated>& plans) {
   struct Row {
     const Evaluated* e;
     int variants;
@@ -57,17 +50,13 @@ std::string format_table(const std::vector<Evaluated>& plans, int64_t capacity) 
   }
   std::size_t width = 4;
   for (const Row& r : rows) width = std::max(width, r.e->key.size() + (r.variants ? 22 : 0));
-  std::string out = pad("  #  plan", width + 5) + "  step s   tokens/s     MFU  bubble  exp.comm s  peak / capacity GiB\n";
+  std::string out = pad("  #  plan", width + 5) + sim::table_header() + "\n";
   int rank = 0;
   for (const Row& r : rows) {
-    const Metrics& m = r.e->metrics;
     std::string plan = r.e->key + (r.variants ? " (+" + std::to_string(r.variants) + " bucket variant" + (r.variants > 1 ? "s)" : ")") : "");
-    char line[512];
-    std::snprintf(line, sizeof line, "%3d  %s  %7.3f  %9s  %5.1f%%  %5.1f%%  %10.3f  %5s / %s\n", ++rank,
-                  pad(plan, width).c_str(), m.step_time_s, tokens(m.tokens_per_s).c_str(), 100 * m.mfu,
-                  100 * m.bubble_fraction, m.exposed_comm_s, gib(static_cast<double>(m.peak_memory_bytes)).c_str(),
-                  gib(static_cast<double>(capacity)).c_str());
-    out += line;
+    char number[16];
+    std::snprintf(number, sizeof number, "%3d  ", ++rank);
+    out += number + pad(plan, width) + "  " + sim::table_cells(r.e->metrics) + "\n";
   }
   return out;
 }
@@ -103,7 +92,7 @@ nlohmann::json to_json(const SearchResult& r, const std::optional<Baseline>& bas
   auto entries = [&](const std::vector<Evaluated>& list) {
     nlohmann::json a = nlohmann::json::array();
     for (const Evaluated& e : list) {
-      a.push_back({{"plan", spec::to_json(e.plan)}, {"key", e.key}, {"metrics", to_json(e.metrics, e.plan, r.capacity_bytes)}});
+      a.push_back({{"plan", spec::to_json(e.plan)}, {"key", e.key}, {"metrics", sim::to_json(e.metrics, e.plan)}});
     }
     return a;
   };
@@ -119,7 +108,7 @@ nlohmann::json to_json(const SearchResult& r, const std::optional<Baseline>& bas
   if (baseline) {
     j["baseline"] = {{"name", baseline->name},
                      {"plan", spec::to_json(baseline->plan)},
-                     {"metrics", to_json(baseline->metrics, baseline->plan, r.capacity_bytes)},
+                     {"metrics", sim::to_json(baseline->metrics, baseline->plan)},
                      {"comparison", compare_with_baseline(r, *baseline)}};
     if (!r.top.empty() && baseline->metrics.fits && !baseline->metrics.failed) {
       j["baseline"]["speedup"] = baseline->metrics.step_time_s / r.top.front().metrics.step_time_s;

@@ -28,7 +28,7 @@ struct Baseline {
 // Rows: rank, plan (one line), step time, tokens/s, MFU, bubble, exposed comm, peak memory /
 // capacity. Plans that differ only in bucket sizes and simulate to the same step time share a
 // row ("+N bucket variants").
-std::string format_table(const std::vector<Evaluated>& plans, int64_t capacity);
+std::string format_table(const std::vector<Evaluated>& plans);
 // What the search did: candidates, pruned by each rule, simulated, time.
 std::string format_counts(const SearchResult& r);
 // "The best plan is 23.4% faster than <baseline> (x s → y s)."

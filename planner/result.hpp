@@ -1,6 +1,5 @@
-// What a search keeps of one simulated plan (Metrics: the SCHEMAS.md "simulate --json" numbers
-// as a flat, trivially copyable record, so ranks exchange them as bytes and the store keeps them
-// as columns), the search's counters, and their JSON forms.
+// What a search keeps of one simulated plan (sim::Metrics, the simulator's own result, kept
+// as-is), the search's counters and their JSON form.
 #pragma once
 
 #include <cstdint>
@@ -11,26 +10,11 @@
 #include "core/spec/plan.hpp"
 #include "planner/prune.hpp"
 #include "planner/space.hpp"
-#include "sim/simulator.hpp"
+#include "sim/metrics.hpp"
 
 namespace stagecraft::planner {
 
-struct Metrics {
-  double step_time_s = 0, tokens_per_s = 0, model_tflops_per_gpu = 0, hardware_tflops_per_gpu = 0, mfu = 0;
-  double bubble_fraction = 0;
-  double compute_s = 0, exposed_comm_s = 0, bubble_s = 0, tp_s = 0, pp_s = 0, dp_s = 0;
-  int64_t peak_memory_bytes = 0, peak_rank = 0;
-  int64_t params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0, reserved = 0;
-  int32_t fits = 0;     // 1: the peak fits the GPU's memory
-  int32_t failed = 0;   // 1: lowering or simulation threw (never expected; logged)
-};
-
-Metrics metrics_of(const sim::SimResult& r);
-// SCHEMAS.md "simulate --json" keys; `plan` is the full plan after defaults, `capacity` the GPU's
-// memory (for fit_reason when it does not fit).
-nlohmann::json to_json(const Metrics& m, const spec::Plan& plan, int64_t capacity);
-// The inverse of the numbers of to_json (a store row, an imported result).
-Metrics metrics_from_json(const nlohmann::json& j);
+using sim::Metrics;
 
 // One simulated candidate.
 struct Evaluated {

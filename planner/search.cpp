@@ -14,6 +14,7 @@
 #include "core/program/lower.hpp"
 #include "core/program/partition.hpp"
 #include "core/program/units.hpp"
+#include "core/text/format.hpp"
 #include "planner/critical_path.hpp"
 #include "planner/pool.hpp"
 #include "planner/prune.hpp"
@@ -296,11 +297,12 @@ Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std
       o.pruned = 1;
       return o;
     }
-    o.metrics = metrics_of(sim::simulate(prog, space.cluster()));
+    o.metrics = sim::simulate(prog, space.cluster()).metrics;
   } catch (const std::exception& e) {
     std::cerr << "stagecraft: warning: plan \"" << key << "\" could not be simulated: " << e.what() << "\n";
     o.metrics = Metrics{};
-    o.metrics.failed = 1;
+    o.metrics.failed = true;
+    o.metrics.capacity_bytes = space.cluster().gpu.memory_bytes;
   }
   return o;
 }
@@ -489,7 +491,7 @@ void Driver::run(const std::vector<Survivor>& survivors, Counts& counts, Clock::
       if (!evaluated_[i].reused) fresh.push_back(&evaluated_[i]);
     }
     pos = end;
-    if (store_) store_->record(search_id_, fresh, counts, since(t0), space_.cluster().gpu.memory_bytes);
+    if (store_) store_->record(search_id_, fresh, counts, since(t0));
     report(survivors, pos, leaders_.kth(), window, t0);
   }
 }
@@ -502,11 +504,7 @@ std::string no_plan_reason(const Space& space, const SearchResult& r) {
                        : why;
   }
   const int64_t cap = space.cluster().gpu.memory_bytes;
-  auto gib = [](int64_t b) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
-    return std::string(buf);
-  };
+  auto gib = [](int64_t b) { return text::gib(static_cast<double>(b)) + " GiB"; };
   const std::string advice = "; use more GPUs (--nodes), or a smaller model or batch";
   if (r.survivors == 0) {
     return "no plan fits in memory: the smallest peak any of the " + std::to_string(r.counts.candidates) +
@@ -538,7 +536,7 @@ std::vector<std::pair<std::string, std::string>> axis_values(const Candidate& c)
 
 Metrics simulate_plan(const Space& space, const spec::Plan& plan) {
   const program::Program prog = program::lower(space.model(), space.training(), plan);
-  return metrics_of(sim::simulate(prog, space.cluster()));
+  return sim::simulate(prog, space.cluster()).metrics;
 }
 
 SearchResult search(const Space& space, const SearchOptions& options) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <type_traits>
 
 namespace stagecraft::planner {
 
@@ -136,30 +137,28 @@ const char* kPlanColumns =
     "peak_rank, mem_params, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_reserved, capacity_bytes, "
     "plan, metrics";
 
+// The Metrics columns in kPlanColumns order from column 1 (fits) to 23 (capacity_bytes): one
+// list for reading a row back and for writing one.
+template <typename M, typename F>
+void metrics_columns(M& m, F&& f) {
+  using trace::MemoryKind;
+  f(m.fits), f(m.failed), f(m.step_time_s), f(m.tokens_per_s), f(m.mfu), f(m.model_tflops_per_gpu);
+  f(m.hardware_tflops_per_gpu), f(m.bubble_fraction), f(m.time.compute_s), f(m.time.exposed_comm_s);
+  f(m.time.bubble_s), f(m.time.tp_s), f(m.time.pp_s), f(m.time.dp_s), f(m.peak_memory_bytes), f(m.peak_rank);
+  for (MemoryKind k : trace::kMemoryKinds) f(m.memory.by_kind[static_cast<std::size_t>(k)]);
+  f(m.capacity_bytes);
+}
+
 Metrics metrics_from_row(const Statement& s) {
   Metrics m;
-  m.fits = static_cast<int32_t>(s.integer(1));
-  m.failed = static_cast<int32_t>(s.integer(2));
-  m.step_time_s = s.real(3);
-  m.tokens_per_s = s.real(4);
-  m.mfu = s.real(5);
-  m.model_tflops_per_gpu = s.real(6);
-  m.hardware_tflops_per_gpu = s.real(7);
-  m.bubble_fraction = s.real(8);
-  m.compute_s = s.real(9);
-  m.exposed_comm_s = s.real(10);
-  m.bubble_s = s.real(11);
-  m.tp_s = s.real(12);
-  m.pp_s = s.real(13);
-  m.dp_s = s.real(14);
-  m.peak_memory_bytes = s.integer(15);
-  m.peak_rank = s.integer(16);
-  m.params = s.integer(17);
-  m.grads = s.integer(18);
-  m.optimizer = s.integer(19);
-  m.activations = s.integer(20);
-  m.buffers = s.integer(21);
-  m.reserved = s.integer(22);
+  int c = 0;
+  metrics_columns(m, [&](auto& v) {
+    ++c;
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, double>) v = s.real(c);
+    else if constexpr (std::is_same_v<T, bool>) v = s.integer(c) != 0;
+    else v = s.integer(c);
+  });
   return m;
 }
 
@@ -252,8 +251,7 @@ std::unordered_map<std::string, Metrics> Store::load_metrics(int64_t search_id) 
   return out;
 }
 
-void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows, const Counts& counts, double seconds,
-                   int64_t capacity) {
+void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows, const Counts& counts, double seconds) {
   exec("BEGIN IMMEDIATE");
   try {
     Statement s(db_,
@@ -272,14 +270,13 @@ void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows,
       s.add(std::string(spec::to_string(p.zero.offload_optimizer))).add(int64_t{p.zero.overlap_comm});
       s.add(p.zero.reduce_bucket).add(p.zero.prefetch_bucket).add(p.zero.max_live_parameters);
       s.add(std::string(to_string(e->candidate.split)));
-      s.add(int64_t{m.fits}).add(int64_t{m.failed}).add(m.step_time_s).add(m.tokens_per_s);
-      s.add(m.mfu).add(m.model_tflops_per_gpu).add(m.hardware_tflops_per_gpu);
-      s.add(m.bubble_fraction).add(m.compute_s).add(m.exposed_comm_s).add(m.bubble_s);
-      s.add(m.tp_s).add(m.pp_s).add(m.dp_s).add(m.peak_memory_bytes).add(m.peak_rank);
-      s.add(m.params).add(m.grads).add(m.optimizer).add(m.activations).add(m.buffers);
-      s.add(m.reserved).add(capacity).add(e->estimate.step_time_lb_s);
-      s.add(e->estimate.memory_lb_bytes).add(spec::to_json(p).dump());
-      s.add(to_json(m, p, capacity).dump()).add(at);
+      metrics_columns(m, [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>) s.add(v);
+        else s.add(static_cast<int64_t>(v));
+      });
+      s.add(e->estimate.step_time_lb_s).add(e->estimate.memory_lb_bytes).add(spec::to_json(p).dump());
+      s.add(to_json(m, p).dump()).add(at);
       s.step();
       s.reset();
     }
@@ -299,7 +296,7 @@ void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows,
 }
 
 void Store::finish(int64_t search_id, const std::string& status, const Counts& counts, double seconds) {
-  record(search_id, {}, counts, seconds, 0);
+  record(search_id, {}, counts, seconds);
   Statement s(db_, "UPDATE searches SET status = ?2, finished_at = ?3 WHERE id = ?1", path_);
   s.bind(1, search_id).bind(2, status).bind(3, now_utc());
   s.step();
@@ -344,7 +341,6 @@ std::vector<StoredPlan> Store::plans(int64_t search_id, const std::string& where
     StoredPlan p;
     p.key = s.text(0);
     p.numbers = metrics_from_row(s);
-    p.capacity_bytes = s.integer(23);
     p.plan = nlohmann::json::parse(s.text(24));
     p.metrics = nlohmann::json::parse(s.text(25));
     out.push_back(std::move(p));

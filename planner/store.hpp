@@ -56,7 +56,6 @@ struct StoredPlan {
   std::string key;
   nlohmann::json plan, metrics;
   Metrics numbers;
-  int64_t capacity_bytes = 0;
 };
 
 class Store {
@@ -74,8 +73,7 @@ class Store {
   // key -> metrics of every plan stored for a search.
   std::unordered_map<std::string, Metrics> load_metrics(int64_t search_id);
   // One transaction: the rows (ignored when the key is already stored) and the counters.
-  void record(int64_t search_id, const std::vector<const Evaluated*>& rows, const Counts& counts, double seconds,
-              int64_t capacity);
+  void record(int64_t search_id, const std::vector<const Evaluated*>& rows, const Counts& counts, double seconds);
   void finish(int64_t search_id, const std::string& status, const Counts& counts, double seconds);
 
   std::vector<StoredSearch> searches();

@@ -58,6 +58,7 @@ struct MemoryChange {
   int64_t time_ns = 0;
   int64_t activations = 0;  // bytes added (negative: freed)
   int64_t gathered = 0;
+  int32_t instr = -1;       // the Program instruction id that made the change
   bool frees() const { return activations + gathered < 0; }
   // (time, frees first): the order the peak is taken in
   bool before(const MemoryChange& o) const {
@@ -77,13 +78,11 @@ struct RankState {
   std::array<GroupView, 5> groups;                        // by program::Group
   std::vector<Interval> comm[3];                          // tp, pp, dp busy intervals
   std::vector<Interval> compute;                          // compute lane busy intervals, in order
-  int64_t static_bytes = 0;
-  MemoryBreakdown static_mem;
+  trace::MemoryBytes static_mem;   // what the rank holds for the whole step
   // Memory changes by their simulated time, frees before allocations at equal times, so the peak
   // does not depend on the order in which simultaneous (or folded) instructions are processed.
   std::vector<MemoryChange> memory_changes;
-  int64_t peak_dynamic = -1;
-  MemoryBreakdown at_peak;
+  std::vector<trace::MemorySample> samples;   // replay_memory: in time order
 };
 
 struct Message {
@@ -124,9 +123,9 @@ class Simulation {
   int64_t collective_ns(const Instr& in, int64_t rank);
   GroupView view(Group g, int64_t rank) const;
   uint64_t message_key(int64_t src, int64_t dst, bool grad, int32_t mb, int32_t src_chunk) const;
-  void memory_at_start(RankState& r, const Instr& in, int64_t t);
-  void memory_at_end(RankState& r, const Instr& in, int64_t t);
-  void note_memory(RankState& r, int64_t t, int64_t activations, int64_t gathered);
+  void memory_at_start(RankState& r, int32_t k, int64_t t);
+  void memory_at_end(RankState& r, int32_t k, int64_t t);
+  void note_memory(RankState& r, int64_t t, int64_t activations, int64_t gathered, int32_t instr);
   void replay_memory(RankState& r);
   int comm_class(const Instr& in) const;
   void summarize(SimResult& out);
@@ -225,18 +224,17 @@ Simulation::Simulation(const Program& prog, const spec::Cluster& cluster, const 
       if (b.stage == stage && z.stage == 3) persistent += b.persistent_elems;
     }
     const ModelStates ms = model_states(stage_params, persistent, z, pl.dp, prog.training.dtype);
-    st.static_mem.params = ms.params;
-    st.static_mem.grads = ms.grads;
-    st.static_mem.optimizer = ms.optimizer;
-    st.static_mem.reserved = cluster.gpu.reserved_bytes;
+    st.static_mem[trace::MemoryKind::kParams] = ms.params;
+    st.static_mem[trace::MemoryKind::kGrads] = ms.grads;
+    st.static_mem[trace::MemoryKind::kOptimizer] = ms.optimizer;
+    st.static_mem[trace::MemoryKind::kReserved] = cluster.gpu.reserved_bytes;
     int64_t buffers = 0;
     if (pl.pp > 1) {
       const int64_t act = prog.tokens_per_micro_batch() * prog.model.hidden * prog.activation_bytes;
       buffers += 2 * (prog.plan.sequence_parallel ? act / prog.plan.tp : act);  // send + receive buffer
     }
     if (z.stage >= 2 && pl.dp > 1) buffers += std::min(z.reduce_bucket, stage_params) * prog.param_bytes;
-    st.static_mem.buffers = buffers;
-    st.static_bytes = st.static_mem.total();
+    st.static_mem[trace::MemoryKind::kBuffers] = buffers;
     slot_of_[r] = static_cast<int32_t>(ranks_.size());
     ranks_.push_back(std::move(st));
   }
@@ -289,8 +287,8 @@ int Simulation::comm_class(const Instr& in) const {
 
 // Inserted in (time, allocation after free) order; a change processed early (a folded
 // instruction's successor) moves back past the few changes it precedes.
-void Simulation::note_memory(RankState& r, int64_t t, int64_t activations, int64_t gathered) {
-  const MemoryChange c{t, activations, gathered};
+void Simulation::note_memory(RankState& r, int64_t t, int64_t activations, int64_t gathered, int32_t instr) {
+  const MemoryChange c{t, activations, gathered, instr};
   std::vector<MemoryChange>& v = r.memory_changes;
   v.push_back(c);
   std::size_t i = v.size() - 1;
@@ -301,42 +299,41 @@ void Simulation::note_memory(RankState& r, int64_t t, int64_t activations, int64
   v[i] = c;
 }
 
-// The running totals in time order: the peak, what makes it up, and the trace's counter samples.
+// The running totals in time order, one sample per change (the first: the step's start), from
+// which the peak and its breakdown are read.
 void Simulation::replay_memory(RankState& r) {
-  int64_t activations = 0, gathered = 0;
-  auto note = [&](int64_t t) {
-    const int64_t dynamic = activations + gathered;
-    if (dynamic > r.peak_dynamic) {
-      r.peak_dynamic = dynamic;
-      r.at_peak = r.static_mem;
-      r.at_peak.activations = activations;
-      r.at_peak.buffers += gathered;
-    }
-    if (options_.record_trace) trace_.memory.push_back({r.rank, t, r.static_bytes + dynamic});
-  };
-  note(0);
+  trace::MemorySample m{r.rank, 0, -1, r.static_mem};
+  r.samples.reserve(r.memory_changes.size() + 1);
+  r.samples.push_back(m);
   for (const MemoryChange& c : r.memory_changes) {
-    activations += c.activations;
-    gathered += c.gathered;
-    note(c.time_ns);
+    m.time_ns = c.time_ns;
+    m.instr = c.instr;
+    m.bytes[trace::MemoryKind::kActivations] += c.activations;
+    m.bytes[trace::MemoryKind::kBuffers] += c.gathered;
+    r.samples.push_back(m);
   }
 }
 
-void Simulation::memory_at_start(RankState& r, const Instr& in, int64_t t) {
+void Simulation::memory_at_start(RankState& r, int32_t k, int64_t t) {
+  const Instr& in = r.role->instrs[k];
+  const int32_t id = r.role->first_id + k;
   const double tokens = tokens_;
   switch (in.op) {
     case Op::kForward:
-      note_memory(r, t, static_cast<int64_t>(tokens * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin])), 0);
+      note_memory(r, t, static_cast<int64_t>(tokens * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin])), 0, id);
       return;
     case Op::kRecompute:
-      note_memory(r, t, static_cast<int64_t>(tokens * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin])), 0);
+      note_memory(r, t, static_cast<int64_t>(tokens * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin])), 0,
+                  id);
       return;
-    case Op::kGatherParams: note_memory(r, t, 0, in.bytes); return;
+    case Op::kGatherParams: note_memory(r, t, 0, in.bytes, id); return;
     default: return;
   }
 }
 
-void Simulation::memory_at_end(RankState& r, const Instr& in, int64_t t) {
+void Simulation::memory_at_end(RankState& r, int32_t k, int64_t t) {
+  const Instr& in = r.role->instrs[k];
+  const int32_t id = r.role->first_id + k;
   const double tokens = tokens_;
   if ((in.op == Op::kBackward && !zero_bubble_) || in.op == Op::kBackwardWeight) {
     double bytes = act_prefix_[in.unit_end] - act_prefix_[in.unit_begin];
@@ -346,9 +343,9 @@ void Simulation::memory_at_end(RankState& r, const Instr& in, int64_t t) {
       const int32_t b = std::max(in.unit_begin, 1), e = std::min(in.unit_end, head);
       if (b < e) bytes += act_full_prefix_[e] - act_full_prefix_[b];
     }
-    note_memory(r, t, -static_cast<int64_t>(tokens * bytes), 0);
+    note_memory(r, t, -static_cast<int64_t>(tokens * bytes), 0, id);
   } else if (in.op == Op::kReleaseParams) {
-    note_memory(r, t, 0, -in.elems * prog_.param_bytes);
+    note_memory(r, t, 0, -in.elems * prog_.param_bytes, id);
   }
 }
 
@@ -398,7 +395,7 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[slot];
   const Instr& in = r.role->instrs[k];
   r.lane_start[static_cast<std::size_t>(in.lane)] = t;
-  memory_at_start(r, in, t);
+  memory_at_start(r, k, t);
   switch (in.op) {
     case Op::kForward:
     case Op::kBackward:
@@ -581,7 +578,7 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
   r.last_end_ns = std::max(r.last_end_ns, t);
   const int64_t start_ns = r.lane_start[static_cast<std::size_t>(in.lane)];
   ++events_;
-  memory_at_end(r, in, t);
+  memory_at_end(r, k, t);
   if (in.lane == Lane::kCompute) add_interval(r.compute, start_ns, t);
   const int cls = comm_class(in);
   if (cls >= 0) {
@@ -642,7 +639,8 @@ SimResult Simulation::run() {
   return out;
 }
 
-void Simulation::summarize(SimResult& out) {
+void Simulation::summarize(SimResult& result) {
+  Metrics& out = result.metrics;
   int64_t step_ns = 0;
   for (const RankState& r : ranks_) {
     step_ns = std::max(step_ns, r.last_end_ns);
@@ -652,6 +650,7 @@ void Simulation::summarize(SimResult& out) {
   out.simulated_ranks = static_cast<int64_t>(ranks_.size());
   out.events = events_;
   double compute = 0, exposed = 0, comm_lane[3] = {0, 0, 0};
+  const trace::MemorySample* peak = nullptr;
   for (RankState& r : ranks_) {
     std::vector<Interval> comm_union;
     const std::vector<Interval> compute_union = union_of(std::move(r.compute));
@@ -665,13 +664,12 @@ void Simulation::summarize(SimResult& out) {
     exposed += static_cast<double>(length(comm_union) - overlap(comm_union, compute_union));
     compute += static_cast<double>(compute_ns);
     replay_memory(r);
-    const int64_t peak = r.static_bytes + r.peak_dynamic;
-    if (peak > out.peak_memory_bytes) {
-      out.peak_memory_bytes = peak;
-      out.peak_rank = r.rank;
-      out.memory = r.at_peak;
-    }
+    const trace::MemorySample* p = trace::peak_sample(r.samples);
+    if (!peak || p->total() > peak->total()) peak = p;
   }
+  out.peak_memory_bytes = peak->total();
+  out.peak_rank = peak->rank;
+  out.memory = peak->bytes;
   const double n = static_cast<double>(ranks_.size());
   out.time.compute_s = compute / n * 1e-9;
   out.time.exposed_comm_s = exposed / n * 1e-9;
@@ -688,25 +686,15 @@ void Simulation::summarize(SimResult& out) {
   out.hardware_tflops_per_gpu =
       step > 0 ? tokens * count::hardware_flops_per_token_train(prog_.model, prog_.plan.recompute) / (world * step) / 1e12 : 0;
   out.mfu = out.model_tflops_per_gpu * 1e12 / compute_.peak_flops();
-
-  const int64_t capacity = cluster_.gpu.memory_bytes;
-  out.fits = out.peak_memory_bytes <= capacity;
-  if (!out.fits) {
-    const std::pair<const char*, int64_t> terms[] = {{"params", out.memory.params},       {"grads", out.memory.grads},
-                                                     {"optimizer", out.memory.optimizer}, {"activations", out.memory.activations},
-                                                     {"buffers", out.memory.buffers},     {"reserved", out.memory.reserved}};
-    const auto* top = std::max_element(std::begin(terms), std::end(terms),
-                                       [](const auto& a, const auto& b) { return a.second < b.second; });
-    out.fit_reason = "peak memory " + std::to_string(out.peak_memory_bytes) + " bytes on rank " +
-                     std::to_string(out.peak_rank) + " exceeds the GPU's " + std::to_string(capacity) +
-                     " bytes; largest term: " + top->first + " (" + std::to_string(top->second) + " bytes)";
-  }
+  out.capacity_bytes = cluster_.gpu.memory_bytes;
+  out.fits = out.peak_memory_bytes <= out.capacity_bytes;
   if (options_.record_trace) {
-    out.trace = std::move(trace_);
-    out.trace.source = "simulated";
-    out.trace.plan = spec::to_json(prog_.plan);
-    out.trace.model = spec::to_json(prog_.model);
-    out.trace.cluster = spec::to_json(cluster_);
+    result.trace = std::move(trace_);
+    for (RankState& r : ranks_) result.trace.memory.insert(result.trace.memory.end(), r.samples.begin(), r.samples.end());
+    result.trace.source = "simulated";
+    result.trace.plan = spec::to_json(prog_.plan);
+    result.trace.model = spec::to_json(prog_.model);
+    result.trace.cluster = spec::to_json(cluster_);
   }
 }
 
@@ -720,27 +708,5 @@ SimResult simulate(const Program& prog, const spec::Cluster& cluster, const SimO
   return Simulation(prog, cluster, options).run();
 }
 
-nlohmann::json to_json(const SimResult& r, const Program& prog) {
-  nlohmann::json j = {
-      {"step_time_s", r.step_time_s},
-      {"tokens_per_s", r.tokens_per_s},
-      {"model_tflops_per_gpu", r.model_tflops_per_gpu},
-      {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
-      {"mfu", r.mfu},
-      {"bubble_fraction", r.bubble_fraction},
-      {"fits", r.fits},
-      {"peak_memory_bytes", r.peak_memory_bytes},
-      {"memory",
-       {{"params", r.memory.params}, {"grads", r.memory.grads}, {"optimizer", r.memory.optimizer},
-        {"activations", r.memory.activations}, {"buffers", r.memory.buffers}, {"reserved", r.memory.reserved}}},
-      {"time",
-       {{"compute_s", r.time.compute_s},
-        {"exposed_comm_s", r.time.exposed_comm_s},
-        {"bubble_s", r.time.bubble_s},
-        {"comm_s", {{"tp", r.time.tp_s}, {"pp", r.time.pp_s}, {"dp", r.time.dp_s}}}}},
-      {"plan", spec::to_json(prog.plan)}};
-  if (!r.fits) j["fit_reason"] = r.fit_reason;
-  return j;
-}
 
 }  // namespace stagecraft::sim

@@ -30,11 +30,10 @@
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/program/program.hpp"
 #include "core/spec/cluster.hpp"
 #include "core/trace/trace.hpp"
+#include "sim/metrics.hpp"
 
 namespace stagecraft::sim {
 
@@ -44,40 +43,13 @@ struct SimOptions {
   bool free_communication = false;   // communication takes no time (bubble analysis)
 };
 
-struct MemoryBreakdown {
-  int64_t params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0, reserved = 0;
-  int64_t total() const { return params + grads + optimizer + activations + buffers + reserved; }
-};
-
-struct TimeBreakdown {
-  double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;
-  double tp_s = 0, pp_s = 0, dp_s = 0;   // communication lanes busy
-};
-
 struct SimResult {
-  double step_time_s = 0;
-  double tokens_per_s = 0;
-  double model_tflops_per_gpu = 0;
-  double hardware_tflops_per_gpu = 0;
-  double mfu = 0;
-  double bubble_fraction = 0;
-  bool fits = true;
-  std::string fit_reason;             // why not, naming the dominant term
-  int64_t peak_memory_bytes = 0;      // max over ranks
-  int64_t peak_rank = 0;
-  MemoryBreakdown memory;             // at the peak rank and moment
-  TimeBreakdown time;                 // mean over simulated ranks
-  int64_t simulated_ranks = 0;
-  int64_t events = 0;
+  Metrics metrics;
   trace::Trace trace;                 // when SimOptions::record_trace
 };
 
 // Pure and reentrant. Throws std::invalid_argument when the cluster cannot hold the plan (too
 // few GPUs, no peak for the dtype).
 SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options = {});
-
-// SCHEMAS.md keys: step_time_s, tokens_per_s, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu,
-// bubble_fraction, fits, peak_memory_bytes, memory{...}, time{...}, plan.
-nlohmann::json to_json(const SimResult& r, const program::Program& prog);
 
 }  // namespace stagecraft::sim

@@ -77,7 +77,49 @@ Event read_event(const json& j, const std::string& file, const std::string& at) 
   return e;
 }
 
+json memory_json(const MemorySample& m) {
+  json args = json::object();
+  for (MemoryKind k : kMemoryKinds) args[to_string(k)] = m.bytes[k];
+  json j = {{"ph", "C"}, {"name", "memory"}, {"pid", m.rank}, {"ts", to_us(m.time_ns)}, {"args", std::move(args)}};
+  if (m.instr >= 0) j["instr"] = m.instr;
+  return j;
+}
+
+MemorySample read_memory(const json& j, const std::string& file, const std::string& at) {
+  spec::ObjectReader r(j, file, at);
+  MemorySample m;
+  m.rank = r.integer("pid");
+  m.time_ns = to_ns(r.number("ts"));
+  m.instr = static_cast<int32_t>(r.integer_or("instr", -1));
+  spec::ObjectReader a = r.object("args");
+  for (MemoryKind k : kMemoryKinds) {
+    m.bytes[k] = a.integer(to_string(k));
+    if (m.bytes[k] < 0) a.fail_value(to_string(k), "bytes >= 0");
+  }
+  return m;
+}
+
 }  // namespace
+
+const char* to_string(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kParams: return "params";
+    case MemoryKind::kGrads: return "grads";
+    case MemoryKind::kOptimizer: return "optimizer";
+    case MemoryKind::kActivations: return "activations";
+    case MemoryKind::kBuffers: return "buffers";
+    case MemoryKind::kReserved: return "reserved";
+  }
+  return "?";
+}
+
+const MemorySample* peak_sample(const std::vector<MemorySample>& samples) {
+  const MemorySample* best = nullptr;
+  for (const MemorySample& m : samples) {
+    if (!best || m.total() > best->total()) best = &m;
+  }
+  return best;
+}
 
 json to_chrome_json(const Trace& t) {
   json events = json::array();
@@ -92,9 +134,7 @@ json to_chrome_json(const Trace& t) {
     }
   }
   for (const Event& e : t.events) events.push_back(event_json(e));
-  for (const MemorySample& m : t.memory) {
-    events.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", m.rank}, {"ts", to_us(m.time_ns)}, {"args", {{"bytes", m.bytes}}}});
-  }
+  for (const MemorySample& m : t.memory) events.push_back(memory_json(m));
   return {{"traceEvents", std::move(events)},
           {"displayTimeUnit", "ms"},
           {"stagecraft", {{"source", t.source}, {"plan", t.plan}, {"model", t.model}, {"cluster", t.cluster}}}};
@@ -120,12 +160,7 @@ Trace from_chrome_json(const json& j, const std::string& file) {
     if (ph == "X") {
       t.events.push_back(read_event(e, file, at));
     } else if (ph == "C" && e.value("name", "") == "memory") {
-      spec::ObjectReader r(e, file, at);
-      MemorySample m;
-      m.rank = r.integer("pid");
-      m.time_ns = to_ns(r.number("ts"));
-      m.bytes = r.object("args").integer("bytes");
-      t.memory.push_back(m);
+      t.memory.push_back(read_memory(e, file, at));
     }
   }
   return t;

@@ -1,7 +1,9 @@
 // The trace schema shared by simulated and measured traces (SCHEMAS.md "Trace"): one event per
 // executed instruction with its Program id, memory samples per rank, and the plan/model/cluster it
 // came from. Written as Chrome trace event JSON (opens in Perfetto): pid = rank, tid = lane,
-// "X" events with ts/dur in microseconds, "C" counters named "memory".
+// "X" events with ts/dur in microseconds, "C" counters named "memory" with one series per memory
+// kind (memory.hpp: args {"params": bytes, ...}) and the changing instruction's id as "instr"
+// beside them (a top-level field trace viewers ignore).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/program/instruction.hpp"
+#include "core/trace/memory.hpp"
 
 namespace stagecraft::trace {
 
@@ -26,12 +29,6 @@ struct Event {
   int32_t chunk = -1;
   int64_t bytes = 0;
   double flops = 0;
-};
-
-struct MemorySample {
-  int64_t rank = 0;
-  int64_t time_ns = 0;
-  int64_t bytes = 0;        // resident bytes on that rank from this time on
 };
 
 struct Trace {

@@ -38,9 +38,9 @@ StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& m
   // ZeRO-3 keeps its shard and the persistent tensors; gathered buckets count when gathered.
   int64_t kept = padded;
   if (layout.zero3_gathers()) kept = layout.shard_elems() + total(subtract(layout.persistent(), {layout.own_shard()}));
-  memory_.set(MemKind::kParams, kept * static_cast<int64_t>(sizeof(float)));
-  memory_.set(MemKind::kGrads, bytes_of(grads_) + bytes_of(shard_grads_) + bytes_of(persistent_grads_));
-  memory_.set(MemKind::kOptimizer, bytes_of(m_) + bytes_of(v_) + bytes_of(persistent_m_) + bytes_of(persistent_v_) +
+  memory_.set(MemoryKind::kParams, kept * static_cast<int64_t>(sizeof(float)));
+  memory_.set(MemoryKind::kGrads, bytes_of(grads_) + bytes_of(shard_grads_) + bytes_of(persistent_grads_));
+  memory_.set(MemoryKind::kOptimizer, bytes_of(m_) + bytes_of(v_) + bytes_of(persistent_m_) + bytes_of(persistent_v_) +
                                        bytes_of(host_params_) + bytes_of(host_grads_));
 }
 

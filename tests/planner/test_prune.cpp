@@ -42,10 +42,10 @@ void expect_bounds_hold(const Space& space, int per_category) {
     const program::Program prog = program::lower(space.model(), space.training(), plan);
     const sim::SimResult r = sim::simulate(prog, space.cluster());
     const double path = critical_path_s(prog, space.cluster());
-    EXPECT_LE(s.estimate.step_time_lb_s, r.step_time_s) << plan_key(plan);
-    EXPECT_LE(path, r.step_time_s) << plan_key(plan);
+    EXPECT_LE(s.estimate.step_time_lb_s, r.metrics.step_time_s) << plan_key(plan);
+    EXPECT_LE(path, r.metrics.step_time_s) << plan_key(plan);
     EXPECT_LE(s.estimate.step_time_lb_s, path * (1 + 1e-5)) << plan_key(plan) << ": the analytic bound is looser by design";
-    EXPECT_LE(s.estimate.memory_lb_bytes, r.peak_memory_bytes) << plan_key(plan);
+    EXPECT_LE(s.estimate.memory_lb_bytes, r.metrics.peak_memory_bytes) << plan_key(plan);
   }
 }
 
@@ -62,8 +62,8 @@ TEST(Prune, PlansPrunedForMemoryReallyDoNotFit) {
   ASSERT_GT(picked.size(), 10u);
   for (const auto& s : picked) {
     const sim::SimResult r = test::simulate(space, s.candidate);
-    EXPECT_FALSE(r.fits) << plan_key(space.plan(s.candidate));
-    EXPECT_GE(r.peak_memory_bytes, s.estimate.memory_lb_bytes);
+    EXPECT_FALSE(r.metrics.fits) << plan_key(space.plan(s.candidate));
+    EXPECT_GE(r.metrics.peak_memory_bytes, s.estimate.memory_lb_bytes);
     EXPECT_GT(s.estimate.memory_lb_bytes, space.cluster().gpu.memory_bytes);
   }
 }
@@ -85,8 +85,8 @@ TEST(Prune, BucketValuesThatCutTheSameBucketsAreDominatedDuplicates) {
   EXPECT_EQ(all[0].verdict, Verdict::kKeep);
   EXPECT_EQ(all[1].verdict, Verdict::kDominated);
   const sim::SimResult a = test::simulate(space, all[0].candidate), b = test::simulate(space, all[1].candidate);
-  EXPECT_EQ(a.step_time_s, b.step_time_s);
-  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+  EXPECT_EQ(a.metrics.step_time_s, b.metrics.step_time_s);
+  EXPECT_EQ(a.metrics.peak_memory_bytes, b.metrics.peak_memory_bytes);
 }
 
 TEST(Prune, OffloadOnlyWhereThePlanWithoutItCannotFit) {
@@ -128,7 +128,7 @@ TEST(CriticalPath, EqualsTheSimulationWhenNothingContends) {
   const spec::Training t = test::training(8);
   const spec::Plan p = spec::plan_from_json({{"micro_batch", 2}, {"micro_batches", 4}, {"recompute", "full"}}, "plan.json");
   const program::Program prog = program::lower(m, t, p);
-  const double simulated = sim::simulate(prog, c).step_time_s;
+  const double simulated = sim::simulate(prog, c).metrics.step_time_s;
   EXPECT_NEAR(critical_path_s(prog, c), simulated, 1e-6 * simulated + 1e-9);
 }
 

@@ -59,7 +59,7 @@ TEST(Search, FindsTheSameTopPlansAsSimulatingEverything) {
     Evaluated e;
     e.candidate = s.candidate;
     e.key = plan_key(space.plan(s.candidate));
-    e.metrics = metrics_of(test::simulate(space, s.candidate));
+    e.metrics = test::simulate(space, s.candidate).metrics;
     everything.push_back(e);
   }
   ASSERT_GT(everything.size(), 100u);

@@ -31,6 +31,7 @@ Evaluated row(const Space& space, const std::string& pinned, int tp, int pp) {
   e.metrics.tokens_per_s = 1000.0 / (1.0 + tp);
   e.metrics.fits = 1;
   e.metrics.peak_memory_bytes = int64_t{1} << 30;
+  e.metrics.capacity_bytes = space.cluster().gpu.memory_bytes;
   return e;
 }
 
@@ -48,8 +49,8 @@ TEST(Store, RecordsASearchAndItsPlansAndReadsThemBack) {
     Counts counts;
     counts.candidates = 10;
     counts.evaluated = 3;
-    store.record(id, {&a, &b}, counts, 1.5, space.cluster().gpu.memory_bytes);
-    store.record(id, {&c, &a}, counts, 2.5, space.cluster().gpu.memory_bytes);   // a again: ignored
+    store.record(id, {&a, &b}, counts, 1.5);
+    store.record(id, {&c, &a}, counts, 2.5);   // a again: ignored
     store.finish(id, "complete", counts, 3.0);
     // same inputs and version: --resume finds it
     const int64_t again = store.start_search(space.to_json(), "test", 3, true, &resumed);

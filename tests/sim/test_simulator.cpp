@@ -55,8 +55,8 @@ TEST(Simulator, BubbleOfGpipeAnd1F1BIsPMinusOneOverMPlusPMinusOne) {
       SCOPED_TRACE(std::string(schedule) + " m=" + std::to_string(m));
       const SimResult r = free_comm(lower(blocks_model(8), {{"pp", p}, {"micro_batches", m}, {"schedule", schedule}}), p);
       const double expected = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
-      EXPECT_NEAR(r.bubble_fraction, expected, 0.003);
-      EXPECT_DOUBLE_EQ(r.time.exposed_comm_s, 0.0);
+      EXPECT_NEAR(r.metrics.bubble_fraction, expected, 0.003);
+      EXPECT_DOUBLE_EQ(r.metrics.time.exposed_comm_s, 0.0);
     }
   }
 }
@@ -67,17 +67,17 @@ TEST(Simulator, InterleavingDividesTheBubbleByV) {
       lower(blocks_model(16), {{"pp", p}, {"micro_batches", m}, {"schedule", "interleaved"}, {"virtual_stages", v}}), p);
   // Chunk passes take 1/v of a stage pass: (p-1) idle chunk-pass pairs against m v busy ones.
   const double expected = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
-  EXPECT_NEAR(r.bubble_fraction, expected, 0.003);
+  EXPECT_NEAR(r.metrics.bubble_fraction, expected, 0.003);
 }
 
 TEST(Simulator, ZeroBubbleH1BeatsOneFOneB) {
   const int64_t p = 4, m = 8;
   const SimResult one = free_comm(lower(blocks_model(8), {{"pp", p}, {"micro_batches", m}, {"schedule", "1f1b"}}), p);
   const SimResult zb = free_comm(lower(blocks_model(8), {{"pp", p}, {"micro_batches", m}, {"schedule", "zb-h1"}}), p);
-  EXPECT_LT(zb.bubble_fraction, one.bubble_fraction);
-  EXPECT_LT(zb.step_time_s, one.step_time_s);
+  EXPECT_LT(zb.metrics.bubble_fraction, one.metrics.bubble_fraction);
+  EXPECT_LT(zb.metrics.step_time_s, one.metrics.step_time_s);
   // Same work: only the idle time changes.
-  EXPECT_NEAR(zb.time.compute_s, one.time.compute_s, 1e-9);
+  EXPECT_NEAR(zb.metrics.time.compute_s, one.metrics.time.compute_s, 1e-9);
 }
 
 TEST(Simulator, ComputeTimeIsFlopsOverPeak) {
@@ -88,9 +88,9 @@ TEST(Simulator, ComputeTimeIsFlopsOverPeak) {
   const double tokens = 128;
   const double flops = tokens * count::model_flops_per_token_train(m);
   // Adam over P parameters moves (2*12 + 2) bytes each at hbm 1e30 B/s: nothing.
-  EXPECT_NEAR(r.step_time_s, flops / 1e14, 2e-9);
-  EXPECT_NEAR(r.model_tflops_per_gpu, flops / r.step_time_s / 1e12, 1e-9);
-  EXPECT_NEAR(r.mfu, r.model_tflops_per_gpu * 1e12 / 1e14, 1e-12);
+  EXPECT_NEAR(r.metrics.step_time_s, flops / 1e14, 2e-9);
+  EXPECT_NEAR(r.metrics.model_tflops_per_gpu, flops / r.metrics.step_time_s / 1e12, 1e-9);
+  EXPECT_NEAR(r.metrics.mfu, r.metrics.model_tflops_per_gpu * 1e12 / 1e14, 1e-12);
 }
 
 TEST(Simulator, PipelineSendTakesLatencyPlusBytesOverLink) {
@@ -122,10 +122,10 @@ TEST(Simulator, FullAndReplicaAgreeOnSymmetricPlans) {
     SimOptions full;
     full.full = true;
     const SimResult a = simulate(prog, c), b = simulate(prog, c, full);
-    EXPECT_EQ(a.simulated_ranks, 2);
-    EXPECT_EQ(b.simulated_ranks, 8);
-    EXPECT_NEAR(a.step_time_s, b.step_time_s, 1e-9 * b.step_time_s);
-    EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+    EXPECT_EQ(a.metrics.simulated_ranks, 2);
+    EXPECT_EQ(b.metrics.simulated_ranks, 8);
+    EXPECT_NEAR(a.metrics.step_time_s, b.metrics.step_time_s, 1e-9 * b.metrics.step_time_s);
+    EXPECT_EQ(a.metrics.peak_memory_bytes, b.metrics.peak_memory_bytes);
   }
 }
 
@@ -148,16 +148,16 @@ TEST(Simulator, PeakMemoryAddsStatesActivationsAndReserve) {
   c.gpu.reserved_bytes = 1 << 20;
   const SimResult r = simulate(prog, c);
   const int64_t P = count::parameters(m);
-  EXPECT_EQ(r.memory.params, 2 * P);
-  EXPECT_EQ(r.memory.grads, 2 * P);
-  EXPECT_EQ(r.memory.optimizer, 12 * P);
-  EXPECT_EQ(r.memory.reserved, 1 << 20);
+  EXPECT_EQ(r.metrics.memory[trace::MemoryKind::kParams], 2 * P);
+  EXPECT_EQ(r.metrics.memory[trace::MemoryKind::kGrads], 2 * P);
+  EXPECT_EQ(r.metrics.memory[trace::MemoryKind::kOptimizer], 12 * P);
+  EXPECT_EQ(r.metrics.memory[trace::MemoryKind::kReserved], 1 << 20);
   // Activations: per layer s b h (34 + 5 a s / h), plus the head's 2h + 4V per token.
   const double s = 128, h = 512, a = 8, V = 2;
   const double expected = 2 * s * h * (34 + 5 * a * s / h) + s * (2 * h + 4 * V);
-  EXPECT_NEAR(static_cast<double>(r.memory.activations), expected, 2.0);
-  EXPECT_EQ(r.peak_memory_bytes, r.memory.total());
-  EXPECT_TRUE(r.fits);
+  EXPECT_NEAR(static_cast<double>(r.metrics.memory[trace::MemoryKind::kActivations]), expected, 2.0);
+  EXPECT_EQ(r.metrics.peak_memory_bytes, r.metrics.memory.total());
+  EXPECT_TRUE(r.metrics.fits);
 }
 
 TEST(Simulator, PlanThatDoesNotFitSaysWhy) {
@@ -165,18 +165,18 @@ TEST(Simulator, PlanThatDoesNotFitSaysWhy) {
   spec::Cluster c = ideal_cluster(1, 1);
   c.gpu.memory_bytes = 64 << 20;  // 64 MiB: the 6.3M parameters' 16 bytes each do not fit
   const SimResult r = simulate(prog, c);
-  EXPECT_FALSE(r.fits);
-  EXPECT_NE(r.fit_reason.find("optimizer"), std::string::npos) << r.fit_reason;
-  EXPECT_NE(r.fit_reason.find("exceeds"), std::string::npos) << r.fit_reason;
+  EXPECT_FALSE(r.metrics.fits);
+  EXPECT_NE(fit_reason(r.metrics).find("optimizer"), std::string::npos) << fit_reason(r.metrics);
+  EXPECT_NE(fit_reason(r.metrics).find("exceeds"), std::string::npos) << fit_reason(r.metrics);
 }
 
 TEST(Simulator, CommunicationOnTheCriticalPathIsExposed) {
   // dp = 2 across two nodes, ZeRO-0 without overlap: the all-reduce runs after the backward.
   const program::Program prog = lower(blocks_model(2), {{"dp", 2}, {"micro_batches", 1}});
   const SimResult r = simulate(prog, ideal_cluster(2, 1));
-  EXPECT_GT(r.time.exposed_comm_s, 0.0);
-  EXPECT_GT(r.time.dp_s, 0.0);
-  EXPECT_NEAR(r.time.compute_s + r.time.exposed_comm_s + r.time.bubble_s, r.step_time_s, 1e-12);
+  EXPECT_GT(r.metrics.time.exposed_comm_s, 0.0);
+  EXPECT_GT(r.metrics.time.dp_s, 0.0);
+  EXPECT_NEAR(r.metrics.time.compute_s + r.metrics.time.exposed_comm_s + r.metrics.time.bubble_s, r.metrics.step_time_s, 1e-12);
 }
 
 TEST(Simulator, TooSmallClusterIsRejected) {

@@ -44,12 +44,12 @@ TEST_F(CompareTest, ATraceAgainstItselfHasNoErrorAndTheSimulatorsBreakdown) {
   const Comparison c = compare(sim, sim);
   EXPECT_EQ(c.level, Level::kInstruction);
   EXPECT_DOUBLE_EQ(c.step_error(), 0.0);
-  EXPECT_NEAR(c.step_simulated_s, result.step_time_s, 1e-9);
+  EXPECT_NEAR(c.step_simulated_s, result.metrics.step_time_s, 1e-9);
   for (const auto& [kind, k] : c.kinds) EXPECT_DOUBLE_EQ(k.error(), 0.0) << kind;
   // The partition computed from the trace is the simulator's own (sim/simulator.hpp "Breakdown").
-  EXPECT_NEAR(c.simulated.compute_s, result.time.compute_s, 1e-9);
-  EXPECT_NEAR(c.simulated.exposed_comm_s, result.time.exposed_comm_s, 1e-9);
-  EXPECT_NEAR(c.simulated.bubble_s, result.time.bubble_s, 1e-9);
+  EXPECT_NEAR(c.simulated.compute_s, result.metrics.time.compute_s, 1e-9);
+  EXPECT_NEAR(c.simulated.exposed_comm_s, result.metrics.time.exposed_comm_s, 1e-9);
+  EXPECT_NEAR(c.simulated.bubble_s, result.metrics.time.bubble_s, 1e-9);
   EXPECT_EQ(c.unmatched_simulated, 0);
   EXPECT_EQ(c.matched, static_cast<int64_t>(result.trace.events.size()) - 0);
 }

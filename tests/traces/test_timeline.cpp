@@ -22,7 +22,7 @@ TEST(Timeline, RowsPerRankAndLaneBarsPerEvent) {
   const TimelinePanel p = timeline_panel(test::as_trace(r.trace, "sim.json"), "simulated");
   EXPECT_EQ(p.bars.size(), r.trace.events.size());
   EXPECT_EQ(p.rows.front(), "rank 0 compute");
-  EXPECT_EQ(p.end_ns, std::llround(r.step_time_s * 1e9));
+  EXPECT_EQ(p.end_ns, std::llround(r.metrics.step_time_s * 1e9));
   for (const TimelineBar& b : p.bars) {
     EXPECT_GE(b.row, 0);
     EXPECT_LT(b.row, static_cast<int>(p.rows.size()));

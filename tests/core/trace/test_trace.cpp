@@ -13,7 +13,10 @@ TEST(Trace, RoundTripsThroughChromeJson) {
   t.plan = {{"pp", 2}};
   t.events.push_back({3, program::Lane::kPpSend, program::Op::kSendActivation, 17, 1500, 4500, 2, 1, 0, 4096, 0});
   t.events.push_back({0, program::Lane::kCompute, program::Op::kForward, 2, 0, 2'000'000, 0, 0, 0, 0, 1.5e9});
-  t.memory.push_back({0, 1000, 123456});
+  MemorySample sample{0, 1000, 17, {}};
+  sample.bytes[MemoryKind::kActivations] = 123456;
+  sample.bytes[MemoryKind::kParams] = 1000;
+  t.memory.push_back(sample);
   const nlohmann::json j = to_chrome_json(t);
   // Chrome units: microseconds; one thread per lane.
   bool found = false;
@@ -34,7 +37,9 @@ TEST(Trace, RoundTripsThroughChromeJson) {
   EXPECT_EQ(back.events[0].op, program::Op::kSendActivation);
   EXPECT_EQ(back.events[1].flops, 1.5e9);
   ASSERT_EQ(back.memory.size(), 1u);
-  EXPECT_EQ(back.memory[0].bytes, 123456);
+  EXPECT_EQ(back.memory[0].total(), 123456 + 1000);
+  EXPECT_EQ(back.memory[0].bytes, sample.bytes);   // every kind
+  EXPECT_EQ(back.memory[0].instr, 17);
   EXPECT_EQ(back.source, "simulated");
 }
 

@@ -139,10 +139,10 @@ TEST(RunnerLocal, TracesEveryInstructionAndAccountsMemory) {
   }
   const MemoryTracker& mem = runner.memory();
   const int64_t params = ParamLayout(prog.model).size() * 4;
-  EXPECT_EQ(mem.bytes(MemKind::kParams), params);
-  EXPECT_EQ(mem.bytes(MemKind::kOptimizer), 2 * params);
+  EXPECT_EQ(mem.bytes(MemoryKind::kParams), params);
+  EXPECT_EQ(mem.bytes(MemoryKind::kOptimizer), 2 * params);
   EXPECT_GT(mem.peak(), 4 * params) << "params + grads + m + v + activations";
-  EXPECT_EQ(mem.bytes(MemKind::kActivations), 0) << "every micro-batch released after the step";
+  EXPECT_EQ(mem.bytes(MemoryKind::kActivations), 0) << "every micro-batch released after the step";
   EXPECT_GT(mem.samples().size(), 4u);
   const trace::Trace t = runner.tracer().gather(comm, mem.samples(), spec::to_json(prog.plan), spec::to_json(prog.model));
   EXPECT_EQ(t.source, "measured");

@@ -1,9 +1,15 @@
-#include "cli/common.hpp"
+#include "core/text/format.hpp"
 
 #include <cmath>
 #include <cstdio>
 
-namespace stagecraft::cli {
+namespace stagecraft::text {
+
+std::string fmt(const char* format, double value) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
 
 std::string with_commas(int64_t v) {
   std::string digits = std::to_string(v < 0 ? -v : v);
@@ -39,4 +45,12 @@ std::string short_bytes(double bytes) {
   return buf;
 }
 
-}  // namespace stagecraft::cli
+std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024 * 1024)); }
+
+std::string short_rate(double v) {
+  if (v >= 1e6) return fmt("%.2f M", v / 1e6);
+  if (v >= 1e3) return fmt("%.1f K", v / 1e3);
+  return fmt("%.0f", v);
+}
+
+}  // namespace stagecraft::text

@@ -1,0 +1,50 @@
+#include "sim/report.hpp"
+
+#include <cstdio>
+
+#include "core/text/format.hpp"
+
+namespace stagecraft::sim {
+
+using text::short_bytes;
+
+std::string report_text(const Metrics& m, const spec::Plan& plan, int64_t world, const std::string& cluster) {
+  using trace::MemoryKind;
+  auto bytes = [](int64_t b) { return short_bytes(static_cast<double>(b)); };
+  char buf[1024];
+  std::string out;
+  std::snprintf(buf, sizeof buf, "plan        %s on %lld GPUs (%s)\n", spec::summary(plan).c_str(),
+                static_cast<long long>(world), cluster.c_str());
+  out += buf;
+  std::snprintf(buf, sizeof buf,
+                "step time   %.4f s   %s tokens/s   %.1f model TFLOP/s/GPU (MFU %.1f%%)   %.1f hardware TFLOP/s/GPU\n",
+                m.step_time_s, text::short_count(m.tokens_per_s).c_str(), m.model_tflops_per_gpu, 100 * m.mfu,
+                m.hardware_tflops_per_gpu);
+  out += buf;
+  std::snprintf(buf, sizeof buf, "time        compute %.4f s, exposed communication %.4f s, bubble %.4f s (%.1f%%)\n",
+                m.time.compute_s, m.time.exposed_comm_s, m.time.bubble_s, 100 * m.bubble_fraction);
+  out += buf;
+  std::snprintf(buf, sizeof buf, "comm busy   tp %.4f s, pp %.4f s, dp %.4f s\n", m.time.tp_s, m.time.pp_s, m.time.dp_s);
+  out += buf;
+  out += "memory      peak " + bytes(m.peak_memory_bytes) + " of " + bytes(m.capacity_bytes) + " on rank " +
+         std::to_string(m.peak_rank) + ":";
+  for (MemoryKind k : trace::kMemoryKinds) {
+    out += std::string(k == MemoryKind::kParams ? " " : ", ") + trace::to_string(k) + " " + bytes(m.memory[k]);
+  }
+  out += "\n";
+  out += std::string("fits        ") + (m.fits ? "yes" : "no: " + fit_reason(m)) + "\n";
+  return out;
+}
+
+std::string table_header() { return "  step s   tokens/s     MFU  bubble  exp.comm s  peak / capacity GiB"; }
+
+std::string table_cells(const Metrics& m) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%7.3f  %9s  %5.1f%%  %5.1f%%  %10.3f  %5s / %s", m.step_time_s,
+                text::short_rate(m.tokens_per_s).c_str(), 100 * m.mfu, 100 * m.bubble_fraction, m.time.exposed_comm_s,
+                text::gib(static_cast<double>(m.peak_memory_bytes)).c_str(),
+                text::gib(static_cast<double>(m.capacity_bytes)).c_str());
+  return line;
+}
+
+}  // namespace stagecraft::sim
