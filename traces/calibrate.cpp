@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/spec/error.hpp"
+#include "sim/models/work.hpp"
 #include "traces/calibrate/lsq.hpp"
 
 namespace stagecraft::traces {
@@ -17,6 +18,10 @@ namespace stagecraft::traces {
 using nlohmann::json;
 
 namespace {
+
+using sim::Gemm;
+using sim::KnotWeights;
+using sim::knot_weights;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kRankTolerance = 1e-8;
@@ -85,26 +90,6 @@ std::size_t least_supported(const std::vector<bool>& free, const std::vector<Par
 
 // ---------------------------------------------------------------------------------------------
 // 1. Compute: GEMM efficiency knots and memory throughput.
-
-struct KnotWeights {
-  std::size_t k0 = 0, k1 = 0;
-  double w0 = 1, w1 = 0;
-};
-
-// The weights sim::matmul_efficiency interpolates with.
-KnotWeights knot_weights(const std::vector<std::pair<double, double>>& points, double flops) {
-  const std::size_t last = points.size() - 1;
-  if (flops <= points.front().first) return {0, 0, 1, 0};
-  if (flops >= points.back().first) return {last, last, 1, 0};
-  for (std::size_t i = 1; i <= last; ++i) {
-    if (flops <= points[i].first) {
-      const double x0 = std::log10(points[i - 1].first), x1 = std::log10(points[i].first);
-      const double w = (std::log10(flops) - x0) / (x1 - x0);
-      return {i - 1, i, 1 - w, w};
-    }
-  }
-  return {last, last, 1, 0};
-}
 
 struct GemmTerm {
   KnotWeights w;

@@ -6,7 +6,6 @@
 #include "cluster_fixture.hpp"
 #include "core/count/count.hpp"
 #include "core/program/lower.hpp"
-#include "sim/models/compute.hpp"
 
 namespace stagecraft::sim {
 namespace {
@@ -182,29 +181,6 @@ TEST(Simulator, CommunicationOnTheCriticalPathIsExposed) {
 TEST(Simulator, TooSmallClusterIsRejected) {
   const program::Program prog = lower(blocks_model(2), {{"dp", 4}, {"micro_batches", 1}});
   EXPECT_THROW(simulate(prog, ideal_cluster(1, 2)), std::invalid_argument);
-}
-
-TEST(ComputeModel, WeightGradientsAccumulateIntoFp32MainGradients) {
-  // Infinitely fast GEMMs: the MLP's weight-gradient time is its accumulation pass alone,
-  // parameters x (2 + 4 + 4) bytes at hbm_Bps x memory_efficiency.
-  spec::Cluster c = ideal_cluster(1, 1);
-  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e30;
-  c.gpu.hbm_Bps = 1e12;
-  c.gpu.memory_efficiency = 0.5;
-  const spec::Model m = blocks_model(1);
-  const spec::Plan p = spec::plan_from_json({{"micro_batches", 1}}, "p.json");
-  const spec::Training t = spec::training_from_json({{"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
-  const ComputeModel cm(m, c, t, p);
-  const double h = 512, f = 4 * 512;
-  const double mlp_params = (2 * h) + (h * f + f) + (f * h + h);  // norm, up, down (with biases)
-  EXPECT_NEAR(cm.units()[2].backward_weight_s, mlp_params * 10 / (1e12 * 0.5), 1e-15);
-}
-
-TEST(ComputeModel, EfficiencyIsLogLinearBetweenPoints) {
-  const std::vector<std::pair<double, double>> pts = {{1e9, 0.5}, {1e11, 0.7}};
-  EXPECT_DOUBLE_EQ(matmul_efficiency(pts, 1e8), 0.5);   // flat below
-  EXPECT_DOUBLE_EQ(matmul_efficiency(pts, 1e12), 0.7);  // flat above
-  EXPECT_NEAR(matmul_efficiency(pts, 1e10), 0.6, 1e-12);  // halfway in log10
 }
 
 }  // namespace

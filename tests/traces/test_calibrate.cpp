@@ -332,7 +332,7 @@ TEST(Calibrate, ArithmeticTermsTheBaseLacksStayAbsent) {
 TEST(Calibrate, RefusesToFitFromTooFewPoints) {
   Samples s;
   for (double f : {1e9, 2e9, 4e9}) {
-    Work w;
+    sim::Work w;
     w.add_gemm(f, 1);
     s.compute.push_back({w, 100e12, f / 50e12, "hand"});
   }

@@ -110,7 +110,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   const program::Program& prog = pc.program;
   const program::Placement& pl = prog.placement;
   const double peak = peak_for(t, base, pc.dtypes);
-  const WorkModel work(prog.model, pc.training, prog.plan);
+  const sim::WorkModel work(prog.model, pc.training, prog.plan);
   const LinkModel links(sized_for(base, pl.world()), pl.world());
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
   for (std::size_t i = 0; i < t.data.events.size(); ++i) {
@@ -207,7 +207,7 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
     } else if (!(seconds > 0)) {
       ++sum.skipped;
     } else if (e.op == Op::kForward && (e.flops > 0 || e.bytes > 0)) {
-      Work w;
+      sim::Work w;
       if (e.flops > 0) {
         w.add_gemm(e.flops, 1);
       } else {

@@ -2,7 +2,7 @@
 // (work.hpp for compute, links.hpp for communication). From a Stagecraft trace (simulated or
 // measured, e.g. the executor's) through the Program rebuilt from its header
 // (program_context.hpp):
-//   Forward / Backward / BackwardInput / BackwardWeight / Recompute  -> compute (its units' Work)
+//   Forward / Backward / BackwardInput / BackwardWeight / Recompute  -> compute (its units' sim::Work)
 //   OptimizerStep on the GPU                                        -> compute (memory bytes only)
 //   OptimizerStep on the host, OffloadCopy                          -> host Adam rate, PCIe rate
 //   a collective: one sample per instance (instruction id, step, group), t = last end − last
@@ -27,13 +27,13 @@
 #include "core/spec/cluster.hpp"
 #include "core/spec/training.hpp"
 #include "traces/calibrate/links.hpp"
-#include "traces/calibrate/work.hpp"
+#include "sim/models/work.hpp"
 #include "traces/io/trace_io.hpp"
 
 namespace stagecraft::traces {
 
 struct ComputeSample {
-  Work work;
+  sim::Work work;
   double peak_flops = 0;
   double seconds = 0;
   std::string origin;

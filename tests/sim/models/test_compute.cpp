@@ -86,5 +86,24 @@ TEST(ComputeModel, AdamOnTheGpuAddsParametersOverItsRate) {
   EXPECT_NEAR(ComputeModel(s.model, c, s.training, s.plan).optimizer_gpu_s(1'000'000), 28e6 / 5e9 + 1e6 / 2.5e8, 1e-15);
 }
 
+TEST(ComputeModel, WeightGradientsAccumulateIntoFp32MainGradients) {
+  // Infinitely fast GEMMs: the MLP's weight-gradient time is its accumulation pass alone,
+  // parameters x (2 + 4 + 4) bytes at hbm_Bps x memory_efficiency.
+  spec::Cluster c = test::make_cluster();
+  c.gpu.matmul_efficiency = {{1.0, 1.0}};
+  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e30;
+  c.gpu.hbm_Bps = 1e12;
+  c.gpu.memory_efficiency = 0.5;
+  const spec::Model m = spec::model_from_json({{"name", "blocks"}, {"layers", 1}, {"hidden", 512}, {"heads", 8},
+                                               {"vocab", 2}, {"seq_len", 128}, {"tied_embeddings", false}},
+                                              "blocks.json");
+  const spec::Plan p = spec::plan_from_json({{"micro_batches", 1}}, "p.json");
+  const spec::Training t = spec::training_from_json({{"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
+  const ComputeModel cm(m, c, t, p);
+  const double h = 512, f = 4 * 512;
+  const double mlp_params = (2 * h) + (h * f + f) + (f * h + h);  // norm, up, down (with biases)
+  EXPECT_NEAR(cm.units()[2].backward_weight_s, mlp_params * 10 / (1e12 * 0.5), 1e-15);
+}
+
 }  // namespace
 }  // namespace stagecraft::sim

@@ -1,15 +1,17 @@
-// WorkModel restates the compute model (sim/models/compute.hpp) as GEMMs and bytes; evaluated
-// with a cluster's parameters it must give sim::ComputeModel's durations exactly, for every
-// compute instruction of plans that exercise each term.
-#include "traces/calibrate/work.hpp"
+// Work: the amounts behind the compute model. The compute model times an instruction as the sum
+// of its units' work_seconds; the work of the whole instruction, evaluated at once, must give the
+// same duration (work_seconds is linear in the amounts) for every compute instruction of plans
+// that exercise each term. And the amounts of one unit, counted by hand.
+#include "sim/models/work.hpp"
 
 #include <gtest/gtest.h>
 
-#include "fixtures.hpp"
+#include "cluster_fixture.hpp"
+#include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
 #include "sim/models/compute.hpp"
-#include "sim/cluster_fixture.hpp"
 
-namespace stagecraft::traces {
+namespace stagecraft::sim {
 namespace {
 
 using program::Op;
@@ -43,13 +45,13 @@ void expect_same_durations(const std::string& model, spec::Dtype dtype, const sp
   spec::Training t;
   t.dtype = dtype;
   t.global_batch = p.micro_batch * p.micro_batches * p.dp;
-  const test::Scenario s = test::lowered(m, t, p);
+  const program::Program prog = program::lower(m, t, p);
   const spec::Cluster c = cluster_with_curve();
-  const sim::ComputeModel reference(s.model, c, s.training, s.plan);
-  const WorkModel work(s.model, s.training, s.plan);
+  const ComputeModel reference(prog.model, c, prog.training, prog.plan);
+  const WorkModel work(prog.model, prog.training, prog.plan);
   const double peak = c.gpu.peak_flops.at(dtype);
   int checked = 0;
-  for (const program::RoleProgram& role : s.program.roles) {
+  for (const program::RoleProgram& role : prog.roles) {
     for (const program::Instr& in : role.instrs) {
       double expected = 0, got = 0;
       if (program::is_compute(in.op)) {
@@ -134,5 +136,12 @@ TEST(Work, AnOptimizerStepUpdatesItsParameters) {
   EXPECT_TRUE(w.gemms.empty());
 }
 
+TEST(Work, EfficiencyIsLogLinearBetweenPoints) {
+  const std::vector<std::pair<double, double>> pts = {{1e9, 0.5}, {1e11, 0.7}};
+  EXPECT_DOUBLE_EQ(matmul_efficiency(pts, 1e8), 0.5);   // flat below
+  EXPECT_DOUBLE_EQ(matmul_efficiency(pts, 1e12), 0.7);  // flat above
+  EXPECT_NEAR(matmul_efficiency(pts, 1e10), 0.6, 1e-12);  // halfway in log10
+}
+
 }  // namespace
-}  // namespace stagecraft::traces
+}  // namespace stagecraft::sim

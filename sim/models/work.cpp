@@ -1,10 +1,9 @@
-#include "traces/calibrate/work.hpp"
+#include "sim/models/work.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
-#include "sim/models/compute.hpp"
-
-namespace stagecraft::traces {
+namespace stagecraft::sim {
 
 using program::Op;
 using program::Unit;
@@ -28,27 +27,44 @@ void Work::add(const Work& other, double scale) {
   adam_params += scale * other.adam_params;
 }
 
+KnotWeights knot_weights(const std::vector<std::pair<double, double>>& points, double flops) {
+  if (points.empty()) throw std::invalid_argument("matmul_efficiency: no points");
+  const std::size_t last = points.size() - 1;
+  if (flops <= points.front().first) return {0, 0, 1, 0};
+  if (flops >= points.back().first) return {last, last, 1, 0};
+  for (std::size_t i = 1; i <= last; ++i) {
+    if (flops <= points[i].first) {
+      const double x0 = std::log10(points[i - 1].first), x1 = std::log10(points[i].first);
+      const double w = (std::log10(flops) - x0) / (x1 - x0);
+      return {i - 1, i, 1 - w, w};
+    }
+  }
+  return {last, last, 1, 0};
+}
+
+double matmul_efficiency(const std::vector<std::pair<double, double>>& points, double flops) {
+  const KnotWeights k = knot_weights(points, flops);
+  if (k.w1 == 0) return points[k.k0].second;
+  return points[k.k0].second + k.w1 * (points[k.k1].second - points[k.k0].second);
+}
+
 double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) {
-  double t = w.memory_bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
-  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_flops * sim::matmul_efficiency(gpu.matmul_efficiency, g.flops));
+  double t = 0;
+  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_flops * matmul_efficiency(gpu.matmul_efficiency, g.flops));
+  t += w.memory_bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
   if (gpu.activation_elems_per_s > 0) t += w.activation_elems / gpu.activation_elems_per_s;
   if (gpu.adam_params_per_s > 0) t += w.adam_params / gpu.adam_params_per_s;
   return t;
 }
 
-WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
-    : selective_(plan.recompute == spec::Recompute::kSelective),
-      fp32_(training.dtype == spec::Dtype::kFp32),
-      grad_bytes_(spec::bytes_of(training.dtype)) {
-  for (const Unit& u : program::model_units(model, plan.tp)) units_.push_back(unit_work(model, plan, u));
-}
+namespace {
 
-WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u) const {
+WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
   const int64_t t = p.tp;
   const double h_r = p.sequence_parallel ? h / static_cast<double>(t) : h;
   const double f_r = static_cast<double>(m.ffn_hidden / t);
-  const double width = fp32_ ? 2.0 : 1.0;
+  const double width = fp32 ? 2.0 : 1.0;  // 4-byte elements move twice the bytes
   Work gemms, scores;
   double bytes_per_token = 0, score_bytes = 0, activation_elems = 0;
   switch (u.kind) {
@@ -63,10 +79,11 @@ WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan&
       const int64_t d = m.head_dim(), kv_r = m.kv_heads >= t ? m.kv_heads / t : 1;
       gemms.add_gemm(2 * T * h * static_cast<double>(m.hidden / t + 2 * kv_r * d), 1);
       gemms.add_gemm(2 * T * static_cast<double>(m.hidden / t) * h, 1);
+      // QK^T and softmax.V: per (sequence, head) 2 s^2 d FLOPs each; b * heads/t of them.
       const double s = static_cast<double>(m.seq_len);
       const double batched = static_cast<double>(p.micro_batch * (m.heads / t));
       scores.add_gemm(2 * s * s * static_cast<double>(d), 2 * batched);
-      score_bytes = 9.0 * static_cast<double>(m.heads / t) * s * T;
+      score_bytes = 9.0 * static_cast<double>(m.heads / t) * s * T;  // softmax and its dropout
       bytes_per_token = 11 * h_r;
       break;
     }
@@ -75,12 +92,12 @@ WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan&
       gemms.add_gemm(2 * T * h * f_r, in);
       gemms.add_gemm(2 * T * f_r * h, 1);
       bytes_per_token = 11 * h_r + (m.mlp == spec::Mlp::kSwiglu ? 6 : 4) * f_r;
-      activation_elems = T * f_r;
+      activation_elems = T * f_r;  // GELU's tanh or SwiGLU's sigmoid, once per element of f/t
       break;
     }
   }
   const double mem = width * T * bytes_per_token, score_mem = width * score_bytes;
-  UnitWork w;
+  WorkModel::UnitWork w;
   w.forward.add(gemms);
   w.forward.add(scores);
   w.forward.memory_bytes += mem + score_mem;
@@ -90,10 +107,18 @@ WorkModel::UnitWork WorkModel::unit_work(const spec::Model& m, const spec::Plan&
   w.backward_input.memory_bytes += 2 * (mem + score_mem);
   w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
-  w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32_ ? 12.0 : 10.0);
+  w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32 ? 12.0 : 10.0);
   w.score_forward.add(scores);
   w.score_forward.memory_bytes += score_mem;
   return w;
+}
+
+}  // namespace
+
+WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
+    : selective_(plan.recompute == spec::Recompute::kSelective), grad_bytes_(spec::bytes_of(training.dtype)) {
+  const bool fp32 = training.dtype == spec::Dtype::kFp32;
+  for (const Unit& u : program::model_units(model, plan.tp)) units_.push_back(unit_work(model, plan, u, fp32));
 }
 
 Work WorkModel::compute(Op op, int32_t begin, int32_t end) const {
@@ -123,10 +148,11 @@ Work WorkModel::compute(Op op, int32_t begin, int32_t end) const {
 }
 
 Work WorkModel::optimizer_gpu(int64_t elems) const {
+  // fp32 master, momentum and variance read and written, gradient read.
   Work w;
   w.memory_bytes = static_cast<double>(elems) * (2.0 * 12.0 + static_cast<double>(grad_bytes_));
   w.adam_params = static_cast<double>(elems);
   return w;
 }
 
-}  // namespace stagecraft::traces
+}  // namespace stagecraft::sim

@@ -1,0 +1,129 @@
+// Work: what a compute instruction does, as amounts — the GEMMs it runs (FLOPs of one GEMM and
+// how many of that size), the bytes its memory-bound kernels move, the elements its activation
+// function is evaluated on and the parameters an optimizer step updates. WorkModel says how much
+// of each a unit's passes do; work_seconds turns an amount into time with a GPU profile's rates
+// (SimGrid's split between an action's amount and a resource's speed). The simulator's compute
+// model (compute.hpp) times instructions with it, and calibration (traces/calibrate) fits the
+// rates on the same amounts, so the model exists once.
+//
+//   t(work) = Σ_g count_g · F_g / (peak[dtype] · eff(F_g))  +  B_mem / (hbm_Bps · memory_efficiency)
+//             + N_act / activation_elems_per_s  +  P_adam / gpu.adam_params_per_s
+// (each of the last two only where the profile sets its rate).
+//
+// * GEMMs: each unit's linear layers on one tp rank (units.hpp shapes), F_g = 2·tokens·k·n per
+//   GEMM for forward, the same again for the input gradient and for the weight gradient. The
+//   attention scores are batched GEMMs per head: QKᵀ and softmax·V, 2·b·s²·d FLOPs each per
+//   head, heads/t of them; their efficiency is looked up at one head's size 2·s²·d.
+// * eff(F): the cluster's matmul_efficiency points (FLOPs of one GEMM → fraction of peak),
+//   interpolated linearly in log10(F) and held flat outside the first and last points
+//   (knot_weights: the one interpolation, which calibration also fits through).
+// * Memory-bound work: the bytes the non-GEMM kernels of a Megatron-style layer read and write
+//   per token on one tp rank (16-bit elements, 1-byte dropout masks; a_r = heads/t, f_r = f/t,
+//   h_r = h/t with sequence parallelism, else h):
+//     attention  layer norm 4h_r (read, write) + scale-mask-softmax 4·a_r·s + dropout on the
+//                probabilities 5·a_r·s + bias-dropout-residual 7h_r      = 11h_r + 9·a_r·s
+//     MLP        layer norm 4h_r + bias-GeLU 4·f_r (SwiGLU: read gate and up, write 6·f_r)
+//                + bias-dropout-residual 7h_r                            = 11h_r + 4·f_r
+//     embedding  lookup 4h_r;  head: final norm 4h_r + cross-entropy 10·V/t (fp16 logits read,
+//                fp32 softmax written and read back)
+//   Backward moves twice the forward bytes (saved input and incoming gradient read, gradient
+//   written). fp32 training doubles the bytes.
+// * Gradient accumulation: every backward adds the new weight gradients into the step's
+//   gradient buffer, a memory-bound pass over the unit's parameters: 16-bit training keeps fp32
+//   main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 partitions): read the 16-bit
+//   gradient, read and write the fp32 sum, 2 + 4 + 4 = 10 bytes per parameter; fp32 training
+//   reads the new and the old gradient and writes the sum, 12 bytes. The scores' part (9·a_r·s)
+//   is what selective recompute re-runs with the two score GEMMs.
+// * Activation function: the MLP's GELU (tanh form, one tanh per element) or SwiGLU (one sigmoid
+//   per element) runs on N_act = T·f_r elements in a MLP unit's forward and again in its input
+//   gradient (the derivative needs tanh, or the sigmoid, of the same input); 0 in other units and
+//   in the weight gradient. Its bytes are in the memory-bound term; where the function's
+//   arithmetic bounds it instead — a CPU core calling libm's tanhf per element, ~20 ns against
+//   ~1 ns for the element's bytes on a 2.3 GHz Xeon core — the profile's activation_elems_per_s
+//   adds N_act / activation_elems_per_s. Softmax and cross-entropy exponentials are not counted:
+//   vectorised (Eigen's exp in the CPU executor) or fused, they stay near their bytes' time.
+// * Optimizer on the GPU: Adam reads and writes fp32 master, momentum and variance and reads the
+//   gradient: (4+4+4)·2 + g bytes per parameter, and P_adam = the parameters it updates; where
+//   its arithmetic (a square root and a division per parameter) bounds it instead — a CPU core,
+//   ~3.5 ns per parameter against ~1 ns of bytes — gpu.adam_params_per_s adds P / rate.
+// * The arithmetic terms add to the bytes' time rather than overlapping it: right where one of the
+//   two dominates, at most the smaller one too long elsewhere. GPUs evaluate tanh, exp, square roots
+//   and reciprocals in special-function units well above HBM rate (16 per SM per clock on sm_80 and
+//   sm_90, CUDA C++ Programming Guide, arithmetic instruction throughput), so GPU profiles leave
+//   both rates unset and the terms are 0.
+// Per unit (T tokens of a micro-batch, h hidden, t tp, s sequence, d head size, kv_r = kv_heads/t
+// or 1, V vocab; w = 2 for fp32 elements, else 1):
+//   attention  GEMMs 2Th(h/t + 2·kv_r·d), 2T(h/t)h; scores 2·b·a_r GEMMs of 2s²d;
+//              bytes w·T·11h_r + w·9·a_r·s·T
+//   MLP        GEMMs 2Thf_r (×2 with SwiGLU), 2Tf_r h; bytes w·T·(11h_r + 4f_r or 6f_r);
+//              activation T·f_r elements
+//   embedding  bytes w·T·4h_r;   head  GEMM 2Th⌈V/t⌉; bytes w·T·(4h_r + 10⌈V/t⌉)
+//   forward = GEMMs + scores + bytes + activation;
+//   backward input = GEMMs + 2·scores + 2·bytes + activation;
+//   backward weight = GEMMs + params·(12 if fp32 else 10) bytes;
+//   selective recompute adds scores + score bytes to Backward and BackwardInput.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/program/instruction.hpp"
+#include "core/program/units.hpp"
+#include "core/spec/cluster.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
+
+namespace stagecraft::sim {
+
+struct Gemm {
+  double flops = 0;   // FLOPs of one GEMM
+  double count = 0;   // how many of them
+};
+
+struct Work {
+  std::vector<Gemm> gemms;     // one entry per distinct size, in the order first added
+  double memory_bytes = 0;
+  double activation_elems = 0; // elements the MLP's activation function is evaluated on
+  double adam_params = 0;      // parameters the optimizer updates on the GPU
+
+  void add_gemm(double flops, double count);
+  void add(const Work& other, double scale = 1.0);
+};
+
+// eff(F) = w0 · e[k0] + w1 · e[k1]: the two knots of `points` (FLOPs → fraction of peak) a GEMM
+// of F FLOPs interpolates between, linearly in log10(F); one knot with weight 1 outside them.
+struct KnotWeights {
+  std::size_t k0 = 0, k1 = 0;
+  double w0 = 1, w1 = 0;
+};
+KnotWeights knot_weights(const std::vector<std::pair<double, double>>& points, double flops);
+// Fraction of peak for a GEMM of `flops` FLOPs; throws std::invalid_argument without points.
+double matmul_efficiency(const std::vector<std::pair<double, double>>& points, double flops);
+
+// The time of `w` (seconds) on `gpu`, its GEMMs at `peak_flops` (the training dtype's).
+double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops);
+
+// The amounts of every unit's passes for one (model, training, plan).
+class WorkModel {
+ public:
+  WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan);
+
+  struct UnitWork {
+    Work forward, backward_input, backward_weight, score_forward;
+  };
+  const std::vector<UnitWork>& units() const { return units_; }
+  // Any compute op (Forward, Backward, BackwardInput, BackwardWeight, Recompute) over units [begin, end).
+  Work compute(program::Op op, int32_t unit_begin, int32_t unit_end) const;
+  Work optimizer_gpu(int64_t elems) const;
+  bool selective() const { return selective_; }
+
+ private:
+  std::vector<UnitWork> units_;
+  bool selective_ = false;
+  int64_t grad_bytes_ = 2;
+};
+
+}  // namespace stagecraft::sim
