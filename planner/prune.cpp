@@ -129,12 +129,6 @@ namespace {
 
 constexpr double kMargin = 1e-5;   // relative, for the simulator's per-instruction ns rounding
 
-int64_t log2ceil(int64_t n) {
-  int64_t k = 0;
-  while ((int64_t{1} << k) < n) ++k;
-  return k;
-}
-
 using detail::ns;
 
 // Chunk k in model order runs on stage k % pp as its chunk k / pp (as lowering places them).
@@ -178,9 +172,7 @@ void fill_params(Layout& lay, const spec::Model& m, int64_t threshold) {
 // The simulator's gradient-norm all-reduce: a few bytes, 2·⌈log2⌉ latency steps in and across nodes.
 double gradnorm_s(const spec::Cluster& c, int64_t world) {
   if (world <= 1) return 0;
-  const int64_t nodes = (world + c.gpus_per_node - 1) / c.gpus_per_node;
-  const int64_t local = std::min(world, c.gpus_per_node);
-  return ns(2 * log2ceil(local) * c.intra_node.latency_ns + 2 * log2ceil(nodes) * c.inter_node.latency_ns);
+  return ns(sim::gradnorm_allreduce_ns(world, c.gpus_per_node, c.intra_node.latency_ns, c.inter_node.latency_ns));
 }
 
 // Every distinct placement the data-parallel groups of the simulated ranks (tp index 0) take.

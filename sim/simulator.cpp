@@ -354,29 +354,15 @@ void Simulation::memory_at_end(RankState& r, int32_t k, int64_t t) {
 // once per (op, group kind).
 int64_t Simulation::collective_ns(const Instr& in, int64_t rank) {
   if (in.op == Op::kGradNormAllReduce) {
-    // a few bytes: NCCL picks a tree; latency-bound, 2·⌈log2 n⌉ steps inside and across nodes
-    const int64_t world = prog_.placement.world();
-    const int64_t nodes = (world + cluster_.gpus_per_node - 1) / cluster_.gpus_per_node;
-    const int64_t local = std::min(world, cluster_.gpus_per_node);
-    auto log2ceil = [](int64_t n) {
-      int64_t k = 0;
-      while ((int64_t{1} << k) < n) ++k;
-      return k;
-    };
-    return 2 * log2ceil(local) * topology_.intra_latency_ns() + 2 * log2ceil(nodes) * topology_.inter_latency_ns();
+    return gradnorm_allreduce_ns(prog_.placement.world(), cluster_.gpus_per_node, topology_.intra_latency_ns(),
+                                 topology_.inter_latency_ns());
   }
   // by (op, group): the op decides the collective kind
   CachedCost& c = coll_cost_[static_cast<std::size_t>(static_cast<int>(in.op) * 5 + static_cast<int>(in.group))];
   if (c.bytes[c.last] == in.bytes) return c.ns[c.last];  // the size asked for last (bytes ≥ 0, so never an empty slot)
   if (!c.cost) {
-    CollectiveKind kind = CollectiveKind::kAllReduce;
-    if (in.op == Op::kGatherParams || in.op == Op::kAllGatherParams || in.op == Op::kTpAllGather) {
-      kind = CollectiveKind::kAllGather;
-    } else if (in.op == Op::kReduceScatterGrads || in.op == Op::kTpReduceScatter) {
-      kind = CollectiveKind::kReduceScatter;
-    }
     const std::vector<int64_t> members = prog_.placement.group_members(in.group, rank);
-    c.cost.emplace(kind, members, topology_);
+    c.cost.emplace(*collective_kind(in.op), members, topology_);
   }
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
     if (c.bytes[i] == in.bytes) {

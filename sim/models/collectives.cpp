@@ -137,6 +137,35 @@ std::string to_string(CollectiveKind kind) {
   return "unknown";
 }
 
+std::optional<CollectiveKind> collective_kind(program::Op op) {
+  using program::Op;
+  switch (op) {
+    case Op::kGatherParams:
+    case Op::kAllGatherParams:
+    case Op::kTpAllGather: return CollectiveKind::kAllGather;
+    case Op::kReduceScatterGrads:
+    case Op::kTpReduceScatter: return CollectiveKind::kReduceScatter;
+    case Op::kAllReduceGrads:
+    case Op::kTpAllReduce:
+    case Op::kGradNormAllReduce: return CollectiveKind::kAllReduce;
+    default: return std::nullopt;
+  }
+}
+
+TreeSteps gradnorm_tree_steps(int64_t world, int64_t gpus_per_node) {
+  auto log2ceil = [](int64_t n) {
+    int64_t k = 0;
+    while ((int64_t{1} << k) < n) ++k;
+    return k;
+  };
+  return {2 * log2ceil(std::min(world, gpus_per_node)), 2 * log2ceil(ceil_div(world, gpus_per_node))};
+}
+
+int64_t gradnorm_allreduce_ns(int64_t world, int64_t gpus_per_node, int64_t intra_latency_ns, int64_t inter_latency_ns) {
+  const TreeSteps s = gradnorm_tree_steps(world, gpus_per_node);
+  return s.intra * intra_latency_ns + s.inter * inter_latency_ns;
+}
+
 double bus_bandwidth_factor(CollectiveKind kind, int64_t n) {
   if (n < 1) throw std::invalid_argument("bus_bandwidth_factor: group size must be >= 1, got " + std::to_string(n));
   const double nd = static_cast<double>(n);

@@ -41,6 +41,16 @@
 // members grouped by node (each node boundary crossed once per step).
 // Send/recv (placement = {src, dst}): one transfer of S bytes, α = route latency, β = min link.
 //
+// Gradient-norm all-reduce (GradNormAllReduce, a few bytes over every rank of the world): a
+// latency-bound tree, a reduce up and a broadcast down a binary tree inside each node and one
+// across nodes (NCCL uses its tree algorithm for small all-reduces: Sanders, Speck and Träff,
+// "Two-tree algorithms for full bandwidth broadcast, reduction and scan", Parallel Computing
+// 2009; NCCL 2.4 release notes), bandwidth terms dropped:
+//     t = 2⌈log2 local⌉·α_intra + 2⌈log2 nodes⌉·α_inter,  local = min(world, gpus_per_node),
+//     nodes = ⌈world / gpus_per_node⌉.
+// This keeps only the tree depth: NCCL's own latency model (src/graph/tuning.cc) charges the
+// intra-node part of a tree as a chain, (local − 1)·α_intra per direction.
+//
 // Phases: the same steps as a list of phases that run one after another; a phase is the set of
 // transfers of one step, which start together and become active after the phase's α (the
 // FlowNetwork latency); the phase ends when its last transfer ends. On an otherwise idle network
@@ -50,11 +60,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/program/instruction.hpp"
 #include "sim/network/topology.hpp"
 
 namespace stagecraft::sim {
@@ -82,6 +94,19 @@ struct CollectiveStage {
   int64_t chunk_divisor = 1;                        // chunk_bytes = ⌈S / chunk_divisor⌉ (n, k or k·N)
   int64_t chunk_bytes = 0;
 };
+
+// The collective an instruction runs: all-gather for GatherParams, AllGatherParams and
+// TpAllGather; reduce-scatter for ReduceScatterGrads and TpReduceScatter; all-reduce for
+// AllReduceGrads, TpAllReduce and GradNormAllReduce; nullopt for any other instruction.
+std::optional<CollectiveKind> collective_kind(program::Op op);
+
+// The gradient-norm tree's latency-bound steps inside nodes and across them (see above).
+struct TreeSteps {
+  int64_t intra = 0;   // 2⌈log2 local⌉
+  int64_t inter = 0;   // 2⌈log2 nodes⌉
+};
+TreeSteps gradnorm_tree_steps(int64_t world, int64_t gpus_per_node);
+int64_t gradnorm_allreduce_ns(int64_t world, int64_t gpus_per_node, int64_t intra_latency_ns, int64_t inter_latency_ns);
 
 // The nccl-tests bus bandwidth factor F for a group of n.
 double bus_bandwidth_factor(CollectiveKind kind, int64_t n);

@@ -6,16 +6,6 @@
 
 namespace stagecraft::traces {
 
-namespace {
-
-int64_t log2_ceil(int64_t n) {
-  int64_t k = 0;
-  while ((int64_t{1} << k) < n) ++k;
-  return k;
-}
-
-}  // namespace
-
 double LinkFeatures::seconds(double alpha_intra_s, double beta_intra_Bps, double alpha_inter_s, double beta_inter_Bps) const {
   return a_intra * alpha_intra_s + b_intra / beta_intra_Bps + a_inter * alpha_inter_s + b_inter / beta_inter_Bps;
 }
@@ -67,10 +57,10 @@ LinkFeatures LinkModel::p2p(int64_t src_gpu, int64_t dst_gpu, int64_t bytes) con
 }
 
 LinkFeatures LinkModel::tree_latency(int64_t world) const {
-  const int64_t gpn = cluster_.gpus_per_node;
+  const sim::TreeSteps steps = sim::gradnorm_tree_steps(world, cluster_.gpus_per_node);
   LinkFeatures f;
-  f.a_intra = 2.0 * static_cast<double>(log2_ceil(std::min(world, gpn)));
-  f.a_inter = 2.0 * static_cast<double>(log2_ceil((world + gpn - 1) / gpn));
+  f.a_intra = static_cast<double>(steps.intra);
+  f.a_inter = static_cast<double>(steps.inter);
   return f;
 }
 

@@ -11,7 +11,8 @@
 // ρ = R/(oversubscription·n_l) for the fat-tree core (R NICs per node). So a stage adds
 //     steps to A or C   and   steps·chunk/ρ to B or D.
 // A send (p2p) is one transfer: its route's latency and bottleneck. The gradient-norm all-reduce
-// (a few bytes) is the simulator's latency-only tree: 2⌈log2 local⌉·α_intra + 2⌈log2 nodes⌉·α_inter.
+// (a few bytes) is the collective model's latency-only tree (sim::gradnorm_tree_steps):
+// A = its intra-node steps, C = its inter-node steps.
 // ρ comes from the base profile's topology (which link is the bottleneck); a calibration that
 // moves β_intra past β_inter·ρ would change it, which this linearisation does not follow.
 #pragma once

@@ -25,18 +25,6 @@ std::string origin_of(const Trace& t, std::size_t i) {
          std::to_string(e.instr) + ", " + program::to_string(e.op) + ")";
 }
 
-std::optional<sim::CollectiveKind> collective_kind(Op op) {
-  switch (op) {
-    case Op::kGatherParams:
-    case Op::kAllGatherParams:
-    case Op::kTpAllGather: return sim::CollectiveKind::kAllGather;
-    case Op::kReduceScatterGrads:
-    case Op::kTpReduceScatter: return sim::CollectiveKind::kReduceScatter;
-    case Op::kAllReduceGrads:
-    case Op::kTpAllReduce: return sim::CollectiveKind::kAllReduce;
-    default: return std::nullopt;
-  }
-}
 
 double peak_for(const Trace& t, const spec::Cluster& c, const std::vector<spec::Dtype>& dtypes) {
   std::vector<std::pair<spec::Dtype, double>> found;
@@ -86,7 +74,7 @@ void add_instances(const Trace& t, const std::map<std::tuple<int32_t, int32_t, i
                    const LinkModel& links, int64_t world, Samples& out, TraceSummary& sum) {
   for (const auto& [key, in] : instances) {
     const double seconds = in.last_end - in.last_start;
-    const auto kind = collective_kind(in.op);
+    const auto kind = sim::collective_kind(in.op);
     LinkFeatures f;
     if (in.op == Op::kGradNormAllReduce) {
       f = links.tree_latency(world);
@@ -198,7 +186,8 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
       throw spec::SpecError(file, t.event_pointer(i) + "/pid", "rank outside the probe's world of " + std::to_string(world));
     }
     const double seconds = seconds_of(e);
-    if (collective_kind(e.op) && e.op != Op::kAllGatherParams && e.op != Op::kTpAllGather) {
+    if (program::is_collective(e.op) && e.op != Op::kGradNormAllReduce && e.op != Op::kAllGatherParams &&
+        e.op != Op::kTpAllGather) {
       Instance& inst = instances[{e.instr, t.event_step[i], 0}];
       inst.op = e.op;
       inst.bytes = e.bytes;
