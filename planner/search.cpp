@@ -15,7 +15,6 @@
 #include "core/program/partition.hpp"
 #include "core/program/units.hpp"
 #include "core/text/format.hpp"
-#include "planner/critical_path.hpp"
 #include "planner/pool.hpp"
 #include "planner/prune.hpp"
 #include "planner/store.hpp"
@@ -292,7 +291,7 @@ Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std
   Outcome o;
   try {
     const program::Program prog = program::lower(space.model(), space.training(), plan);
-    o.critical_path_s = critical_path_s(prog, space.cluster());
+    o.critical_path_s = sim::contention_free_step_s(prog, space.cluster());
     if (cut(o.critical_path_s)) {
       o.pruned = 1;
       return o;

@@ -10,7 +10,8 @@
 //      the window (bound above (1 + w)·T_1, or a front plan is at least as fast as its bound and
 //      at least as small as its memory bound); the rest of the batch is lowered and simulated in
 //      parallel (plans already in the results store are reused); a plan whose contention-free
-//      critical path (critical_path.hpp, after lowering) already rules it out is not simulated.
+//      step time (sim::contention_free_step_s, after lowering) already rules it out is not
+//      simulated.
 //      The search stops at the first batch whose smallest bound exceeds both T_K and (1 + w)·T_1.
 //   Because the pruning decisions depend only on results of earlier batches, the results and
 //   the counts are the same whatever the number of threads or ranks. Pruning is exact: a pruned

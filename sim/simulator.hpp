@@ -1,34 +1,43 @@
 // Simulator: runs a Program in virtual time on a cluster and says how long a step takes, where
-// the time goes and what each GPU holds at its peak (SCHEMAS.md "simulate --json").
-//
-// Engine: every simulated rank runs its instruction list; an instruction starts when the previous
-// instruction of its lane and its explicit dependencies are done (docs/program.md). Events are
-// ordered by (time_ns, sequence). Time is integer nanoseconds, so a run is exactly reproducible.
-//  * compute, optimizer, offload copies: compute.hpp durations;
-//  * p2p: a flow of the message's bytes on the route between the two GPUs (FlowNetwork, max-min
-//    shared with every other flow); the receive completes when the flow has and it is posted;
-//  * collectives: start when every simulated member of the group has issued them; the group's
-//    contention-free time T comes from the collective model (collectives.hpp) over the group's
-//    real placement; each simulated member then puts one flow on the links to its ring
-//    successor, carrying the bytes it sends ((n−1)/n·S, twice for all-reduce) with a rate cap of
-//    bytes/T — alone it takes exactly T, sharing a link with other flows it slows down;
-//    tensor-parallel collectives stay inside a node's NVLink and are timed by T alone.
-// Symmetry: by default one data-parallel replica is simulated with one tp rank per stage (all tp
-// peers of a stage and all replicas run the same list at the same times); group members outside
-// that set are taken to arrive together with it. `full` simulates every rank.
-// Memory (memory.hpp): model states, activations from a micro-batch's Forward to the end of its
-// Backward (BackwardWeight with zero-bubble), recomputed blocks during their backward, gathered
-// ZeRO-3 buckets from Gather to Release, p2p and gradient-bucket buffers, reserved bytes. The
-// peak is taken over a rank's changes in time order, frees before allocations at equal times.
-// Speed: a replica's tensor-parallel collectives (fixed time, no flow) finish without the event
-// queue when nothing they release can touch the network or another rank (simulator.cpp,
-// "Folding"); docs/simulator.md lists the rest and the benchmark.
+// the time goes and what each GPU holds at its peak (SCHEMAS.md "simulate --json"). The parts:
+//   simulation.hpp          the Program rules: every simulated rank runs its instruction list; an
+//                           instruction starts when the previous instruction of its lane and its
+//                           explicit dependencies are done (docs/program.md); compute,
+//                           optimizer and offload copies take the compute model's time
+//                           (models/compute.hpp); a receive completes when its message has
+//                           arrived and it is posted; a collective starts when every simulated
+//                           member of its group has issued it;
+//   engine/                 the event loop (events by (time_ns, sequence), the network's next
+//                           event) and the interval toolkit of the time breakdown;
+//   network/                links shared by max-min fairness (FlowNetwork);
+//   models/collective_flows how a collective becomes network flows; models/ the costs;
+//   costs.hpp               the contention-free durations, cached per group placement;
+//   memory_accounting.hpp   what a rank holds over time, by kind, and its peak;
+//   symmetry.hpp            which ranks are simulated.
+// Time is integer nanoseconds, so a run is exactly reproducible.
+// Networks (SimOptions::network), SimGrid's way of offering a contention-free network model beside
+// the shared one:
+//   kShared          p2p messages and data-parallel collectives are flows on the FlowNetwork and
+//                    contend for links (models/collective_flows.hpp); the default;
+//   kContentionFree  every message and collective takes its time alone (a send latency +
+//                    bytes / narrowest link, a collective its collective-model time T) — the
+//                    planner's critical-path bound: flows that share links are slowed, never sped
+//                    up, and every start time is a max of earlier end times, so the shared network
+//                    can only be slower;
+//   kFree            communication takes no time (bubble analysis).
+// Fast paths (SimOptions::fast_paths, on by default; off gives the same results, slower — a test
+// compares the traces): one data-parallel replica with one tp rank per stage stands for all
+// (symmetry.hpp; `full` simulates every rank and keeps the other fast paths); a replica's
+// collectives timed by T alone finish without the event queue when nothing they release can touch
+// the network or another rank (simulation.cpp, "Folding"); on a contention-free or free network
+// every instruction completes without the queue (simulation.hpp, eager completion); the
+// FlowNetwork settles the changes that leave a flow alone or pair it with one other in place. docs/simulator.md lists the
+// benchmark.
 // Breakdown per rank (a partition of the step): compute = compute lane busy; exposed
 // communication = compute idle while a communication of this rank is in flight; bubble = the rest.
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "core/program/program.hpp"
 #include "core/spec/cluster.hpp"
@@ -37,19 +46,27 @@
 
 namespace stagecraft::sim {
 
+enum class NetworkModel : uint8_t { kShared, kContentionFree, kFree };
+
 struct SimOptions {
-  bool full = false;                 // every rank instead of one replica, one tp rank per stage
+  bool full = false;          // every rank instead of one replica, one tp rank per stage
   bool record_trace = false;
-  bool free_communication = false;   // communication takes no time (bubble analysis)
+  NetworkModel network = NetworkModel::kShared;
+  bool fast_paths = true;     // off: every rank, no folding, every rate change through the general solver
+  bool step_time_only = false;  // skip memory and the time breakdown (their metrics stay 0)
 };
 
 struct SimResult {
   Metrics metrics;
-  trace::Trace trace;                 // when SimOptions::record_trace
+  trace::Trace trace;         // when SimOptions::record_trace
 };
 
-// Pure and reentrant. Throws std::invalid_argument when the cluster cannot hold the plan (too
-// few GPUs, no peak for the dtype).
+// Pure and reentrant. Throws SimError when the cluster cannot hold the plan (too few GPUs, no
+// peak for the dtype).
 SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options = {});
+
+// The step time of `prog` on an uncontended network (NetworkModel::kContentionFree), seconds,
+// times (1 − 1e-6) for the nanosecond rounding of capped flows: a lower bound of simulate()'s.
+double contention_free_step_s(const program::Program& prog, const spec::Cluster& cluster);
 
 }  // namespace stagecraft::sim

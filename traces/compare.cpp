@@ -9,6 +9,7 @@
 
 #include "core/spec/error.hpp"
 #include "core/spec/plan.hpp"
+#include "sim/symmetry.hpp"
 
 namespace stagecraft::traces {
 
@@ -94,8 +95,7 @@ class RankMap {
   int64_t operator()(int64_t r) const {
     if (sim_ranks_.count(r)) return r;
     if (pc_ && r < pc_->world()) {
-      const program::Placement& pl = pc_->program.placement;
-      const int64_t rep = pl.rank(pl.stage_of(r), 0, 0);
+      const int64_t rep = sim::replica_rank(pc_->program.placement, r);
       if (sim_ranks_.count(rep)) return rep;
     }
     std::string have;

@@ -1,6 +1,7 @@
 // Expands one stage's schedule steps into instructions (see lower_context.hpp, docs/program.md).
 #include <optional>
 
+#include "core/program/comm_rules.hpp"
 #include "core/program/lower_context.hpp"
 #include "core/program/param_tracker.hpp"
 
@@ -66,7 +67,6 @@ class Emitter {
   Instr p2p(Op op, const Step& s, bool upstream) const;
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep);
-  std::pair<std::optional<Op>, std::optional<Op>> tp_ops(Op op, UnitKind kind) const;
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
   void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void flush(std::vector<Deferred>& list, int32_t dep);
@@ -164,9 +164,7 @@ void Emitter::step(const Step& s) {
   if (!weight_only && (forward ? has_prev(s.chunk) : has_next(s.chunk))) {
     recv = add(p2p(forward ? Op::kRecvActivation : Op::kRecvGrad, s, forward), {});
     // scatter-gather: the receiver rebuilds the whole activation from the tp ranks' pieces
-    if (cx_.tp_collectives && !plan_.sequence_parallel) {
-      recv = tp_op(Op::kTpAllGather, s, -1, cx_.tp_bytes, recv);
-    }
+    if (gathers_received_message(plan_.tp, plan_.sequence_parallel)) recv = tp_op(Op::kTpAllGather, s, -1, cx_.tp_bytes, recv);
   }
   // Without p2p overlap the stage computes on only once its previous send has completed.
   int32_t chain = recv;
@@ -178,26 +176,6 @@ void Emitter::step(const Step& s) {
     last_send_ = add(p2p(forward ? Op::kSendActivation : Op::kSendGrad, s, !forward), {chain});
   }
   flush(step_deferred_, last_compute_);
-}
-
-// The tensor-parallel collectives around one unit's pass (Megatron-LM's f/g operators; with
-// sequence parallelism all-gather before and reduce-scatter after instead of one all-reduce).
-std::pair<std::optional<Op>, std::optional<Op>> Emitter::tp_ops(Op op, UnitKind kind) const {
-  const bool sp = plan_.sequence_parallel;
-  const Op reduce = sp ? Op::kTpReduceScatter : Op::kTpAllReduce;
-  const bool fwd = op == Op::kForward || op == Op::kRecompute;
-  if (op == Op::kBackwardWeight) return {std::nullopt, std::nullopt};
-  switch (kind) {
-    case UnitKind::kEmbedding:
-      if (fwd) return {std::nullopt, reduce};
-      return {sp ? std::optional<Op>(Op::kTpAllGather) : std::nullopt, std::nullopt};
-    case UnitKind::kHead:
-      // forward ends in the vocab-parallel cross-entropy's all-reduces of per-token max and sums
-      if (fwd) return {sp ? std::optional<Op>(Op::kTpAllGather) : std::nullopt, Op::kTpAllReduce};
-      return {std::nullopt, reduce};
-    default:
-      return {sp ? std::optional<Op>(Op::kTpAllGather) : std::nullopt, reduce};
-  }
 }
 
 int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep) {
@@ -218,9 +196,12 @@ int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_
 
 int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   const Segment& seg = cx_.chunk_plan(stage_, s.chunk).segments[sp.seg];
-  std::optional<Op> pre, post;
-  if (cx_.tp_collectives) std::tie(pre, post) = tp_ops(sp.op, cx_.units[seg.unit_begin].kind);
-  if (pre) chain = tp_op(*pre, s, seg.unit_begin, cx_.tp_bytes, chain);
+  TpAround tp;
+  if (cx_.tp_collectives) {
+    tp = tp_collectives(cx_.units[seg.unit_begin].kind, sp.op, plan_.sequence_parallel, cx_.tokens, prog_.model.hidden,
+                        prog_.activation_bytes);
+  }
+  if (tp.before) chain = tp_op(tp.before->op, s, seg.unit_begin, tp.before->bytes, chain);
   // ZeRO-3: the segment's buckets (a tied head's embedding table first) must be resident.
   const bool tracked = tracker_ && uses_params(sp.op);
   int32_t gather = -1, tied_gather = -1;
@@ -259,12 +240,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   if (tracked && seg.tied_bucket >= 0) tracker_->after_use(index);
   if (tracked && seg.param_bucket >= 0) tracker_->after_use(index);
   if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
-  if (post) return tp_op(*post, s, seg.unit_begin,
-                         *post == Op::kTpAllReduce && cx_.units[seg.unit_begin].kind == UnitKind::kHead &&
-                                 (sp.op == Op::kForward)
-                             ? 3 * cx_.tokens * 4  // max, sum-exp and target logit per token, fp32
-                             : cx_.tp_bytes,
-                         index);
+  if (tp.after) return tp_op(tp.after->op, s, seg.unit_begin, tp.after->bytes, index);
   return index;
 }
 

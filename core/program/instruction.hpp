@@ -39,6 +39,7 @@ inline constexpr int kLaneCount = 7;
 
 // Which communicator a collective runs on, relative to the issuing rank.
 enum class Group : uint8_t { kNone, kTp, kDp, kEmbedding, kWorld };
+inline constexpr int kGroupCount = 5;
 
 enum InstrFlags : uint8_t {
   kFlagNone = 0,
@@ -71,6 +72,22 @@ const char* to_string(Lane lane);
 const char* to_string(Group group);
 // The trace schema's "kind" (SCHEMAS.md): forward, backward, send, gather, reduce_scatter, ...
 const char* trace_kind(Op op);
+
+// Which communication an instruction is, by its lane: tensor-parallel, pipeline or data-parallel
+// traffic, or none (compute, optimizer, offload copies, and ReleaseParams, which only frees
+// memory). The simulator's lane accounting and trace analysis classify alike with it.
+enum class Traffic : uint8_t { kNone, kTp, kPp, kDp };
+inline constexpr int kTrafficClasses = 3;   // kTp, kPp, kDp
+inline Traffic traffic_of(Lane lane, Op op) {
+  switch (lane) {
+    case Lane::kTp: return Traffic::kTp;
+    case Lane::kPpSend:
+    case Lane::kPpRecv: return Traffic::kPp;
+    case Lane::kDpGather:
+    case Lane::kDpReduce: return op == Op::kReleaseParams ? Traffic::kNone : Traffic::kDp;
+    default: return Traffic::kNone;
+  }
+}
 
 inline bool is_compute(Op op) {
   return op == Op::kForward || op == Op::kBackward || op == Op::kBackwardInput || op == Op::kBackwardWeight ||

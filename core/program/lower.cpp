@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "core/program/check.hpp"
+#include "core/program/comm_rules.hpp"
 #include "core/program/lower_context.hpp"
 #include "core/program/partition.hpp"
 
@@ -13,24 +14,6 @@ using detail::Context;
 using detail::Segment;
 
 namespace {
-
-// Chunk k in model order runs on stage k % pp as virtual chunk k / pp; chunk 0 also holds the
-// embedding, the last chunk the head.
-std::vector<ChunkInfo> place_chunks(const spec::Model& m, const spec::Plan& p, const std::vector<int64_t>& layers) {
-  const int64_t pp = p.pp, v = p.virtual_stages, total = pp * v;
-  std::vector<ChunkInfo> chunks(static_cast<std::size_t>(total));
-  int64_t block = 0;
-  for (int64_t k = 0; k < total; ++k) {
-    ChunkInfo c;
-    c.stage = static_cast<int32_t>(k % pp);
-    c.chunk = static_cast<int32_t>(k / pp);
-    c.unit_begin = k == 0 ? 0 : block_first_unit(block);
-    block += layers[k];
-    c.unit_end = k == total - 1 ? head_unit(m) + 1 : block_first_unit(block);
-    chunks[static_cast<std::size_t>(c.stage * v + c.chunk)] = c;
-  }
-  return chunks;
-}
 
 // Stage-wide per-unit parameters (a tied head on a stage without the embedding holds a copy).
 std::vector<UnitParams> stage_unit_params(const Program& prog, const std::vector<Unit>& units, int32_t stage) {
@@ -104,11 +87,8 @@ Context make_context(Program& prog) {
   cx.program = &prog;
   cx.units = model_units(prog.model, p.tp);
   cx.tokens = prog.tokens_per_micro_batch();
-  const int64_t act_elems = cx.tokens * prog.model.hidden;
-  // With tp > 1 each tp rank sends 1/t of the activation (sequence-parallel activations are split
-  // already; otherwise Megatron-LM's scatter-gather: the receiver all-gathers it over NVLink).
-  cx.p2p_bytes = act_elems / p.tp * prog.activation_bytes;
-  cx.tp_bytes = act_elems * prog.activation_bytes;
+  cx.p2p_bytes = p2p_message_bytes(cx.tokens, prog.model.hidden, p.tp, prog.activation_bytes);
+  cx.tp_bytes = tp_collective_bytes(cx.tokens, prog.model.hidden, prog.activation_bytes);
   cx.tp_collectives = p.tp > 1;
   cx.dp_collectives = p.dp > 1;
   cx.zero3_gathers = p.zero.stage == 3 && p.dp > 1;
@@ -132,9 +112,8 @@ Program lower(const spec::Model& model, const spec::Training& training, const sp
 
   const std::vector<Unit> units = model_units(model, plan.tp);
   const std::vector<int64_t> layers = chunk_layers(model, plan, units);
-  prog.chunks = place_chunks(model, plan, layers);
-  prog.plan.stage_layers.assign(static_cast<std::size_t>(plan.pp), 0);
-  for (std::size_t k = 0; k < layers.size(); ++k) prog.plan.stage_layers[k % plan.pp] += layers[k];
+  prog.chunks = place_chunks(model, plan.pp, plan.virtual_stages, layers);
+  prog.plan.stage_layers = stage_layers_of(layers, plan.pp);
 
   Context cx = make_context(prog);
   for (ChunkInfo& c : prog.chunks) {
@@ -171,6 +150,12 @@ std::size_t Program::instruction_count() const {
   std::size_t n = 0;
   for (const RoleProgram& r : roles) n += r.instrs.size();
   return n;
+}
+
+MessageKey message_of(const Placement& pl, int64_t rank, const Instr& in) {
+  const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(rank), pl.tp_index_of(rank));
+  if (is_send(in.op)) return {rank, peer, in.mb, in.chunk, in.op == Op::kSendGrad};
+  return {peer, rank, in.mb, in.peer_chunk, in.op == Op::kRecvGrad};
 }
 
 std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {

@@ -41,6 +41,28 @@ std::vector<int64_t> linear_partition(const std::vector<double>& costs, int64_t 
   return sizes;
 }
 
+std::vector<int64_t> stage_layers_of(const std::vector<int64_t>& chunk_layers, int64_t pp) {
+  std::vector<int64_t> out(static_cast<std::size_t>(pp), 0);
+  for (std::size_t k = 0; k < chunk_layers.size(); ++k) out[k % static_cast<std::size_t>(pp)] += chunk_layers[k];
+  return out;
+}
+
+std::vector<ChunkInfo> place_chunks(const spec::Model& m, int64_t pp, int64_t v, const std::vector<int64_t>& layers) {
+  const int64_t total = pp * v;
+  std::vector<ChunkInfo> chunks(static_cast<std::size_t>(total));
+  int64_t block = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    ChunkInfo c;
+    c.stage = static_cast<int32_t>(k % pp);
+    c.chunk = static_cast<int32_t>(k / pp);
+    c.unit_begin = k == 0 ? 0 : block_first_unit(block);
+    block += layers[static_cast<std::size_t>(k)];
+    c.unit_end = k == total - 1 ? head_unit(m) + 1 : block_first_unit(block);
+    chunks[static_cast<std::size_t>(c.stage * v + c.chunk)] = c;
+  }
+  return chunks;
+}
+
 std::vector<int64_t> chunk_layers(const spec::Model& m, const spec::Plan& p, const std::vector<Unit>& units) {
   const int64_t v = p.virtual_stages, pp = p.pp;
   std::vector<int64_t> out(static_cast<std::size_t>(pp * v));

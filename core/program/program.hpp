@@ -4,6 +4,7 @@
 // gives any rank its list. Instruction ids are stable: role.first_id + index.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -30,6 +31,28 @@ struct Placement {
   // Ranks of the group of `kind` that contains `rank`.
   std::vector<int64_t> group_members(Group kind, int64_t rank) const;
 };
+
+// A pipeline message's identity: who sends it to whom, an activation or a gradient, its
+// micro-batch and the sender's chunk. A send and the receive that takes it have the same key.
+struct MessageKey {
+  int64_t src = 0, dst = 0;
+  int32_t mb = -1;
+  int16_t src_chunk = -1;
+  bool grad = false;
+  auto operator<=>(const MessageKey&) const = default;
+};
+struct MessageKeyHash {
+  std::size_t operator()(const MessageKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.src) * 0x9E3779B97F4A7C15ull;
+    h ^= static_cast<uint64_t>(k.dst) + 0x7F4A7C159E3779B9ull + (h << 6) + (h >> 2);
+    h ^= (static_cast<uint64_t>(static_cast<uint32_t>(k.mb)) << 17) ^ (static_cast<uint64_t>(static_cast<uint16_t>(k.src_chunk)) << 1) ^
+         static_cast<uint64_t>(k.grad);
+    return static_cast<std::size_t>(h * 0xBF58476D1CE4E5B9ull);
+  }
+};
+// The message a send or receive instruction of `rank` moves; its peer has the same tp and dp
+// coordinates on stage peer_stage.
+MessageKey message_of(const Placement& placement, int64_t rank, const Instr& in);
 
 // A model chunk placed on a stage: the units it covers.
 struct ChunkInfo {

@@ -241,31 +241,4 @@ int64_t collective_time_ns(CollectiveKind kind, int64_t bytes, std::span<const i
   return CollectiveCost(kind, placement, topology).time_ns(bytes);
 }
 
-std::vector<Phase> collective_phases(CollectiveKind kind, int64_t bytes, std::span<const int64_t> placement,
-                                     const Topology& topology) {
-  std::vector<Phase> phases;
-  for (const CollectiveStage& stage : collective_stages(kind, bytes, placement, topology)) {
-    Phase step;
-    for (const auto& [src, dst] : stage.pairs) {
-      step.latency_ns = std::max(step.latency_ns, topology.latency_ns(src, dst));
-      step.transfers.push_back({src, dst, stage.chunk_bytes});
-    }
-    for (int64_t s = 0; s < stage.steps; ++s) phases.push_back(step);
-  }
-  return phases;
-}
-
-int64_t simulate_phases_ns(std::span<const Phase> phases, const Topology& topology) {
-  FlowNetwork network(topology);
-  std::vector<LinkId> path;
-  for (const Phase& phase : phases) {
-    for (const Transfer& t : phase.transfers) {
-      topology.route_into(t.src_gpu, t.dst_gpu, path);
-      network.start_flow(path, t.bytes, phase.latency_ns);
-    }
-    while (network.flow_count() > 0) network.advance_to(network.next_event_time_ns());
-  }
-  return network.now_ns();
-}
-
 }  // namespace stagecraft::sim

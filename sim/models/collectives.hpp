@@ -1,8 +1,9 @@
 // Collective model: how long an all-gather, reduce-scatter, all-reduce or send/recv of S bytes
-// takes over a group's actual placement on the topology, and the same collective as sequential
-// phases of concurrent flows that the simulator puts on its FlowNetwork, so that collectives
-// contend with other traffic. It is not NCCL's protocol model (no LL/LL128/Simple protocols,
-// channels or chunk pipelining); it is the bandwidth-and-latency ("α–β") ring model.
+// takes over a group's actual placement on the topology, as ring stages (collective_stages) and
+// their analytic time. How the simulator puts a collective on its FlowNetwork, so that it
+// contends with other traffic, is collective_flows.hpp. It is not NCCL's protocol model (no
+// LL/LL128/Simple protocols, channels or chunk pipelining); it is the bandwidth-and-latency
+// ("α–β") ring model.
 //
 // Conventions (nccl-tests, doc/PERFORMANCE.md): S is the full buffer size in bytes (the gathered
 // output of an all-gather, the input of a reduce-scatter, the buffer of an all-reduce), n the
@@ -50,13 +51,10 @@
 //     nodes = ⌈world / gpus_per_node⌉.
 // This keeps only the tree depth: NCCL's own latency model (src/graph/tuning.cc) charges the
 // intra-node part of a tree as a chain, (local − 1)·α_intra per direction.
-//
-// Phases: the same steps as a list of phases that run one after another; a phase is the set of
-// transfers of one step, which start together and become active after the phase's α (the
-// FlowNetwork latency); the phase ends when its last transfer ends. On an otherwise idle network
-// the phases take exactly collective_time_ns (tested). Cost: collective_time_ns routes one step
-// per stage, O(stages · n · path + links) per call; a CollectiveCost does that once per group and
-// then answers each size in O(stages). The phases hold O(steps · n) transfers.
+// Run step by step as flows on an otherwise idle FlowNetwork, the stages take exactly
+// collective_time_ns (a test runs them so). Cost: collective_time_ns routes one step per stage,
+// O(stages · n · path + links) per call; a CollectiveCost does that once per group and then
+// answers each size in O(stages).
 #pragma once
 
 #include <cstdint>
@@ -74,17 +72,6 @@ namespace stagecraft::sim {
 enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kSendRecv };
 
 std::string to_string(CollectiveKind kind);
-
-struct Transfer {
-  int64_t src_gpu = 0;
-  int64_t dst_gpu = 0;
-  int64_t bytes = 0;
-};
-
-struct Phase {
-  std::vector<Transfer> transfers;  // concurrent
-  int64_t latency_ns = 0;           // α of this phase: every transfer becomes active after it
-};
 
 // One ring stage: `steps` repetitions of the same transfer pattern, each pair moving chunk_bytes.
 struct CollectiveStage {
@@ -143,13 +130,5 @@ class CollectiveCost {
   int64_t group_size_ = 0;
   std::vector<StageCost> stages_;
 };
-
-// The same collective as sequential phases of concurrent transfers.
-std::vector<Phase> collective_phases(CollectiveKind kind, int64_t bytes, std::span<const int64_t> placement,
-                                     const Topology& topology);
-
-// Runs phases one after another on an otherwise idle FlowNetwork of the topology; returns the
-// time the last phase ends (ns from 0).
-int64_t simulate_phases_ns(std::span<const Phase> phases, const Topology& topology);
 
 }  // namespace stagecraft::sim

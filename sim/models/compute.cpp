@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "sim/error.hpp"
+
 namespace stagecraft::sim {
 
 using program::Op;
@@ -11,7 +13,7 @@ namespace {
 double peak_of(const spec::Cluster& cluster, spec::Dtype dtype) {
   auto it = cluster.gpu.peak_flops.find(dtype);
   if (it == cluster.gpu.peak_flops.end()) {
-    throw std::invalid_argument("cluster " + cluster.name + " has no peak_flops for " + spec::to_string(dtype));
+    throw SimError("cluster " + cluster.name + " has no peak_flops for " + spec::to_string(dtype));
   }
   return it->second;
 }

@@ -1,5 +1,7 @@
 #include "sim/models/memory.hpp"
 
+#include <algorithm>
+
 namespace stagecraft::sim {
 
 using program::Unit;
@@ -16,6 +18,13 @@ ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::Z
   s.grads = zero.stage >= 2 ? w * shard : w * stage_params;
   s.optimizer = zero.offload_optimizer == spec::Offload::kCpu ? 0 : (zero.stage >= 1 ? k * shard : k * stage_params);
   return s;
+}
+
+int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params,
+                          int64_t param_bytes) {
+  int64_t bytes = pp > 1 ? 2 * message_bytes : 0;
+  if (zero.stage >= 2 && dp > 1) bytes += std::min(zero.reduce_bucket, stage_params) * param_bytes;
+  return bytes;
 }
 
 double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const spec::Plan& p, spec::Dtype dtype,

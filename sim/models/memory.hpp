@@ -17,6 +17,12 @@
 //   masks). Selective recompute drops the 5as/t scores; full recompute keeps only the block's
 //   input, 2h (/t with SP), and re-creates the block's activations while it is back-propagated.
 //   Head: the final norm's input 2h and fp32 logits 4V/t. fp32 training doubles the 16-bit bytes.
+// Communication buffers a stage holds the whole step (besides ZeRO-3's gathered buckets, which
+// come and go with their GatherParams and ReleaseParams), with P_s and w as above:
+//   pipeline p2p         2·M when pp > 1: one send and one receive buffer of the Program's
+//                        message M (core/program/comm_rules.hpp: T·h/t·w)
+//   ZeRO >= 2 gradients  min(reduce_bucket, P_s)·w when dp > 1: DeepSpeed's contiguous gradient
+//                        bucket (reduce_bucket_size elements) that reduce-scatters fill
 #pragma once
 
 #include <cstdint>
@@ -38,6 +44,9 @@ struct ModelStates {
 // stage_params and persistent are per tp rank (persistent: ZeRO-3 tensors kept whole).
 ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::ZeroConfig& zero, int64_t dp,
                          spec::Dtype dtype);
+
+int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params,
+                          int64_t param_bytes);
 
 // Bytes per token a unit keeps from its forward until its backward, under `mode`.
 double activation_bytes_per_token(const program::Unit& unit, const spec::Model& m, const spec::Plan& p,

@@ -123,11 +123,11 @@ void FlowNetwork::solve_rates() {
     return slots_[static_cast<std::size_t>(a)].id < slots_[static_cast<std::size_t>(b)].id;
   });
   solve_rates_.assign(solve_slots_.size(), 0.0);
-  if (solve_slots_.size() == 1) {
+  if (fast_paths_ && solve_slots_.size() == 1) {
     Flow& f = slots_[static_cast<std::size_t>(solve_slots_[0])];
     f.seen = false;
     solve_rates_[0] = single_flow_rate(f);
-  } else if (same_path_component()) {
+  } else if (fast_paths_ && same_path_component()) {
     shared_path_rates();
   } else {
     for (int32_t slot : solve_slots_) {
@@ -428,14 +428,14 @@ void FlowNetwork::on_activate(int32_t slot) {
   }
   // Alone on every link (and on no link another change is pending for): its component is itself,
   // so its rate is known without a re-solve.
-  bool alone = true;
+  bool alone = fast_paths_;
   for (LinkId l : f.path) {
     const auto li = static_cast<std::size_t>(l);
     alone = alone && on_link_[li].empty() && !link_dirty_[li];
   }
   for (LinkId l : f.path) on_link_[static_cast<std::size_t>(l)].push_back(slot);
   if (!alone) {
-    if (!join_pair(slot)) mark_links(f);
+    if (!fast_paths_ || !join_pair(slot)) mark_links(f);
     return;
   }
   f.rate_Bps = single_flow_rate(f);
@@ -451,7 +451,7 @@ void FlowNetwork::on_finish(int32_t slot) {
     auto it = std::find(list.begin(), list.end(), slot);
     if (it != list.end()) list.erase(it);  // a path may cross a link twice: one entry per crossing
   }
-  if (!leave_one_alone(f)) mark_links(f);
+  if (!fast_paths_ || !leave_one_alone(f)) mark_links(f);
 }
 
 const std::vector<FlowCompletion>& FlowNetwork::advance_through_events(int64_t t_ns) {

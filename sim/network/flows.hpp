@@ -25,7 +25,8 @@
 // lazily, once per batch of starts or events, at the next query. So the queries that depend on
 // rates (next_event_time_ns, rate_Bps, finish_time_ns) are non-const: they may re-solve first.
 // Flows wait in a heap by their next event, and their bytes are settled only when their rate
-// changes, so advancing time costs nothing per flow.
+// changes, so advancing time costs nothing per flow. set_fast_paths(false) sends every change
+// through the component search and the general solver instead (the same rates: tested).
 // Reentrancy: no globals; a FlowNetwork belongs to one simulation (one thread).
 #pragma once
 
@@ -98,6 +99,9 @@ class FlowNetwork {
   int32_t link_count() const { return static_cast<int32_t>(capacity_Bps_.size()); }
   double capacity_Bps(LinkId link) const;
   int last_solver_rounds() const { return solver_.last_rounds(); }
+  // Settle a flow left alone or paired on its links in place, and solve single-flow and
+  // shared-path components without the general solver (default on).
+  void set_fast_paths(bool on) { fast_paths_ = on; }
 
  private:
   // Flows live in slots that are reused once a flow finishes, so a flow keeps its slot (and the
@@ -158,6 +162,7 @@ class FlowNetwork {
   int64_t now_ns_ = 0;
   FlowId next_id_ = 0;
   bool dirty_ = false;                     // the active set changed since the last solve
+  bool fast_paths_ = true;
   int64_t next_event_ns_ = kNeverNs;       // valid when !dirty_
 
   // Solver input and output, reused across solves.

@@ -8,7 +8,6 @@
 #include <map>
 
 #include "fixtures.hpp"
-#include "planner/critical_path.hpp"
 
 namespace stagecraft::planner {
 namespace {
@@ -41,7 +40,7 @@ void expect_bounds_hold(const Space& space, int per_category) {
     const spec::Plan plan = space.plan(s.candidate);
     const program::Program prog = program::lower(space.model(), space.training(), plan);
     const sim::SimResult r = sim::simulate(prog, space.cluster());
-    const double path = critical_path_s(prog, space.cluster());
+    const double path = sim::contention_free_step_s(prog, space.cluster());
     EXPECT_LE(s.estimate.step_time_lb_s, r.metrics.step_time_s) << plan_key(plan);
     EXPECT_LE(path, r.metrics.step_time_s) << plan_key(plan);
     EXPECT_LE(s.estimate.step_time_lb_s, path * (1 + 1e-5)) << plan_key(plan) << ": the analytic bound is looser by design";
@@ -119,17 +118,6 @@ TEST(Prune, EstimateOfOneCandidateMatchesTheEnumeration) {
     EXPECT_DOUBLE_EQ(e.step_time_lb_s, all[i].estimate.step_time_lb_s);
     EXPECT_EQ(e.memory_lb_bytes, all[i].estimate.memory_lb_bytes);
   }
-}
-
-TEST(CriticalPath, EqualsTheSimulationWhenNothingContends) {
-  // One GPU: no communication at all, so nothing can contend and the replay is the simulation.
-  const spec::Model m = test::bundled_model("gpt3-1.3b");
-  const spec::Cluster c = test::bundled_cluster("dgx-h100-ndr", 1);
-  const spec::Training t = test::training(8);
-  const spec::Plan p = spec::plan_from_json({{"micro_batch", 2}, {"micro_batches", 4}, {"recompute", "full"}}, "plan.json");
-  const program::Program prog = program::lower(m, t, p);
-  const double simulated = sim::simulate(prog, c).metrics.step_time_s;
-  EXPECT_NEAR(critical_path_s(prog, c), simulated, 1e-6 * simulated + 1e-9);
 }
 
 }  // namespace

@@ -3,9 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
 #include "cluster_fixture.hpp"
 #include "core/count/count.hpp"
 #include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
+#include "sim/symmetry.hpp"
 
 namespace stagecraft::sim {
 namespace {
@@ -43,7 +49,7 @@ program::Program lower(const spec::Model& m, const nlohmann::json& plan) {
 
 SimResult free_comm(const program::Program& prog, int64_t gpus) {
   SimOptions o;
-  o.free_communication = true;
+  o.network = NetworkModel::kFree;
   return simulate(prog, ideal_cluster(1, gpus), o);
 }
 
@@ -183,5 +189,104 @@ TEST(Simulator, TooSmallClusterIsRejected) {
   EXPECT_THROW(simulate(prog, ideal_cluster(1, 2)), std::invalid_argument);
 }
 
+TEST(Simulator, ContentionFreeEqualsSharedWhenNothingContends) {
+  // One GPU: no communication at all, so nothing can contend and both networks give one time.
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "gpt3-1.3b"));
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "dgx-h100-ndr"));
+  c.nodes = 1;
+  const spec::Training t = spec::training_from_json({{"global_batch", 8}, {"dtype", "bf16"}}, "t.json");
+  const spec::Plan p = spec::plan_from_json({{"micro_batch", 2}, {"micro_batches", 4}, {"recompute", "full"}}, "plan.json");
+  const program::Program prog = program::lower(m, t, p);
+  const double simulated = simulate(prog, c).metrics.step_time_s;
+  EXPECT_NEAR(contention_free_step_s(prog, c), simulated, 1e-6 * simulated + 1e-9);
+}
+
+
+// Events by (rank, start, instruction): the order in which a run processes them is not part of a
+// trace's meaning.
+std::vector<trace::Event> sorted_events(std::vector<trace::Event> v) {
+  std::sort(v.begin(), v.end(), [](const trace::Event& a, const trace::Event& b) {
+    return std::tie(a.rank, a.start_ns, a.instr, a.end_ns) < std::tie(b.rank, b.start_ns, b.instr, b.end_ns);
+  });
+  return v;
+}
+
+bool same_event(const trace::Event& a, const trace::Event& b) {
+  return a.rank == b.rank && a.lane == b.lane && a.op == b.op && a.instr == b.instr && a.start_ns == b.start_ns &&
+         a.end_ns == b.end_ns && a.mb == b.mb && a.stage == b.stage && a.chunk == b.chunk && a.bytes == b.bytes &&
+         a.flops == b.flops;
+}
+
+// The fast paths (one replica per stage, folding, the flow network's in-place settling) change
+// nothing: with them off every rank is simulated, each instruction goes through the event queue
+// and every rate change through the general solver, and every rank's events are those of the
+// rank that stands for it in the one-replica run, at the same times.
+void expect_fast_paths_change_nothing(const program::Program& prog, const spec::Cluster& c, NetworkModel network) {
+  SimOptions fast, slow;
+  fast.record_trace = slow.record_trace = true;
+  fast.network = slow.network = network;
+  slow.fast_paths = false;
+  const SimResult a = simulate(prog, c, fast), b = simulate(prog, c, slow);
+  EXPECT_EQ(a.metrics.simulated_ranks, prog.placement.pp);
+  EXPECT_EQ(b.metrics.simulated_ranks, prog.placement.world());
+  EXPECT_EQ(a.metrics.step_time_s, b.metrics.step_time_s);
+  EXPECT_EQ(a.metrics.peak_memory_bytes, b.metrics.peak_memory_bytes);
+  EXPECT_EQ(a.metrics.memory, b.metrics.memory);
+  EXPECT_EQ(a.metrics.time.compute_s, b.metrics.time.compute_s);
+  EXPECT_EQ(a.metrics.time.exposed_comm_s, b.metrics.time.exposed_comm_s);
+  std::map<int64_t, std::vector<trace::Event>> replica;
+  for (const trace::Event& e : sorted_events(a.trace.events)) replica[e.rank].push_back(e);
+  std::map<int64_t, std::vector<trace::Event>> every;
+  for (const trace::Event& e : sorted_events(b.trace.events)) every[e.rank].push_back(e);
+  ASSERT_EQ(static_cast<int64_t>(every.size()), prog.placement.world());
+  for (const auto& [rank, events] : every) {
+    const std::vector<trace::Event>& expected = replica.at(replica_rank(prog.placement, rank));
+    ASSERT_EQ(events.size(), expected.size()) << "rank " << rank;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      trace::Event e = expected[i];
+      e.rank = rank;
+      ASSERT_TRUE(same_event(events[i], e)) << "rank " << rank << " event " << i << " (instr " << e.instr << ")";
+    }
+  }
+  // memory over time: the same samples on every rank of a stage
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> mem_a, mem_b;
+  for (const trace::MemorySample& m : a.trace.memory) mem_a[m.rank].emplace_back(m.time_ns, m.total());
+  for (const trace::MemorySample& m : b.trace.memory) mem_b[m.rank].emplace_back(m.time_ns, m.total());
+  for (const auto& [rank, samples] : mem_b) EXPECT_EQ(samples, mem_a.at(replica_rank(prog.placement, rank))) << "rank " << rank;
+}
+
+TEST(Simulator, FastPathsOffGiveTheSameTraceOnSymmetricPlans) {
+  const spec::Model m = blocks_model(4);
+  const spec::Cluster c = ideal_cluster(2, 4);
+  for (int zero : {0, 1, 3}) {
+    for (const char* schedule : {"1f1b", "zb-h1"}) {
+      SCOPED_TRACE(std::string("zero ") + std::to_string(zero) + " " + schedule);
+      // tp 2 (folded tp collectives), pp 2 (p2p flows), dp 2 across the two nodes (dp flows)
+      const program::Program prog = lower(m, {{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"schedule", schedule},
+                                              {"zero", {{"stage", zero}, {"prefetch_bucket", 300000}, {"overlap_comm", true}}}});
+      for (NetworkModel network : {NetworkModel::kShared, NetworkModel::kContentionFree, NetworkModel::kFree}) {
+        SCOPED_TRACE("network " + std::to_string(static_cast<int>(network)));
+        expect_fast_paths_change_nothing(prog, c, network);
+      }
+    }
+  }
+}
+
+TEST(Simulator, ContentionFreeIsALowerBoundAndSharedLinksSlowDown) {
+  // One GPU per node, pp 2 × dp 2, ZeRO-2 with overlap: stage 0 reduce-scatters each
+  // micro-batch's gradients with its data-parallel peer on another node while it still sends the
+  // next micro-batches' activations to stage 1 on a third: both leave through its one NIC, so the
+  // shared network is slower than every transfer alone.
+  const spec::Model m = blocks_model(4);
+  const spec::Cluster c = ideal_cluster(4, 1);
+  const program::Program prog =
+      lower(m, {{"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"zero", {{"stage", 2}, {"overlap_comm", true}}}});
+  SimOptions free_of_contention;
+  free_of_contention.network = NetworkModel::kContentionFree;
+  const double shared = simulate(prog, c).metrics.step_time_s;
+  const double alone = simulate(prog, c, free_of_contention).metrics.step_time_s;
+  EXPECT_LT(alone, shared);
+  EXPECT_DOUBLE_EQ(contention_free_step_s(prog, c), alone * (1 - 1e-6));
+}
 }  // namespace
 }  // namespace stagecraft::sim

@@ -38,4 +38,19 @@ std::vector<std::vector<Step>> zb_h1_steps(int64_t p, int64_t m);
 // Every stage's steps for a plan's schedule.
 std::vector<std::vector<Step>> schedule_steps(const spec::Plan& plan);
 
+// The rules the schedules are built from, for the planner's bounds (which must not lower every
+// candidate) and the schedules alike:
+//   1F1B warm-up forwards min(p−i−1, m); micro-batches in flight at most min(p−i, m) (1F1B and ZB-H1);
+//   interleaved warm-up min(2(p−i−1) + (v−1)p, m·v), m·v when m == p; its pass k on
+//   chunk (k mod pv) div p (backward: v−1 minus that) of micro-batch (k div pv)·p + k mod p.
+int64_t one_f_one_b_warmup(int64_t p, int64_t m, int64_t stage);
+int64_t in_flight_limit(int64_t p, int64_t m, int64_t stage);
+int64_t interleaved_warmup(int64_t p, int64_t m, int64_t v, int64_t stage);
+Step interleaved_pass(Pass pass, int64_t k, int64_t p, int64_t v);
+// Activation sets (one micro-batch on one chunk) a stage holds at once when its last warm-up
+// forward starts (the first steady forward of 1F1B), counted per chunk (v entries), a lower bound
+// on what the schedule holds at its peak: GPipe m on chunk 0; 1F1B and ZB-H1 min(p−i, m) on
+// chunk 0; interleaved its first min(warm-up + 1, m·v) forward passes.
+std::vector<int64_t> warmup_held_sets(spec::Schedule schedule, int64_t p, int64_t m, int64_t v, int64_t stage);
+
 }  // namespace stagecraft::program

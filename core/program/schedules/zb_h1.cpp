@@ -35,7 +35,7 @@ std::vector<std::vector<Step>> zb_h1_steps(int64_t p, int64_t m) {
     for (int64_t i = 0; i < p; ++i) {
       StageState& s = st[i];
       if (s.busy_until > t) continue;
-      const int64_t limit = std::min(p - i, m);
+      const int64_t limit = in_flight_limit(p, m, i);
       if (s.next_b < s.next_f && grad_ready[i][s.next_b] <= t) {
         const int32_t mb = s.next_b++;
         s.steps.push_back({Pass::kBackwardInput, 0, mb});

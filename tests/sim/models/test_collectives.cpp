@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster_fixture.hpp"
+#include "models/ring_phases.hpp"
 #include "sim/network/flows.hpp"
 
 namespace stagecraft::sim {
@@ -18,6 +19,10 @@ namespace {
 
 using test::ClusterShape;
 using test::make_cluster;
+using test::collective_phases;
+using test::Phase;
+using test::simulate_phases_ns;
+using test::Transfer;
 
 std::vector<int64_t> iota_gpus(int64_t first, int64_t count) {
   std::vector<int64_t> v;

@@ -1,0 +1,59 @@
+// Cost cache of one simulation: the contention-free durations of its communication, from the
+// collective model (models/collectives.hpp) over each group's own placement.
+//   * a collective: T = CollectiveCost(kind of the op, the group's GPUs).time_ns(S); groups are
+//     interned by their member list, so every group of the simulated ranks is timed over its own
+//     placement, and a stage whose data-parallel group straddles nodes differently from another's
+//     gets its own cost; the few sizes a group asks for last (buckets alternate) are kept;
+//   * the gradient-norm all-reduce: its latency-bound tree (collectives.hpp), once;
+//   * a send on its own: latency + ⌈bytes·1e9 / narrowest link⌉ (CollectiveCost send/recv), the
+//     time a flow alone on its route takes on the FlowNetwork.
+// Internal to the simulator; one per simulation (not thread-safe).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/program/program.hpp"
+#include "sim/models/collectives.hpp"
+#include "sim/network/topology.hpp"
+
+namespace stagecraft::sim {
+
+class CostCache {
+ public:
+  CostCache(const program::Program& prog, const Topology& topology, int64_t gpus_per_node);
+
+  // The id of the group of `kind` that contains `rank` (ranks with equal member lists share it).
+  int32_t group_of(program::Group kind, int64_t rank);
+  std::span<const int64_t> members(int32_t group) const { return groups_[static_cast<std::size_t>(group)]; }
+
+  // Contention-free time of a collective instruction over `group`.
+  int64_t collective_ns(const program::Instr& in, int32_t group);
+  // A send of `bytes` from src to dst alone on its route.
+  int64_t p2p_ns(int64_t src, int64_t dst, int64_t bytes);
+
+ private:
+  struct Entry {
+    std::optional<CollectiveCost> cost;
+    std::array<int64_t, 8> bytes{-1, -1, -1, -1, -1, -1, -1, -1};  // a few recent sizes: buckets alternate
+    std::array<int64_t, 8> ns{};
+    uint32_t next = 0;   // the slot to overwrite next
+    uint32_t last = 0;   // the slot that answered last
+  };
+
+  const program::Program& prog_;
+  const Topology& topology_;
+  int64_t gradnorm_ns_ = 0;
+  std::vector<std::vector<int64_t>> groups_;
+  std::map<std::vector<int64_t>, int32_t> group_ids_;
+  std::vector<int32_t> entry_of_;   // group * kOpCount + op -> index into entries_, −1 none yet
+  std::vector<Entry> entries_;
+  std::unordered_map<uint64_t, CollectiveCost> p2p_;   // (src, dst) -> send/recv cost
+};
+
+}  // namespace stagecraft::sim

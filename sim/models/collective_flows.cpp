@@ -1,0 +1,35 @@
+#include "sim/models/collective_flows.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace stagecraft::sim {
+
+RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_per_node) {
+  const auto n = static_cast<int64_t>(group.size());
+  const auto it = std::find(group.begin(), group.end(), member);
+  if (it == group.end()) throw std::invalid_argument("ring_flow: GPU " + std::to_string(member) + " is not in the group");
+  const int64_t me = it - group.begin();
+  int64_t nodes = 1;
+  for (int64_t i = 1; i < n; ++i) {
+    nodes += group[static_cast<std::size_t>(i)] / gpus_per_node != group[static_cast<std::size_t>(i - 1)] / gpus_per_node;
+  }
+  RingFlow f;
+  f.parts = n;
+  if (nodes > 1) {
+    f.successor = group[static_cast<std::size_t>((me + n / nodes) % n)];
+    f.steps = nodes - 1;
+  } else {
+    f.successor = group[static_cast<std::size_t>((me + 1) % n)];
+    f.steps = n - 1;
+  }
+  return f;
+}
+
+int64_t ring_flow_bytes(const RingFlow& f, CollectiveKind kind, int64_t bytes) {
+  const int64_t per_step = (bytes + f.parts - 1) / f.parts;
+  return f.steps * per_step * (kind == CollectiveKind::kAllReduce ? 2 : 1);
+}
+
+}  // namespace stagecraft::sim

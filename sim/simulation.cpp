@@ -1,0 +1,368 @@
+#include "sim/simulation.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "sim/engine/engine.hpp"
+#include "sim/error.hpp"
+#include "sim/symmetry.hpp"
+
+namespace stagecraft::sim {
+
+using program::Group;
+using program::Instr;
+using program::Lane;
+using program::Op;
+
+namespace {
+
+// Durations are ≥ 0: round half up without a libm call.
+int64_t to_ns(double s) { return static_cast<int64_t>(s * 1e9 + 0.5); }
+
+// Appends [begin, end) to a list kept in begin order where it can: a lane's intervals arrive in
+// order, so touching ones merge as they come and the union at the end has little left to do.
+[[gnu::always_inline]] inline void add_interval(std::vector<Interval>& v, int64_t begin, int64_t end) {
+  if (!v.empty() && v.back().begin <= begin && begin <= v.back().end) {
+    v.back().end = std::max(v.back().end, end);
+  } else {
+    v.push_back({begin, end});
+  }
+}
+
+std::size_t lane_count(const program::RoleGraph& g, Lane lane) {
+  return static_cast<std::size_t>(g.lane_count[static_cast<int>(lane)]);
+}
+
+}  // namespace
+
+Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options)
+    : prog_(prog),
+      cluster_(cluster),
+      options_(options),
+      folding_(options.fast_paths),
+      eager_(options.fast_paths && options.network != NetworkModel::kShared),
+      usage_(!options.step_time_only),
+      topology_(cluster, prog.placement.world()),
+      net_(topology_),
+      compute_(prog.model, cluster, prog.training, prog.plan),
+      costs_(prog, topology_, cluster.gpus_per_node),
+      memory_rules_(prog) {
+  net_.set_fast_paths(options.fast_paths);
+  graphs_.resize(prog.roles.size());
+  for (int64_t r : simulated_ranks(prog.placement, options.full || !options.fast_paths)) add_rank(r);
+  std::size_t flows = 0;   // at most one flow per p2p send and per dp collective of a rank
+  for (RankState& st : ranks_) {
+    flows += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kDpGather) +
+             lane_count(*st.graph, Lane::kDpReduce);
+    for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) {
+      GroupView& v = st.groups[static_cast<int>(g)];
+      v.cost_group = costs_.group_of(g, st.rank);
+      const std::span<const int64_t> group = costs_.members(v.cost_group);
+      v.front = group.front();
+      for (int64_t m : group) v.needed += slot_of_.count(m) ? 1 : 0;
+      // (a middle stage is no member of the embedding group and never issues its collectives)
+      if (std::find(group.begin(), group.end(), st.rank) == group.end()) continue;
+      v.ring = ring_flow(group, st.rank, cluster.gpus_per_node);
+      topology_.route_into(st.rank, v.ring.successor, v.route);
+    }
+  }
+  flow_owner_.reserve(flows);
+}
+
+void Simulation::add_rank(int64_t r) {
+  const program::Placement& pl = prog_.placement;
+  RankState st;
+  st.rank = r;
+  const auto role = static_cast<std::size_t>(prog_.rank_role[static_cast<std::size_t>(r)]);
+  st.role = &prog_.roles[role];
+  st.graph = &program::graph_of(prog_.roles[role], graphs_[role]);
+  st.waiting = st.graph->preds;
+  st.ready.assign(st.waiting.size(), 0);
+  st.done.assign(st.waiting.size(), 0);
+  const program::RoleGraph& g = *st.graph;
+  st.memory.reserve(lane_count(g, Lane::kCompute) + lane_count(g, Lane::kDpGather));
+  st.compute.reserve(lane_count(g, Lane::kCompute));
+  st.traffic[0].reserve(lane_count(g, Lane::kTp));
+  st.traffic[1].reserve(lane_count(g, Lane::kPpSend) + lane_count(g, Lane::kPpRecv));
+  st.traffic[2].reserve(lane_count(g, Lane::kDpGather) + lane_count(g, Lane::kDpReduce));
+  st.static_mem = stage_static_memory(prog_, pl.stage_of(r), cluster_);
+  slot_of_[r] = static_cast<int32_t>(ranks_.size());
+  ranks_.push_back(std::move(st));
+}
+
+void Simulation::schedule(int64_t t, int32_t slot, int32_t k) {
+  if (eager_) {
+    eager_stack_.push_back({t, 0, slot, k});
+  } else {
+    queue_.push(t, slot, k);
+  }
+}
+
+void Simulation::add_owner(FlowId id, const FlowOwner& owner) {
+  if (static_cast<std::size_t>(id) == flow_owner_.size()) {
+    flow_owner_.push_back(owner);
+  } else {
+    if (static_cast<std::size_t>(id) > flow_owner_.size()) flow_owner_.resize(static_cast<std::size_t>(id) + 1);
+    flow_owner_[static_cast<std::size_t>(id)] = owner;
+  }
+}
+
+// The contention-free time of a collective of `r` over its group's own placement (0 on a free network).
+int64_t Simulation::collective_ns(const RankState& r, const Instr& in) {
+  if (options_.network == NetworkModel::kFree) return 0;
+  return costs_.collective_ns(in, r.groups[static_cast<int>(in.group)].cost_group);
+}
+
+// Collectives that take their time T without a flow: tensor-parallel ones (NVLink inside a
+// node), the gradient norm (latency-bound), and every one when the network is not shared.
+bool Simulation::timed_alone(const Instr& in) const {
+  return in.lane == Lane::kTp || in.op == Op::kGradNormAllReduce || options_.network != NetworkModel::kShared;
+}
+
+void Simulation::start(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
+  r.lane_start[static_cast<std::size_t>(in.lane)] = t;
+  MemoryDelta d;
+  if (usage_ && memory_rules_.at_start(in, d)) r.memory.change(t, d, r.role->first_id + k);
+  switch (in.op) {
+    case Op::kForward:
+    case Op::kBackward:
+    case Op::kBackwardInput:
+    case Op::kBackwardWeight:
+    case Op::kRecompute:
+      schedule(t + to_ns(compute_.compute_s(in.op, in.unit_begin, in.unit_end)), slot, k);
+      return;
+    case Op::kOptimizerStep:
+      schedule(t + to_ns((in.flags & program::kFlagOnHost) ? compute_.optimizer_host_s(in.elems)
+                                                           : compute_.optimizer_gpu_s(in.elems)),
+               slot, k);
+      return;
+    case Op::kOffloadCopy: schedule(t + to_ns(compute_.offload_copy_s(in.bytes)), slot, k); return;
+    case Op::kReleaseParams: finish(slot, k, t); return;  // takes no time: done at once
+    case Op::kSendActivation:
+    case Op::kSendGrad: start_send(slot, k, t); return;
+    case Op::kRecvActivation:
+    case Op::kRecvGrad: start_recv(slot, k, t); return;
+    default: arrive(slot, k, t); return;
+  }
+}
+
+void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
+  const RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
+  const program::MessageKey key = program::message_of(prog_.placement, r.rank, in);
+  Message& m = messages_[key];
+  m.send_start_ns = t;
+  if (options_.network != NetworkModel::kShared) {
+    // its time alone on its route, known now: delivered then
+    const int64_t end = t + (options_.network == NetworkModel::kFree ? 0 : costs_.p2p_ns(key.src, key.dst, in.bytes));
+    schedule(end, slot, k);
+    m.delivered = true;
+    m.deliver_ns = end;
+    if (m.waiting_slot >= 0) schedule(std::max(end, m.waiting_post_ns), m.waiting_slot, m.waiting_instr);
+    return;
+  }
+  const int64_t latency = topology_.route_into(key.src, key.dst, path_);
+  const FlowId id = net_.start_flow(path_, in.bytes, latency);
+  add_owner(id, {FlowKind::kSend, slot, k, key});
+}
+
+void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
+  const RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  Message& m = messages_[program::message_of(prog_.placement, r.rank, r.role->instrs[static_cast<std::size_t>(k)])];
+  if (m.delivered) {
+    schedule(std::max(t, m.deliver_ns), slot, k);
+  } else {
+    m.waiting_slot = slot;
+    m.waiting_instr = k;
+    m.waiting_post_ns = t;
+  }
+}
+
+// Folding. A collective timed by T alone, with no other simulated member, ends at t + T whatever
+// else happens: nothing can delay it. It may then finish at once, stamped t + T, without a trip
+// through the event queue, provided finishing it early changes nothing else. Its successors then
+// start (or count down) early, so each must be
+//   * made ready by it alone, and be a compute instruction or another such collective — those
+//     only schedule their own end and change memory, and memory changes are kept in time order
+//     (memory_accounting.hpp), so processing them early is exact; or
+//   * kept waiting by one of those successors, which start at t + T, so it cannot start sooner.
+// Anything that touches the network or another rank (p2p, dp collectives) is never started early.
+// Tensor-parallel collectives are about two thirds of a Megatron plan's instructions.
+bool Simulation::foldable(const RankState& r, int32_t k) const {
+  const program::RoleGraph& g = *r.graph;
+  const Instr* instrs = r.role->instrs.data();
+  // k's successors, each with how many of its predecessors are k (lane and dependencies)
+  constexpr int kMax = 8;
+  std::array<int32_t, kMax> succ{}, from_k{};
+  std::array<bool, kMax> early{};  // made ready by k alone, and allowed to start early
+  int m = 0;
+  auto add = [&](int32_t s) {
+    for (int i = 0; i < m; ++i) {
+      if (succ[i] == s) {
+        ++from_k[i];
+        return true;
+      }
+    }
+    if (m == kMax) return false;
+    succ[m] = s;
+    from_k[m++] = 1;
+    return true;
+  };
+  if (g.lane_next[k] >= 0 && !add(g.lane_next[k])) return false;
+  for (int32_t i = g.succ_begin[k]; i < g.succ_begin[k + 1]; ++i) {
+    if (!add(g.succ[i])) return false;
+  }
+  for (int i = 0; i < m; ++i) {
+    const Instr& in = instrs[succ[i]];
+    const bool kind_ok = program::is_compute(in.op) || (in.lane == Lane::kTp && program::is_collective(in.op));
+    if (r.waiting[succ[i]] == from_k[i] && !kind_ok) return false;  // would start early and must not
+    early[i] = r.waiting[succ[i]] == from_k[i];
+  }
+  for (int i = 0; i < m; ++i) {
+    if (early[i]) continue;
+    bool held = false;  // held back by another successor that starts at the fold's end
+    for (int32_t d : r.role->deps_of(instrs[succ[i]])) {
+      for (int j = 0; j < m && !held; ++j) held = j != i && early[j] && succ[j] == d;
+    }
+    if (!held) return false;
+  }
+  return true;
+}
+
+// A collective starts when every simulated member of its group has issued it.
+void Simulation::arrive(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
+  GroupView& g = r.groups[static_cast<int>(in.group)];
+  if (g.needed == 1) {  // the only simulated member: the others run in step with it
+    ++g.issued;
+    if (timed_alone(in)) {
+      // timed by T alone (no flow): the most common instruction of a tensor-parallel plan
+      r.lane_start[static_cast<std::size_t>(in.lane)] = t;
+      const int64_t end = t + collective_ns(r, in);
+      if (folding_ && !eager_ && foldable(r, k)) {
+        finish(slot, k, end);
+      } else {
+        schedule(end, slot, k);
+      }
+      return;
+    }
+    const std::pair<int32_t, int32_t> self{slot, k};
+    start_collective({&self, 1}, t);
+    return;
+  }
+  const std::tuple<int, int64_t, int64_t> key{static_cast<int>(in.group), g.front, g.issued++};
+  Arrival& a = arrivals_[key];
+  a.members.emplace_back(slot, k);
+  a.latest = std::max(a.latest, t);
+  if (static_cast<int32_t>(a.members.size()) < g.needed) return;
+  start_collective(a.members, a.latest);
+  arrivals_.erase(key);
+}
+
+void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t) {
+  const auto [slot0, k0] = members.front();
+  const RankState& first = ranks_[static_cast<std::size_t>(slot0)];
+  const Instr& in = first.role->instrs[static_cast<std::size_t>(k0)];
+  for (const auto& [slot, k] : members) ranks_[static_cast<std::size_t>(slot)].lane_start[static_cast<std::size_t>(in.lane)] = t;
+  const int64_t T = collective_ns(first, in);
+  if (T == 0 || timed_alone(in)) {
+    for (const auto& [slot, k] : members) schedule(t + T, slot, k);
+    return;
+  }
+  // One flow per simulated member towards its ring successor, capped to finish in T when alone.
+  const CollectiveKind kind = *collective_kind(in.op);
+  for (const auto& [slot, k] : members) {
+    const GroupView& g = ranks_[static_cast<std::size_t>(slot)].groups[static_cast<int>(in.group)];
+    const int64_t bytes = ring_flow_bytes(g.ring, kind, in.bytes);
+    const FlowId id = net_.start_flow(g.route, bytes, 0, ring_flow_cap_Bps(bytes, T));
+    add_owner(id, {FlowKind::kCollective, slot, k, {}});
+  }
+}
+
+void Simulation::on_flow(const FlowCompletion& c) {
+  const FlowOwner& o = flow_owner_[static_cast<std::size_t>(c.id)];
+  queue_.push(c.time_ns, o.slot, o.instr);  // the collective member, or the send
+  if (o.kind == FlowKind::kCollective) return;
+  Message& m = messages_[o.message];
+  m.delivered = true;
+  m.deliver_ns = c.time_ns;
+  if (m.waiting_slot >= 0) queue_.push(c.time_ns, m.waiting_slot, m.waiting_instr);
+}
+
+void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
+  RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  const program::RoleGraph& d = *r.graph;
+  const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
+  ++r.finished;
+  r.done[static_cast<std::size_t>(k)] = 1;
+  r.last_end_ns = std::max(r.last_end_ns, t);
+  const int64_t start_ns = r.lane_start[static_cast<std::size_t>(in.lane)];
+  ++finished_;
+  MemoryDelta delta;
+  if (usage_ && memory_rules_.at_end(in, delta)) r.memory.change(t, delta, r.role->first_id + k);
+  if (usage_ && in.lane == Lane::kCompute) add_interval(r.compute, start_ns, t);
+  const program::Traffic traffic = program::traffic_of(in.lane, in.op);
+  if (usage_ && traffic != program::Traffic::kNone) {
+    int64_t begin = start_ns;
+    // a receive is busy only once its message's send has begun
+    if (program::is_recv(in.op)) begin = std::max(begin, messages_[program::message_of(prog_.placement, r.rank, in)].send_start_ns);
+    add_interval(r.traffic[static_cast<std::size_t>(traffic) - 1], begin, t);
+  }
+  if (options_.record_trace) {
+    events_.push_back({r.rank, in.lane, in.op, r.role->first_id + k, start_ns, t, in.mb, r.role->stage, in.chunk, in.bytes,
+                       in.flops});
+  }
+  auto release = [&](int32_t next) {
+    int64_t& ready = r.ready[static_cast<std::size_t>(next)];
+    ready = std::max(ready, t);
+    if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, ready);
+  };
+  if (d.lane_next[k] >= 0) release(d.lane_next[k]);
+  for (int32_t s = d.succ_begin[k]; s < d.succ_begin[k + 1]; ++s) release(d.succ[s]);
+}
+
+RunRecord Simulation::run() {
+  queue_.reserve(1024);
+  // the ready set first: starting an instruction may finish it at once and ready its successors
+  std::vector<std::pair<int32_t, int32_t>> ready;
+  for (int32_t slot = 0; slot < static_cast<int32_t>(ranks_.size()); ++slot) {
+    for (int32_t k = 0; k < static_cast<int32_t>(ranks_[static_cast<std::size_t>(slot)].waiting.size()); ++k) {
+      if (ranks_[static_cast<std::size_t>(slot)].waiting[static_cast<std::size_t>(k)] == 0) ready.emplace_back(slot, k);
+    }
+  }
+  for (const auto& [slot, k] : ready) start(slot, k, 0);
+  if (eager_) {
+    while (!eager_stack_.empty()) {
+      const Event e = eager_stack_.back();
+      eager_stack_.pop_back();
+      finish(e.a, e.b, e.time_ns);
+    }
+  } else {
+    run_events(
+        queue_, net_, [this](const Event& e) { finish(e.a, e.b, e.time_ns); },
+        [this](const FlowCompletion& c) { on_flow(c); });
+  }
+  RunRecord out;
+  out.instructions = finished_;
+  out.events = std::move(events_);
+  for (RankState& r : ranks_) {
+    if (r.finished != static_cast<int64_t>(r.done.size())) {
+      const auto never = std::find(r.done.begin(), r.done.end(), 0) - r.done.begin();
+      throw SimError("simulation stalled: rank " + std::to_string(r.rank) + " instruction #" +
+                     std::to_string(r.role->first_id + never) + " never ran");
+    }
+    RankRecord rec;
+    rec.rank = r.rank;
+    rec.last_end_ns = r.last_end_ns;
+    rec.compute = std::move(r.compute);
+    rec.traffic = std::move(r.traffic);
+    if (usage_) rec.memory = r.memory.samples(r.rank, r.static_mem);
+    out.ranks.push_back(std::move(rec));
+  }
+  return out;
+}
+
+}  // namespace stagecraft::sim

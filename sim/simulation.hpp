@@ -1,0 +1,150 @@
+// Simulation: the Program rules on virtual time, for the simulated ranks (symmetry.hpp). Internal
+// to the simulator (simulator.hpp describes the whole); it returns what each rank did, from
+// which simulator.cpp reads the metrics.
+//   * lanes and dependencies: an instruction starts when the previous instruction of its lane and
+//     its explicit dependencies (the Program's RoleGraph) are done;
+//   * compute, optimizer, offload copies: the compute model's time (models/compute.hpp), rounded
+//     to whole ns; ReleaseParams takes no time;
+//   * pipeline messages: the send moves its bytes (a flow on the route between the two GPUs, or
+//     its contention-free time); the receive completes when the message has arrived and the
+//     receive is posted;
+//   * collectives: start when every simulated member of the group has issued them, then take
+//     their collective-model time T (costs.hpp) or, for data-parallel ones on the shared network,
+//     the flows of models/collective_flows.hpp;
+//   * memory: memory_accounting.hpp's rules at each instruction's start and end.
+// An instruction starts at the latest end among its predecessors, so the order in which
+// finished instructions are processed does not matter: with the shared network they come off the
+// time-ordered event queue (flows make durations depend on what runs at the same time); with a
+// contention-free or free network every duration is known when an instruction starts, and
+// instructions complete at once, off a stack (eager completion, a fast path).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "core/program/program.hpp"
+#include "core/spec/cluster.hpp"
+#include "core/trace/trace.hpp"
+#include "sim/costs.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/intervals.hpp"
+#include "sim/memory_accounting.hpp"
+#include "sim/models/collective_flows.hpp"
+#include "sim/models/compute.hpp"
+#include "sim/network/flows.hpp"
+#include "sim/network/topology.hpp"
+#include "sim/simulator.hpp"
+
+namespace stagecraft::sim {
+
+// What one simulated rank did in the step.
+struct RankRecord {
+  int64_t rank = 0;
+  int64_t last_end_ns = 0;
+  std::vector<Interval> compute;                                    // compute lane busy, in order
+  std::array<std::vector<Interval>, program::kTrafficClasses> traffic;  // tp, pp, dp lanes busy
+  std::vector<trace::MemorySample> memory;                          // in time order
+};
+
+struct RunRecord {
+  std::vector<RankRecord> ranks;
+  std::vector<trace::Event> events;   // when recording a trace
+  int64_t instructions = 0;           // instructions executed
+};
+
+class Simulation {
+ public:
+  Simulation(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options);
+  RunRecord run();
+  double peak_flops() const { return compute_.peak_flops(); }
+
+ private:
+  // A rank's view of one of its groups: who leads it, how many simulated members must arrive,
+  // its cost group, and where its collective flow goes.
+  struct GroupView {
+    int64_t front = 0;
+    int32_t needed = 0;
+    int32_t cost_group = -1;
+    int64_t issued = 0;          // collectives issued on this group so far
+    RingFlow ring;
+    std::vector<LinkId> route;   // links to ring.successor
+  };
+  struct RankState {
+    int64_t rank = 0;
+    const program::RoleProgram* role = nullptr;
+    const program::RoleGraph* graph = nullptr;
+    std::vector<int16_t> waiting;
+    std::vector<int64_t> ready;   // the latest end among the predecessors that finished
+    // A lane runs one instruction at a time, so its start time is all the state it needs.
+    std::array<int64_t, program::kLaneCount> lane_start{};
+    int64_t finished = 0, last_end_ns = 0;
+    std::vector<uint8_t> done;                                        // per instruction: finished
+    std::array<GroupView, program::kGroupCount> groups;               // by program::Group
+    std::vector<Interval> compute;
+    std::array<std::vector<Interval>, program::kTrafficClasses> traffic;
+    trace::MemoryBytes static_mem;
+    RankMemory memory;
+  };
+  struct Message {
+    bool delivered = false;
+    int64_t send_start_ns = 0;
+    int64_t deliver_ns = 0;
+    int32_t waiting_slot = -1, waiting_instr = -1;
+    int64_t waiting_post_ns = 0;
+  };
+  struct Arrival {
+    std::vector<std::pair<int32_t, int32_t>> members;   // (slot, instr)
+    int64_t latest = 0;                                  // the latest issue time
+  };
+  enum class FlowKind { kSend, kCollective };
+  struct FlowOwner {
+    FlowKind kind;
+    int32_t slot;
+    int32_t instr;
+    program::MessageKey message;
+  };
+
+  void add_rank(int64_t rank);
+  void start(int32_t slot, int32_t k, int64_t t);
+  void finish(int32_t slot, int32_t k, int64_t t);
+  void start_send(int32_t slot, int32_t k, int64_t t);
+  void start_recv(int32_t slot, int32_t k, int64_t t);
+  void arrive(int32_t slot, int32_t k, int64_t t);
+  bool foldable(const RankState& r, int32_t k) const;
+  void start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t);
+  void on_flow(const FlowCompletion& c);
+  int64_t collective_ns(const RankState& r, const program::Instr& in);
+  bool timed_alone(const program::Instr& in) const;
+  void add_owner(FlowId id, const FlowOwner& owner);
+  void schedule(int64_t t, int32_t slot, int32_t k);
+
+  const program::Program& prog_;
+  const spec::Cluster& cluster_;
+  SimOptions options_;
+  bool folding_ = true;
+  bool eager_ = false;     // every duration known at start: complete in any order (a stack)
+  bool usage_ = true;      // memory and busy intervals (off: the step time only)
+  Topology topology_;
+  FlowNetwork net_;
+  ComputeModel compute_;
+  CostCache costs_;
+  MemoryRules memory_rules_;
+  std::vector<program::RoleGraph> graphs_;               // for lists lower() built no graph for
+  std::vector<RankState> ranks_;
+  std::unordered_map<int64_t, int32_t> slot_of_;
+  EventQueue queue_;
+  std::vector<Event> eager_stack_;
+  std::unordered_map<program::MessageKey, Message, program::MessageKeyHash> messages_;
+  std::map<std::tuple<int, int64_t, int64_t>, Arrival> arrivals_;
+  std::vector<FlowOwner> flow_owner_;                    // by FlowId (ids count up from 0)
+  std::vector<LinkId> path_;
+  std::vector<trace::Event> events_;
+  int64_t finished_ = 0;
+};
+
+}  // namespace stagecraft::sim
