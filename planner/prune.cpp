@@ -1,10 +1,12 @@
 #include "planner/prune.hpp"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <set>
 #include <stdexcept>
 
+#include "core/program/comm_rules.hpp"
 #include "core/program/partition.hpp"
 #include "core/program/schedules/schedules.hpp"
 #include "core/program/units.hpp"
@@ -131,23 +133,6 @@ constexpr double kMargin = 1e-5;   // relative, for the simulator's per-instruct
 
 using detail::ns;
 
-// Chunk k in model order runs on stage k % pp as its chunk k / pp (as lowering places them).
-std::vector<ChunkInfo> place_chunks(const spec::Model& m, int64_t pp, int64_t v, const std::vector<int64_t>& layers) {
-  const int64_t total = pp * v;
-  std::vector<ChunkInfo> chunks(static_cast<std::size_t>(total));
-  int64_t block = 0;
-  for (int64_t k = 0; k < total; ++k) {
-    ChunkInfo c;
-    c.stage = static_cast<int32_t>(k % pp);
-    c.chunk = static_cast<int32_t>(k / pp);
-    c.unit_begin = k == 0 ? 0 : program::block_first_unit(block);
-    block += layers[static_cast<std::size_t>(k)];
-    c.unit_end = k == total - 1 ? program::head_unit(m) + 1 : program::block_first_unit(block);
-    chunks[static_cast<std::size_t>(c.stage * v + c.chunk)] = c;
-  }
-  return chunks;
-}
-
 void fill_params(Layout& lay, const spec::Model& m, int64_t threshold) {
   const int64_t tied = program::tied_head_copy(m, lay.tp);
   lay.params.assign(static_cast<std::size_t>(lay.pp), {});
@@ -187,10 +172,25 @@ std::vector<std::vector<int64_t>> dp_placements(const program::Placement& pl, in
   return out;
 }
 
-std::vector<int64_t> stage_layers_of(const std::vector<int64_t>& chunk_layers, int64_t pp) {
-  std::vector<int64_t> out(static_cast<std::size_t>(pp), 0);
-  for (std::size_t k = 0; k < chunk_layers.size(); ++k) out[k % static_cast<std::size_t>(pp)] += chunk_layers[k];
-  return out;
+// The ZeRO variant fields of a candidate, both ways.
+ZeroTerms variant_of(const Candidate& c) {
+  ZeroTerms z;
+  z.zero = c.zero;
+  z.offload = c.offload;
+  z.overlap = c.overlap_comm;
+  z.reduce_i = c.reduce_i;
+  z.prefetch_i = c.prefetch_i;
+  z.max_live_i = c.max_live_i;
+  return z;
+}
+
+void set_variant(Candidate& c, const ZeroTerms& z) {
+  c.zero = z.zero;
+  c.offload = z.offload;
+  c.overlap_comm = z.overlap;
+  c.reduce_i = z.reduce_i;
+  c.prefetch_i = z.prefetch_i;
+  c.max_live_i = z.max_live_i;
 }
 
 int64_t bucket_value(const std::vector<int64_t>& grid, int8_t i, int64_t fallback) {
@@ -311,10 +311,11 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   const int64_t pp = lay.pp, dp = lay.dp;
   const bool dpc = dp > 1;
   const spec::ZeroConfig defaults;
+  const int64_t reduce = bucket_value(space.reduce_grid(), z.reduce_i, defaults.reduce_bucket);
   spec::ZeroConfig zc;
   zc.stage = z.zero;
   zc.offload_optimizer = z.offload ? spec::Offload::kCpu : spec::Offload::kNone;
-  const int64_t reduce = bucket_value(space.reduce_grid(), z.reduce_i, defaults.reduce_bucket);
+  zc.reduce_bucket = reduce;
   const int64_t prefetch = bucket_value(space.prefetch_grid(), z.prefetch_i, defaults.prefetch_bucket);
   const int64_t max_live = bucket_value(space.max_live_grid(), z.max_live_i, defaults.max_live_parameters);
   const bool tied = m.tied_embeddings && pp > 1;
@@ -336,9 +337,8 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     const double lane = g.all + ((s == 0 || s == pp - 1) ? tied_s : 0.0);
     const bool per_mb = z.zero >= 2 && dpc;
     const int64_t persistent = z.zero == 3 && dpc ? lay.stage_persistent[static_cast<std::size_t>(s)] : 0;
-    int64_t bytes = sim::model_states(P, persistent, zc, dp, dtype).total();
-    if (z.zero >= 2 && dpc) bytes += std::min(reduce, P) * pbytes;
-    z.static_bytes.push_back(bytes);
+    z.static_bytes.push_back(sim::model_states(P, persistent, zc, dp, dtype).total() +
+                             sim::grad_bucket_buffer_bytes(zc, dp, P, pbytes));
     z.last_reduce_s.push_back(last);
     z.once_s.push_back(per_mb ? 0.0 : lane);
     z.per_mb_s.push_back(per_mb ? lane : 0.0);
@@ -399,27 +399,16 @@ void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const 
   }
 }
 
-// The tensor-parallel collective times of one micro-batch's passes.
+// The tensor-parallel collective times of one micro-batch's passes, per unit kind, where the
+// lowering puts them (program::tp_collectives).
 struct TpOps {
-  double ag = 0, red = 0, head_ar = 0;   // red: reduce-scatter with sp, else all-reduce
-  bool sp = false, any = false;
-  double max_op() const { return std::max({ag, red, head_ar}); }
-  double fwd(UnitKind k) const {
-    if (!any) return 0;
-    switch (k) {
-      case UnitKind::kEmbedding: return red;
-      case UnitKind::kHead: return (sp ? ag : 0) + head_ar;
-      default: return (sp ? ag : 0) + red;
-    }
-  }
-  double bwd(UnitKind k) const {
-    if (!any) return 0;
-    switch (k) {
-      case UnitKind::kEmbedding: return sp ? ag : 0;
-      case UnitKind::kHead: return red;
-      default: return (sp ? ag : 0) + red;
-    }
-  }
+  bool any = false, sp = false;
+  double ag = 0;                           // the all-gather of a received message (scatter-gather)
+  std::array<double, 4> fwd_s{}, bwd_s{};  // by UnitKind: a forward (recompute) / backward pass's collectives
+  double max_s = 0;                        // the longest single collective
+  double max_op() const { return max_s; }
+  double fwd(UnitKind k) const { return fwd_s[static_cast<std::size_t>(k)]; }
+  double bwd(UnitKind k) const { return bwd_s[static_cast<std::size_t>(k)]; }
 };
 
 ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::ComputeModel& cm, const TpOps& tp,
@@ -442,12 +431,14 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     act += sim::activation_bytes_per_token(unit, m, plan, space.training().dtype, plan.recompute);
   }
   const double tokens = static_cast<double>(plan.micro_batch * m.seq_len);
+  // The simulator rounds each Forward's bytes down to a whole byte, and a chunk's forward is at
+  // most one instruction per unit: at most (units) bytes below the exact sum.
   t.act_bytes = std::max(0.0, tokens * act - static_cast<double>(ch.unit_end - ch.unit_begin));
   t.fwd_chain = F + tf;
   t.bwd_chain = (zb ? Bi : B) + R + tb;
   // Megatron's scatter-gather: without sp, a received activation (or gradient) is all-gathered
   // over tp before the compute that needs it.
-  const bool gather_recv = tp.any && !tp.sp;
+  const bool gather_recv = tp.any && program::gathers_received_message(plan.tp, tp.sp);
   if (gather_recv && lay.has_prev(ch)) tf += tp.ag;
   if (gather_recv && lay.has_next(ch)) tb += tp.ag;
   const double op = tp.max_op();
@@ -456,23 +447,15 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
   return t;
 }
 
-// Activation bytes stage s holds when its last warm-up forward starts.
+// Activation bytes stage s holds when its last warm-up forward starts (the schedule's own count).
 double held_activations(const Layout& lay, const std::vector<ChunkTimes>& times, int64_t s, spec::Schedule sched,
                         int64_t m) {
-  const int64_t p = lay.pp, v = lay.v;
-  auto act = [&](int64_t c) { return times[static_cast<std::size_t>(s * v + c)].act_bytes; };
-  switch (sched) {
-    case spec::Schedule::kGpipe: return static_cast<double>(m) * act(0);
-    case spec::Schedule::kInterleaved: {
-      const int64_t total = m * v;
-      const int64_t warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
-      const int64_t sets = std::min(warmup + 1, total);
-      double bytes = 0;
-      for (int64_t k = 0; k < sets; ++k) bytes += act((k % (p * v)) / p);
-      return bytes;
-    }
-    default: return static_cast<double>(std::min(p - s, m)) * act(0);
+  const std::vector<int64_t> sets = program::warmup_held_sets(sched, lay.pp, m, lay.v, s);
+  double bytes = 0;
+  for (int64_t c = 0; c < lay.v; ++c) {
+    bytes += static_cast<double>(sets[static_cast<std::size_t>(c)]) * times[static_cast<std::size_t>(s * lay.v + c)].act_bytes;
   }
+  return bytes;
 }
 
 }  // namespace
@@ -563,8 +546,8 @@ const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split) {
   }
   lay->chunk_layers = program::chunk_layers(m, p, lay->units);
   if (split == Split::kUniform) lay->duplicate = layout(tp, pp, v, Split::kBalanced).chunk_layers == lay->chunk_layers;
-  lay->stage_layers = stage_layers_of(lay->chunk_layers, pp);
-  lay->chunks = place_chunks(m, pp, v, lay->chunk_layers);
+  lay->stage_layers = program::stage_layers_of(lay->chunk_layers, pp);
+  lay->chunks = program::place_chunks(m, pp, v, lay->chunk_layers);
   fill_params(*lay, m, spec::ZeroConfig{}.param_persistence_threshold);
   build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1));
   return *layouts_.emplace(key, std::move(lay)).first->second;
@@ -626,7 +609,7 @@ PipeTerms pipe_terms(const Layout& lay, const std::vector<ChunkTimes>& times, co
     t.first_fwd.push_back(times[static_cast<std::size_t>(s * v)].fwd_chain);
     t.held.push_back(held_activations(lay, times, s, sched, m));
   }
-  t.p2p_buffers = p > 1 ? 2 * p2p_bytes : 0;
+  t.p2p_buffers = sim::p2p_buffer_bytes(p2p_bytes, p);
   return t;
 }
 
@@ -659,10 +642,22 @@ TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t h
   if (tp <= 1) return ops;
   ops.any = true;
   ops.sp = sp;
-  const int64_t bytes = tokens * hidden * abytes;
-  ops.ag = ns(cc.tp_ag->time_ns(bytes));
-  ops.red = ns(sp ? cc.tp_rs->time_ns(bytes) : cc.tp_ar->time_ns(bytes));
-  ops.head_ar = ns(cc.tp_ar->time_ns(3 * tokens * 4));
+  auto time = [&](const program::TpCollective& c) {
+    const sim::CollectiveCost& cost = c.op == Op::kTpAllGather ? *cc.tp_ag : c.op == Op::kTpReduceScatter ? *cc.tp_rs : *cc.tp_ar;
+    const double t = ns(cost.time_ns(c.bytes));
+    ops.max_s = std::max(ops.max_s, t);
+    return t;
+  };
+  ops.ag = time({Op::kTpAllGather, program::tp_collective_bytes(tokens, hidden, abytes)});
+  for (UnitKind kind : {UnitKind::kEmbedding, UnitKind::kAttention, UnitKind::kMlp, UnitKind::kHead}) {
+    for (Op pass : {Op::kForward, Op::kBackward}) {
+      const program::TpAround around = program::tp_collectives(kind, pass, sp, tokens, hidden, abytes);
+      double total = 0;
+      if (around.before) total += time(*around.before);
+      if (around.after) total += time(*around.after);
+      (pass == Op::kForward ? ops.fwd_s : ops.bwd_s)[static_cast<std::size_t>(kind)] = total;
+    }
+  }
   return ops;
 }
 
@@ -688,7 +683,7 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   }
   static const std::vector<int64_t> none;
   const std::vector<int64_t>& sw = schedule == spec::Schedule::kInterleaved ? switches(lay.pp, micro_batches, lay.v) : none;
-  PipeTerms t = pipe_terms(lay, times, cc, schedule, micro_batches, tokens * m.hidden / lay.tp * abytes, sw);
+  PipeTerms t = pipe_terms(lay, times, cc, schedule, micro_batches, program::p2p_message_bytes(tokens, m.hidden, lay.tp, abytes), sw);
   t.tp_gap = ops.any ? 2 * ops.max_op() : 0.0;
   t.step_gap = t.tp_gap + t.link + (ops.any ? ops.ag : 0.0);
   return t;
@@ -714,12 +709,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
       c.sequence_parallel = sp;
       c.recompute = rc;
       for (const ZeroTerms& z : lay.variants) {
-        c.zero = z.zero;
-        c.offload = z.offload;
-        c.overlap_comm = z.overlap;
-        c.reduce_i = z.reduce_i;
-        c.prefetch_i = z.prefetch_i;
-        c.max_live_i = z.max_live_i;
+        set_variant(c, z);
         const Estimate e = combine(terms, z, micro_batches, reserved);
         Verdict verdict = Verdict::kKeep;
         if (lay.duplicate || z.duplicate) {
@@ -752,13 +742,7 @@ void Pruner::enumerate(const Group& g, const Visitor& visit) {
 
 Estimate Pruner::estimate(const Candidate& c) {
   const Layout& lay = layout(c.tp, c.pp, c.virtual_stages, c.split);
-  ZeroTerms z;
-  z.zero = c.zero;
-  z.offload = c.offload;
-  z.overlap = c.overlap_comm;
-  z.reduce_i = c.reduce_i;
-  z.prefetch_i = c.prefetch_i;
-  z.max_live_i = c.max_live_i;
+  ZeroTerms z = variant_of(c);
   std::vector<int64_t> sig;
   build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1), sig);
   const int64_t micro_batches = space_.training().global_batch / (lay.dp * c.micro_batch);

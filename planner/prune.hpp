@@ -6,13 +6,15 @@
 // that cannot help (pruned: dominated).
 //
 // Memory lower bound, per pipeline stage s (max over stages), sim/models/memory.hpp:
-//   model_states(P_s, persistent_s, ZeRO, dp) + reserved + 2·(tokens·h/t)·a  (p2p buffers, pp > 1)
-//   + min(reduce_bucket, P_s)·w  (ZeRO >= 2 gradient bucket)  +  A_s
-// where A_s is what the schedule must hold at once when its last warm-up forward starts:
-//   GPipe m sets; 1F1B and ZB-H1 min(p − s, m) sets; interleaved the first
-//   min(warm-up + 1, m·v) forward passes (warm-up 2(p − s − 1) + (v − 1)p, or m·v when m = p),
-//   pass k holding chunk (k mod pv) div p; a set = tokens · Σ activation_bytes_per_token over the
-//   chunk's units (Korthikanti et al.).
+//   model_states(P_s, persistent_s, ZeRO, dp) + reserved + p2p buffers 2·(tokens·h/t)·a (pp > 1)
+//   + the ZeRO >= 2 gradient bucket min(reduce_bucket, P_s)·w  +  A_s
+// where A_s is what the schedule must hold at once when its last warm-up forward starts
+// (program::warmup_held_sets: GPipe m sets; 1F1B and ZB-H1 min(p − s, m) sets; interleaved the
+// first min(warm-up + 1, m·v) forward passes, pass k holding chunk (k mod pv) div p); a set =
+// tokens · Σ activation_bytes_per_token over the chunk's units (Korthikanti et al.). Chunk
+// placement, stage layers, the message sizes, where the tensor-parallel collectives go
+// (core/program/comm_rules.hpp) and the buffers (sim/models/memory.hpp) are the lowering's and
+// the simulator's own functions.
 //
 // Step-time lower bound (every term is a duration the simulator charges exactly):
 //   F, B, W, R   compute of one micro-batch on a chunk (sim::ComputeModel: forward, backward,

@@ -267,9 +267,7 @@ class StageLayers {
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
     const std::vector<int64_t> chunks = program::chunk_layers(model_, p, program::model_units(model_, p.tp));
-    std::vector<int64_t> stages(static_cast<std::size_t>(p.pp), 0);
-    for (std::size_t k = 0; k < chunks.size(); ++k) stages[k % stages.size()] += chunks[k];
-    return memo_.emplace(key, stages).first->second;
+    return memo_.emplace(key, program::stage_layers_of(chunks, p.pp)).first->second;
   }
 
  private:

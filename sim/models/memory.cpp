@@ -20,11 +20,15 @@ ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::Z
   return s;
 }
 
+int64_t p2p_buffer_bytes(int64_t message_bytes, int64_t pp) { return pp > 1 ? 2 * message_bytes : 0; }
+
+int64_t grad_bucket_buffer_bytes(const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params, int64_t param_bytes) {
+  return zero.stage >= 2 && dp > 1 ? std::min(zero.reduce_bucket, stage_params) * param_bytes : 0;
+}
+
 int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params,
                           int64_t param_bytes) {
-  int64_t bytes = pp > 1 ? 2 * message_bytes : 0;
-  if (zero.stage >= 2 && dp > 1) bytes += std::min(zero.reduce_bucket, stage_params) * param_bytes;
-  return bytes;
+  return p2p_buffer_bytes(message_bytes, pp) + grad_bucket_buffer_bytes(zero, dp, stage_params, param_bytes);
 }
 
 double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const spec::Plan& p, spec::Dtype dtype,

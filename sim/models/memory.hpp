@@ -45,6 +45,9 @@ struct ModelStates {
 ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::ZeroConfig& zero, int64_t dp,
                          spec::Dtype dtype);
 
+int64_t p2p_buffer_bytes(int64_t message_bytes, int64_t pp);
+int64_t grad_bucket_buffer_bytes(const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params, int64_t param_bytes);
+// Both.
 int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params,
                           int64_t param_bytes);
 
