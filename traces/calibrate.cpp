@@ -285,22 +285,31 @@ bool start_group(GroupReport& report, const std::string& name, std::size_t sampl
   return false;
 }
 
+// The linear terms as profile rates (name, rate); a rate of 0 means the profile leaves the term out.
+std::array<std::pair<const char*, double>, kLinearTerms> linear_rates(const spec::Gpu& gpu) {
+  return {{{"gpu.memory_Bps", gpu.hbm_Bps * gpu.memory_efficiency},
+           {"gpu.activation_elems_per_s", gpu.activation_elems_per_s},
+           {"gpu.adam_params_per_s", gpu.adam_params_per_s}}};
+}
+
+// The compute group's parameters at a profile's values.
+ComputeValues profile_values(const spec::Gpu& gpu) {
+  ComputeValues v;
+  for (const auto& [flops, fraction] : gpu.matmul_efficiency) v.e.push_back(fraction);
+  const auto rates = linear_rates(gpu);
+  for (std::size_t j = 0; j < kLinearTerms; ++j) v.c[j] = rates[j].second > 0 ? 1.0 / rates[j].second : 0.0;
+  return v;
+}
+
 ComputeResult fit_compute(const std::vector<ComputeSample>& samples, const spec::Gpu& gpu) {
   ComputeResult out;
   const std::size_t K = gpu.matmul_efficiency.size();
-  for (const auto& [flops, fraction] : gpu.matmul_efficiency) out.values.e.push_back(fraction);
-  // The linear terms as profile rates (name, rate); a rate of 0 means the profile leaves the term out.
-  const std::array<std::pair<const char*, double>, kLinearTerms> rates = {
-      {{"gpu.memory_Bps", gpu.hbm_Bps * gpu.memory_efficiency},
-       {"gpu.activation_elems_per_s", gpu.activation_elems_per_s},
-       {"gpu.adam_params_per_s", gpu.adam_params_per_s}}};
+  out.values = profile_values(gpu);
+  const auto rates = linear_rates(gpu);
   for (std::size_t k = 0; k < K; ++k) {
     out.params.push_back(make_parameter(knot_name(gpu.matmul_efficiency[k].first), out.values.e[k]));
   }
-  for (std::size_t j = 0; j < kLinearTerms; ++j) {
-    out.values.c[j] = rates[j].second > 0 ? 1.0 / rates[j].second : 0.0;
-    out.params.push_back(make_parameter(rates[j].first, rates[j].second));
-  }
+  for (std::size_t j = 0; j < kLinearTerms; ++j) out.params.push_back(make_parameter(rates[j].first, rates[j].second));
   // A term the base profile leaves out has no value to start from: it stays out (support 0).
   const auto hold_absent = [&] {
     for (std::size_t j = 0; j < kLinearTerms; ++j) {
@@ -604,6 +613,11 @@ const Parameter& Calibration::parameter(const std::string& name) const {
     if (p.name == name) return p;
   }
   throw std::out_of_range("no calibration parameter " + name);
+}
+
+double model_seconds(const ComputeSample& sample, const spec::Gpu& gpu) {
+  const ComputeProblem P({sample}, gpu);
+  return P.time(0, profile_values(gpu), nullptr);
 }
 
 Calibration calibrate(const Samples& samples, const spec::Cluster& base) {

@@ -85,6 +85,10 @@ struct Calibration {
   const Parameter& parameter(const std::string& name) const;
 };
 
+// The time the compute fit gives a sample at a profile's values: equation 1 on the sample's
+// sim::Work (equal to sim::work_seconds, which the simulator times instructions with).
+double model_seconds(const ComputeSample& sample, const spec::Gpu& gpu);
+
 // Throws CalibrationError when no parameter can be fitted, or a fit is physically impossible.
 Calibration calibrate(const Samples& samples, const spec::Cluster& base);
 
