@@ -57,7 +57,7 @@ Subcommand add_calibrate(CLI::App& root) {
   app->add_option("--cluster", args->cluster, "base cluster profile (file or bundled name)")->required();
   app->add_option("-o,--output", args->output, "where to write the calibrated profile")->required();
   app->add_option("--training", args->training,
-                  "the training the traces ran (file or bundled name); default: the trace header, else inferred");
+                  "the training the traces ran (file or bundled name); default: the trace header (the Program it lowers to must have the trace's fingerprint)");
   app->add_flag("--json", args->json, "print the calibration report as one JSON document");
   return {app, [args]() { return run_calibrate(*args); }};
 }

@@ -34,6 +34,7 @@ struct RunArgs {
   int64_t steps = 10;
   std::string backend = "cpu";
   std::string trace, save, resume;
+  std::string cluster = "cpu-local";
   bool json = false;
   uint64_t seed = 1;
   double lr = 1e-3;
@@ -131,6 +132,7 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.resume_dir = a.resume;
   o.save_dir = a.save;
   o.trace_path = a.trace;
+  o.cluster = a.cluster;
   const double tokens = static_cast<double>(prog.training.global_batch * prog.model.seq_len);
   if (rank == 0) {
     o.on_step = [&a, tokens](const executor::StepStats& s) {
@@ -147,9 +149,7 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
   if (world.rank() == 0) {
     std::ostream& log = a.json ? std::cerr : std::cout;
     log << "stagecraft run: " << prog.model.name << ", " << spec::summary(prog.plan) << ", " << world.size()
-        << " rank(s), CPU executor (fp32)";
-    if (prog.training.dtype != spec::Dtype::kFp32) log << " - the training file asks for " << spec::to_string(prog.training.dtype);
-    log << "\n";
+        << " rank(s), CPU executor (" << spec::to_string(prog.training.dtype) << ")\n";
   }
   executor::TrainReport r;
   try {
@@ -186,7 +186,12 @@ int run_run(const RunArgs& a) {
     const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
     if (const std::string why = precheck(a, p, world.size()); !why.empty()) return fail_before_training(why);
-    prog = program::lower(m, t, p);
+    prog = program::lower(m, executor::executed_training(t), p);
+    if (t.dtype != prog->training.dtype && world.rank() == 0) {
+      (a.json ? std::cerr : std::cout) << "stagecraft run: " << t.file << " asks for " << spec::to_string(t.dtype)
+                                       << "; the CPU executor computes and communicates in "
+                                       << spec::to_string(prog->training.dtype) << ", and runs (and traces) that Program\n";
+    }
   } catch (const spec::SpecError& e) {
     return fail_before_training(e.what());
   }
@@ -211,6 +216,8 @@ Subcommand add_run(CLI::App& root) {
   app->add_option("--steps", args->steps, "optimizer steps to run (default 10)");
   app->add_option("--backend", args->backend, "cpu (MPI + Eigen) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_option("--trace", args->trace, "write the measured trace (Chrome trace JSON) here");
+  app->add_option("--cluster", args->cluster,
+                  "the cluster profile that describes these machines, recorded in the trace (default cpu-local)");
   app->add_flag("--json", args->json, "print one JSON document (SCHEMAS.md run --json); progress goes to stderr");
   app->add_option("--save", args->save, "write a checkpoint to this directory at the end");
   app->add_option("--resume", args->resume, "continue from the checkpoint in this directory");

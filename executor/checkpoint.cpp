@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/text/hash.hpp"
 #include "executor/errors.hpp"
 #include "executor/model_params.hpp"
 
@@ -24,12 +25,6 @@ std::string rank_file(int64_t rank) {
   char name[32];
   std::snprintf(name, sizeof(name), "rank-%05lld.bin", static_cast<long long>(rank));
   return name;
-}
-
-std::string hex(uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
-  return text;
 }
 
 // The parts of a spec that decide the training (its "source" citation does not).
@@ -79,7 +74,7 @@ std::vector<float> read_rank_file(const fs::path& dir, const json& entry, int64_
     throw CheckpointError(path.string() + ": truncated or has trailing bytes (expected " + std::to_string(elems) +
                           " values)");
   }
-  const std::string sum = hex(fnv1a(values.data(), values.size() * sizeof(float)));
+  const std::string sum = text::hex16(text::fnv1a(values.data(), values.size() * sizeof(float)));
   if (sum != entry.at("checksum").get<std::string>()) {
     throw CheckpointError(path.string() + ": checksum " + sum + " does not match the manifest's " +
                           entry.at("checksum").get<std::string>() + " (corrupt)");
@@ -152,7 +147,7 @@ void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
   const json mine = {{"rank", comm.rank()},
                      {"file", rank_file(comm.rank())},
                      {"elems", state.size()},
-                     {"checksum", hex(fnv1a(state.data(), state.size() * sizeof(float)))}};
+                     {"checksum", text::hex16(text::fnv1a(state.data(), state.size() * sizeof(float)))}};
   const std::vector<std::string> entries = comm.gather_to_root(mine.dump());
   if (comm.rank() == 0) {
     json manifest = run_identity(runner.program(), ctx);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/text/hash.hpp"
 #include "executor/errors.hpp"
 #include "executor/zero/ranges.hpp"
 
@@ -80,17 +81,8 @@ ModelParams gather_model_params(Runner& runner) {
   return out;
 }
 
-uint64_t fnv1a(const void* data, std::size_t bytes, uint64_t h) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
 std::string checksum(std::span<const float> values) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx",
-                static_cast<unsigned long long>(fnv1a(values.data(), values.size() * sizeof(float))));
-  return text;
+  return text::hex16(text::fnv1a(values.data(), values.size() * sizeof(float)));
 }
 
 }  // namespace stagecraft::executor

@@ -23,8 +23,7 @@ struct ModelParams {
 // Collective over the runner's communicator.
 ModelParams gather_model_params(Runner& runner);
 
-// FNV-1a (64-bit) of the bytes of `values`, as 16 hex digits.
+// FNV-1a (64-bit, core/text/hash.hpp) of the bytes of `values`, as 16 hex digits.
 std::string checksum(std::span<const float> values);
-uint64_t fnv1a(const void* data, std::size_t bytes, uint64_t h = 0xcbf29ce484222325ULL);
 
 }  // namespace stagecraft::executor

@@ -24,6 +24,11 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
     throw ExecutorError("tensor parallelism (tp = " + std::to_string(prog.plan.tp) +
                         ") is not supported by the CPU executor; use a plan with tp = 1");
   }
+  if (prog.training.dtype != kCpuDtype) {
+    throw ExecutorError(std::string("the CPU executor computes and communicates in ") + spec::to_string(kCpuDtype) +
+                        ", the Program was lowered for " + spec::to_string(prog.training.dtype) +
+                        ": lower it with executor::executed_training(training), so its bytes describe the run");
+  }
   if (corpus.vocab() != prog.model.vocab || corpus.seq_len() != prog.model.seq_len) {
     throw ExecutorError("the corpus has vocab " + std::to_string(corpus.vocab()) + " and sequences of " +
                         std::to_string(corpus.seq_len()) + ", the model '" + prog.model.name + "' vocab " +
@@ -34,6 +39,12 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
 }
 
 }  // namespace
+
+spec::Training executed_training(const spec::Training& requested) {
+  spec::Training t = requested;
+  t.dtype = kCpuDtype;
+  return t;
+}
 
 Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& corpus, RunnerOptions options)
     : prog_(prog),

@@ -17,7 +17,8 @@
 // norm of max_grad_norm; AdamW. Sequence j of step t's global batch goes to dp rank
 // j / (micro_batch * micro_batches), micro-batch (j mod (micro_batch * micro_batches)) / micro_batch.
 //
-// Not supported (constructor throws ExecutorError): tensor parallelism (tp > 1). Selective
+// Not supported (constructor throws ExecutorError): tensor parallelism (tp > 1), a Program lowered
+// for another dtype than fp32 (executed_training). Selective
 // recompute runs with full activation caches (same math, no memory saving); full recompute
 // keeps only each block's input and re-runs it at the Program's Recompute instructions.
 #pragma once
@@ -36,6 +37,13 @@
 #include "executor/zero/stage_state.hpp"
 
 namespace stagecraft::executor {
+
+// The CPU executor computes, stores and communicates every tensor in fp32, whatever the training
+// file asks for; it runs the Program lowered with executed_training(requested), so that the bytes
+// of its instructions (and of its measured trace) describe what it did. A Program lowered for
+// another dtype is refused.
+inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
+spec::Training executed_training(const spec::Training& requested);
 
 struct RunnerOptions {
   AdamWConfig adam{1e-3, 0.9, 0.95, 1e-8, 0.1};

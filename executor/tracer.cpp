@@ -15,11 +15,13 @@ namespace {
 static_assert(std::is_trivially_copyable_v<trace::Event>, "events travel as bytes");
 static_assert(std::is_trivially_copyable_v<trace::MemorySample>, "samples travel as bytes");
 
-int64_t host_id() {
+std::string host_name() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
-  return static_cast<int64_t>(std::hash<std::string>{}(name) >> 1);
+  return name;
 }
+
+int64_t host_id() { return static_cast<int64_t>(std::hash<std::string>{}(host_name()) >> 1); }
 
 template <typename T>
 void append(std::string& blob, const std::vector<T>& items) {
@@ -56,16 +58,17 @@ int64_t Tracer::now_ns() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin_).count();
 }
 
-trace::Trace Tracer::gather(Communicator& comm, const std::vector<trace::MemorySample>& memory, nlohmann::json plan,
-                            nlohmann::json model) const {
+trace::Trace Tracer::gather(Communicator& comm, const std::vector<trace::MemorySample>& memory, const program::Program& prog,
+                            const std::string& cluster_name) const {
   std::string blob;
   append(blob, events_);
   append(blob, memory);
   const std::vector<std::string> all = comm.gather_to_root(blob);
+  const std::vector<std::string> hosts = comm.gather_to_root(host_name());
   trace::Trace t;
   t.source = "measured";
-  t.plan = std::move(plan);
-  t.model = std::move(model);
+  trace::name_program(t, prog);
+  t.cluster = {{"name", cluster_name}, {"hosts", hosts}};
   for (const std::string& b : all) {
     std::size_t at = 0;
     for (const trace::Event& e : take<trace::Event>(b, at)) t.events.push_back(e);

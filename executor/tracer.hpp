@@ -4,7 +4,8 @@
 // at start: a barrier, then every rank's clock reading right after it is all-gathered; ranks on
 // one host share steady_clock, so their events are placed on the earliest reading (exact
 // relative order), ranks on different hosts on their own reading (aligned to the barrier's
-// exit). gather() sends everything to rank 0, which gets one Trace with source "measured".
+// exit). gather() sends everything to rank 0, which gets one Trace with source "measured" that
+// names its Program (model, training as executed, plan, fingerprint).
 // A disabled Tracer records nothing and costs one branch per instruction.
 #pragma once
 
@@ -34,9 +35,10 @@ class Tracer {
   const std::vector<trace::Event>& events() const { return events_; }
 
   // Collective: rank 0 returns every rank's events and `memory` samples in one Trace (other
-  // ranks an empty one), with the plan and model it ran.
-  trace::Trace gather(Communicator& comm, const std::vector<trace::MemorySample>& memory, nlohmann::json plan,
-                      nlohmann::json model) const;
+  // ranks an empty one), naming the Program it ran (trace::name_program) and where:
+  // cluster {"name": cluster_name, "hosts": [each rank's host name]}.
+  trace::Trace gather(Communicator& comm, const std::vector<trace::MemorySample>& memory, const program::Program& prog,
+                      const std::string& cluster_name) const;
 
  private:
   bool enabled_ = false;

@@ -36,8 +36,7 @@ TrainReport train(const program::Program& prog, Communicator& comm, const Corpus
   if (comm.rank() == 0) report.params_checksum = checksum(params.values);
   if (!options.save_dir.empty()) save_checkpoint(runner, options.save_dir, options.data);
   if (ro.trace) {
-    const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), spec::to_json(prog.plan),
-                                                  spec::to_json(prog.model));
+    const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), prog, options.cluster);
     if (comm.rank() == 0) trace::write_trace(t, options.trace_path);
   }
   return report;

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string resume_dir;     // empty: start from the initial parameters
   std::string save_dir;       // empty: no checkpoint at the end
   std::string trace_path;     // empty: no trace (rank 0 writes it)
+  std::string cluster = "cpu-local";  // the profile describing the machines, recorded in the trace
   std::function<void(const StepStats&)> on_step;  // every rank, after each step
 };
 

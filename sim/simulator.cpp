@@ -83,8 +83,7 @@ SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, c
     t.events = std::move(run.events);
     for (RankRecord& r : run.ranks) t.memory.insert(t.memory.end(), r.memory.begin(), r.memory.end());
     t.source = "simulated";
-    t.plan = spec::to_json(prog.plan);
-    t.model = spec::to_json(prog.model);
+    trace::name_program(t, prog);
     t.cluster = spec::to_json(cluster);
   }
   return result;

@@ -74,16 +74,7 @@ void check_same(const Trace& sim, const Trace& meas, const char* key, const json
 
 std::optional<ProgramContext> context_of(const Trace& t) {
   if (t.kernel_level() || t.data.model.empty() || t.data.plan.empty()) return std::nullopt;
-  spec::Training tr;
-  if (t.meta.contains("training")) {
-    tr = spec::training_from_json(t.meta["training"], t.files.at(0));
-  } else {
-    const spec::Plan p = spec::plan_from_json(t.data.plan, t.files.at(0));
-    tr.global_batch = p.micro_batch * p.micro_batches * p.dp;
-    tr.dtype = spec::Dtype::kBf16;  // alignment needs ids and peers only; the dtype changes neither
-  }
-  tr.file = "(compare)";
-  return program_of(t, tr);
+  return program_of(t);
 }
 
 class RankMap {
@@ -301,6 +292,13 @@ Comparison compare(const Trace& sim, const Trace& meas) {
   }
   const std::optional<ProgramContext> sim_pc = context_of(sim);
   const std::optional<ProgramContext> meas_pc = context_of(meas);
+  if (sim_pc && meas_pc && sim.data.program.fingerprint != meas.data.program.fingerprint) {
+    throw spec::SpecError(c.measured_file, "/stagecraft/program/fingerprint",
+                          "expected the Program of the simulated trace " + c.simulated_file + " (" +
+                              sim.data.program.fingerprint + "), got " + meas.data.program.fingerprint +
+                              ": the traces ran different Programs; simulate the plan with the training the measured "
+                              "trace ran (its dtype: " + spec::to_string(meas_pc->training.dtype) + ")");
+  }
   const std::vector<Activity> sim_acts = activities(sim, c.level, sim_pc ? &*sim_pc : nullptr);
   const std::vector<Activity> meas_acts = activities(meas, c.level, meas_pc ? &*meas_pc : nullptr);
   if (meas_acts.empty()) throw spec::SpecError(c.measured_file, "", "no events inside a step to compare");

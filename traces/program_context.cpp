@@ -1,7 +1,6 @@
 #include "traces/program_context.hpp"
 
-#include <map>
-
+#include "core/program/fingerprint.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/model.hpp"
@@ -33,20 +32,6 @@ const nlohmann::json& header_object(const Trace& t, const nlohmann::json& j, con
   return j;
 }
 
-// How many of the trace's communication events carry the bytes `prog` gives their instruction.
-std::pair<int64_t, int64_t> matching_bytes(const Trace& t, const program::Program& prog) {
-  int64_t with_bytes = 0, matching = 0;
-  for (const trace::Event& e : t.data.events) {
-    if (e.bytes <= 0 || program::is_compute(e.op) || e.rank < 0 || e.rank >= prog.placement.world()) continue;
-    const auto& role = prog.role_of(e.rank);
-    const int64_t k = e.instr - role.first_id;
-    if (k < 0 || k >= static_cast<int64_t>(role.instrs.size())) continue;
-    ++with_bytes;
-    matching += role.instrs[static_cast<std::size_t>(k)].bytes == e.bytes;
-  }
-  return {with_bytes, matching};
-}
-
 ProgramContext lower_with(const Trace& t, const spec::Model& m, const spec::Plan& p, spec::Training tr) {
   ProgramContext pc;
   pc.training = tr;
@@ -54,39 +39,23 @@ ProgramContext lower_with(const Trace& t, const spec::Model& m, const spec::Plan
   return pc;
 }
 
-ProgramContext infer_training(const Trace& t, const spec::Model& m, const spec::Plan& p) {
-  spec::Training tr;
-  tr.global_batch = p.micro_batch * p.micro_batches * p.dp;
-  tr.optimizer = spec::Optimizer::kAdam;
-  std::map<spec::Dtype, ProgramContext> lowered;
-  int64_t best = -1, with_bytes = 0;
-  std::vector<spec::Dtype> matches;
-  for (spec::Dtype d : {spec::Dtype::kFp32, spec::Dtype::kBf16, spec::Dtype::kFp16}) {
-    tr.dtype = d;
-    ProgramContext pc = lower_with(t, m, p, tr);
-    const auto [n, hits] = matching_bytes(t, pc.program);
-    with_bytes = n;
-    if (hits > best) {
-      best = hits;
-      matches = {d};
-    } else if (hits == best) {
-      matches.push_back(d);
-    }
-    lowered.emplace(d, std::move(pc));
+// The Program lowered from the header must be the one the trace names.
+void check_fingerprint(const Trace& t, const ProgramContext& pc) {
+  const std::string& file = t.files.at(0);
+  const trace::ProgramIdentity& named = t.data.program;
+  if (named.fingerprint.empty()) {
+    throw spec::SpecError(file, "/stagecraft/program",
+                          "missing: the trace does not name the Program it ran (fingerprint); write it again with this "
+                          "Stagecraft (simulate --trace, run --trace)");
   }
-  if (with_bytes == 0 || 2 * best <= with_bytes) {
-    throw spec::SpecError(t.files.at(0), "/stagecraft",
-                          "cannot tell the training dtype: " + std::string(with_bytes == 0
-                              ? "no communication event carries bytes"
-                              : "the events' message sizes match no lowering of this plan (fp32, bf16, fp16)") +
-                              "; pass --training");
+  const std::string lowered = program::fingerprint(pc.program);
+  if (lowered != named.fingerprint) {
+    throw spec::SpecError(file, "/stagecraft/program/fingerprint",
+                          "expected " + lowered + ", the fingerprint of the Program lowered from the trace's model, plan and " +
+                              pc.training_origin + " training, got " + named.fingerprint +
+                              ": the trace ran another Program (an edited header, another training or another "
+                              "Stagecraft's lowering)");
   }
-  ProgramContext pc = std::move(lowered.at(matches.front()));
-  pc.dtypes = matches;
-  pc.training_origin = std::string("inferred: ") + spec::to_string(matches.front()) + " from " + std::to_string(best) +
-                       " of " + std::to_string(with_bytes) + " message sizes, global batch " +
-                       std::to_string(tr.global_batch);
-  return pc;
 }
 
 }  // namespace
@@ -113,16 +82,13 @@ ProgramContext program_of(const Trace& t, const std::optional<spec::Training>& t
   if (training) {
     pc = lower_with(t, m, p, *training);
     pc.training_origin = "--training " + training->file;
-    pc.dtypes = {training->dtype};
-  } else if (t.meta.contains("training")) {
-    const spec::Training tr =
-        in_header(file, "/stagecraft/training", [&] { return spec::training_from_json(t.meta["training"], file); });
+  } else {
+    const nlohmann::json& tj = header_object(t, t.data.training, "training");
+    const spec::Training tr = in_header(file, "/stagecraft/training", [&] { return spec::training_from_json(tj, file); });
     pc = lower_with(t, m, p, tr);
     pc.training_origin = "trace header";
-    pc.dtypes = {tr.dtype};
-  } else {
-    pc = infer_training(t, m, p);
   }
+  check_fingerprint(t, pc);
   check_events(t, pc);
   return pc;
 }

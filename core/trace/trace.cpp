@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/program/fingerprint.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
 
@@ -121,6 +122,13 @@ const MemorySample* peak_sample(const std::vector<MemorySample>& samples) {
   return best;
 }
 
+void name_program(Trace& t, const program::Program& prog) {
+  t.model = spec::to_json(prog.model);
+  t.training = spec::to_json(prog.training);
+  t.plan = spec::to_json(prog.plan);
+  t.program = {program::fingerprint(prog), static_cast<int64_t>(prog.instruction_count())};
+}
+
 json to_chrome_json(const Trace& t) {
   json events = json::array();
   std::map<int64_t, bool> ranks;
@@ -135,9 +143,12 @@ json to_chrome_json(const Trace& t) {
   }
   for (const Event& e : t.events) events.push_back(event_json(e));
   for (const MemorySample& m : t.memory) events.push_back(memory_json(m));
-  return {{"traceEvents", std::move(events)},
-          {"displayTimeUnit", "ms"},
-          {"stagecraft", {{"source", t.source}, {"plan", t.plan}, {"model", t.model}, {"cluster", t.cluster}}}};
+  json header = {{"source", t.source}, {"plan", t.plan}, {"model", t.model}, {"cluster", t.cluster}};
+  if (!t.training.empty()) header["training"] = t.training;
+  if (!t.program.fingerprint.empty()) {
+    header["program"] = {{"fingerprint", t.program.fingerprint}, {"instructions", t.program.instructions}};
+  }
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"stagecraft", std::move(header)}};
 }
 
 Trace from_chrome_json(const json& j, const std::string& file) {
@@ -148,6 +159,13 @@ Trace from_chrome_json(const json& j, const std::string& file) {
   t.plan = meta.has("plan") ? meta.raw("plan") : json::object();
   t.model = meta.has("model") ? meta.raw("model") : json::object();
   t.cluster = meta.has("cluster") ? meta.raw("cluster") : json::object();
+  t.training = meta.has("training") ? meta.raw("training") : json::object();
+  if (meta.has("program")) {
+    spec::ObjectReader p = meta.object("program");
+    t.program.fingerprint = p.string("fingerprint");
+    t.program.instructions = p.integer("instructions");
+    p.finish();
+  }
   const json& events = top.raw("traceEvents");
   if (!events.is_array()) top.fail_value("traceEvents", "an array of trace events");
   for (std::size_t i = 0; i < events.size(); ++i) {

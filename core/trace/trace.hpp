@@ -1,6 +1,6 @@
 // The trace schema shared by simulated and measured traces (SCHEMAS.md "Trace"): one event per
-// executed instruction with its Program id, memory samples per rank, and the plan/model/cluster it
-// came from. Written as Chrome trace event JSON (opens in Perfetto): pid = rank, tid = lane,
+// executed instruction with its Program id, memory samples per rank, and the model, training,
+// plan and cluster it came from, with the fingerprint of the lowered Program. Written as Chrome trace event JSON (opens in Perfetto): pid = rank, tid = lane,
 // "X" events with ts/dur in microseconds, "C" counters named "memory" with one series per memory
 // kind (memory.hpp: args {"params": bytes, ...}) and the changing instruction's id as "instr"
 // beside them (a top-level field trace viewers ignore).
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/program/instruction.hpp"
+#include "core/program/program.hpp"
 #include "core/trace/memory.hpp"
 
 namespace stagecraft::trace {
@@ -31,14 +32,26 @@ struct Event {
   double flops = 0;
 };
 
+// Which Program a trace ran: the header's model, training and plan lower to a Program whose
+// fingerprint (core/program/fingerprint.hpp) is this one.
+struct ProgramIdentity {
+  std::string fingerprint;          // empty: unknown
+  int64_t instructions = 0;
+};
+
 struct Trace {
   std::string source;               // "simulated" | "measured"
   nlohmann::json plan = nlohmann::json::object();
   nlohmann::json model = nlohmann::json::object();
-  nlohmann::json cluster = nlohmann::json::object();
+  nlohmann::json training = nlohmann::json::object();   // what ran: for a measured trace its dtype is the executed one
+  nlohmann::json cluster = nlohmann::json::object();    // the profile (simulated) or {"name", "hosts"} (measured)
+  ProgramIdentity program;
   std::vector<Event> events;
   std::vector<MemorySample> memory;
 };
+
+// Sets the trace's model, training, plan and Program identity from the Program that ran.
+void name_program(Trace& t, const program::Program& prog);
 
 nlohmann::json to_chrome_json(const Trace& t);
 // Reads a Stagecraft trace back; throws spec::SpecError naming `file` and the JSON pointer of a

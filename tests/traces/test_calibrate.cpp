@@ -260,7 +260,7 @@ TEST(Calibrate, ExecutorStyleTracesGiveTheSameSamples) {
   std::sort(twice.begin(), twice.end());
   const std::vector<double> got = seconds(b.links);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], twice[i], 1e-12);
-  EXPECT_NE(b.traces[0].training.find("inferred: bf16"), std::string::npos) << b.traces[0].training;
+  EXPECT_EQ(b.traces[0].training, "trace header");   // named by the trace, not guessed from its message sizes
 }
 
 // A probe trace (2 ranks on one host) with exact model times: GEMMs, memory passes, intra-node

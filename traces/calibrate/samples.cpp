@@ -26,22 +26,13 @@ std::string origin_of(const Trace& t, std::size_t i) {
 }
 
 
-double peak_for(const Trace& t, const spec::Cluster& c, const std::vector<spec::Dtype>& dtypes) {
-  std::vector<std::pair<spec::Dtype, double>> found;
-  for (spec::Dtype d : dtypes) {
-    const auto it = c.gpu.peak_flops.find(d);
-    if (it != c.gpu.peak_flops.end()) found.emplace_back(d, it->second);
+double peak_for(const Trace& t, const spec::Cluster& c, spec::Dtype dtype) {
+  const auto it = c.gpu.peak_flops.find(dtype);
+  if (it == c.gpu.peak_flops.end()) {
+    throw spec::SpecError(c.file, "/gpu/peak_flops",
+                          std::string("no peak for ") + spec::to_string(dtype) + ", which " + t.files.at(0) + " trained in");
   }
-  std::string names;
-  for (spec::Dtype d : dtypes) names += (names.empty() ? "" : " or ") + std::string(spec::to_string(d));
-  if (found.empty()) throw spec::SpecError(c.file, "/gpu/peak_flops", "no peak for " + names + ", which " + t.files.at(0) + " trained in");
-  for (const auto& [d, peak] : found) {
-    if (peak != found.front().second) {
-      throw spec::SpecError(t.files.at(0), "/stagecraft", "the message sizes fit " + names + ", whose peaks differ in " + c.file +
-                                                              "; pass --training to say which one ran");
-    }
-  }
-  return found.front().second;
+  return it->second;
 }
 
 // A cluster with enough nodes for `gpus` GPUs (as `simulate --nodes` would size it).
@@ -97,7 +88,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   sum.training = pc.training_origin;
   const program::Program& prog = pc.program;
   const program::Placement& pl = prog.placement;
-  const double peak = peak_for(t, base, pc.dtypes);
+  const double peak = peak_for(t, base, pc.training.dtype);
   const sim::WorkModel work(prog.model, pc.training, prog.plan);
   const LinkModel links(sized_for(base, pl.world()), pl.world());
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
@@ -176,7 +167,7 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
   sum.training = std::string("probe, ") + spec::to_string(*dtype);
   int64_t nodes = 0;
   const std::vector<int64_t> gpus = probe_gpus(t, base, hosts, nodes);
-  const double peak = peak_for(t, base, {*dtype});
+  const double peak = peak_for(t, base, *dtype);
   const spec::Cluster sized = sized_for(base, nodes * base.gpus_per_node);
   const LinkModel links(sized, nodes * base.gpus_per_node);
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;

@@ -6,6 +6,7 @@
 #include "core/count/count.hpp"
 #include "core/program/analysis.hpp"
 #include "core/program/check.hpp"
+#include "core/program/fingerprint.hpp"
 #include "core/program/format.hpp"
 #include "core/program/partition.hpp"
 #include "program_fixtures.hpp"
@@ -331,6 +332,25 @@ TEST(Lower, WithoutP2pOverlapComputeWaitsForThePreviousSend) {
     const bool waits = std::find(deps.begin(), deps.end(), send0) != deps.end();
     EXPECT_EQ(waits, !overlap);
   }
+}
+
+TEST(Fingerprint, NamesTheProgramAndChangesWithIt) {
+  const spec::Model m = test::gpt(4);
+  const nlohmann::json plan = {{"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"zero", {{"stage", 2}}}};
+  const Program a = test::lower_json(m, plan), b = test::lower_json(m, plan);
+  EXPECT_EQ(fingerprint(a), fingerprint(b));   // lowering is pure
+  EXPECT_EQ(fingerprint(a).size(), 16u);
+  // Another dtype moves other bytes: another Program, though every instruction is where it was.
+  spec::Plan p = spec::plan_from_json(plan, "plan.json");
+  spec::Training fp32 = test::training(p.micro_batch * p.micro_batches * p.dp);
+  fp32.dtype = spec::Dtype::kFp32;
+  const Program c = lower(m, fp32, p);
+  EXPECT_EQ(c.instruction_count(), a.instruction_count());
+  EXPECT_NE(fingerprint(c), fingerprint(a));
+  // Another schedule: another order of the same instructions.
+  nlohmann::json gpipe = plan;
+  gpipe["schedule"] = "gpipe";
+  EXPECT_NE(fingerprint(test::lower_json(m, gpipe)), fingerprint(a));
 }
 
 }  // namespace

@@ -137,8 +137,7 @@ TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
   Runner runner(prog, comm, corpus, o);
   runner.step();
   runner.step();
-  const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), spec::to_json(prog.plan),
-                                                spec::to_json(prog.model));
+  const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), prog, "cpu-local");
   if (comm.rank() != 0) return;
   const std::string path = testing::TempDir() + "/stagecraft_mpi_trace_" + std::to_string(getpid()) + ".json";
   trace::write_trace(t, path);

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/program/fingerprint.hpp"
+
 #include "core/program/lower.hpp"
 #include "executor/comm/local.hpp"
 #include "executor/errors.hpp"
@@ -144,9 +146,37 @@ TEST(RunnerLocal, TracesEveryInstructionAndAccountsMemory) {
   EXPECT_GT(mem.peak(), 4 * params) << "params + grads + m + v + activations";
   EXPECT_EQ(mem.bytes(MemoryKind::kActivations), 0) << "every micro-batch released after the step";
   EXPECT_GT(mem.samples().size(), 4u);
-  const trace::Trace t = runner.tracer().gather(comm, mem.samples(), spec::to_json(prog.plan), spec::to_json(prog.model));
+  const trace::Trace t = runner.tracer().gather(comm, mem.samples(), prog, "cpu-local");
   EXPECT_EQ(t.source, "measured");
   EXPECT_EQ(t.events.size(), events.size());
+  // The trace names the Program that ran, and where.
+  EXPECT_EQ(t.program.fingerprint, program::fingerprint(prog));
+  EXPECT_EQ(t.training.at("dtype"), "fp32");
+  EXPECT_EQ(t.cluster.at("name"), "cpu-local");
+  EXPECT_EQ(t.cluster.at("hosts").size(), 1u);
+  // Every memory sample says what it holds by kind, and the peak is one of them.
+  int64_t peak = 0;
+  for (const trace::MemorySample& m : t.memory) peak = std::max(peak, m.total());
+  EXPECT_EQ(peak, mem.peak());
+}
+
+TEST(RunnerLocal, RunsOnlyTheProgramOfTheDtypeItComputesIn) {
+  // The CPU executor computes in fp32: a Program lowered for bf16 would describe other bytes.
+  spec::Training bf16 = test::tiny_training();
+  bf16.dtype = spec::Dtype::kBf16;
+  const program::Program wrong = program::lower(test::tiny_model(), bf16, make_plan({}));
+  const Corpus corpus = Corpus::synthetic(wrong.model.vocab, wrong.model.seq_len, 7);
+  LocalCommunicator comm;
+  try {
+    Runner runner(wrong, comm, corpus, {});
+    ADD_FAILURE() << "a bf16 Program ran on the fp32 executor";
+  } catch (const ExecutorError& e) {
+    EXPECT_NE(std::string(e.what()).find("executed_training"), std::string::npos) << e.what();
+  }
+  const spec::Training ran = executed_training(bf16);
+  EXPECT_EQ(ran.dtype, spec::Dtype::kFp32);
+  EXPECT_EQ(ran.global_batch, bf16.global_batch);
+  EXPECT_NO_THROW(Runner(program::lower(test::tiny_model(), ran, make_plan({})), comm, corpus, {}));
 }
 
 TEST(RunnerLocal, InjectedFaultThrowsOnItsRankAndStep) {
