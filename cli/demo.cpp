@@ -105,6 +105,7 @@ int run_demo(const DemoArgs& a) {
   }
   const planner::SearchResult r = planner::search(space, o);
   if (bar) std::fprintf(stderr, "\n");
+  for (const std::string& w : r.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
   std::printf("%s\n\n", planner::format_counts(r).c_str());
   if (r.top.empty()) {
     std::cerr << "stagecraft: no plan: " << r.reason << "\n";

@@ -133,7 +133,7 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.save_dir = a.save;
   o.trace_path = a.trace;
   o.cluster = a.cluster;
-  const double tokens = static_cast<double>(prog.training.global_batch * prog.model.seq_len);
+  const double tokens = static_cast<double>(prog.tokens_per_step());
   if (rank == 0) {
     o.on_step = [&a, tokens](const executor::StepStats& s) {
       print_step(s, a.steps, 0, tokens, a.json ? std::cerr : std::cout);

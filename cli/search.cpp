@@ -186,6 +186,7 @@ int run_search(const SearchArgs& a) {
   const planner::SearchResult r = planner::search(space, o);
   if (bar) std::cerr << "\n";
   if (!root) return r.top.empty() ? kImpossible : kOk;
+  for (const std::string& w : r.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
   if (r.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far\n";
   if (a.json) {
     std::cout << planner::to_json(r, baseline).dump(2) << "\n";

@@ -10,7 +10,7 @@ double tokens_per_second(const program::Program& prog, const std::vector<double>
   const std::size_t first = seconds.size() > 1 ? 1 : 0;  // the first step warms caches and allocators
   double total = 0;
   for (std::size_t i = first; i < seconds.size(); ++i) total += seconds[i];
-  const double tokens = static_cast<double>(prog.training.global_batch * prog.model.seq_len);
+  const double tokens = static_cast<double>(prog.tokens_per_step());
   return total > 0 ? tokens * static_cast<double>(seconds.size() - first) / total : 0;
 }
 

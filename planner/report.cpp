@@ -102,7 +102,8 @@ nlohmann::json to_json(const SearchResult& r, const std::optional<Baseline>& bas
                       {"seconds", r.seconds},
                       {"counts", to_json(r.counts)},
                       {"pareto", entries(r.pareto)},
-                      {"interrupted", r.interrupted}};
+                      {"interrupted", r.interrupted},
+                      {"warnings", r.warnings}};
   if (!r.top.empty()) j["explanation"] = explain(r).to_json();
   if (!r.reason.empty()) j["reason"] = r.reason;
   if (baseline) {

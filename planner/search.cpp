@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <iostream>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -283,9 +282,11 @@ struct Outcome {
 };
 static_assert(std::is_trivially_copyable_v<Outcome>);
 
-// Lowers the plan; simulates it unless its critical path already rules it out (`cut(bound)`).
+// Lowers the plan; simulates it unless its contention-free step time already rules it out
+// (`cut(bound)`). A plan that cannot be lowered or simulated is marked failed and `warning` says why.
 template <typename Cut>
-Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std::string& key, const Cut& cut) {
+Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std::string& key, const Cut& cut,
+                           std::string& warning) {
   Outcome o;
   try {
     const program::Program prog = program::lower(space.model(), space.training(), plan);
@@ -296,7 +297,7 @@ Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std
     }
     o.metrics = sim::simulate(prog, space.cluster()).metrics;
   } catch (const std::exception& e) {
-    std::cerr << "stagecraft: warning: plan \"" << key << "\" could not be simulated: " << e.what() << "\n";
+    warning = "plan \"" + key + "\" could not be simulated: " + e.what();
     o.metrics = Metrics{};
     o.metrics.failed = true;
     o.metrics.capacity_bytes = space.cluster().gpu.memory_bytes;
@@ -315,6 +316,7 @@ class Driver {
   void open_store(SearchResult& r);
   void run(const std::vector<Survivor>& survivors, Counts& counts, Clock::time_point t0);
   std::vector<Evaluated>& evaluated() { return evaluated_; }
+  std::vector<std::string>& warnings() { return warnings_; }
   const Leaders& leaders() const { return leaders_; }
   bool interrupted() const { return interrupted_; }
   void close_store(const Counts& counts, double seconds);
@@ -335,6 +337,7 @@ class Driver {
   Leaders leaders_;
   StageLayers layers_;
   std::vector<Evaluated> evaluated_;
+  std::vector<std::string> warnings_;
   std::unique_ptr<Store> store_;
   int64_t search_id_ = -1;
   std::unordered_map<std::string, Metrics> cache_;
@@ -382,29 +385,40 @@ std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& to_sim
     else if (i % size == rank) mine.push_back(i);
   }
   std::vector<Outcome> local(mine.size());
+  std::vector<std::string> warnings(mine.size());
   const auto t0 = Clock::now();
   pool_.parallel_for(mine.size(), [&](std::size_t j, int) {
     const Survivor& s = *to_simulate[mine[j]];
     local[j] = lower_and_simulate(space_, space_.plan(s.c), keys[mine[j]], [&](double bound) {
       return prune(Survivor{bound, s.mem_lb, s.ordinal, s.c}, kth, window);
-    });
+    }, warnings[j]);
   });
   simulate_s_ += since(t0);
+  // per plan: its index, its outcome, its warning (length, then text)
   std::string bytes;
   for (std::size_t j = 0; j < mine.size(); ++j) {
     put(bytes, static_cast<uint64_t>(mine[j]));
     put(bytes, local[j]);
+    put(bytes, static_cast<uint64_t>(warnings[j].size()));
+    bytes += warnings[j];
   }
   std::vector<Outcome> out(to_simulate.size());
   for (std::size_t i = 0; i < to_simulate.size(); ++i) {
     if (reused[i]) out[i].metrics = cache_.at(keys[i]);
   }
+  std::vector<std::string> said(to_simulate.size());
   for (const std::string& part : shard_.allgather(bytes)) {
     for (std::size_t pos = 0; pos < part.size();) {
       const uint64_t i = take<uint64_t>(part, pos);
       out[i] = take<Outcome>(part, pos);
+      const uint64_t n = take<uint64_t>(part, pos);
+      said[i] = part.substr(pos, n);
+      pos += n;
       ++simulated_;
     }
+  }
+  for (std::string& w : said) {  // in batch order, whatever rank simulated the plan
+    if (!w.empty()) warnings_.push_back(std::move(w));
   }
   return out;
 }
@@ -565,6 +579,7 @@ SearchResult search(const Space& space, const SearchOptions& options) {
   r.top = driver.leaders().top();
   r.pareto = driver.leaders().front();
   r.evaluated = std::move(driver.evaluated());
+  r.warnings = std::move(driver.warnings());
   r.seconds = since(t0);
   driver.close_store(r.counts, r.seconds);
   if (r.top.empty()) r.reason = no_plan_reason(space, r);

@@ -83,6 +83,7 @@ struct SearchResult {
   int64_t min_memory_lb = 0;         // the smallest memory bound over the space (non-dominated)
   std::string min_memory_key;        // the plan that has it
   std::string reason;                // when `top` is empty: why, in words
+  std::vector<std::string> warnings; // plans that could not be lowered or simulated, and why (never expected)
   int64_t search_id = -1;            // in the store
   bool resumed = false;
 };

@@ -51,7 +51,7 @@ Metrics summarize(RunRecord& run, const program::Program& prog, const spec::Clus
   out.time.dp_s = lane_busy[2] / n * 1e-9;
   out.bubble_fraction = step > 0 ? out.time.bubble_s / step : 0;
 
-  const double tokens = static_cast<double>(prog.training.global_batch * prog.model.seq_len);
+  const double tokens = static_cast<double>(prog.tokens_per_step());
   const double world = static_cast<double>(prog.placement.world());
   out.tokens_per_s = step > 0 ? tokens / step : 0;
   out.model_tflops_per_gpu = step > 0 ? tokens * count::model_flops_per_token_train(prog.model) / (world * step) / 1e12 : 0;

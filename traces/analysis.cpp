@@ -17,17 +17,11 @@ using sim::length;
 using sim::overlap;
 using sim::union_of;
 
+// As the simulator accounts its lanes: the compute lane is compute, the traffic lanes
+// (program::traffic_of) communication, the rest (offload copies, releases) neither.
 Category lane_category(const trace::Event& e) {
-  switch (e.lane) {
-    case Lane::kCompute: return Category::kCompute;
-    case Lane::kTp:
-    case Lane::kPpSend:
-    case Lane::kPpRecv:
-    case Lane::kDpGather:
-    case Lane::kDpReduce: return e.op == Op::kReleaseParams ? Category::kOther : Category::kCommunication;
-    case Lane::kOffload: return Category::kOther;
-  }
-  return Category::kOther;
+  if (e.lane == Lane::kCompute) return Category::kCompute;
+  return program::traffic_of(e.lane, e.op) != program::Traffic::kNone ? Category::kCommunication : Category::kOther;
 }
 
 KernelClass event_class(const trace::Event& e) {
@@ -35,24 +29,22 @@ KernelClass event_class(const trace::Event& e) {
   return lane_category(e) == Category::kCommunication ? KernelClass::kCommunication : KernelClass::kCompute;
 }
 
-// (src rank, dst rank, gradient?, micro-batch, src chunk, step) of a p2p message.
-using MessageKey = std::tuple<int64_t, int64_t, bool, int32_t, int32_t, int32_t>;
+// A p2p message of one step: the Program's message identity and the step.
+using StepMessage = std::pair<program::MessageKey, int32_t>;
 
-std::map<MessageKey, int64_t> send_starts(const Trace& t, const ProgramContext& pc) {
-  const program::Placement& pl = pc.program.placement;
-  std::map<MessageKey, int64_t> out;
+std::map<StepMessage, int64_t> send_starts(const Trace& t, const ProgramContext& pc) {
+  std::map<StepMessage, int64_t> out;
   for (std::size_t i = 0; i < t.data.events.size(); ++i) {
     const trace::Event& e = t.data.events[i];
     const program::Instr* in = pc.find(e.rank, e.instr);
     if (!in || !program::is_send(in->op)) continue;
-    const int64_t dst = pl.rank(in->peer_stage, pl.dp_index_of(e.rank), pl.tp_index_of(e.rank));
-    out[{e.rank, dst, in->op == Op::kSendGrad, in->mb, in->chunk, t.event_step[i]}] = e.start_ns;
+    out[{program::message_of(pc.program.placement, e.rank, *in), t.event_step[i]}] = e.start_ns;
   }
   return out;
 }
 
 void instruction_activities(const Trace& t, Level level, const ProgramContext* pc, std::vector<Activity>& out) {
-  std::map<MessageKey, int64_t> sends;
+  std::map<StepMessage, int64_t> sends;
   if (pc) sends = send_starts(t, *pc);
   for (std::size_t i = 0; i < t.data.events.size(); ++i) {
     const trace::Event& e = t.data.events[i];
@@ -74,9 +66,7 @@ void instruction_activities(const Trace& t, Level level, const ProgramContext* p
     }
     if (pc && program::is_recv(e.op)) {
       if (const program::Instr* in = pc->find(e.rank, e.instr)) {
-        const program::Placement& pl = pc->program.placement;
-        const int64_t src = pl.rank(in->peer_stage, pl.dp_index_of(e.rank), pl.tp_index_of(e.rank));
-        const auto it = sends.find({src, e.rank, in->op == Op::kRecvGrad, in->mb, in->peer_chunk, a.step});
+        const auto it = sends.find({program::message_of(pc->program.placement, e.rank, *in), a.step});
         if (it != sends.end()) a.busy_from_ns = std::min(a.end_ns, std::max(a.start_ns, it->second));
       }
     }

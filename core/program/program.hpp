@@ -105,6 +105,7 @@ struct Program {
     return chunks[static_cast<std::size_t>(stage * plan.virtual_stages + c)];
   }
   int64_t tokens_per_micro_batch() const { return plan.micro_batch * model.seq_len; }
+  int64_t tokens_per_step() const { return training.global_batch * model.seq_len; }   // over every replica
   std::size_t instruction_count() const;
 };
 
