@@ -84,7 +84,6 @@ Runner::Interpreter::Outcome Runner::Interpreter::run(int64_t step) {
   while (done_ < instrs_.size()) {
     bool progressed = complete_ready();
     for (Lane lane : kIssueOrder) progressed = issue(lane) || progressed;
-    runner_.memory_.sample(now_ns());
     if (progressed) {
       last_progress_ = std::chrono::steady_clock::now();
       continue;

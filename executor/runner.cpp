@@ -56,10 +56,9 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_)),
       state_(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_) {
   tracer_.start(comm_);
-  memory_.set_rank(rank_);
+  memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);
   state_.init_params(options_.init_seed);
   interpreter_ = std::make_unique<Interpreter>(*this);
-  memory_.sample(tracer_.now_ns());
 }
 
 Runner::~Runner() = default;
