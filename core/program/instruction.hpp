@@ -45,7 +45,6 @@ enum InstrFlags : uint8_t {
   kFlagNone = 0,
   kFlagToHost = 1,      // OffloadCopy direction device -> host (else host -> device)
   kFlagOnHost = 2,      // OptimizerStep runs on the host CPU (offload)
-  kFlagLastUse = 4,     // compute: last use of its parameter bucket before release
 };
 
 struct Instr {
