@@ -46,11 +46,11 @@ bool needs_full(const CLI::App& command) {
   return false;
 }
 
-// `name` in the folder of this executable.
+// `name` in the folder of this executable, or "" when /proc/self/exe cannot be read.
 std::string next_to_self(std::string_view name) {
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return std::string(name);
+  if (n <= 0) return "";
   std::string path(self, static_cast<std::size_t>(n));
   path.erase(path.rfind('/') + 1);
   return path + std::string(name);
@@ -59,6 +59,11 @@ std::string next_to_self(std::string_view name) {
 std::optional<int> hand_off(const CLI::App& command, char** argv) {
   if (kFullExecutable.empty() || !needs_full(command)) return std::nullopt;
   const std::string full = next_to_self(kFullExecutable);
+  if (full.empty()) {
+    std::cerr << "stagecraft: " << command.get_name() << " needs " << kFullExecutable
+              << " from this executable's folder, which /proc/self/exe does not give: " << std::strerror(errno) << "\n";
+    return 3;
+  }
   ::execv(full.c_str(), argv);
   std::cerr << "stagecraft: " << command.get_name() << " needs " << full << ", which cannot be started: "
             << std::strerror(errno) << "\n";
