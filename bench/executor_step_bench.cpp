@@ -23,6 +23,7 @@
 #include "executor/model/gemm_profile.hpp"
 #include "executor/model/ops.hpp"
 #include "executor/runner.hpp"
+#include "mpi/session.hpp"
 
 namespace sc = stagecraft;
 using sc::executor::GemmForm;
@@ -150,7 +151,7 @@ void report(const sc::executor::GemmProfile& prof, const std::vector<double>& id
 }  // namespace
 
 int main(int argc, char** argv) {
-  sc::executor::MpiSession mpi(&argc, &argv);
+  const sc::mpi::Session mpi(sc::mpi::ThreadLevel::kFunneled, &argc, &argv);
   std::string which = "pp2";
   int steps = 10;
   for (int i = 1; i + 1 < argc; i += 2) {

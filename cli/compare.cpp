@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli/common.hpp"
+#include "render/timeline_png.hpp"
 #include "traces/compare.hpp"
 #include "traces/io/trace_io.hpp"
 #include "traces/timeline.hpp"
@@ -20,7 +21,7 @@ struct CompareArgs {
 };
 
 int run_compare(const CompareArgs& a) {
-  if (!a.png.empty() && !traces::png_available()) {
+  if (!a.png.empty() && !render::png_available()) {
     std::cerr << "stagecraft: error: --png needs a build with Qt6 (STAGECRAFT_WITH_GUI=ON); this one has none\n";
     return kImpossible;
   }
@@ -33,7 +34,7 @@ int run_compare(const CompareArgs& a) {
     std::cout << traces::to_text(c);
   }
   if (!a.png.empty()) {
-    traces::write_timeline_png({traces::timeline_panel(sim, "simulated: " + c.simulated_file),
+    render::write_timeline_png({traces::timeline_panel(sim, "simulated: " + c.simulated_file),
                                 traces::timeline_panel(meas, "measured: " + c.measured_file)},
                                a.png);
     std::cerr << "stagecraft: wrote " << a.png << "\n";

@@ -1,46 +1,77 @@
-// stagecraft: one binary, one subcommand per job (SCHEMAS.md "Command line").
+// stagecraft: one command line (SCHEMAS.md "Command line"), two executables built from the same
+// cli/ sources (cli/app.cpp), so that the everyday commands start fast.
+//
+// `stagecraft` (this file) links neither MPI nor Qt (nor CUDA): info, program, simulate, search,
+// results, export, demo, compare and calibrate start in about the time the dynamic loader needs
+// for libstdc++ and SQLite (bench/startup.sh measures it). Open MPI with its runtime (PMIx,
+// hwloc, libevent) and Qt Gui with its fonts and X libraries cost more than that just to load.
+// `stagecraft-full` (cli/main_full.cpp), built next to it when the build has MPI or Qt, links
+// everything the build found. Once argv is parsed, this executable hands a command that needs
+// the full one over to it with execv: the same process (pid, environment, open files, the MPI
+// launcher's connection) and the same argv, so the command runs exactly as if `stagecraft-full`
+// had been started in the first place. The commands handed over:
+//   run, probe       always: the executor and the probe are MPI programs even on one rank
+//   search           when started by an MPI launcher (planner::launched_under_mpi())
+//   compare --png    the drawing needs Qt (render/timeline_png.hpp)
+// The full executable is found next to this one through /proc/self/exe. In a build with neither
+// MPI nor Qt there is none: this executable is then the whole command line, with a world of one
+// rank, a probe of one rank and no PNG (the *_local / *_none libraries it links).
+//
+// Why execv rather than dlopen of a module holding the MPI and Qt parts: such a module would
+// call back into this executable's copies of our static libraries (every symbol exported), and
+// Open MPI loaded under dlopen needs RTLD_GLOBAL for its own plugins. Two ordinary, fully linked
+// executables and one switch in this file are simpler to build, test and debug.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
-#include <vector>
+#include <optional>
+#include <string>
+#include <string_view>
 
-#include "cli/common.hpp"
-#include "core/spec/error.hpp"
-#include "planner/store.hpp"
+#include "cli/app.hpp"
+#include "planner/shard.hpp"
 
-int main(int argc, char** argv) {
-  using namespace stagecraft::cli;
-  CLI::App app{"Stagecraft: plan, simulate and run pipeline + ZeRO training of large language models"};
-  app.set_version_flag("--version", std::string("stagecraft ") + STAGECRAFT_VERSION);
-  app.require_subcommand(1);
-  std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_run(app), add_demo(app),
-                                      add_search(app), add_results(app), add_export(app),
-                                      add_compare(app), add_calibrate(app), add_probe(app)};
+namespace {
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kBadInput;
-  }
+// Name of the full executable in this build's output folder, or "" when the build made none.
+constexpr std::string_view kFullExecutable = STAGECRAFT_FULL_EXECUTABLE;
 
-  try {
-    for (const Subcommand& c : commands) {
-      if (c.app->parsed()) return c.run();
-    }
-  } catch (const stagecraft::spec::SpecError& e) {
-    std::cerr << "stagecraft: error: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const stagecraft::planner::StoreError& e) {
-    std::cerr << "stagecraft: error: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const std::exception& e) {
-    std::cerr << "stagecraft: internal error: " << e.what() << "\n";
+bool needs_full(const CLI::App& command) {
+  const std::string& name = command.get_name();
+  if (name == "run" || name == "probe") return true;
+  if (name == "search") return stagecraft::planner::launched_under_mpi();
+  if (name == "compare") return command.count("--png") > 0;
+  return false;
+}
+
+// `name` in the folder of this executable, or "" when /proc/self/exe cannot be read.
+std::string next_to_self(std::string_view name) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  std::string path(self, static_cast<std::size_t>(n));
+  path.erase(path.rfind('/') + 1);
+  return path + std::string(name);
+}
+
+std::optional<int> hand_off(const CLI::App& command, char** argv) {
+  if (kFullExecutable.empty() || !needs_full(command)) return std::nullopt;
+  const std::string full = next_to_self(kFullExecutable);
+  if (full.empty()) {
+    std::cerr << "stagecraft: " << command.get_name() << " needs " << kFullExecutable
+              << " from this executable's folder, which /proc/self/exe does not give: " << std::strerror(errno) << "\n";
     return 3;
   }
-  return kBadInput;
+  ::execv(full.c_str(), argv);
+  std::cerr << "stagecraft: " << command.get_name() << " needs " << full << ", which cannot be started: "
+            << std::strerror(errno) << "\n";
+  return 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return stagecraft::cli::run_cli(argc, argv, [argv](const CLI::App& command) { return hand_off(command, argv); });
 }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "cli/common.hpp"
+#include "cli/probe_comm.hpp"
 #include "core/spec/json_reader.hpp"
 #include "traces/probe.hpp"
 
@@ -37,7 +38,7 @@ int run_probe(ProbeArgs a) {
     std::cerr << "stagecraft: error: " << e.what() << "\n";
     return kBadInput;
   }
-  std::unique_ptr<traces::ProbeComm> comm = traces::make_mpi_comm();
+  std::unique_ptr<traces::ProbeComm> comm = make_mpi_probe_comm();
   if (!comm) {
     std::cerr << "stagecraft: this build has no MPI (STAGECRAFT_WITH_MPI=OFF): probing a world of one rank\n";
     comm = traces::make_local_comm();

@@ -18,12 +18,9 @@
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
-#include "executor/comm/local.hpp"
 #include "executor/errors.hpp"
 #include "executor/train.hpp"
-#ifdef STAGECRAFT_HAVE_MPI
-#include "executor/comm/mpi.hpp"
-#endif
+#include "executor/world.hpp"
 
 namespace stagecraft::cli {
 
@@ -40,40 +37,8 @@ struct RunArgs {
   double lr = 1e-3;
 };
 
-// The process's place in the job: MPI when built with it, else a world of one.
-class World {
- public:
-  World() {
-#ifdef STAGECRAFT_HAVE_MPI
-    session_ = std::make_unique<executor::MpiSession>(nullptr, nullptr);
-    rank_ = session_->world_rank();
-    size_ = session_->world_size();
-#endif
-  }
-  int64_t rank() const { return rank_; }
-  int64_t size() const { return size_; }
-  std::unique_ptr<executor::Communicator> communicator(const program::Placement& placement) const {
-#ifdef STAGECRAFT_HAVE_MPI
-    return std::make_unique<executor::MpiCommunicator>(placement);
-#else
-    (void)placement;
-    return std::make_unique<executor::LocalCommunicator>();
-#endif
-  }
-  // Ends every rank of the job (the fault path); returns only without MPI.
-  int abort(int code) const {
-#ifdef STAGECRAFT_HAVE_MPI
-    executor::mpi_abort(code);
-#endif
-    return code;
-  }
-
- private:
-#ifdef STAGECRAFT_HAVE_MPI
-  std::unique_ptr<executor::MpiSession> session_;
-#endif
-  int64_t rank_ = 0, size_ = 1;
-};
+// The process's place in the job: MPI or a world of one, as the executable was linked.
+using executor::World;
 
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);

@@ -27,7 +27,9 @@ class CheckpointError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A communication library call failed (MPI_CHECK): names the call, file and line.
+// A communicator used against its contract: a peer outside the group, a request that is not
+// pending, counts that do not match the group. A failing MPI call throws mpi::MpiError
+// (MPI_CHECK, mpi/error.hpp), naming the call, file and line.
 class CommError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -4,10 +4,6 @@
 
 namespace stagecraft::planner {
 
-#ifdef STAGECRAFT_PLANNER_MPI
-std::unique_ptr<Shard> make_mpi_shard();   // mpi_shard.cpp
-#endif
-
 namespace {
 
 class LocalShard final : public Shard {
@@ -28,21 +24,6 @@ bool launched_under_mpi() {
     if (const char* v = std::getenv(name); v && *v) return true;
   }
   return false;
-}
-
-bool built_with_mpi() {
-#ifdef STAGECRAFT_PLANNER_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
-std::unique_ptr<Shard> make_shard() {
-#ifdef STAGECRAFT_PLANNER_MPI
-  if (launched_under_mpi()) return make_mpi_shard();
-#endif
-  return local_shard();
 }
 
 }  // namespace stagecraft::planner

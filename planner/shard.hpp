@@ -4,6 +4,10 @@
 // holds the same survivors and results, and rank 0 reports and writes the store.
 // MPI is initialised only when the process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE or PMIX_RANK in the environment), so a plain run needs no MPI runtime.
+// make_shard() and built_with_mpi() are defined twice and a program links one of the two:
+// stagecraft_planner_mpi (planner/mpi_shard.cpp, built only with STAGECRAFT_WITH_MPI) or
+// stagecraft_planner_local (planner/shard_local.cpp: always the one-rank shard). The rest of the
+// planner, stagecraft_planner, has no MPI.
 #pragma once
 
 #include <memory>
@@ -26,8 +30,8 @@ class Shard {
 };
 
 std::unique_ptr<Shard> local_shard();
-// The MPI shard when this build has MPI and the process was launched under an MPI launcher;
-// otherwise the local one.
+// The MPI shard when the program links stagecraft_planner_mpi and the process was launched
+// under an MPI launcher; otherwise the local one.
 std::unique_ptr<Shard> make_shard();
 bool launched_under_mpi();
 bool built_with_mpi();

@@ -284,11 +284,6 @@ class LocalComm final : public ProbeComm {
 
 std::unique_ptr<ProbeComm> make_local_comm() { return std::make_unique<LocalComm>(); }
 
-#ifndef STAGECRAFT_TRACES_MPI
-std::unique_ptr<ProbeComm> make_mpi_comm() { return nullptr; }
-bool mpi_available() { return false; }
-#endif
-
 double bus_factor(const std::string& test, int n) { return test_named(test).factor(n); }
 
 std::vector<std::string> probe_tests() {

@@ -21,8 +21,8 @@
 // or bytes with no FLOPs), all-gather as GatherParams, reduce-scatter as ReduceScatterGrads,
 // all-reduce as AllReduceGrads, send/recv as SendActivation to rank (r+1) mod n, with S in bytes.
 // `stagecraft calibrate` reads it (calibrate/samples.hpp).
-// The communicator is an interface: MPI (probe_mpi.cpp, built with STAGECRAFT_WITH_MPI) and a
-// world of one (tests).
+// The communicator is an interface: a world of one here (tests, builds without MPI), MPI_COMM_WORLD
+// in the command line (cli/probe_comm_mpi.cpp), which may join this harness and the MPI utility.
 #pragma once
 
 #include <chrono>
@@ -57,10 +57,6 @@ class ProbeComm {
 
 // A world of one rank: collectives copy, send/recv to itself.
 std::unique_ptr<ProbeComm> make_local_comm();
-// MPI_COMM_WORLD (initialising MPI when needed, finalising it when it did); nullptr when the build
-// has no MPI.
-std::unique_ptr<ProbeComm> make_mpi_comm();
-bool mpi_available();
 
 struct ProbeOptions {
   int64_t min_bytes = 8;

@@ -35,17 +35,3 @@ TimelinePanel timeline_panel(const Trace& t, const std::string& title) {
 }
 
 }  // namespace stagecraft::traces
-
-#ifndef STAGECRAFT_TRACES_PNG
-#include <stdexcept>
-
-namespace stagecraft::traces {
-
-bool png_available() { return false; }
-
-void write_timeline_png(const std::vector<TimelinePanel>&, const std::string& path, int) {
-  throw std::runtime_error("cannot write " + path + ": this build has no Qt (configure with STAGECRAFT_WITH_GUI=ON)");
-}
-
-}  // namespace stagecraft::traces
-#endif

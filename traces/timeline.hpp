@@ -1,9 +1,9 @@
 // Timeline of traces for `stagecraft compare --png`: each trace a panel, one above the other,
 // one row per rank and lane (Stagecraft traces) or rank and stream (PyTorch traces), one bar per
 // event coloured by its kind, on a time axis shared by the panels so that equal durations have
-// equal lengths. The layout is plain data (testable); drawing it into a PNG needs Qt (Gui),
-// present only when the build has STAGECRAFT_WITH_GUI; it renders offscreen
-// (QT_QPA_PLATFORM=offscreen unless the caller set a platform).
+// equal lengths. The layout is plain data (testable), and all of it: drawing it is not an
+// analysis library's job (render/timeline_png.hpp paints it with Qt; a GUI can paint the same
+// panels).
 #pragma once
 
 #include <cstdint>
@@ -30,10 +30,5 @@ struct TimelinePanel {
 
 // Only the first step of a multi-step trace (the one a simulated trace has).
 TimelinePanel timeline_panel(const Trace& t, const std::string& title);
-
-bool png_available();
-// Writes the panels as a PNG of `width` pixels; throws std::runtime_error when the build has no
-// Qt, or the file cannot be written.
-void write_timeline_png(const std::vector<TimelinePanel>& panels, const std::string& path, int width = 1600);
 
 }  // namespace stagecraft::traces

@@ -4,32 +4,17 @@
 
 #include <array>
 #include <climits>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "executor/errors.hpp"
+#include "mpi/bytes.hpp"
+#include "mpi/error.hpp"
 
 namespace stagecraft::executor {
 
 namespace {
-
-[[noreturn]] void mpi_fail(int code, const char* call, const char* file, int line) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  throw CommError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                  std::string(text, static_cast<std::size_t>(len)));
-}
-
-#define MPI_CHECK(call)                                          \
-  do {                                                           \
-    const int mpi_check_rc_ = (call);                            \
-    if (mpi_check_rc_ != MPI_SUCCESS) {                          \
-      mpi_fail(mpi_check_rc_, #call, __FILE__, __LINE__);        \
-    }                                                            \
-  } while (false)
 
 using program::Group;
 using program::Lane;
@@ -57,39 +42,6 @@ MPI_Comm dup(MPI_Comm parent) {
 }
 
 }  // namespace
-
-// ---- session ------------------------------------------------------------------------------------
-
-MpiSession::MpiSession(int* argc, char*** argv) {
-  int initialized = 0;
-  MPI_CHECK(MPI_Initialized(&initialized));
-  if (initialized) return;
-  int provided = 0;
-  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-  owns_ = true;
-}
-
-MpiSession::~MpiSession() {
-  if (owns_) MPI_Finalize();
-}
-
-int64_t MpiSession::world_rank() const {
-  int r = 0;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
-  return r;
-}
-
-int64_t MpiSession::world_size() const {
-  int n = 0;
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
-  return n;
-}
-
-void mpi_abort(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::abort();  // MPI_Abort does not return; this only satisfies [[noreturn]]
-}
 
 // ---- communicator -------------------------------------------------------------------------------
 
@@ -344,33 +296,11 @@ double MpiCommunicator::all_reduce_max(double value) {
 }
 
 std::vector<std::string> MpiCommunicator::gather_to_root(const std::string& blob) {
-  Impl& m = *impl_;
-  const int len = to_int(static_cast<int64_t>(blob.size()), "gathered blob");
-  std::vector<int> lens(static_cast<std::size_t>(m.size)), displs(lens.size());
-  MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, m.control));
-  std::vector<char> all;
-  if (m.rank == 0) {
-    int64_t total = 0;
-    for (std::size_t i = 0; i < lens.size(); ++i) {
-      displs[i] = to_int(total, "gathered bytes");
-      total += lens[i];
-    }
-    all.resize(static_cast<std::size_t>(total));
-  }
-  MPI_CHECK(MPI_Gatherv(blob.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, m.control));
-  std::vector<std::string> out;
-  if (m.rank != 0) return out;
-  for (std::size_t i = 0; i < lens.size(); ++i) out.emplace_back(all.data() + displs[i], static_cast<std::size_t>(lens[i]));
-  return out;
+  return mpi::gather_bytes(impl_->control, blob);
 }
 
 std::string MpiCommunicator::broadcast_from_root(const std::string& blob) {
-  Impl& m = *impl_;
-  int len = m.rank == 0 ? to_int(static_cast<int64_t>(blob.size()), "broadcast blob") : 0;
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, m.control));
-  std::string out = m.rank == 0 ? blob : std::string(static_cast<std::size_t>(len), '\0');
-  MPI_CHECK(MPI_Bcast(out.data(), len, MPI_CHAR, 0, m.control));
-  return out;
+  return mpi::broadcast_bytes(impl_->control, blob);
 }
 
 }  // namespace stagecraft::executor

@@ -5,11 +5,13 @@
 // each lane issues in Program order never interleave with another lane's on the same
 // communicator. Requests are MPI_Isend/Irecv, MPI_Iallgather(v), MPI_Ireduce_scatter(_block)
 // and MPI_Iallreduce; the control plane runs on its own duplicate of MPI_COMM_WORLD.
-// Every MPI call is checked (MPI_CHECK: CommError naming the call, file and line); errors are
-// returned, not fatal, on every communicator it creates.
+// Every MPI call is checked (MPI_CHECK: mpi::MpiError naming the call, file and line); errors
+// are returned, not fatal, on every communicator it creates. Blobs of the control plane travel
+// with mpi::gather_bytes / broadcast_bytes.
 //
-// MpiSession initialises and finalises MPI; mpi_abort() is for the command line's fault path.
-// Not NCCL (that is the CUDA backend's job), not a launcher.
+// Built into stagecraft_executor_mpi (with STAGECRAFT_WITH_MPI). MPI itself is initialised and
+// finalised by an mpi::Session (executor::World owns one). Not NCCL (that is the CUDA backend's
+// job), not a launcher.
 #pragma once
 
 #include <memory>
@@ -18,24 +20,6 @@
 #include "executor/comm/communicator.hpp"
 
 namespace stagecraft::executor {
-
-// MPI_Init on construction, MPI_Finalize on destruction (when this object initialised MPI).
-class MpiSession {
- public:
-  MpiSession(int* argc, char*** argv);
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
-  int64_t world_rank() const;
-  int64_t world_size() const;
-
- private:
-  bool owns_ = false;
-};
-
-// MPI_Abort(MPI_COMM_WORLD, code): every rank of the job exits.
-[[noreturn]] void mpi_abort(int code);
 
 class MpiCommunicator final : public Communicator {
  public:

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "executor/comm/mpi.hpp"
+#include "mpi/session.hpp"
 
 namespace {
 
@@ -26,12 +26,12 @@ class RankFailurePrinter : public testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  stagecraft::executor::MpiSession mpi(&argc, &argv);
+  const stagecraft::mpi::Session mpi(stagecraft::mpi::ThreadLevel::kFunneled, &argc, &argv);
   testing::InitGoogleTest(&argc, argv);
-  if (mpi.world_rank() != 0) {
+  if (mpi.rank() != 0) {
     testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(mpi.world_rank()));
+    listeners.Append(new RankFailurePrinter(mpi.rank()));
   }
   return RUN_ALL_TESTS();
 }

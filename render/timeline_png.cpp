@@ -1,5 +1,5 @@
-// Drawing of timeline.hpp's panels with Qt Gui (QImage + QPainter), offscreen. Built only with
-// STAGECRAFT_WITH_GUI.
+// render/timeline_png.hpp with Qt Gui (QImage + QPainter), offscreen (library stagecraft_render,
+// built only with STAGECRAFT_WITH_GUI).
 #include <QColor>
 #include <QFontMetrics>
 #include <QFont>
@@ -10,14 +10,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
-#include "traces/timeline.hpp"
+#include "render/colours.hpp"
+#include "render/timeline_png.hpp"
 
-namespace stagecraft::traces {
+namespace stagecraft::render {
 
 namespace {
 
@@ -27,18 +27,9 @@ constexpr int kTitleHeight = 24;
 constexpr int kAxisHeight = 22;
 constexpr int kMargin = 12;
 
-QColor colour_of(const std::string& kind) {
-  static const std::map<std::string, QColor> colours = {
-      {"forward", QColor(66, 133, 244)},        {"backward", QColor(219, 68, 55)},
-      {"backward_input", QColor(219, 68, 55)},  {"backward_weight", QColor(244, 160, 0)},
-      {"recompute", QColor(121, 85, 72)},       {"send", QColor(15, 157, 88)},
-      {"recv", QColor(129, 199, 132)},          {"gather", QColor(171, 71, 188)},
-      {"reduce_scatter", QColor(0, 172, 193)},  {"all_reduce", QColor(255, 112, 67)},
-      {"optimizer", QColor(96, 125, 139)},      {"offload", QColor(158, 157, 36)},
-      {"compute", QColor(66, 133, 244)},        {"communication", QColor(255, 112, 67)},
-      {"memory", QColor(158, 157, 36)}};
-  const auto it = colours.find(kind);
-  return it == colours.end() ? QColor(120, 120, 120) : it->second;
+QColor qcolour_of(const std::string& kind) {
+  const Rgb c = colour_of(kind);
+  return QColor(c.r, c.g, c.b);
 }
 
 QString time_label(double ns) {
@@ -53,9 +44,9 @@ QString time_label(double ns) {
   return QString::fromUtf8(buf);
 }
 
-int panel_height(const TimelinePanel& p) { return kTitleHeight + static_cast<int>(p.rows.size()) * kRowHeight + kAxisHeight; }
+int panel_height(const traces::TimelinePanel& p) { return kTitleHeight + static_cast<int>(p.rows.size()) * kRowHeight + kAxisHeight; }
 
-void draw_panel(QPainter& g, const TimelinePanel& p, int top, int width, double ns_per_px) {
+void draw_panel(QPainter& g, const traces::TimelinePanel& p, int top, int width, double ns_per_px) {
   g.setPen(Qt::black);
   QFont bold = g.font();
   bold.setBold(true);
@@ -65,14 +56,14 @@ void draw_panel(QPainter& g, const TimelinePanel& p, int top, int width, double 
   g.setFont(bold);
   // legend: the kinds this panel shows, right-aligned on the title line
   std::vector<std::string> kinds;
-  for (const TimelineBar& b : p.bars) {
+  for (const traces::TimelineBar& b : p.bars) {
     if (std::find(kinds.begin(), kinds.end(), b.kind) == kinds.end()) kinds.push_back(b.kind);
   }
   int x = width - kMargin;
   for (auto it = kinds.rbegin(); it != kinds.rend(); ++it) {
     const QString label = QString::fromStdString(*it);
     x -= g.fontMetrics().horizontalAdvance(label) + 22;
-    g.fillRect(x, top + 6, 10, 10, colour_of(*it));
+    g.fillRect(x, top + 6, 10, 10, qcolour_of(*it));
     g.drawText(x + 14, top + 16, label);
   }
   const int rows_top = top + kTitleHeight;
@@ -82,11 +73,11 @@ void draw_panel(QPainter& g, const TimelinePanel& p, int top, int width, double 
     g.setPen(Qt::black);
     g.drawText(kMargin, y + kRowHeight - 4, QString::fromStdString(p.rows[r]));
   }
-  for (const TimelineBar& b : p.bars) {
+  for (const traces::TimelineBar& b : p.bars) {
     const double x0 = kLabelWidth + static_cast<double>(b.start_ns) / ns_per_px;
     const double w = std::max(1.0, static_cast<double>(b.end_ns - b.start_ns) / ns_per_px);
     const int y = rows_top + b.row * kRowHeight + 2;
-    g.fillRect(QRectF(x0, y, w, kRowHeight - 4), colour_of(b.kind));
+    g.fillRect(QRectF(x0, y, w, kRowHeight - 4), qcolour_of(b.kind));
   }
   const int axis_y = rows_top + static_cast<int>(p.rows.size()) * kRowHeight;
   g.setPen(Qt::darkGray);
@@ -108,7 +99,7 @@ void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& mes
 
 bool png_available() { return true; }
 
-void write_timeline_png(const std::vector<TimelinePanel>& panels, const std::string& path, int width) {
+void write_timeline_png(const std::vector<traces::TimelinePanel>& panels, const std::string& path, int width) {
   if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   static int argc = 1;
   static char name[] = "stagecraft";
@@ -118,7 +109,7 @@ void write_timeline_png(const std::vector<TimelinePanel>& panels, const std::str
   if (!QGuiApplication::instance()) app = std::make_unique<QGuiApplication>(argc, argv);
   int64_t end_ns = 1;
   int height = kMargin;
-  for (const TimelinePanel& p : panels) {
+  for (const traces::TimelinePanel& p : panels) {
     end_ns = std::max(end_ns, p.end_ns);
     height += panel_height(p) + kMargin;
   }
@@ -129,7 +120,7 @@ void write_timeline_png(const std::vector<TimelinePanel>& panels, const std::str
     QPainter g(&image);
     g.setRenderHint(QPainter::Antialiasing, false);
     int top = kMargin;
-    for (const TimelinePanel& p : panels) {
+    for (const traces::TimelinePanel& p : panels) {
       draw_panel(g, p, top, width, ns_per_px);
       top += panel_height(p) + kMargin;
     }
@@ -139,4 +130,4 @@ void write_timeline_png(const std::vector<TimelinePanel>& panels, const std::str
   if (!saved) throw std::runtime_error("cannot write " + path);
 }
 
-}  // namespace stagecraft::traces
+}  // namespace stagecraft::render

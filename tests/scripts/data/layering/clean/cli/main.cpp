@@ -1,0 +1,3 @@
+#include "sim/b.hpp"
+#include "executor/c.hpp"
+#include <CLI/CLI.hpp>

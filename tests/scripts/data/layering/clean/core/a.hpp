@@ -1,0 +1,3 @@
+// A fake tree that follows the layering.
+#pragma once
+#include <vector>

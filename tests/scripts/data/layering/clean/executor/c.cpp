@@ -1,0 +1,3 @@
+#include "core/a.hpp"
+#include "mpi/session.hpp"
+#include <mpi.h>

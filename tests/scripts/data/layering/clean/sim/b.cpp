@@ -1,0 +1,2 @@
+#include "core/a.hpp"
+#include <Eigen/Dense>

@@ -1,0 +1,3 @@
+// core includes only core.
+#include "core/a.hpp"
+#include "sim/simulator.hpp"

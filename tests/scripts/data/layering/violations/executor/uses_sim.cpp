@@ -1,0 +1,3 @@
+#include "core/program/program.hpp"
+
+#include "sim/simulator.hpp"

@@ -1,0 +1,2 @@
+#include "mpi/error.hpp"
+#include "core/spec/error.hpp"

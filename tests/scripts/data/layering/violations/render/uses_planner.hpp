@@ -1,0 +1,2 @@
+#include "render/colours.hpp"
+#include "planner/search.hpp"

@@ -1,0 +1,2 @@
+#include "traces/probe.hpp"
+#  include <mpi/session.hpp>
