@@ -1,9 +1,10 @@
 // Cost cache of one simulation: the contention-free durations of its communication, from the
 // collective model (models/collectives.hpp) over each group's own placement.
-//   * a collective: T = CollectiveCost(kind of the op, the group's GPUs).time_ns(S); groups are
-//     interned by their member list, so every group of the simulated ranks is timed over its own
-//     placement, and a stage whose data-parallel group straddles nodes differently from another's
-//     gets its own cost; the few sizes a group asks for last (buckets alternate) are kept;
+//   * a collective: T = CollectiveCost(kind of the op, the group's GPUs).time_ns(S); every group of
+//     the simulated ranks is timed over its own placement, so a stage whose data-parallel group
+//     straddles nodes differently from another's gets its own cost. Groups whose placements differ
+//     by whole nodes share a cost: the topology is the same seen from every node
+//     (network/topology.hpp). The few sizes a group asks for last (buckets alternate) are kept;
 //   * the gradient-norm all-reduce: its latency-bound tree (collectives.hpp), once;
 //   * a send on its own: latency + ⌈bytes·1e9 / narrowest link⌉ (CollectiveCost send/recv), the
 //     time a flow alone on its route takes on the FlowNetwork.
@@ -48,12 +49,18 @@ class CostCache {
 
   const program::Program& prog_;
   const Topology& topology_;
+  int64_t gpus_per_node_ = 1;
   int64_t gradnorm_ns_ = 0;
   std::vector<std::vector<int64_t>> groups_;
   std::map<std::vector<int64_t>, int32_t> group_ids_;
-  std::vector<int32_t> entry_of_;   // group * kOpCount + op -> index into entries_, −1 none yet
+  std::vector<int32_t> shape_of_;                        // group -> its placement shifted to node 0
+  std::vector<std::vector<int64_t>> shapes_;
+  std::map<std::vector<int64_t>, int32_t> shape_ids_;
+  std::vector<int32_t> entry_of_;   // shape * kOpCount + op -> index into entries_, −1 none yet
   std::vector<Entry> entries_;
   std::unordered_map<uint64_t, CollectiveCost> p2p_;   // (src, dst) -> send/recv cost
+  uint64_t last_p2p_key_ = ~uint64_t{0};               // the send asked for last (one message size per plan)
+  int64_t last_p2p_bytes_ = -1, last_p2p_ns_ = 0;
 };
 
 }  // namespace stagecraft::sim

@@ -32,7 +32,7 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
 }
 
 MemoryRules::MemoryRules(const program::Program& prog)
-    : prog_(prog),
+    : param_bytes_(prog.param_bytes),
       tokens_(static_cast<double>(prog.tokens_per_micro_batch())),
       head_(program::head_unit(prog.model)),
       full_recompute_(prog.plan.recompute == spec::Recompute::kFull),
@@ -48,54 +48,15 @@ MemoryRules::MemoryRules(const program::Program& prog)
   }
 }
 
-bool MemoryRules::at_start(const Instr& in, MemoryDelta& d) const {
-  switch (in.op) {
-    case Op::kForward:
-      d = {static_cast<int64_t>(tokens_ * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin])), 0};
-      return true;
-    case Op::kRecompute:
-      d = {static_cast<int64_t>(tokens_ * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin])), 0};
-      return true;
-    case Op::kGatherParams: d = {0, in.bytes}; return true;
-    default: return false;
+// What a Backward (or BackwardWeight with zero-bubble) frees: its units' activations, and what
+// Recompute re-created for them (blocks only; embedding and head are not recomputed).
+int64_t MemoryRules::freed_at_backward(const Instr& in) const {
+  double bytes = act_prefix_[in.unit_end] - act_prefix_[in.unit_begin];
+  if (full_recompute_) {
+    const int32_t b = std::max(in.unit_begin, 1), e = std::min(in.unit_end, head_);
+    if (b < e) bytes += act_full_prefix_[e] - act_full_prefix_[b];
   }
-}
-
-bool MemoryRules::at_end(const Instr& in, MemoryDelta& d) const {
-  if ((in.op == Op::kBackward && !zero_bubble_) || in.op == Op::kBackwardWeight) {
-    double bytes = act_prefix_[in.unit_end] - act_prefix_[in.unit_begin];
-    if (full_recompute_) {
-      // what Recompute re-created for these units (blocks only; embedding and head are not recomputed)
-      const int32_t b = std::max(in.unit_begin, 1), e = std::min(in.unit_end, head_);
-      if (b < e) bytes += act_full_prefix_[e] - act_full_prefix_[b];
-    }
-    d = {-static_cast<int64_t>(tokens_ * bytes), 0};
-    return true;
-  }
-  if (in.op == Op::kReleaseParams) {
-    d = {0, -in.elems * prog_.param_bytes};
-    return true;
-  }
-  return false;
-}
-
-void RankMemory::change(int64_t time_ns, const MemoryDelta& d, int32_t instr) { changes_.push_back({time_ns, d, instr}); }
-
-std::vector<trace::MemorySample> RankMemory::samples(int64_t rank, const trace::MemoryBytes& start) const {
-  std::vector<trace::MemorySample> out;
-  out.reserve(changes_.size() + 1);
-  trace::MemorySample m{rank, 0, -1, start};
-  out.push_back(m);
-  std::vector<Change> ordered = changes_;
-  std::sort(ordered.begin(), ordered.end(), [](const Change& a, const Change& b) { return a.before(b); });
-  for (const Change& c : ordered) {
-    m.time_ns = c.time_ns;
-    m.instr = c.instr;
-    m.bytes[MemoryKind::kActivations] += c.delta.activations;
-    m.bytes[MemoryKind::kBuffers] += c.delta.buffers;
-    out.push_back(m);
-  }
-  return out;
+  return static_cast<int64_t>(tokens_ * bytes);
 }
 
 }  // namespace stagecraft::sim

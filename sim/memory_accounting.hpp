@@ -9,8 +9,8 @@
 //   GatherParams   allocates, at its start, the gathered bucket (buffers); ReleaseParams frees it
 // The changes are taken in time order, frees before allocations at equal times, then by
 // instruction id, so the samples (and the peak read from them) do not depend on the order in
-// which simultaneous, folded or eagerly completed instructions are processed. The samples are the running totals, one per
-// change.
+// which simultaneous, folded or eagerly completed instructions are processed. The samples are
+// the running totals, one per change; the peak is the largest of them.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +34,37 @@ struct MemoryDelta {
 class MemoryRules {
  public:
   explicit MemoryRules(const program::Program& prog);
-  // False when the instruction changes nothing at that moment.
-  bool at_start(const program::Instr& in, MemoryDelta& d) const;
-  bool at_end(const program::Instr& in, MemoryDelta& d) const;
+  // False when the instruction changes nothing at that moment (inline: on the simulator's hot path).
+  bool at_start(const program::Instr& in, MemoryDelta& d) const {
+    using program::Op;
+    switch (in.op) {
+      case Op::kForward:
+        d = {static_cast<int64_t>(tokens_ * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin])), 0};
+        return true;
+      case Op::kRecompute:
+        d = {static_cast<int64_t>(tokens_ * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin])), 0};
+        return true;
+      case Op::kGatherParams: d = {0, in.bytes}; return true;
+      default: return false;
+    }
+  }
+  bool at_end(const program::Instr& in, MemoryDelta& d) const {
+    using program::Op;
+    if ((in.op == Op::kBackward && !zero_bubble_) || in.op == Op::kBackwardWeight) {
+      d = {-freed_at_backward(in), 0};
+      return true;
+    }
+    if (in.op == Op::kReleaseParams) {
+      d = {0, -in.elems * param_bytes_};
+      return true;
+    }
+    return false;
+  }
 
  private:
-  const program::Program& prog_;
+  int64_t freed_at_backward(const program::Instr& in) const;
+
+  int64_t param_bytes_ = 2;
   std::vector<double> act_prefix_, act_full_prefix_;  // activation bytes per token, prefix over units
   double tokens_ = 0;                                 // per micro-batch
   int32_t head_ = 0;
@@ -50,9 +75,32 @@ class MemoryRules {
 class RankMemory {
  public:
   void reserve(std::size_t changes) { changes_.reserve(changes); }
-  void change(int64_t time_ns, const MemoryDelta& d, int32_t instr);
-  // The running totals from `start` (the static bytes), one sample per change, in time order.
-  std::vector<trace::MemorySample> samples(int64_t rank, const trace::MemoryBytes& start) const;
+  // Inserted in order; a change processed early (folded or eagerly completed) moves back past
+  // the few changes it precedes.
+  void change(int64_t time_ns, const MemoryDelta& d, int32_t instr) {
+    const Change c{time_ns, d, instr};
+    changes_.push_back(c);
+    std::size_t i = changes_.size() - 1;
+    while (i > 0 && c.before(changes_[i - 1])) {
+      changes_[i] = changes_[i - 1];
+      --i;
+    }
+    changes_[i] = c;
+  }
+  // The running totals from `start` (the static bytes), one sample per change, in time order:
+  // f(sample) for each.
+  template <typename F>
+  void for_each_sample(int64_t rank, const trace::MemoryBytes& start, F&& f) const {
+    trace::MemorySample m{rank, 0, -1, start};
+    f(m);
+    for (const Change& c : changes_) {
+      m.time_ns = c.time_ns;
+      m.instr = c.instr;
+      m.bytes[trace::MemoryKind::kActivations] += c.delta.activations;
+      m.bytes[trace::MemoryKind::kBuffers] += c.delta.buffers;
+      f(m);
+    }
+  }
 
  private:
   struct Change {

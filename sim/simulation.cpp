@@ -45,8 +45,8 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       topology_(cluster, prog.placement.world()),
       net_(topology_),
       compute_(prog.model, cluster, prog.training, prog.plan),
-      costs_(prog, topology_, cluster.gpus_per_node),
-      memory_rules_(prog) {
+      costs_(prog, topology_, cluster.gpus_per_node) {
+  if (usage_) memory_rules_.emplace(prog);
   net_.set_fast_paths(options.fast_paths);
   graphs_.resize(prog.roles.size());
   for (int64_t r : simulated_ranks(prog.placement, options.full || !options.fast_paths)) add_rank(r);
@@ -56,6 +56,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
              lane_count(*st.graph, Lane::kDpReduce);
     for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) {
       GroupView& v = st.groups[static_cast<int>(g)];
+      v.last.fill({-1, -1});
       v.cost_group = costs_.group_of(g, st.rank);
       const std::span<const int64_t> group = costs_.members(v.cost_group);
       v.front = group.front();
@@ -77,25 +78,19 @@ void Simulation::add_rank(int64_t r) {
   st.role = &prog_.roles[role];
   st.graph = &program::graph_of(prog_.roles[role], graphs_[role]);
   st.waiting = st.graph->preds;
-  st.ready.assign(st.waiting.size(), 0);
+  if (eager_) st.ready.assign(st.waiting.size(), 0);
   st.done.assign(st.waiting.size(), 0);
-  const program::RoleGraph& g = *st.graph;
-  st.memory.reserve(lane_count(g, Lane::kCompute) + lane_count(g, Lane::kDpGather));
-  st.compute.reserve(lane_count(g, Lane::kCompute));
-  st.traffic[0].reserve(lane_count(g, Lane::kTp));
-  st.traffic[1].reserve(lane_count(g, Lane::kPpSend) + lane_count(g, Lane::kPpRecv));
-  st.traffic[2].reserve(lane_count(g, Lane::kDpGather) + lane_count(g, Lane::kDpReduce));
-  st.static_mem = stage_static_memory(prog_, pl.stage_of(r), cluster_);
+  if (usage_) {
+    const program::RoleGraph& g = *st.graph;
+    st.memory.reserve(lane_count(g, Lane::kCompute) + lane_count(g, Lane::kDpGather));
+    st.compute.reserve(lane_count(g, Lane::kCompute));
+    st.traffic[0].reserve(lane_count(g, Lane::kTp));
+    st.traffic[1].reserve(lane_count(g, Lane::kPpSend) + lane_count(g, Lane::kPpRecv));
+    st.traffic[2].reserve(lane_count(g, Lane::kDpGather) + lane_count(g, Lane::kDpReduce));
+    st.static_mem = stage_static_memory(prog_, pl.stage_of(r), cluster_);
+  }
   slot_of_[r] = static_cast<int32_t>(ranks_.size());
   ranks_.push_back(std::move(st));
-}
-
-void Simulation::schedule(int64_t t, int32_t slot, int32_t k) {
-  if (eager_) {
-    eager_stack_.push_back({t, 0, slot, k});
-  } else {
-    queue_.push(t, slot, k);
-  }
 }
 
 void Simulation::add_owner(FlowId id, const FlowOwner& owner) {
@@ -108,9 +103,15 @@ void Simulation::add_owner(FlowId id, const FlowOwner& owner) {
 }
 
 // The contention-free time of a collective of `r` over its group's own placement (0 on a free network).
-int64_t Simulation::collective_ns(const RankState& r, const Instr& in) {
+int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
   if (options_.network == NetworkModel::kFree) return 0;
-  return costs_.collective_ns(in, r.groups[static_cast<int>(in.group)].cost_group);
+  GroupView& g = r.groups[static_cast<int>(in.group)];
+  auto& [bytes, ns] = g.last[static_cast<std::size_t>(in.op)];
+  if (bytes != in.bytes || ns < 0) {
+    bytes = in.bytes;
+    ns = costs_.collective_ns(in, g.cost_group);
+  }
+  return ns;
 }
 
 // Collectives that take their time T without a flow: tensor-parallel ones (NVLink inside a
@@ -124,7 +125,7 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
   const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
   r.lane_start[static_cast<std::size_t>(in.lane)] = t;
   MemoryDelta d;
-  if (usage_ && memory_rules_.at_start(in, d)) r.memory.change(t, d, r.role->first_id + k);
+  if (usage_ && memory_rules_->at_start(in, d)) r.memory.change(t, d, r.role->first_id + k);
   switch (in.op) {
     case Op::kForward:
     case Op::kBackward:
@@ -190,7 +191,7 @@ void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
 //   * kept waiting by one of those successors, which start at t + T, so it cannot start sooner.
 // Anything that touches the network or another rank (p2p, dp collectives) is never started early.
 // Tensor-parallel collectives are about two thirds of a Megatron plan's instructions.
-bool Simulation::foldable(const RankState& r, int32_t k) const {
+[[gnu::always_inline]] inline bool Simulation::foldable(const RankState& r, int32_t k) const {
   const program::RoleGraph& g = *r.graph;
   const Instr* instrs = r.role->instrs.data();
   // k's successors, each with how many of its predecessors are k (lane and dependencies)
@@ -264,7 +265,7 @@ void Simulation::arrive(int32_t slot, int32_t k, int64_t t) {
 
 void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t) {
   const auto [slot0, k0] = members.front();
-  const RankState& first = ranks_[static_cast<std::size_t>(slot0)];
+  RankState& first = ranks_[static_cast<std::size_t>(slot0)];
   const Instr& in = first.role->instrs[static_cast<std::size_t>(k0)];
   for (const auto& [slot, k] : members) ranks_[static_cast<std::size_t>(slot)].lane_start[static_cast<std::size_t>(in.lane)] = t;
   const int64_t T = collective_ns(first, in);
@@ -302,7 +303,7 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
   const int64_t start_ns = r.lane_start[static_cast<std::size_t>(in.lane)];
   ++finished_;
   MemoryDelta delta;
-  if (usage_ && memory_rules_.at_end(in, delta)) r.memory.change(t, delta, r.role->first_id + k);
+  if (usage_ && memory_rules_->at_end(in, delta)) r.memory.change(t, delta, r.role->first_id + k);
   if (usage_ && in.lane == Lane::kCompute) add_interval(r.compute, start_ns, t);
   const program::Traffic traffic = program::traffic_of(in.lane, in.op);
   if (usage_ && traffic != program::Traffic::kNone) {
@@ -315,10 +316,15 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
     events_.push_back({r.rank, in.lane, in.op, r.role->first_id + k, start_ns, t, in.mb, r.role->stage, in.chunk, in.bytes,
                        in.flops});
   }
+  // Off the time-ordered queue the last predecessor to finish is the latest; eagerly completed
+  // ones come in any order, so their latest end is kept.
   auto release = [&](int32_t next) {
-    int64_t& ready = r.ready[static_cast<std::size_t>(next)];
-    ready = std::max(ready, t);
-    if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, ready);
+    int64_t at = t;
+    if (eager_) {
+      int64_t& ready = r.ready[static_cast<std::size_t>(next)];
+      at = ready = std::max(ready, t);
+    }
+    if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, at);
   };
   if (d.lane_next[k] >= 0) release(d.lane_next[k]);
   for (int32_t s = d.succ_begin[k]; s < d.succ_begin[k + 1]; ++s) release(d.succ[s]);
@@ -326,6 +332,7 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
 
 RunRecord Simulation::run() {
   queue_.reserve(1024);
+  if (eager_) eager_stack_.reserve(1024);
   // the ready set first: starting an instruction may finish it at once and ready its successors
   std::vector<std::pair<int32_t, int32_t>> ready;
   for (int32_t slot = 0; slot < static_cast<int32_t>(ranks_.size()); ++slot) {
@@ -336,9 +343,9 @@ RunRecord Simulation::run() {
   for (const auto& [slot, k] : ready) start(slot, k, 0);
   if (eager_) {
     while (!eager_stack_.empty()) {
-      const Event e = eager_stack_.back();
+      const Completion c = eager_stack_.back();
       eager_stack_.pop_back();
-      finish(e.a, e.b, e.time_ns);
+      finish(c.slot, c.instr, c.time_ns);
     }
   } else {
     run_events(
@@ -359,7 +366,14 @@ RunRecord Simulation::run() {
     rec.last_end_ns = r.last_end_ns;
     rec.compute = std::move(r.compute);
     rec.traffic = std::move(r.traffic);
-    if (usage_) rec.memory = r.memory.samples(r.rank, r.static_mem);
+    if (usage_) {
+      bool first = true;
+      r.memory.for_each_sample(r.rank, r.static_mem, [&](const trace::MemorySample& m) {
+        if (first || m.total() > rec.peak.total()) rec.peak = m;
+        first = false;
+        if (options_.record_trace) rec.memory.push_back(m);
+      });
+    }
     out.ranks.push_back(std::move(rec));
   }
   return out;

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <unordered_map>
@@ -48,7 +49,8 @@ struct RankRecord {
   int64_t last_end_ns = 0;
   std::vector<Interval> compute;                                    // compute lane busy, in order
   std::array<std::vector<Interval>, program::kTrafficClasses> traffic;  // tp, pp, dp lanes busy
-  std::vector<trace::MemorySample> memory;                          // in time order
+  trace::MemorySample peak;                                         // the largest memory sample
+  std::vector<trace::MemorySample> memory;                          // every sample, in time order, when tracing
 };
 
 struct RunRecord {
@@ -70,6 +72,8 @@ class Simulation {
     int64_t front = 0;
     int32_t needed = 0;
     int32_t cost_group = -1;
+    // the last size asked for, by op, and its time (a group asks for few sizes, mostly one)
+    std::array<std::pair<int64_t, int64_t>, program::kOpCount> last{};
     int64_t issued = 0;          // collectives issued on this group so far
     RingFlow ring;
     std::vector<LinkId> route;   // links to ring.successor
@@ -79,7 +83,7 @@ class Simulation {
     const program::RoleProgram* role = nullptr;
     const program::RoleGraph* graph = nullptr;
     std::vector<int16_t> waiting;
-    std::vector<int64_t> ready;   // the latest end among the predecessors that finished
+    std::vector<int64_t> ready;   // eager completion: the latest end among the predecessors that finished
     // A lane runs one instruction at a time, so its start time is all the state it needs.
     std::array<int64_t, program::kLaneCount> lane_start{};
     int64_t finished = 0, last_end_ns = 0;
@@ -118,10 +122,17 @@ class Simulation {
   bool foldable(const RankState& r, int32_t k) const;
   void start_collective(std::span<const std::pair<int32_t, int32_t>> members, int64_t t);
   void on_flow(const FlowCompletion& c);
-  int64_t collective_ns(const RankState& r, const program::Instr& in);
+  int64_t collective_ns(RankState& r, const program::Instr& in);
   bool timed_alone(const program::Instr& in) const;
   void add_owner(FlowId id, const FlowOwner& owner);
-  void schedule(int64_t t, int32_t slot, int32_t k);
+  // Instruction k of rank `slot` ends at t: on the event queue, or on the eager stack.
+  void schedule(int64_t t, int32_t slot, int32_t k) {
+    if (eager_) {
+      eager_stack_.push_back({t, slot, k});
+    } else {
+      queue_.push(t, slot, k);
+    }
+  }
 
   const program::Program& prog_;
   const spec::Cluster& cluster_;
@@ -133,12 +144,16 @@ class Simulation {
   FlowNetwork net_;
   ComputeModel compute_;
   CostCache costs_;
-  MemoryRules memory_rules_;
+  std::optional<MemoryRules> memory_rules_;   // with usage_
   std::vector<program::RoleGraph> graphs_;               // for lists lower() built no graph for
   std::vector<RankState> ranks_;
   std::unordered_map<int64_t, int32_t> slot_of_;
   EventQueue queue_;
-  std::vector<Event> eager_stack_;
+  struct Completion {
+    int64_t time_ns;
+    int32_t slot, instr;
+  };
+  std::vector<Completion> eager_stack_;
   std::unordered_map<program::MessageKey, Message, program::MessageKeyHash> messages_;
   std::map<std::tuple<int, int64_t, int64_t>, Arrival> arrivals_;
   std::vector<FlowOwner> flow_owner_;                    // by FlowId (ids count up from 0)

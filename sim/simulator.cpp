@@ -22,7 +22,7 @@ Metrics summarize(RunRecord& run, const program::Program& prog, const spec::Clus
   out.events = run.instructions;
   double compute = 0, exposed = 0;
   std::array<double, program::kTrafficClasses> lane_busy{};
-  const trace::MemorySample* peak = nullptr;
+  const trace::MemorySample* peak = nullptr;   // the largest sample of any rank (the first of equal ones)
   for (RankRecord& r : run.ranks) {
     std::vector<Interval> comm_union;
     const std::vector<Interval> compute_union = union_of(std::move(r.compute));
@@ -34,10 +34,9 @@ Metrics summarize(RunRecord& run, const program::Program& prog, const spec::Clus
     // exposed = |comm| − |comm ∩ compute|: communication the compute lane does not hide
     exposed += static_cast<double>(length(comm_union) - overlap(comm_union, compute_union));
     compute += static_cast<double>(length(compute_union));
-    const trace::MemorySample* p = trace::peak_sample(r.memory);
-    if (p && (!peak || p->total() > peak->total())) peak = p;
+    if (!peak || r.peak.total() > peak->total()) peak = &r.peak;
   }
-  if (peak) {
+  if (peak && !run.ranks.empty()) {
     out.peak_memory_bytes = peak->total();
     out.peak_rank = peak->rank;
     out.memory = peak->bytes;

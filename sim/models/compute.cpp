@@ -23,14 +23,17 @@ double peak_of(const spec::Cluster& cluster, spec::Dtype dtype) {
 ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluster, const spec::Training& training,
                            const spec::Plan& plan)
     : cluster_(cluster), work_(model, training, plan), peak_(peak_of(cluster, training.dtype)) {
-  for (const WorkModel::UnitWork& w : work_.units()) {
+  WorkTimer timer(cluster.gpu, peak_);
+  std::vector<UnitTimes> distinct;
+  for (const WorkModel::UnitWork& w : work_.distinct()) {
     UnitTimes u;
-    u.forward_s = work_seconds(w.forward, cluster.gpu, peak_);
-    u.backward_input_s = work_seconds(w.backward_input, cluster.gpu, peak_);
-    u.backward_weight_s = work_seconds(w.backward_weight, cluster.gpu, peak_);
-    u.score_forward_s = work_seconds(w.score_forward, cluster.gpu, peak_);
-    units_.push_back(u);
+    u.forward_s = timer.seconds(w.forward);
+    u.backward_input_s = timer.seconds(w.backward_input);
+    u.backward_weight_s = timer.seconds(w.backward_weight);
+    u.score_forward_s = timer.seconds(w.score_forward);
+    distinct.push_back(u);
   }
+  for (int32_t u = 0; u < work_.unit_count(); ++u) units_.push_back(distinct[static_cast<std::size_t>(work_.distinct_of(u))]);
   const bool selective = work_.selective();
   for (auto& p : prefix_) p.assign(units_.size() + 1, 0.0);
   for (std::size_t i = 0; i < units_.size(); ++i) {

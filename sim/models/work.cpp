@@ -1,5 +1,6 @@
 #include "sim/models/work.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -48,14 +49,25 @@ double matmul_efficiency(const std::vector<std::pair<double, double>>& points, d
   return points[k.k0].second + k.w1 * (points[k.k1].second - points[k.k0].second);
 }
 
-double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) {
+double WorkTimer::efficiency(double flops) {
+  for (const auto& [f, eff] : seen_) {
+    if (f == flops) return eff;
+  }
+  const double eff = matmul_efficiency(gpu_.matmul_efficiency, flops);
+  seen_.emplace_back(flops, eff);
+  return eff;
+}
+
+double WorkTimer::seconds(const Work& w) {
   double t = 0;
-  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_flops * matmul_efficiency(gpu.matmul_efficiency, g.flops));
-  t += w.memory_bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
-  if (gpu.activation_elems_per_s > 0) t += w.activation_elems / gpu.activation_elems_per_s;
-  if (gpu.adam_params_per_s > 0) t += w.adam_params / gpu.adam_params_per_s;
+  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_ * efficiency(g.flops));
+  t += w.memory_bytes / (gpu_.hbm_Bps * gpu_.memory_efficiency);
+  if (gpu_.activation_elems_per_s > 0) t += w.activation_elems / gpu_.activation_elems_per_s;
+  if (gpu_.adam_params_per_s > 0) t += w.adam_params / gpu_.adam_params_per_s;
   return t;
 }
+
+double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) { return WorkTimer(gpu, peak_flops).seconds(w); }
 
 namespace {
 
@@ -118,16 +130,27 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
 WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
     : selective_(plan.recompute == spec::Recompute::kSelective), grad_bytes_(spec::bytes_of(training.dtype)) {
   const bool fp32 = training.dtype == spec::Dtype::kFp32;
-  for (const Unit& u : program::model_units(model, plan.tp)) units_.push_back(unit_work(model, plan, u, fp32));
+  std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
+  for (const Unit& u : program::model_units(model, plan.tp)) {
+    const auto key = std::make_pair(u.kind, u.params);
+    const auto it = std::find(seen.begin(), seen.end(), key);
+    if (it != seen.end()) {
+      distinct_of_.push_back(static_cast<int32_t>(it - seen.begin()));
+      continue;
+    }
+    distinct_of_.push_back(static_cast<int32_t>(distinct_.size()));
+    seen.push_back(key);
+    distinct_.push_back(unit_work(model, plan, u, fp32));
+  }
 }
 
 Work WorkModel::compute(Op op, int32_t begin, int32_t end) const {
-  if (begin < 0 || end > static_cast<int32_t>(units_.size()) || begin > end) {
+  if (begin < 0 || end > unit_count() || begin > end) {
     throw std::invalid_argument("WorkModel::compute: unit range out of the model");
   }
   Work w;
   for (int32_t u = begin; u < end; ++u) {
-    const UnitWork& uw = units_[static_cast<std::size_t>(u)];
+    const UnitWork& uw = unit(u);
     switch (op) {
       case Op::kForward:
       case Op::kRecompute: w.add(uw.forward); break;

@@ -103,7 +103,22 @@ KnotWeights knot_weights(const std::vector<std::pair<double, double>>& points, d
 // Fraction of peak for a GEMM of `flops` FLOPs; throws std::invalid_argument without points.
 double matmul_efficiency(const std::vector<std::pair<double, double>>& points, double flops);
 
-// The time of `w` (seconds) on `gpu`, its GEMMs at `peak_flops` (the training dtype's).
+// Turns work into seconds on one GPU (the equation above), its GEMMs at `peak_flops` (the
+// training dtype's). It remembers eff(F) of the sizes it has seen: a model has a handful of GEMM
+// sizes, repeated in every layer.
+class WorkTimer {
+ public:
+  WorkTimer(const spec::Gpu& gpu, double peak_flops) : gpu_(gpu), peak_(peak_flops) {}
+  double seconds(const Work& w);
+
+ private:
+  double efficiency(double flops);
+  const spec::Gpu& gpu_;
+  double peak_;
+  std::vector<std::pair<double, double>> seen_;  // (FLOPs of one GEMM, eff)
+};
+
+// The time of `w` (seconds) on `gpu`: WorkTimer(gpu, peak_flops).seconds(w).
 double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops);
 
 // The amounts of every unit's passes for one (model, training, plan).
@@ -114,14 +129,20 @@ class WorkModel {
   struct UnitWork {
     Work forward, backward_input, backward_weight, score_forward;
   };
-  const std::vector<UnitWork>& units() const { return units_; }
+  // Units of one kind with the same parameters do the same work (every block of a model):
+  // unit u's is distinct()[distinct_of(u)].
+  const std::vector<UnitWork>& distinct() const { return distinct_; }
+  int32_t distinct_of(int32_t unit) const { return distinct_of_[static_cast<std::size_t>(unit)]; }
+  int32_t unit_count() const { return static_cast<int32_t>(distinct_of_.size()); }
+  const UnitWork& unit(int32_t u) const { return distinct_[static_cast<std::size_t>(distinct_of(u))]; }
   // Any compute op (Forward, Backward, BackwardInput, BackwardWeight, Recompute) over units [begin, end).
   Work compute(program::Op op, int32_t unit_begin, int32_t unit_end) const;
   Work optimizer_gpu(int64_t elems) const;
   bool selective() const { return selective_; }
 
  private:
-  std::vector<UnitWork> units_;
+  std::vector<UnitWork> distinct_;
+  std::vector<int32_t> distinct_of_;   // per unit
   bool selective_ = false;
   int64_t grad_bytes_ = 2;
 };
