@@ -67,6 +67,14 @@ std::vector<T> parse_enum(const std::vector<std::string>& values, const std::str
   return out;
 }
 
+// (name, value) of every value of a spec enum, by its to_string.
+template <typename E, std::size_t N>
+std::vector<std::pair<std::string, E>> names_of(const E (&values)[N]) {
+  std::vector<std::pair<std::string, E>> out;
+  for (E v : values) out.emplace_back(spec::to_string(v), v);
+  return out;
+}
+
 std::vector<int64_t> elems(const std::vector<double>& values, const std::string& option) {
   std::vector<int64_t> out;
   for (double v : values) {
@@ -89,15 +97,10 @@ planner::SpaceLimits limits_of(const SearchArgs& a) {
   for (int z : a.zero) {
     if (z < 0 || z > 3) throw spec::SpecError("--zero", "", "expected ZeRO stages 0, 1, 2 or 3, got " + std::to_string(z));
   }
-  using spec::Recompute;
-  using spec::Schedule;
-  l.schedules = parse_enum<Schedule>(a.schedule, "--schedule",
-                                     {{"gpipe", Schedule::kGpipe}, {"1f1b", Schedule::k1F1B},
-                                      {"interleaved", Schedule::kInterleaved}, {"zb-h1", Schedule::kZbH1}});
-  l.recompute = parse_enum<Recompute>(a.recompute, "--recompute",
-                                      {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+  l.schedules = parse_enum(a.schedule, "--schedule", names_of(spec::kSchedules));
+  l.recompute = parse_enum(a.recompute, "--recompute", names_of(spec::kRecomputes));
   l.sequence_parallel = parse_enum<int>(a.sequence_parallel, "--sequence-parallel", {{"off", 0}, {"on", 1}});
-  l.offload = parse_enum<spec::Offload>(a.offload, "--offload", {{"none", spec::Offload::kNone}, {"cpu", spec::Offload::kCpu}});
+  l.offload = parse_enum(a.offload, "--offload", names_of(spec::kOffloads));
   l.split = parse_enum<planner::Split>(a.split, "--split",
                                        {{"balanced", planner::Split::kBalanced}, {"uniform", planner::Split::kUniform}});
   if (!a.overlap_comm.empty()) l.overlap_comm = parse_enum<int>(a.overlap_comm, "--overlap-comm", {{"false", 0}, {"true", 1}});

@@ -12,10 +12,7 @@
 
 namespace stagecraft::executor {
 
-using program::Group;
-using program::Instr;
-using program::Lane;
-using program::Op;
+using namespace interp;  // the interpreter's own names (interpreter.hpp)
 
 namespace {
 
@@ -24,8 +21,6 @@ constexpr std::array<Lane, program::kLaneCount> kIssueOrder = {Lane::kPpRecv,   
                                                                Lane::kDpGather, Lane::kTp,     Lane::kOffload,
                                                                Lane::kCompute};
 
-std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
-std::size_t lane_index(Lane l) { return static_cast<std::size_t>(l); }
 
 }  // namespace
 

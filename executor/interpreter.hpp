@@ -14,6 +14,16 @@
 
 namespace stagecraft::executor {
 
+// The three interpreter_*.cpp files index with these.
+namespace interp {
+using program::Group;
+using program::Instr;
+using program::Lane;
+using program::Op;
+inline std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
+inline std::size_t lane_index(Lane l) { return static_cast<std::size_t>(l); }
+}  // namespace interp
+
 class Runner::Interpreter {
  public:
   explicit Interpreter(Runner& runner);

@@ -10,13 +10,9 @@
 
 namespace stagecraft::executor {
 
-using program::Group;
-using program::Instr;
-using program::Lane;
-using program::Op;
+using namespace interp;  // the interpreter's own names (interpreter.hpp)
 
 namespace {
-std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
 bool is_tied_reduce(const Instr& in) { return in.op == Op::kAllReduceGrads && in.group == Group::kEmbedding; }
 }  // namespace
 

@@ -9,14 +9,7 @@
 
 namespace stagecraft::executor {
 
-using program::Group;
-using program::Instr;
-using program::Lane;
-using program::Op;
-
-namespace {
-std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
-}  // namespace
+using namespace interp;  // the interpreter's own names (interpreter.hpp)
 
 // ---- compute ----------------------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ struct Training;
 enum class Schedule { kGpipe, k1F1B, kInterleaved, kZbH1 };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Offload { kNone, kCpu };
+// Every value, for tables of names (to_string gives each one's).
+inline constexpr Schedule kSchedules[] = {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1};
+inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+inline constexpr Offload kOffloads[] = {Offload::kNone, Offload::kCpu};
 
 struct ZeroConfig {
   int stage = 0;
