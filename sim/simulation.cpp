@@ -293,6 +293,22 @@ void Simulation::on_flow(const FlowCompletion& c) {
   if (m.waiting_slot >= 0) queue_.push(c.time_ns, m.waiting_slot, m.waiting_instr);
 }
 
+// What a finished instruction held and kept busy: its memory change, its lane's busy interval.
+[[gnu::always_inline]] inline void Simulation::account(RankState& r, const Instr& in, int32_t k, int64_t start_ns, int64_t t) {
+  MemoryDelta delta;
+  if (memory_rules_->at_end(in, delta)) r.memory.change(t, delta, r.role->first_id + k);
+  if (in.lane == Lane::kCompute) {
+    add_interval(r.compute, start_ns, t);
+    return;
+  }
+  const program::Traffic traffic = program::traffic_of(in.lane, in.op);
+  if (traffic == program::Traffic::kNone) return;
+  int64_t begin = start_ns;
+  // a receive is busy only once its message's send has begun
+  if (program::is_recv(in.op)) begin = std::max(begin, messages_[program::message_of(prog_.placement, r.rank, in)].send_start_ns);
+  add_interval(r.traffic[static_cast<std::size_t>(traffic) - 1], begin, t);
+}
+
 void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[static_cast<std::size_t>(slot)];
   const program::RoleGraph& d = *r.graph;
@@ -302,29 +318,25 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
   r.last_end_ns = std::max(r.last_end_ns, t);
   const int64_t start_ns = r.lane_start[static_cast<std::size_t>(in.lane)];
   ++finished_;
-  MemoryDelta delta;
-  if (usage_ && memory_rules_->at_end(in, delta)) r.memory.change(t, delta, r.role->first_id + k);
-  if (usage_ && in.lane == Lane::kCompute) add_interval(r.compute, start_ns, t);
-  const program::Traffic traffic = program::traffic_of(in.lane, in.op);
-  if (usage_ && traffic != program::Traffic::kNone) {
-    int64_t begin = start_ns;
-    // a receive is busy only once its message's send has begun
-    if (program::is_recv(in.op)) begin = std::max(begin, messages_[program::message_of(prog_.placement, r.rank, in)].send_start_ns);
-    add_interval(r.traffic[static_cast<std::size_t>(traffic) - 1], begin, t);
-  }
+  if (usage_) account(r, in, k, start_ns, t);
   if (options_.record_trace) {
     events_.push_back({r.rank, in.lane, in.op, r.role->first_id + k, start_ns, t, in.mb, r.role->stage, in.chunk, in.bytes,
                        in.flops});
   }
   // Off the time-ordered queue the last predecessor to finish is the latest; eagerly completed
   // ones come in any order, so their latest end is kept.
-  auto release = [&](int32_t next) {
-    int64_t at = t;
-    if (eager_) {
+  if (eager_) {
+    auto release = [&](int32_t next) {
       int64_t& ready = r.ready[static_cast<std::size_t>(next)];
-      at = ready = std::max(ready, t);
-    }
-    if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, at);
+      ready = std::max(ready, t);
+      if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, ready);
+    };
+    if (d.lane_next[k] >= 0) release(d.lane_next[k]);
+    for (int32_t s = d.succ_begin[k]; s < d.succ_begin[k + 1]; ++s) release(d.succ[s]);
+    return;
+  }
+  auto release = [&](int32_t next) {
+    if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, t);
   };
   if (d.lane_next[k] >= 0) release(d.lane_next[k]);
   for (int32_t s = d.succ_begin[k]; s < d.succ_begin[k + 1]; ++s) release(d.succ[s]);

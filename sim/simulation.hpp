@@ -116,6 +116,7 @@ class Simulation {
   void add_rank(int64_t rank);
   void start(int32_t slot, int32_t k, int64_t t);
   void finish(int32_t slot, int32_t k, int64_t t);
+  void account(RankState& r, const program::Instr& in, int32_t k, int64_t start_ns, int64_t t);
   void start_send(int32_t slot, int32_t k, int64_t t);
   void start_recv(int32_t slot, int32_t k, int64_t t);
   void arrive(int32_t slot, int32_t k, int64_t t);
