@@ -107,7 +107,7 @@ int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
   if (options_.network == NetworkModel::kFree) return 0;
   GroupView& g = r.groups[static_cast<int>(in.group)];
   auto& [bytes, ns] = g.last[static_cast<std::size_t>(in.op)];
-  if (bytes != in.bytes || ns < 0) {
+  if (bytes != in.bytes) {  // (sizes are >= 0: the initial -1 never matches)
     bytes = in.bytes;
     ns = costs_.collective_ns(in, g.cost_group);
   }

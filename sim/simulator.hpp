@@ -52,7 +52,7 @@ struct SimOptions {
   bool full = false;          // every rank instead of one replica, one tp rank per stage
   bool record_trace = false;
   NetworkModel network = NetworkModel::kShared;
-  bool fast_paths = true;     // off: every rank, no folding, every rate change through the general solver
+  bool fast_paths = true;     // off: every rank, no folding or eager completion, every rate change through the general solver
   bool step_time_only = false;  // skip memory and the time breakdown (their metrics stay 0)
 };
 
