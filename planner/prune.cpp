@@ -154,10 +154,12 @@ void fill_params(Layout& lay, const spec::Model& m, int64_t threshold) {
   }
 }
 
-// The simulator's gradient-norm all-reduce: a few bytes, 2·⌈log2⌉ latency steps in and across nodes.
-double gradnorm_s(const spec::Cluster& c, int64_t world) {
+// The simulator's gradient-norm all-reduce: NCCL's all-reduce of its few bytes over the world.
+double gradnorm_s(const sim::Topology& topology, int64_t world) {
   if (world <= 1) return 0;
-  return ns(sim::gradnorm_allreduce_ns(world, c.gpus_per_node, c.intra_node.latency_ns, c.inter_node.latency_ns));
+  std::vector<int64_t> all(static_cast<std::size_t>(world));
+  for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
+  return ns(sim::CollectiveCost(CollectiveKind::kAllReduce, all, topology).time_ns(program::kGradNormBytes));
 }
 
 // Every distinct placement the data-parallel groups of the simulated ranks (tp index 0) take.
@@ -516,7 +518,7 @@ const CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
     const std::vector<int64_t> wrap = {pl.rank(pp - 1, 0, 0), pl.rank(0, 0, 0)};
     cc->p2p.emplace_back(CollectiveKind::kSendRecv, wrap, topology_);
   }
-  cc->gradnorm_s = gradnorm_s(space_.cluster(), space_.gpus());
+  cc->gradnorm_s = gradnorm_s(topology_, space_.gpus());
   cc->set_slope();
   return *comms_.emplace(key, std::move(cc)).first->second;
 }

@@ -5,9 +5,7 @@ namespace stagecraft::sim {
 CostCache::CostCache(const program::Program& prog, const Topology& topology, int64_t gpus_per_node)
     : prog_(prog),
       topology_(topology),
-      gpus_per_node_(gpus_per_node),
-      gradnorm_ns_(gradnorm_allreduce_ns(prog.placement.world(), gpus_per_node, topology.intra_latency_ns(),
-                                         topology.inter_latency_ns())) {}
+      gpus_per_node_(gpus_per_node) {}
 
 int32_t CostCache::group_of(program::Group kind, int64_t rank) {
   std::vector<int64_t> members = prog_.placement.group_members(kind, rank);
@@ -27,7 +25,14 @@ int32_t CostCache::group_of(program::Group kind, int64_t rank) {
 }
 
 int64_t CostCache::collective_ns(const program::Instr& in, int32_t group) {
-  if (in.op == program::Op::kGradNormAllReduce) return gradnorm_ns_;
+  if (in.op == program::Op::kGradNormAllReduce) {
+    if (!gradnorm_) {
+      std::vector<int64_t> world(static_cast<std::size_t>(prog_.placement.world()));
+      for (std::size_t r = 0; r < world.size(); ++r) world[r] = static_cast<int64_t>(r);
+      gradnorm_.emplace(CollectiveKind::kAllReduce, world, topology_);
+    }
+    return gradnorm_->time_ns(in.bytes);
+  }
   const int32_t shape = shape_of_[static_cast<std::size_t>(group)];
   int32_t& index = entry_of_[static_cast<std::size_t>(shape) * program::kOpCount + static_cast<std::size_t>(in.op)];
   if (index < 0) {

@@ -5,7 +5,7 @@
 //     straddles nodes differently from another's gets its own cost. Groups whose placements differ
 //     by whole nodes share a cost: the topology is the same seen from every node
 //     (network/topology.hpp). The few sizes a group asks for last (buckets alternate) are kept;
-//   * the gradient-norm all-reduce: its latency-bound tree (collectives.hpp), once;
+//   * the gradient-norm all-reduce: NCCL's all-reduce of its few bytes over the world (collectives.hpp);
 //   * a send on its own: latency + ⌈bytes·1e9 / narrowest link⌉ (CollectiveCost send/recv), the
 //     time a flow alone on its route takes on the FlowNetwork.
 // Internal to the simulator; one per simulation (not thread-safe).
@@ -50,7 +50,7 @@ class CostCache {
   const program::Program& prog_;
   const Topology& topology_;
   int64_t gpus_per_node_ = 1;
-  int64_t gradnorm_ns_ = 0;
+  std::optional<CollectiveCost> gradnorm_;   // the whole world's all-reduce
   std::vector<std::vector<int64_t>> groups_;
   std::map<std::vector<int64_t>, int32_t> group_ids_;
   std::vector<int32_t> shape_of_;                        // group -> its placement shifted to node 0

@@ -49,7 +49,8 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   if (usage_) memory_rules_.emplace(prog);
   net_.set_fast_paths(options.fast_paths);
   graphs_.resize(prog.roles.size());
-  for (int64_t r : simulated_ranks(prog.placement, options.full || !options.fast_paths)) add_rank(r);
+  every_rank_ = options.full || !options.fast_paths;
+  for (int64_t r : simulated_ranks(prog.placement, every_rank_)) add_rank(r);
   std::size_t flows = 0;   // at most one flow per p2p send and per dp collective of a rank
   for (RankState& st : ranks_) {
     flows += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kDpGather) +
@@ -88,6 +89,13 @@ void Simulation::add_rank(int64_t r) {
     st.traffic[1].reserve(lane_count(g, Lane::kPpSend) + lane_count(g, Lane::kPpRecv));
     st.traffic[2].reserve(lane_count(g, Lane::kDpGather) + lane_count(g, Lane::kDpReduce));
     st.static_mem = stage_static_memory(prog_, pl.stage_of(r), cluster_);
+  }
+  if (!every_rank_ && topology_.nodes() > 1) {
+    st.nic_copies = 0;
+    const int64_t node = topology_.node_of(r), nic = topology_.nic_of(r);
+    for (int64_t q = node * cluster_.gpus_per_node; q < std::min(pl.world(), (node + 1) * cluster_.gpus_per_node); ++q) {
+      st.nic_copies += replica_rank(pl, q) == r && topology_.nic_of(q) == nic;
+    }
   }
   slot_of_[r] = static_cast<int32_t>(ranks_.size());
   ranks_.push_back(std::move(st));
@@ -165,7 +173,8 @@ void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
     return;
   }
   const int64_t latency = topology_.route_into(key.src, key.dst, path_);
-  const FlowId id = net_.start_flow(path_, in.bytes, latency);
+  const int64_t copies = topology_.node_of(key.src) != topology_.node_of(key.dst) ? r.nic_copies : 1;
+  const FlowId id = net_.start_flow(path_, in.bytes * copies, latency);
   add_owner(id, {FlowKind::kSend, slot, k, key});
 }
 
@@ -276,9 +285,11 @@ void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> m
   // One flow per simulated member towards its ring successor, capped to finish in T when alone.
   const CollectiveKind kind = *collective_kind(in.op);
   for (const auto& [slot, k] : members) {
-    const GroupView& g = ranks_[static_cast<std::size_t>(slot)].groups[static_cast<int>(in.group)];
+    const RankState& r = ranks_[static_cast<std::size_t>(slot)];
+    const GroupView& g = r.groups[static_cast<int>(in.group)];
     const int64_t bytes = ring_flow_bytes(g.ring, kind, in.bytes);
-    const FlowId id = net_.start_flow(g.route, bytes, 0, ring_flow_cap_Bps(bytes, T));
+    const int64_t copies = topology_.node_of(g.ring.successor) != topology_.node_of(r.rank) ? r.nic_copies : 1;
+    const FlowId id = net_.start_flow(g.route, bytes * copies, 0, ring_flow_cap_Bps(bytes * copies, T));
     add_owner(id, {FlowKind::kCollective, slot, k, {}});
   }
 }

@@ -68,6 +68,7 @@ class Simulation {
  private:
   // A rank's view of one of its groups: who leads it, how many simulated members must arrive,
   // its cost group, and where its collective flow goes.
+  bool every_rank_ = false;   // every rank simulated (else one replica per stage)
   struct GroupView {
     int64_t front = 0;
     int32_t needed = 0;
@@ -93,6 +94,10 @@ class Simulation {
     std::array<std::vector<Interval>, program::kTrafficClasses> traffic;
     trace::MemoryBytes static_mem;
     RankMemory memory;
+    // Ranks this one stands for (itself included) that leave its node through its NIC: in the
+    // one-replica mode their flows are not simulated, so each of its flows across nodes carries
+    // that many copies' bytes at that many times the cap (1 when every rank runs).
+    int64_t nic_copies = 1;
   };
   struct Message {
     bool delivered = false;

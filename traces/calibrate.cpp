@@ -377,7 +377,7 @@ std::vector<double> link_support(const std::vector<LinkSample>& s, const std::ve
   std::vector<double> sup(4, 0.0);
   for (const LinkSample& l : s) {
     const Eigen::Vector4d f = features_of(l.features);
-    double t = 0;
+    double t = l.features.fixed_s;
     for (int j = 0; j < 4; ++j) t += f(j) * x[static_cast<std::size_t>(j)];
     if (!(t > 0)) continue;
     for (int j = 0; j < 4; ++j) sup[static_cast<std::size_t>(j)] += f(j) * x[static_cast<std::size_t>(j)] / t;
@@ -405,6 +405,7 @@ void link_system(const std::vector<LinkSample>& samples, const std::vector<bool>
   for (Eigen::Index i = 0; i < n; ++i) {
     const LinkSample& s = samples[static_cast<std::size_t>(i)];
     const Eigen::Vector4d f = features_of(s.features);
+    b(i) -= s.features.fixed_s / s.seconds;
     Eigen::Index col = 0;
     for (std::size_t j = 0; j < 4; ++j) {
       const double v = f(static_cast<Eigen::Index>(j)) / s.seconds;
@@ -476,6 +477,40 @@ LinksResult fit_links(const std::vector<LinkSample>& samples, const spec::Cluste
     origins.push_back(&s.origin);
   }
   summarize_residuals(r, origins, out.report);
+  return out;
+}
+
+// A collective's features are linear in the link parameters only for a given NCCL protocol
+// choice, which the bandwidths decide: fit, linearise again at the fitted bandwidths, and refit
+// until the features stop changing (a fixed point; at most 8 rounds).
+LinksResult fit_links_relinearised(std::vector<LinkSample> samples, const spec::Cluster& c) {
+  LinksResult out = fit_links(samples, c);
+  for (int round = 0; round < 8 && !out.params.empty(); ++round) {
+    spec::Cluster at = c;
+    at.intra_node.bandwidth_Bps = 1.0 / out.x[1];
+    at.inter_node.nic_bandwidth_Bps = 1.0 / out.x[3];
+    std::map<int64_t, LinkModel> models;
+    bool changed = false;
+    for (LinkSample& s : samples) {
+      if (!s.collective) continue;
+      const LinkSample::Collective& w = *s.collective;
+      auto it = models.find(w.topology_gpus);
+      if (it == models.end()) {
+        spec::Cluster sized = at;
+        sized.nodes = std::max(sized.nodes, (w.topology_gpus + sized.gpus_per_node - 1) / sized.gpus_per_node);
+        it = models.emplace(w.topology_gpus, LinkModel(sized, w.topology_gpus)).first;
+      }
+      const LinkFeatures f = it->second.collective(w.kind, w.bytes, w.gpus);
+      const auto differs = [](double a, double b) { return std::abs(a - b) > 1e-12 * std::max(std::abs(a), std::abs(b)); };
+      if (differs(f.fixed_s, s.features.fixed_s) || differs(f.b_intra, s.features.b_intra) ||
+          differs(f.b_inter, s.features.b_inter)) {
+        changed = true;
+      }
+      s.features = f;
+    }
+    if (!changed) break;
+    out = fit_links(samples, c);
+  }
   return out;
 }
 
@@ -626,7 +661,7 @@ Calibration calibrate(const Samples& samples, const spec::Cluster& base) {
   c.cluster = base;
   c.traces = samples.traces;
   const ComputeResult comp = fit_compute(samples.compute, base.gpu);
-  const LinksResult links = fit_links(samples.links, base);
+  const LinksResult links = fit_links_relinearised(samples.links, base);
   c.groups = {comp.report, links.report};
   c.parameters = comp.params;
   c.parameters.insert(c.parameters.end(), links.params.begin(), links.params.end());

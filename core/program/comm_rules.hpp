@@ -30,6 +30,8 @@
 
 namespace stagecraft::program {
 
+// The gradient-norm all-reduce after the last backward: one fp32 sum of squares per rank.
+inline constexpr int64_t kGradNormBytes = 4;
 inline constexpr int64_t kVocabParallelLossBytesPerToken = 12;
 
 inline int64_t p2p_message_bytes(int64_t tokens, int64_t hidden, int64_t tp, int64_t activation_bytes) {

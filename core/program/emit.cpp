@@ -310,7 +310,7 @@ void Emitter::step_end() {
     in.lane = Lane::kDpReduce;
     in.group = Group::kWorld;
     in.elems = 1;
-    in.bytes = 4;  // one fp32 sum of squares
+    in.bytes = kGradNormBytes;  // one fp32 sum of squares
     grads_done = add(in, {last_compute_});
   }
   int64_t stage_elems = 0;

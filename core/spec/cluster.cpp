@@ -1,6 +1,8 @@
 #include "core/spec/cluster.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
@@ -114,6 +116,46 @@ Host read_host(ObjectReader r) {
   return h;
 }
 
+// "2.X" or "2.X.Y" with 7 <= X <= 30: the minor version, or -1.
+int nccl_minor(const std::string& v) {
+  int major = 0, minor = 0, patch = 0;
+  char tail = 0;
+  const int n = std::sscanf(v.c_str(), "%d.%d.%d%c", &major, &minor, &patch, &tail);
+  if (n != 2 && n != 3) return -1;
+  if (v.find_first_not_of("0123456789.") != std::string::npos) return -1;
+  if (major != 2 || minor < 7 || minor > 30) return -1;
+  return minor;
+}
+
+Nccl read_nccl(ObjectReader& parent, const std::string& gpu_name) {
+  Nccl n;
+  n.gpu_arch = gpu_arch_of_name(gpu_name);
+  const auto check_version = [&](ObjectReader& r, std::string_view key, const std::string& v) {
+    n.version = v;
+    n.minor = nccl_minor(v);
+    if (n.minor < 0) r.fail_value(key, "an NCCL version \"2.X\" or \"2.X.Y\" from 2.7 to 2.30");
+  };
+  if (!parent.has("nccl")) return n;
+  if (parent.raw("nccl").is_string()) {
+    check_version(parent, "nccl", parent.string("nccl"));
+    return n;
+  }
+  ObjectReader r = parent.object("nccl");
+  if (r.has("version")) check_version(r, "version", r.string("version"));
+  if (r.has("channels")) n.channels = positive_int(r, "channels");
+  if (r.has("host_cpu")) {
+    const std::string c = r.choice("host_cpu", {"intel", "amd", "other"});
+    n.host_cpu = c == "intel" ? HostCpu::kIntel : c == "amd" ? HostCpu::kAmd : HostCpu::kOther;
+  }
+  if (r.has("gpu_arch")) {
+    const std::string a = r.choice("gpu_arch", {"volta", "ampere", "hopper", "blackwell"});
+    n.gpu_arch = a == "volta" ? GpuArch::kVolta : a == "ampere" ? GpuArch::kAmpere : a == "hopper" ? GpuArch::kHopper : GpuArch::kBlackwell;
+  }
+  n.source = r.string_or("source", "");
+  r.finish();
+  return n;
+}
+
 json efficiency_json(const std::vector<std::pair<double, double>>& points) {
   json arr = json::array();
   for (const auto& [flops, fraction] : points) arr.push_back({flops, fraction});
@@ -126,6 +168,35 @@ void put_source(json& j, const std::string& source) {
 
 }  // namespace
 
+std::string to_string(GpuArch a) {
+  switch (a) {
+    case GpuArch::kVolta: return "volta";
+    case GpuArch::kAmpere: return "ampere";
+    case GpuArch::kHopper: return "hopper";
+    case GpuArch::kBlackwell: return "blackwell";
+  }
+  return "ampere";
+}
+
+std::string to_string(HostCpu c) {
+  switch (c) {
+    case HostCpu::kIntel: return "intel";
+    case HostCpu::kAmd: return "amd";
+    case HostCpu::kOther: return "other";
+  }
+  return "other";
+}
+
+GpuArch gpu_arch_of_name(const std::string& gpu_name) {
+  std::string n;
+  for (char ch : gpu_name) n.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
+  const auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("V100")) return GpuArch::kVolta;
+  if (has("H100") || has("H200") || has("H800") || has("GH200")) return GpuArch::kHopper;
+  if (has("B100") || has("B200") || has("GB200")) return GpuArch::kBlackwell;
+  return GpuArch::kAmpere;
+}
+
 Cluster cluster_from_json(const json& j, const std::string& file) {
   ObjectReader r(j, file, "");
   Cluster c;
@@ -137,6 +208,7 @@ Cluster cluster_from_json(const json& j, const std::string& file) {
   c.intra_node = read_intra(r.object("intra_node"));
   c.inter_node = read_inter(r.object("inter_node"));
   c.host = read_host(r.object("host"));
+  c.nccl = read_nccl(r, c.gpu.name);
   c.source = r.string_or("source", "");
   r.finish();
   return c;
@@ -168,9 +240,14 @@ json to_json(const Cluster& c) {
                {"memory_bytes", c.host.memory_bytes},
                {"adam_params_per_s", c.host.adam_params_per_s}};
   put_source(host, c.host.source);
+  json nccl = {{"version", c.nccl.version},
+               {"channels", c.nccl.channels},
+               {"host_cpu", to_string(c.nccl.host_cpu)},
+               {"gpu_arch", to_string(c.nccl.gpu_arch)}};
+  put_source(nccl, c.nccl.source);
   json j = {{"name", c.name},   {"nodes", c.nodes},          {"gpus_per_node", c.gpus_per_node},
             {"gpu", gpu},       {"intra_node", intra},       {"inter_node", inter},
-            {"host", host}};
+            {"host", host},     {"nccl", nccl}};
   put_source(j, c.source);
   return j;
 }

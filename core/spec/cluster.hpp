@@ -55,6 +55,26 @@ struct Host {
   std::string source;
 };
 
+// How the collective library (NCCL) runs on this cluster: which version's tuning model times
+// collectives (sim/models/nccl.hpp), and the facts of the machine that model reads. Optional in
+// cluster.json as "nccl": "2.18" or {"version", "channels", "host_cpu", "gpu_arch", "source"}.
+enum class GpuArch { kVolta, kAmpere, kHopper, kBlackwell };
+enum class HostCpu { kIntel, kAmd, kOther };
+std::string to_string(GpuArch a);
+std::string to_string(HostCpu c);
+// The architecture a GPU name implies ("A100-SXM4-80GB" -> Ampere), kAmpere when the name is not one
+// of V100, A100/A800/A30/A10, H100/H200/H800/GH200, B100/B200/GB200.
+GpuArch gpu_arch_of_name(const std::string& gpu_name);
+
+struct Nccl {
+  std::string version = "2.30";      // "2.X" or "2.X.Y", 2.7 .. 2.30
+  int minor = 30;                    // X of the version
+  int64_t channels = 16;             // rings (channels) NCCL builds: 2 per NIC on 8-NIC DGX nodes
+  HostCpu host_cpu = HostCpu::kIntel;
+  GpuArch gpu_arch = GpuArch::kAmpere;
+  std::string source;
+};
+
 struct Cluster {
   std::string name;
   int64_t nodes = 0;
@@ -63,6 +83,7 @@ struct Cluster {
   IntraNode intra_node;
   InterNode inter_node;
   Host host;
+  Nccl nccl;
   std::string source;
   std::string file;
 

@@ -19,17 +19,16 @@ RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_
   f.parts = n;
   if (nodes > 1) {
     f.successor = group[static_cast<std::size_t>((me + n / nodes) % n)];
-    f.steps = nodes - 1;
+    f.share = n / nodes;
   } else {
     f.successor = group[static_cast<std::size_t>((me + 1) % n)];
-    f.steps = n - 1;
   }
   return f;
 }
 
 int64_t ring_flow_bytes(const RingFlow& f, CollectiveKind kind, int64_t bytes) {
-  const int64_t per_step = (bytes + f.parts - 1) / f.parts;
-  return f.steps * per_step * (kind == CollectiveKind::kAllReduce ? 2 : 1);
+  const int64_t sent = (bytes * (f.parts - 1) + f.parts - 1) / f.parts;   // ⌈S·(n − 1)/n⌉
+  return (sent + f.share - 1) / f.share * (kind == CollectiveKind::kAllReduce ? 2 : 1);
 }
 
 }  // namespace stagecraft::sim

@@ -2,16 +2,16 @@
 // with pipeline traffic and with other collectives (the one mapping from a collective to flows).
 // The collective's contention-free time T comes from the collective model (collectives.hpp) over
 // the group's real placement. Each simulated member of the group then puts one flow on the route
-// to its successor on the ring stage that bounds the collective:
-//   * all members on one node: the flat ring, successor = the next member, n − 1 steps;
-//   * members on N > 1 nodes: the inter-node ring of the member's rail (the hierarchical
-//     algorithm's stage that crosses the NICs), successor = the member n/N places on in the
-//     group, N − 1 steps;
-// carrying the bytes it sends on that stage, steps · ⌈S/n⌉ (twice for an all-reduce: its
-// reduce-scatter and all-gather halves; S the buffer, n the group size), with a rate cap of
-// bytes / T, so that alone on its links the flow ends after T (to the rounding of one transfer)
-// and sharing a link it is slowed by max-min fairness. The intra-node stages of a hierarchical
-// collective run on NVLink and are inside T, not on the flow.
+// to its ring successor on the links that bound the collective:
+//   * all members on one node: the ring over NVLink, successor = the next member, carrying what a
+//     ring member sends, ⌈S·(n − 1)/n⌉ bytes;
+//   * members on N > 1 nodes (k = n/N per node): the node's ring crossing, successor = the member
+//     n/N places on in the group (the same local position on the next node, leaving through the
+//     member's NIC). A node's crossing carries ⌈S·(n − 1)/n⌉ bytes spread over its k members'
+//     NICs (NCCL's channels use every NIC), so the member's flow carries ⌈⌈S·(n − 1)/n⌉ / k⌉;
+// twice that for an all-reduce (its reduce-scatter and all-gather halves; S the buffer, n the group
+// size), with a rate cap of bytes / T, so that alone on its links the flow ends after T (to the
+// rounding of one transfer) and sharing a link it is slowed by max-min fairness.
 // Collectives timed by T alone, without a flow: tensor-parallel ones (inside a node's NVLink) and
 // the gradient-norm all-reduce (latency-bound, a few bytes).
 #pragma once
@@ -25,8 +25,8 @@ namespace stagecraft::sim {
 
 struct RingFlow {
   int64_t successor = 0;  // the GPU the member's flow goes to
-  int64_t steps = 0;      // ring steps on that stage
-  int64_t parts = 1;      // the buffer is cut into this many chunks (the group size)
+  int64_t parts = 1;      // the group size n
+  int64_t share = 1;      // members sharing the node's crossing (k = n/N across nodes, 1 inside one)
 };
 
 // For `member` of `group` (GPU indices in placement order; members of a node consecutive).

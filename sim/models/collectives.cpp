@@ -10,25 +10,6 @@ namespace stagecraft::sim {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Members grouped by node: nodes in order of first appearance, members in placement order.
-std::vector<std::vector<int64_t>> group_by_node(std::span<const int64_t> placement, const Topology& topology) {
-  std::vector<std::vector<int64_t>> groups;
-  std::vector<int64_t> group_nodes;
-  for (int64_t gpu : placement) {
-    const int64_t node = topology.node_of(gpu);
-    auto it = std::find(group_nodes.begin(), group_nodes.end(), node);
-    if (it == group_nodes.end()) {
-      group_nodes.push_back(node);
-      groups.push_back({gpu});
-    } else {
-      groups[static_cast<std::size_t>(it - group_nodes.begin())].push_back(gpu);
-    }
-  }
-  return groups;
-}
-
 void validate(CollectiveKind kind, int64_t bytes, std::span<const int64_t> placement, const Topology& topology) {
   const std::string what = "collective " + to_string(kind) + " of " + std::to_string(bytes) + " bytes over " +
                            std::to_string(placement.size()) + " GPUs: ";
@@ -48,81 +29,6 @@ void validate(CollectiveKind kind, int64_t bytes, std::span<const int64_t> place
       throw std::invalid_argument(what + "GPU " + std::to_string(sorted[i]) + " appears twice");
     }
   }
-}
-
-// Every member of every ring sends to its successor.
-std::vector<std::pair<int64_t, int64_t>> ring_pairs(const std::vector<std::vector<int64_t>>& rings) {
-  std::vector<std::pair<int64_t, int64_t>> pairs;
-  for (const auto& ring : rings) {
-    if (ring.size() < 2) continue;
-    for (std::size_t i = 0; i < ring.size(); ++i) pairs.emplace_back(ring[i], ring[(i + 1) % ring.size()]);
-  }
-  return pairs;
-}
-
-void add_stage(std::vector<CollectiveStage>& stages, std::string name, const std::vector<std::vector<int64_t>>& rings,
-               int64_t steps, int64_t chunk_divisor) {
-  if (steps <= 0) return;
-  stages.push_back({std::move(name), ring_pairs(rings), steps, chunk_divisor, 0});
-}
-
-// One flat ring over `ring` (n members): RS and/or AG stages of n−1 steps of ⌈S/n⌉.
-std::vector<CollectiveStage> flat_ring(CollectiveKind kind, const std::vector<int64_t>& ring) {
-  const auto n = static_cast<int64_t>(ring.size());
-  std::vector<CollectiveStage> stages;
-  if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce) {
-    add_stage(stages, "ring reduce-scatter", {ring}, n - 1, n);
-  }
-  if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllReduce) {
-    add_stage(stages, "ring all-gather", {ring}, n - 1, n);
-  }
-  return stages;
-}
-
-// N nodes × k members: NVLink rings inside nodes, one ring per rail across nodes.
-std::vector<CollectiveStage> hierarchical(CollectiveKind kind, const std::vector<std::vector<int64_t>>& by_node) {
-  const auto nodes = static_cast<int64_t>(by_node.size());
-  const auto k = static_cast<int64_t>(by_node.front().size());
-  std::vector<std::vector<int64_t>> rails(static_cast<std::size_t>(k));
-  for (const auto& members : by_node) {
-    for (int64_t j = 0; j < k; ++j) rails[static_cast<std::size_t>(j)].push_back(members[static_cast<std::size_t>(j)]);
-  }
-  const bool reduce = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce;
-  const bool gather = kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllReduce;
-  std::vector<CollectiveStage> stages;
-  if (reduce) {
-    add_stage(stages, "intra-node reduce-scatter", by_node, k - 1, k);
-    add_stage(stages, "inter-node reduce-scatter", rails, nodes - 1, k * nodes);
-  }
-  if (gather) {
-    add_stage(stages, "inter-node all-gather", rails, nodes - 1, k * nodes);
-    add_stage(stages, "intra-node all-gather", by_node, k - 1, k);
-  }
-  return stages;
-}
-
-struct StepCost {
-  int64_t latency_ns = 0;
-  double rate_Bps = std::numeric_limits<double>::infinity();
-};
-
-// α and β of one step: largest route latency, and min_l C_l / n_l over the links the step loads.
-StepCost step_cost(const CollectiveStage& stage, const Topology& topology) {
-  std::vector<int32_t> load(static_cast<std::size_t>(topology.link_count()), 0);
-  std::vector<LinkId> touched;
-  std::vector<LinkId> path;
-  StepCost cost;
-  for (const auto& [src, dst] : stage.pairs) {
-    cost.latency_ns = std::max(cost.latency_ns, topology.route_into(src, dst, path));
-    for (LinkId l : path) {
-      if (load[static_cast<std::size_t>(l)]++ == 0) touched.push_back(l);
-    }
-  }
-  for (LinkId l : touched) {
-    const double share = topology.link(l).bandwidth_Bps / static_cast<double>(load[static_cast<std::size_t>(l)]);
-    cost.rate_Bps = std::min(cost.rate_Bps, share);
-  }
-  return cost;
 }
 
 }  // namespace
@@ -152,20 +58,6 @@ std::optional<CollectiveKind> collective_kind(program::Op op) {
   }
 }
 
-TreeSteps gradnorm_tree_steps(int64_t world, int64_t gpus_per_node) {
-  auto log2ceil = [](int64_t n) {
-    int64_t k = 0;
-    while ((int64_t{1} << k) < n) ++k;
-    return k;
-  };
-  return {2 * log2ceil(std::min(world, gpus_per_node)), 2 * log2ceil(ceil_div(world, gpus_per_node))};
-}
-
-int64_t gradnorm_allreduce_ns(int64_t world, int64_t gpus_per_node, int64_t intra_latency_ns, int64_t inter_latency_ns) {
-  const TreeSteps s = gradnorm_tree_steps(world, gpus_per_node);
-  return s.intra * intra_latency_ns + s.inter * inter_latency_ns;
-}
-
 double bus_bandwidth_factor(CollectiveKind kind, int64_t n) {
   if (n < 1) throw std::invalid_argument("bus_bandwidth_factor: group size must be >= 1, got " + std::to_string(n));
   const double nd = static_cast<double>(n);
@@ -187,39 +79,78 @@ double busbw_Bps(CollectiveKind kind, int64_t bytes, int64_t n, int64_t time_ns)
   return algbw_Bps(bytes, time_ns) * bus_bandwidth_factor(kind, n);
 }
 
-namespace {
-
-// The stages without sizes: who sends to whom, how many steps, and the chunk divisor.
-std::vector<CollectiveStage> stage_shapes(CollectiveKind kind, std::span<const int64_t> placement,
-                                          const Topology& topology) {
-  if (placement.size() < 2) return {};
-  if (kind == CollectiveKind::kSendRecv) return {{"send/recv", {{placement[0], placement[1]}}, 1, 1, 0}};
-  const auto by_node = group_by_node(placement, topology);
-  const bool uniform = std::all_of(by_node.begin(), by_node.end(),
-                                   [&](const auto& members) { return members.size() == by_node.front().size(); });
-  if (by_node.size() > 1 && by_node.front().size() > 1 && uniform) return hierarchical(kind, by_node);
-  std::vector<int64_t> ring;
-  for (const auto& members : by_node) ring.insert(ring.end(), members.begin(), members.end());
-  return flat_ring(kind, ring);
-}
-
-}  // namespace
-
-std::vector<CollectiveStage> collective_stages(CollectiveKind kind, int64_t bytes, std::span<const int64_t> placement,
-                                               const Topology& topology) {
-  validate(kind, bytes, placement, topology);
-  std::vector<CollectiveStage> stages = stage_shapes(kind, placement, topology);
-  for (CollectiveStage& stage : stages) stage.chunk_bytes = ceil_div(bytes, stage.chunk_divisor);
-  return stages;
+GroupBus group_bus(std::span<const int64_t> placement, const Topology& topology) {
+  GroupBus bus;
+  bus.Bps = std::numeric_limits<double>::infinity();
+  if (placement.size() < 2) return bus;
+  std::vector<int64_t> nodes;                       // distinct nodes, in order of appearance
+  std::vector<std::vector<int64_t>> nics;           // per node: the distinct NICs its members use
+  std::vector<int64_t> members;                     // per node: how many members
+  for (int64_t gpu : placement) {
+    const int64_t node = topology.node_of(gpu);
+    auto it = std::find(nodes.begin(), nodes.end(), node);
+    std::size_t i = static_cast<std::size_t>(it - nodes.begin());
+    if (it == nodes.end()) {
+      nodes.push_back(node);
+      nics.emplace_back();
+      members.push_back(0);
+    }
+    ++members[i];
+    if (topology.nodes() > 1) {
+      const int64_t nic = topology.nic_of(gpu);
+      if (std::find(nics[i].begin(), nics[i].end(), nic) == nics[i].end()) nics[i].push_back(nic);
+    }
+  }
+  bus.nodes = static_cast<int64_t>(nodes.size());
+  const bool shares_a_node = std::any_of(members.begin(), members.end(), [](int64_t m) { return m > 1; });
+  if (shares_a_node) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (members[i] < 2) continue;
+      for (int64_t gpu : placement) {
+        if (topology.node_of(gpu) != nodes[i]) continue;
+        const double c = topology.link(topology.nvlink_egress(gpu)).bandwidth_Bps;
+        if (c < bus.Bps) {
+          bus.Bps = c;
+          bus.network = false;
+          bus.rho = 1;
+        }
+      }
+    }
+  }
+  if (bus.nodes > 1) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      double egress = 0;
+      for (int64_t nic : nics[i]) egress += topology.link(topology.nic_egress(nodes[i], nic)).bandwidth_Bps;
+      const double up = topology.link(topology.uplink(nodes[i])).bandwidth_Bps;
+      const double node_Bps = std::min(egress, up);
+      if (node_Bps < bus.Bps) {
+        bus.Bps = node_Bps;
+        bus.network = true;
+        bus.rho = node_Bps / topology.link(topology.nic_egress(nodes[i], nics[i].front())).bandwidth_Bps;
+      }
+    }
+  }
+  return bus;
 }
 
 CollectiveCost::CollectiveCost(CollectiveKind kind, std::span<const int64_t> placement, const Topology& topology)
     : kind_(kind), group_size_(static_cast<int64_t>(placement.size())) {
   validate(kind, 0, placement, topology);
-  for (const CollectiveStage& stage : stage_shapes(kind, placement, topology)) {
-    const StepCost cost = step_cost(stage, topology);
-    stages_.push_back({stage.steps, stage.chunk_divisor, cost.latency_ns, cost.rate_Bps});
+  if (placement.size() < 2) return;
+  if (kind == CollectiveKind::kSendRecv) {
+    Route r = topology.route(placement[0], placement[1]);
+    send_latency_ns_ = r.latency_ns;
+    send_Bps_ = std::numeric_limits<double>::infinity();
+    for (LinkId l : r.links) send_Bps_ = std::min(send_Bps_, topology.link(l).bandwidth_Bps);
+    return;
   }
+  bus_ = group_bus(placement, topology);
+  nccl_.emplace(kind, NcclGroup{group_size_, bus_.nodes, bus_.Bps}, topology.nccl());
+}
+
+NcclChoice CollectiveCost::choose(int64_t bytes) const {
+  if (!nccl_) return {};
+  return nccl_->choose(bytes);
 }
 
 int64_t CollectiveCost::time_ns(int64_t bytes) const {
@@ -227,12 +158,11 @@ int64_t CollectiveCost::time_ns(int64_t bytes) const {
     throw std::invalid_argument("CollectiveCost::time_ns: " + to_string(kind_) + " of " + std::to_string(bytes) +
                                 " bytes; expected >= 0");
   }
-  int64_t total_ns = 0;
-  for (const StageCost& stage : stages_) {
-    const double chunk_bytes = static_cast<double>(ceil_div(bytes, stage.chunk_divisor));
-    total_ns += stage.steps * (stage.latency_ns + transfer_time_ns(chunk_bytes, stage.rate_Bps));
+  if (group_size_ < 2) return 0;
+  if (kind_ == CollectiveKind::kSendRecv) {
+    return send_latency_ns_ + transfer_time_ns(static_cast<double>(bytes), send_Bps_);
   }
-  return total_ns;
+  return nccl_->time_ns(bytes);
 }
 
 int64_t collective_time_ns(CollectiveKind kind, int64_t bytes, std::span<const int64_t> placement,

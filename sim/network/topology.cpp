@@ -71,6 +71,7 @@ Topology::Topology(const spec::Cluster& cluster, int64_t gpus_in_use) {
   nics_per_node_ = cluster.inter_node.nics_per_node;
   intra_latency_ns_ = cluster.intra_node.latency_ns;
   inter_latency_ns_ = cluster.inter_node.latency_ns;
+  nccl_ = cluster.nccl;
 
   const int64_t nic_links = nodes_ > 1 ? 2 * nodes_ * nics_per_node_ : 0;
   const int64_t core_links = nodes_ > 1 ? 2 * nodes_ : 0;

@@ -69,6 +69,7 @@ class Topology {
   int64_t nic_of(int64_t gpu) const;  // local_index % nics_per_node; needs more than one node
 
   int64_t intra_latency_ns() const { return intra_latency_ns_; }
+  const spec::Nccl& nccl() const { return nccl_; }   // the collective library's version and facts
   int64_t inter_latency_ns() const { return inter_latency_ns_; }
 
   int32_t link_count() const { return static_cast<int32_t>(links_.size()); }
@@ -100,6 +101,7 @@ class Topology {
   int64_t nics_per_node_ = 0;
   int64_t intra_latency_ns_ = 0;
   int64_t inter_latency_ns_ = 0;
+  spec::Nccl nccl_;
   LinkId nic_base_ = 0;
   LinkId core_base_ = 0;
   std::vector<Link> links_;

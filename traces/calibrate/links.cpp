@@ -4,10 +4,12 @@
 #include <limits>
 #include <map>
 
+#include "core/program/comm_rules.hpp"
+
 namespace stagecraft::traces {
 
 double LinkFeatures::seconds(double alpha_intra_s, double beta_intra_Bps, double alpha_inter_s, double beta_inter_Bps) const {
-  return a_intra * alpha_intra_s + b_intra / beta_intra_Bps + a_inter * alpha_inter_s + b_inter / beta_inter_Bps;
+  return fixed_s + a_intra * alpha_intra_s + b_intra / beta_intra_Bps + a_inter * alpha_inter_s + b_inter / beta_inter_Bps;
 }
 
 LinkModel::LinkModel(const spec::Cluster& cluster, int64_t gpus) : cluster_(cluster), topology_(cluster, gpus) {}
@@ -38,11 +40,16 @@ LinkModel::Bottleneck LinkModel::bottleneck(const std::vector<std::pair<int64_t,
 
 LinkFeatures LinkModel::collective(sim::CollectiveKind kind, int64_t bytes, std::span<const int64_t> gpus) const {
   LinkFeatures f;
-  for (const sim::CollectiveStage& s : sim::collective_stages(kind, bytes, gpus, topology_)) {
-    const double steps = static_cast<double>(s.steps);
-    (crosses_nodes(s.pairs) ? f.a_inter : f.a_intra) += steps;
-    const Bottleneck b = bottleneck(s.pairs);
-    (b.inter ? f.b_inter : f.b_intra) += steps * static_cast<double>(s.chunk_bytes) / b.rho;
+  const sim::CollectiveCost cost(kind, gpus, topology_);
+  const sim::NcclChoice c = cost.choose(bytes);
+  if (!(c.seconds > 0)) return f;
+  f.fixed_s = c.latency_s;
+  const double S = static_cast<double>(bytes);
+  const sim::GroupBus& bus = cost.bus();
+  if (c.bus_fraction > 0) {
+    (bus.network ? f.b_inter : f.b_intra) += S / (c.bus_fraction * bus.rho);
+  } else {
+    f.fixed_s += S / c.alg_Bps;
   }
   return f;
 }
@@ -57,11 +64,9 @@ LinkFeatures LinkModel::p2p(int64_t src_gpu, int64_t dst_gpu, int64_t bytes) con
 }
 
 LinkFeatures LinkModel::tree_latency(int64_t world) const {
-  const sim::TreeSteps steps = sim::gradnorm_tree_steps(world, cluster_.gpus_per_node);
-  LinkFeatures f;
-  f.a_intra = static_cast<double>(steps.intra);
-  f.a_inter = static_cast<double>(steps.inter);
-  return f;
+  std::vector<int64_t> all(static_cast<std::size_t>(world));
+  for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
+  return collective(sim::CollectiveKind::kAllReduce, program::kGradNormBytes, all);
 }
 
 }  // namespace stagecraft::traces

@@ -1,20 +1,18 @@
 // Link features: a communication sample's time written as a linear function of the link
 // parameters the cluster profile holds, in the collective model's terms (sim/models/collectives.hpp):
-//     t = A·α_intra + B/β_intra + C·α_inter + D/β_inter
+//     t = fixed + A·α_intra + B/β_intra + C·α_inter + D/β_inter
 // α_intra = intra_node.latency_ns, β_intra = intra_node.bandwidth_Bps, α_inter =
-// inter_node.latency_ns, β_inter = inter_node.nic_bandwidth_Bps. For a collective, each ring stage
-// of sim::collective_stages (over the group's GPUs on the topology) runs `steps` steps of
-// α + chunk/β_step: α is the inter-node latency when a transfer of the step crosses nodes, else
-// the intra-node one; β_step = min over links l of C_l/n_l (n_l transfers of the step share link
-// l), and the bottleneck link's class (NVLink: intra; NIC, up- or downlink: inter) decides which
-// bandwidth it scales with: C_l/n_l = ρ·β_class with ρ = 1/n_l for NVLink and NICs and
-// ρ = R/(oversubscription·n_l) for the fat-tree core (R NICs per node). So a stage adds
-//     steps to A or C   and   steps·chunk/ρ to B or D.
-// A send (p2p) is one transfer: its route's latency and bottleneck. The gradient-norm all-reduce
-// (a few bytes) is the collective model's latency-only tree (sim::gradnorm_tree_steps):
-// A = its intra-node steps, C = its inter-node steps.
-// ρ comes from the base profile's topology (which link is the bottleneck); a calibration that
-// moves β_intra past β_inter·ρ would change it, which this linearisation does not follow.
+// inter_node.latency_ns, β_inter = inter_node.nic_bandwidth_Bps.
+// A collective is NCCL's model (sim/models/nccl.hpp) at the sample's size: its latency is the NCCL
+// version's table, a constant (`fixed`); its bandwidth term is S / alg_bw with alg_bw = f·B, f the
+// chosen protocol's fraction of the group's bus bandwidth B, and B = ρ·β_class for the class that
+// bounds it (NVLink: ρ = 1; network: ρ = the NICs the node's members use, or R/oversubscription
+// for the uplink). So a collective adds S/(f·ρ) to B or D, or, when a constant cap (LL's llMaxBw)
+// bounds the protocol, S/alg_bw to `fixed`. The gradient-norm all-reduce is the same at its size.
+// A send (p2p) is one transfer: its route's latency (A or C += 1) and bottleneck.
+// ρ, f and the protocol come from the base profile; a calibration that moves β_intra past
+// β_inter·ρ, or changes NCCL's protocol choice, would change them, which this linearisation does
+// not follow.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +27,7 @@
 namespace stagecraft::traces {
 
 struct LinkFeatures {
+  double fixed_s = 0;   // seconds that no link parameter scales (NCCL's latency table)
   double a_intra = 0;   // α_intra multiplier (ring steps)
   double b_intra = 0;   // bytes at β_intra
   double a_inter = 0;

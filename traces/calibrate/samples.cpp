@@ -1,5 +1,7 @@
 #include "traces/calibrate/samples.hpp"
 
+#include "core/program/comm_rules.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -67,16 +69,21 @@ void add_instances(const Trace& t, const std::map<std::tuple<int32_t, int32_t, i
     const double seconds = in.last_end - in.last_start;
     const auto kind = sim::collective_kind(in.op);
     LinkFeatures f;
+    std::optional<LinkSample::Collective> what;
     if (in.op == Op::kGradNormAllReduce) {
       f = links.tree_latency(world);
+      std::vector<int64_t> all(static_cast<std::size_t>(world));
+      for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
+      what = LinkSample::Collective{sim::CollectiveKind::kAllReduce, program::kGradNormBytes, all, links.topology().gpus()};
     } else if (kind && in.bytes > 0 && in.gpus.size() > 1) {
       f = links.collective(*kind, in.bytes, in.gpus);
+      what = LinkSample::Collective{*kind, in.bytes, in.gpus, links.topology().gpus()};
     }
     if (!(seconds > 0) || f.seconds(1, 1, 1, 1) == 0) {
       ++sum.skipped;
       continue;
     }
-    out.links.push_back({f, seconds, origin_of(t, in.event)});
+    out.links.push_back({f, seconds, origin_of(t, in.event), std::move(what)});
     ++sum.links;
   }
 }

@@ -43,6 +43,15 @@ struct LinkSample {
   LinkFeatures features;
   double seconds = 0;
   std::string origin;
+  // A collective's features depend on the bandwidths through NCCL's protocol choice: what it was,
+  // so that calibration can linearise again at the fitted values. Absent for sends.
+  struct Collective {
+    sim::CollectiveKind kind = sim::CollectiveKind::kAllGather;
+    int64_t bytes = 0;
+    std::vector<int64_t> gpus;
+    int64_t topology_gpus = 0;   // the LinkModel's size
+  };
+  std::optional<Collective> collective;
 };
 
 struct RateSample {

@@ -34,33 +34,33 @@ std::vector<int64_t> run(const Topology& topo, const std::vector<std::tuple<int6
 }
 
 TEST(CollectiveFlows, InsideANodeTheFlowGoesToTheNextMemberForEveryStep) {
-  // 4 GPUs of one node, a flat ring: member 2's successor is 3, n − 1 = 3 steps of ⌈S/4⌉.
+  // 4 GPUs of one node, a ring: member 2's successor is 3, carrying ⌈S·3/4⌉ bytes.
   const std::vector<int64_t> group{0, 1, 2, 3};
   const RingFlow f = ring_flow(group, 2, 4);
   EXPECT_EQ(f.successor, 3);
-  EXPECT_EQ(f.steps, 3);
   EXPECT_EQ(f.parts, 4);
-  const int64_t S = 1'000'001;
-  EXPECT_EQ(ring_flow_bytes(f, CollectiveKind::kAllGather, S), 3 * ((S + 3) / 4));
-  EXPECT_EQ(ring_flow_bytes(f, CollectiveKind::kAllReduce, S), 2 * 3 * ((S + 3) / 4));  // RS then AG
+  EXPECT_EQ(f.share, 1);
+  const int64_t S = 1'000'001;   // S·3/4 = 750000.75
+  EXPECT_EQ(ring_flow_bytes(f, CollectiveKind::kAllGather, S), 750'001);
+  EXPECT_EQ(ring_flow_bytes(f, CollectiveKind::kAllReduce, S), 2 * 750'001);  // RS then AG
   EXPECT_EQ(ring_flow(group, 3, 4).successor, 0);  // the ring closes
 }
 
 TEST(CollectiveFlows, AcrossNodesTheFlowIsTheMembersRail) {
-  // 8 GPUs on 2 nodes of 4: the inter-node ring of member j's rail goes to j + 4 (n/N = 4 places
-  // on), N − 1 = 1 step of ⌈S/8⌉.
+  // 8 GPUs on 2 nodes of 4: member j's flow goes to j + 4 (n/N = 4 places on, through its NIC);
+  // a node's crossing carries S·7/8 spread over its k = 4 members: ⌈800·7/8 / 4⌉ = 175.
   const std::vector<int64_t> group{0, 1, 2, 3, 4, 5, 6, 7};
   const RingFlow f = ring_flow(group, 1, 4);
   EXPECT_EQ(f.successor, 5);
-  EXPECT_EQ(f.steps, 1);
-  EXPECT_EQ(ring_flow_bytes(f, CollectiveKind::kReduceScatter, 800), 100);
+  EXPECT_EQ(f.share, 4);
+  EXPECT_EQ(ring_flow_bytes(f, CollectiveKind::kReduceScatter, 800), 175);
   EXPECT_EQ(ring_flow(group, 6, 4).successor, 2);
   EXPECT_THROW(ring_flow(group, 9, 4), std::invalid_argument);
 }
 
 TEST(CollectiveFlows, AloneAFlowTakesTheCollectiveTimeAndASharedNicSlowsIt) {
   // All-reduce over {0, 4} (one GPU on each of 2 nodes, NIC 0 of each): T from the collective
-  // model; member 0's flow carries 2 · 1 · ⌈S/2⌉ = S bytes at cap S/T, so alone it ends at T
+  // model; member 0's flow carries 2·⌈S·1/2⌉ = S bytes at cap S/T, so alone it ends at T
   // (to 1 ns of rounding). A p2p 2 -> 6 (local 2 leaves through NIC 2 mod 2 = 0) of X bytes
   // shares node 0's NIC 0 egress of capacity nic: max-min gives the capped flow min(cap, nic/2)
   // and the p2p the rest, so the collective now ends later than T.
