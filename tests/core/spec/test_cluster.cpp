@@ -51,6 +51,24 @@ TEST(Cluster, ArithmeticRatesAreOptionalAndRoundTrip) {
   EXPECT_DOUBLE_EQ(again.gpu.adam_params_per_s, 3e8);
 }
 
+TEST(Cluster, NcclSectionAsAVersionOrAnObject) {
+  Cluster c = cluster_from_json(small_cluster(), "c.json");
+  EXPECT_EQ(c.nccl.version, "2.30");          // default: the newest band
+  EXPECT_EQ(c.nccl.gpu_arch, GpuArch::kAmpere);  // "G" names no known GPU
+  json j = small_cluster();
+  j["nccl"] = "2.18.5";
+  EXPECT_EQ(cluster_from_json(j, "c.json").nccl.minor, 18);
+  j["nccl"] = {{"version", "2.12"}, {"channels", 8}, {"host_cpu", "amd"}};
+  j["gpu"]["name"] = "H100-SXM5-80GB";
+  c = cluster_from_json(j, "c.json");
+  EXPECT_EQ(c.nccl.minor, 12);
+  EXPECT_EQ(c.nccl.channels, 8);
+  EXPECT_EQ(c.nccl.host_cpu, HostCpu::kAmd);
+  EXPECT_EQ(c.nccl.gpu_arch, GpuArch::kHopper);   // from the name
+  const Cluster again = cluster_from_json(to_json(c), "again.json");
+  EXPECT_EQ(to_json(again), to_json(c));
+}
+
 struct BadCluster {
   const char* what;
   json patch;
@@ -74,6 +92,10 @@ TEST(Cluster, RejectsBadInputs) {
       {"negative latency", {{"intra_node", {{"latency_ns", -1}}}}, "/intra_node/latency_ns", "non-negative"},
       {"host typo", {{"host", {{"pcie_bps", 1e9}}}}, "/host/pcie_bps", "did you mean \"pcie_Bps\""},
       {"memory efficiency above 1", {{"gpu", {{"memory_efficiency", 1.2}}}}, "/gpu/memory_efficiency", "(0, 1]"},
+      {"nccl version too old", {{"nccl", "2.6"}}, "/nccl", "2.7 to 2.30"},
+      {"nccl version not a version", {{"nccl", {{"version", "latest"}}}}, "/nccl/version", "2.7 to 2.30"},
+      {"nccl host cpu", {{"nccl", {{"host_cpu", "power"}}}}, "/nccl/host_cpu", "amd"},
+      {"nccl typo", {{"nccl", {{"channel", 16}}}}, "/nccl/channel", "did you mean \"channels\""},
       {"activation rate zero", {{"gpu", {{"activation_elems_per_s", 0}}}}, "/gpu/activation_elems_per_s",
        "a positive number"},
       {"activation rate typo", {{"gpu", {{"activation_elem_per_s", 1e8}}}}, "/gpu/activation_elem_per_s",
