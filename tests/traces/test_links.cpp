@@ -69,7 +69,7 @@ TEST_F(LinksTest, PointToPointAndTheGradientNormAllReduce) {
   // gradient-norm all-reduce, 4 bytes over 8 GPUs on 2 nodes: NCCL's Tree LL,
   //   lat 6.8 + 2·((8/2 − 1)·0.6 + ⌊log2 2⌋·5.0) = 20.4 µs (Ring LL: 6.6 + 12·1.0 + 2·2.7 = 24.0),
   //   algBw = min(0.92·50 GB/s, 16·23.6)/3.8 · 1/2: 4 bytes in 0.66 ns. No α of the profile enters.
-  const LinkFeatures t = links.tree_latency(8);
+  const LinkFeatures t = links.gradnorm_allreduce(8);
   EXPECT_EQ(t.a_intra + t.a_inter, 0);
   EXPECT_EQ(t.b_intra, 0);
   EXPECT_NEAR(seconds(t), 20.4e-6 + 4 / (0.92 * 50e9 / 3.8 * 0.5), 1e-15);

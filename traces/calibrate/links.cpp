@@ -63,7 +63,7 @@ LinkFeatures LinkModel::p2p(int64_t src_gpu, int64_t dst_gpu, int64_t bytes) con
   return f;
 }
 
-LinkFeatures LinkModel::tree_latency(int64_t world) const {
+LinkFeatures LinkModel::gradnorm_allreduce(int64_t world) const {
   std::vector<int64_t> all(static_cast<std::size_t>(world));
   for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
   return collective(sim::CollectiveKind::kAllReduce, program::kGradNormBytes, all);

@@ -44,7 +44,7 @@ class LinkModel {
 
   LinkFeatures collective(sim::CollectiveKind kind, int64_t bytes, std::span<const int64_t> gpus) const;
   LinkFeatures p2p(int64_t src_gpu, int64_t dst_gpu, int64_t bytes) const;
-  LinkFeatures tree_latency(int64_t world) const;
+  LinkFeatures gradnorm_allreduce(int64_t world) const;
   const sim::Topology& topology() const { return topology_; }
 
  private:

@@ -71,7 +71,7 @@ void add_instances(const Trace& t, const std::map<std::tuple<int32_t, int32_t, i
     LinkFeatures f;
     std::optional<LinkSample::Collective> what;
     if (in.op == Op::kGradNormAllReduce) {
-      f = links.tree_latency(world);
+      f = links.gradnorm_allreduce(world);
       std::vector<int64_t> all(static_cast<std::size_t>(world));
       for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
       what = LinkSample::Collective{sim::CollectiveKind::kAllReduce, program::kGradNormBytes, all, links.topology().gpus()};
@@ -129,7 +129,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
       ++sum.pcie;
     } else if (program::is_send(in.op)) {
       const int64_t dst = pl.rank(in.peer_stage, pl.dp_index_of(e.rank), pl.tp_index_of(e.rank));
-      out.links.push_back({links.p2p(e.rank, dst, bytes), seconds, origin_of(t, i)});
+      out.links.push_back({links.p2p(e.rank, dst, bytes), seconds, origin_of(t, i), std::nullopt});
       ++sum.links;
     } else {
       ++sum.skipped;
@@ -204,7 +204,7 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
       ++sum.compute;
     } else if (e.op == Op::kSendActivation) {
       const int64_t dst = gpus[static_cast<std::size_t>((e.rank + 1) % world)];
-      out.links.push_back({links.p2p(gpus[static_cast<std::size_t>(e.rank)], dst, e.bytes), seconds, origin_of(t, i)});
+      out.links.push_back({links.p2p(gpus[static_cast<std::size_t>(e.rank)], dst, e.bytes), seconds, origin_of(t, i), std::nullopt});
       ++sum.links;
     } else {
       ++sum.skipped;
