@@ -263,6 +263,7 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
                {"partition", uniform_split(plan) ? "uniform" : "parameters"},
                {"activation_checkpoint_interval", plan.recompute == spec::Recompute::kFull ? 1 : 0}}}};
   if (plan.tp > 1) ds["tensor_parallel"] = {{"autotp_size", plan.tp}};
+  if (training.reduce_dtype) ds["communication_data_type"] = spec::to_string(*training.reduce_dtype);
   out.warnings = export_warnings(plan);
   ds["stagecraft"] = {{"plan", spec::to_json(plan)},
                       {"data_parallel", plan.dp},
@@ -299,6 +300,17 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   if (opt != "adam" && opt != "adamw") r.fail("/optimizer/type", "expected \"Adam\" or \"AdamW\" (what Stagecraft models), got \"" + opt + "\"");
   t.optimizer = opt == "adamw" ? spec::Optimizer::kAdamW : spec::Optimizer::kAdam;
   read_zero(r, p.zero);
+  // DeepSpeed's own collective schedule (spec/framework.hpp); gradients travel in
+  // communication_data_type (engine.py l.939-950: the model dtype by default)
+  t.framework = spec::Framework::kDeepSpeed;
+  if (const json* comm = r.at("/communication_data_type"); comm && !comm->is_null()) {
+    const std::string name = r.text("/communication_data_type", "");
+    const auto dtype = spec::parse_dtype(name == "fp16" || name == "float16" ? "fp16"
+                                         : name == "bf16" || name == "bfloat16" ? "bf16"
+                                         : name == "fp32" || name == "float32" || name == "float" ? "fp32" : "");
+    if (!dtype) r.fail("/communication_data_type", "expected \"fp16\", \"bf16\" or \"fp32\", got " + spec::describe(*comm));
+    t.reduce_dtype = dtype;
+  }
   const json* interval = r.at("/pipeline/activation_checkpoint_interval");
   if (interval && !interval->is_number_integer()) r.fail("/pipeline/activation_checkpoint_interval", "expected an integer, got " + spec::describe(*interval));
   p.recompute = interval && interval->get<int64_t>() > 0 ? spec::Recompute::kFull : spec::Recompute::kNone;

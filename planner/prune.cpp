@@ -204,12 +204,12 @@ struct GradTerms {
   double all = 0, c0_sum = 0, c0_last = 0;
 };
 
-GradTerms grad_terms(const Layout& lay, int64_t s, int64_t reduce, const CommCosts& cc, CollectiveKind kind,
-                     int64_t pbytes, std::vector<int64_t>& sig) {
+GradTerms grad_terms(const Layout& lay, int64_t s, const program::BucketRule& rule, const CommCosts& cc,
+                     CollectiveKind kind, int64_t pbytes, std::vector<int64_t>& sig) {
   GradTerms g;
   const bool dpc = lay.dp > 1;
   for (int64_t c = 0; c < lay.v; ++c) {
-    for (const program::Bucket& b : program::grad_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], reduce)) {
+    for (const program::Bucket& b : program::grad_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], rule)) {
       const double t = dpc ? cc.dp_s(kind, b.elems * pbytes) : 0.0;
       g.all += t;
       if (c == 0) {
@@ -232,13 +232,13 @@ struct GatherStats {
   std::vector<double> chunk_longest;    // max_b T_AG(b)
 };
 
-GatherStats gather_stats(const Layout& lay, int64_t s, int64_t prefetch, const CommCosts& cc, int64_t pbytes,
-                         std::vector<int64_t>& sig) {
+GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule& rule, const CommCosts& cc,
+                         int64_t pbytes, std::vector<int64_t>& sig) {
   GatherStats g;
   for (int64_t c = 0; c < lay.v; ++c) {
     int64_t elems = 0, buckets = 0;
     double pass = 0, longest = 0;
-    for (const program::Bucket& b : program::param_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], prefetch)) {
+    for (const program::Bucket& b : program::param_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], rule)) {
       if (b.elems <= 0) continue;   // all persistent: never gathered
       const double t = cc.dp_s(CollectiveKind::kAllGather, b.elems * pbytes);
       pass += t;
@@ -265,17 +265,21 @@ GatherStats gather_stats(const Layout& lay, int64_t s, int64_t prefetch, const C
 }
 
 // The ZeRO-3 regathering terms of one stage (see ZeroTerms).
-void add_regathers(ZeroTerms& z, const GatherStats& g, int64_t max_live, int64_t pbytes) {
+void add_regathers(ZeroTerms& z, const GatherStats& g, int64_t max_live, int64_t pbytes, spec::Prefetch prefetch) {
   // Every forward and backward step of a chunk uses all its buckets, and at most
-  // R = max(max_live, biggest bucket) elements stay resident from one step to the next, so each
-  // step gathers at least (G_chunk − R) again: per micro-batch Σ_chunks 2·(G_c − R)+.
-  const int64_t resident = std::max(max_live, g.biggest);
+  // R = max(max_live, biggest bucket) + biggest elements stay resident from one step to the next
+  // (a bucket is gathered within max_live, and one more may be prefetched on top: the
+  // look-ahead checks its budget before adding), so each step gathers at least (G_chunk − R)
+  // again: per micro-batch Σ_chunks 2·(G_c − R)+.
+  const int64_t resident = std::max(max_live, g.biggest) + (prefetch == spec::Prefetch::kNone ? 0 : g.biggest);
   int64_t again = 0;
   for (int64_t e : g.chunk_elems) again += 2 * std::max<int64_t>(0, e - resident);
   z.regather_bytes.push_back(static_cast<double>(again * pbytes));
-  // No two buckets fit together: every bucket but (perhaps) one per pass is gathered between
-  // two computes of that pass.
-  const bool alone = g.second > 0 && g.smallest + g.second > max_live;
+  // Nothing is prefetched: every bucket but (perhaps) one per pass is gathered between two
+  // computes of that pass — with the look-ahead when every bucket alone fills max_live (live is
+  // never below it while one is resident), and always for a synchronous framework.
+  const bool lookahead_blocked = prefetch == spec::Prefetch::kLookAhead && g.smallest >= max_live;
+  const bool alone = g.second > 0 && (prefetch == spec::Prefetch::kNone || lookahead_blocked);
   double serial = 0, allowance = 0;
   int64_t boundaries = 0;
   for (std::size_t c = 0; c < g.chunk_serial.size(); ++c) {
@@ -320,19 +324,22 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   zc.reduce_bucket = reduce;
   const int64_t prefetch = bucket_value(space.prefetch_grid(), z.prefetch_i, defaults.prefetch_bucket);
   const int64_t max_live = bucket_value(space.max_live_grid(), z.max_live_i, defaults.max_live_parameters);
+  zc.prefetch_bucket = prefetch;
+  const program::BucketRule rule = program::bucket_rule(zc, space.training().framework_profile());
+  const int64_t rbytes = space.training().reduce_bytes();
   const bool tied = m.tied_embeddings && pp > 1;
-  const double tied_s = tied ? ns(cc.tied_ar->time_ns(program::tied_head_copy(m, lay.tp) * pbytes)) : 0.0;
+  const double tied_s = tied ? ns(cc.tied_ar->time_ns(program::tied_head_copy(m, lay.tp) * rbytes)) : 0.0;
   const CollectiveKind red_kind = z.zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
   sig = {dpc ? z.zero : -1, z.offload, z.overlap};
   z.gather_slope = cc.dp_ag_slope;
   int64_t max_gathered = 0;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t P = lay.stage_params[static_cast<std::size_t>(s)];
-    const GradTerms g = grad_terms(lay, s, reduce, cc, red_kind, pbytes, sig);
+    const GradTerms g = grad_terms(lay, s, rule, cc, red_kind, rbytes, sig);
     GatherStats gs;
-    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, prefetch, cc, pbytes, sig);
+    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, rule, cc, pbytes, sig);
     max_gathered = std::max(max_gathered, gs.gathered);
-    add_regathers(z, gs, max_live, pbytes);
+    add_regathers(z, gs, max_live, pbytes, space.training().framework_profile().prefetch);
     // reductions after the last compute: the last bucket, or every deferred one without overlap
     double last = dpc ? (z.overlap ? g.c0_last : (z.zero <= 1 ? g.all : g.c0_sum)) : 0.0;
     if (s == 0) last += tied_s;
@@ -550,7 +557,9 @@ const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split) {
   if (split == Split::kUniform) lay->duplicate = layout(tp, pp, v, Split::kBalanced).chunk_layers == lay->chunk_layers;
   lay->stage_layers = program::stage_layers_of(lay->chunk_layers, pp);
   lay->chunks = program::place_chunks(m, pp, v, lay->chunk_layers);
-  fill_params(*lay, m, spec::ZeroConfig{}.param_persistence_threshold);
+  spec::ZeroConfig z3;
+  z3.stage = 3;  // the ZeRO-3 variants' threshold (the others gather nothing)
+  fill_params(*lay, m, program::persistence_threshold(z3, space_.training().framework_profile()));
   build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1));
   return *layouts_.emplace(key, std::move(lay)).first->second;
 }

@@ -1,11 +1,29 @@
 #include "sim/costs.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace stagecraft::sim {
 
-CostCache::CostCache(const program::Program& prog, const Topology& topology, int64_t gpus_per_node)
+FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
+                             const program::Instr& in, int64_t group_size) {
+  FrameworkWork w;
+  if (in.group != program::Group::kDp) return w;
+  w.pieces = std::max(prog.collectives_of(in), 1);
+  const bool gather = in.op == program::Op::kGatherParams;
+  const bool grads = in.op == program::Op::kReduceScatterGrads || in.op == program::Op::kAllReduceGrads;
+  const double passes = gather ? framework.gather_copy_passes : (grads ? framework.reduce_copy_passes : 0.0);
+  w.copy_bytes = passes * static_cast<double>(in.bytes);
+  w.host_s = static_cast<double>(w.pieces) * static_cast<double>(group_size) * framework.host_s_per_rank;
+  return w;
+}
+
+CostCache::CostCache(const program::Program& prog, const Topology& topology, const spec::Cluster& cluster)
     : prog_(prog),
       topology_(topology),
-      gpus_per_node_(gpus_per_node) {}
+      gpus_per_node_(cluster.gpus_per_node),
+      framework_(prog.training.framework_profile()),
+      hbm_Bps_(cluster.gpu.hbm_Bps * cluster.gpu.memory_efficiency) {}
 
 int32_t CostCache::group_of(program::Group kind, int64_t rank) {
   std::vector<int64_t> members = prog_.placement.group_members(kind, rank);
@@ -34,23 +52,32 @@ int64_t CostCache::collective_ns(const program::Instr& in, int32_t group) {
     return gradnorm_->time_ns(in.bytes);
   }
   const int32_t shape = shape_of_[static_cast<std::size_t>(group)];
+  if (in.group != program::Group::kDp) return one_ns(in, shape, in.bytes);
+  // a data-parallel bucket: k pieces, and the framework's copies and host work
+  const FrameworkWork w = framework_work(prog_, framework_, in, static_cast<int64_t>(members(group).size()));
+  const double extra_s = w.copy_bytes / hbm_Bps_ + w.host_s;
+  const int64_t piece = (in.bytes + w.pieces - 1) / w.pieces;
+  return w.pieces * one_ns(in, shape, piece) + static_cast<int64_t>(std::llround(extra_s * 1e9));
+}
+
+int64_t CostCache::one_ns(const program::Instr& in, int32_t shape, int64_t bytes) {
   int32_t& index = entry_of_[static_cast<std::size_t>(shape) * program::kOpCount + static_cast<std::size_t>(in.op)];
   if (index < 0) {
     index = static_cast<int32_t>(entries_.size());
     entries_.emplace_back();
   }
   Entry& c = entries_[static_cast<std::size_t>(index)];
-  if (c.bytes[c.last] == in.bytes) return c.ns[c.last];  // the size asked for last (bytes ≥ 0, so never an empty slot)
+  if (c.bytes[c.last] == bytes) return c.ns[c.last];  // the size asked for last (bytes ≥ 0, so never an empty slot)
   if (!c.cost) c.cost.emplace(*collective_kind(in.op), shapes_[static_cast<std::size_t>(shape)], topology_);
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
-    if (c.bytes[i] == in.bytes) {
+    if (c.bytes[i] == bytes) {
       c.last = static_cast<uint32_t>(i);
       return c.ns[i];
     }
   }
   const std::size_t slot = c.next++ % c.bytes.size();
-  c.bytes[slot] = in.bytes;
-  c.ns[slot] = c.cost->time_ns(in.bytes);
+  c.bytes[slot] = bytes;
+  c.ns[slot] = c.cost->time_ns(bytes);
   c.last = static_cast<uint32_t>(slot);
   return c.ns[slot];
 }

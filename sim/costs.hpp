@@ -7,7 +7,15 @@
 //     (network/topology.hpp). The few sizes a group asks for last (buckets alternate) are kept;
 //   * the gradient-norm all-reduce: NCCL's all-reduce of its few bytes over the world (collectives.hpp);
 //   * a send on its own: latency + ⌈bytes·1e9 / narrowest link⌉ (CollectiveCost send/recv), the
-//     time a flow alone on its route takes on the FlowNetwork.
+//     time a flow alone on its route takes on the FlowNetwork;
+//   * a data-parallel bucket the framework moves as k collectives (Program::collectives_of,
+//     spec/framework.hpp), and the framework's own work around them:
+//         T = k · T₁(⌈S/k⌉) + passes · S / (hbm_Bps · memory_efficiency) + k · n · host_s_per_rank
+//     T₁ the collective model of one piece (the bucket's tensors taken as equal: exact in the
+//     latency and bandwidth terms, approximate only where pieces of very different sizes would
+//     pick different protocols); passes the extra HBM bytes per byte the framework copies
+//     (gather_copy_passes for a ZeRO-3 gather, reduce_copy_passes for a gradient reduction); n the
+//     group size. The copies and host work are on the collective's stream, so they delay it.
 // Internal to the simulator; one per simulation (not thread-safe).
 #pragma once
 
@@ -20,14 +28,25 @@
 #include <vector>
 
 #include "core/program/program.hpp"
+#include "core/spec/cluster.hpp"
 #include "sim/models/collectives.hpp"
 #include "sim/network/topology.hpp"
 
 namespace stagecraft::sim {
 
+// The framework's part of a collective instruction (see above): how many pieces it goes in, the
+// HBM bytes copied around it and the host seconds exposed, for a group of `group_size`.
+struct FrameworkWork {
+  int32_t pieces = 1;
+  double copy_bytes = 0;
+  double host_s = 0;
+};
+FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
+                             const program::Instr& in, int64_t group_size);
+
 class CostCache {
  public:
-  CostCache(const program::Program& prog, const Topology& topology, int64_t gpus_per_node);
+  CostCache(const program::Program& prog, const Topology& topology, const spec::Cluster& cluster);
 
   // The id of the group of `kind` that contains `rank` (ranks with equal member lists share it).
   int32_t group_of(program::Group kind, int64_t rank);
@@ -35,6 +54,8 @@ class CostCache {
 
   // Contention-free time of a collective instruction over `group`.
   int64_t collective_ns(const program::Instr& in, int32_t group);
+  // The memo key of an instruction's collective time: its bytes and its collective count.
+  static int64_t memo_key(int64_t bytes, int32_t collectives) { return bytes | (int64_t{collectives} << 44); }
   // A send of `bytes` from src to dst alone on its route.
   int64_t p2p_ns(int64_t src, int64_t dst, int64_t bytes);
 
@@ -47,9 +68,13 @@ class CostCache {
     uint32_t last = 0;   // the slot that answered last
   };
 
+  int64_t one_ns(const program::Instr& in, int32_t shape, int64_t bytes);
+
   const program::Program& prog_;
   const Topology& topology_;
   int64_t gpus_per_node_ = 1;
+  spec::FrameworkProfile framework_;
+  double hbm_Bps_ = 0;   // sustained HBM rate for the framework's copies
   std::optional<CollectiveCost> gradnorm_;   // the whole world's all-reduce
   std::vector<std::vector<int64_t>> groups_;
   std::map<std::vector<int64_t>, int32_t> group_ids_;

@@ -45,7 +45,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       topology_(cluster, prog.placement.world()),
       net_(topology_),
       compute_(prog.model, cluster, prog.training, prog.plan),
-      costs_(prog, topology_, cluster.gpus_per_node) {
+      costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog);
   net_.set_fast_paths(options.fast_paths);
   graphs_.resize(prog.roles.size());
@@ -114,9 +114,10 @@ void Simulation::add_owner(FlowId id, const FlowOwner& owner) {
 int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
   if (options_.network == NetworkModel::kFree) return 0;
   GroupView& g = r.groups[static_cast<int>(in.group)];
-  auto& [bytes, ns] = g.last[static_cast<std::size_t>(in.op)];
-  if (bytes != in.bytes) {  // (sizes are >= 0: the initial -1 never matches)
-    bytes = in.bytes;
+  auto& [key, ns] = g.last[static_cast<std::size_t>(in.op)];
+  const int64_t want = CostCache::memo_key(in.bytes, in.group == Group::kDp ? prog_.collectives_of(in) : 1);
+  if (key != want) {  // (keys are >= 0: the initial -1 never matches)
+    key = want;
     ns = costs_.collective_ns(in, g.cost_group);
   }
   return ns;

@@ -483,12 +483,16 @@ LinksResult fit_links(const std::vector<LinkSample>& samples, const spec::Cluste
 // A collective's features are linear in the link parameters only for a given NCCL protocol
 // choice, which the bandwidths decide: fit, linearise again at the fitted bandwidths, and refit
 // until the features stop changing (a fixed point; at most 8 rounds).
-LinksResult fit_links_relinearised(std::vector<LinkSample> samples, const spec::Cluster& c) {
-  LinksResult out = fit_links(samples, c);
-  for (int round = 0; round < 8 && !out.params.empty(); ++round) {
+// The framework's copies around a collective are timed at `memory_Bps`, the calibrated memory rate.
+LinksResult fit_links_relinearised(std::vector<LinkSample> samples, const spec::Cluster& c, double memory_Bps) {
+  LinksResult out;
+  for (int round = -1; round < 8; ++round) {
     spec::Cluster at = c;
-    at.intra_node.bandwidth_Bps = 1.0 / out.x[1];
-    at.inter_node.nic_bandwidth_Bps = 1.0 / out.x[3];
+    if (round >= 0) {
+      if (out.params.empty()) break;
+      at.intra_node.bandwidth_Bps = 1.0 / out.x[1];
+      at.inter_node.nic_bandwidth_Bps = 1.0 / out.x[3];
+    }
     std::map<int64_t, LinkModel> models;
     bool changed = false;
     for (LinkSample& s : samples) {
@@ -500,7 +504,7 @@ LinksResult fit_links_relinearised(std::vector<LinkSample> samples, const spec::
         sized.nodes = std::max(sized.nodes, (w.topology_gpus + sized.gpus_per_node - 1) / sized.gpus_per_node);
         it = models.emplace(w.topology_gpus, LinkModel(sized, w.topology_gpus)).first;
       }
-      const LinkFeatures f = it->second.collective(w.kind, w.bytes, w.gpus);
+      const LinkFeatures f = collective_features(it->second, w, memory_Bps);
       const auto differs = [](double a, double b) { return std::abs(a - b) > 1e-12 * std::max(std::abs(a), std::abs(b)); };
       if (differs(f.fixed_s, s.features.fixed_s) || differs(f.b_intra, s.features.b_intra) ||
           differs(f.b_inter, s.features.b_inter)) {
@@ -508,7 +512,7 @@ LinksResult fit_links_relinearised(std::vector<LinkSample> samples, const spec::
       }
       s.features = f;
     }
-    if (!changed) break;
+    if (round >= 0 && !changed) break;
     out = fit_links(samples, c);
   }
   return out;
@@ -661,7 +665,9 @@ Calibration calibrate(const Samples& samples, const spec::Cluster& base) {
   c.cluster = base;
   c.traces = samples.traces;
   const ComputeResult comp = fit_compute(samples.compute, base.gpu);
-  const LinksResult links = fit_links_relinearised(samples.links, base);
+  const double memory_Bps = comp.params.empty() || !(comp.values.c[0] > 0) ? base.gpu.hbm_Bps * base.gpu.memory_efficiency
+                                                                          : 1.0 / comp.values.c[0];
+  const LinksResult links = fit_links_relinearised(samples.links, base, memory_Bps);
   c.groups = {comp.report, links.report};
   c.parameters = comp.params;
   c.parameters.insert(c.parameters.end(), links.params.begin(), links.params.end());

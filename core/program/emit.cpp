@@ -89,6 +89,7 @@ class Emitter {
   int32_t last_reduce_ = -1;
   int32_t last_send_ = -1;       // the latest pipeline send
   int32_t blocking_send_ = -1;   // a send the next compute waits for (no p2p overlap)
+  int32_t blocking_reduce_ = -1; // a reduction the next compute waits for (the host synchronises on it)
 };
 
 int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
@@ -123,8 +124,11 @@ void Emitter::run(const std::vector<Step>& steps) {
         }
       }
     }
-    tracker_.emplace(prog_, std::move(uses), std::move(passes), [this](Op op, int32_t bucket, int32_t dep) {
+    const bool device_sync = cx_.framework.prefetch == spec::Prefetch::kNone;
+    tracker_.emplace(prog_, cx_.framework, std::move(uses), std::move(passes), [this, device_sync](Op op, int32_t bucket, int32_t dep) {
       const Bucket& b = prog_.param_buckets[bucket];
+      // a synchronous fetch starts once every earlier instruction of the compute stream is done
+      if (op == Op::kGatherParams && device_sync) dep = last_compute_;
       Instr in;
       in.op = op;
       in.lane = Lane::kDpGather;
@@ -235,8 +239,9 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     }
   }
   in.flops = per_token * static_cast<double>(cx_.tokens);
-  const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_});
+  const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_});
   blocking_send_ = -1;
+  blocking_reduce_ = -1;
   if (tracked && seg.tied_bucket >= 0) tracker_->after_use(index);
   if (tracked && seg.param_bucket >= 0) tracker_->after_use(index);
   if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
@@ -277,10 +282,12 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
     in.unit_begin = stage_ == 0 ? 0 : head;
     in.unit_end = in.unit_begin + 1;
     in.elems = tied_head_copy(prog_.model, plan_.tp);
-    in.bytes = in.elems * prog_.param_bytes;
+    in.bytes = in.elems * prog_.reduce_bytes;
     tied = add(in, {dep});
   }
   if (!cx_.dp_collectives) return;
+  // the host waits for the previous bucket's reduction before it queues this one and what follows
+  if (cx_.framework.sync_reduce) blocking_reduce_ = last_reduce_;
   Instr in;
   in.op = plan_.zero.stage == 0 ? Op::kAllReduceGrads : Op::kReduceScatterGrads;
   in.lane = Lane::kDpReduce;
@@ -291,7 +298,7 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
   in.unit_begin = b.unit_begin;
   in.unit_end = b.unit_end;
   in.elems = b.elems;
-  in.bytes = b.elems * prog_.param_bytes;
+  in.bytes = b.elems * prog_.reduce_bytes;
   add(in, {dep, tied});
 }
 

@@ -54,6 +54,12 @@ std::string fingerprint(const Program& prog) {
     }
     for (int32_t d : role.deps) h.add(d);
   }
+  // collectives per bucket, where a framework issues more than one (older Programs hash as before)
+  for (const std::vector<Bucket>* list : {&prog.param_buckets, &prog.grad_buckets}) {
+    for (const Bucket& b : *list) {
+      if (b.collectives > 1) h.add(b.collectives);
+    }
+  }
   return text::hex16(h.value());
 }
 

@@ -18,7 +18,7 @@ namespace {
 // Stage-wide per-unit parameters (a tied head on a stage without the embedding holds a copy).
 std::vector<UnitParams> stage_unit_params(const Program& prog, const std::vector<Unit>& units, int32_t stage) {
   const bool has_embedding = prog.chunk(stage, 0).unit_begin == 0;
-  const int64_t threshold = prog.plan.zero.stage == 3 ? prog.plan.zero.param_persistence_threshold : 0;
+  const int64_t threshold = persistence_threshold(prog.plan.zero, prog.training.framework_profile());
   std::vector<UnitParams> out(units.size());
   for (int32_t u = 0; u < static_cast<int32_t>(units.size()); ++u) {
     out[u] = unit_params(units, u, has_embedding, tied_head_copy(prog.model, prog.plan.tp), threshold);
@@ -49,16 +49,17 @@ std::vector<Segment> chunk_segments(const Context& cx, const ChunkInfo& c, int32
 
 void plan_chunks(Program& prog, Context& cx) {
   const spec::ZeroConfig& z = prog.plan.zero;
+  const BucketRule rule = bucket_rule(z, cx.framework);
   for (const ChunkInfo& c : prog.chunks) {
     const std::vector<UnitParams>& params = cx.stage_params[c.stage];
     ChunkPlan plan;
-    for (const Bucket& b : grad_buckets(c, params, z.reduce_bucket)) {
+    for (const Bucket& b : grad_buckets(c, params, rule)) {
       plan.grad_buckets.push_back(static_cast<int32_t>(prog.grad_buckets.size()));
       prog.grad_buckets.push_back(b);
     }
     const int32_t first = static_cast<int32_t>(prog.param_buckets.size());
     if (cx.zero3_gathers) {
-      for (const Bucket& b : param_buckets(c, params, z.prefetch_bucket)) prog.param_buckets.push_back(b);
+      for (const Bucket& b : param_buckets(c, params, rule)) prog.param_buckets.push_back(b);
     }
     const int32_t count = static_cast<int32_t>(prog.param_buckets.size()) - first;
     plan.segments = chunk_segments(cx, c, first, count);
@@ -86,6 +87,7 @@ Context make_context(Program& prog) {
   Context cx;
   cx.program = &prog;
   cx.units = model_units(prog.model, p.tp);
+  cx.framework = prog.training.framework_profile();
   cx.tokens = prog.tokens_per_micro_batch();
   cx.p2p_bytes = p2p_message_bytes(cx.tokens, prog.model.hidden, p.tp, prog.activation_bytes);
   cx.tp_bytes = tp_collective_bytes(cx.tokens, prog.model.hidden, prog.activation_bytes);
@@ -108,6 +110,7 @@ Program lower(const spec::Model& model, const spec::Training& training, const sp
   prog.plan = plan;
   prog.placement = Placement{plan.tp, plan.pp, plan.dp};
   prog.param_bytes = spec::bytes_of(training.dtype);
+  prog.reduce_bytes = training.reduce_bytes();
   prog.activation_bytes = spec::bytes_of(training.dtype);
 
   const std::vector<Unit> units = model_units(model, plan.tp);

@@ -30,6 +30,7 @@ struct ChunkPlan {
 struct Context {
   const Program* program = nullptr;
   std::vector<Unit> units;
+  spec::FrameworkProfile framework;                   // the training's (its overrides applied)
   std::vector<std::vector<UnitParams>> stage_params;  // [stage][unit]
   std::vector<ChunkPlan> chunk_plans;                 // stage-major like Program::chunks
   int64_t p2p_bytes = 0;       // one activation (or its gradient) message

@@ -10,8 +10,14 @@ namespace {
 constexpr std::size_t kNpos = std::numeric_limits<std::size_t>::max();
 }
 
-ParamTracker::ParamTracker(const Program& prog, std::vector<int32_t> uses, std::vector<int32_t> passes, EmitFn emit)
-    : prog_(prog), uses_(std::move(uses)), passes_(std::move(passes)), emit_(std::move(emit)) {
+ParamTracker::ParamTracker(const Program& prog, const spec::FrameworkProfile& framework, std::vector<int32_t> uses,
+                           std::vector<int32_t> passes, EmitFn emit)
+    : prog_(prog),
+      prefetch_(framework.prefetch),
+      reshard_after_use_(framework.reshard_after_use),
+      uses_(std::move(uses)),
+      passes_(std::move(passes)),
+      emit_(std::move(emit)) {
   const std::size_t n = uses_.size(), buckets = prog_.param_buckets.size();
   next_same_.assign(n, kNpos);
   std::vector<std::size_t> seen(buckets, kNpos);
@@ -82,7 +88,13 @@ int32_t ParamTracker::before_use(int32_t bucket) {
   const int32_t dep = gather_instr_[bucket];
   if (at + 1 < uses_.size()) {
     const int32_t next = uses_[at + 1];
-    if (gather_instr_[next] < 0 && live_ + elems(next) <= prog_.plan.zero.max_live_parameters) gather(next);
+    bool prefetch = false;
+    switch (prefetch_) {
+      case spec::Prefetch::kLookAhead: prefetch = live_ < prog_.plan.zero.max_live_parameters; break;
+      case spec::Prefetch::kNextUnit: prefetch = true; break;
+      case spec::Prefetch::kNone: break;
+    }
+    if (gather_instr_[next] < 0 && prefetch) gather(next);
   }
   return dep;
 }
@@ -92,14 +104,16 @@ void ParamTracker::after_use(int32_t instr) {
   const int32_t b = uses_[i];
   last_use_[b] = instr;
   const std::size_t next = next_same_[i];
-  if (next == i + 1 && passes_[next] == passes_[i]) return;  // the same pass goes on with it
+  // the same pass goes on with it (or, resharding after use, the next use is this one's neighbour)
+  if (next == i + 1 && (passes_[next] == passes_[i] || reshard_after_use_)) return;
   if (next == kNpos) {
     release(b);
     return;
   }
   const spec::ZeroConfig& z = prog_.plan.zero;
+  if (z.keep_gathered_across_microbatches) return;
   const int64_t distance = use_prefix_[next] - use_prefix_[i + 1];
-  if (z.keep_gathered_across_microbatches || distance < z.max_reuse_distance) return;
+  if (!reshard_after_use_ && distance < z.max_reuse_distance) return;
   release(b);
 }
 

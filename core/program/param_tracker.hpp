@@ -2,11 +2,16 @@
 // of a step (computed up front, in the order compute instructions will be emitted), it decides
 // where GatherParams and ReleaseParams go:
 //  * a bucket not resident is gathered just before its use; the next bucket in the sequence is
-//    prefetched one use ahead, if it fits under max_live_parameters;
+//    prefetched one use ahead by the framework's rule (spec/framework.hpp): DeepSpeed's look-ahead
+//    budget min(max_live − live, prefetch_bucket) prefetches whenever live < max_live_parameters
+//    (it checks the budget before adding a whole parameter); FSDP always prefetches the next unit;
+//    a synchronous framework (deepspeed-0.5) never prefetches;
 //  * after a use, the bucket stays if the same pass goes on using it (a bucket spanning several
 //    segments), or (keep_gathered_across_microbatches) it is used again in this step, or its next
 //    use comes before max_reuse_distance elements of other buckets' uses (strictly fewer);
-//    otherwise it is released — so max_reuse_distance 0 regathers for every pass;
+//    otherwise it is released — so max_reuse_distance 0 regathers for every pass. FSDP ignores the
+//    reuse distance: a unit is resharded after each use unless it is used again at once
+//    (recompute, then backward, of one block);
 //  * to make room, resident buckets not in use are released, the one needed latest first.
 #pragma once
 
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "core/program/program.hpp"
+#include "core/spec/framework.hpp"
 
 namespace stagecraft::program::detail {
 
@@ -25,7 +31,8 @@ class ParamTracker {
 
   // uses[i]: bucket of the i-th parameter use; passes[i]: which pass (a run of one op in one
   // step) it belongs to.
-  ParamTracker(const Program& prog, std::vector<int32_t> uses, std::vector<int32_t> passes, EmitFn emit);
+  ParamTracker(const Program& prog, const spec::FrameworkProfile& framework, std::vector<int32_t> uses,
+               std::vector<int32_t> passes, EmitFn emit);
 
   // Before the next use (must be of `bucket`): returns the Gather instruction to depend on.
   // A compute instruction using two buckets calls before_use twice, then after_use twice.
@@ -43,6 +50,8 @@ class ParamTracker {
   std::size_t next_use_of(int32_t b, std::size_t from) const;
 
   const Program& prog_;
+  spec::Prefetch prefetch_;
+  bool reshard_after_use_;
   std::vector<int32_t> uses_;
   std::vector<int32_t> passes_;
   std::vector<std::size_t> next_same_;   // next index with the same bucket, or npos

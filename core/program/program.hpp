@@ -71,6 +71,7 @@ struct Bucket {
   int32_t unit_end = 0;
   int64_t elems = 0;             // elements moved per tp rank (gathered params / reduced grads)
   int64_t persistent_elems = 0;  // ZeRO-3: elements kept whole (below param_persistence_threshold)
+  int32_t collectives = 1;       // collectives the framework issues for it (zero.hpp), 0 if nothing gathered
 };
 
 struct RoleProgram {
@@ -98,6 +99,7 @@ struct Program {
   std::vector<int32_t> rank_role;   // world entries
   int64_t param_bytes = 2;          // bytes per parameter / gradient element in communication
   int64_t activation_bytes = 2;     // bytes per activation element
+  int64_t reduce_bytes = 2;         // bytes per gradient element in the data-parallel reduction (framework's reduce dtype)
 
   const RoleProgram& role_of(int64_t rank) const { return roles[static_cast<std::size_t>(rank_role[rank])]; }
   std::span<const Instr> rank(int64_t r) const { return role_of(r).instrs; }
@@ -106,6 +108,16 @@ struct Program {
   }
   int64_t tokens_per_micro_batch() const { return plan.micro_batch * model.seq_len; }
   int64_t tokens_per_step() const { return training.global_batch * model.seq_len; }   // over every replica
+  // How many collectives the framework issues for a data-parallel bucket instruction (a ZeRO-3
+  // gather, a gradient reduction): its bucket's count (zero.hpp); 1 for any other collective.
+  int32_t collectives_of(const Instr& in) const {
+    if (in.group != Group::kDp || in.bucket < 0) return 1;
+    if (in.op == Op::kGatherParams) return param_buckets[static_cast<std::size_t>(in.bucket)].collectives;
+    if (in.op == Op::kReduceScatterGrads || in.op == Op::kAllReduceGrads) {
+      return grad_buckets[static_cast<std::size_t>(in.bucket)].collectives;
+    }
+    return 1;
+  }
   std::size_t instruction_count() const;
 };
 

@@ -4,6 +4,8 @@
 //   unit 1+2i       block i attention: norm1, qkv h*(h/t + 2*kv_r*d), out (h/t)*h (+ biases)
 //   unit 2+2i       block i MLP: norm2, up (and gate) h*f/t, down (f/t)*h (+ biases)
 //   unit 2L+1       head: final norm, LM head V*h/t (untied; tied: shares wte)
+// Modules (what DeepSpeed fetches one by one): each norm, each Linear (weight and bias; QKV is one
+// fused Linear, as Megatron and GPT-2 write it; Hugging Face LLaMA has three), each table.
 // kv_r = kv_heads/t key/value heads per rank, or 1 when t > kv_heads (replicated, as Megatron).
 // Column-parallel biases split over t; row-parallel biases and norms are replicated.
 // FLOPs per token per rank: forward 2*k*n per GEMM (+ 4*s*h/t attention scores); backward
@@ -23,6 +25,8 @@ struct Unit {
   UnitKind kind = UnitKind::kEmbedding;
   int32_t block = -1;                  // transformer block index, -1 for embedding/head
   std::vector<int64_t> tensors;        // elements of each parameter tensor on one tp rank
+  std::vector<int8_t> module;          // per tensor: the nn.Module owning it (0, 1, ... within the unit):
+                                       // a norm, a Linear with its bias, an embedding table
   int64_t params = 0;                  // sum of tensors
   double fwd_flops_per_token = 0;      // GEMMs + attention scores
   double bwd_input_flops_per_token = 0;

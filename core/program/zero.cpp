@@ -8,53 +8,106 @@ UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_
                        int64_t persistence_threshold) {
   const Unit& u = units[static_cast<std::size_t>(unit)];
   UnitParams p;
+  p.block = u.block >= 0 ? u.block : (u.kind == UnitKind::kEmbedding ? -1 : -2);
   auto add = [&](int64_t t) {
     p.elems += t;
+    ++p.tensors;
     if (t < persistence_threshold) p.persistent += t;
+    else p.gathered.push_back(t);
   };
   for (int64_t t : u.tensors) add(t);
   if (u.kind == UnitKind::kHead && !stage_has_embedding && tied_copy > 0) add(tied_copy);
   return p;
 }
 
-std::vector<Bucket> grad_buckets(const ChunkInfo& c, const std::vector<UnitParams>& params, int64_t reduce_bucket) {
+BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework) {
+  BucketRule r;
+  r.prefetch_bucket = zero.prefetch_bucket;
+  r.reduce_bucket = zero.reduce_bucket;
+  r.per_block = framework.gather == spec::GatherUnit::kBlock;
+  r.gather = framework.gather;
+  r.per_tensor_reduce = framework.gather == spec::GatherUnit::kParameter;
+  return r;
+}
+
+int64_t persistence_threshold(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework) {
+  if (zero.stage != 3 || framework.gather == spec::GatherUnit::kBlock) return 0;
+  return zero.param_persistence_threshold;
+}
+
+std::vector<Bucket> grad_buckets(const ChunkInfo& c, const std::vector<UnitParams>& params, const BucketRule& rule) {
   std::vector<Bucket> out;
-  Bucket cur{c.stage, c.chunk, c.unit_end, c.unit_end, 0, 0};
+  Bucket cur{c.stage, c.chunk, c.unit_end, c.unit_end, 0, 0, 0};
+  int32_t block = 0;
   for (int32_t u = c.unit_end - 1; u >= c.unit_begin; --u) {
-    const int64_t e = params[static_cast<std::size_t>(u)].elems;
-    if (cur.elems > 0 && cur.elems + e > reduce_bucket) {
+    const UnitParams& p = params[static_cast<std::size_t>(u)];
+    const bool full = rule.per_block ? p.block != block : cur.elems + p.elems > rule.reduce_bucket;
+    if (cur.elems > 0 && full) {
       out.push_back(cur);
-      cur = Bucket{c.stage, c.chunk, u + 1, u + 1, 0, 0};
+      cur = Bucket{c.stage, c.chunk, u + 1, u + 1, 0, 0, 0};
     }
     cur.unit_begin = u;
-    cur.elems += e;
+    cur.elems += p.elems;
+    cur.collectives = rule.per_tensor_reduce ? cur.collectives + p.tensors : 1;
+    block = p.block;
   }
   if (cur.unit_begin < cur.unit_end) out.push_back(cur);
   return out;  // backward order: out[0] holds the chunk's last units
 }
 
-std::vector<Bucket> param_buckets(const ChunkInfo& c, const std::vector<UnitParams>& params, int64_t prefetch_bucket) {
+namespace {
+
+// Collectives the framework issues to gather `tensors` (forward order).
+int32_t gather_collectives(const std::vector<int64_t>& tensors, const BucketRule& rule) {
+  if (tensors.empty()) return 0;
+  if (rule.gather == spec::GatherUnit::kBlock) return 1;
+  if (rule.gather == spec::GatherUnit::kParameter) return static_cast<int32_t>(tensors.size());
+  int32_t n = 0;
+  int64_t open = 0;  // elements in the collective being filled
+  for (int64_t t : tensors) {
+    open += t;
+    if (open >= rule.prefetch_bucket) {
+      ++n;
+      open = 0;
+    }
+  }
+  return n + (open > 0 ? 1 : 0);
+}
+
+}  // namespace
+
+std::vector<Bucket> param_buckets(const ChunkInfo& c, const std::vector<UnitParams>& params, const BucketRule& rule) {
   std::vector<Bucket> out;
-  Bucket cur{c.stage, c.chunk, c.unit_begin, c.unit_begin, 0, 0};
+  Bucket cur{c.stage, c.chunk, c.unit_begin, c.unit_begin, 0, 0, 0};
+  std::vector<int64_t> tensors;  // gathered tensors of the open bucket
+  auto close = [&] {
+    cur.collectives = gather_collectives(tensors, rule);
+    out.push_back(cur);
+    tensors.clear();
+  };
+  int32_t block = 0;
   for (int32_t u = c.unit_begin; u < c.unit_end; ++u) {
     const UnitParams& p = params[static_cast<std::size_t>(u)];
     const int64_t gathered = p.elems - p.persistent;
-    if (cur.elems > 0 && cur.elems + gathered > prefetch_bucket) {
-      out.push_back(cur);
-      cur = Bucket{c.stage, c.chunk, u, u, 0, 0};
+    const bool full = rule.per_block ? p.block != block : cur.elems + gathered > rule.prefetch_bucket;
+    if (cur.elems > 0 && full) {
+      close();
+      cur = Bucket{c.stage, c.chunk, u, u, 0, 0, 0};
     }
     cur.unit_end = u + 1;
     cur.elems += gathered;
     cur.persistent_elems += p.persistent;
+    tensors.insert(tensors.end(), p.gathered.begin(), p.gathered.end());
+    block = p.block;
   }
-  if (cur.unit_begin < cur.unit_end) out.push_back(cur);
+  if (cur.unit_begin < cur.unit_end) close();
   return out;  // forward order
 }
 
 std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket) {
   std::vector<Bucket> out;
   for (int64_t done = 0; done < stage_elems; done += allgather_bucket) {
-    out.push_back(Bucket{stage, -1, -1, -1, std::min(allgather_bucket, stage_elems - done), 0});
+    out.push_back(Bucket{stage, -1, -1, -1, std::min(allgather_bucket, stage_elems - done), 0, 1});
   }
   return out;
 }

@@ -6,6 +6,15 @@
 //    elements; tensors under param_persistence_threshold stay whole on every rank and are not
 //    gathered (persistent_elems);
 //  * ZeRO-1/2 all-gather buckets: the stage's updated parameters in allgather_bucket pieces.
+// The framework (spec/framework.hpp) changes the rule (BucketRule):
+//  * FSDP: one bucket per transformer block (its FlatParameter), for parameters and gradients
+//    alike; the embedding and the head are buckets of their own; nothing is persistent;
+//  * collectives per bucket (Bucket::collectives), what the simulator pays latency for:
+//      deepspeed      the bucket's gathered tensors in forward order, a collective closing once it
+//                     holds prefetch_bucket elements or more (the coordinator adds whole parameters
+//                     while numel_prefetching < budget) — one per Linear once Linears exceed it;
+//      deepspeed-0.5  one per gathered tensor, and one reduce-scatter per gradient tensor;
+//      fsdp           one per bucket.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +22,8 @@
 
 #include "core/program/program.hpp"
 #include "core/program/units.hpp"
+#include "core/spec/framework.hpp"
+#include "core/spec/plan.hpp"
 
 namespace stagecraft::program {
 
@@ -21,12 +32,28 @@ namespace stagecraft::program {
 struct UnitParams {
   int64_t elems = 0;
   int64_t persistent = 0;
+  int32_t tensors = 0;              // parameter tensors
+  int32_t block = -1;               // transformer block, -1 embedding, -2 head
+  std::vector<int64_t> gathered;    // elements of each tensor at or above the threshold, forward order
 };
+
+// How a framework cuts a stage's parameters and gradients into buckets.
+struct BucketRule {
+  int64_t prefetch_bucket = 0;
+  int64_t reduce_bucket = 0;
+  bool per_block = false;                            // FSDP: one bucket per block
+  spec::GatherUnit gather = spec::GatherUnit::kModule;
+  bool per_tensor_reduce = false;                    // one reduce-scatter per gradient tensor
+};
+BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework);
+// Elements below which a ZeRO-3 tensor stays whole on every rank (0 when nothing persists: FSDP
+// flattens every tensor of a unit, and below stage 3 nothing is gathered).
+int64_t persistence_threshold(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework);
 UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_has_embedding, int64_t tied_copy,
                        int64_t persistence_threshold);
 
-std::vector<Bucket> grad_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, int64_t reduce_bucket);
-std::vector<Bucket> param_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, int64_t prefetch_bucket);
+std::vector<Bucket> grad_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, const BucketRule& rule);
+std::vector<Bucket> param_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, const BucketRule& rule);
 std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket);
 
 // Elements of one dp rank's shard: ceil(elems / dp) (flat buffers are padded to a multiple of dp).

@@ -183,6 +183,12 @@ void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpu
                                    (t.file.empty() ? "" : " of " + t.file));
   }
   check_shapes(p, m);
+  const FrameworkProfile fw = t.framework_profile();
+  if (p.zero.stage > fw.max_zero_stage) {
+    reject(p, "zero/stage", "at most ZeRO stage " + n(fw.max_zero_stage) + " under framework \"" +
+                                to_string(t.framework) + "\"" + (t.file.empty() ? "" : " (" + t.file + ")") +
+                                ": Megatron-LM's distributed optimizer shards the optimizer state only");
+  }
 }
 
 json to_json(const ZeroConfig& z) {

@@ -17,15 +17,42 @@ Training training_from_json(const json& j, const std::string& file) {
   t.dtype = *parse_dtype(r.choice("dtype", {"fp16", "bf16", "fp32"}));
   t.optimizer = r.choice_or("optimizer", {"adam", "adamw"}, "adam") == "adamw" ? Optimizer::kAdamW
                                                                             : Optimizer::kAdam;
+  if (r.has("framework")) {
+    const json& f = r.raw("framework");
+    if (f.is_string()) {
+      t.framework = *parse_framework(r.choice("framework", {"deepspeed", "deepspeed-0.5", "fsdp", "megatron"}));
+    } else if (f.is_object()) {
+      ObjectReader fr = r.object("framework");
+      t.framework = *parse_framework(fr.choice("name", {"deepspeed", "deepspeed-0.5", "fsdp", "megatron"}));
+      if (fr.has("reduce_dtype")) t.reduce_dtype = parse_dtype(fr.choice("reduce_dtype", {"fp32", "bf16", "fp16"}));
+      fr.finish();
+    } else {
+      r.fail("framework", "a framework name (deepspeed, deepspeed-0.5, fsdp, megatron) or an object "
+                          "{\"name\": ..., \"reduce_dtype\": ...}");
+    }
+  }
   t.source = r.string_or("source", "");
   r.finish();
   return t;
 }
 
+FrameworkProfile Training::framework_profile() const {
+  FrameworkProfile p = spec::framework_profile(framework);
+  if (reduce_dtype) p.reduce_dtype = reduce_dtype;
+  return p;
+}
+
+int64_t Training::reduce_bytes() const { return bytes_of(reduce_dtype.value_or(dtype)); }
+
 Training load_training(const std::string& path) { return training_from_json(read_json_file(path), path); }
 
 json to_json(const Training& t) {
   json j = {{"global_batch", t.global_batch}, {"dtype", to_string(t.dtype)}, {"optimizer", to_string(t.optimizer)}};
+  if (t.reduce_dtype) {
+    j["framework"] = {{"name", to_string(t.framework)}, {"reduce_dtype", to_string(*t.reduce_dtype)}};
+  } else {
+    j["framework"] = to_string(t.framework);
+  }
   if (!t.source.empty()) j["source"] = t.source;
   return j;
 }

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "core/spec/dtype.hpp"
+#include "core/spec/framework.hpp"
 
 namespace stagecraft::spec {
 
@@ -18,8 +20,16 @@ struct Training {
   int64_t global_batch = 0;   // sequences per optimizer step, over all data-parallel ranks
   Dtype dtype = Dtype::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
+  // How the framework issues its data-parallel collectives (framework.hpp); "framework" in
+  // training.json, a name or {"name": ..., "reduce_dtype": ...}.
+  Framework framework = Framework::kDeepSpeed;
+  std::optional<Dtype> reduce_dtype;   // the framework's gradient-collective dtype, when set
   std::string source;
   std::string file;
+
+  // The framework's profile with this file's overrides; gradient collectives' element bytes.
+  FrameworkProfile framework_profile() const;
+  int64_t reduce_bytes() const;
 };
 
 Training load_training(const std::string& path);

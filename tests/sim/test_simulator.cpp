@@ -11,6 +11,7 @@
 #include "core/count/count.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
+#include "sim/models/collectives.hpp"
 #include "sim/symmetry.hpp"
 
 namespace stagecraft::sim {
@@ -310,6 +311,88 @@ TEST(Simulator, ContentionFreeIsALowerBoundAndSharedLinksSlowDown) {
   const double alone = simulate(prog, c, free_of_contention).metrics.step_time_s;
   EXPECT_LT(alone, shared);
   EXPECT_DOUBLE_EQ(contention_free_step_s(prog, c), alone * (1 - 1e-6));
+}
+program::Program lower_with(const spec::Model& m, const nlohmann::json& plan, const std::string& framework) {
+  spec::Plan p = spec::plan_from_json(plan, "plan.json");
+  spec::Training t = spec::training_from_json(
+      {{"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}, {"framework", framework}},
+      "training.json");
+  return program::lower(m, t, p);
+}
+
+// A framework's collective: k pieces of ⌈S/k⌉ through NCCL's model, plus its HBM copies at the
+// memory rate and its host work (spec/framework.hpp, sim/costs.hpp):
+//   deepspeed-0.5 gather:   T = k·T₁(⌈S/k⌉) + 3·S / hbm + k · n · (1.5 + 5) µs
+//   deepspeed reduce-scatter: T = T₁(S) + 4·S / hbm
+TEST(Simulator, FrameworkCollectivesPayTheirPiecesCopiesAndHostWork) {
+  const spec::Model m = blocks_model(2);
+  spec::Cluster c = ideal_cluster(1, 2);
+  c.gpu.hbm_Bps = 1e12;   // 1 TB/s, memory_efficiency 1
+  SimOptions o;
+  o.record_trace = true;
+  o.network = NetworkModel::kContentionFree;
+  const Topology topology(c, 2);
+  const std::vector<int64_t> group{0, 1};
+  const nlohmann::json plan = {{"dp", 2}, {"zero", {{"stage", 3}, {"prefetch_bucket", 1}, {"param_persistence_threshold", 0}}}};
+  for (const std::string framework : {"deepspeed-0.5", "deepspeed"}) {
+    SCOPED_TRACE(framework);
+    const program::Program prog = lower_with(m, plan, framework);
+    const SimResult r = simulate(prog, c, o);
+    int checked = 0;
+    for (const trace::Event& e : r.trace.events) {
+      if (e.rank != 0 || (e.op != program::Op::kGatherParams && e.op != program::Op::kReduceScatterGrads)) continue;
+      const program::Instr& in = prog.rank(0)[static_cast<std::size_t>(e.instr - prog.role_of(0).first_id)];
+      const bool gather = e.op == program::Op::kGatherParams;
+      const int64_t k = gather ? prog.param_buckets[in.bucket].collectives : prog.grad_buckets[in.bucket].collectives;
+      const double S = static_cast<double>(in.bytes);
+      const CollectiveKind kind = gather ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter;
+      int64_t expected = k * collective_time_ns(kind, (in.bytes + k - 1) / k, group, topology);
+      if (framework == "deepspeed-0.5") {
+        // a unit's tensors each on their own (embedding: wte, wpe; attention: norm w, b, qkv w, b,
+        // out w, b; head: norm w, b, lm head); the gradients' one bucket holds all 2 + 4·6 + 3
+        EXPECT_EQ(k, !gather ? 29 : in.unit_begin == 0 ? 2 : (in.unit_begin == 5 ? 3 : 6));
+        const double passes = gather ? 3 : 2;
+        expected += std::llround((passes * S / 1e12 + static_cast<double>(k) * 2 * 6.5e-6) * 1e9);
+      } else {
+        expected += std::llround((gather ? 0.0 : 4 * S / 1e12) * 1e9);
+      }
+      EXPECT_EQ(e.end_ns - e.start_ns, expected) << program::to_string(e.op) << " unit " << in.unit_begin;
+      ++checked;
+    }
+    EXPECT_GT(checked, 4);
+  }
+}
+
+// deepspeed-0.5 synchronises the device in every fetch: no gather runs while the GPU computes.
+// Current DeepSpeed prefetches, so gathers hide behind compute.
+TEST(Simulator, SynchronousFetchesNeverOverlapCompute) {
+  const spec::Model m = blocks_model(4);
+  spec::Cluster c = ideal_cluster(2, 1);
+  c.inter_node.nic_bandwidth_Bps = 5e9;
+  SimOptions o;
+  o.record_trace = true;
+  const nlohmann::json plan = {{"dp", 2}, {"micro_batches", 2}, {"zero", {{"stage", 3}, {"prefetch_bucket", 1}}}};
+  std::map<std::string, double> step;
+  for (const std::string framework : {"deepspeed-0.5", "deepspeed"}) {
+    const SimResult r = simulate(lower_with(m, plan, framework), c, o);
+    std::vector<std::pair<int64_t, int64_t>> compute, gathers;
+    for (const trace::Event& e : r.trace.events) {
+      if (e.rank != 0) continue;
+      if (program::is_compute(e.op)) compute.emplace_back(e.start_ns, e.end_ns);
+      if (e.op == program::Op::kGatherParams) gathers.emplace_back(e.start_ns, e.end_ns);
+    }
+    int64_t overlap = 0;
+    for (const auto& [gs, ge] : gathers) {
+      for (const auto& [cs, ce] : compute) overlap += std::max<int64_t>(0, std::min(ge, ce) - std::max(gs, cs));
+    }
+    if (framework == "deepspeed-0.5") {
+      EXPECT_EQ(overlap, 0);
+    } else {
+      EXPECT_GT(overlap, 0);
+    }
+    step[framework] = r.metrics.step_time_s;
+  }
+  EXPECT_GT(step["deepspeed-0.5"], step["deepspeed"]);
 }
 }  // namespace
 }  // namespace stagecraft::sim

@@ -1,5 +1,7 @@
 #include "traces/calibrate/samples.hpp"
 
+#include "sim/costs.hpp"
+
 #include "core/program/comm_rules.hpp"
 
 #include <algorithm>
@@ -46,6 +48,7 @@ spec::Cluster sized_for(const spec::Cluster& c, int64_t gpus) {
 
 // One collective across its members: the latest start and end over the members the trace holds.
 struct Instance {
+  sim::FrameworkWork framework;        // the framework's pieces, copies and host work
   double last_start = -std::numeric_limits<double>::infinity();
   double last_end = -std::numeric_limits<double>::infinity();
   std::size_t event = 0;               // the member that started last
@@ -64,7 +67,7 @@ void note_member(Instance& in, const trace::Event& e, std::size_t i) {
 }
 
 void add_instances(const Trace& t, const std::map<std::tuple<int32_t, int32_t, int64_t>, Instance>& instances,
-                   const LinkModel& links, int64_t world, Samples& out, TraceSummary& sum) {
+                   const LinkModel& links, int64_t world, double memory_Bps, Samples& out, TraceSummary& sum) {
   for (const auto& [key, in] : instances) {
     const double seconds = in.last_end - in.last_start;
     const auto kind = sim::collective_kind(in.op);
@@ -76,8 +79,9 @@ void add_instances(const Trace& t, const std::map<std::tuple<int32_t, int32_t, i
       for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
       what = LinkSample::Collective{sim::CollectiveKind::kAllReduce, program::kGradNormBytes, all, links.topology().gpus()};
     } else if (kind && in.bytes > 0 && in.gpus.size() > 1) {
-      f = links.collective(*kind, in.bytes, in.gpus);
-      what = LinkSample::Collective{*kind, in.bytes, in.gpus, links.topology().gpus()};
+      what = LinkSample::Collective{*kind, in.bytes, in.gpus, links.topology().gpus(), in.framework.pieces,
+                                    in.framework.copy_bytes, in.framework.host_s};
+      f = collective_features(links, *what, memory_Bps);
     }
     if (!(seconds > 0) || f.seconds(1, 1, 1, 1) == 0) {
       ++sum.skipped;
@@ -98,6 +102,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   const double peak = peak_for(t, base, pc.training.dtype);
   const sim::WorkModel work(prog.model, pc.training, prog.plan);
   const LinkModel links(sized_for(base, pl.world()), pl.world());
+  const spec::FrameworkProfile framework = prog.training.framework_profile();
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
   for (std::size_t i = 0; i < t.data.events.size(); ++i) {
     const trace::Event& e = t.data.events[i];
@@ -110,6 +115,9 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
       inst.op = in.op;
       inst.bytes = bytes;
       inst.gpus = members;
+      program::Instr sized = in;
+      sized.bytes = bytes;
+      inst.framework = sim::framework_work(prog, framework, sized, static_cast<int64_t>(members.size()));
       note_member(inst, e, i);
       continue;
     }
@@ -135,7 +143,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
       ++sum.skipped;
     }
   }
-  add_instances(t, instances, links, pl.world(), out, sum);
+  add_instances(t, instances, links, pl.world(), base.gpu.hbm_Bps * base.gpu.memory_efficiency, out, sum);
 }
 
 // GPU of every probe rank: nodes by host in order of first appearance, local index within a host.
@@ -210,10 +218,22 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
       ++sum.skipped;
     }
   }
-  add_instances(t, instances, links, world, out, sum);
+  add_instances(t, instances, links, world, base.gpu.hbm_Bps * base.gpu.memory_efficiency, out, sum);
 }
 
 }  // namespace
+
+LinkFeatures collective_features(const LinkModel& links, const LinkSample::Collective& c, double memory_Bps) {
+  const int64_t pieces = std::max<int32_t>(c.pieces, 1);
+  LinkFeatures f = links.collective(c.kind, (c.bytes + pieces - 1) / pieces, c.gpus);
+  const double k = static_cast<double>(pieces);
+  f.fixed_s = k * f.fixed_s + c.host_s + c.copy_bytes / memory_Bps;
+  f.a_intra *= k;
+  f.b_intra *= k;
+  f.a_inter *= k;
+  f.b_inter *= k;
+  return f;
+}
 
 void add_trace_samples(const Trace& t, const spec::Cluster& base, const std::optional<spec::Training>& training,
                        Samples& out) {

@@ -50,6 +50,11 @@ struct LinkSample {
     int64_t bytes = 0;
     std::vector<int64_t> gpus;
     int64_t topology_gpus = 0;   // the LinkModel's size
+    // the framework's work around it (sim/costs.hpp framework_work): pieces of bytes/pieces each,
+    // HBM bytes copied (timed at the calibrated memory rate) and host seconds
+    int32_t pieces = 1;
+    double copy_bytes = 0;
+    double host_s = 0;
   };
   std::optional<Collective> collective;
 };
@@ -79,6 +84,10 @@ struct Samples {
 
 // Throws spec::SpecError for a trace calibration cannot use (kernel level, no plan, events that do
 // not match the plan, a probe that does not fit the cluster's nodes).
+// A collective sample's features: its pieces' NCCL features summed, plus the framework's host
+// seconds and its copies at `memory_Bps` (fixed: no link parameter scales them).
+LinkFeatures collective_features(const LinkModel& links, const LinkSample::Collective& c, double memory_Bps);
+
 void add_trace_samples(const Trace& t, const spec::Cluster& base, const std::optional<spec::Training>& training,
                        Samples& out);
 Samples samples_from_files(const std::vector<std::string>& files, const spec::Cluster& base,

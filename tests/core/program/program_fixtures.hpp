@@ -17,14 +17,17 @@ inline spec::Model gpt(int64_t layers, bool tied = true) {
                                "gpt.json");
 }
 
-inline spec::Training training(int64_t global_batch) {
-  return spec::training_from_json({{"global_batch", global_batch}, {"dtype", "bf16"}}, "training.json");
+// framework: training.json's "framework" value (null: absent, the default).
+inline spec::Training training(int64_t global_batch, const nlohmann::json& framework = nullptr) {
+  nlohmann::json j = {{"global_batch", global_batch}, {"dtype", "bf16"}};
+  if (!framework.is_null()) j["framework"] = framework;
+  return spec::training_from_json(j, "training.json");
 }
 
 // A plan from JSON; global batch = micro_batch * micro_batches * dp.
-inline Program lower_json(const spec::Model& m, const nlohmann::json& plan_json) {
+inline Program lower_json(const spec::Model& m, const nlohmann::json& plan_json, const nlohmann::json& framework = nullptr) {
   spec::Plan p = spec::plan_from_json(plan_json, "plan.json");
-  return lower(m, training(p.micro_batch * p.micro_batches * p.dp), p);
+  return lower(m, training(p.micro_batch * p.micro_batches * p.dp, framework), p);
 }
 
 }  // namespace stagecraft::program::test

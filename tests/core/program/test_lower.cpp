@@ -171,16 +171,23 @@ TEST(Lower, Zero3RespectsMaxLiveParameters) {
                                     {"zero", {{"stage", 3}, {"prefetch_bucket", 1}, {"param_persistence_threshold", 0},
                                               {"max_live_parameters", 60000}}}});
   check(prog);
-  // Walk the gather lane: resident elements never exceed max_live except for a single bucket
-  // that is larger on its own (the embedding, 128*64 + 16*64 = 9216, is not).
-  int64_t live = 0, peak = 0;
+  // Walk the gather lane. DeepSpeed's look-ahead (the default framework) checks its budget
+  // min(max_live − live, prefetch_bucket) before adding a bucket, so every gather starts with
+  // fewer than max_live elements resident, and residency exceeds max_live by at most the
+  // bucket just added.
+  int64_t live = 0, peak = 0, biggest = 0;
   for (const Instr& in : prog.roles[0].instrs) {
-    if (in.op == Op::kGatherParams) live += in.elems;
+    if (in.op == Op::kGatherParams) {
+      EXPECT_LT(live, 60000);
+      live += in.elems;
+      biggest = std::max(biggest, in.elems);
+    }
     if (in.op == Op::kReleaseParams) live -= in.elems;
     peak = std::max(peak, live);
   }
   EXPECT_EQ(live, 0);
-  EXPECT_LE(peak, 60000);
+  EXPECT_LE(peak, 60000 + biggest);
+  EXPECT_GT(peak, 0);
 }
 
 TEST(Lower, ZeroStagesPlaceReductionsAsSpecified) {

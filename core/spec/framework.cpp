@@ -1,0 +1,59 @@
+#include "core/spec/framework.hpp"
+
+namespace stagecraft::spec {
+
+const char* to_string(Framework f) {
+  switch (f) {
+    case Framework::kDeepSpeed: return "deepspeed";
+    case Framework::kDeepSpeed05: return "deepspeed-0.5";
+    case Framework::kFsdp: return "fsdp";
+    case Framework::kMegatron: return "megatron";
+  }
+  return "deepspeed";
+}
+
+std::optional<Framework> parse_framework(std::string_view s) {
+  for (Framework f : kFrameworks) {
+    if (s == to_string(f)) return f;
+  }
+  return std::nullopt;
+}
+
+FrameworkProfile framework_profile(Framework f) {
+  FrameworkProfile p;
+  p.framework = f;
+  switch (f) {
+    case Framework::kDeepSpeed:
+      p.gather = GatherUnit::kModule;
+      p.prefetch = Prefetch::kLookAhead;
+      p.reduce_copy_passes = 4;  // reduce_scatter_coalesced: torch.cat + div_, each reads and writes S
+      p.source = "DeepSpeed v0.16 (framework.hpp: coordinator l.285/l.380-412/l.132, coalesced_collectives.py)";
+      break;
+    case Framework::kDeepSpeed05:
+      p.gather = GatherUnit::kParameter;
+      p.prefetch = Prefetch::kNone;
+      p.sync_reduce = true;
+      p.gather_copy_passes = 3;  // memset of the full buffer + list unflatten copy (read and write)
+      p.reduce_copy_passes = 2;  // list flatten copy (read and write)
+      p.host_s_per_rank = 1.5e-6 + 5e-6;
+      p.source = "DeepSpeed v0.3.15 on PyTorch <= 1.8 (framework.hpp: _allgather_param l.741-787, stage3.py l.521-529)";
+      break;
+    case Framework::kFsdp:
+      p.gather = GatherUnit::kBlock;
+      p.prefetch = Prefetch::kNextUnit;
+      p.reshard_after_use = true;
+      p.reduce_copy_passes = 2;  // gradient pre-divide div_
+      p.source = "PyTorch FSDP FULL_SHARD, transformer-block wrapping (framework.hpp)";
+      break;
+    case Framework::kMegatron:
+      p.gather = GatherUnit::kModule;  // unused: no ZeRO-3
+      p.prefetch = Prefetch::kLookAhead;
+      p.reduce_copy_passes = 2;  // grad buffer scaled by 1/dp in place
+      p.max_zero_stage = 1;
+      p.source = "Megatron-LM distributed optimizer (framework.hpp)";
+      break;
+  }
+  return p;
+}
+
+}  // namespace stagecraft::spec

@@ -1,0 +1,105 @@
+// Framework profiles: how a training framework issues its data-parallel collectives, which is part
+// of the workload as much as the model is (training.json "framework", SCHEMAS.md). The lowering
+// reads the fetch granularity, the prefetch rule and the synchronisation; the simulator reads the
+// per-collective host work and the extra HBM copies. Each constant below names its source.
+//
+//   deepspeed      DeepSpeed ZeRO as of v0.16 (microsoft/DeepSpeed 38327e07):
+//                  * one all-gather per parameter-owning nn.Module, i.e. per Linear of a block
+//                    (partitioned_param_coordinator.py fetch_sub_module l.285, iter_params of the
+//                    module's own parameters); tensors under stage3_param_persistence_threshold are
+//                    never gathered (zero/config.py l.214); prefetched modules are coalesced into one
+//                    all-gather up to stage3_prefetch_bucket_size (partition_parameters.py
+//                    all_gather_coalesced l.1200);
+//                  * look-ahead: after the current module, prefetch while
+//                    numel_prefetching < min(max_live − live, prefetch_bucket), checked before adding
+//                    each whole parameter — so at least one module whenever live < max_live
+//                    (coordinator l.380–412); at most 2 queued fetch events (l.132), so the host stays
+//                    ahead of the GPU and gathers run back to back on their stream;
+//                  * gradients reduce-scattered every micro-batch (ZeRO-2/3) in communication_data_type,
+//                    the model dtype by default (engine.py l.939–950), on a side stream with
+//                    overlap_comm; reduce_scatter_coalesced makes an interleaving torch.cat and a
+//                    pre-divide div_ over the bucket (runtime/comm/coalesced_collectives.py): 2 passes
+//                    that read and write S bytes each, 4·S bytes of HBM traffic per reduce-scatter.
+//   deepspeed-0.5  DeepSpeed ZeRO-3 of 2021 (v0.3.13–v0.5.4; v0.3.15 read), on PyTorch ≤ 1.8:
+//                  * per-parameter gathers (partition_parameters.py _allgather_param l.741–787):
+//                    torch.zeros of the full size (a memset: S bytes written), torch.cuda.synchronize()
+//                    (l.763), world_size narrow() calls, list-form all_gather, which ProcessGroupNCCL
+//                    (≤ 1.8) flattens and copies back with one copy_ per rank (2·S bytes) — 3·S bytes of
+//                    HBM traffic and O(n) host launches per collective;
+//                  * fetch_sub_module ends in comm_stream.synchronize() and torch.cuda.synchronize()
+//                    (stage3.py l.521–529): a gather starts only after all earlier GPU work, and no
+//                    prefetch overlaps compute (prefetch only if not in_flight_handles, l.349);
+//                  * per-parameter reduce-scatter from a list of n slices, flattened with n copies
+//                    (2·S bytes), and reduction_stream.synchronize() before each bucket (l.2161): the
+//                    host waits for the previous bucket before it queues more compute.
+//                  Confirmed by DeepSpeed commit c0eeb69 (PR #1188, v0.5.5: "the async version is not
+//                  async at all, because each all_gather calls torch.cuda.synchronize()").
+//   fsdp           PyTorch FSDP FULL_SHARD with transformer-block wrapping (torch/distributed/fsdp):
+//                  one FlatParameter per block (one all-gather and one reduce-scatter per block per
+//                  pass), forward and backward prefetch of the next unit, limit_all_gathers (≤ 2 in
+//                  flight), recompute and backward sharing one gather; reduce_dtype from
+//                  MixedPrecision (None = the parameter dtype; torchtitan's default is float32); the
+//                  gradient pre-divide div_ over the unsharded gradient (_runtime_utils.py
+//                  _reduce_grad → _div_if_needed): 2·S bytes per reduce-scatter.
+//   megatron       Megatron-LM: ZeRO stage 0, or the distributed optimizer (ZeRO-1); the gradient
+//                  all-reduce or reduce-scatter of the contiguous grad buffer after the pipeline flush
+//                  (or overlapped with overlap_comm), scaled in place by 1/dp first
+//                  (param_and_grad_buffer.py: grad_data *= gradient_scaling_factor): 2·S bytes.
+//                  ZeRO-2/3 are not Megatron-LM options (validate_plan refuses them).
+//
+// Host work per collective is charged only where the host is on the critical path: deepspeed-0.5
+// synchronises the device at every fetch, so its n narrow() calls and n copy_ launches add
+//   host_s = n · (narrow_s + copy_launch_s)
+// per collective; narrow_s = 1.5 µs (one ATen view op called from Python) and copy_launch_s = 5 µs
+// (one copy_ kernel launched from Python) are estimates of PyTorch eager-mode op overhead, not
+// measurements of that stack, and carry that uncertainty. The current frameworks keep the host ahead of the GPU (≤ 2 queued events), so
+// their per-module hook cost is hidden and not charged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/spec/dtype.hpp"
+
+namespace stagecraft::spec {
+
+enum class Framework : uint8_t { kDeepSpeed, kDeepSpeed05, kFsdp, kMegatron };
+inline constexpr Framework kFrameworks[] = {Framework::kDeepSpeed, Framework::kDeepSpeed05, Framework::kFsdp,
+                                            Framework::kMegatron};
+
+// What one ZeRO-3 all-gather fetches.
+enum class GatherUnit : uint8_t {
+  kModule,     // each parameter-owning module (a Linear, an embedding table); prefetched modules coalesced
+  kParameter,  // each parameter tensor, one collective each
+  kBlock,      // one flat parameter per transformer block (FSDP wrapping policy)
+};
+// When the next bucket's gather is issued.
+enum class Prefetch : uint8_t {
+  kLookAhead,  // DeepSpeed: while live < max_live, at least one bucket ahead
+  kNone,       // gathered when needed, after all earlier GPU work (device sync)
+  kNextUnit,   // FSDP: the next unit, always
+};
+
+struct FrameworkProfile {
+  Framework framework = Framework::kDeepSpeed;
+  GatherUnit gather = GatherUnit::kModule;
+  Prefetch prefetch = Prefetch::kLookAhead;
+  bool sync_reduce = false;           // the host waits for the previous gradient bucket before queuing more work
+  bool reshard_after_use = false;     // FSDP: a unit used again at once (recompute → backward) is kept
+  std::optional<Dtype> reduce_dtype;  // gradient collectives' dtype; nullopt: the training dtype
+  double gather_copy_passes = 0;      // HBM bytes moved per gathered byte, beyond NCCL's own
+  double reduce_copy_passes = 0;      // HBM bytes moved per reduced byte, beyond NCCL's own
+  double host_s_per_rank = 0;         // exposed host work per collective and group member
+  int max_zero_stage = 3;
+  std::string source;                 // where the constants come from (the header above, by line)
+};
+
+// The profile of a framework, with the training file's overrides (reduce_dtype) applied by the caller.
+FrameworkProfile framework_profile(Framework f);
+const char* to_string(Framework f);
+std::optional<Framework> parse_framework(std::string_view s);
+
+}  // namespace stagecraft::spec

@@ -1,0 +1,214 @@
+// Framework profiles in the lowering: how many collectives a bucket takes, when a gather is
+// issued, what a gradient reduction moves — each against a hand count (spec/framework.hpp).
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "core/program/check.hpp"
+#include "core/spec/error.hpp"
+#include "program_fixtures.hpp"
+
+namespace stagecraft::program {
+namespace {
+
+using test::gpt;
+using test::lower_json;
+
+// gpt(): h = 64, ffn 256, vocab 128, seq 16, biases and LayerNorm biases. Per block:
+//   attention: norm1 64 + 64, qkv 64·192 = 12288 (+ bias 192), out 64·64 = 4096 (+ 64)
+//   MLP:       norm2 64 + 64, fc1 64·256 = 16384 (+ 256), fc2 16384 (+ 64)
+// embedding wte 128·64 = 8192, wpe 16·64 = 1024; head: final norm (64 + 64), lm head 8192 untied.
+nlohmann::json zero3(int64_t prefetch_bucket, int64_t threshold, nlohmann::json extra = nlohmann::json::object()) {
+  nlohmann::json z = {{"stage", 3}, {"prefetch_bucket", prefetch_bucket}, {"param_persistence_threshold", threshold}};
+  z.update(extra);
+  return z;
+}
+
+std::vector<const Bucket*> unit_buckets(const Program& prog) {
+  std::vector<const Bucket*> out;
+  for (const Bucket& b : prog.param_buckets) out.push_back(&b);
+  return out;
+}
+
+TEST(Framework, DeepSpeedGathersOneCollectivePerLinearOnceLinearsFillThePrefetchBucket) {
+  // prefetch_bucket 1: every tensor closes its collective; threshold 1000 keeps biases and norms
+  // whole. Each unit is its own bucket (any two exceed 1 element).
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 1000)}}, "deepspeed");
+  check(prog);
+  const auto b = unit_buckets(prog);
+  ASSERT_EQ(b.size(), 6u);  // embedding, attn0, mlp0, attn1, mlp1, head
+  EXPECT_EQ(b[0]->collectives, 2);  // wte 8192, wpe 1024
+  EXPECT_EQ(b[0]->elems, 8192 + 1024);
+  EXPECT_EQ(b[1]->collectives, 2);  // qkv, out (their biases persist)
+  EXPECT_EQ(b[1]->elems, 12288 + 4096);
+  EXPECT_EQ(b[2]->collectives, 2);  // fc1, fc2
+  EXPECT_EQ(b[2]->elems, 16384 + 16384);
+  EXPECT_EQ(b[5]->collectives, 1);  // lm head (the final norm persists)
+  // prefetch_bucket 20000: units pack while they fit (embedding 9216 + attention 16384 > 20000:
+  // apart), and inside a bucket the coordinator adds whole tensors while fewer than 20000 are
+  // prefetching: attention 12288 then 12288 + 4096 = 16384 < 20000, one collective; MLP 16384,
+  // then 32768 >= 20000 closes it, one collective.
+  Program packed = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(20000, 1000)}}, "deepspeed");
+  const auto p = unit_buckets(packed);
+  ASSERT_EQ(p.size(), 6u);
+  EXPECT_EQ(p[1]->collectives, 1);
+  EXPECT_EQ(p[2]->collectives, 1);
+}
+
+TEST(Framework, DeepSpeed05GathersAndReducesEveryTensorOnItsOwn) {
+  // threshold 0: nothing persists. Attention: norm1 w, b, qkv w, b, out w, b = 6 tensors.
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 0, {{"reduce_bucket", 1}})}}, "deepspeed-0.5");
+  check(prog);
+  const auto b = unit_buckets(prog);
+  ASSERT_EQ(b.size(), 6u);
+  EXPECT_EQ(b[1]->collectives, 6);
+  EXPECT_EQ(b[2]->collectives, 6);
+  EXPECT_EQ(b[5]->collectives, 3);  // final norm w, b, lm head
+  // reduce_bucket 1: one gradient bucket per unit, each reduced tensor by tensor
+  for (const Bucket& g : prog.grad_buckets) {
+    const int32_t u = g.unit_begin;
+    const int32_t tensors = u == 0 ? 2 : (u == 5 ? 3 : 6);
+    EXPECT_EQ(g.collectives, tensors) << "unit " << u;
+  }
+}
+
+TEST(Framework, FsdpGathersAndReducesOneFlatParameterPerBlock) {
+  // Per block one bucket of attention + MLP, whatever prefetch_bucket says, and nothing persists
+  // (the norms and biases are in the FlatParameter): 64·2 + 12288 + 192 + 4096 + 64 (attention) +
+  // 64·2 + 16384 + 256 + 16384 + 64 (MLP) = 16768 + 33216 = 49984.
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 1000, {{"reduce_bucket", 1}})}}, "fsdp");
+  check(prog);
+  const auto b = unit_buckets(prog);
+  ASSERT_EQ(b.size(), 4u);  // embedding, block 0, block 1, head
+  EXPECT_EQ(b[1]->unit_begin, 1);
+  EXPECT_EQ(b[1]->unit_end, 3);
+  EXPECT_EQ(b[1]->elems, 49984);
+  EXPECT_EQ(b[1]->persistent_elems, 0);
+  EXPECT_EQ(b[1]->collectives, 1);
+  ASSERT_EQ(prog.grad_buckets.size(), 4u);  // head, block 1, block 0, embedding
+  EXPECT_EQ(prog.grad_buckets[1].elems, 49984);
+  // Full recompute, 1F1B on one stage: forward gathers each block once, recompute and backward
+  // share one gather (resharded after use unless used again at once): 2 per block and
+  // micro-batch. The head's forward and backward are neighbours: 1 per micro-batch. The
+  // embedding is gathered for its forward and again for its backward, which the next
+  // micro-batch's forward follows at once: 1 + m in all. Total m·(2·2 + 1) + 1 + m.
+  const int64_t m = 3;
+  Program ac = lower_json(gpt(2, false), {{"dp", 2}, {"micro_batches", m}, {"recompute", "full"}, {"zero", zero3(1, 0)}}, "fsdp");
+  check(ac);
+  int64_t gathers = 0;
+  for (const Instr& in : ac.roles[0].instrs) gathers += in.op == Op::kGatherParams;
+  EXPECT_EQ(gathers, m * (2 * 2 + 1) + 1 + m);
+}
+
+// Index of the first instruction of `op` covering unit `unit`.
+std::size_t first_at(const RoleProgram& r, Op op, int32_t unit) {
+  for (std::size_t i = 0; i < r.instrs.size(); ++i) {
+    if (r.instrs[i].op == op && r.instrs[i].unit_begin <= unit && unit < r.instrs[i].unit_end) return i;
+  }
+  return r.instrs.size();
+}
+
+TEST(Framework, DeepSpeedLookAheadPrefetchesWhileLiveIsBelowMaxLive) {
+  // Untied, prefetch_bucket 1: buckets are units (embedding 9216 gathered elements, attention
+  // 16384, MLP 32768, head 8192). Before the embedding's forward, 9216 elements are live.
+  // DeepSpeed's budget min(max_live − live, prefetch_bucket) is checked before adding a whole
+  // parameter: with max_live 17000 it is positive (17000 − 9216), so attention block 0 is
+  // prefetched although 9216 + 16384 = 25600 exceeds max_live; with max_live 9216 it is 0 and
+  // the attention bucket is gathered only when its own forward comes.
+  auto lowered = [](int64_t max_live) {
+    return lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 1000, {{"max_live_parameters", max_live},
+                                                                          {"max_reuse_distance", 0}})}});
+  };
+  for (int64_t max_live : {17000, 9216}) {
+    SCOPED_TRACE("max_live " + std::to_string(max_live));
+    Program prog = lowered(max_live);
+    check(prog);
+    const RoleProgram& r = prog.roles[0];
+    const std::size_t gather_attn = first_at(r, Op::kGatherParams, 1), forward_emb = first_at(r, Op::kForward, 0);
+    ASSERT_LT(gather_attn, r.instrs.size());
+    if (max_live == 17000) {
+      EXPECT_LT(gather_attn, forward_emb);  // prefetched ahead of the embedding's forward
+    } else {
+      EXPECT_GT(gather_attn, forward_emb);  // gathered on demand
+    }
+  }
+  // With 17000: the MLP (32768) is prefetched behind attention (16384 live < 17000), but not the
+  // next attention behind the MLP (16384 + 32768 live); so block 1's attention is gathered
+  // after block 0's MLP forward is issued.
+  Program prog = lowered(17000);
+  const RoleProgram& r = prog.roles[0];
+  EXPECT_LT(first_at(r, Op::kGatherParams, 2), first_at(r, Op::kForward, 1));
+  EXPECT_GT(first_at(r, Op::kGatherParams, 3), first_at(r, Op::kForward, 2));
+}
+
+TEST(Framework, DeepSpeed05GathersOnlyAfterEveryEarlierComputeAndNeverAhead) {
+  // torch.cuda.synchronize() in every fetch: each gather depends on the compute instruction
+  // issued just before it, and none is prefetched (it comes after the previous compute in the
+  // instruction order, never before).
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"micro_batches", 2}, {"zero", zero3(1, 0)}}, "deepspeed-0.5");
+  check(prog);
+  const RoleProgram& r = prog.roles[0];
+  int32_t last_compute = -1, gathers = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(r.instrs.size()); ++i) {
+    const Instr& in = r.instrs[i];
+    if (is_compute(in.op)) last_compute = i;
+    if (in.op != Op::kGatherParams) continue;
+    ++gathers;
+    const auto deps = r.deps_of(in);
+    if (last_compute >= 0) {
+      EXPECT_NE(std::find(deps.begin(), deps.end(), last_compute), deps.end()) << "gather " << i;
+    }
+    // the compute that uses it is the next compute instruction
+    int32_t next = i + 1;
+    while (next < static_cast<int32_t>(r.instrs.size()) && !is_compute(r.instrs[next].op)) ++next;
+    ASSERT_LT(next, static_cast<int32_t>(r.instrs.size()));
+    EXPECT_TRUE(r.instrs[next].unit_begin <= in.unit_begin && in.unit_begin < r.instrs[next].unit_end) << "gather " << i;
+  }
+  // max_reuse_distance 1e9 (the default) spans this small model's whole step: each of the 6
+  // unit buckets is gathered once
+  EXPECT_EQ(gathers, 6);
+}
+
+TEST(Framework, ReduceDtypeSetsTheGradientCollectivesBytes) {
+  // fsdp with reduce_dtype fp32 over bf16 training: reduce-scatters move 4 bytes per element.
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 0)}}, {{"name", "fsdp"}, {"reduce_dtype", "fp32"}});
+  int64_t seen = 0;
+  for (const Instr& in : prog.roles[0].instrs) {
+    if (in.op != Op::kReduceScatterGrads) continue;
+    EXPECT_EQ(in.bytes, in.elems * 4);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 4);  // head, block 1, block 0, embedding
+  Program plain = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 0)}}, "fsdp");
+  for (const Instr& in : plain.roles[0].instrs) {
+    if (in.op == Op::kReduceScatterGrads) EXPECT_EQ(in.bytes, in.elems * 2);
+  }
+}
+
+TEST(Framework, TrainingFileNamesTheFrameworkAndBadValuesAreRefused) {
+  spec::Training t = test::training(8, {{"name", "fsdp"}, {"reduce_dtype", "fp32"}});
+  EXPECT_EQ(t.framework, spec::Framework::kFsdp);
+  EXPECT_EQ(t.reduce_bytes(), 4);
+  EXPECT_EQ(spec::to_json(t)["framework"]["reduce_dtype"], "fp32");
+  EXPECT_EQ(test::training(8).framework, spec::Framework::kDeepSpeed);
+  try {
+    test::training(8, "fdsp");
+    FAIL() << "accepted an unknown framework";
+  } catch (const spec::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("training.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/framework"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(test::training(8, {{"name", "fsdp"}, {"reduce_type", "fp32"}}), spec::SpecError);
+  EXPECT_THROW(test::training(8, 3), spec::SpecError);
+  // Megatron-LM shards optimizer state at most (ZeRO-1)
+  try {
+    lower_json(gpt(2), {{"dp", 2}, {"zero", {{"stage", 3}}}}, "megatron");
+    FAIL() << "accepted ZeRO-3 under megatron";
+  } catch (const spec::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("zero/stage"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(lower_json(gpt(2), {{"dp", 2}, {"zero", {{"stage", 1}}}}, "megatron"));
+}
+
+}  // namespace
+}  // namespace stagecraft::program
