@@ -114,6 +114,9 @@ int run_demo(const DemoArgs& a) {
   std::printf("Top plans (fastest first, all fit in memory):\n%s\n", planner::format_table(r.top).c_str());
   std::printf("Best plan: %s\n", r.top.front().key.c_str());
   for (const std::string& line : planner::explain(r).lines()) std::printf("%s\n", line.c_str());
+  const std::vector<std::string> uncertainty = planner::error_bar_lines(r.top, planner::top_error_bars(space, r.top, 5));
+  if (!uncertainty.empty()) std::printf("\n");
+  for (const std::string& line : uncertainty) std::printf("%s\n", line.c_str());
   std::printf("\n%s\n", planner::compare_with_baseline(r, baseline).c_str());
   const std::filesystem::path dir = a.out;
   write_outputs(dir, space, r, baseline);

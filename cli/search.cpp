@@ -36,6 +36,7 @@ extern "C" void on_sigint(int) {
 struct SearchArgs {
   std::string model, cluster, training, db, deepspeed;
   int64_t nodes = 0, gpus = 0, top = 10;
+  bool no_error_bars = false;
   int threads = 0;
   bool json = false, resume = false, no_progress = false;
   double pareto_window = 0.1;
@@ -130,7 +131,8 @@ int default_threads() {
   return threads;
 }
 
-void print_answer(const planner::SearchResult& r, const planner::Space& space, const std::optional<planner::Baseline>& b) {
+void print_answer(const planner::SearchResult& r, const planner::Space& space, const std::optional<planner::Baseline>& b,
+                  const std::vector<planner::RowErrorBars>& bars) {
   std::printf("Search: %s on %lld GPUs of %s, global batch %lld\n%s\n\n", space.model().name.c_str(),
               static_cast<long long>(space.gpus()), space.cluster().name.c_str(),
               static_cast<long long>(space.training().global_batch), planner::format_counts(r).c_str());
@@ -139,6 +141,9 @@ void print_answer(const planner::SearchResult& r, const planner::Space& space, c
   std::printf("Pareto front, step time vs peak memory:\n%s\n", planner::format_table(r.pareto).c_str());
   std::printf("Best plan: %s\n", r.top.front().key.c_str());
   for (const std::string& line : planner::explain(r).lines()) std::printf("%s\n", line.c_str());
+  const std::vector<std::string> uncertainty = planner::error_bar_lines(r.top, bars);
+  if (!uncertainty.empty()) std::printf("\n");
+  for (const std::string& line : uncertainty) std::printf("%s\n", line.c_str());
   if (b) std::printf("\n%s\n", planner::compare_with_baseline(r, *b).c_str());
 }
 
@@ -191,10 +196,19 @@ int run_search(const SearchArgs& a) {
   if (!root) return r.top.empty() ? kImpossible : kOk;
   for (const std::string& w : r.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
   if (r.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far\n";
+  const std::vector<planner::RowErrorBars> bars =
+      a.no_error_bars ? std::vector<planner::RowErrorBars>{} : planner::top_error_bars(space, r.top, 5);
   if (a.json) {
-    std::cout << planner::to_json(r, baseline).dump(2) << "\n";
+    nlohmann::json j = planner::to_json(r, baseline);
+    for (const planner::RowErrorBars& b : bars) {
+      if (b.bars.empty() || b.index >= j["plans"].size()) continue;
+      nlohmann::json& plan = j["plans"][b.index];
+      plan["uncertainty"] = sim::to_json(b.bars);
+      if (b.row > 1) plan["uncertainty"]["distinguishable_from_best"] = sim::distinguishable(bars.front().bars, b.bars);
+    }
+    std::cout << j.dump(2) << "\n";
   } else {
-    print_answer(r, space, baseline);
+    print_answer(r, space, baseline, bars);
   }
   if (r.top.empty()) {
     std::cerr << "stagecraft: no plan: " << r.reason << "\n";
@@ -226,6 +240,8 @@ Subcommand add_search(CLI::App& root) {
   app->add_option("--gpus", a->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
       ->check(CLI::PositiveNumber);
   app->add_option("--top", a->top, "how many plans to report (default 10)")->check(CLI::PositiveNumber);
+  app->add_flag("--no-error-bars", a->no_error_bars,
+                "skip the step-time ranges of the top 5 plans from the cluster profile's parameter uncertainties");
   app->add_option("--db", a->db, "record the search and every simulated plan in this SQLite file");
   app->add_flag("--resume", a->resume, "with --db: continue the latest search with the same inputs, reusing its plans");
   app->add_option("--deepspeed", a->deepspeed, "a DeepSpeed ds_config.json to compare the best plan with");

@@ -13,6 +13,7 @@
 #include "planner/deepspeed.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
+#include "sim/uncertainty.hpp"
 
 namespace stagecraft::cli {
 
@@ -24,6 +25,7 @@ struct SimulateArgs {
   int64_t gpus = 0;
   bool full = false;
   bool json = false;
+  bool no_error_bars = false;
 };
 
 int run_simulate(const SimulateArgs& a) {
@@ -64,10 +66,14 @@ int run_simulate(const SimulateArgs& a) {
   options.record_trace = !a.trace.empty();
   const sim::SimResult r = sim::simulate(prog, c, options);
   if (!a.trace.empty()) trace::write_trace(r.trace, a.trace);
+  const sim::ErrorBars bars = a.no_error_bars ? sim::ErrorBars{} : sim::error_bars(prog, c, options, r.metrics);
   if (a.json) {
-    std::cout << sim::to_json(r.metrics, prog.plan).dump(2) << "\n";
+    nlohmann::json j = sim::to_json(r.metrics, prog.plan);
+    if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);
+    std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sim::report_text(r.metrics, prog.plan, prog.placement.world(), c.name);
+    if (!bars.empty()) std::cout << "  uncertainty     " << sim::error_bars_text(bars) << "\n";
   }
   return r.metrics.fits ? kOk : kImpossible;
 }
@@ -91,6 +97,9 @@ Subcommand add_simulate(CLI::App& root) {
   app->add_flag("--full", args->full, "simulate every rank instead of one data-parallel replica");
   app->add_option("--trace", args->trace, "write the simulated trace (Chrome trace JSON, opens in Perfetto)");
   app->add_flag("--json", args->json, "print one JSON document");
+  app->add_flag("--no-error-bars", args->no_error_bars,
+                "skip the step-time range from the cluster profile's parameter uncertainties (two more "
+                "simulations per uncertain parameter)");
   return {app, [args]() { return run_simulate(*args); }};
 }
 

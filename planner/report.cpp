@@ -34,19 +34,29 @@ std::string pad(std::string s, std::size_t n) {
 
 }  // namespace
 
+std::vector<std::size_t> table_rows(const std::vector<Evaluated>& plans) {
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const Evaluated& e = plans[i];
+    if (!rows.empty()) {
+      const Evaluated& head = plans[rows.back()];
+      if (head.metrics.step_time_s == e.metrics.step_time_s && without_buckets(head.key) == without_buckets(e.key)) continue;
+    }
+    rows.push_back(i);
+  }
+  return rows;
+}
+
 std::string format_table(const std::vector<Evaluated>& plans) {
   struct Row {
     const Evaluated* e;
     int variants;
   };
   std::vector<Row> rows;
-  for (const Evaluated& e : plans) {
-    if (!rows.empty() && rows.back().e->metrics.step_time_s == e.metrics.step_time_s &&
-        without_buckets(rows.back().e->key) == without_buckets(e.key)) {
-      ++rows.back().variants;
-      continue;
-    }
-    rows.push_back({&e, 0});
+  const std::vector<std::size_t> heads = table_rows(plans);
+  for (std::size_t r = 0; r < heads.size(); ++r) {
+    const std::size_t end = r + 1 < heads.size() ? heads[r + 1] : plans.size();
+    rows.push_back({&plans[heads[r]], static_cast<int>(end - heads[r] - 1)});
   }
   std::size_t width = 4;
   for (const Row& r : rows) width = std::max(width, r.e->key.size() + (r.variants ? 22 : 0));

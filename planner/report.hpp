@@ -29,6 +29,8 @@ struct Baseline {
 // capacity. Plans that differ only in bucket sizes and simulate to the same step time share a
 // row ("+N bucket variants").
 std::string format_table(const std::vector<Evaluated>& plans);
+// The index in `plans` of each row's plan (its first), in row order.
+std::vector<std::size_t> table_rows(const std::vector<Evaluated>& plans);
 // What the search did: candidates, pruned by each rule, simulated, time.
 std::string format_counts(const SearchResult& r);
 // "The best plan is 23.4% faster than <baseline> (x s → y s)."

@@ -14,6 +14,7 @@
 #include "core/program/partition.hpp"
 #include "core/program/units.hpp"
 #include "core/text/format.hpp"
+#include "planner/report.hpp"
 #include "planner/pool.hpp"
 #include "planner/prune.hpp"
 #include "planner/store.hpp"
@@ -548,6 +549,51 @@ std::vector<std::pair<std::string, std::string>> axis_values(const Candidate& c)
 Metrics simulate_plan(const Space& space, const spec::Plan& plan) {
   const program::Program prog = program::lower(space.model(), space.training(), plan);
   return sim::simulate(prog, space.cluster()).metrics;
+}
+
+std::vector<RowErrorBars> top_error_bars(const Space& space, const std::vector<Evaluated>& top, std::size_t n) {
+  std::vector<RowErrorBars> out;
+  const std::vector<std::size_t> rows = table_rows(top);
+  for (std::size_t r = 0; r < std::min(n, rows.size()); ++r) {
+    const Evaluated& e = top[rows[r]];
+    const program::Program prog = program::lower(space.model(), space.training(), e.plan);
+    out.push_back({rows[r], static_cast<int>(r + 1), sim::error_bars(prog, space.cluster(), sim::SimOptions{}, e.metrics)});
+  }
+  return out;
+}
+
+std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, const std::vector<RowErrorBars>& bars) {
+  std::vector<std::string> lines;
+  if (bars.empty() || bars.front().bars.empty()) return lines;
+  const sim::ErrorBars& best = bars.front().bars;
+  lines.push_back("Uncertainty (the cluster profile's parameter uncertainties, docs/simulator.md): best plan " +
+                  text::fmt("%.4g s, ", best.step_time_s) + sim::error_bars_text(best) + ".");
+  std::vector<std::string> close;
+  std::size_t nearest = 0;  // the distinguishable row with the smallest lead
+  for (std::size_t i = 1; i < bars.size(); ++i) {
+    const double gap = bars[i].bars.step_time_s - best.step_time_s;
+    const double sigma = sim::difference_sigma(best, bars[i].bars);
+    if (sim::distinguishable(best, bars[i].bars)) {
+      if (nearest == 0 || gap < bars[nearest].bars.step_time_s - best.step_time_s) nearest = i;
+      continue;
+    }
+    std::string what = text::fmt("#%.0f ", bars[i].row);
+    what += top[bars[i].index].key;
+    what += text::fmt(" (+%.3g s", gap) + text::fmt(", 2σ of the difference %.3g s)", 2 * sigma);
+    close.push_back(what);
+  }
+  if (close.empty() && nearest > 0) {
+    const double lead = bars[nearest].bars.step_time_s - best.step_time_s;
+    lines.push_back(text::fmt("Its lead over the next %.0f rows exceeds 2σ of each difference (the profile's errors move ",
+                              static_cast<double>(bars.size() - 1)) +
+                    text::fmt("similar plans together); the smallest lead is #%.0f's ", bars[nearest].row) +
+                    text::fmt("%.3g s", lead) + text::fmt(" (%.2g%%).", 100 * lead / best.step_time_s));
+  } else if (!close.empty()) {
+    lines.push_back("Not distinguishable from the best within 2σ of their difference:");
+    for (const std::string& c : close) lines.push_back("  " + c);
+  }
+  lines.push_back("These ranges cover the profile's parameters only, not the simulator's own model error (docs/validation.md).");
+  return lines;
 }
 
 SearchResult search(const Space& space, const SearchOptions& options) {

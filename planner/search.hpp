@@ -31,6 +31,7 @@
 
 #include "planner/result.hpp"
 #include "planner/shard.hpp"
+#include "sim/uncertainty.hpp"
 #include "planner/space.hpp"
 
 namespace stagecraft::planner {
@@ -92,5 +93,18 @@ SearchResult search(const Space& space, const SearchOptions& options);
 
 // Lowers and simulates one plan on the space's model, training and cluster.
 Metrics simulate_plan(const Space& space, const spec::Plan& plan);
+
+// Error bars (sim/uncertainty.hpp) of the plans heading the first `n` rows of the top table
+// (planner/report.hpp table_rows: bucket variants of one step time share a row), from the cluster
+// profile's parameter uncertainties; empty bars when the profile carries none. Whether the best
+// plan is distinguishable from another is sim::distinguishable(rows[0].bars, rows[i].bars).
+struct RowErrorBars {
+  std::size_t index = 0;   // into `top`
+  int row = 0;             // 1-based, as the table numbers it
+  sim::ErrorBars bars;
+};
+std::vector<RowErrorBars> top_error_bars(const Space& space, const std::vector<Evaluated>& top, std::size_t n);
+// The best plan's range, and which of the next rows it cannot be told apart from.
+std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, const std::vector<RowErrorBars>& bars);
 
 }  // namespace stagecraft::planner

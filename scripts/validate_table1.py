@@ -60,7 +60,7 @@ def simulate(exe, workdir, model, plan, batch, gpus):
         with open(paths[name], "w") as f:
             json.dump(doc, f)
     out = subprocess.run([exe, "simulate", "--model", paths["model"], "--cluster", CLUSTER, "--training",
-                          paths["training"], "--plan", paths["plan"], "--nodes", str(gpus // 8), "--json"],
+                          paths["training"], "--plan", paths["plan"], "--nodes", str(gpus // 8), "--json", "--no-error-bars"],
                          capture_output=True, text=True)
     if out.returncode not in (0, 1):
         raise RuntimeError(f"stagecraft simulate failed ({out.returncode}): {out.stderr.strip()}")

@@ -659,6 +659,8 @@ double model_seconds(const ComputeSample& sample, const spec::Gpu& gpu) {
   return P.time(0, profile_values(gpu), nullptr);
 }
 
+void record_uncertainty(Calibration& c);
+
 Calibration calibrate(const Samples& samples, const spec::Cluster& base) {
   Calibration c;
   c.base = base;
@@ -682,7 +684,29 @@ Calibration calibrate(const Samples& samples, const spec::Cluster& base) {
   }
   apply(c, comp, links, adam, pcie);
   write_sources(c);
+  record_uncertainty(c);
   return c;
+}
+
+// The fitted parameters' standard errors become the profile's uncertainties (spec::ParameterUncertainty),
+// so simulate and search give calibrated error bars; held parameters keep the base's.
+void record_uncertainty(Calibration& c) {
+  std::vector<spec::ParameterUncertainty> out;
+  for (const Parameter& p : c.parameters) {
+    if (!p.fitted || !std::isfinite(p.std_error) || !(p.value > 0)) continue;
+    const double relative = p.std_error / p.value;
+    if (!(relative > 0 && relative < 1) || !spec::is_uncertain_parameter(p.name, c.cluster.gpu)) continue;
+    char text[160];
+    std::snprintf(text, sizeof text, "stagecraft calibrate: standard error of the fit (%.0f samples)", p.support);
+    out.push_back({p.name, relative, text});
+  }
+  for (const spec::ParameterUncertainty& u : c.base.uncertainty) {
+    const bool fitted = std::any_of(out.begin(), out.end(), [&](const auto& o) {
+      return o.parameter == u.parameter || (u.parameter == "gpu.matmul_efficiency" && o.parameter.rfind("gpu.matmul_efficiency@", 0) == 0);
+    });
+    if (!fitted && spec::is_uncertain_parameter(u.parameter, c.cluster.gpu)) out.push_back(u);
+  }
+  c.cluster.uncertainty = std::move(out);
 }
 
 std::string report_path_for(const std::string& profile_path) {

@@ -197,6 +197,59 @@ GpuArch gpu_arch_of_name(const std::string& gpu_name) {
   return GpuArch::kAmpere;
 }
 
+namespace {
+
+std::string knot_name(double flops) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "gpu.matmul_efficiency@%.3g", flops);
+  return buf;
+}
+
+const char* const kUncertainParameters[] = {
+    "gpu.matmul_efficiency", "gpu.memory_Bps",      "gpu.activation_elems_per_s", "gpu.adam_params_per_s",
+    "intra_node.bandwidth_Bps", "intra_node.latency_ns", "inter_node.nic_bandwidth_Bps", "inter_node.latency_ns",
+    "host.pcie_Bps",         "host.adam_params_per_s"};
+
+std::vector<ParameterUncertainty> read_uncertainty(ObjectReader& parent, const Gpu& gpu) {
+  std::vector<ParameterUncertainty> out;
+  if (!parent.has("uncertainty")) return out;
+  const json& u = parent.raw("uncertainty");
+  if (!u.is_object()) parent.fail("uncertainty", "an object of {\"relative\": ..., \"source\": ...} by parameter name");
+  ObjectReader r = parent.object("uncertainty");
+  for (const auto& [name, value] : u.items()) {
+    if (!is_uncertain_parameter(name, gpu)) {
+      std::vector<std::string> names(std::begin(kUncertainParameters), std::end(kUncertainParameters));
+      for (const auto& [flops, e] : gpu.matmul_efficiency) names.push_back(knot_name(flops));
+      const auto near = did_you_mean(name, names);
+      r.fail(name, "a profile parameter (" + std::string(kUncertainParameters[0]) + ", ..., or a knot " +
+                       knot_name(gpu.matmul_efficiency.empty() ? 1e9 : gpu.matmul_efficiency.front().first) + ")" +
+                       (near ? "; did you mean \"" + *near + "\"?" : ""));
+    }
+    if (!value.is_object()) r.fail(name, "an object {\"relative\": ..., \"source\": ...}");
+    ObjectReader p = r.object(name);
+    ParameterUncertainty pu;
+    pu.parameter = name;
+    pu.relative = p.number("relative");
+    if (!(pu.relative > 0 && pu.relative < 1)) p.fail_value("relative", "a relative standard deviation in (0, 1)");
+    pu.source = p.string("source");
+    p.finish();
+    out.push_back(std::move(pu));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_uncertain_parameter(const std::string& name, const Gpu& gpu) {
+  for (const char* p : kUncertainParameters) {
+    if (name == p) return true;
+  }
+  for (const auto& [flops, e] : gpu.matmul_efficiency) {
+    if (name == knot_name(flops)) return true;
+  }
+  return false;
+}
+
 Cluster cluster_from_json(const json& j, const std::string& file) {
   ObjectReader r(j, file, "");
   Cluster c;
@@ -209,6 +262,7 @@ Cluster cluster_from_json(const json& j, const std::string& file) {
   c.inter_node = read_inter(r.object("inter_node"));
   c.host = read_host(r.object("host"));
   c.nccl = read_nccl(r, c.gpu.name);
+  c.uncertainty = read_uncertainty(r, c.gpu);
   c.source = r.string_or("source", "");
   r.finish();
   return c;
@@ -248,6 +302,11 @@ json to_json(const Cluster& c) {
   json j = {{"name", c.name},   {"nodes", c.nodes},          {"gpus_per_node", c.gpus_per_node},
             {"gpu", gpu},       {"intra_node", intra},       {"inter_node", inter},
             {"host", host},     {"nccl", nccl}};
+  if (!c.uncertainty.empty()) {
+    json u = json::object();
+    for (const ParameterUncertainty& p : c.uncertainty) u[p.parameter] = {{"relative", p.relative}, {"source", p.source}};
+    j["uncertainty"] = u;
+  }
   put_source(j, c.source);
   return j;
 }

@@ -75,6 +75,21 @@ struct Nccl {
   std::string source;
 };
 
+// The uncertainty of one profile parameter: a relative standard deviation (1σ) and where it comes
+// from (a sourced range read as ±2σ, or the standard error `stagecraft calibrate` fitted).
+// cluster.json "uncertainty": {"<parameter>": {"relative": 0.05, "source": "..."}}. Parameters are
+// calibrate's names: gpu.matmul_efficiency (every knot together) or gpu.matmul_efficiency@<FLOPs>
+// (one knot), gpu.memory_Bps, gpu.activation_elems_per_s, gpu.adam_params_per_s,
+// intra_node.bandwidth_Bps, intra_node.latency_ns, inter_node.nic_bandwidth_Bps,
+// inter_node.latency_ns, host.pcie_Bps, host.adam_params_per_s.
+struct ParameterUncertainty {
+  std::string parameter;
+  double relative = 0;   // σ / value, in (0, 1)
+  std::string source;
+};
+// Whether `name` is a parameter an uncertainty may name (knot names must match a knot of `gpu`).
+bool is_uncertain_parameter(const std::string& name, const Gpu& gpu);
+
 struct Cluster {
   std::string name;
   int64_t nodes = 0;
@@ -84,6 +99,7 @@ struct Cluster {
   InterNode inter_node;
   Host host;
   Nccl nccl;
+  std::vector<ParameterUncertainty> uncertainty;   // in file order
   std::string source;
   std::string file;
 

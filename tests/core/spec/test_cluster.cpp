@@ -69,6 +69,17 @@ TEST(Cluster, NcclSectionAsAVersionOrAnObject) {
   EXPECT_EQ(to_json(again), to_json(c));
 }
 
+TEST(Cluster, UncertaintyNamesProfileParametersAndRoundTrips) {
+  json j = small_cluster();
+  j["uncertainty"] = {{"inter_node.nic_bandwidth_Bps", {{"relative", 0.04}, {"source", "nccl-tests spread"}}},
+                      {"gpu.matmul_efficiency", {{"relative", 0.05}, {"source", "GEMM guide range"}}}};
+  const Cluster c = cluster_from_json(j, "c.json");
+  ASSERT_EQ(c.uncertainty.size(), 2u);
+  EXPECT_TRUE(is_uncertain_parameter("intra_node.bandwidth_Bps", c.gpu));
+  EXPECT_FALSE(is_uncertain_parameter("gpu.name", c.gpu));
+  EXPECT_EQ(to_json(cluster_from_json(to_json(c), "again.json")), to_json(c));
+}
+
 struct BadCluster {
   const char* what;
   json patch;
@@ -101,6 +112,12 @@ TEST(Cluster, RejectsBadInputs) {
       {"activation rate typo", {{"gpu", {{"activation_elem_per_s", 1e8}}}}, "/gpu/activation_elem_per_s",
        "did you mean \"activation_elems_per_s\""},
       {"negative adam rate", {{"gpu", {{"adam_params_per_s", -1}}}}, "/gpu/adam_params_per_s", "a positive number"},
+      {"uncertainty of no parameter", {{"uncertainty", {{"gpu.matmul_eficiency", {{"relative", 0.1}, {"source", "s"}}}}}},
+       "/uncertainty/gpu.matmul_eficiency", "did you mean \"gpu.matmul_efficiency\""},
+      {"uncertainty of 100%", {{"uncertainty", {{"host.pcie_Bps", {{"relative", 1.0}, {"source", "s"}}}}}},
+       "/uncertainty/host.pcie_Bps/relative", "in (0, 1)"},
+      {"uncertainty without a source", {{"uncertainty", {{"host.pcie_Bps", {{"relative", 0.1}}}}}},
+       "/uncertainty/host.pcie_Bps/source", ""},
   };
   for (const BadCluster& c : cases) {
     SCOPED_TRACE(c.what);

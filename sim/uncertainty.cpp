@@ -1,0 +1,177 @@
+#include "sim/uncertainty.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <system_error>
+#include <thread>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "core/text/format.hpp"
+
+namespace stagecraft::sim {
+
+namespace {
+
+int64_t scaled_ns(int64_t ns, double factor) { return std::llround(static_cast<double>(ns) * factor); }
+
+void scale_knots(spec::Gpu& gpu, double factor, const std::string& only) {
+  bool any = false;
+  for (auto& [flops, e] : gpu.matmul_efficiency) {
+    char name[64];
+    std::snprintf(name, sizeof name, "gpu.matmul_efficiency@%.3g", flops);
+    if (!only.empty() && only != name) continue;
+    e = std::min(1.0, e * factor);
+    any = true;
+  }
+  if (!any) throw std::invalid_argument("no matmul_efficiency knot named " + only);
+}
+
+}  // namespace
+
+spec::Cluster perturbed(const spec::Cluster& cluster, const std::string& parameter, double factor) {
+  spec::Cluster c = cluster;
+  if (parameter == "gpu.matmul_efficiency") {
+    scale_knots(c.gpu, factor, "");
+  } else if (parameter.rfind("gpu.matmul_efficiency@", 0) == 0) {
+    scale_knots(c.gpu, factor, parameter);
+  } else if (parameter == "gpu.memory_Bps") {
+    c.gpu.hbm_Bps *= factor;
+  } else if (parameter == "gpu.activation_elems_per_s") {
+    c.gpu.activation_elems_per_s *= factor;
+  } else if (parameter == "gpu.adam_params_per_s") {
+    c.gpu.adam_params_per_s *= factor;
+  } else if (parameter == "intra_node.bandwidth_Bps") {
+    c.intra_node.bandwidth_Bps *= factor;
+  } else if (parameter == "intra_node.latency_ns") {
+    c.intra_node.latency_ns = scaled_ns(c.intra_node.latency_ns, factor);
+  } else if (parameter == "inter_node.nic_bandwidth_Bps") {
+    c.inter_node.nic_bandwidth_Bps *= factor;
+  } else if (parameter == "inter_node.latency_ns") {
+    c.inter_node.latency_ns = scaled_ns(c.inter_node.latency_ns, factor);
+  } else if (parameter == "host.pcie_Bps") {
+    c.host.pcie_Bps *= factor;
+  } else if (parameter == "host.adam_params_per_s") {
+    c.host.adam_params_per_s *= factor;
+  } else {
+    throw std::invalid_argument("not an uncertain profile parameter: " + parameter);
+  }
+  return c;
+}
+
+ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options,
+                     const Metrics& central) {
+  ErrorBars e;
+  e.step_time_s = central.step_time_s;
+  e.mfu = e.mfu_low = e.mfu_high = central.mfu;
+  e.step_low_s = e.step_high_s = central.step_time_s;
+  if (cluster.uncertainty.empty() || !(central.step_time_s > 0)) return e;
+  SimOptions o = options;
+  o.record_trace = false;
+  o.step_time_only = true;
+  const double T = central.step_time_s;
+  // the 2k simulations are independent (simulate() is reentrant): spread them over the cores
+  const std::size_t k = cluster.uncertainty.size();
+  std::vector<double> step(2 * k, 0.0);
+  std::vector<std::exception_ptr> errors(2 * k);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < 2 * k; i = next++) {
+      const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
+      try {
+        const double factor = i % 2 == 0 ? 1 - u.relative : 1 + u.relative;
+        step[i] = simulate(prog, perturbed(cluster, u.parameter, factor), o).metrics.step_time_s;
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(2 * k, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads than asked: the calling thread does the rest
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  double var = 0, below = 0, above = 0;
+  for (std::size_t j = 0; j < k; ++j) {
+    const spec::ParameterUncertainty& u = cluster.uncertainty[j];
+    Sensitivity s;
+    s.parameter = u.parameter;
+    s.relative = u.relative;
+    s.source = u.source;
+    s.step_minus_s = step[2 * j];
+    s.step_plus_s = step[2 * j + 1];
+    var += s.half_spread_s() * s.half_spread_s();
+    below += std::pow(std::max(0.0, T - std::min(s.step_minus_s, s.step_plus_s)), 2);
+    above += std::pow(std::max(0.0, std::max(s.step_minus_s, s.step_plus_s) - T), 2);
+    e.terms.push_back(std::move(s));
+  }
+  std::stable_sort(e.terms.begin(), e.terms.end(), [](const Sensitivity& a, const Sensitivity& b) {
+    return std::abs(a.half_spread_s()) > std::abs(b.half_spread_s());
+  });
+  e.sigma_s = std::sqrt(var);
+  e.step_low_s = T - std::sqrt(below);
+  e.step_high_s = T + std::sqrt(above);
+  e.mfu_low = central.mfu * T / e.step_high_s;
+  e.mfu_high = e.step_low_s > 0 ? central.mfu * T / e.step_low_s : central.mfu;
+  return e;
+}
+
+double difference_sigma(const ErrorBars& a, const ErrorBars& b) {
+  double var = 0;
+  for (const Sensitivity& s : a.terms) {
+    double other = 0;
+    for (const Sensitivity& t : b.terms) {
+      if (t.parameter == s.parameter) other = t.half_spread_s();
+    }
+    const double d = s.half_spread_s() - other;
+    var += d * d;
+  }
+  for (const Sensitivity& t : b.terms) {  // parameters only b responds to
+    const bool shared = std::any_of(a.terms.begin(), a.terms.end(), [&](const Sensitivity& s) { return s.parameter == t.parameter; });
+    if (!shared) var += t.half_spread_s() * t.half_spread_s();
+  }
+  return std::sqrt(var);
+}
+
+bool distinguishable(const ErrorBars& a, const ErrorBars& b) {
+  return std::abs(a.step_time_s - b.step_time_s) > 2 * difference_sigma(a, b);
+}
+
+std::string error_bars_text(const ErrorBars& e) {
+  if (e.empty()) return "no parameter uncertainty in the cluster profile";
+  std::string s = text::fmt("1σ %.4g", e.step_low_s) + text::fmt(" .. %.4g s", e.step_high_s) +
+                  text::fmt(", MFU %.1f", 100 * e.mfu_low) + text::fmt(" .. %.1f%%", 100 * e.mfu_high);
+  const Sensitivity& top = e.terms.front();
+  s += "; largest: " + top.parameter + text::fmt(" (±%.0f%%)", 100 * top.relative) +
+       text::fmt(" ±%.3g s", std::abs(top.half_spread_s()));
+  return s;
+}
+
+nlohmann::json to_json(const ErrorBars& e) {
+  nlohmann::json terms = nlohmann::json::array();
+  for (const Sensitivity& s : e.terms) {
+    terms.push_back({{"parameter", s.parameter},
+                     {"relative", s.relative},
+                     {"step_time_minus_s", s.step_minus_s},
+                     {"step_time_plus_s", s.step_plus_s},
+                     {"source", s.source}});
+  }
+  return {{"method", "first-order propagation of independent 1-sigma parameter uncertainties, one-at-a-time central "
+                     "differences (docs/simulator.md)"},
+          {"step_time_s", {{"value", e.step_time_s}, {"sigma", e.sigma_s}, {"low", e.step_low_s}, {"high", e.step_high_s}}},
+          {"mfu", {{"value", e.mfu}, {"low", e.mfu_low}, {"high", e.mfu_high}}},
+          {"terms", terms}};
+}
+
+}  // namespace stagecraft::sim
