@@ -60,9 +60,9 @@ def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, nvlink
 
 
 A100_40GB = {"name": "A100-SXM4-40GB", "memory_bytes": 40 * 2**30, "hbm_Bps": 1555e9}
-# V100-SXM3-32GB (DGX-2): V100 datasheet, 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 32 GB. No bf16.
+# V100-SXM3-32GB (DGX-2): V100 datasheet, 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 32 GB, 80 SMs. No bf16.
 # The A100's GEMM-efficiency curve is kept: no sourced V100 curve is at hand (a known weakness).
-V100_32GB = {"name": "V100-SXM3-32GB", "memory_bytes": 32 * 2**30, "hbm_Bps": 900e9,
+V100_32GB = {"name": "V100-SXM3-32GB", "memory_bytes": 32 * 2**30, "hbm_Bps": 900e9, "sm_count": 80,
              "peak_flops": {"fp16": 125e12, "fp32": 15.7e12}}
 
 CLUSTERS = {

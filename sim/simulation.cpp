@@ -47,6 +47,11 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       compute_(prog.model, cluster, prog.training, prog.plan),
       costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog);
+  if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
+    const double f = static_cast<double>(std::min(cluster.nccl.channels, cluster.gpu.sm_count)) /
+                     static_cast<double>(cluster.gpu.sm_count);
+    sm_share_ = f < 1 ? f / (1 - f) : 0.0;
+  }
   net_.set_fast_paths(options.fast_paths);
   graphs_.resize(prog.roles.size());
   every_rank_ = options.full || !options.fast_paths;
@@ -129,6 +134,23 @@ bool Simulation::timed_alone(const Instr& in) const {
   return in.lane == Lane::kTp || in.op == Op::kGradNormAllReduce || options_.network != NetworkModel::kShared;
 }
 
+// A compute-lane instruction of `ns` starting at t, slowed where NCCL kernels of the rank's
+// data-parallel collectives hold SMs beside it (see simulation.hpp), plus the slowdown owed from
+// collectives that started during the previous one.
+int64_t Simulation::compute_ns(RankState& r, int64_t t, int64_t ns) {
+  if (sm_share_ <= 0) return ns;
+  double extra = static_cast<double>(r.sm_debt_ns);
+  r.sm_debt_ns = 0;
+  for (const auto& [begin, end] : r.dp_comm) {
+    const int64_t overlap = std::min(end, t + ns) - std::max(begin, t);
+    if (overlap > 0) extra += static_cast<double>(overlap) * sm_share_;
+  }
+  const int64_t total = ns + std::llround(extra);
+  r.compute_begin_ns = t;
+  r.compute_end_ns = t + total;
+  return total;
+}
+
 void Simulation::start(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[static_cast<std::size_t>(slot)];
   const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
@@ -141,12 +163,14 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
     case Op::kBackwardInput:
     case Op::kBackwardWeight:
     case Op::kRecompute:
-      schedule(t + to_ns(compute_.compute_s(in.op, in.unit_begin, in.unit_end)), slot, k);
+      schedule(t + compute_ns(r, t, to_ns(compute_.compute_s(in.op, in.unit_begin, in.unit_end))), slot, k);
       return;
     case Op::kOptimizerStep:
-      schedule(t + to_ns((in.flags & program::kFlagOnHost) ? compute_.optimizer_host_s(in.elems)
-                                                           : compute_.optimizer_gpu_s(in.elems)),
-               slot, k);
+      if (in.flags & program::kFlagOnHost) {
+        schedule(t + to_ns(compute_.optimizer_host_s(in.elems)), slot, k);
+      } else {
+        schedule(t + compute_ns(r, t, to_ns(compute_.optimizer_gpu_s(in.elems))), slot, k);
+      }
       return;
     case Op::kOffloadCopy: schedule(t + to_ns(compute_.offload_copy_s(in.bytes)), slot, k); return;
     case Op::kReleaseParams: finish(slot, k, t); return;  // takes no time: done at once
@@ -282,6 +306,15 @@ void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> m
   if (T == 0 || timed_alone(in)) {
     for (const auto& [slot, k] : members) schedule(t + T, slot, k);
     return;
+  }
+  if (sm_share_ > 0 && (in.lane == Lane::kDpGather || in.lane == Lane::kDpReduce)) {
+    for (const auto& [slot, k] : members) {
+      RankState& r = ranks_[static_cast<std::size_t>(slot)];
+      r.dp_comm[in.lane == Lane::kDpGather ? 0 : 1] = {t, t + T};
+      // beside the compute already running: owed to the next compute-lane instruction
+      const int64_t overlap = std::min(t + T, r.compute_end_ns) - std::max(t, r.compute_begin_ns);
+      if (overlap > 0) r.sm_debt_ns += std::llround(static_cast<double>(overlap) * sm_share_);
+    }
   }
   // One flow per simulated member towards its ring successor, capped to finish in T when alone.
   const CollectiveKind kind = *collective_kind(in.op);

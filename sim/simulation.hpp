@@ -11,7 +11,18 @@
 //   * collectives: start when every simulated member of the group has issued them, then take
 //     their collective-model time T (costs.hpp) or, for data-parallel ones on the shared network,
 //     the flows of models/collective_flows.hpp;
-//   * memory: memory_accounting.hpp's rules at each instruction's start and end.
+//   * memory: memory_accounting.hpp's rules at each instruction's start and end;
+//   * SMs shared with NCCL (shared network, GPU sm_count known): a data-parallel collective's
+//     kernel runs one CTA per channel (NCCL src/enqueue.cc: grid = {channelCount}; large buffers
+//     use every channel, the channel tuning only drops them below nChannels·nThreads·64 bytes), and
+//     a GEMM's CTA cannot share an SM with it, so compute beside it runs on SMs − C of the SMs:
+//     f = min(C, SMs)/SMs of its rate lost, C = nccl.channels. A compute-lane instruction that
+//     overlaps a gather or reduction for Δ takes Δ·f/(1 − f) longer; per data-parallel lane
+//     (gathers and reductions each add their own kernel). The overlap is taken with the
+//     collective's contention-free end; when the collective starts after the compute did, the
+//     extra time goes to the next compute-lane instruction. Off on the contention-free and free
+//     networks, whose fast paths complete instructions out of time order (and whose step time
+//     stays a lower bound). Tensor-parallel collectives run on the compute stream, not beside it.
 // An instruction starts at the latest end among its predecessors, so the order in which
 // finished instructions are processed does not matter: with the shared network they come off the
 // time-ordered event queue (flows make durations depend on what runs at the same time); with a
@@ -98,6 +109,11 @@ class Simulation {
     // one-replica mode their flows are not simulated, so each of its flows across nodes carries
     // that many copies' bytes at that many times the cap (1 when every rank runs).
     int64_t nic_copies = 1;
+    // SM sharing: the latest compute-lane interval, each data-parallel lane's latest collective
+    // (start, contention-free end), and the slowdown owed to the next compute-lane instruction.
+    int64_t compute_begin_ns = 0, compute_end_ns = 0;
+    std::array<std::pair<int64_t, int64_t>, 2> dp_comm{};   // [gather lane, reduce lane]
+    int64_t sm_debt_ns = 0;
   };
   struct Message {
     bool delivered = false;
@@ -119,6 +135,7 @@ class Simulation {
   };
 
   void add_rank(int64_t rank);
+  int64_t compute_ns(RankState& r, int64_t t, int64_t ns);   // ns with the SM-sharing slowdown
   void start(int32_t slot, int32_t k, int64_t t);
   void finish(int32_t slot, int32_t k, int64_t t);
   void account(RankState& r, const program::Instr& in, int32_t k, int64_t start_ns, int64_t t);
@@ -145,6 +162,7 @@ class Simulation {
   SimOptions options_;
   bool folding_ = true;
   bool eager_ = false;     // every duration known at start: complete in any order (a stack)
+  double sm_share_ = 0;    // f/(1 − f) of the SM-sharing slowdown, 0 when off
   bool usage_ = true;      // memory and busy intervals (off: the step time only)
   Topology topology_;
   FlowNetwork net_;

@@ -79,6 +79,7 @@ Gpu read_gpu(ObjectReader r) {
   }
   if (r.has("activation_elems_per_s")) g.activation_elems_per_s = positive_number(r, "activation_elems_per_s");
   if (r.has("adam_params_per_s")) g.adam_params_per_s = positive_number(r, "adam_params_per_s");
+  if (r.has("sm_count")) g.sm_count = positive_int(r, "sm_count");
   g.matmul_efficiency = read_efficiency(r);
   g.source = r.string_or("source", "");
   r.finish();
@@ -282,6 +283,7 @@ json to_json(const Cluster& c) {
               {"matmul_efficiency", efficiency_json(c.gpu.matmul_efficiency)}};
   if (c.gpu.activation_elems_per_s > 0) gpu["activation_elems_per_s"] = c.gpu.activation_elems_per_s;
   if (c.gpu.adam_params_per_s > 0) gpu["adam_params_per_s"] = c.gpu.adam_params_per_s;
+  if (c.gpu.sm_count > 0) gpu["sm_count"] = c.gpu.sm_count;
   put_source(gpu, c.gpu.source);
   json intra = {{"bandwidth_Bps", c.intra_node.bandwidth_Bps}, {"latency_ns", c.intra_node.latency_ns}};
   put_source(intra, c.intra_node.source);

@@ -29,6 +29,9 @@ struct Gpu {
   // Parameters per second the optimizer's update on the device (Adam's square root and division
   // per parameter) runs at when its arithmetic bounds it; optional, 0 = absent: only its bytes.
   double adam_params_per_s = 0;
+  // Streaming multiprocessors (datasheet); optional, 0 = unknown. The simulator takes the SMs
+  // NCCL's kernels occupy from concurrent compute (sim/simulation.hpp) only when it is known.
+  int64_t sm_count = 0;
   // (FLOPs of one GEMM, fraction of peak), FLOPs strictly increasing; piecewise log-linear.
   std::vector<std::pair<double, double>> matmul_efficiency;
   std::string source;

@@ -394,5 +394,49 @@ TEST(Simulator, SynchronousFetchesNeverOverlapCompute) {
   }
   EXPECT_GT(step["deepspeed-0.5"], step["deepspeed"]);
 }
+// NCCL's kernels hold C = nccl.channels of the GPU's SMs while a data-parallel collective runs
+// beside compute (sim/simulation.hpp): compute overlapping it for Δ takes Δ·f/(1 − f) longer,
+// f = C/SMs. ZeRO-2 with overlap_comm on 2 nodes, one gradient bucket per unit, micro-batch 1,
+// full recompute (a compute segment per block): backward runs head, [recompute, backward] of
+// block 1, the same of block 0, the embedding. The head's reduce-scatter runs beside block 1's
+// recompute; MLP 1's and attention 1's, one after the other, beside block 0's recompute and
+// backward; MLP 0's beside the embedding's short backward, for that backward's length; the rest
+// beside nothing. With f = 20/100 (f/(1 − f) = 0.25) the step grows by
+// 0.25·(T_head + T_mlp1 + T_attn1 + d_emb), each read from the run without SM sharing.
+TEST(Simulator, NcclKernelsBesideComputeSlowItByTheirShareOfTheSms) {
+  const spec::Model m = blocks_model(2);
+  spec::Cluster c = ideal_cluster(2, 1);
+  c.inter_node.nic_bandwidth_Bps = 50e9;
+  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e13;   // long computes: the collectives hide
+  c.nccl.channels = 20;
+  const program::Program prog = lower(
+      m, {{"dp", 2}, {"recompute", "full"}, {"zero", {{"stage", 2}, {"reduce_bucket", 1}, {"overlap_comm", true}}}});
+  SimOptions o;
+  o.record_trace = true;
+  const SimResult base = simulate(prog, c, o);
+  c.gpu.sm_count = 100;
+  const SimResult shared = simulate(prog, c, o);
+  std::map<int32_t, int64_t> rs;   // unit -> reduce-scatter duration
+  int64_t emb_backward = 0, recompute1 = 0, block0 = 0;
+  for (const trace::Event& e : base.trace.events) {
+    if (e.rank != 0) continue;
+    const program::Instr& in = prog.rank(0)[static_cast<std::size_t>(e.instr - prog.role_of(0).first_id)];
+    const int64_t d = e.end_ns - e.start_ns;
+    if (e.op == program::Op::kReduceScatterGrads) rs[in.unit_begin] = d;
+    if (e.op == program::Op::kBackward && in.unit_begin == 0) emb_backward = d;
+    if (e.op == program::Op::kRecompute && in.unit_begin == 3) recompute1 = d;
+    if ((e.op == program::Op::kRecompute || e.op == program::Op::kBackward) && in.unit_begin == 1) block0 += d;
+  }
+  ASSERT_EQ(rs.size(), 6u);
+  // the premises: what should hide does
+  ASSERT_LT(rs[5], recompute1);
+  ASSERT_LT(rs[4] + rs[3], block0);
+  ASSERT_LT(emb_backward, rs[2]);
+  const double extra_ns = 0.25 * static_cast<double>(rs[5] + rs[4] + rs[3] + emb_backward);
+  EXPECT_GT(extra_ns, 0);
+  EXPECT_NEAR((shared.metrics.step_time_s - base.metrics.step_time_s) * 1e9, extra_ns, 4.0);
+  // the contention-free network keeps no SM sharing: still a lower bound of the shared step
+  EXPECT_LE(contention_free_step_s(prog, c), shared.metrics.step_time_s);
+}
 }  // namespace
 }  // namespace stagecraft::sim
