@@ -12,6 +12,7 @@ UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_
   auto add = [&](int64_t t) {
     p.elems += t;
     ++p.tensors;
+    p.sizes.push_back(t);
     if (t < persistence_threshold) p.persistent += t;
     else p.gathered.push_back(t);
   };
@@ -27,6 +28,7 @@ BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfil
   r.per_block = framework.gather == spec::GatherUnit::kBlock;
   r.gather = framework.gather;
   r.per_tensor_reduce = framework.gather == spec::GatherUnit::kParameter;
+  r.ipg_flush = framework.framework == spec::Framework::kDeepSpeed;
   return r;
 }
 
@@ -35,23 +37,49 @@ int64_t persistence_threshold(const spec::ZeroConfig& zero, const spec::Framewor
   return zero.param_persistence_threshold;
 }
 
+namespace {
+
+// DeepSpeed's IPG flushes over `tensors` in backward order: one each time the next tensor would
+// overflow reduce_bucket, and one for the rest.
+int32_t ipg_flushes(const std::vector<int64_t>& tensors, int64_t reduce_bucket) {
+  int32_t n = 0;
+  int64_t open = 0;
+  for (int64_t t : tensors) {
+    if (open > 0 && open + t > reduce_bucket) {
+      ++n;
+      open = 0;
+    }
+    open += t;
+  }
+  return n + (open > 0 ? 1 : 0);
+}
+
+}  // namespace
+
 std::vector<Bucket> grad_buckets(const ChunkInfo& c, const std::vector<UnitParams>& params, const BucketRule& rule) {
   std::vector<Bucket> out;
   Bucket cur{c.stage, c.chunk, c.unit_end, c.unit_end, 0, 0, 0};
+  std::vector<int64_t> tensors;  // the open bucket's tensors, backward order
+  auto close = [&] {
+    if (rule.ipg_flush) cur.collectives = std::max(1, ipg_flushes(tensors, rule.reduce_bucket));
+    out.push_back(cur);
+    tensors.clear();
+  };
   int32_t block = 0;
   for (int32_t u = c.unit_end - 1; u >= c.unit_begin; --u) {
     const UnitParams& p = params[static_cast<std::size_t>(u)];
     const bool full = rule.per_block ? p.block != block : cur.elems + p.elems > rule.reduce_bucket;
     if (cur.elems > 0 && full) {
-      out.push_back(cur);
+      close();
       cur = Bucket{c.stage, c.chunk, u + 1, u + 1, 0, 0, 0};
     }
     cur.unit_begin = u;
     cur.elems += p.elems;
     cur.collectives = rule.per_tensor_reduce ? cur.collectives + p.tensors : 1;
+    tensors.insert(tensors.end(), p.sizes.rbegin(), p.sizes.rend());
     block = p.block;
   }
-  if (cur.unit_begin < cur.unit_end) out.push_back(cur);
+  if (cur.unit_begin < cur.unit_end) close();
   return out;  // backward order: out[0] holds the chunk's last units
 }
 

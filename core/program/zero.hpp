@@ -13,6 +13,10 @@
 //      deepspeed      the bucket's gathered tensors in forward order, a collective closing once it
 //                     holds prefetch_bucket elements or more (the coordinator adds whole parameters
 //                     while numel_prefetching < budget) — one per Linear once Linears exceed it;
+//                     Gradients: DeepSpeed's IPG bucket takes the bucket's tensors in backward order
+//                     and flushes (one reduce-scatter) when the next would overflow reduce_bucket
+//                     (stage3.py reduce_independent_p_g_buckets_and_remove_grads), so a unit whose
+//                     weights exceed reduce_bucket is reduced weight by weight;
 //      deepspeed-0.5  one per gathered tensor, and one reduce-scatter per gradient tensor;
 //      fsdp           one per bucket.
 #pragma once
@@ -35,6 +39,7 @@ struct UnitParams {
   int32_t tensors = 0;              // parameter tensors
   int32_t block = -1;               // transformer block, -1 embedding, -2 head
   std::vector<int64_t> gathered;    // elements of each tensor at or above the threshold, forward order
+  std::vector<int64_t> sizes;       // elements of every tensor, forward order
 };
 
 // How a framework cuts a stage's parameters and gradients into buckets.
@@ -44,6 +49,7 @@ struct BucketRule {
   bool per_block = false;                            // FSDP: one bucket per block
   spec::GatherUnit gather = spec::GatherUnit::kModule;
   bool per_tensor_reduce = false;                    // one reduce-scatter per gradient tensor
+  bool ipg_flush = false;                            // DeepSpeed: a bucket's tensors flushed by the IPG rule
 };
 BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework);
 // Elements below which a ZeRO-3 tensor stays whole on every rank (0 when nothing persists: FSDP

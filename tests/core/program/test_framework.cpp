@@ -55,6 +55,27 @@ TEST(Framework, DeepSpeedGathersOneCollectivePerLinearOnceLinearsFillThePrefetch
   EXPECT_EQ(p[2]->collectives, 1);
 }
 
+TEST(Framework, DeepSpeedFlushesItsGradientBucketWhenTheNextTensorWouldOverflowIt) {
+  // reduce_bucket 20000. Units pack while they fit: the head (8320) and MLP 1 (33216) apart, MLP 1
+  // alone, attention 1 (16768) alone (+ MLP 0 would overflow). Inside MLP 1, backward order:
+  // fc2 bias 64, fc2 16384 (16448), fc1 bias 256 (16704); fc1 16384 would overflow: flush 1;
+  // then 16384 + 64 + 64 = 16512, flush 2. Attention 1: 64 + 4096 + 192 + 12288 + 64 + 64 = 16768
+  // fits: one reduce-scatter.
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", {{"stage", 2}, {"reduce_bucket", 20000}}}}, "deepspeed");
+  check(prog);
+  ASSERT_GE(prog.grad_buckets.size(), 3u);
+  EXPECT_EQ(prog.grad_buckets[0].unit_begin, 5);   // head
+  EXPECT_EQ(prog.grad_buckets[1].unit_begin, 4);   // MLP 1
+  EXPECT_EQ(prog.grad_buckets[1].unit_end, 5);
+  EXPECT_EQ(prog.grad_buckets[1].collectives, 2);
+  EXPECT_EQ(prog.grad_buckets[2].unit_begin, 3);   // attention 1
+  EXPECT_EQ(prog.grad_buckets[2].unit_end, 4);
+  EXPECT_EQ(prog.grad_buckets[2].collectives, 1);
+  // FSDP and Megatron reduce a bucket in one collective
+  Program megatron = lower_json(gpt(2, false), {{"dp", 2}, {"zero", {{"stage", 1}, {"reduce_bucket", 20000}}}}, "megatron");
+  for (const Bucket& b : megatron.grad_buckets) EXPECT_EQ(b.collectives, 1);
+}
+
 TEST(Framework, DeepSpeed05GathersAndReducesEveryTensorOnItsOwn) {
   // threshold 0: nothing persists. Attention: norm1 w, b, qkv w, b, out w, b = 6 tensors.
   Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 0, {{"reduce_bucket", 1}})}}, "deepspeed-0.5");
@@ -181,7 +202,9 @@ TEST(Framework, ReduceDtypeSetsTheGradientCollectivesBytes) {
   EXPECT_EQ(seen, 4);  // head, block 1, block 0, embedding
   Program plain = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 0)}}, "fsdp");
   for (const Instr& in : plain.roles[0].instrs) {
-    if (in.op == Op::kReduceScatterGrads) EXPECT_EQ(in.bytes, in.elems * 2);
+    if (in.op == Op::kReduceScatterGrads) {
+      EXPECT_EQ(in.bytes, in.elems * 2);
+    }
   }
 }
 
