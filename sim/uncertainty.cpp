@@ -29,6 +29,24 @@ void scale_knots(spec::Gpu& gpu, double factor, const std::string& only) {
   if (!any) throw std::invalid_argument("no matmul_efficiency knot named " + only);
 }
 
+// Whether `parameter` can change this Program's step time at all (else its spread is 0 and no
+// simulation is needed): host rates only with optimizer offload, the activation and GPU-Adam
+// rates only where the profile sets them, the network only across nodes, NVLink only with two
+// GPUs on a node, latencies only for pipeline sends (collectives take NCCL's table).
+bool can_matter(const program::Program& prog, const spec::Cluster& c, const std::string& parameter) {
+  const int64_t world = prog.placement.world();
+  const bool nodes = world > c.gpus_per_node;
+  const bool sends = prog.plan.pp > 1;
+  if (parameter.rfind("host.", 0) == 0) return prog.plan.zero.offload_optimizer == spec::Offload::kCpu;
+  if (parameter == "gpu.activation_elems_per_s") return c.gpu.activation_elems_per_s > 0;
+  if (parameter == "gpu.adam_params_per_s") return c.gpu.adam_params_per_s > 0;
+  if (parameter == "inter_node.nic_bandwidth_Bps") return nodes;
+  if (parameter == "inter_node.latency_ns") return nodes && sends;
+  if (parameter == "intra_node.bandwidth_Bps") return world > 1 && c.gpus_per_node > 1;
+  if (parameter == "intra_node.latency_ns") return sends && c.gpus_per_node > 1;
+  return true;
+}
+
 }  // namespace
 
 spec::Cluster perturbed(const spec::Cluster& cluster, const std::string& parameter, double factor) {
@@ -77,8 +95,19 @@ ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster,
   std::vector<double> step(2 * k, 0.0);
   std::vector<std::exception_ptr> errors(2 * k);
   std::atomic<std::size_t> next{0};
+  std::vector<bool> matters(k);
+  for (std::size_t j = 0; j < k; ++j) matters[j] = can_matter(prog, cluster, cluster.uncertainty[j].parameter);
+  std::vector<std::size_t> todo;   // simulations to run: 2j (−σ) and 2j + 1 (+σ)
+  for (std::size_t i = 0; i < 2 * k; ++i) {
+    if (matters[i / 2]) {
+      todo.push_back(i);
+    } else {
+      step[i] = T;
+    }
+  }
   auto work = [&] {
-    for (std::size_t i = next++; i < 2 * k; i = next++) {
+    for (std::size_t n = next++; n < todo.size(); n = next++) {
+      const std::size_t i = todo[n];
       const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
       try {
         const double factor = i % 2 == 0 ? 1 - u.relative : 1 + u.relative;
@@ -88,7 +117,7 @@ ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster,
       }
     }
   };
-  const std::size_t threads = std::min<std::size_t>(2 * k, std::max(1u, std::thread::hardware_concurrency()));
+  const std::size_t threads = std::min<std::size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (std::size_t t = 1; t < threads; ++t) {
     try {
