@@ -103,6 +103,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   const sim::WorkModel work(prog.model, pc.training, prog.plan);
   const LinkModel links(sized_for(base, pl.world()), pl.world());
   const spec::FrameworkProfile framework = prog.training.framework_profile();
+  const bool measured = t.data.source == "measured";
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
   for (std::size_t i = 0; i < t.data.events.size(); ++i) {
     const trace::Event& e = t.data.events[i];
@@ -115,9 +116,13 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
       inst.op = in.op;
       inst.bytes = bytes;
       inst.gpus = members;
-      program::Instr sized = in;
-      sized.bytes = bytes;
-      inst.framework = sim::framework_work(prog, framework, sized, static_cast<int64_t>(members.size()));
+      // A measured trace comes from Stagecraft's executor, which performs each bucket as one
+      // collective without the framework's copies or host work; a simulated one has them.
+      if (!measured) {
+        program::Instr sized = in;
+        sized.bytes = bytes;
+        inst.framework = sim::framework_work(prog, framework, sized, static_cast<int64_t>(members.size()));
+      }
       note_member(inst, e, i);
       continue;
     }
