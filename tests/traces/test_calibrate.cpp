@@ -136,8 +136,8 @@ std::vector<Trace> synthesized(const spec::Cluster& truth, uint64_t seed) {
     t.dtype = spec::Dtype::kBf16;
     t.global_batch = p.micro_batch * p.micro_batches * p.dp;
     const test::Scenario s = test::lowered(m, t, p);
+    // simulated, so its collectives carry the framework's work as the simulator timed them
     trace::Trace tr = test::simulate(s, truth).trace;
-    tr.source = "measured";
     out.push_back(test::as_trace(with_noise(tr, rng), "synthetic-" + std::to_string(i++) + ".json"));
   }
   return out;
@@ -267,6 +267,25 @@ TEST(Calibrate, ExecutorStyleTracesGiveTheSameSamples) {
   const std::vector<double> got = seconds(b.links);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], twice[i], 1e-12);
   EXPECT_EQ(b.traces[0].training, "trace header");   // named by the trace, not guessed from its message sizes
+  // The simulated trace's ZeRO-2 reduce-scatters carry DeepSpeed's work: its IPG pieces and its
+  // copies (4·S bytes at the memory rate, in fixed); the executor performs the bucket as one
+  // collective without copies, so the measured trace's samples have neither, and fixed is larger
+  // by at least 4·S / memory rate (plus the extra pieces' latency).
+  const double memory_Bps = truth.gpu.hbm_Bps * truth.gpu.memory_efficiency;
+  int checked = 0;
+  for (const LinkSample& l : a.links) {
+    if (!l.collective || l.collective->kind != sim::CollectiveKind::kReduceScatter) continue;
+    EXPECT_DOUBLE_EQ(l.collective->copy_bytes, 4.0 * static_cast<double>(l.collective->bytes));
+    for (const LinkSample& m : b.links) {
+      if (!m.collective || m.collective->kind != l.collective->kind || m.collective->bytes != l.collective->bytes ||
+          m.collective->gpus != l.collective->gpus) continue;
+      EXPECT_EQ(m.collective->copy_bytes, 0.0);
+      EXPECT_EQ(m.collective->pieces, 1);
+      EXPECT_GE(l.features.fixed_s - m.features.fixed_s, l.collective->copy_bytes / memory_Bps - 1e-15);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
 }
 
 // A probe trace (2 ranks on one host) with exact model times: GEMMs, memory passes, intra-node
