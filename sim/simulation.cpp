@@ -163,7 +163,9 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
     case Op::kBackwardInput:
     case Op::kBackwardWeight:
     case Op::kRecompute:
-      schedule(t + compute_ns(r, t, to_ns(compute_.compute_s(in.op, in.unit_begin, in.unit_end))), slot, k);
+      schedule(t + compute_ns(r, t, to_ns(compute_.compute_s(in.op, in.unit_begin, in.unit_end) +
+                                          (in.bytes > 0 ? compute_.hbm_copy_s(in.bytes) : 0.0))),
+               slot, k);
       return;
     case Op::kOptimizerStep:
       if (in.flags & program::kFlagOnHost) {

@@ -239,6 +239,15 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     }
   }
   in.flops = per_token * static_cast<double>(cx_.tokens);
+  // DeepSpeed copies a coalesced gather out parameter by parameter when the compute waits for it:
+  // the first use after each gather moves 2 bytes per coalesced byte (Instr::bytes of a compute)
+  if (tracked && cx_.framework.coalesced_copy_passes > 0) {
+    for (int32_t b : {seg.tied_bucket, seg.param_bucket}) {
+      if (b < 0 || !tracker_->fresh(b)) continue;
+      in.bytes += static_cast<int64_t>(cx_.framework.coalesced_copy_passes *
+                                       static_cast<double>(prog_.param_buckets[b].coalesced_elems * prog_.param_bytes));
+    }
+  }
   const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_});
   blocking_send_ = -1;
   blocking_reduce_ = -1;

@@ -49,7 +49,8 @@ enum InstrFlags : uint8_t {
 
 struct Instr {
   double flops = 0;          // FLOPs performed on this rank (compute)
-  int64_t bytes = 0;         // bytes moved: p2p message, collective buffer S (nccl-tests), copy
+  int64_t bytes = 0;         // bytes moved: p2p message, collective buffer S (nccl-tests), copy; for a
+                             // compute, HBM bytes the framework copies before it (zero.hpp)
   int64_t elems = 0;         // elements: parameters covered (compute, optimizer), buffer elements (collectives)
   int32_t mb = -1;           // micro-batch
   int32_t unit_begin = -1;   // [unit_begin, unit_end): model units covered

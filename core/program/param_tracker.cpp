@@ -29,6 +29,7 @@ ParamTracker::ParamTracker(const Program& prog, const spec::FrameworkProfile& fr
   for (std::size_t i = 0; i < n; ++i) use_prefix_[i + 1] = use_prefix_[i] + elems(uses_[i]);
   gather_instr_.assign(buckets, -1);
   last_use_.assign(buckets, -1);
+  used_.assign(buckets, 0);
 }
 
 std::size_t ParamTracker::next_use_of(int32_t b, std::size_t from) const {
@@ -40,6 +41,7 @@ std::size_t ParamTracker::next_use_of(int32_t b, std::size_t from) const {
 
 void ParamTracker::gather(int32_t b) {
   gather_instr_[b] = emit_(Op::kGatherParams, b, -1);
+  used_[b] = 0;
   resident_.push_back(b);
   live_ += elems(b);
 }
@@ -103,6 +105,7 @@ void ParamTracker::after_use(int32_t instr) {
   const std::size_t i = cursor_++;
   const int32_t b = uses_[i];
   last_use_[b] = instr;
+  used_[b] = 1;
   const std::size_t next = next_same_[i];
   // the same pass goes on with it (or, resharding after use, the next use is this one's neighbour)
   if (next == i + 1 && (passes_[next] == passes_[i] || reshard_after_use_)) return;

@@ -41,6 +41,9 @@ class ParamTracker {
   void after_use(int32_t instr);
   // End of step: release whatever is still resident.
   void release_all();
+  // Whether `bucket` was gathered and no compute has used that gather yet (its first use waits
+  // for it).
+  bool fresh(int32_t bucket) const { return gather_instr_[bucket] >= 0 && !used_[bucket]; }
 
  private:
   int64_t elems(int32_t b) const { return prog_.param_buckets[static_cast<std::size_t>(b)].elems; }
@@ -61,6 +64,7 @@ class ParamTracker {
   std::size_t cursor_ = 0;        // next use to finish
   std::vector<int32_t> gather_instr_;    // per bucket: its latest Gather, -1 when not resident
   std::vector<int32_t> last_use_;        // per bucket: its latest compute use
+  std::vector<uint8_t> used_;            // per bucket: used since its latest gather
   std::vector<int32_t> resident_;        // buckets currently gathered
   int64_t live_ = 0;
 };

@@ -72,6 +72,7 @@ struct Bucket {
   int64_t elems = 0;             // elements moved per tp rank (gathered params / reduced grads)
   int64_t persistent_elems = 0;  // ZeRO-3: elements kept whole (below param_persistence_threshold)
   int32_t collectives = 1;       // collectives the framework issues for it (zero.hpp), 0 if nothing gathered
+  int64_t coalesced_elems = 0;   // ZeRO-3: elements gathered in collectives of two or more tensors (zero.hpp)
 };
 
 struct RoleProgram {

@@ -85,21 +85,32 @@ std::vector<Bucket> grad_buckets(const ChunkInfo& c, const std::vector<UnitParam
 
 namespace {
 
-// Collectives the framework issues to gather `tensors` (forward order).
-int32_t gather_collectives(const std::vector<int64_t>& tensors, const BucketRule& rule) {
-  if (tensors.empty()) return 0;
-  if (rule.gather == spec::GatherUnit::kBlock) return 1;
-  if (rule.gather == spec::GatherUnit::kParameter) return static_cast<int32_t>(tensors.size());
-  int32_t n = 0;
+// Collectives the framework issues to gather `tensors` (forward order), and the elements of
+// those holding two or more tensors (DeepSpeed's coalesced gathers).
+struct GatherSplit {
+  int32_t collectives = 0;
+  int64_t coalesced = 0;
+};
+GatherSplit gather_collectives(const std::vector<int64_t>& tensors, const BucketRule& rule) {
+  GatherSplit g;
+  if (tensors.empty()) return g;
+  if (rule.gather == spec::GatherUnit::kBlock) return {1, 0};
+  if (rule.gather == spec::GatherUnit::kParameter) return {static_cast<int32_t>(tensors.size()), 0};
   int64_t open = 0;  // elements in the collective being filled
+  int32_t count = 0; // its tensors
+  auto close = [&] {
+    ++g.collectives;
+    if (count > 1) g.coalesced += open;
+    open = 0;
+    count = 0;
+  };
   for (int64_t t : tensors) {
     open += t;
-    if (open >= rule.prefetch_bucket) {
-      ++n;
-      open = 0;
-    }
+    ++count;
+    if (open >= rule.prefetch_bucket) close();
   }
-  return n + (open > 0 ? 1 : 0);
+  if (open > 0) close();
+  return g;
 }
 
 }  // namespace
@@ -109,7 +120,9 @@ std::vector<Bucket> param_buckets(const ChunkInfo& c, const std::vector<UnitPara
   Bucket cur{c.stage, c.chunk, c.unit_begin, c.unit_begin, 0, 0, 0};
   std::vector<int64_t> tensors;  // gathered tensors of the open bucket
   auto close = [&] {
-    cur.collectives = gather_collectives(tensors, rule);
+    const GatherSplit g = gather_collectives(tensors, rule);
+    cur.collectives = g.collectives;
+    cur.coalesced_elems = g.coalesced;
     out.push_back(cur);
     tensors.clear();
   };

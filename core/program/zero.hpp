@@ -19,6 +19,10 @@
 //                     weights exceed reduce_bucket is reduced weight by weight;
 //      deepspeed-0.5  one per gathered tensor, and one reduce-scatter per gradient tensor;
 //      fsdp           one per bucket.
+//  * coalesced elements (Bucket::coalesced_elems): DeepSpeed gathers a lone parameter straight
+//    into its buffer, but a collective of several into one flat buffer that
+//    AllGatherCoalescedHandle.wait() copies out parameter by parameter (partition_parameters.py
+//    l.676-716) on the compute stream: the elements of collectives holding two or more tensors.
 #pragma once
 
 #include <cstdint>

@@ -27,6 +27,7 @@ FrameworkProfile framework_profile(Framework f) {
       p.gather = GatherUnit::kModule;
       p.prefetch = Prefetch::kLookAhead;
       p.reduce_copy_passes = 4;  // reduce_scatter_coalesced: torch.cat + div_, each reads and writes S
+      p.coalesced_copy_passes = 2;  // AllGatherCoalescedHandle.wait: one copy per parameter (read and write)
       p.source = "DeepSpeed v0.16 (framework.hpp: coordinator l.285/l.380-412/l.132, coalesced_collectives.py)";
       break;
     case Framework::kDeepSpeed05:

@@ -15,6 +15,11 @@
 //                    each whole parameter — so at least one module whenever live < max_live
 //                    (coordinator l.380–412); at most 2 queued fetch events (l.132), so the host stays
 //                    ahead of the GPU and gathers run back to back on their stream;
+//                  * a coalesced gather (several parameters in one flat buffer) is copied out
+//                    parameter by parameter when the compute waits for it
+//                    (AllGatherCoalescedHandle.wait, partition_parameters.py l.676–716): 2·S bytes
+//                    on the compute stream, S the coalesced bytes; a lone parameter is gathered in
+//                    place (allgather_fn, l.94);
 //                  * gradients reduce-scattered every micro-batch (ZeRO-2/3) in communication_data_type,
 //                    the model dtype by default (engine.py l.939–950), on a side stream with
 //                    overlap_comm; reduce_scatter_coalesced makes an interleaving torch.cat and a
@@ -92,6 +97,7 @@ struct FrameworkProfile {
   std::optional<Dtype> reduce_dtype;  // gradient collectives' dtype; nullopt: the training dtype
   double gather_copy_passes = 0;      // HBM bytes moved per gathered byte, beyond NCCL's own
   double reduce_copy_passes = 0;      // HBM bytes moved per reduced byte, beyond NCCL's own
+  double coalesced_copy_passes = 0;   // HBM bytes per byte of a coalesced gather, copied on the compute stream
   double host_s_per_rank = 0;         // exposed host work per collective and group member
   int max_zero_stage = 3;
   std::string source;                 // where the constants come from (the header above, by line)

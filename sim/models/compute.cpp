@@ -59,6 +59,10 @@ double ComputeModel::compute_s(Op op, int32_t begin, int32_t end) const {
   return prefix_[k][end] - prefix_[k][begin];
 }
 
+double ComputeModel::hbm_copy_s(int64_t bytes) const {
+  return static_cast<double>(bytes) / (cluster_.gpu.hbm_Bps * cluster_.gpu.memory_efficiency);
+}
+
 double ComputeModel::optimizer_gpu_s(int64_t elems) const { return work_seconds(work_.optimizer_gpu(elems), cluster_.gpu, peak_); }
 
 double ComputeModel::optimizer_host_s(int64_t elems) const {

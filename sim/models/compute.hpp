@@ -38,6 +38,8 @@ class ComputeModel {
   double optimizer_gpu_s(int64_t elems) const;
   double optimizer_host_s(int64_t elems) const;
   double offload_copy_s(int64_t bytes) const;
+  // A framework's copy of `bytes` in HBM (read and write counted in bytes): bytes / (hbm_Bps · memory_efficiency).
+  double hbm_copy_s(int64_t bytes) const;
   double peak_flops() const { return peak_; }
   // The amounts behind those durations (what calibration fits the rates on).
   const WorkModel& work() const { return work_; }

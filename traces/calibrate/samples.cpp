@@ -129,7 +129,10 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
     if (!(seconds > 0)) {
       ++sum.skipped;
     } else if (program::is_compute(in.op)) {
-      out.compute.push_back({work.compute(in.op, in.unit_begin, in.unit_end), peak, seconds, origin_of(t, i)});
+      sim::Work w = work.compute(in.op, in.unit_begin, in.unit_end);
+      // the framework's copy before it (a simulated trace's; the executor makes none)
+      if (!measured) w.memory_bytes += static_cast<double>(in.bytes);
+      out.compute.push_back({w, peak, seconds, origin_of(t, i)});
       ++sum.compute;
     } else if (in.op == Op::kOptimizerStep && (in.flags & program::kFlagOnHost)) {
       out.adam.push_back({static_cast<double>(in.elems), seconds, origin_of(t, i)});

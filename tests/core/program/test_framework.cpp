@@ -55,6 +55,36 @@ TEST(Framework, DeepSpeedGathersOneCollectivePerLinearOnceLinearsFillThePrefetch
   EXPECT_EQ(p[2]->collectives, 1);
 }
 
+TEST(Framework, DeepSpeedCopiesACoalescedGatherOutBeforeItsFirstUse) {
+  // prefetch_bucket 20000: attention's qkv 12288 and out 4096 go in one collective (16384 <
+  // 20000 when out is added): 16384 coalesced elements; MLP's fc1 16384 then fc2 (32768 >= 20000
+  // closes it): 32768 coalesced. The first compute after each gather copies them out: 2 bytes
+  // moved per coalesced byte, bf16: attention 2·16384·2 = 65536 bytes, MLP 131072, the
+  // embedding's wte 8192 + wpe 1024 in one collective 2·9216·2 = 36864, the head's lone lm head
+  // none. The default reuse distance keeps them for the backward, which copies nothing.
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(20000, 1000)}}, "deepspeed");
+  check(prog);
+  EXPECT_EQ(prog.param_buckets[1].coalesced_elems, 16384);
+  EXPECT_EQ(prog.param_buckets[2].coalesced_elems, 32768);
+  const RoleProgram& r = prog.roles[0];
+  for (const Instr& in : r.instrs) {
+    if (!is_compute(in.op)) continue;
+    const bool forward = in.op == Op::kForward;
+    const int32_t u = in.unit_begin;
+    const int64_t expected = !forward ? 0 : u == 0 ? 36864 : u == 1 || u == 3 ? 65536 : u == 2 || u == 4 ? 131072 : 0;
+    EXPECT_EQ(in.bytes, expected) << to_string(in.op) << " unit " << in.unit_begin;
+  }
+  // one tensor per collective (prefetch_bucket 1) or FSDP's flat parameter: no copy
+  for (const auto& [framework, prefetch] : {std::pair{"deepspeed", 1}, std::pair{"fsdp", 20000}}) {
+    Program lone = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(prefetch, 1000)}}, framework);
+    for (const Instr& in : lone.roles[0].instrs) {
+      if (is_compute(in.op)) {
+        EXPECT_EQ(in.bytes, 0) << framework;
+      }
+    }
+  }
+}
+
 TEST(Framework, DeepSpeedFlushesItsGradientBucketWhenTheNextTensorWouldOverflowIt) {
   // reduce_bucket 20000. Units pack while they fit: the head (8320) and MLP 1 (33216) apart, MLP 1
   // alone, attention 1 (16768) alone (+ MLP 0 would overflow). Inside MLP 1, backward order:
