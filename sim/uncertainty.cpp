@@ -97,17 +97,17 @@ ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster,
   std::atomic<std::size_t> next{0};
   std::vector<bool> matters(k);
   for (std::size_t j = 0; j < k; ++j) matters[j] = can_matter(prog, cluster, cluster.uncertainty[j].parameter);
-  std::vector<std::size_t> todo;   // simulations to run: 2j (−σ) and 2j + 1 (+σ)
+  std::vector<std::size_t> pending;   // simulations to run: 2j (−σ) and 2j + 1 (+σ)
   for (std::size_t i = 0; i < 2 * k; ++i) {
     if (matters[i / 2]) {
-      todo.push_back(i);
+      pending.push_back(i);
     } else {
       step[i] = T;
     }
   }
   auto work = [&] {
-    for (std::size_t n = next++; n < todo.size(); n = next++) {
-      const std::size_t i = todo[n];
+    for (std::size_t n = next++; n < pending.size(); n = next++) {
+      const std::size_t i = pending[n];
       const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
       try {
         const double factor = i % 2 == 0 ? 1 - u.relative : 1 + u.relative;
@@ -117,7 +117,7 @@ ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster,
       }
     }
   };
-  const std::size_t threads = std::min<std::size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+  const std::size_t threads = std::min<std::size_t>(pending.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (std::size_t t = 1; t < threads; ++t) {
     try {

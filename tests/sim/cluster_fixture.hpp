@@ -37,4 +37,21 @@ inline spec::Cluster make_cluster(const ClusterShape& s = {}) {
   return c;
 }
 
+// A GPU whose GEMMs all run at exactly peak (1e14 FLOP/s bf16) and whose memory-bound work is
+// free, so compute time is FLOPs / peak; one NIC per GPU.
+inline spec::Cluster ideal_cluster(int64_t nodes, int64_t gpus_per_node) {
+  ClusterShape shape;
+  shape.nodes = nodes;
+  shape.gpus_per_node = gpus_per_node;
+  shape.nics_per_node = gpus_per_node;
+  spec::Cluster c = make_cluster(shape);
+  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e14;
+  c.gpu.matmul_efficiency = {{1.0, 1.0}};
+  c.gpu.hbm_Bps = 1e30;
+  c.host.pcie_Bps = 25e9;
+  c.host.adam_params_per_s = 1e9;
+  c.host.memory_bytes = int64_t{1} << 40;
+  return c;
+}
+
 }  // namespace stagecraft::test

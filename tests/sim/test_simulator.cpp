@@ -19,20 +19,7 @@ namespace {
 
 // A GPU whose GEMMs all run at exactly peak and whose memory-bound work is free, so compute time
 // is FLOPs / peak and stages are equal when they hold equal blocks.
-spec::Cluster ideal_cluster(int64_t nodes, int64_t gpus_per_node) {
-  test::ClusterShape shape;
-  shape.nodes = nodes;
-  shape.gpus_per_node = gpus_per_node;
-  shape.nics_per_node = gpus_per_node;
-  spec::Cluster c = test::make_cluster(shape);
-  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e14;
-  c.gpu.matmul_efficiency = {{1.0, 1.0}};
-  c.gpu.hbm_Bps = 1e30;
-  c.host.pcie_Bps = 25e9;
-  c.host.adam_params_per_s = 1e9;
-  c.host.memory_bytes = int64_t{1} << 40;
-  return c;
-}
+using test::ideal_cluster;
 
 // Blocks dominate: vocabulary 2 makes the head's 2hV FLOPs per token 1/10^4 of a block's.
 spec::Model blocks_model(int64_t layers) {

@@ -13,17 +13,8 @@ namespace {
 // One GPU, GEMMs at 1e14 FLOP/s × 0.5 whatever their size, memory free: T = FLOPs / 5e13, so
 // T ∝ 1/e for the matmul efficiency e.
 spec::Cluster gemm_only(double sigma) {
-  test::ClusterShape shape;
-  shape.nodes = 1;
-  shape.gpus_per_node = 1;
-  shape.nics_per_node = 1;
-  spec::Cluster c = test::make_cluster(shape);
-  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e14;
+  spec::Cluster c = test::ideal_cluster(1, 1);
   c.gpu.matmul_efficiency = {{1.0, 0.5}};
-  c.gpu.hbm_Bps = 1e30;
-  c.host.pcie_Bps = 25e9;
-  c.host.adam_params_per_s = 1e9;
-  c.host.memory_bytes = int64_t{1} << 40;
   c.uncertainty = {{"gpu.matmul_efficiency", sigma, "test"}, {"inter_node.nic_bandwidth_Bps", sigma, "test"}};
   return c;
 }
