@@ -73,7 +73,7 @@ int run_simulate(const SimulateArgs& a) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sim::report_text(r.metrics, prog.plan, prog.placement.world(), c.name);
-    if (!bars.empty()) std::cout << "  uncertainty     " << sim::error_bars_text(bars) << "\n";
+    if (!bars.empty()) std::cout << "uncertainty " << sim::error_bars_text(bars) << "\n";
   }
   return r.metrics.fits ? kOk : kImpossible;
 }
