@@ -44,6 +44,7 @@ bool can_matter(const program::Program& prog, const spec::Cluster& c, const std:
   if (parameter == "inter_node.latency_ns") return nodes && sends;
   if (parameter == "intra_node.bandwidth_Bps") return world > 1 && c.gpus_per_node > 1;
   if (parameter == "intra_node.latency_ns") return sends && c.gpus_per_node > 1;
+  if (parameter == "nccl.latency") return world > 1;
   return true;
 }
 
@@ -73,6 +74,8 @@ spec::Cluster perturbed(const spec::Cluster& cluster, const std::string& paramet
     c.host.pcie_Bps *= factor;
   } else if (parameter == "host.adam_params_per_s") {
     c.host.adam_params_per_s *= factor;
+  } else if (parameter == "nccl.latency") {
+    c.nccl.latency_scale *= factor;
   } else {
     throw std::invalid_argument("not an uncertain profile parameter: " + parameter);
   }

@@ -15,7 +15,7 @@
 // S, σ_Δ = sqrt(Σ d_i²); the plans are distinguishable when |T − S| > 2·σ_Δ.
 // Perturbing a parameter: matmul efficiency scales every knot (or the named one), capped at 1;
 // gpu.memory_Bps scales hbm_Bps; rates and bandwidths scale; latencies scale and round to ns.
-// The NCCL tuning table's own constants are not perturbed.
+// nccl.latency scales every latency of the NCCL tuning table (spec::Nccl::latency_scale).
 #pragma once
 
 #include <string>

@@ -152,6 +152,7 @@ Nccl read_nccl(ObjectReader& parent, const std::string& gpu_name) {
     const std::string a = r.choice("gpu_arch", {"volta", "ampere", "hopper", "blackwell"});
     n.gpu_arch = a == "volta" ? GpuArch::kVolta : a == "ampere" ? GpuArch::kAmpere : a == "hopper" ? GpuArch::kHopper : GpuArch::kBlackwell;
   }
+  if (r.has("latency_scale")) n.latency_scale = positive_number(r, "latency_scale");
   n.source = r.string_or("source", "");
   r.finish();
   return n;
@@ -209,7 +210,7 @@ std::string knot_name(double flops) {
 const char* const kUncertainParameters[] = {
     "gpu.matmul_efficiency", "gpu.memory_Bps",      "gpu.activation_elems_per_s", "gpu.adam_params_per_s",
     "intra_node.bandwidth_Bps", "intra_node.latency_ns", "inter_node.nic_bandwidth_Bps", "inter_node.latency_ns",
-    "host.pcie_Bps",         "host.adam_params_per_s"};
+    "host.pcie_Bps",         "host.adam_params_per_s", "nccl.latency"};
 
 std::vector<ParameterUncertainty> read_uncertainty(ObjectReader& parent, const Gpu& gpu) {
   std::vector<ParameterUncertainty> out;
@@ -300,6 +301,7 @@ json to_json(const Cluster& c) {
                {"channels", c.nccl.channels},
                {"host_cpu", to_string(c.nccl.host_cpu)},
                {"gpu_arch", to_string(c.nccl.gpu_arch)}};
+  if (c.nccl.latency_scale != 1.0) nccl["latency_scale"] = c.nccl.latency_scale;
   put_source(nccl, c.nccl.source);
   json j = {{"name", c.name},   {"nodes", c.nodes},          {"gpus_per_node", c.gpus_per_node},
             {"gpu", gpu},       {"intra_node", intra},       {"inter_node", inter},

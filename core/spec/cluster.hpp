@@ -75,6 +75,9 @@ struct Nccl {
   int64_t channels = 16;             // rings (channels) NCCL builds: 2 per NIC on 8-NIC DGX nodes
   HostCpu host_cpu = HostCpu::kIntel;
   GpuArch gpu_arch = GpuArch::kAmpere;
+  // Scale on the tuning table's latencies, 1 as NCCL states them ("latency_scale", optional);
+  // the parameter an uncertainty on "nccl.latency" moves.
+  double latency_scale = 1.0;
   std::string source;
 };
 
@@ -84,7 +87,8 @@ struct Nccl {
 // calibrate's names: gpu.matmul_efficiency (every knot together) or gpu.matmul_efficiency@<FLOPs>
 // (one knot), gpu.memory_Bps, gpu.activation_elems_per_s, gpu.adam_params_per_s,
 // intra_node.bandwidth_Bps, intra_node.latency_ns, inter_node.nic_bandwidth_Bps,
-// inter_node.latency_ns, host.pcie_Bps, host.adam_params_per_s.
+// inter_node.latency_ns, host.pcie_Bps, host.adam_params_per_s, nccl.latency (the tuning table's
+// latencies, all together).
 struct ParameterUncertainty {
   std::string parameter;
   double relative = 0;   // σ / value, in (0, 1)

@@ -184,6 +184,9 @@ NcclModel::NcclModel(CollectiveKind kind, const NcclGroup& group, const spec::Nc
     const double lat = 8.0 + static_cast<double>(log2_floor(N)) * (inter / 3.5) + static_cast<double>(n) * 2.8;
     add(NcclAlgo::kPat, NcclProto::kSimple, lat, scaled(0.75, kInf), 1.0);
   }
+  // the profile's scale on the table's latencies (1: as NCCL states them; what "nccl.latency"
+  // uncertainty moves)
+  for (int i = 0; i < count_; ++i) candidates_[static_cast<std::size_t>(i)].lat_us *= nccl.latency_scale;
 }
 
 NcclChoice NcclModel::choose(int64_t bytes) const {

@@ -71,10 +71,13 @@ TEST(Cluster, NcclSectionAsAVersionOrAnObject) {
 
 TEST(Cluster, UncertaintyNamesProfileParametersAndRoundTrips) {
   json j = small_cluster();
+  j["nccl"] = {{"latency_scale", 1.25}};
   j["uncertainty"] = {{"inter_node.nic_bandwidth_Bps", {{"relative", 0.04}, {"source", "nccl-tests spread"}}},
+                      {"nccl.latency", {{"relative", 0.25}, {"source", "a model's spread"}}},
                       {"gpu.matmul_efficiency", {{"relative", 0.05}, {"source", "GEMM guide range"}}}};
   const Cluster c = cluster_from_json(j, "c.json");
-  ASSERT_EQ(c.uncertainty.size(), 2u);
+  ASSERT_EQ(c.uncertainty.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.nccl.latency_scale, 1.25);
   EXPECT_TRUE(is_uncertain_parameter("intra_node.bandwidth_Bps", c.gpu));
   EXPECT_FALSE(is_uncertain_parameter("gpu.name", c.gpu));
   EXPECT_EQ(to_json(cluster_from_json(to_json(c), "again.json")), to_json(c));

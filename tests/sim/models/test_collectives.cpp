@@ -127,6 +127,19 @@ TEST(Collectives, RingLatencyIsLinearInRanksAtFixedNodes) {
   }
 }
 
+TEST(Collectives, LatencyScaleMultipliesTheTablesLatency) {
+  // nccl.latency_scale 1.5 on the case above (n = 16 on N = 4): 1.5·(8.4 + 12·3.4 + 3·14.0) µs;
+  // the bandwidth term is untouched (at 4 GiB Simple still wins).
+  spec::Nccl scaled;
+  scaled.latency_scale = 1.5;
+  const NcclModel m(CollectiveKind::kAllGather, NcclGroup{16, 4, 100e9}, scaled);
+  const NcclModel plain(CollectiveKind::kAllGather, NcclGroup{16, 4, 100e9}, spec::Nccl{});
+  const NcclChoice c = m.choose(int64_t{4} << 30), p = plain.choose(int64_t{4} << 30);
+  ASSERT_EQ(c.proto, NcclProto::kSimple);
+  EXPECT_NEAR(c.latency_s * 1e6, 1.5 * (8.4 + 12 * 3.4 + 3 * 14.0), 1e-9);
+  EXPECT_NEAR(c.seconds - c.latency_s, p.seconds - p.latency_s, 1e-15);
+}
+
 TEST(Collectives, TheVersionTableDecidesTheLatency) {
   // The 3-node, 12-GPU all-gather of ThreeNodeRingAllGatherByHand under older NCCL (no
   // netOverhead before 2.18, baseLat Simple 8.4 in all):
