@@ -56,6 +56,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   graphs_.resize(prog.roles.size());
   every_rank_ = options.full || !options.fast_paths;
   for (int64_t r : simulated_ranks(prog.placement, every_rank_)) add_rank(r);
+  if (!every_rank_ && topology_.nodes() > 1 && options.network == NetworkModel::kShared) share_core_links();
   std::size_t flows = 0;   // at most one flow per p2p send and per dp collective of a rank
   for (RankState& st : ranks_) {
     flows += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kDpGather) +
@@ -104,6 +105,28 @@ void Simulation::add_rank(int64_t r) {
   }
   slot_of_[r] = static_cast<int32_t>(ranks_.size());
   ranks_.push_back(std::move(st));
+}
+
+// One-replica mode: a simulated rank's flows across nodes carry its NIC's replicas (nic_copies),
+// but a node's uplink and downlink are shared by every rank of the node, replicas on other NICs
+// included, which have no flows here. So the core links keep the share of their capacity those
+// flows would get: capacity · Σ nic_copies / Σ (ranks of their nodes the simulated ranks stand
+// for). Symmetric plans move the same bytes from every node, so one factor holds for all.
+void Simulation::share_core_links() {
+  const program::Placement& pl = prog_.placement;
+  int64_t carried = 0, stand_for = 0;
+  for (const RankState& st : ranks_) {
+    carried += st.nic_copies;
+    const int64_t node = topology_.node_of(st.rank);
+    for (int64_t q = node * cluster_.gpus_per_node; q < std::min(pl.world(), (node + 1) * cluster_.gpus_per_node); ++q) {
+      stand_for += replica_rank(pl, q) == st.rank;
+    }
+  }
+  if (carried <= 0 || carried >= stand_for) return;
+  const double share = static_cast<double>(carried) / static_cast<double>(stand_for);
+  for (int64_t n = 0; n < topology_.nodes(); ++n) {
+    for (const LinkId l : {topology_.uplink(n), topology_.downlink(n)}) net_.set_capacity_Bps(l, net_.capacity_Bps(l) * share);
+  }
 }
 
 void Simulation::add_owner(FlowId id, const FlowOwner& owner) {

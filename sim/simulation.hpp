@@ -136,6 +136,7 @@ class Simulation {
 
   void add_rank(int64_t rank);
   int64_t compute_ns(RankState& r, int64_t t, int64_t ns);   // ns with the SM-sharing slowdown
+  void share_core_links();
   void start(int32_t slot, int32_t k, int64_t t);
   void finish(int32_t slot, int32_t k, int64_t t);
   void account(RankState& r, const program::Instr& in, int32_t k, int64_t start_ns, int64_t t);

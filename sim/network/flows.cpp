@@ -40,6 +40,13 @@ double FlowNetwork::capacity_Bps(LinkId link) const {
   return capacity_Bps_[static_cast<std::size_t>(link)];
 }
 
+void FlowNetwork::set_capacity_Bps(LinkId link, double Bps) {
+  capacity_Bps(link);  // range check
+  if (next_id_ != 0) throw std::logic_error("FlowNetwork::set_capacity_Bps: flows have started");
+  if (!(Bps > 0)) throw std::invalid_argument("FlowNetwork::set_capacity_Bps: expected > 0 B/s, got " + std::to_string(Bps));
+  capacity_Bps_[static_cast<std::size_t>(link)] = Bps;
+}
+
 FlowId FlowNetwork::start_flow(std::span<const LinkId> path, int64_t bytes, int64_t latency_ns, double rate_cap_Bps) {
   auto fail = [&](const std::string& detail) {
     throw std::invalid_argument("FlowNetwork::start_flow (flow " + std::to_string(next_id_) + " at " +

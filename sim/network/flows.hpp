@@ -98,6 +98,8 @@ class FlowNetwork {
   std::size_t flow_count() const { return live_; }  // pending + active
   int32_t link_count() const { return static_cast<int32_t>(capacity_Bps_.size()); }
   double capacity_Bps(LinkId link) const;
+  // Changes a link's capacity before any flow has started (throws otherwise, or for ≤ 0).
+  void set_capacity_Bps(LinkId link, double Bps);
   int last_solver_rounds() const { return solver_.last_rounds(); }
   // Settle a flow left alone or paired on its links in place, and solve single-flow and
   // shared-path components without the general solver (default on).
