@@ -126,6 +126,11 @@ MODELS = {
 # -------------------------------------------------------------------------------------------------
 # Rows: id, source, model, cluster, GPUs, micro-batch, micro-batches (GA), framework, dtype,
 # reduce_dtype (None: the training dtype), zero overrides, metric, published value
+# The model code's kernels (training "kernels"): eager where the run used PyTorch ops one by one
+# (minGPT's attention, Hugging Face's RoBERTa: "not using any custom fused kernels" in PR #1453);
+# fused otherwise (Megatron-DeepSpeed's fused kernels; the FSDP rows' stacks run FlashAttention,
+# which Stagecraft does not model yet, so fused is the nearest).
+EAGER = {"E0", "E1", "F1", "F2"}
 
 
 def fsdp(reduce):
@@ -185,7 +190,8 @@ def simulate(exe, workdir, row):
     docs = {
         "model": load_model(model_key),
         "cluster": dict(c, nodes=nodes),
-        "training": {"global_batch": gpus * mb * ga, "dtype": dtype, "framework": framework},
+        "training": {"global_batch": gpus * mb * ga, "dtype": dtype, "framework": framework,
+                     "kernels": "eager" if rid in EAGER else "fused"},
         "plan": {"dp": gpus, "micro_batch": mb, "micro_batches": ga, "recompute": "full", "zero": zero},
     }
     paths = {}
@@ -256,7 +262,9 @@ def main():
         "bundled `dgx-a100-80g-hdr` profile with datasheet changes only (GPU memory and HBM rate, NICs",
         "and their line rate at the profile's 0.94 efficiency, NCCL version of the PyTorch release used;",
         "the script lists each with its source). Nothing is tuned per row. The V100 rows (D) reuse the",
-        "A100's GEMM-efficiency curve, and row E's 64 x 8192 shape is inferred from \"52B\".",
+        "A100's GEMM-efficiency curve, and row E's 64 x 8192 shape is inferred from \"52B\". Rows E and F",
+        "ran PyTorch eager kernels (training `\"kernels\": \"eager\"`); the FSDP rows A-C ran",
+        "FlashAttention, which is not modelled (they are simulated with fused kernels).",
         "",
         "| row | source | model | GPUs | mb x GA | framework | cluster | published | predicted (1σ of the profile) | error | step (s) | compute (s) | exposed comm (s) | what dominates | fits |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -264,6 +272,8 @@ def main():
     for row, r, value, err in results:
         rid, source, model_key, cluster_key, gpus, mb, ga, framework, dtype, zero, name, published = row
         fw = framework if isinstance(framework, str) else f"fsdp, {framework['reduce_dtype']} reduce"
+        if rid in EAGER:
+            fw += ", eager kernels"
         t = r["time"]
         lines.append(f"| {rid} | {source} | {model_key} | {gpus} | {mb} x {ga} | {fw} | {cluster_key} | "
                      f"{published} {name} | {value:.1f} ({spread(r, value)}) | {100 * err:+.1f}% | {r['step_time_s']:.2f} | "

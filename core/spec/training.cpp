@@ -31,6 +31,7 @@ Training training_from_json(const json& j, const std::string& file) {
                           "{\"name\": ..., \"reduce_dtype\": ...}");
     }
   }
+  t.kernels = r.choice_or("kernels", {"fused", "eager"}, "fused") == "eager" ? Kernels::kEager : Kernels::kFused;
   t.source = r.string_or("source", "");
   r.finish();
   return t;
@@ -53,6 +54,7 @@ json to_json(const Training& t) {
   } else {
     j["framework"] = to_string(t.framework);
   }
+  if (t.kernels == Kernels::kEager) j["kernels"] = "eager";
   if (!t.source.empty()) j["source"] = t.source;
   return j;
 }

@@ -15,6 +15,10 @@
 namespace stagecraft::spec {
 
 enum class Optimizer { kAdam, kAdamW };
+// How the model code runs its memory-bound layer work (sim/models/work.hpp has the bytes):
+// fused kernels as Megatron-LM writes them (scale-mask-softmax, bias-GeLU, bias-dropout-add), or
+// PyTorch eager ops one by one, as minGPT and Hugging Face's BERT/RoBERTa/GPT-2 modules do.
+enum class Kernels { kFused, kEager };
 
 struct Training {
   int64_t global_batch = 0;   // sequences per optimizer step, over all data-parallel ranks
@@ -24,6 +28,7 @@ struct Training {
   // training.json, a name or {"name": ..., "reduce_dtype": ...}.
   Framework framework = Framework::kDeepSpeed;
   std::optional<Dtype> reduce_dtype;   // the framework's gradient-collective dtype, when set
+  Kernels kernels = Kernels::kFused;   // "kernels": "fused" (default) or "eager"
   std::string source;
   std::string file;
 

@@ -71,7 +71,7 @@ double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) { re
 
 namespace {
 
-WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32) {
+WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool eager) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
   const int64_t t = p.tp;
   const double h_r = p.sequence_parallel ? h / static_cast<double>(t) : h;
@@ -95,15 +95,19 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       const double s = static_cast<double>(m.seq_len);
       const double batched = static_cast<double>(p.micro_batch * (m.heads / t));
       scores.add_gemm(2 * s * s * static_cast<double>(d), 2 * batched);
-      score_bytes = 9.0 * static_cast<double>(m.heads / t) * s * T;  // softmax and its dropout
-      bytes_per_token = 11 * h_r;
+      // softmax and its dropout; eager: the scale and the mask as passes of their own
+      score_bytes = (eager ? 17.0 : 9.0) * static_cast<double>(m.heads / t) * s * T;
+      // eager: dropout and residual add apart (5 + 6 instead of 7), and the context's copy back
+      // from the head layout (4)
+      bytes_per_token = (eager ? 19 : 11) * h_r;
       break;
     }
     case UnitKind::kMlp: {
       const int in = m.mlp == spec::Mlp::kSwiglu ? 2 : 1;
       gemms.add_gemm(2 * T * h * f_r, in);
       gemms.add_gemm(2 * T * f_r * h, 1);
-      bytes_per_token = 11 * h_r + (m.mlp == spec::Mlp::kSwiglu ? 6 : 4) * f_r;
+      // eager: dropout and residual add apart; SwiGLU's SiLU and product apart (4 + 6)
+      bytes_per_token = (eager ? 15 : 11) * h_r + (m.mlp == spec::Mlp::kSwiglu ? (eager ? 10 : 6) : 4) * f_r;
       activation_elems = T * f_r;  // GELU's tanh or SwiGLU's sigmoid, once per element of f/t
       break;
     }
@@ -140,7 +144,7 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
     }
     distinct_of_.push_back(static_cast<int32_t>(distinct_.size()));
     seen.push_back(key);
-    distinct_.push_back(unit_work(model, plan, u, fp32));
+    distinct_.push_back(unit_work(model, plan, u, fp32, training.kernels == spec::Kernels::kEager));
   }
 }
 

@@ -26,6 +26,12 @@
 //                + bias-dropout-residual 7h_r                            = 11h_r + 4·f_r
 //     embedding  lookup 4h_r;  head: final norm 4h_r + cross-entropy 10·V/t (fp16 logits read,
 //                fp32 softmax written and read back)
+//   With "kernels": "eager" (training.json; PyTorch ops one at a time, as minGPT's
+//   CausalSelfAttention/Block and Hugging Face's BertSelfAttention/SelfOutput/Intermediate/Output
+//   run them): the scores' scale and mask are passes of their own (+4·a_r·s each), dropout and the
+//   residual add are apart (5 + 6 instead of 7, per block output), the attention context is copied
+//   back from the head layout (+4h_r), and SwiGLU's SiLU and product are apart (4 + 6 instead of 6):
+//     attention  19h_r + 17·a_r·s      MLP  15h_r + 4·f_r (SwiGLU 10·f_r)
 //   Backward moves twice the forward bytes (saved input and incoming gradient read, gradient
 //   written). fp32 training doubles the bytes.
 // * Gradient accumulation: every backward adds the new weight gradients into the step's

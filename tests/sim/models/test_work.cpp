@@ -9,6 +9,7 @@
 #include "cluster_fixture.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
+#include "core/spec/error.hpp"
 #include "sim/models/compute.hpp"
 
 namespace stagecraft::sim {
@@ -103,6 +104,34 @@ TEST(Work, OneMlpUnitByHand) {
   EXPECT_EQ(work.compute(Op::kBackwardWeight, 2, 3).activation_elems, 0.0);
   EXPECT_EQ(work.compute(Op::kBackward, 2, 3).activation_elems, 64.0 * 256);
   EXPECT_EQ(work.compute(Op::kForward, 1, 2).activation_elems, 0.0);  // attention: none
+}
+
+TEST(Work, EagerKernelsMoveTheirExtraPassesByHand) {
+  // tiny (h 64, f 256, s 64, 4 heads), bf16 (w = 1), tp 1, micro-batch 1: T = 64 tokens.
+  //   attention forward: fused T·(11h + 9·a·s) = 64·(704 + 9·4·64) = 64·3008 = 192,512 bytes;
+  //                      eager T·(19h + 17·a·s) = 64·(1216 + 4352) = 64·5568 = 356,352
+  //   MLP forward:       fused T·(11h + 4f) = 64·1728 = 110,592; eager T·(15h + 4f) = 64·1984 = 126,976
+  // Backward input moves twice the forward bytes.
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  ASSERT_EQ(m.heads, 4);
+  spec::Training t;
+  t.dtype = spec::Dtype::kBf16;
+  const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1);
+  const WorkModel fused(m, t, p);
+  t.kernels = spec::Kernels::kEager;
+  const WorkModel eager(m, t, p);
+  EXPECT_EQ(fused.compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (11 * 64 + 9 * 4 * 64));
+  EXPECT_EQ(eager.compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (19 * 64 + 17 * 4 * 64));
+  EXPECT_EQ(eager.compute(Op::kBackwardInput, 1, 2).memory_bytes, 2 * 64.0 * (19 * 64 + 17 * 4 * 64));
+  EXPECT_EQ(fused.compute(Op::kForward, 2, 3).memory_bytes, 64.0 * (11 * 64 + 4 * 256));
+  EXPECT_EQ(eager.compute(Op::kForward, 2, 3).memory_bytes, 64.0 * (15 * 64 + 4 * 256));
+  // the GEMMs are the same
+  EXPECT_EQ(eager.compute(Op::kForward, 1, 3).gemms.size(), fused.compute(Op::kForward, 1, 3).gemms.size());
+  // training.json names it
+  EXPECT_EQ(spec::training_from_json({{"global_batch", 1}, {"dtype", "bf16"}, {"kernels", "eager"}}, "t.json").kernels,
+            spec::Kernels::kEager);
+  EXPECT_THROW(spec::training_from_json({{"global_batch", 1}, {"dtype", "bf16"}, {"kernels", "triton"}}, "t.json"),
+               spec::SpecError);
 }
 
 TEST(Work, SecondsWithAndWithoutTheArithmeticTerms) {
