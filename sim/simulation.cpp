@@ -97,10 +97,12 @@ void Simulation::add_rank(int64_t r) {
     st.static_mem = stage_static_memory(prog_, pl.stage_of(r), cluster_);
   }
   if (!every_rank_ && topology_.nodes() > 1) {
-    st.nic_copies = 0;
+    st.nic_copies = st.node_copies = 0;
     const int64_t node = topology_.node_of(r), nic = topology_.nic_of(r);
     for (int64_t q = node * cluster_.gpus_per_node; q < std::min(pl.world(), (node + 1) * cluster_.gpus_per_node); ++q) {
-      st.nic_copies += replica_rank(pl, q) == r && topology_.nic_of(q) == nic;
+      if (replica_rank(pl, q) != r) continue;
+      ++st.node_copies;
+      st.nic_copies += topology_.nic_of(q) == nic;
     }
   }
   slot_of_[r] = static_cast<int32_t>(ranks_.size());
@@ -113,14 +115,10 @@ void Simulation::add_rank(int64_t r) {
 // flows would get: capacity · Σ nic_copies / Σ (ranks of their nodes the simulated ranks stand
 // for). Symmetric plans move the same bytes from every node, so one factor holds for all.
 void Simulation::share_core_links() {
-  const program::Placement& pl = prog_.placement;
   int64_t carried = 0, stand_for = 0;
   for (const RankState& st : ranks_) {
     carried += st.nic_copies;
-    const int64_t node = topology_.node_of(st.rank);
-    for (int64_t q = node * cluster_.gpus_per_node; q < std::min(pl.world(), (node + 1) * cluster_.gpus_per_node); ++q) {
-      stand_for += replica_rank(pl, q) == st.rank;
-    }
+    stand_for += st.node_copies;
   }
   if (carried <= 0 || carried >= stand_for) return;
   const double share = static_cast<double>(carried) / static_cast<double>(stand_for);

@@ -109,6 +109,7 @@ class Simulation {
     // one-replica mode their flows are not simulated, so each of its flows across nodes carries
     // that many copies' bytes at that many times the cap (1 when every rank runs).
     int64_t nic_copies = 1;
+    int64_t node_copies = 1;   // ranks of its node it stands for, on any NIC
     // SM sharing: the latest compute-lane interval, each data-parallel lane's latest collective
     // (start, contention-free end), and the slowdown owed to the next compute-lane instruction.
     int64_t compute_begin_ns = 0, compute_end_ns = 0;

@@ -20,9 +20,7 @@ int64_t scaled_ns(int64_t ns, double factor) { return std::llround(static_cast<d
 void scale_knots(spec::Gpu& gpu, double factor, const std::string& only) {
   bool any = false;
   for (auto& [flops, e] : gpu.matmul_efficiency) {
-    char name[64];
-    std::snprintf(name, sizeof name, "gpu.matmul_efficiency@%.3g", flops);
-    if (!only.empty() && only != name) continue;
+    if (!only.empty() && only != spec::matmul_knot_name(flops)) continue;
     e = std::min(1.0, e * factor);
     any = true;
   }

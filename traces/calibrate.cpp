@@ -26,12 +26,6 @@ using sim::knot_weights;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kRankTolerance = 1e-8;
 
-std::string knot_name(double flops) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "gpu.matmul_efficiency@%.3g", flops);
-  return buf;
-}
-
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
@@ -307,7 +301,7 @@ ComputeResult fit_compute(const std::vector<ComputeSample>& samples, const spec:
   out.values = profile_values(gpu);
   const auto rates = linear_rates(gpu);
   for (std::size_t k = 0; k < K; ++k) {
-    out.params.push_back(make_parameter(knot_name(gpu.matmul_efficiency[k].first), out.values.e[k]));
+    out.params.push_back(make_parameter(spec::matmul_knot_name(gpu.matmul_efficiency[k].first), out.values.e[k]));
   }
   for (std::size_t j = 0; j < kLinearTerms; ++j) out.params.push_back(make_parameter(rates[j].first, rates[j].second));
   // A term the base profile leaves out has no value to start from: it stays out (support 0).

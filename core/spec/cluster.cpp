@@ -199,13 +199,13 @@ GpuArch gpu_arch_of_name(const std::string& gpu_name) {
   return GpuArch::kAmpere;
 }
 
-namespace {
-
-std::string knot_name(double flops) {
+std::string matmul_knot_name(double flops) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "gpu.matmul_efficiency@%.3g", flops);
   return buf;
 }
+
+namespace {
 
 const char* const kUncertainParameters[] = {
     "gpu.matmul_efficiency", "gpu.memory_Bps",      "gpu.activation_elems_per_s", "gpu.adam_params_per_s",
@@ -221,10 +221,10 @@ std::vector<ParameterUncertainty> read_uncertainty(ObjectReader& parent, const G
   for (const auto& [name, value] : u.items()) {
     if (!is_uncertain_parameter(name, gpu)) {
       std::vector<std::string> names(std::begin(kUncertainParameters), std::end(kUncertainParameters));
-      for (const auto& [flops, e] : gpu.matmul_efficiency) names.push_back(knot_name(flops));
+      for (const auto& [flops, e] : gpu.matmul_efficiency) names.push_back(matmul_knot_name(flops));
       const auto near = did_you_mean(name, names);
       r.fail(name, "a profile parameter (" + std::string(kUncertainParameters[0]) + ", ..., or a knot " +
-                       knot_name(gpu.matmul_efficiency.empty() ? 1e9 : gpu.matmul_efficiency.front().first) + ")" +
+                       matmul_knot_name(gpu.matmul_efficiency.empty() ? 1e9 : gpu.matmul_efficiency.front().first) + ")" +
                        (near ? "; did you mean \"" + *near + "\"?" : ""));
     }
     if (!value.is_object()) r.fail(name, "an object {\"relative\": ..., \"source\": ...}");
@@ -247,7 +247,7 @@ bool is_uncertain_parameter(const std::string& name, const Gpu& gpu) {
     if (name == p) return true;
   }
   for (const auto& [flops, e] : gpu.matmul_efficiency) {
-    if (name == knot_name(flops)) return true;
+    if (name == matmul_knot_name(flops)) return true;
   }
   return false;
 }

@@ -94,6 +94,9 @@ struct ParameterUncertainty {
   double relative = 0;   // σ / value, in (0, 1)
   std::string source;
 };
+// The parameter name of the matmul_efficiency knot at `flops` ("gpu.matmul_efficiency@1e+09"):
+// calibrate's name for it, and what an uncertainty names one knot by.
+std::string matmul_knot_name(double flops);
 // Whether `name` is a parameter an uncertainty may name (knot names must match a knot of `gpu`).
 bool is_uncertain_parameter(const std::string& name, const Gpu& gpu);
 

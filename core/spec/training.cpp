@@ -19,11 +19,15 @@ Training training_from_json(const json& j, const std::string& file) {
                                                                             : Optimizer::kAdam;
   if (r.has("framework")) {
     const json& f = r.raw("framework");
+    const auto framework = [](ObjectReader& in, std::string_view key) {
+      return *parse_framework(in.choice(key, {to_string(Framework::kDeepSpeed), to_string(Framework::kDeepSpeed05),
+                                              to_string(Framework::kFsdp), to_string(Framework::kMegatron)}));
+    };
     if (f.is_string()) {
-      t.framework = *parse_framework(r.choice("framework", {"deepspeed", "deepspeed-0.5", "fsdp", "megatron"}));
+      t.framework = framework(r, "framework");
     } else if (f.is_object()) {
       ObjectReader fr = r.object("framework");
-      t.framework = *parse_framework(fr.choice("name", {"deepspeed", "deepspeed-0.5", "fsdp", "megatron"}));
+      t.framework = framework(fr, "name");
       if (fr.has("reduce_dtype")) t.reduce_dtype = parse_dtype(fr.choice("reduce_dtype", {"fp32", "bf16", "fp16"}));
       fr.finish();
     } else {
