@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/spec/json_reader.hpp"
 #include "core/text/hash.hpp"
 #include "executor/errors.hpp"
 #include "executor/model_params.hpp"
@@ -84,14 +85,16 @@ std::vector<float> read_rank_file(const fs::path& dir, const json& entry, int64_
 
 json read_manifest(const fs::path& dir) {
   const fs::path path = dir / "manifest.json";
-  std::ifstream in(path);
-  if (!in) throw CheckpointError(path.string() + ": missing (no checkpoint in " + dir.string() + ")");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw CheckpointError(path.string() + ": missing (no checkpoint in " + dir.string() + ")");
   try {
-    json m = json::parse(in);
+    json m = spec::read_json_file(path.string());
     if (m.value("format", "") != "stagecraft-checkpoint" || m.value("version", 0) != kVersion) {
       throw CheckpointError(path.string() + ": not a version " + std::to_string(kVersion) + " Stagecraft checkpoint");
     }
     return m;
+  } catch (const spec::SpecError& e) {
+    throw CheckpointError(std::string("malformed checkpoint manifest: ") + e.what());
   } catch (const json::exception& e) {
     throw CheckpointError(path.string() + ": malformed: " + e.what());
   }

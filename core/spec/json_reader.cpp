@@ -1,6 +1,11 @@
 #include "core/spec/json_reader.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -65,45 +70,220 @@ constexpr Unit kUnits[] = {
 
 }  // namespace
 
+namespace {
+
+// Renders at most `budget` characters of `v`, never walking deeper than the budget allows: a value
+// nested 10^6 levels deep or a 100 MB string costs no more than a short one.
+void render(const json& v, std::string& out, std::size_t budget) {
+  if (out.size() >= budget) return;
+  switch (v.type()) {
+    case json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, value] : v.items()) {
+        if (out.size() >= budget) return;
+        if (!first) out += ',';
+        first = false;
+        render(json(key.substr(0, budget)), out, budget);
+        out += ':';
+        render(value, out, budget);
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const json& value : v) {
+        if (out.size() >= budget) return;
+        if (!first) out += ',';
+        first = false;
+        render(value, out, budget);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::string: {
+      const std::string& s = v.get_ref<const std::string&>();
+      out += json(s.size() > budget ? s.substr(0, budget) : s).dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    }
+    default:
+      out += v.dump();
+  }
+}
+
+// Builds the document from nlohmann's SAX events (its parser is iterative), enforcing the limits
+// the recursive parts of a DOM cannot survive: nesting depth, and keys given twice.
+class BoundedBuilder : public nlohmann::json_sax<json> {
+ public:
+  explicit BoundedBuilder(int max_depth) : max_depth_(max_depth) {}
+
+  bool null() override { return put(json(nullptr)); }
+  bool boolean(bool v) override { return put(json(v)); }
+  bool number_integer(number_integer_t v) override { return put(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return put(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return put(json(v)); }
+  bool string(string_t& v) override { return put(json(std::move(v))); }
+  bool binary(binary_t& v) override { return put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Level& top = stack_.back();
+    if (top.value->contains(k)) {
+      top.key = k;
+      problem_ = Problem{pointer(), "duplicate key " + describe(json(k)) + " (each key may appear only once)"};
+      return false;
+    }
+    top.key = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    syntax_ = Syntax{position, e.what(), e.id};
+    return false;
+  }
+
+  struct Problem { std::string pointer, detail; };
+  struct Syntax { std::size_t position; std::string what; int id; };
+  json root;
+  std::optional<Problem> problem_;
+  std::optional<Syntax> syntax_;
+
+ private:
+  struct Level { json* value; std::string key; };
+
+  json* slot() {
+    if (stack_.empty()) return &root;
+    Level& top = stack_.back();
+    if (top.value->is_array()) return &top.value->emplace_back();
+    return &(*top.value)[top.key];
+  }
+  bool put(json&& v) {
+    *slot() = std::move(v);
+    return true;
+  }
+  bool open(json&& v) {
+    if (static_cast<int>(stack_.size()) >= max_depth_) {
+      problem_ = Problem{pointer(), "nested deeper than " + std::to_string(max_depth_) +
+                                        " levels (the limit for any input file)"};
+      return false;
+    }
+    json* at = slot();
+    *at = std::move(v);
+    stack_.push_back({at, {}});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+  // The JSON pointer of the value being read, its first levels only when it is very deep.
+  std::string pointer() const {
+    std::string out;
+    for (std::size_t i = 0; i < stack_.size(); ++i) {
+      if (out.size() > 40) return out + "/...";
+      const Level& l = stack_[i];
+      out += "/";
+      if (l.value->is_array()) {
+        out += std::to_string(l.value->empty() ? 0 : l.value->size() - 1);
+      } else {
+        for (char c : l.key.substr(0, 60)) out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+      }
+    }
+    return out;
+  }
+
+  int max_depth_;
+  std::vector<Level> stack_;
+};
+
+}  // namespace
+
 std::string describe(const json& v) {
-  std::string text = v.dump();
+  std::string text;
+  render(v, text, 64);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return text;
 }
 
-json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(path, "", "cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  try {
-    return json::parse(text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    auto [line, column] = line_and_column(text, e.byte == 0 ? 0 : e.byte - 1);
-    std::string what = e.what();
-    auto pos = what.find("syntax error");
-    throw SpecError(path, "", "invalid JSON at line " + std::to_string(line) + ", column " +
-                                  std::to_string(column) + ": " +
-                                  (pos == std::string::npos ? what : what.substr(pos)));
+json parse_json_text(const std::string& text, const std::string& path, int max_depth) {
+  BoundedBuilder builder(max_depth);
+  json::sax_parse(text, &builder, json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/true);
+  if (builder.problem_) throw SpecError(path, builder.problem_->pointer, builder.problem_->detail);
+  if (builder.syntax_) {
+    const BoundedBuilder::Syntax& e = *builder.syntax_;
+    const std::size_t byte = e.position == 0 ? 0 : e.position - 1;
+    const auto [line, column] = line_and_column(text, byte);
+    std::string detail = e.what;
+    for (const char* marker : {"syntax error", "number overflow"}) {
+      if (auto pos = detail.find(marker); pos != std::string::npos) {
+        detail = detail.substr(pos);
+        break;
+      }
+    }
+    if (detail.size() > 200) detail = detail.substr(0, 197) + "...";
+    const std::string at = "line " + std::to_string(line) + ", column " + std::to_string(column);
+    if (e.id == 101 && e.position >= text.size()) {
+      throw SpecError(path, "", "truncated JSON: the file ends at " + at + " (byte " + std::to_string(text.size()) +
+                                    ") inside an unfinished value: " + detail);
+    }
+    throw SpecError(path, "", "invalid JSON at " + at + " (byte " + std::to_string(byte) + "): " + detail);
   }
+  return std::move(builder.root);
 }
 
-std::optional<double> parse_quantity(std::string_view text, Quantity kind) {
+json read_json_file(const std::string& path, std::uintmax_t max_bytes) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw SpecError(path, "", "cannot open file: no such file");
+  if (std::filesystem::is_directory(status)) throw SpecError(path, "", "cannot read: it is a directory, not a JSON file");
+  if (std::filesystem::is_regular_file(status)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > max_bytes) {
+      throw SpecError(path, "", "the file is " + std::to_string(size) + " bytes, above the limit of " +
+                                    std::to_string(max_bytes) + " bytes for this kind of input");
+    }
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SpecError(path, "", "cannot open file: " + std::string(std::strerror(errno)));
+  // Pipes and devices have no size to check first: read at most one byte past the limit.
+  std::string text;
+  std::array<char, 1 << 16> chunk;
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes) {
+      throw SpecError(path, "", "the input is more than " + std::to_string(max_bytes) +
+                                    " bytes, above the limit for this kind of input");
+    }
+  }
+  if (in.bad()) throw SpecError(path, "", "read error: " + std::string(std::strerror(errno)));
+  return parse_json_text(text, path);
+}
+
+std::optional<double> parse_quantity(std::string_view text, Quantity kind, bool require_unit) {
   std::string s(text);
   s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
   if (s.empty()) return std::nullopt;
-  std::size_t used = 0;
+  // Decimal only (from_chars takes no "0x", "inf" is refused below): "0x4" is not a count.
   double value = 0;
-  try {
-    value = std::stod(s, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  if (*begin == '+') ++begin;
+  const auto [ptr, ec] = std::from_chars(begin, end, value, std::chars_format::general);
+  if (ec != std::errc() || !std::isfinite(value) || ptr == begin) return std::nullopt;
+  std::string_view suffix(ptr, static_cast<std::size_t>(end - ptr));
+  if (suffix.empty()) {
+    if (require_unit) return std::nullopt;
+    return value;
   }
-  std::string_view suffix = std::string_view(s).substr(used);
-  if (suffix.empty()) return value;
   for (const Unit& u : kUnits) {
-    if (u.suffix == suffix && u.kind == kind) return value * u.scale;
+    if (u.suffix == suffix && u.kind == kind) {
+      const double scaled = value * u.scale;
+      if (!std::isfinite(scaled)) return std::nullopt;
+      return scaled;
+    }
   }
   return std::nullopt;
 }
@@ -158,14 +338,23 @@ const json& ObjectReader::require(std::string_view key) {
 bool ObjectReader::has(std::string_view key) { return lookup(key) != nullptr; }
 
 double ObjectReader::to_number(std::string_view key, const json& v, Quantity kind) const {
+  // One rule for numbers: a JSON number, or, for sizes and bandwidths only, a string with one of
+  // the documented units ("80GiB", "25GB/s"). "4", "0x4" or "5e8" in quotes are not numbers.
   if (v.is_number()) return v.get<double>();
-  if (v.is_string()) {
-    auto q = parse_quantity(v.get<std::string>(), kind);
-    if (q && std::isfinite(*q)) return *q;
+  if (v.is_string() && kind != Quantity::kCount) {
+    auto q = parse_quantity(v.get<std::string>(), kind, /*require_unit=*/true);
+    if (q) return *q;
   }
-  const char* what = kind == Quantity::kBytes       ? "a number of bytes (e.g. 85899345920 or \"80GiB\")"
-                     : kind == Quantity::kBandwidth ? "a bandwidth in bytes/s (e.g. 25e9, \"25GB/s\" or \"200Gbps\")"
-                                                    : "a number";
+  const char* what = kind == Quantity::kBytes
+                         ? "a number of bytes (a JSON number such as 85899345920, or a string with a unit such as \"80GiB\")"
+                     : kind == Quantity::kBandwidth
+                         ? "a bandwidth in bytes/s (a JSON number such as 25e9, or a string with a unit such as \"25GB/s\" "
+                           "or \"200Gbps\")"
+                         : "a number";
+  if (v.is_string() && kind == Quantity::kCount) {
+    throw SpecError(file_, pointer_of(key), std::string("expected ") + what + ", got " + describe(v) +
+                                                " (a string: numbers are written without quotes)");
+  }
   fail_value(key, what);
 }
 

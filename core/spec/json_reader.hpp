@@ -19,15 +19,29 @@
 
 namespace stagecraft::spec {
 
-// Reads and parses a JSON file; a missing file or a syntax error is a SpecError with line:column.
-nlohmann::json read_json_file(const std::string& path);
+// Limits that hold for every JSON input (docs/reliability.md): no document nests deeper than
+// kMaxJsonDepth; a spec file (model, cluster, training, plan, Hugging Face or DeepSpeed config,
+// checkpoint manifest) is at most kMaxSpecFileBytes, a trace at most kMaxTraceFileBytes.
+inline constexpr int kMaxJsonDepth = 256;
+inline constexpr std::uintmax_t kMaxSpecFileBytes = std::uintmax_t{64} << 20;
+inline constexpr std::uintmax_t kMaxTraceFileBytes = std::uintmax_t{4} << 30;
+
+// Parses JSON text (comments allowed) into a document. Every failure is a SpecError naming `path`:
+// a syntax error or a number too large for a double (line, column and byte), a key given twice or
+// nesting deeper than `max_depth` (JSON pointer).
+nlohmann::json parse_json_text(const std::string& text, const std::string& path, int max_depth = kMaxJsonDepth);
+
+// Reads and parses a JSON file with parse_json_text; a missing file, a directory or a file above
+// `max_bytes` is a SpecError too.
+nlohmann::json read_json_file(const std::string& path, std::uintmax_t max_bytes = kMaxSpecFileBytes);
 
 // What a quantity written as a string may carry as its unit.
 enum class Quantity { kCount, kBytes, kBandwidth };
 
 // Parses "5e8", "80GiB", "80 GB", "200Gbps", "25GB/s" into the base unit (elements, bytes,
-// bytes/s). Returns nullopt when the text is not a number with a unit allowed for `kind`.
-std::optional<double> parse_quantity(std::string_view text, Quantity kind);
+// bytes/s). Returns nullopt when the text is not a finite decimal number with a unit allowed for
+// `kind` (or, with `require_unit`, has no unit at all).
+std::optional<double> parse_quantity(std::string_view text, Quantity kind, bool require_unit = false);
 
 // The closest candidate by edit distance, if it is close enough to be a plausible typo.
 std::optional<std::string> did_you_mean(std::string_view key, const std::vector<std::string>& candidates);

@@ -191,6 +191,6 @@ void write_trace(const Trace& t, const std::string& path) {
   if (!out) throw spec::SpecError(path, "", "write failed");
 }
 
-Trace read_trace(const std::string& path) { return from_chrome_json(spec::read_json_file(path), path); }
+Trace read_trace(const std::string& path) { return from_chrome_json(spec::read_json_file(path, spec::kMaxTraceFileBytes), path); }
 
 }  // namespace stagecraft::trace

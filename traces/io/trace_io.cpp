@@ -42,19 +42,6 @@ std::string pointer(const Origin& o, Format f) {
   return at;
 }
 
-std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t byte) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
 // The JSON array indices of the "X" events, in order: core's reader keeps exactly these.
 std::vector<int64_t> x_event_indices(const json& j) {
   std::vector<int64_t> out;
@@ -144,28 +131,7 @@ int32_t Trace::step_count() const {
   return static_cast<int32_t>(s.size());
 }
 
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw spec::SpecError(path, "", "cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    const std::size_t byte = e.byte == 0 ? 0 : e.byte - 1;
-    const auto [line, column] = line_and_column(text, byte);
-    std::string what = e.what();
-    const auto pos = what.find("syntax error");
-    const std::string detail = pos == std::string::npos ? what : what.substr(pos);
-    const std::string at = "line " + std::to_string(line) + ", column " + std::to_string(column);
-    if (e.byte >= text.size()) {
-      throw spec::SpecError(path, "", "truncated JSON: the file ends at " + at + " (byte " + std::to_string(text.size()) +
-                                          ") inside an unfinished value: " + detail);
-    }
-    throw spec::SpecError(path, "", "invalid JSON at " + at + " (byte " + std::to_string(byte) + "): " + detail);
-  }
-}
+json read_json(const std::string& path) { return spec::read_json_file(path, spec::kMaxTraceFileBytes); }
 
 Format detect_format(const json& j, const std::string& file) {
   if (j.is_array()) return Format::kAutograd;
