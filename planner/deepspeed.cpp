@@ -7,6 +7,7 @@
 
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
+#include "core/spec/limits.hpp"
 #include "planner/space.hpp"
 
 namespace stagecraft::planner {
@@ -95,6 +96,7 @@ class DsReader {
     if (!v->is_number()) fail(pointer, "expected a number, got " + spec::describe(*v));
     const double d = v->get<double>();
     if (!(d >= 0) || std::floor(d) != d) fail(pointer, "expected a non-negative integer, got " + spec::describe(*v));
+    if (d > 0x1p53) fail(pointer, "expected at most 2^53, got " + spec::describe(*v));
     return static_cast<int64_t>(d);
   }
   bool flag(const std::string& pointer, bool fallback, const std::string& what) {
@@ -148,6 +150,19 @@ void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::
   const std::optional<int64_t> train = r.count("/train_batch_size", std::nullopt, "");
   const std::optional<int64_t> micro = r.count("/train_micro_batch_size_per_gpu", std::nullopt, "");
   const std::optional<int64_t> gas = r.count("/gradient_accumulation_steps", std::nullopt, "");
+  // DeepSpeed asserts each given value is positive; here that comes before any division by it.
+  if (train && (*train <= 0 || *train > spec::limits::kGlobalBatch)) {
+    r.fail("/train_batch_size", "Train batch size: " + std::to_string(*train) + " has to be greater than 0" +
+                                    (*train > 0 ? " and at most " + std::to_string(spec::limits::kGlobalBatch) : ""));
+  }
+  if (micro && (*micro <= 0 || *micro > spec::limits::kGlobalBatch)) {
+    r.fail("/train_micro_batch_size_per_gpu", "Micro batch size per gpu: " + std::to_string(*micro) + " has to be greater than 0" +
+                                                  (*micro > 0 ? " and at most " + std::to_string(spec::limits::kGlobalBatch) : ""));
+  }
+  if (gas && (*gas <= 0 || *gas > spec::limits::kGlobalBatch)) {
+    r.fail("/gradient_accumulation_steps", "Gradient accumulation steps: " + std::to_string(*gas) + " has to be greater than 0" +
+                                               (*gas > 0 ? " and at most " + std::to_string(spec::limits::kGlobalBatch) : ""));
+  }
   int64_t b = 0, mb = 0, g = 0;
   if (train && micro && gas) {
     b = *train, mb = *micro, g = *gas;
@@ -158,7 +173,7 @@ void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::
     b = *train, g = *gas, mb = *train / dp / *gas;
     notes.push_back("train_micro_batch_size_per_gpu: train_batch_size / dp / gas = " + std::to_string(mb) + " (as DeepSpeed computes it)");
   } else if (micro && gas) {
-    mb = *micro, g = *gas, b = *micro * *gas * dp;
+    mb = *micro, g = *gas, b = spec::checked_mul(*micro, *gas, dp).value_or(spec::limits::kGlobalBatch + 1);
     notes.push_back("train_batch_size: micro × gas × dp = " + std::to_string(b) + " (as DeepSpeed computes it)");
   } else if (train) {
     b = *train, g = 1, mb = *train / dp;
@@ -172,7 +187,11 @@ void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::
   if (b <= 0) r.fail("/train_batch_size", "Train batch size: " + std::to_string(b) + " has to be greater than 0");
   if (mb <= 0) r.fail("/train_micro_batch_size_per_gpu", "Micro batch size per gpu: " + std::to_string(mb) + " has to be greater than 0");
   if (g <= 0) r.fail("/gradient_accumulation_steps", "Gradient accumulation steps: " + std::to_string(g) + " has to be greater than 0");
-  if (b != mb * g * dp) {
+  if (b > spec::limits::kGlobalBatch) {
+    r.fail("/train_micro_batch_size_per_gpu", "train_batch_size = micro × gas × dp = " + std::to_string(b) + " above " +
+                                                  std::to_string(spec::limits::kGlobalBatch) + " sequences");
+  }
+  if (b != spec::checked_mul(mb, g, dp).value_or(-1)) {
     r.fail("/train_batch_size", "Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
                                 "gradient_acc_step * world_size " + std::to_string(b) + " != " + std::to_string(mb) + " * " +
                                     std::to_string(g) + " * " + std::to_string(dp) + " (DeepSpeed's own check; world_size is the data-parallel size)");
@@ -241,7 +260,10 @@ void read_stagecraft(const json& ds, const std::string& file, spec::Plan& p) {
 int64_t read_parallel(DsReader& r, const std::string& pointer, const std::string& what) {
   const json* v = r.at(pointer);
   if (v == nullptr || (v->is_string() && v->get<std::string>() == "auto")) return 1;
-  if (!v->is_number_integer() || v->get<int64_t>() < 0) r.fail(pointer, "expected a positive " + what + ", got " + spec::describe(*v));
+  if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > spec::limits::kGpus) {
+    r.fail(pointer, "expected a positive " + what + " (at most " + std::to_string(spec::limits::kGpus) + "), got " +
+                        spec::describe(*v));
+  }
   return std::max<int64_t>(1, v->get<int64_t>());
 }
 
@@ -283,7 +305,7 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   p.tp = read_parallel(r, "/tensor_parallel/autotp_size", "tensor-parallel size");
   p.pp = read_parallel(r, "/pipeline/stages", "pipeline stage count");
   if (!r.at("/pipeline/stages")) out.defaults.push_back("pipeline.stages: absent, so no pipeline (1 stage)");
-  if (gpus % (p.tp * p.pp) != 0) {
+  if (gpus <= 0 || gpus % (p.tp * p.pp) != 0) {
     r.fail(r.at("/pipeline/stages") ? "/pipeline/stages" : "/tensor_parallel/autotp_size",
            "expected autotp_size × pipeline stages (" + std::to_string(p.tp) + " × " + std::to_string(p.pp) +
                ") to divide the " + std::to_string(gpus) + " GPUs");

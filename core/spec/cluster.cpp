@@ -6,6 +6,7 @@
 
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
+#include "core/spec/limits.hpp"
 
 namespace stagecraft::spec {
 
@@ -31,6 +32,42 @@ double positive_number(ObjectReader& r, std::string_view key, Quantity kind = Qu
   return v;
 }
 
+std::string g3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// A physical quantity in [lo, hi] (spec/limits.hpp): a bandwidth of 1e-300 B/s or a latency of
+// 9e18 ns is a typo, and would overflow the simulator's int64 nanoseconds.
+double ranged_number(ObjectReader& r, std::string_view key, double lo, double hi, const char* unit,
+                     Quantity kind = Quantity::kCount) {
+  double v = r.number(key, kind);
+  if (!(v >= lo && v <= hi)) r.fail_value(key, "a value from " + g3(lo) + " to " + g3(hi) + " " + unit);
+  return v;
+}
+
+int64_t ranged_int(ObjectReader& r, std::string_view key, int64_t lo, int64_t hi, const char* unit,
+                   Quantity kind = Quantity::kCount) {
+  int64_t v = r.integer(key, kind);
+  if (v < lo || v > hi) {
+    r.fail_value(key, "an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + " " + unit);
+  }
+  return v;
+}
+
+double bandwidth(ObjectReader& r, std::string_view key) {
+  return ranged_number(r, key, limits::kMinBandwidthBps, limits::kMaxBandwidthBps, "bytes/s", Quantity::kBandwidth);
+}
+
+int64_t latency(ObjectReader& r, std::string_view key) {
+  return ranged_int(r, key, 0, static_cast<int64_t>(limits::kMaxLatencyNs), "ns");
+}
+
+double rate(ObjectReader& r, std::string_view key) {
+  return ranged_number(r, key, limits::kMinRate, limits::kMaxRate, "per second");
+}
+
 std::vector<std::pair<double, double>> read_efficiency(ObjectReader& r) {
   const json& arr = r.raw("matmul_efficiency");
   const std::string pointer = r.pointer_of("matmul_efficiency");
@@ -45,7 +82,9 @@ std::vector<std::pair<double, double>> read_efficiency(ObjectReader& r) {
       throw SpecError(r.file(), at, "expected [gemm_flops, fraction_of_peak], got " + describe(p));
     }
     double flops = p[0].get<double>(), fraction = p[1].get<double>();
-    if (!(flops > 0)) throw SpecError(r.file(), at + "/0", "expected positive GEMM FLOPs, got " + describe(p[0]));
+    if (!(flops > 0 && flops <= 1e24)) {
+      throw SpecError(r.file(), at + "/0", "expected positive GEMM FLOPs up to 1e24, got " + describe(p[0]));
+    }
     if (!(fraction > 0 && fraction <= 1)) {
       throw SpecError(r.file(), at + "/1", "expected a fraction of peak in (0, 1], got " + describe(p[1]));
     }
@@ -61,25 +100,25 @@ std::vector<std::pair<double, double>> read_efficiency(ObjectReader& r) {
 Gpu read_gpu(ObjectReader r) {
   Gpu g;
   g.name = r.string("name");
-  g.memory_bytes = positive_int(r, "memory_bytes", Quantity::kBytes);
+  g.memory_bytes = ranged_int(r, "memory_bytes", limits::kMinMemoryBytes, limits::kMaxMemoryBytes, "bytes", Quantity::kBytes);
   g.reserved_bytes = non_negative_int(r, "reserved_bytes", Quantity::kBytes);
   if (g.reserved_bytes >= g.memory_bytes) {
     r.fail_value("reserved_bytes", "less than memory_bytes (" + std::to_string(g.memory_bytes) + ")");
   }
   ObjectReader peak = r.object("peak_flops");
   for (Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kFp16, Dtype::kBf16, Dtype::kFp8}) {
-    if (peak.has(to_string(d))) g.peak_flops[d] = positive_number(peak, to_string(d));
+    if (peak.has(to_string(d))) g.peak_flops[d] = ranged_number(peak, to_string(d), limits::kMinFlops, limits::kMaxFlops, "FLOP/s");
   }
   peak.finish();
   if (g.peak_flops.empty()) r.fail("peak_flops", "at least one of \"fp32\", \"tf32\", \"fp16\", \"bf16\", \"fp8\"");
-  g.hbm_Bps = positive_number(r, "hbm_Bps", Quantity::kBandwidth);
+  g.hbm_Bps = bandwidth(r, "hbm_Bps");
   g.memory_efficiency = r.number_or("memory_efficiency", 1.0);
   if (!(g.memory_efficiency > 0 && g.memory_efficiency <= 1)) {
     r.fail_value("memory_efficiency", "a fraction of hbm_Bps in (0, 1]");
   }
-  if (r.has("activation_elems_per_s")) g.activation_elems_per_s = positive_number(r, "activation_elems_per_s");
-  if (r.has("adam_params_per_s")) g.adam_params_per_s = positive_number(r, "adam_params_per_s");
-  if (r.has("sm_count")) g.sm_count = positive_int(r, "sm_count");
+  if (r.has("activation_elems_per_s")) g.activation_elems_per_s = rate(r, "activation_elems_per_s");
+  if (r.has("adam_params_per_s")) g.adam_params_per_s = rate(r, "adam_params_per_s");
+  if (r.has("sm_count")) g.sm_count = ranged_int(r, "sm_count", 1, limits::kSmCount, "SMs");
   g.matmul_efficiency = read_efficiency(r);
   g.source = r.string_or("source", "");
   r.finish();
@@ -88,8 +127,8 @@ Gpu read_gpu(ObjectReader r) {
 
 IntraNode read_intra(ObjectReader r) {
   IntraNode n;
-  n.bandwidth_Bps = positive_number(r, "bandwidth_Bps", Quantity::kBandwidth);
-  n.latency_ns = non_negative_int(r, "latency_ns");
+  n.bandwidth_Bps = bandwidth(r, "bandwidth_Bps");
+  n.latency_ns = latency(r, "latency_ns");
   n.source = r.string_or("source", "");
   r.finish();
   return n;
@@ -97,11 +136,13 @@ IntraNode read_intra(ObjectReader r) {
 
 InterNode read_inter(ObjectReader r) {
   InterNode n;
-  n.nics_per_node = positive_int(r, "nics_per_node");
-  n.nic_bandwidth_Bps = positive_number(r, "nic_bandwidth_Bps", Quantity::kBandwidth);
-  n.latency_ns = non_negative_int(r, "latency_ns");
+  n.nics_per_node = ranged_int(r, "nics_per_node", 1, limits::kNicsPerNode, "NICs");
+  n.nic_bandwidth_Bps = bandwidth(r, "nic_bandwidth_Bps");
+  n.latency_ns = latency(r, "latency_ns");
   n.oversubscription = r.number_or("oversubscription", 1.0);
-  if (!(n.oversubscription >= 1.0)) r.fail_value("oversubscription", "a taper factor >= 1.0 (1.0 = full bisection)");
+  if (!(n.oversubscription >= 1.0 && n.oversubscription <= limits::kMaxOversubscription)) {
+    r.fail_value("oversubscription", "a taper factor from 1.0 (full bisection) to 1024");
+  }
   n.source = r.string_or("source", "");
   r.finish();
   return n;
@@ -109,9 +150,9 @@ InterNode read_inter(ObjectReader r) {
 
 Host read_host(ObjectReader r) {
   Host h;
-  h.pcie_Bps = positive_number(r, "pcie_Bps", Quantity::kBandwidth);
-  h.memory_bytes = positive_int(r, "memory_bytes", Quantity::kBytes);
-  h.adam_params_per_s = positive_number(r, "adam_params_per_s");
+  h.pcie_Bps = bandwidth(r, "pcie_Bps");
+  h.memory_bytes = ranged_int(r, "memory_bytes", limits::kMinMemoryBytes, limits::kMaxMemoryBytes, "bytes", Quantity::kBytes);
+  h.adam_params_per_s = rate(r, "adam_params_per_s");
   h.source = r.string_or("source", "");
   r.finish();
   return h;
@@ -143,7 +184,7 @@ Nccl read_nccl(ObjectReader& parent, const std::string& gpu_name) {
   }
   ObjectReader r = parent.object("nccl");
   if (r.has("version")) check_version(r, "version", r.string("version"));
-  if (r.has("channels")) n.channels = positive_int(r, "channels");
+  if (r.has("channels")) n.channels = ranged_int(r, "channels", 1, 64, "channels");
   if (r.has("host_cpu")) {
     const std::string c = r.choice("host_cpu", {"intel", "amd", "other"});
     n.host_cpu = c == "intel" ? HostCpu::kIntel : c == "amd" ? HostCpu::kAmd : HostCpu::kOther;
@@ -152,7 +193,7 @@ Nccl read_nccl(ObjectReader& parent, const std::string& gpu_name) {
     const std::string a = r.choice("gpu_arch", {"volta", "ampere", "hopper", "blackwell"});
     n.gpu_arch = a == "volta" ? GpuArch::kVolta : a == "ampere" ? GpuArch::kAmpere : a == "hopper" ? GpuArch::kHopper : GpuArch::kBlackwell;
   }
-  if (r.has("latency_scale")) n.latency_scale = positive_number(r, "latency_scale");
+  if (r.has("latency_scale")) n.latency_scale = ranged_number(r, "latency_scale", 1e-3, 1e3, "(a factor)");
   n.source = r.string_or("source", "");
   r.finish();
   return n;
@@ -257,8 +298,11 @@ Cluster cluster_from_json(const json& j, const std::string& file) {
   Cluster c;
   c.file = file;
   c.name = r.string("name");
-  c.nodes = positive_int(r, "nodes");
-  c.gpus_per_node = positive_int(r, "gpus_per_node");
+  c.nodes = ranged_int(r, "nodes", 1, limits::kGpus, "nodes");
+  c.gpus_per_node = ranged_int(r, "gpus_per_node", 1, limits::kGpusPerNode, "GPUs");
+  if (c.nodes * c.gpus_per_node > limits::kGpus) {
+    r.fail_value("nodes", "at most " + std::to_string(limits::kGpus) + " GPUs in all (nodes × gpus_per_node)");
+  }
   c.gpu = read_gpu(r.object("gpu"));
   c.intra_node = read_intra(r.object("intra_node"));
   c.inter_node = read_inter(r.object("inter_node"));

@@ -5,6 +5,7 @@
 
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
+#include "core/spec/limits.hpp"
 #include "core/spec/model.hpp"
 
 namespace stagecraft::spec {
@@ -34,7 +35,7 @@ Model from_gpt2(const json& j, const std::string& file) {
   m.hidden = r.integer("n_embd");
   m.heads = r.integer("n_head");
   m.kv_heads = m.heads;
-  m.ffn_hidden = present(j, "n_inner") ? r.integer("n_inner") : 4 * m.hidden;  // null means 4h
+  m.ffn_hidden = present(j, "n_inner") ? r.integer("n_inner") : m.hidden <= limits::kHidden ? 4 * m.hidden : 0;  // null means 4h
   m.vocab = r.integer("vocab_size");
   m.seq_len = r.integer("n_positions");
   if (present(j, "activation_function")) {

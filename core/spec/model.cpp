@@ -4,6 +4,7 @@
 
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
+#include "core/spec/limits.hpp"
 
 namespace stagecraft::spec {
 
@@ -21,9 +22,13 @@ std::string stem_of(const std::string& file) {
   return p.stem().string();
 }
 
-void require_positive(const Model& m, const std::string& key, int64_t value) {
+void require_positive(const Model& m, const std::string& key, int64_t value, int64_t limit) {
   if (value < 1) {
     throw SpecError(m.file, "/" + key, "expected a positive integer, got " + std::to_string(value));
+  }
+  if (value > limit) {
+    throw SpecError(m.file, "/" + key, "expected at most " + std::to_string(limit) + " (Stagecraft's limit), got " +
+                                           std::to_string(value));
   }
 }
 
@@ -34,13 +39,13 @@ const char* to_string(Norm v) { return v == Norm::kRmsNorm ? "rmsnorm" : "layern
 const char* to_string(Position v) { return v == Position::kRope ? "rope" : "learned"; }
 
 void validate_model(const Model& m, const ModelKeys& k) {
-  require_positive(m, k.layers, m.layers);
-  require_positive(m, k.hidden, m.hidden);
-  require_positive(m, k.heads, m.heads);
-  require_positive(m, k.kv_heads, m.kv_heads);
-  require_positive(m, k.ffn_hidden, m.ffn_hidden);
-  require_positive(m, k.vocab, m.vocab);
-  require_positive(m, k.seq_len, m.seq_len);
+  require_positive(m, k.layers, m.layers, limits::kLayers);
+  require_positive(m, k.hidden, m.hidden, limits::kHidden);
+  require_positive(m, k.heads, m.heads, limits::kHidden);
+  require_positive(m, k.kv_heads, m.kv_heads, limits::kHidden);
+  require_positive(m, k.ffn_hidden, m.ffn_hidden, limits::kFfnHidden);
+  require_positive(m, k.vocab, m.vocab, limits::kVocab);
+  require_positive(m, k.seq_len, m.seq_len, limits::kSeqLen);
   if (m.hidden % m.heads != 0) {
     throw SpecError(m.file, "/" + k.hidden,
                     "expected a multiple of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
@@ -68,7 +73,7 @@ Model model_from_json(const json& j, const std::string& file) {
   if (m.mlp == Mlp::kSwiglu && !r.has("ffn_hidden")) {
     r.fail("ffn_hidden", "the MLP width (required with \"mlp\": \"swiglu\")");
   }
-  m.ffn_hidden = r.integer_or("ffn_hidden", 4 * m.hidden);
+  m.ffn_hidden = r.integer_or("ffn_hidden", m.hidden <= limits::kHidden ? 4 * m.hidden : 0);  // 0: hidden is refused first
   m.vocab = r.integer("vocab");
   m.seq_len = r.integer("seq_len");
   m.norm = parse_norm(r.choice_or("norm", {"layernorm", "rmsnorm"}, "layernorm"));

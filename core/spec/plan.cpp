@@ -5,6 +5,7 @@
 
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
+#include "core/spec/limits.hpp"
 #include "core/spec/model.hpp"
 #include "core/spec/training.hpp"
 
@@ -14,10 +15,15 @@ using nlohmann::json;
 
 namespace {
 
-int64_t at_least(ObjectReader& r, std::string_view key, int64_t fallback, int64_t min,
+// Bucket sizes and thresholds count elements; 2^50 is far above any model's parameter count.
+constexpr int64_t kMaxElems = int64_t{1} << 50;
+
+int64_t at_least(ObjectReader& r, std::string_view key, int64_t fallback, int64_t min, int64_t max = kMaxElems,
                  Quantity kind = Quantity::kCount) {
   int64_t v = r.integer_or(key, fallback, kind);
-  if (v < min) r.fail_value(key, "an integer >= " + std::to_string(min));
+  if (v < min || v > max) {
+    r.fail_value(key, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  }
   return v;
 }
 
@@ -64,7 +70,7 @@ std::vector<int64_t> read_stage_layers(ObjectReader& r) {
   if (!arr.is_array()) r.fail_value("stage_layers", "an array of layer counts, one per pipeline stage");
   std::vector<int64_t> layers;
   for (std::size_t i = 0; i < arr.size(); ++i) {
-    if (!arr[i].is_number_integer() || arr[i].get<int64_t>() < 1) {
+    if (!arr[i].is_number_integer() || arr[i].get<int64_t>() < 1 || arr[i].get<int64_t>() > limits::kLayers) {
       throw SpecError(r.file(), r.pointer_of("stage_layers") + "/" + std::to_string(i),
                       "expected a positive layer count, got " + describe(arr[i]));
     }
@@ -141,13 +147,13 @@ Plan plan_from_json(const json& j, const std::string& file) {
   ObjectReader r(j, file, "");
   Plan p;
   p.file = file;
-  p.tp = at_least(r, "tp", 1, 1);
-  p.pp = at_least(r, "pp", 1, 1);
-  p.dp = at_least(r, "dp", 1, 1);
-  p.micro_batch = at_least(r, "micro_batch", 1, 1);
-  p.micro_batches = at_least(r, "micro_batches", 1, 1);
+  p.tp = at_least(r, "tp", 1, 1, limits::kGpus);
+  p.pp = at_least(r, "pp", 1, 1, limits::kGpus);
+  p.dp = at_least(r, "dp", 1, 1, limits::kGpus);
+  p.micro_batch = at_least(r, "micro_batch", 1, 1, limits::kGlobalBatch);
+  p.micro_batches = at_least(r, "micro_batches", 1, 1, limits::kGlobalBatch);
   p.schedule = parse_schedule(r.choice_or("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}, "1f1b"));
-  p.virtual_stages = at_least(r, "virtual_stages", 1, 1);
+  p.virtual_stages = at_least(r, "virtual_stages", 1, 1, limits::kLayers);
   if (p.schedule == Schedule::kInterleaved) {
     if (p.virtual_stages < 2) r.fail_value("virtual_stages", "at least 2 with \"schedule\": \"interleaved\"");
     if (p.pp < 2) r.fail_value("pp", "at least 2 with \"schedule\": \"interleaved\"");
@@ -171,6 +177,20 @@ Plan plan_from_json(const json& j, const std::string& file) {
 Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
 
 void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpus) {
+  const auto world = checked_mul(p.tp, p.pp, p.dp);
+  if (!world || *world > limits::kGpus) {
+    reject(p, "dp", "expected tp × pp × dp (" + n(p.tp) + " × " + n(p.pp) + " × " + n(p.dp) + ") to equal the GPU count, " +
+                        n(gpus));
+  }
+  const auto micro_total = checked_mul(p.micro_batch, p.micro_batches, p.dp);
+  if (!micro_total) {
+    reject(p, "micro_batches", "expected micro_batch × micro_batches × dp (" + n(p.micro_batch) + " × " +
+                                   n(p.micro_batches) + " × " + n(p.dp) + ") to equal global_batch " + n(t.global_batch));
+  }
+  if (const auto tokens = checked_mul(t.global_batch, m.seq_len); !tokens || *tokens > limits::kTokensPerStep) {
+    throw SpecError(t.file, "/global_batch", "expected global_batch × seq_len (" + n(t.global_batch) + " × " + n(m.seq_len) +
+                                                 ") at most " + n(limits::kTokensPerStep) + " tokens per step");
+  }
   if (p.world() != gpus) {
     reject(p, "dp", "expected tp × pp × dp (" + n(p.tp) + " × " + n(p.pp) + " × " + n(p.dp) + " = " + n(p.world()) +
                         ") to equal the GPU count, " + n(gpus));

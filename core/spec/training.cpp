@@ -1,6 +1,7 @@
 #include "core/spec/training.hpp"
 
 #include "core/spec/json_reader.hpp"
+#include "core/spec/limits.hpp"
 
 namespace stagecraft::spec {
 
@@ -13,7 +14,9 @@ Training training_from_json(const json& j, const std::string& file) {
   Training t;
   t.file = file;
   t.global_batch = r.integer("global_batch");
-  if (t.global_batch < 1) r.fail_value("global_batch", "a positive number of sequences");
+  if (t.global_batch < 1 || t.global_batch > limits::kGlobalBatch) {
+    r.fail_value("global_batch", "a positive number of sequences, at most " + std::to_string(limits::kGlobalBatch));
+  }
   t.dtype = *parse_dtype(r.choice("dtype", {"fp16", "bf16", "fp32"}));
   t.optimizer = r.choice_or("optimizer", {"adam", "adamw"}, "adam") == "adamw" ? Optimizer::kAdamW
                                                                             : Optimizer::kAdam;

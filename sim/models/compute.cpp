@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "core/spec/error.hpp"
 #include "sim/error.hpp"
 
 namespace stagecraft::sim {
@@ -13,7 +14,11 @@ namespace {
 double peak_of(const spec::Cluster& cluster, spec::Dtype dtype) {
   auto it = cluster.gpu.peak_flops.find(dtype);
   if (it == cluster.gpu.peak_flops.end()) {
-    throw SimError("cluster " + cluster.name + " has no peak_flops for " + spec::to_string(dtype));
+    // An input error, not an internal one: the cluster file lacks the training's precision.
+    throw spec::SpecError(cluster.file.empty() ? "cluster " + cluster.name : cluster.file,
+                          std::string("/gpu/peak_flops/") + spec::to_string(dtype),
+                          std::string("missing: the training runs in ") + spec::to_string(dtype) +
+                              " and the GPU needs its peak FLOP/s for that precision");
   }
   return it->second;
 }

@@ -112,6 +112,31 @@ TEST(DeepSpeedImport, CompletesTheBatchTripleAsDeepSpeedDoes) {
                           "/pipeline/stages", "to divide the 8 GPUs");
 }
 
+// Zeros used to reach the divisions (train / micro / dp, train / dp / gas) before DeepSpeed's own
+// positivity checks and kill the process with SIGFPE; tp × pp could wrap to 0.
+TEST(DeepSpeedImport, ZeroOrHugeBatchValuesAreRefusedBeforeAnyDivision) {
+  test::expect_spec_error(
+      [] { from_deepspeed({{"train_batch_size", 64}, {"gradient_accumulation_steps", 0}}, "ds.json", 8, 4); },
+      "/gradient_accumulation_steps", "Gradient accumulation steps: 0 has to be greater than 0");
+  test::expect_spec_error(
+      [] { from_deepspeed({{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 0}}, "ds.json", 8, 4); },
+      "/train_micro_batch_size_per_gpu", "Micro batch size per gpu: 0 has to be greater than 0");
+  test::expect_spec_error(
+      [] {
+        from_deepspeed({{"train_batch_size", 64}, {"tensor_parallel", {{"autotp_size", int64_t{1} << 62}}},
+                        {"pipeline", {{"stages", 4}}}},
+                       "ds.json", 8, 4);
+      },
+      "/tensor_parallel/autotp_size", "at most 1048576");
+  // micro × gas × dp = 2^24 × 2^24 × 8 does not fit in the batch limit (nor, wrapped, in int64).
+  test::expect_spec_error(
+      [] {
+        from_deepspeed({{"train_micro_batch_size_per_gpu", int64_t{1} << 24}, {"gradient_accumulation_steps", int64_t{1} << 24}},
+                       "ds.json", 8, 4);
+      },
+      "/train_micro_batch_size_per_gpu", "above 16777216 sequences");
+}
+
 TEST(DeepSpeedRoundTrip, ExportThenImportGivesThePlanBack) {
   const spec::Plan p = plan_of({{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batch", 2}, {"micro_batches", 4},
                                 {"schedule", "interleaved"}, {"virtual_stages", 2}, {"sequence_parallel", true},

@@ -60,6 +60,10 @@ TEST(Model, RejectsBadInputsNamingFieldAndExpectation) {
       {"unknown mlp", {{"mlp", "relu"}}, "/mlp", "expected one of \"gelu\", \"swiglu\""},
       {"swiglu without width", {{"mlp", "swiglu"}}, "/ffn_hidden", "required with \"mlp\": \"swiglu\""},
       {"bias not bool", {{"bias", 1}}, "/bias", "expected true or false"},
+      // Limits (spec/limits.hpp) keep every count in int64_t: 2^14 layers, 2^24 vocabulary entries.
+      {"layers above the limit", {{"layers", 16385}}, "/layers", "expected at most 16384 (Stagecraft's limit), got 16385"},
+      {"vocab above the limit", {{"vocab", 100000000000}}, "/vocab", "expected at most 16777216"},
+      {"hidden that would overflow 4h", {{"hidden", int64_t{1} << 62}}, "/hidden", "expected at most 262144"},
   };
   for (const BadModel& c : cases) {
     SCOPED_TRACE(c.what);

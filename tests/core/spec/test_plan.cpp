@@ -93,7 +93,10 @@ TEST(Plan, RejectsBadFieldsOnLoad) {
   expect_spec_error([] { plan_from_json({{"zero", {{"stage", 4}}}}, "p.json"); }, "/zero/stage",
                     "a ZeRO stage 0, 1, 2 or 3, got 4");
   expect_spec_error([] { plan_from_json({{"zero", {{"reduce_bucket", 0}}}}, "p.json"); }, "/zero/reduce_bucket",
-                    "an integer >= 1, got 0");
+                    "an integer from 1 to " + std::to_string(int64_t{1} << 50) + ", got 0");
+  // 2^62 would overflow tp × pp × dp; every parallel size is at most the GPU limit, 2^20.
+  expect_spec_error([] { plan_from_json({{"tp", int64_t{1} << 62}}, "p.json"); }, "/tp",
+                    "an integer from 1 to 1048576, got 4611686018427387904");
   expect_spec_error([] { plan_from_json({{"zero", {{"stage", 0}, {"offload_optimizer", "cpu"}}}}, "p.json"); },
                     "/zero/offload_optimizer", "needs stage 1, 2 or 3");
   expect_spec_error([] { plan_from_json({{"zero", {{"prefetch_bucket_size", 5}}}}, "p.json"); },
@@ -104,6 +107,23 @@ TEST(Plan, RejectsBadFieldsOnLoad) {
                     "one of \"fp16\", \"bf16\", \"fp32\"");
   expect_spec_error([] { training_from_json({{"global_batch", 0}, {"dtype", "fp16"}}, "t.json"); }, "/global_batch",
                     "a positive number of sequences");
+}
+
+// Products of allowed sizes are checked, never wrapped: 2^24 × 2^24 × 2^20 = 2^68 sequences.
+TEST(Plan, ProductsThatWouldOverflowAreRefused) {
+  Plan p = plan_from_json({{"dp", int64_t{1} << 20}, {"micro_batch", int64_t{1} << 24}, {"micro_batches", int64_t{1} << 24}},
+                          "p.json");
+  expect_spec_error([&] { validate_plan(p, eight_layers(), batch(16), int64_t{1} << 20); }, "/micro_batches",
+                    "to equal global_batch 16");
+  // 2^24 sequences of 2^13 tokens = 2^37 tokens a step, above the 2^36 limit.
+  Model long_seq = model_from_json({{"name", "long"}, {"layers", 8}, {"hidden", 64}, {"heads", 8}, {"vocab", 100},
+                                    {"seq_len", 8192}},
+                                   "long.json");
+  Plan q = plan_from_json({{"micro_batches", int64_t{1} << 24}}, "p.json");
+  expect_spec_error([&] { validate_plan(q, long_seq, batch(int64_t{1} << 24), 1); }, "/global_batch",
+                    "(16777216 × 8192) at most 68719476736 tokens per step");
+  expect_spec_error([] { training_from_json({{"global_batch", 1e18}, {"dtype", "fp16"}}, "t.json"); }, "/global_batch",
+                    "at most 16777216");
 }
 
 TEST(Plan, SummaryNamesEveryChoice) {
