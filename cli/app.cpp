@@ -3,8 +3,10 @@
 #include <iostream>
 #include <vector>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "core/spec/error.hpp"
+#include "planner/pool.hpp"
 #include "planner/store.hpp"
 
 namespace stagecraft::cli {
@@ -16,6 +18,21 @@ int run_cli(int argc, char** argv, const HandOff& hand_off) {
   std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_run(app), add_demo(app),
                                       add_search(app), add_results(app), add_export(app),
                                       add_compare(app), add_calibrate(app), add_probe(app)};
+
+  // A first word that names no command ("stagecraft explore") is said so, with the list.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::string names;
+    bool known = false;
+    for (const Subcommand& c : commands) {
+      known = known || c.app->get_name() == word;
+      names += (names.empty() ? "" : ", ") + c.app->get_name();
+    }
+    if (!known) {
+      std::cerr << "stagecraft: unknown command \"" << word.substr(0, 40) << "\" (commands: " << names << ")\n";
+      return kBadInput;
+    }
+  }
 
   try {
     app.parse(argc, argv);
@@ -36,11 +53,16 @@ int run_cli(int argc, char** argv, const HandOff& hand_off) {
       if (hand_off) {
         if (const std::optional<int> rc = hand_off(*c.app)) return *rc;
       }
-      return c.run();
+      const int rc = c.run();
+      if (!flush_stdout()) return kBadInput;
+      return rc;
     }
   } catch (const stagecraft::spec::SpecError& e) {
     std::cerr << "stagecraft: error: " << e.what() << "\n";
     return kBadInput;
+  } catch (const stagecraft::planner::ThreadStartError& e) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return kImpossible;
   } catch (const stagecraft::planner::StoreError& e) {
     std::cerr << "stagecraft: error: " << e.what() << "\n";
     return kBadInput;

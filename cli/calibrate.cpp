@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/cluster.hpp"
@@ -55,7 +56,7 @@ Subcommand add_calibrate(CLI::App& root) {
       ->required()
       ->expected(1, -1);
   app->add_option("--cluster", args->cluster, "base cluster profile (file or bundled name)")->required();
-  app->add_option("-o,--output", args->output, "where to write the calibrated profile")->required();
+  app->add_option("-o,--output", args->output, "where to write the calibrated profile")->required()->check(writable_file());
   app->add_option("--training", args->training,
                   "the training the traces ran (file or bundled name); default: the trace header (the Program it lowers to must have the trace's fingerprint)");
   app->add_flag("--json", args->json, "print the calibration report as one JSON document");

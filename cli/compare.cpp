@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "render/timeline_png.hpp"
 #include "traces/compare.hpp"
@@ -52,7 +53,7 @@ Subcommand add_compare(CLI::App& root) {
                   "measured trace (stagecraft run --trace), or PyTorch profiler JSON files, one per rank")
       ->required()
       ->expected(1, -1);
-  app->add_option("--png", args->png, "also draw both timelines, one above the other, into this PNG (needs Qt)");
+  app->add_option("--png", args->png, "also draw both timelines, one above the other, into this PNG (needs Qt)")->check(writable_file());
   app->add_flag("--json", args->json, "print one JSON document (SCHEMAS.md \"compare --json\")");
   return {app, [args]() { return run_compare(*args); }};
 }

@@ -14,7 +14,9 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/spec/limits.hpp"
 #include "core/count/count.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
@@ -132,8 +134,9 @@ int run_demo(const DemoArgs& a) {
 Subcommand add_demo(CLI::App& root) {
   auto a = std::make_shared<DemoArgs>();
   CLI::App* app = root.add_subcommand("demo", "The bundled case: GPT-3 13B on 8 DGX-H100 nodes, global batch 1024");
-  app->add_option("--out", a->out, "where to write the best plan, its DeepSpeed config and trace (default ./stagecraft-demo)");
-  app->add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  app->add_option("--out", a->out, "where to write the best plan, its DeepSpeed config and trace (default ./stagecraft-demo)")
+      ->check(writable_dir());
+  app->add_option("--threads", a->threads, "worker threads (default: all cores)")->check(positive_int(spec::limits::kThreads));
   return {app, [a]() { return run_demo(*a); }};
 }
 

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
@@ -55,7 +56,7 @@ Subcommand add_export(CLI::App& root) {
   ds->add_option("--plan", a->plan, "plan file or bundled name")->required();
   ds->add_option("--training", a->training, "training file or bundled name")->required();
   ds->add_option("--model", a->model, "model file or bundled name (checks the plan against it)");
-  ds->add_option("-o,--output", a->output, "where to write (default: stdout)");
+  ds->add_option("-o,--output", a->output, "where to write (default: stdout)")->check(writable_file());
   return {app, [a]() { return run_export(*a); }};
 }
 

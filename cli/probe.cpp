@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "cli/probe_comm.hpp"
 #include "core/spec/json_reader.hpp"
@@ -77,7 +78,7 @@ Subcommand add_probe(CLI::App& root) {
   app->add_option("--tests", o.collectives, "collectives to run")->delimiter(',')->capture_default_str();
   app->add_option("--gemm", o.gemm_sizes, "GEMM sizes m = n = k (empty: none)")->delimiter(',')->capture_default_str();
   app->add_option("--stream", args->stream, "memory-bound pass sizes in bytes")->delimiter(',')->capture_default_str();
-  app->add_option("--trace", args->trace, "write the measured trace here (for stagecraft calibrate)");
+  app->add_option("--trace", args->trace, "write the measured trace here (for stagecraft calibrate)")->check(writable_file());
   return {app, [args]() { return run_probe(*args); }};
 }
 

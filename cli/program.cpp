@@ -3,7 +3,9 @@
 #include <memory>
 #include <optional>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/spec/limits.hpp"
 #include "core/program/check.hpp"
 #include "core/program/format.hpp"
 #include "core/program/lower.hpp"
@@ -50,7 +52,7 @@ Subcommand add_program(CLI::App& root) {
   app->add_option("--model", args->model, "model file or bundled name")->required();
   app->add_option("--training", args->training, "training file or bundled name")->required();
   app->add_option("--plan", args->plan, "plan file or bundled name")->required();
-  app->add_option("--rank", args->rank, "only this rank's instructions")->check(CLI::NonNegativeNumber);
+  app->add_option("--rank", args->rank, "only this rank's instructions")->check(non_negative_int(spec::limits::kGpus - 1));
   app->add_flag("--check", args->check, "run the Program checks (matching, ordering, deadlock) first");
   app->add_flag("--json", args->json, "print one JSON document");
   return {app, [args]() { return run_program(*args); }};

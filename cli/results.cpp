@@ -6,6 +6,9 @@
 #include <iostream>
 #include <memory>
 
+#include <limits>
+
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "planner/store.hpp"
 #include "sim/report.hpp"
@@ -93,8 +96,8 @@ Subcommand add_results(CLI::App& root) {
   auto a = std::make_shared<ResultsArgs>();
   CLI::App* app = root.add_subcommand("results", "List the searches and plans of a results store (--db of search)");
   app->add_option("--db", a->db, "the SQLite results store")->required()->check(CLI::ExistingFile);
-  app->add_option("--search", a->search, "which search (default: the latest)")->check(CLI::PositiveNumber);
-  app->add_option("--top", a->top, "how many plans (default 10; 0 for all)")->check(CLI::NonNegativeNumber);
+  app->add_option("--search", a->search, "which search (default: the latest)")->check(positive_int(std::numeric_limits<int64_t>::max()));
+  app->add_option("--top", a->top, "how many plans (default 10; 0 for all)")->check(non_negative_int(std::numeric_limits<int64_t>::max()));
   app->add_option("--where", a->where, "SQL condition over the plans columns, e.g. \"fits AND pp >= 4\"");
   app->add_flag("--list", a->list, "list the searches instead of plans");
   app->add_flag("--json", a->json, "print one JSON document");

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
@@ -178,16 +179,16 @@ Subcommand add_run(CLI::App& root) {
   app->add_option("--model", args->model, "model file or bundled name")->required();
   app->add_option("--training", args->training, "training file or bundled name")->required();
   app->add_option("--plan", args->plan, "plan file or bundled name")->required();
-  app->add_option("--steps", args->steps, "optimizer steps to run (default 10)");
+  app->add_option("--steps", args->steps, "optimizer steps to run (default 10)")->check(positive_int(int64_t{1} << 40));
   app->add_option("--backend", args->backend, "cpu (MPI + Eigen) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app->add_option("--trace", args->trace, "write the measured trace (Chrome trace JSON) here");
+  app->add_option("--trace", args->trace, "write the measured trace (Chrome trace JSON) here")->check(writable_file());
   app->add_option("--cluster", args->cluster,
                   "the cluster profile that describes these machines, recorded in the trace (default cpu-local)");
   app->add_flag("--json", args->json, "print one JSON document (SCHEMAS.md run --json); progress goes to stderr");
-  app->add_option("--save", args->save, "write a checkpoint to this directory at the end");
+  app->add_option("--save", args->save, "write a checkpoint to this directory at the end")->check(writable_dir());
   app->add_option("--resume", args->resume, "continue from the checkpoint in this directory");
   app->add_option("--seed", args->seed, "parameter initialisation and synthetic data seed (default 1)");
-  app->add_option("--lr", args->lr, "AdamW learning rate (default 1e-3)")->check(CLI::PositiveNumber);
+  app->add_option("--lr", args->lr, "AdamW learning rate (default 1e-3)")->check(positive_finite());
   return {app, [args]() { return run_run(*args); }};
 }
 

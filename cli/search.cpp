@@ -12,7 +12,9 @@
 #include <memory>
 #include <optional>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/spec/limits.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "planner/deepspeed.hpp"
@@ -236,28 +238,29 @@ Subcommand add_search(CLI::App& root) {
   app->add_option("--model", a->model, "model file or bundled name")->required();
   app->add_option("--cluster", a->cluster, "cluster file or bundled name")->required();
   app->add_option("--training", a->training, "training file or bundled name (default with --deepspeed: its batch and precision)");
-  app->add_option("--nodes", a->nodes, "number of nodes (default: the cluster file's)")->check(CLI::PositiveNumber);
+  app->add_option("--nodes", a->nodes, "number of nodes (default: the cluster file's)")->check(positive_int(spec::limits::kGpus));
   app->add_option("--gpus", a->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
-      ->check(CLI::PositiveNumber);
-  app->add_option("--top", a->top, "how many plans to report (default 10)")->check(CLI::PositiveNumber);
+      ->check(positive_int(spec::limits::kGpus));
+  app->add_option("--top", a->top, "how many plans to report (default 10)")->check(positive_int(int64_t{1} << 20));
   app->add_flag("--no-error-bars", a->no_error_bars,
                 "skip the step-time ranges of the top 5 plans from the cluster profile's parameter uncertainties");
-  app->add_option("--db", a->db, "record the search and every simulated plan in this SQLite file");
+  app->add_option("--db", a->db, "record the search and every simulated plan in this SQLite file")->check(writable_file());
   app->add_flag("--resume", a->resume, "with --db: continue the latest search with the same inputs, reusing its plans");
   app->add_option("--deepspeed", a->deepspeed, "a DeepSpeed ds_config.json to compare the best plan with");
-  app->add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  app->add_option("--threads", a->threads, "worker threads (default: all cores)")->check(positive_int(spec::limits::kThreads));
   app->add_flag("--json", a->json, "print one JSON document (SCHEMAS.md search --json)");
   app->add_flag("--no-progress", a->no_progress, "no progress bar on stderr");
   app->add_option("--pareto-window", a->pareto_window,
                   "the Pareto front is exact up to (1 + W) x the best step time (default 0.1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_finite());
   CLI::App* lim = app;
-  lim->add_option("--tp", a->tp, "tensor-parallel sizes to consider, e.g. 8 or 4,8")->delimiter(',');
-  lim->add_option("--pp", a->pp, "pipeline sizes to consider")->delimiter(',');
-  lim->add_option("--micro-batch", a->micro_batch, "micro-batch sizes to consider")->delimiter(',');
-  lim->add_option("--max-micro-batch", a->max_micro_batch, "largest micro-batch size to consider")->check(CLI::PositiveNumber);
+  lim->add_option("--tp", a->tp, "tensor-parallel sizes to consider, e.g. 8 or 4,8")->delimiter(',')->check(positive_int(spec::limits::kGpus));
+  lim->add_option("--pp", a->pp, "pipeline sizes to consider")->delimiter(',')->check(positive_int(spec::limits::kGpus));
+  lim->add_option("--micro-batch", a->micro_batch, "micro-batch sizes to consider")->delimiter(',')->check(positive_int(spec::limits::kGlobalBatch));
+  lim->add_option("--max-micro-batch", a->max_micro_batch, "largest micro-batch size to consider")->check(positive_int(spec::limits::kGlobalBatch));
   lim->add_option("--virtual-stages", a->virtual_stages, "virtual stages (interleaved chunks) to consider; 1 = not interleaved")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(positive_int(spec::limits::kLayers));
   lim->add_option("--zero", a->zero, "ZeRO stages to consider, e.g. 1 or 1,3")->delimiter(',');
   lim->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved, zb-h1")->delimiter(',');
   lim->add_option("--recompute", a->recompute, "none, selective, full")->delimiter(',');

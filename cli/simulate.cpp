@@ -5,7 +5,9 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/spec/limits.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
@@ -91,11 +93,11 @@ Subcommand add_simulate(CLI::App& root) {
                   "a DeepSpeed ds_config.json instead of --plan and --training (missing keys take DeepSpeed's defaults)")
       ->excludes(training)
       ->excludes(plan);
-  app->add_option("--nodes", args->nodes, "number of nodes (default: the cluster file's)")->check(CLI::PositiveNumber);
+  app->add_option("--nodes", args->nodes, "number of nodes (default: the cluster file's)")->check(positive_int(spec::limits::kGpus));
   app->add_option("--gpus", args->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int(spec::limits::kGpus));
   app->add_flag("--full", args->full, "simulate every rank instead of one data-parallel replica");
-  app->add_option("--trace", args->trace, "write the simulated trace (Chrome trace JSON, opens in Perfetto)");
+  app->add_option("--trace", args->trace, "write the simulated trace (Chrome trace JSON, opens in Perfetto)")->check(writable_file());
   app->add_flag("--json", args->json, "print one JSON document");
   app->add_flag("--no-error-bars", args->no_error_bars,
                 "skip the step-time range from the cluster profile's parameter uncertainties (two more "

@@ -1,5 +1,7 @@
 #include "planner/pool.hpp"
 
+#include <system_error>
+
 namespace stagecraft::planner {
 
 int hardware_threads() {
@@ -9,17 +11,32 @@ int hardware_threads() {
 
 ThreadPool::ThreadPool(int threads) {
   const int n = threads < 1 ? hardware_threads() : threads;
-  for (int w = 0; w < n; ++w) workers_.emplace_back([this, w] { work(w); });
+  workers_.reserve(static_cast<std::size_t>(n));
+  for (int w = 0; w < n; ++w) {
+    try {
+      workers_.emplace_back([this, w] { work(w); });
+    } catch (const std::system_error& e) {
+      // The workers already started wait on members this object is about to destroy: stop and
+      // join them before reporting (a destructor does not run for a half-built object).
+      const int started = size();
+      stop_all();
+      throw ThreadStartError("cannot start " + std::to_string(n) + " worker threads: the system refused thread " +
+                             std::to_string(started + 1) + " (" + e.what() + "); use fewer (--threads)");
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_all() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
+  workers_.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_all(); }
 
 void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_t, int)>& f) {
   if (n == 0) return;

@@ -8,14 +8,21 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
 namespace stagecraft::planner {
 
+// The system refused to start a worker thread (ulimit, memory); the started ones are joined.
+class ThreadStartError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);   // threads < 1: one per hardware thread
+  explicit ThreadPool(int threads);   // threads < 1: one per hardware thread; throws ThreadStartError
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,6 +34,7 @@ class ThreadPool {
 
  private:
   void work(int worker);
+  void stop_all();
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;

@@ -57,6 +57,28 @@ void check_pinned_tp(const spec::Model& m, const spec::Cluster& c, int64_t gpus,
   }
 }
 
+// A pinned pipeline size must divide the GPUs and leave every stage a layer; a pinned micro-batch
+// must divide the global batch. (Whether a combination of pinned values leaves a plan is the
+// search's answer, exit 1; a single value no plan can take is a bad option, exit 2.)
+void check_pinned_pp(const spec::Model& m, int64_t gpus, const std::vector<int64_t>& pps) {
+  for (int64_t pp : pps) {
+    if (pp < 1 || gpus % pp != 0 || pp > m.layers) {
+      throw spec::SpecError("--pp", "", "expected a divisor of the " + std::to_string(gpus) + " GPUs of at most the " +
+                                            std::to_string(m.layers) + " layers of model " + m.name + ", got " +
+                                            std::to_string(pp));
+    }
+  }
+}
+
+void check_pinned_micro_batch(const spec::Training& t, const std::vector<int64_t>& mbs) {
+  for (int64_t mb : mbs) {
+    if (mb < 1 || t.global_batch % mb != 0) {
+      throw spec::SpecError("--micro-batch", "", "expected a divisor of global_batch " + std::to_string(t.global_batch) +
+                                                     (t.file.empty() ? "" : " (" + t.file + ")") + ", got " + std::to_string(mb));
+    }
+  }
+}
+
 }  // namespace
 
 const char* to_string(Split s) { return s == Split::kUniform ? "uniform" : "balanced"; }
@@ -72,6 +94,8 @@ Space::Space(const spec::Model& model, const spec::Cluster& cluster, const spec:
                                             " GPUs, got " + std::to_string(gpus_));
   }
   check_pinned_tp(model_, cluster_, gpus_, limits_.tp);
+  check_pinned_pp(model_, gpus_, limits_.pp);
+  check_pinned_micro_batch(training_, limits_.micro_batch);
   for (int64_t tp : divisors(cluster_.gpus_per_node)) {
     if (gpus_ % tp == 0 && tp_fits_model(model_, tp) && allowed(limits_.tp, tp)) tp_.push_back(tp);
   }

@@ -1,0 +1,131 @@
+#include "cli/checks.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "core/spec/error.hpp"
+
+namespace stagecraft::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string in_quotes(const std::string& s) { return "\"" + (s.size() > 40 ? s.substr(0, 37) + "..." : s) + "\""; }
+
+CLI::Validator integer_in(int64_t min, int64_t max, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        int64_t v = 0;
+        const char* end = s.data() + s.size();
+        const auto [ptr, ec] = std::from_chars(s.data(), end, v);
+        if (ec == std::errc() && ptr == end && v >= min && v <= max) return {};
+        return "expected " + what + " (at most " + std::to_string(max) + "), got " + in_quotes(s);
+      },
+      what);
+}
+
+CLI::Validator finite_above(bool allow_zero) {
+  const std::string what = allow_zero ? "a finite number >= 0" : "a finite number > 0";
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(s.c_str(), &end);
+        const bool whole = end != nullptr && *end == '\0' && !s.empty();
+        if (whole && errno == 0 && std::isfinite(v) && (v > 0 || (allow_zero && v == 0))) return {};
+        return "expected " + what + ", got " + in_quotes(s);
+      },
+      what);
+}
+
+// Creates and removes a probe in `dir`; "" when that works, else why not.
+std::string try_write_in(const fs::path& dir) {
+  std::string probe = (dir / ".stagecraft-write-check-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
+}
+
+}  // namespace
+
+CLI::Validator positive_int(int64_t max) { return integer_in(1, max, "a positive integer"); }
+CLI::Validator non_negative_int(int64_t max) { return integer_in(0, max, "a non-negative integer"); }
+CLI::Validator positive_finite() { return finite_above(false); }
+CLI::Validator non_negative_finite() { return finite_above(true); }
+
+CLI::Validator writable_file() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty()) return "expected a file path, got an empty string";
+        std::error_code ec;
+        const fs::path p(s);
+        const auto status = fs::status(p, ec);
+        if (fs::is_directory(status)) return s + " is a directory; expected a file to write";
+        if (fs::exists(status)) {
+          if (::access(s.c_str(), W_OK) != 0) return "cannot write " + s + ": " + std::strerror(errno);
+          return {};
+        }
+        const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+        if (!fs::is_directory(parent, ec)) return "cannot write " + s + ": the folder " + parent.string() + " does not exist";
+        if (const std::string why = try_write_in(parent); !why.empty()) {
+          return "cannot write " + s + ": cannot create files in " + parent.string() + " (" + why + ")";
+        }
+        return {};
+      },
+      "a writable file");
+}
+
+CLI::Validator writable_dir() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty()) return "expected a folder path, got an empty string";
+        std::error_code ec;
+        fs::path p = fs::absolute(fs::path(s), ec);
+        if (ec) return "cannot use " + s + ": " + ec.message();
+        if (fs::exists(p, ec) && !fs::is_directory(p, ec)) return s + " exists and is not a folder";
+        fs::path existing = p;
+        while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path()) {
+          existing = existing.parent_path();
+        }
+        if (!fs::is_directory(existing, ec)) return "cannot create " + s + ": " + existing.string() + " is not a folder";
+        if (const std::string why = try_write_in(existing); !why.empty()) {
+          return "cannot write in " + existing.string() + " (for " + s + "): " + why;
+        }
+        return {};
+      },
+      "a writable folder");
+}
+
+void refuse_overwriting_input(const std::string& output, const std::vector<std::string>& inputs, const std::string& option) {
+  std::error_code ec;
+  for (const std::string& in : inputs) {
+    if (fs::exists(output, ec) && fs::exists(in, ec) && fs::equivalent(output, in, ec)) {
+      throw spec::SpecError(output, "", option + " is the input " + in + "; choose another file (an input is never overwritten)");
+    }
+  }
+}
+
+bool flush_stdout() {
+  errno = 0;
+  std::cout.flush();
+  const bool stream_failed = std::cout.fail();
+  int err = errno;
+  const int rc = std::fflush(stdout);
+  if (!stream_failed && rc == 0 && !std::ferror(stdout)) return true;
+  if (err == 0) err = errno;
+  std::cerr << "stagecraft: error: cannot write to standard output"
+            << (err != 0 ? std::string(": ") + std::strerror(err) : std::string()) << "\n";
+  return false;
+}
+
+}  // namespace stagecraft::cli
