@@ -14,6 +14,14 @@ class ExecutorError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A loss or gradient norm that is NaN or infinite: the training diverged (or its inputs were bad).
+// The run stops at once, naming the step, micro-batch and stage, before the optimizer writes it
+// into the parameters.
+class NonFiniteError : public ExecutorError {
+ public:
+  using ExecutorError::ExecutorError;
+};
+
 // The test-only fault switch (STAGECRAFT_FAULT_RANK / STAGECRAFT_FAULT_STEP) fired.
 class InjectedFault : public ExecutorError {
  public:

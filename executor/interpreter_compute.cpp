@@ -61,6 +61,12 @@ void Runner::Interpreter::forward(const Instr& in) {
     poll();
   }
   if (in.unit_end == program::head_unit(prog_.model) + 1) {
+    if (!std::isfinite(x.at(0))) {
+      throw NonFiniteError("step " + std::to_string(step_ + 1) + ", micro-batch " + std::to_string(in.mb) + ", stage " +
+                           std::to_string(prog_.placement.stage_of(runner_.rank_)) + " (rank " +
+                           std::to_string(runner_.rank_) + "): the loss is " + std::to_string(x.at(0)) +
+                           "; the training diverged (a smaller --lr?) and stops before the optimizer uses it");
+    }
     weighted_loss_ += static_cast<double>(x.at(0)) * loss_weight_;
     x.clear();
   }
@@ -125,6 +131,11 @@ float Runner::Interpreter::clip_scale_now() {
   if (!norm_known_) {  // one rank alone: no GradNormAllReduce in its Program
     norm_sq_ = runner_.state_.owned_grad_norm_sq();
     norm_known_ = true;
+  }
+  if (!std::isfinite(norm_sq_)) {
+    throw NonFiniteError("step " + std::to_string(step_ + 1) + ", stage " + std::to_string(prog_.placement.stage_of(runner_.rank_)) +
+                         " (rank " + std::to_string(runner_.rank_) + "): the gradient norm is " +
+                         std::to_string(std::sqrt(norm_sq_)) + "; the training diverged and stops before the optimizer step");
   }
   return clip_scale(std::sqrt(norm_sq_), runner_.options_.max_grad_norm);
 }
