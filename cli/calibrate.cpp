@@ -25,6 +25,9 @@ struct CalibrateArgs {
 
 int run_calibrate(const CalibrateArgs& a) {
   const spec::Cluster base = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, a.cluster));
+  std::vector<std::string> inputs = a.traces;
+  inputs.push_back(base.file);
+  refuse_overwriting_input(a.output, inputs, "-o");
   std::optional<spec::Training> training;
   if (!a.training.empty()) training = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, a.training));
   const traces::Samples samples = traces::samples_from_files(a.traces, base, training);

@@ -7,6 +7,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/spec/limits.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "planner/deepspeed.hpp"
@@ -25,7 +26,7 @@ int run_export(const ExportArgs& a) {
   const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
   if (!a.model.empty()) {
     spec::validate_plan(p, spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model)), t, p.world());
-  } else if (p.micro_batch * p.micro_batches * p.dp != t.global_batch) {
+  } else if (spec::checked_mul(p.micro_batch, p.micro_batches, p.dp) != t.global_batch) {
     throw spec::SpecError(p.file, "/micro_batches",
                           "expected micro_batch × micro_batches × dp (" + std::to_string(p.micro_batch) + " × " +
                               std::to_string(p.micro_batches) + " × " + std::to_string(p.dp) + ") to equal global_batch " +
@@ -37,10 +38,12 @@ int run_export(const ExportArgs& a) {
     std::cout << ds.config.dump(2) << "\n";
     return kOk;
   }
+  refuse_overwriting_input(a.output, {p.file, t.file}, "-o");
   std::ofstream out(a.output);
   if (!out) throw spec::SpecError(a.output, "", "cannot write the DeepSpeed config");
   out << ds.config.dump(2) << "\n";
-  if (!out) throw spec::SpecError(a.output, "", "cannot write the DeepSpeed config");
+  out.close();
+  if (!out) throw spec::SpecError(a.output, "", "cannot write the DeepSpeed config (disk full?)");
   std::cerr << "stagecraft: wrote " << a.output << " (train_batch_size " << ds.config["train_batch_size"]
             << " = micro " << p.micro_batch << " × accumulation " << p.micro_batches << " × dp " << p.dp << ")\n";
   return kOk;

@@ -61,8 +61,8 @@ Event read_event(const json& j, const std::string& file, const std::string& at) 
   const int64_t tid = r.integer("tid");
   if (tid < 0 || tid >= program::kLaneCount) r.fail_value("tid", "a lane index 0.." + std::to_string(program::kLaneCount - 1));
   e.lane = kLanes[static_cast<std::size_t>(tid)];
-  e.start_ns = to_ns(r.number("ts"));
-  e.end_ns = e.start_ns + to_ns(r.number("dur"));
+  e.start_ns = trace_us_to_ns(r.number("ts"), false, file, r.pointer_of("ts"));
+  e.end_ns = e.start_ns + trace_us_to_ns(r.number("dur"), true, file, r.pointer_of("dur"));
   spec::ObjectReader a = r.object("args");
   const std::string op = a.string("op");
   auto it = ops.find(op);
@@ -90,7 +90,7 @@ MemorySample read_memory(const json& j, const std::string& file, const std::stri
   spec::ObjectReader r(j, file, at);
   MemorySample m;
   m.rank = r.integer("pid");
-  m.time_ns = to_ns(r.number("ts"));
+  m.time_ns = trace_us_to_ns(r.number("ts"), false, file, r.pointer_of("ts"));
   m.instr = static_cast<int32_t>(r.integer_or("instr", -1));
   spec::ObjectReader a = r.object("args");
   for (MemoryKind k : kMemoryKinds) {
@@ -101,6 +101,16 @@ MemorySample read_memory(const json& j, const std::string& file, const std::stri
 }
 
 }  // namespace
+
+int64_t trace_us_to_ns(double us, bool duration, const std::string& file, const std::string& pointer) {
+  if (duration && !(us >= 0 && us <= 1e12)) {
+    throw spec::SpecError(file, pointer, "expected a duration from 0 to 1e12 microseconds, got " + spec::describe(us));
+  }
+  if (!duration && !(us >= -4e15 && us <= 4e15)) {
+    throw spec::SpecError(file, pointer, "expected a timestamp within +-4e15 microseconds, got " + spec::describe(us));
+  }
+  return to_ns(us);
+}
 
 const char* to_string(MemoryKind kind) {
   switch (kind) {

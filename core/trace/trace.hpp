@@ -54,6 +54,10 @@ struct Trace {
 void name_program(Trace& t, const program::Program& prog);
 
 nlohmann::json to_chrome_json(const Trace& t);
+// A Chrome-trace time in microseconds ("ts" a timestamp, "dur" a duration) in nanoseconds. A
+// SpecError at `pointer` when it is a negative duration, a duration above 1e12 us (11.6 days) or a
+// timestamp beyond +-4e15 us (the year 2096 as Unix time; int64 nanoseconds hold +-9.2e18).
+int64_t trace_us_to_ns(double us, bool duration, const std::string& file, const std::string& pointer);
 // Reads a Stagecraft trace back; throws spec::SpecError naming `file` and the JSON pointer of a
 // malformed event.
 Trace from_chrome_json(const nlohmann::json& j, const std::string& file);

@@ -250,6 +250,16 @@ void add_trace_samples(const Trace& t, const spec::Cluster& base, const std::opt
                                                  " trace gives no FLOPs or message sizes per kernel; calibrate needs "
                                                  "Stagecraft traces (simulated, measured or from stagecraft probe)");
   }
+  // A trace measured on one cluster fits that cluster's profile: fitting another's from it gives
+  // a profile of the wrong machine (a CPU trace made a DGX's GEMM curve non-monotonic). Simulated
+  // traces may fit any profile (recovering a known truth from a guess is how calibration is tested).
+  const nlohmann::json& ran_on = t.data.cluster;
+  if (t.data.source == "measured" && ran_on.is_object() && ran_on.contains("name") && ran_on["name"].is_string() &&
+      ran_on["name"].get<std::string>() != base.name) {
+    throw spec::SpecError(t.files.at(0), "/stagecraft/cluster/name",
+                          "the trace ran on cluster \"" + ran_on["name"].get<std::string>() + "\", not --cluster \"" +
+                              base.name + "\" (" + base.file + "); calibrate the profile of the machine it ran on");
+  }
   TraceSummary sum;
   sum.file = t.files.at(0);
   sum.source = t.data.source;

@@ -15,7 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-int64_t us_to_ns(double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); }
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -38,6 +37,11 @@ double number_field(const json& e, const char* key, const std::string& file, con
   const json& v = field(e, key, file, at);
   if (!v.is_number()) throw spec::SpecError(file, at + "/" + key, "expected a number of microseconds, got " + spec::describe(v));
   return v.get<double>();
+}
+
+// "ts" or "dur" of event `e`, in nanoseconds, range-checked (trace::trace_us_to_ns).
+int64_t time_field_ns(const json& e, const char* key, const std::string& file, const std::string& at) {
+  return trace::trace_us_to_ns(number_field(e, key, file, at), std::string_view(key) == "dur", file, at + "/" + key);
 }
 
 std::string string_field(const json& e, const char* key, const std::string& file, const std::string& at) {
@@ -152,14 +156,14 @@ int64_t append_kineto(const json& j, const std::string& file, int32_t file_index
     }
     const std::string name = string_field(e, "name", file, at);
     if (const auto step = profiler_step(name)) {
-      const int64_t start = us_to_ns(number_field(e, "ts", file, at));
-      const Span s{*step, start, start + us_to_ns(number_field(e, "dur", file, at))};
+      const int64_t start = time_field_ns(e, "ts", file, at);
+      const Span s{*step, start, start + time_field_ns(e, "dur", file, at)};
       (lower(cat) == "gpu_user_annotation" ? gpu_steps : cpu_steps).push_back(s);
       continue;
     }
     const std::string c = lower(cat);
     if (c == "cuda_runtime" || c == "runtime" || c == "cuda_driver") {
-      if (const auto corr = correlation_of(e)) launch_ns[*corr] = us_to_ns(number_field(e, "ts", file, at));
+      if (const auto corr = correlation_of(e)) launch_ns[*corr] = time_field_ns(e, "ts", file, at);
     }
   }
   for (const Span& s : cpu_steps) out.steps.push_back({rank, s.step, s.start_ns, s.end_ns});
@@ -169,10 +173,8 @@ int64_t append_kineto(const json& j, const std::string& file, int32_t file_index
     Kernel k;
     k.rank = rank;
     k.name = string_field(e, "name", file, at);
-    k.start_ns = us_to_ns(number_field(e, "ts", file, at));
-    const double dur = number_field(e, "dur", file, at);
-    if (dur < 0) throw spec::SpecError(file, at + "/dur", "expected a non-negative duration, got " + spec::describe(e["dur"]));
-    k.end_ns = k.start_ns + us_to_ns(dur);
+    k.start_ns = time_field_ns(e, "ts", file, at);
+    k.end_ns = k.start_ns + time_field_ns(e, "dur", file, at);
     k.cls = classify_kernel(k.name);
     k.collective = nccl_collective(k.name);
     const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : nullptr;
@@ -203,10 +205,8 @@ int64_t append_autograd(const json& j, const std::string& file, int32_t file_ind
     if (!e.is_object()) throw spec::SpecError(file, at, "expected a trace event object, got " + spec::describe(e));
     if (e.value("ph", "") != "X") continue;
     const std::string name = string_field(e, "name", file, at);
-    const int64_t start = us_to_ns(number_field(e, "ts", file, at));
-    const double dur = number_field(e, "dur", file, at);
-    if (dur < 0) throw spec::SpecError(file, at + "/dur", "expected a non-negative duration, got " + spec::describe(e["dur"]));
-    const int64_t end = start + us_to_ns(dur);
+    const int64_t start = time_field_ns(e, "ts", file, at);
+    const int64_t end = start + time_field_ns(e, "dur", file, at);
     if (const auto step = profiler_step(name)) {
       steps.push_back({*step, start, end});
       continue;
