@@ -84,10 +84,15 @@ int run_results(const ResultsArgs& a) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& p : plans) list.push_back({{"key", p.key}, {"plan", p.plan}, {"metrics", p.metrics}});
     std::cout << nlohmann::json{{"search", search_json(*chosen)}, {"plans", list}}.dump(2) << "\n";
-  } else {
+  } else if (!plans.empty()) {
     print_plans(*chosen, plans);
   }
-  return plans.empty() ? kImpossible : kOk;
+  if (plans.empty()) {
+    std::cerr << "stagecraft: search " << chosen->id << " in " << a.db << " has no plans"
+              << (a.where.empty() ? "" : " matching --where \"" + a.where + "\"") << "\n";
+    return kImpossible;
+  }
+  return kOk;
 }
 
 }  // namespace

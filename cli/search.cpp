@@ -198,6 +198,9 @@ int run_search(const SearchArgs& a) {
   if (!root) return r.top.empty() ? kImpossible : kOk;
   for (const std::string& w : r.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
   if (r.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far\n";
+  if (a.resume && !r.resumed) {
+    std::cerr << "stagecraft: --resume: " << a.db << " holds no earlier search with these inputs; this was a new one\n";
+  }
   const std::vector<planner::RowErrorBars> bars =
       a.no_error_bars ? std::vector<planner::RowErrorBars>{} : planner::top_error_bars(space, r.top, 5);
   if (a.json) {
@@ -244,8 +247,10 @@ Subcommand add_search(CLI::App& root) {
   app->add_option("--top", a->top, "how many plans to report (default 10)")->check(positive_int(int64_t{1} << 20));
   app->add_flag("--no-error-bars", a->no_error_bars,
                 "skip the step-time ranges of the top 5 plans from the cluster profile's parameter uncertainties");
-  app->add_option("--db", a->db, "record the search and every simulated plan in this SQLite file")->check(writable_file());
-  app->add_flag("--resume", a->resume, "with --db: continue the latest search with the same inputs, reusing its plans");
+  CLI::Option* db = app->add_option("--db", a->db, "record the search and every simulated plan in this SQLite file")
+                        ->check(writable_file());
+  app->add_flag("--resume", a->resume, "with --db: continue the latest search with the same inputs, reusing its plans")
+      ->needs(db);
   app->add_option("--deepspeed", a->deepspeed, "a DeepSpeed ds_config.json to compare the best plan with");
   app->add_option("--threads", a->threads, "worker threads (default: all cores)")->check(positive_int(spec::limits::kThreads));
   app->add_flag("--json", a->json, "print one JSON document (SCHEMAS.md search --json)");

@@ -59,18 +59,24 @@ std::string now_utc() {
   return buf;
 }
 
+// SQL quoted in a message: the start and the end of it, not 600 characters of column names.
+std::string shortened(const std::string& sql) {
+  if (sql.size() <= 160) return sql;
+  return sql.substr(0, 60) + " ... " + sql.substr(sql.size() - 90);
+}
+
 // A prepared statement; bind by 1-based index, step, read columns.
 class Statement {
  public:
   Statement(sqlite3* db, const std::string& sql, const std::string& file) : file_(file) {
     const char* tail = nullptr;
     if (sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &stmt_, &tail) != SQLITE_OK) {
-      throw StoreError(file, std::string("cannot prepare \"") + sql + "\": " + sqlite3_errmsg(db));
+      throw StoreError(file, std::string("cannot prepare \"") + shortened(sql) + "\": " + sqlite3_errmsg(db));
     }
     while (tail && (*tail == ' ' || *tail == '\n' || *tail == ';' || *tail == '\t')) ++tail;
     if (tail && *tail) {
       sqlite3_finalize(stmt_);
-      throw StoreError(file, "expected one SQL statement, got more: \"" + sql + "\"");
+      throw StoreError(file, "expected one SQL statement, got more: \"" + shortened(sql) + "\"");
     }
   }
   ~Statement() { sqlite3_finalize(stmt_); }
@@ -167,20 +173,87 @@ Metrics metrics_from_row(const Statement& s) {
 StoreError::StoreError(const std::string& file, const std::string& detail)
     : std::runtime_error(file + ": " + detail), file_(file) {}
 
-Store::Store(const std::string& path, bool read_only) : path_(path) {
-  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+namespace {
+
+std::string uri_escaped(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void Store::open(const std::string& target, int flags) {
+  if (sqlite3_open_v2(target.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
-    throw StoreError(path, "cannot open the results database: " + why);
+    throw StoreError(path_, "cannot open the results database: " + why);
   }
   sqlite3_busy_timeout(db_, 10000);
+}
+
+// The store's schema version, 0 for an empty database; refuses a database of something else and
+// one written by a newer Stagecraft (whose columns this one would misread or damage).
+int64_t Store::check_identity() {
+  int64_t tables = 0;
+  {
+    Statement t(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", path_);
+    if (t.step()) tables = t.integer(0);
+  }
+  if (tables == 0) return 0;
+  bool has_meta = false;
+  {
+    Statement t(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'", path_);
+    has_meta = t.step() && t.integer(0) > 0;
+  }
+  std::string created_by, version;
+  if (has_meta) {
+    Statement s(db_, "SELECT key, value FROM meta WHERE key IN ('created_by', 'schema_version')", path_);
+    while (s.step()) (s.text(0) == "created_by" ? created_by : version) = s.text(1);
+  }
+  if (created_by != "stagecraft" || version.empty()) {
+    fail("not a Stagecraft results database (it holds " + std::to_string(tables) +
+         " table(s) of something else); use a new file for --db");
+  }
+  char* end = nullptr;
+  const long long v = std::strtoll(version.c_str(), &end, 10);
+  if (end == version.c_str() || *end != '\0' || v < 1) fail("its schema_version \"" + version + "\" is not a version number");
+  if (v > kSchemaVersion) {
+    fail("written by a newer Stagecraft (schema version " + version + "; this one reads up to " +
+         std::to_string(kSchemaVersion) + "); use that version, or a new file");
+  }
+  return v;
+}
+
+Store::Store(const std::string& path, bool read_only) : path_(path) {
   if (read_only) {
-    Statement s(db_, "SELECT value FROM meta WHERE key = 'schema_version'", path_);
-    if (!s.step()) fail("not a Stagecraft results database (no schema_version)");
+    // A WAL database needs its -shm file even to read; in a read-only folder that cannot be made,
+    // so open it as immutable there (nothing else may write it meanwhile, which holds for a
+    // folder nobody can write).
+    open(path, SQLITE_OPEN_READONLY);
+    try {
+      if (check_identity() == 0) fail("not a Stagecraft results database (it is empty)");
+    } catch (const StoreError&) {
+      const int code = sqlite3_errcode(db_);
+      if (code != SQLITE_CANTOPEN && code != SQLITE_READONLY) throw;
+      sqlite3_close(db_);
+      db_ = nullptr;
+      open("file:" + uri_escaped(path) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+      if (check_identity() == 0) fail("not a Stagecraft results database (it is empty)");
+    }
     return;
   }
+  open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  check_identity();
   exec("PRAGMA journal_mode = WAL");
   exec("PRAGMA synchronous = NORMAL");
   exec(kSchema);

@@ -86,6 +86,8 @@ class Store {
 
  private:
   void exec(const std::string& sql);
+  void open(const std::string& target, int flags);
+  int64_t check_identity();
   [[noreturn]] void fail(const std::string& what) const;
 
   std::string path_;

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sqlite3.h>
+
 #include "fixtures.hpp"
 
 namespace stagecraft::planner {
@@ -89,6 +91,54 @@ TEST(Store, AFileThatIsNotAStoreIsABadInput) {
   }
   std::filesystem::remove(path);
   EXPECT_THROW(Store("/nonexistent-dir/x.sqlite", false), StoreError);
+}
+
+void run_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
+std::string store_error(const std::string& path, bool read_only) {
+  try {
+    Store store(path, read_only);
+  } catch (const StoreError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Another program's database is never written into; a newer schema is never misread.
+TEST(Store, ForeignAndNewerDatabasesAreRefused) {
+  const std::string foreign = temp_path("foreign.sqlite");
+  std::filesystem::remove(foreign);
+  run_sql(foreign, "CREATE TABLE foo (a INTEGER)");
+  EXPECT_NE(store_error(foreign, false).find("not a Stagecraft results database (it holds 1 table(s)"), std::string::npos);
+  EXPECT_NE(store_error(foreign, true).find("not a Stagecraft results database"), std::string::npos);
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(foreign.c_str(), &db);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", -1, &st, nullptr);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(st, 0), 1);  // nothing was added next to foo
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+
+  const std::string newer = temp_path("newer.sqlite");
+  std::filesystem::remove(newer);
+  { Store created(newer, false); }
+  run_sql(newer, "UPDATE meta SET value = '999' WHERE key = 'schema_version'");
+  EXPECT_NE(store_error(newer, false).find("newer Stagecraft (schema version 999"), std::string::npos);
+  EXPECT_NE(store_error(newer, true).find("newer Stagecraft"), std::string::npos);
+
+  const std::string empty = temp_path("empty.sqlite");
+  std::ofstream(empty).close();
+  EXPECT_NE(store_error(empty, true).find("it is empty"), std::string::npos);
+  EXPECT_EQ(store_error(empty, false), "");  // an empty file named by --db becomes a store
+  for (const std::string& p : {foreign, newer, empty}) std::filesystem::remove(p);
 }
 
 }  // namespace
