@@ -159,9 +159,9 @@ void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::
     r.fail("/train_micro_batch_size_per_gpu", "Micro batch size per gpu: " + std::to_string(*micro) + " has to be greater than 0" +
                                                   (*micro > 0 ? " and at most " + std::to_string(spec::limits::kGlobalBatch) : ""));
   }
-  if (gas && (*gas <= 0 || *gas > spec::limits::kGlobalBatch)) {
+  if (gas && (*gas <= 0 || *gas > spec::limits::kMicroBatches)) {
     r.fail("/gradient_accumulation_steps", "Gradient accumulation steps: " + std::to_string(*gas) + " has to be greater than 0" +
-                                               (*gas > 0 ? " and at most " + std::to_string(spec::limits::kGlobalBatch) : ""));
+                                               (*gas > 0 ? " and at most " + std::to_string(spec::limits::kMicroBatches) : ""));
   }
   int64_t b = 0, mb = 0, g = 0;
   if (train && micro && gas) {
@@ -190,6 +190,10 @@ void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::
   if (b > spec::limits::kGlobalBatch) {
     r.fail("/train_micro_batch_size_per_gpu", "train_batch_size = micro × gas × dp = " + std::to_string(b) + " above " +
                                                   std::to_string(spec::limits::kGlobalBatch) + " sequences");
+  }
+  if (g > spec::limits::kMicroBatches) {
+    r.fail("/gradient_accumulation_steps", "gradient_accumulation_steps = " + std::to_string(g) + " above Stagecraft's " +
+                                               std::to_string(spec::limits::kMicroBatches) + " micro-batches a step");
   }
   if (b != spec::checked_mul(mb, g, dp).value_or(-1)) {
     r.fail("/train_batch_size", "Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "

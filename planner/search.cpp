@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "core/count/count.hpp"
 #include "core/program/lower.hpp"
 #include "core/program/partition.hpp"
 #include "core/program/units.hpp"
@@ -18,6 +19,7 @@
 #include "planner/pool.hpp"
 #include "planner/prune.hpp"
 #include "planner/store.hpp"
+#include "sim/models/memory.hpp"
 #include "sim/simulator.hpp"
 
 namespace stagecraft::planner {
@@ -508,6 +510,29 @@ void Driver::run(const std::vector<Survivor>& survivors, Counts& counts, Clock::
   }
 }
 
+// The least memory any plan can need per GPU: the model states fully sharded over every GPU
+// (ZeRO-3 with dp = all GPUs, optimizer offloaded when the space allows it), plus the cluster's
+// reserved bytes: the average over GPUs, which the peak GPU cannot be below. Above capacity, no
+// plan fits and the search ends before enumerating (a 13 P-parameter model used to take minutes).
+std::string model_state_floor_reason(const Space& space) {
+  const spec::Model& m = space.model();
+  const int64_t params = count::parameters(m);
+  spec::ZeroConfig z;
+  z.stage = 3;
+  const std::vector<bool>& offload = space.offload_values();
+  const bool can_offload = std::find(offload.begin(), offload.end(), true) != offload.end();
+  z.offload_optimizer = can_offload ? spec::Offload::kCpu : spec::Offload::kNone;
+  const sim::ModelStates floor = sim::model_states(params, 0, z, space.gpus(), space.training().dtype);
+  const spec::Gpu& gpu = space.cluster().gpu;
+  const double need = static_cast<double>(floor.total()) + static_cast<double>(gpu.reserved_bytes);
+  if (need <= static_cast<double>(gpu.memory_bytes)) return "";
+  return "no plan fits in memory: " + text::short_count(static_cast<double>(params)) + " parameters need at least " +
+         text::gib(need) + " GiB per GPU even fully sharded over all " + std::to_string(space.gpus()) + " GPUs (ZeRO-3" +
+         (can_offload ? ", optimizer offloaded" : "") + ", with the " + text::gib(static_cast<double>(gpu.reserved_bytes)) +
+         " GiB reserved), above the " + text::gib(static_cast<double>(gpu.memory_bytes)) + " GiB of a " + gpu.name +
+         "; use more GPUs (--nodes), or a smaller model";
+}
+
 std::string no_plan_reason(const Space& space, const SearchResult& r) {
   if (r.counts.candidates == 0) {
     const std::string why = space.why_empty();
@@ -604,9 +629,14 @@ SearchResult search(const Space& space, const SearchOptions& options) {
     own = local_shard();
     shard = own.get();
   }
-  ThreadPool pool(options.threads);
   SearchResult r;
   r.capacity_bytes = space.cluster().gpu.memory_bytes;
+  if (std::string why = model_state_floor_reason(space); !why.empty()) {
+    r.reason = std::move(why);
+    r.seconds = since(t0);
+    return r;
+  }
+  ThreadPool pool(options.threads);
   Driver driver(space, options, pool, *shard);
   driver.open_store(r);
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/spec/error.hpp"
+#include "core/spec/limits.hpp"
 
 namespace stagecraft::planner {
 
@@ -130,6 +131,7 @@ std::vector<int64_t> Space::micro_batch_values(int64_t dp) const {
   if (training_.global_batch % dp != 0) return out;
   for (int64_t mb : divisors(training_.global_batch / dp)) {
     if (limits_.max_micro_batch > 0 && mb > limits_.max_micro_batch) continue;
+    if (training_.global_batch / dp / mb > spec::limits::kMicroBatches) continue;  // a Program too large to build
     if (allowed(limits_.micro_batch, mb)) out.push_back(mb);
   }
   return out;
@@ -230,6 +232,7 @@ std::string Space::why_empty() const {
                       " is not divisible into micro_batch × micro_batches × dp for any data-parallel size dp = " + g +
                       " / (tp × pp) in {" + join(dps) + "}";
     if (!limits_.micro_batch.empty() || limits_.max_micro_batch > 0) why += " with the micro-batch limits given";
+    why += " and at most " + std::to_string(spec::limits::kMicroBatches) + " micro-batches a step";
     return why;
   }
   if (zero_.empty() || recompute_.empty() || overlap_.empty() || offload_.empty()) {

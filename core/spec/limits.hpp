@@ -2,7 +2,7 @@
 // error each gives). Each is far above any published model or machine, and chosen so that every
 // product the counting, lowering and simulation compute stays exact in int64_t: e.g. parameters
 // per layer <= 4·hidden² + 3·hidden·ffn_hidden < 2^41, times layers < 2^55, times 16 bytes of
-// model state < 2^59; tokens per micro-batch × hidden × bytes < 2^36 · 2^18 · 2^4 = 2^58.
+// model state < 2^59; tokens per micro-batch × hidden × bytes < 2^32 · 2^18 · 2^4 = 2^54.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,10 @@ inline constexpr int64_t kSeqLen = int64_t{1} << 24;      // 16,777,216 tokens
 
 // Training: sequences per step, and tokens per step (global batch × sequence length).
 inline constexpr int64_t kGlobalBatch = int64_t{1} << 24;
-inline constexpr int64_t kTokensPerStep = int64_t{1} << 36;  // 68.7 G tokens
+inline constexpr int64_t kTokensPerStep = int64_t{1} << 32;  // 4.3 G tokens (Llama 3 405B: 16 M)
+// Micro-batches per step and pipeline: a Program holds O(micro-batches × layers) instructions, and
+// 16,384 already means tens of millions (real runs use tens to a few thousand).
+inline constexpr int64_t kMicroBatches = int64_t{1} << 14;
 
 // Machines.
 inline constexpr int64_t kGpus = int64_t{1} << 20;        // GPUs in a cluster or a plan

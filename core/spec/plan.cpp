@@ -151,7 +151,7 @@ Plan plan_from_json(const json& j, const std::string& file) {
   p.pp = at_least(r, "pp", 1, 1, limits::kGpus);
   p.dp = at_least(r, "dp", 1, 1, limits::kGpus);
   p.micro_batch = at_least(r, "micro_batch", 1, 1, limits::kGlobalBatch);
-  p.micro_batches = at_least(r, "micro_batches", 1, 1, limits::kGlobalBatch);
+  p.micro_batches = at_least(r, "micro_batches", 1, 1, limits::kMicroBatches);
   p.schedule = parse_schedule(r.choice_or("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}, "1f1b"));
   p.virtual_stages = at_least(r, "virtual_stages", 1, 1, limits::kLayers);
   if (p.schedule == Schedule::kInterleaved) {
