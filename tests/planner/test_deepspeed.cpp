@@ -128,13 +128,17 @@ TEST(DeepSpeedImport, ZeroOrHugeBatchValuesAreRefusedBeforeAnyDivision) {
                        "ds.json", 8, 4);
       },
       "/tensor_parallel/autotp_size", "at most 1048576");
-  // micro × gas × dp = 2^24 × 2^24 × 8 does not fit in the batch limit (nor, wrapped, in int64).
+  // micro × gas × dp = 2^24 × 2^14 × 8 = 2^41 does not fit in the 2^24-sequence batch limit.
   test::expect_spec_error(
       [] {
-        from_deepspeed({{"train_micro_batch_size_per_gpu", int64_t{1} << 24}, {"gradient_accumulation_steps", int64_t{1} << 24}},
+        from_deepspeed({{"train_micro_batch_size_per_gpu", int64_t{1} << 24}, {"gradient_accumulation_steps", int64_t{1} << 14}},
                        "ds.json", 8, 4);
       },
       "/train_micro_batch_size_per_gpu", "above 16777216 sequences");
+  // More than 2^14 micro-batches a step is a Program too large to build.
+  test::expect_spec_error(
+      [] { from_deepspeed({{"train_batch_size", 1 << 20}, {"train_micro_batch_size_per_gpu", 1}}, "ds.json", 8, 4); },
+      "/gradient_accumulation_steps", "above Stagecraft's 16384 micro-batches a step");
 }
 
 TEST(DeepSpeedRoundTrip, ExportThenImportGivesThePlanBack) {
