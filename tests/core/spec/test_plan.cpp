@@ -109,19 +109,21 @@ TEST(Plan, RejectsBadFieldsOnLoad) {
                     "a positive number of sequences");
 }
 
-// Products of allowed sizes are checked, never wrapped: 2^24 × 2^24 × 2^20 = 2^68 sequences.
+// Products of allowed sizes are checked, never wrapped: 2^24 × 2^14 × 2^20 = 2^58 sequences.
 TEST(Plan, ProductsThatWouldOverflowAreRefused) {
-  Plan p = plan_from_json({{"dp", int64_t{1} << 20}, {"micro_batch", int64_t{1} << 24}, {"micro_batches", int64_t{1} << 24}},
+  Plan p = plan_from_json({{"dp", int64_t{1} << 20}, {"micro_batch", int64_t{1} << 24}, {"micro_batches", int64_t{1} << 14}},
                           "p.json");
   expect_spec_error([&] { validate_plan(p, eight_layers(), batch(16), int64_t{1} << 20); }, "/micro_batches",
                     "to equal global_batch 16");
-  // 2^24 sequences of 2^13 tokens = 2^37 tokens a step, above the 2^36 limit.
+  // 2^24 sequences of 2^13 tokens = 2^37 tokens a step, above the 2^32 limit.
   Model long_seq = model_from_json({{"name", "long"}, {"layers", 8}, {"hidden", 64}, {"heads", 8}, {"vocab", 100},
                                     {"seq_len", 8192}},
                                    "long.json");
-  Plan q = plan_from_json({{"micro_batches", int64_t{1} << 24}}, "p.json");
+  Plan q = plan_from_json({{"micro_batch", 1024}, {"micro_batches", int64_t{1} << 14}}, "p.json");
   expect_spec_error([&] { validate_plan(q, long_seq, batch(int64_t{1} << 24), 1); }, "/global_batch",
-                    "(16777216 × 8192) at most 68719476736 tokens per step");
+                    "(16777216 × 8192) at most 4294967296 tokens per step");
+  expect_spec_error([] { plan_from_json({{"micro_batches", 16385}}, "p.json"); }, "/micro_batches",
+                    "an integer from 1 to 16384, got 16385");
   expect_spec_error([] { training_from_json({{"global_batch", 1e18}, {"dtype", "fp16"}}, "t.json"); }, "/global_batch",
                     "at most 16777216");
 }
