@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/common.hpp"
+#include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 
 namespace stagecraft::cli {
@@ -113,6 +115,12 @@ void refuse_overwriting_input(const std::string& output, const std::vector<std::
       throw spec::SpecError(output, "", option + " is the input " + in + "; choose another file (an input is never overwritten)");
     }
   }
+}
+
+spec::Model load_model_arg(const std::string& arg) {
+  spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, arg));
+  for (const std::string& w : m.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
+  return m;
 }
 
 bool flush_stdout() {

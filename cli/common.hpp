@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/spec/model.hpp"
 #include "core/text/format.hpp"
 
 namespace stagecraft::cli {
@@ -36,6 +37,10 @@ Subcommand add_export(CLI::App& root);    // export.cpp
 Subcommand add_compare(CLI::App& root);   // compare.cpp
 Subcommand add_calibrate(CLI::App& root); // calibrate.cpp
 Subcommand add_probe(CLI::App& root);     // probe.cpp
+
+// Loads a model argument (file or bundled name) and prints its warnings (keys of a Hugging Face
+// config that are read but not modelled) on stderr, once.
+spec::Model load_model_arg(const std::string& arg);
 
 // Ctrl-C during a search (search.cpp): the first SIGINT sets the flag (the search stops after the
 // batch in flight and reports what it found), a second one ends the process.

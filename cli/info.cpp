@@ -49,7 +49,7 @@ Subcommand add_info(CLI::App& root) {
   app->add_option("--model", *model, "model file, or the name of a bundled model (e.g. gpt3-175b)")->required();
   app->add_flag("--json", *json_out, "print one JSON document");
   return {app, [model, json_out]() {
-            spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, *model));
+            spec::Model m = load_model_arg(*model);
             nlohmann::json r = count::model_report(m);
             if (*json_out) {
               std::cout << r.dump(2) << "\n";

@@ -24,7 +24,7 @@ struct ProgramArgs {
 
 int run_program(const ProgramArgs& a) {
   using spec::ConfigKind;
-  const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
+  const spec::Model m = load_model_arg(a.model);
   const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
   const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
   const program::Program prog = program::lower(m, t, p);

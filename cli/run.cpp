@@ -206,7 +206,7 @@ int run_run(const RunArgs& a) {
   std::optional<program::Program> prog;
   try {
     using spec::ConfigKind;
-    const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
+    const spec::Model m = load_model_arg(a.model);
     const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
     if (const std::string why = precheck(a, p, world.size()); !why.empty()) return fail_before_training(why);

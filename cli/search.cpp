@@ -157,7 +157,7 @@ int run_search(const SearchArgs& a) {
     std::cerr << "stagecraft: warning: launched under MPI but built without it (STAGECRAFT_WITH_MPI=OFF); every rank "
                  "searches alone\n";
   }
-  const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
+  const spec::Model m = load_model_arg(a.model);
   spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
   if (a.nodes > 0) c.nodes = a.nodes;
   const int64_t gpus = a.gpus > 0 ? a.gpus : c.gpus();

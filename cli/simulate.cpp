@@ -32,7 +32,7 @@ struct SimulateArgs {
 
 int run_simulate(const SimulateArgs& a) {
   using spec::ConfigKind;
-  const spec::Model m = spec::load_model(spec::resolve_config(ConfigKind::kModel, a.model));
+  const spec::Model m = load_model_arg(a.model);
   spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
   if (a.nodes > 0) c.nodes = a.nodes;
   spec::Training t;

@@ -65,6 +65,24 @@ Model from_llama(const json& j, const std::string& file) {
   m.ffn_hidden = r.integer("intermediate_size");
   m.vocab = r.integer("vocab_size");
   m.seq_len = r.integer("max_position_embeddings");
+  // head_dim other than hidden_size / num_attention_heads (Mistral-NeMo: 128, not 5120 / 32 = 160)
+  // changes every attention shape; counting it as hidden / heads gave 12.77 B for a 12.25 B model.
+  if (present(j, "head_dim") && m.heads > 0 && r.integer("head_dim") * m.heads != m.hidden) {
+    r.fail_value("head_dim", "hidden_size / num_attention_heads = " + std::to_string(m.hidden) + " / " +
+                                 std::to_string(m.heads) + " (Stagecraft does not yet model attention of another width)");
+  }
+  if (present(j, "sliding_window")) {
+    m.warnings.push_back(file + ": /sliding_window: " + describe(j["sliding_window"]) +
+                         " is not modelled: attention is costed over the whole sequence");
+  }
+  if (present(j, "rope_scaling")) {
+    m.warnings.push_back(file + ": /rope_scaling: noted; it changes no cost Stagecraft models");
+  }
+  if (m.seq_len > 8192) {
+    m.warnings.push_back(file + ": /max_position_embeddings: " + std::to_string(m.seq_len) +
+                         " is taken as the training sequence length; for another length write a model.json "
+                         "(stagecraft info --json gives its fields) with that seq_len");
+  }
   if (present(j, "hidden_act")) {
     std::string act = r.string("hidden_act");
     if (act != "silu" && act != "swish") r.fail_value("hidden_act", "\"silu\" (SwiGLU MLP)");
@@ -94,9 +112,15 @@ bool is_hf_config(const json& j) {
 }
 
 Model model_from_hf_config(const json& j, const std::string& file) {
-  // model_type, when given, must be a family whose layers these shapes describe exactly.
-  const std::string type_name =
-      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  // model_type must name a family whose layers these shapes describe exactly: a config without it
+  // (or with a number there) is not read as LLaMA by guesswork.
+  if (!j.contains("model_type") || !j["model_type"].is_string()) {
+    throw SpecError(file, "/model_type",
+                    std::string(j.contains("model_type") ? "expected a string" : "missing") +
+                        ": a Hugging Face config names its family (\"gpt2\", \"llama\" or \"mistral\" are read)" +
+                        (j.contains("model_type") ? ", got " + describe(j["model_type"]) : ""));
+  }
+  const std::string type_name = j["model_type"].get<std::string>();
   if (j.contains("n_layer") && (type_name.empty() || type_name == "gpt2")) return from_gpt2(j, file);
   if (j.contains("num_hidden_layers") &&
       (type_name.empty() || type_name == "llama" || type_name == "mistral")) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,9 @@ struct Model {
   bool bias = true;           // biases on every linear and norm
   std::string source;         // where the values come from
   std::string file;           // the file it was loaded from ("" when built in code)
+  // What the source file says that Stagecraft reads but does not model (Hugging Face keys such as
+  // sliding_window); the command line prints each as a warning.
+  std::vector<std::string> warnings;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }

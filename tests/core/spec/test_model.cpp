@@ -112,9 +112,30 @@ TEST(HfImport, GqaAndNullInnerWidth) {
                 {"intermediate_size", 28672},  {"num_attention_heads", 64}, {"num_key_value_heads", 8},
                 {"vocab_size", 32000},         {"max_position_embeddings", 4096}};
   EXPECT_EQ(model_from_json(llama, "70b.json").kv_heads, 8);
-  json gpt2 = {{"n_layer", 2}, {"n_embd", 32}, {"n_head", 4}, {"n_inner", nullptr},
+  json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 2}, {"n_embd", 32}, {"n_head", 4}, {"n_inner", nullptr},
                {"n_positions", 16}, {"vocab_size", 10}};
   EXPECT_EQ(model_from_json(gpt2, "g.json").ffn_hidden, 4 * 32);
+}
+
+// UX audit D6: Mistral-NeMo's head_dim 128 != 5120 / 32 was counted as 160 wide (12.77 B instead of
+// 12.25 B); a config without model_type was read as LLaMA; sliding_window was dropped silently.
+TEST(HfImport, HeadDimModelTypeAndUnmodelledKeys) {
+  json nemo = {{"model_type", "mistral"}, {"num_hidden_layers", 40}, {"hidden_size", 5120}, {"head_dim", 128},
+               {"intermediate_size", 14336}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+               {"vocab_size", 131072}, {"max_position_embeddings", 4096}};
+  expect_spec_error([&] { model_from_json(nemo, "nemo.json"); }, "/head_dim", "hidden_size / num_attention_heads = 5120 / 32");
+  nemo["head_dim"] = 160;  // the same width said explicitly is fine
+  EXPECT_EQ(model_from_json(nemo, "nemo.json").head_dim(), 5120 / 32);
+  nemo["sliding_window"] = 4096;
+  nemo["max_position_embeddings"] = 32768;
+  const Model m = model_from_json(nemo, "nemo.json");
+  ASSERT_EQ(m.warnings.size(), 2u);
+  EXPECT_NE(m.warnings[0].find("/sliding_window: 4096 is not modelled"), std::string::npos);
+  EXPECT_NE(m.warnings[1].find("32768 is taken as the training sequence length"), std::string::npos);
+  nemo.erase("model_type");
+  expect_spec_error([&] { model_from_json(nemo, "nemo.json"); }, "/model_type", "missing");
+  nemo["model_type"] = 5;
+  expect_spec_error([&] { model_from_json(nemo, "nemo.json"); }, "/model_type", "expected a string");
 }
 
 TEST(HfImport, ErrorsUseTheHfKeyNames) {
