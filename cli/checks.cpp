@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -115,6 +116,27 @@ void refuse_overwriting_input(const std::string& output, const std::vector<std::
       throw spec::SpecError(output, "", option + " is the input " + in + "; choose another file (an input is never overwritten)");
     }
   }
+}
+
+double host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return -1;
+}
+
+int64_t ranks_on_this_host(int64_t world) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') {
+      const long long n = std::atoll(v);
+      if (n > 0) return n;
+    }
+  }
+  return world;
 }
 
 spec::Model load_model_arg(const std::string& arg) {

@@ -32,6 +32,11 @@ CLI::Validator writable_dir();
 void refuse_overwriting_input(const std::string& output, const std::vector<std::string>& inputs,
                               const std::string& option);
 
+// Bytes this host can still give (MemAvailable in /proc/meminfo), or -1 when it does not say.
+double host_available_bytes();
+// Ranks of this job on this host as the launcher says (Open MPI, MPICH/Hydra, Slurm), else `world`.
+int64_t ranks_on_this_host(int64_t world);
+
 // Flushes standard output; false (after saying why on stderr) when a write to it failed, e.g. on a
 // full disk.
 bool flush_stdout();

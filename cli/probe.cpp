@@ -2,6 +2,7 @@
 //                  [--trace probe.json]: nccl-tests-style microbenchmarks under mpirun
 // (traces/probe.hpp). Rank 0 prints the table and writes the trace; every rank exits 1 when any
 // element came out wrong.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -43,6 +44,23 @@ int run_probe(ProbeArgs a) {
   if (!comm) {
     std::cerr << "stagecraft: this build has no MPI (STAGECRAFT_WITH_MPI=OFF): probing a world of one rank\n";
     comm = traces::make_local_comm();
+  }
+  // The largest buffers one rank allocates: three n x n fp32 matrices per GEMM, a stream pass's
+  // three arrays, a collective's send, receive and expected buffers (an all-gather receives
+  // world x the send). Refused before allocating when this host cannot give them.
+  double need = 0;
+  for (int64_t n : a.options.gemm_sizes) need = std::max(need, 12.0 * static_cast<double>(n) * static_cast<double>(n));
+  for (int64_t b : a.options.stream_bytes) need = std::max(need, static_cast<double>(b));
+  need = std::max(need, 3.0 * static_cast<double>(a.options.max_bytes) * static_cast<double>(comm->size()));
+  const double available = host_available_bytes();
+  const int64_t local = ranks_on_this_host(comm->size());
+  if (available > 0 && need * static_cast<double>(local) > available) {
+    if (comm->rank() == 0) {
+      std::cerr << "stagecraft: error: the probe needs about " << short_bytes(need) << " per rank (" << local
+                << " on this host), and the host has " << short_bytes(available)
+                << " available; use smaller --gemm, --stream or --max-bytes\n";
+    }
+    return kBadInput;
   }
   traces::ProbeResult r;
   try {

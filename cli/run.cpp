@@ -113,26 +113,6 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   return o;
 }
 
-// Bytes this host can still give (MemAvailable), or -1 when /proc/meminfo does not say.
-double host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024.0;
-  }
-  return -1;
-}
-
-// Ranks of this job on this host: the launcher says (Open MPI, MPICH/Hydra, Slurm), else all.
-int64_t ranks_on_this_host(int64_t world) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
-    if (const int64_t n = env_int(name, 0); n > 0) return n;
-  }
-  return world;
-}
-
 // The executor's memory per rank, estimated before anything is allocated by the simulator's
 // memory model (the same Program on the run's cluster profile, which for the CPU executor is
 // cpu-local: fp32 everywhere). Measured on gpt2-124m, tiny-cpu, tiny-zero3 (2 ranks): estimate

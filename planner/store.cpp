@@ -235,6 +235,18 @@ int64_t Store::check_identity() {
 }
 
 Store::Store(const std::string& path, bool read_only) : path_(path) {
+  // A constructor that throws runs no destructor: close the connection on every way out.
+  try {
+    init(read_only);
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+void Store::init(bool read_only) {
+  const std::string& path = path_;
   if (read_only) {
     // A WAL database needs its -shm file even to read; in a read-only folder that cannot be made,
     // so open it as immutable there (nothing else may write it meanwhile, which holds for a
@@ -266,6 +278,12 @@ Store::Store(const std::string& path, bool read_only) : path_(path) {
 Store::~Store() { sqlite3_close(db_); }
 
 void Store::fail(const std::string& what) const { throw StoreError(path_, what); }
+
+nlohmann::json Store::parse_column(const std::string& text, const char* column) const {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(std::string("a row's ") + column + " column is not JSON (a damaged store?)");
+  return j;
+}
 
 void Store::exec(const std::string& sql) {
   char* error = nullptr;
@@ -414,8 +432,8 @@ std::vector<StoredPlan> Store::plans(int64_t search_id, const std::string& where
     StoredPlan p;
     p.key = s.text(0);
     p.numbers = metrics_from_row(s);
-    p.plan = nlohmann::json::parse(s.text(24));
-    p.metrics = nlohmann::json::parse(s.text(25));
+    p.plan = parse_column(s.text(24), "plan");
+    p.metrics = parse_column(s.text(25), "metrics");
     out.push_back(std::move(p));
   }
   return out;

@@ -87,6 +87,8 @@ class Store {
  private:
   void exec(const std::string& sql);
   void open(const std::string& target, int flags);
+  void init(bool read_only);
+  nlohmann::json parse_column(const std::string& text, const char* column) const;
   int64_t check_identity();
   [[noreturn]] void fail(const std::string& what) const;
 

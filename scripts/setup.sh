@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libxkbcommon-dev
   python3
+  clang libclang-rt-14-dev
 )
 
 missing=()

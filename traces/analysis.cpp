@@ -155,7 +155,9 @@ std::map<int64_t, Breakdown> breakdown_by_rank(const Trace& t, const std::vector
     per_step[key.first].push_back(b);
   }
   std::map<int64_t, Breakdown> out;
-  for (const auto& [rank, list] : per_step) {
+  for (const auto& entry : per_step) {
+    const std::vector<Breakdown>& list = entry.second;  // a named reference: clang 14 cannot capture bindings
+    const int64_t rank = entry.first;
     auto pick = [&](double Breakdown::*field) {
       std::vector<double> v;
       for (const Breakdown& b : list) v.push_back(b.*field);

@@ -44,12 +44,19 @@ std::vector<std::string> bundled_names(ConfigKind kind) {
 std::string resolve_config(ConfigKind kind, const std::string& arg) {
   std::error_code ec;
   if (fs::is_regular_file(arg, ec)) return arg;
+  if (fs::is_directory(arg, ec)) throw SpecError(arg, "", "is a directory, not a JSON file");
+  // A pipe or device (/dev/stdin, <(...)) is read as it is; read_json_file bounds it.
+  if (fs::exists(arg, ec)) return arg;
   const bool bare = arg.find('/') == std::string::npos;
   if (bare) {
     fs::path stem = arg;
     if (stem.extension() == ".json") stem.replace_extension();
     fs::path candidate = fs::path(config_dir()) / folder(kind) / (stem.string() + ".json");
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  }
+  if (bare && !fs::is_directory(config_dir(), ec)) {
+    throw SpecError(arg, "", "no such file, and the bundled configs folder " + config_dir() +
+                                 (std::getenv("STAGECRAFT_CONFIG_DIR") ? " (STAGECRAFT_CONFIG_DIR)" : "") + " does not exist");
   }
   std::string names;
   for (const std::string& n : bundled_names(kind)) names += (names.empty() ? "" : ", ") + n;

@@ -187,7 +187,7 @@ Trace from_chrome_json(const json& j, const std::string& file) {
     const std::string ph = e["ph"];
     if (ph == "X") {
       t.events.push_back(read_event(e, file, at));
-    } else if (ph == "C" && e.value("name", "") == "memory") {
+    } else if (ph == "C" && e.contains("name") && e["name"].is_string() && e["name"].get<std::string>() == "memory") {
       t.memory.push_back(read_memory(e, file, at));
     }
   }

@@ -148,7 +148,7 @@ int64_t append_kineto(const json& j, const std::string& file, int32_t file_index
     const json& e = events[i];
     const std::string at = at_of(i, true);
     if (!e.is_object()) throw spec::SpecError(file, at, "expected a trace event object, got " + spec::describe(e));
-    if (e.value("ph", "") != "X") continue;
+    if (!e.contains("ph") || !e["ph"].is_string() || e["ph"].get<std::string>() != "X") continue;
     const std::string cat = e.contains("cat") && e["cat"].is_string() ? e["cat"].get<std::string>() : "";
     if (is_gpu_category(cat)) {
       kernels.push_back(i);
@@ -203,7 +203,7 @@ int64_t append_autograd(const json& j, const std::string& file, int32_t file_ind
     const json& e = j[i];
     const std::string at = at_of(i, false);
     if (!e.is_object()) throw spec::SpecError(file, at, "expected a trace event object, got " + spec::describe(e));
-    if (e.value("ph", "") != "X") continue;
+    if (!e.contains("ph") || !e["ph"].is_string() || e["ph"].get<std::string>() != "X") continue;
     const std::string name = string_field(e, "name", file, at);
     const int64_t start = time_field_ns(e, "ts", file, at);
     const int64_t end = start + time_field_ns(e, "dur", file, at);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (every report fatal), in
+# build-asan/ (docs/reliability.md, "Sanitizers"). .ci/run runs it after the normal suite. Leaves
+# out what only measures or repeats other tests under a 3x slower build: the benchmarks (not
+# built), the Qt drawing (GUI off) and the validation scripts (label validation), which run the same
+# simulator code the unit tests cover many times over.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+generator=()
+if command -v ninja >/dev/null 2>&1 && [ ! -f build-asan/Makefile ]; then generator=(-G Ninja); fi
+cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DSTAGECRAFT_SANITIZE=ON -DSTAGECRAFT_BUILD_BENCH=OFF -DSTAGECRAFT_WITH_GUI=OFF > build-asan.configure.log
+cmake --build build-asan --parallel "$jobs"
+# Open MPI's own allocations outlive MPI_Finalize by design: leaks inside libmpi/libopen-pal are not
+# ours (tests/sanitizer/lsan.supp); every other leak and every ASan/UBSan report fails the test.
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:suppressions=$PWD/tests/sanitizer/asan.supp"
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+ctest --test-dir build-asan --output-on-failure --parallel "$jobs" -LE validation "$@"
