@@ -64,7 +64,7 @@ void place_records(const std::string& blob, const ParamLayout& full, ModelParams
     const TensorSlot& t = full.find(name);
     if (copy && out.tied_copy.empty()) out.tied_copy.assign(static_cast<std::size_t>(t.size()), std::numeric_limits<float>::quiet_NaN());
     float* dst = copy ? out.tied_copy.data() + first : out.values.data() + t.offset + first;
-    std::memcpy(dst, blob.data() + at, static_cast<std::size_t>(count) * sizeof(float));
+    if (count > 0) std::memcpy(dst, blob.data() + at, static_cast<std::size_t>(count) * sizeof(float));
     at += static_cast<std::size_t>(count) * sizeof(float);
   }
 }

@@ -36,7 +36,7 @@ std::vector<T> take(const std::string& blob, std::size_t& at) {
   std::memcpy(&n, blob.data() + at, sizeof(n));
   at += sizeof(n);
   std::vector<T> out(n);
-  std::memcpy(out.data(), blob.data() + at, n * sizeof(T));
+  if (n > 0) std::memcpy(out.data(), blob.data() + at, n * sizeof(T));  // data() may be null when empty
   at += n * sizeof(T);
   return out;
 }

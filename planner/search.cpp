@@ -182,7 +182,7 @@ void absorb(const std::string& in, Enumerated& all) {
   const uint64_t n = take<uint64_t>(in, pos);
   const std::size_t first = all.survivors.size();
   all.survivors.resize(first + n);
-  std::memcpy(all.survivors.data() + first, in.data() + pos, n * sizeof(Survivor));
+  if (n > 0) std::memcpy(all.survivors.data() + first, in.data() + pos, n * sizeof(Survivor));  // data() may be null when empty
 }
 
 // Enumerates this rank's share of the groups on the pool, then gathers every rank's survivors.

@@ -256,7 +256,7 @@ std::string to_blob(const std::vector<T>& v) {
 template <typename T>
 std::vector<T> from_blob(const std::string& s) {
   std::vector<T> v(s.size() / sizeof(T));
-  std::memcpy(v.data(), s.data(), v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), s.data(), v.size() * sizeof(T));  // data() may be null when empty
   return v;
 }
 

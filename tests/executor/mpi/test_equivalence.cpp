@@ -90,7 +90,8 @@ Errors compare(const Outcome& got, const Outcome& ref, const spec::Model& model)
   }
   e.params = relative_norm(got.params.values, ref.params.values, e.nan);
   if (!got.params.tied_copy.empty()) {
-    const TensorSlot& wte = ParamLayout(model).find("embedding.wte");
+    const ParamLayout layout(model);  // named: find() returns a reference into it
+    const TensorSlot& wte = layout.find("embedding.wte");
     const std::vector<float> table(got.params.values.begin() + wte.offset,
                                    got.params.values.begin() + wte.offset + wte.size());
     e.tied = relative_norm(got.params.tied_copy, table, e.nan);
