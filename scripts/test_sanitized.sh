@@ -20,5 +20,8 @@ export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressi
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 ASAN_OPTIONS="abort_on_error=1" \
   ctest --test-dir build-asan --output-on-failure --parallel "$jobs" -LE "validation|mpi" "$@"
+# traces.mpi.loop is left out too: it calibrates the cpu-local profile to measured step times, and
+# instrumented code is not the machine the profile describes (its runs came out 30x slower and
+# calibration could not halve a -97% error).
 ASAN_OPTIONS="abort_on_error=1:detect_leaks=0" \
-  ctest --test-dir build-asan --output-on-failure --parallel "$jobs" -L mpi -LE validation "$@"
+  ctest --test-dir build-asan --output-on-failure --parallel "$jobs" -L mpi -LE validation -E '^traces\.mpi\.loop$' "$@"
