@@ -151,18 +151,15 @@ void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::
   const std::optional<int64_t> micro = r.count("/train_micro_batch_size_per_gpu", std::nullopt, "");
   const std::optional<int64_t> gas = r.count("/gradient_accumulation_steps", std::nullopt, "");
   // DeepSpeed asserts each given value is positive; here that comes before any division by it.
-  if (train && (*train <= 0 || *train > spec::limits::kGlobalBatch)) {
-    r.fail("/train_batch_size", "Train batch size: " + std::to_string(*train) + " has to be greater than 0" +
-                                    (*train > 0 ? " and at most " + std::to_string(spec::limits::kGlobalBatch) : ""));
-  }
-  if (micro && (*micro <= 0 || *micro > spec::limits::kGlobalBatch)) {
-    r.fail("/train_micro_batch_size_per_gpu", "Micro batch size per gpu: " + std::to_string(*micro) + " has to be greater than 0" +
-                                                  (*micro > 0 ? " and at most " + std::to_string(spec::limits::kGlobalBatch) : ""));
-  }
-  if (gas && (*gas <= 0 || *gas > spec::limits::kMicroBatches)) {
-    r.fail("/gradient_accumulation_steps", "Gradient accumulation steps: " + std::to_string(*gas) + " has to be greater than 0" +
-                                               (*gas > 0 ? " and at most " + std::to_string(spec::limits::kMicroBatches) : ""));
-  }
+  const auto check = [&](const std::optional<int64_t>& v, const char* pointer, const char* what, int64_t limit) {
+    if (v && (*v <= 0 || *v > limit)) {
+      r.fail(pointer, std::string(what) + ": " + std::to_string(*v) + " has to be greater than 0" +
+                          (*v > 0 ? " and at most " + std::to_string(limit) : ""));
+    }
+  };
+  check(train, "/train_batch_size", "Train batch size", spec::limits::kGlobalBatch);
+  check(micro, "/train_micro_batch_size_per_gpu", "Micro batch size per gpu", spec::limits::kGlobalBatch);
+  check(gas, "/gradient_accumulation_steps", "Gradient accumulation steps", spec::limits::kMicroBatches);
   int64_t b = 0, mb = 0, g = 0;
   if (train && micro && gas) {
     b = *train, mb = *micro, g = *gas;
