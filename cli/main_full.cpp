@@ -7,7 +7,7 @@
 // without leak detection: Open MPI's plugins are unloaded before exit and leave allocations that
 // LeakSanitizer can neither attribute nor suppress. Every other ASan and UBSan check stays on, and
 // the `stagecraft` executable (every command but run, probe and MPI search) keeps leak detection.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(STAGECRAFT_SANITIZED)
 extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }
 #endif
 

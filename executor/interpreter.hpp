@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "executor/index.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/runner.hpp"
 
@@ -20,7 +21,6 @@ using program::Group;
 using program::Instr;
 using program::Lane;
 using program::Op;
-inline std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
 inline std::size_t lane_index(Lane l) { return static_cast<std::size_t>(l); }
 }  // namespace interp
 

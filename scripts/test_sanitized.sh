@@ -9,7 +9,14 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 generator=()
 if command -v ninja >/dev/null 2>&1 && [ ! -f build-asan/Makefile ]; then generator=(-G Ninja); fi
-cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+# Clang (scripts/setup.sh installs it; the normal build uses the system compiler, so CI compiles
+# with both) and a unity build (sources of one target compiled together, 16 at a time): on 2 cores
+# this build takes about 6 minutes, against 20 for GCC one file at a time. The normal build stays
+# one file at a time, so a file that misses an include still fails there.
+compiler=()
+if command -v clang++ >/dev/null 2>&1; then compiler=(-DCMAKE_CXX_COMPILER=clang++); fi
+cmake -S . -B build-asan "${generator[@]}" "${compiler[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
   -DSTAGECRAFT_SANITIZE=ON -DSTAGECRAFT_BUILD_BENCH=OFF -DSTAGECRAFT_WITH_GUI=OFF > build-asan.configure.log
 cmake --build build-asan --parallel "$jobs"
 # Every ASan and UBSan report is fatal. Leaks are checked everywhere but where Open MPI starts (the

@@ -1,7 +1,10 @@
 // Test helpers shared by the test files.
 #pragma once
 
+#include <filesystem>
 #include <string>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -23,6 +26,12 @@ std::string expect_spec_error(F&& f, const std::string& pointer, const std::stri
   }
   ADD_FAILURE() << "no SpecError thrown (expected " << pointer << ": " << fragment << ")";
   return {};
+}
+
+// A path in the system's temporary folder that no other test process uses: `name` prefixed with
+// "stagecraft-<pid>-".
+inline std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("stagecraft-" + std::to_string(::getpid()) + "-" + name)).string();
 }
 
 inline std::string data_path(const std::string& relative) { return std::string(STAGECRAFT_TEST_DATA) + "/" + relative; }

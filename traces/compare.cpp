@@ -197,8 +197,6 @@ double ratio_error(double simulated, double measured) {
   return measured > 0 ? simulated / measured - 1.0 : std::numeric_limits<double>::quiet_NaN();
 }
 
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-
 json breakdown_json(const Breakdown& b) {
   return {{"step_s", b.step_s}, {"compute_s", b.compute_s}, {"exposed_comm_s", b.exposed_comm_s}, {"bubble_s", b.bubble_s}};
 }
@@ -397,5 +395,7 @@ std::string to_text(const Comparison& c) {
   }
   return out;
 }
+
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 }  // namespace stagecraft::traces

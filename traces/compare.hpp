@@ -81,4 +81,8 @@ std::string to_text(const Comparison& c);
 // Canonical order of kinds in reports: instruction kinds as the Program lists them, then classes.
 std::vector<std::string> kind_order(const std::map<std::string, KindStats>& kinds);
 
+// A number for the JSON reports: a non-finite value (an error with no measurement) is written as
+// null, which JSON can carry and NaN it cannot.
+nlohmann::json number_or_null(double v);
+
 }  // namespace stagecraft::traces

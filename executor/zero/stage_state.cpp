@@ -5,6 +5,7 @@
 #include <string>
 
 #include "executor/errors.hpp"
+#include "executor/index.hpp"
 #include "executor/zero/ranges.hpp"
 
 namespace stagecraft::executor {
@@ -12,8 +13,6 @@ namespace stagecraft::executor {
 namespace {
 
 constexpr float kReleased = std::numeric_limits<float>::quiet_NaN();
-
-std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
 
 int64_t bytes_of(const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); }
 

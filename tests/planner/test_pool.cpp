@@ -17,7 +17,7 @@ TEST(ThreadPool, RunsEveryIndexOnce) {
   for (const auto& h : hits) EXPECT_EQ(h.load(), 1);
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !defined(STAGECRAFT_SANITIZED)
 // With the address space capped, the system refuses a thread (each reserves an 8 MiB stack):
 // the pool must report it and join the workers it started, not hang in a condition variable
 // destructor (the search used to, deaf to Ctrl-C). Run in a child process with its own limit.

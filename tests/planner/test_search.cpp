@@ -14,10 +14,13 @@
 #include <thread>
 
 #include "fixtures.hpp"
+#include "support.hpp"
 #include "planner/store.hpp"
 
 namespace stagecraft::planner {
 namespace {
+
+using test::temp_path;
 
 // A space small enough to simulate exhaustively (a few hundred plans), large enough that every
 // pruning rule fires.
@@ -30,10 +33,6 @@ SpaceLimits exhaustive_limits() {
   l.max_live_parameters = {1'000'000'000};
   l.max_micro_batch = 8;
   return l;
-}
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("stagecraft-" + std::to_string(getpid()) + "-" + name)).string();
 }
 
 void remove_db(const std::string& path) {

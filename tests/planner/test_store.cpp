@@ -10,13 +10,12 @@
 #include <sqlite3.h>
 
 #include "fixtures.hpp"
+#include "support.hpp"
 
 namespace stagecraft::planner {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("stagecraft-store-" + std::to_string(getpid()) + "-" + name)).string();
-}
+using test::temp_path;
 
 Evaluated row(const Space& space, const std::string& pinned, int tp, int pp) {
   Candidate c;

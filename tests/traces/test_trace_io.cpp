@@ -15,12 +15,10 @@
 namespace stagecraft::traces {
 namespace {
 
+using test::temp_path;
+
 using program::Lane;
 using program::Op;
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("stagecraft_traces_" + std::to_string(::getpid()) + "_" + name)).string();
-}
 
 trace::Trace two_steps() {
   trace::Trace t;
