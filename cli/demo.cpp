@@ -10,12 +10,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/io/file.hpp"
 #include "core/spec/limits.hpp"
 #include "core/count/count.hpp"
 #include "core/program/lower.hpp"
@@ -44,9 +44,7 @@ struct DemoArgs {
 };
 
 void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
-  std::ofstream f(path);
-  f << j.dump(2) << "\n";
-  if (!f) throw spec::SpecError(path.string(), "", "cannot write");
+  io::write_file(path.string(), j.dump(2) + "\n");
 }
 
 void print_case(const spec::Model& m, const spec::Cluster& c, const spec::Training& t) {

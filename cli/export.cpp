@@ -1,12 +1,12 @@
 // stagecraft export deepspeed --plan P --training T [--model M] [-o ds_config.json]
 // Writes the plan as a DeepSpeed config (planner/deepspeed.hpp) and warns, with DeepSpeed's own
 // reason, where DeepSpeed cannot run it as Stagecraft would (pipeline + ZeRO >= 2, ...).
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/io/file.hpp"
 #include "core/spec/limits.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
@@ -39,11 +39,7 @@ int run_export(const ExportArgs& a) {
     return kOk;
   }
   refuse_overwriting_input(a.output, {p.file, t.file}, "-o");
-  std::ofstream out(a.output);
-  if (!out) throw spec::SpecError(a.output, "", "cannot write the DeepSpeed config");
-  out << ds.config.dump(2) << "\n";
-  out.close();
-  if (!out) throw spec::SpecError(a.output, "", "cannot write the DeepSpeed config (disk full?)");
+  io::write_file(a.output, ds.config.dump(2) + "\n");
   std::cerr << "stagecraft: wrote " << a.output << " (train_batch_size " << ds.config["train_batch_size"]
             << " = micro " << p.micro_batch << " × accumulation " << p.micro_batches << " × dp " << p.dp << ")\n";
   return kOk;

@@ -92,6 +92,18 @@ nlohmann::json report_json(const executor::TrainReport& r, const program::Progra
           {"params_checksum", r.params_checksum}};
 }
 
+// The test-only fault switch's action (executor::FaultKind); unset: throw.
+executor::FaultKind fault_kind_from_env() {
+  const char* v = std::getenv("STAGECRAFT_FAULT_KIND");
+  const std::string kind = v == nullptr ? "throw" : v;
+  if (kind == "throw") return executor::FaultKind::kThrow;
+  if (kind == "kill") return executor::FaultKind::kKill;
+  if (kind == "kill-writing-checkpoint") return executor::FaultKind::kKillWritingCheckpoint;
+  if (kind == "kill-writing-manifest") return executor::FaultKind::kKillWritingManifest;
+  throw spec::SpecError("STAGECRAFT_FAULT_KIND", "",
+                        "expected throw, kill, kill-writing-checkpoint or kill-writing-manifest, got \"" + kind + "\"");
+}
+
 executor::TrainOptions train_options(const RunArgs& a, const program::Program& prog, int64_t rank) {
   executor::TrainOptions o;
   o.steps = a.steps;
@@ -99,6 +111,7 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.runner.init_seed = a.seed;
   o.runner.fault_rank = env_int("STAGECRAFT_FAULT_RANK", -1);
   o.runner.fault_step = env_int("STAGECRAFT_FAULT_STEP", 0) - 1;
+  o.runner.fault_kind = fault_kind_from_env();
   o.data = {"synthetic", a.seed};
   o.resume_dir = a.resume;
   o.save_dir = a.save;
@@ -155,7 +168,11 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
   try {
     r = executor::train(prog, *comm, corpus, options);
   } catch (const executor::CheckpointError&) {
-    throw;  // agreed on by every rank before training: a clean exit 2
+    throw;  // agreed on by every rank (resuming before training, saving after): a clean exit 2
+  } catch (const executor::OutputError& e) {
+    // The run is done and every rank past its last collective: this rank's output failed (exit 2).
+    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    return kBadInput;
   } catch (const executor::NonFiniteError& e) {
     // The training diverged: the request cannot be met as given (exit 1), and the job ends now.
     std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
@@ -202,7 +219,9 @@ int run_run(const RunArgs& a) {
   try {
     return run_training(a, world, *prog);
   } catch (const executor::CheckpointError& e) {
-    return fail_before_training(e.what());  // agreed on by every rank before training
+    return fail_before_training(e.what());  // agreed on by every rank
+  } catch (const spec::SpecError& e) {
+    return fail_before_training(e.what());  // the environment's switches, read alike on every rank
   } catch (const std::exception& e) {
     std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
     return world.abort(3);

@@ -1,19 +1,29 @@
 // Checkpoints of a distributed run: every rank writes what it alone owns (StageState's owned
 // state: its shard of parameters, Adam m and v, and with ZeRO-3 the persistent tensors) to
-// DIR/rank-NNNNN.bin; rank 0 writes DIR/manifest.json with the plan, model, training, data
-// seed, step, world size and every file's element count and FNV-1a checksum. Resuming reads
-// them back into a freshly built Runner of the same plan, model and world (ZeRO 1-2 ranks also
-// read their dp peers' parameter shards, the state an all-gather after the step would give),
-// so the run continues bit for bit as if it had not stopped.
+// DIR/gNNNNNN/rank-NNNNN.bin; rank 0 then writes DIR/manifest.json with the plan, model, training,
+// data seed, step, world size, the generation and every file's element count and FNV-1a checksum.
+// Resuming reads them back into a freshly built Runner of the same plan, model and world (ZeRO 1-2
+// ranks also read their dp peers' parameter shards, the state an all-gather after the step would
+// give), so the run continues bit for bit as if it had not stopped.
 //
-// Both calls are collective. load_checkpoint validates everything before touching the runner
-// and throws CheckpointError on every rank, with every rank's reasons at rank 0, when a file is
-// missing or corrupt or the checkpoint does not match the current run. Not a format for
-// changing plans between runs (re-sharding) or for other frameworks.
+// A save never touches the checkpoint it replaces until the new one is complete (docs/reliability.md,
+// "Faults"): each save writes a new generation folder (one more than the manifest's), every file
+// through io::AtomicFile (temporary, fsync, rename); the manifest's rename is the commit, and only
+// then are older generations removed. A save killed or failing anywhere (a rank killed, a full
+// disk) leaves the previous manifest and the files it names intact.
+//
+// Both calls are collective and agree on failure: every rank throws CheckpointError, rank 0's
+// message carrying every rank's reasons, so no rank is left waiting. load_checkpoint validates
+// everything before touching the runner: a missing, truncated or corrupt file, a manifest that is
+// malformed, or a checkpoint of another plan, model, training, data or world size (naming the field
+// that differs). Not a format for changing plans between runs (re-sharding) or for other frameworks.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "executor/runner.hpp"
 
@@ -24,6 +34,23 @@ struct CheckpointContext {
   std::string data_source = "synthetic";
   uint64_t data_seed = 0;
 };
+
+// DIR/manifest.json, read and checked field by field (no file is opened). Throws CheckpointError
+// naming `path` and the field.
+struct ManifestEntry {
+  int64_t rank = 0;
+  std::string file;      // relative to DIR: gNNNNNN/rank-NNNNN.bin
+  int64_t elems = 0;
+  std::string checksum;  // 16 hex digits, FNV-1a of the values
+};
+struct Manifest {
+  int64_t generation = 0;
+  int64_t step = 0;
+  int64_t world = 0;
+  nlohmann::json identity;  // plan, model, training, data, world: what must match to resume
+  std::vector<ManifestEntry> ranks;  // ranks[r].rank == r
+};
+Manifest parse_manifest(const std::string& text, const std::string& path);
 
 // Writes the runner's state after runner.steps_done() steps into `dir` (created if needed).
 void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointContext& ctx);

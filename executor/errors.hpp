@@ -35,6 +35,13 @@ class CheckpointError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An output of a finished run (its trace) that cannot be written: a full disk, a folder gone.
+// Raised on the rank that writes it, after every collective of the run.
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // A communicator used against its contract: a peer outside the group, a request that is not
 // pending, counts that do not match the group. A failing MPI call throws mpi::MpiError
 // (MPI_CHECK, mpi/error.hpp), naming the call, file and line.

@@ -3,6 +3,8 @@
 #include "executor/interpreter.hpp"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -69,7 +71,8 @@ void Runner::Interpreter::reset(int64_t step) {
   norm_known_ = false;
   compute_seconds_ = 0;
   const RunnerOptions& o = runner_.options_;
-  fault_armed_ = o.fault_rank == runner_.rank_ && o.fault_step == step;
+  fault_armed_ = o.fault_rank == runner_.rank_ && o.fault_step == step &&
+                 (o.fault_kind == FaultKind::kThrow || o.fault_kind == FaultKind::kKill);
   runner_.state_.zero_grads();
 }
 
@@ -119,6 +122,13 @@ void Runner::Interpreter::start(int32_t i) {
   pending_[at(i)].start_ns = now_ns();
   if (fault_armed_ && program::is_compute(in.op)) {
     fault_armed_ = false;
+    if (runner_.options_.fault_kind == FaultKind::kKill) {
+      // Said first, so that a test can time how long the job takes to end without this rank.
+      std::fprintf(stderr, "stagecraft: rank %lld: fault switch: SIGKILL in step %lld\n",
+                   static_cast<long long>(runner_.rank_), static_cast<long long>(step_ + 1));
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
     throw InjectedFault("injected fault in step " + std::to_string(step_ + 1) + " at " +
                         program::describe(prog_, role_, i) + " (STAGECRAFT_FAULT_RANK=" +
                         std::to_string(runner_.rank_) + ", STAGECRAFT_FAULT_STEP=" + std::to_string(step_ + 1) + ")");

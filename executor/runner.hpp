@@ -45,15 +45,24 @@ namespace stagecraft::executor {
 inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
 spec::Training executed_training(const spec::Training& requested);
 
+// What the test-only fault switch does (STAGECRAFT_FAULT_KIND, cli/run.cpp).
+enum class FaultKind {
+  kThrow,                  // throw InjectedFault at the first compute instruction of the step
+  kKill,                   // SIGKILL itself there: the rank vanishes mid-step, peers blocked on it
+  kKillWritingCheckpoint,  // SIGKILL itself halfway through writing its checkpoint file
+  kKillWritingManifest,    // (rank 0) SIGKILL itself halfway through writing the manifest
+};
+
 struct RunnerOptions {
   AdamWConfig adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
   double max_grad_norm = 1.0;
   uint64_t init_seed = 1;   // parameter initialisation (ParamLayout::init)
   bool trace = false;
-  // Test-only fault switch: throw InjectedFault on world rank fault_rank during step index
-  // fault_step (0-based; messages number steps from 1).
+  // Test-only fault switch: on world rank fault_rank, during step index fault_step (0-based;
+  // messages number steps from 1) or in the checkpoint written at the end, do fault_kind.
   int64_t fault_rank = -1;
   int64_t fault_step = -1;
+  FaultKind fault_kind = FaultKind::kThrow;
   // A step in which nothing progresses for this long throws ExecutorError naming what waits.
   double stall_timeout_s = 300;
 };
@@ -81,6 +90,7 @@ class Runner {
   void set_steps_done(int64_t steps) { steps_done_ = steps; }
 
   const program::Program& program() const { return prog_; }
+  const RunnerOptions& options() const { return options_; }
   Communicator& comm() { return comm_; }
   const StageLayout& layout() const { return layout_; }
   StageState& state() { return state_; }

@@ -1,5 +1,7 @@
 #include "executor/train.hpp"
 
+#include "core/spec/error.hpp"
+#include "executor/errors.hpp"
 #include "executor/model_params.hpp"
 
 namespace stagecraft::executor {
@@ -37,7 +39,13 @@ TrainReport train(const program::Program& prog, Communicator& comm, const Corpus
   if (!options.save_dir.empty()) save_checkpoint(runner, options.save_dir, options.data);
   if (ro.trace) {
     const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), prog, options.cluster);
-    if (comm.rank() == 0) trace::write_trace(t, options.trace_path);
+    if (comm.rank() == 0) {
+      try {
+        trace::write_trace(t, options.trace_path);
+      } catch (const spec::SpecError& e) {
+        throw OutputError(std::string("cannot write the trace: ") + e.what());
+      }
+    }
   }
   return report;
 }

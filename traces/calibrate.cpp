@@ -4,14 +4,15 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
 
+#include "core/io/file.hpp"
 #include "core/spec/error.hpp"
 #include "sim/models/work.hpp"
 #include "traces/calibrate/lsq.hpp"
+#include "traces/compare.hpp"
 
 namespace stagecraft::traces {
 
@@ -633,8 +634,6 @@ void write_sources(Calibration& c) {
   section(out.host.source, "host.pcie", "pcie");
 }
 
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-
 }  // namespace
 
 bool Calibration::fitted_any() const {
@@ -786,12 +785,7 @@ std::string to_text(const Calibration& c) {
 void write_calibration(Calibration& c, const std::string& profile_path) {
   c.report_file = report_path_for(profile_path);
   c.cluster.file = profile_path;
-  auto write = [](const std::string& path, const json& j) {
-    std::ofstream out(path);
-    if (!out) throw spec::SpecError(path, "", "cannot open file for writing");
-    out << j.dump(2) << "\n";
-    if (!out) throw spec::SpecError(path, "", "write failed");
-  };
+  auto write = [](const std::string& path, const json& j) { io::write_file(path, j.dump(2) + "\n"); };
   write(profile_path, profile_json(c));
   write(c.report_file, report_json(c));
   try {

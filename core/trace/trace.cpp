@@ -2,9 +2,9 @@
 
 #include <array>
 #include <cmath>
-#include <fstream>
 #include <map>
 
+#include "core/io/file.hpp"
 #include "core/program/fingerprint.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
@@ -195,10 +195,7 @@ Trace from_chrome_json(const json& j, const std::string& file) {
 }
 
 void write_trace(const Trace& t, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw spec::SpecError(path, "", "cannot open file for writing");
-  out << to_chrome_json(t).dump() << "\n";
-  if (!out) throw spec::SpecError(path, "", "write failed");
+  io::write_file(path, to_chrome_json(t).dump() + "\n");
 }
 
 Trace read_trace(const std::string& path) { return from_chrome_json(spec::read_json_file(path, spec::kMaxTraceFileBytes), path); }

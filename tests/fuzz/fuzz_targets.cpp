@@ -1,7 +1,7 @@
 // One fuzz target per parser and loader (docs/reliability.md, "Fuzzing"), selected at compile
 // time by STAGECRAFT_FUZZ_TARGET. Each takes arbitrary bytes as the content of one input file and
 // must either accept it or throw the loader's documented input error (spec::SpecError,
-// planner::StoreError); any other exception, a crash, a hang or a sanitizer report is a bug.
+// planner::StoreError, executor::CheckpointError); any other exception, a crash, a hang or a sanitizer report is a bug.
 //
 // Built two ways (tests/fuzz/CMakeLists.txt): with libFuzzer (clang, -fsanitize=fuzzer) for
 // bench/fuzz.sh, and as a plain program (standalone_main.cpp) that the normal test suite runs over
@@ -23,6 +23,8 @@
 #include "core/spec/model.hpp"
 #include "core/spec/plan.hpp"
 #include "core/spec/training.hpp"
+#include "executor/checkpoint.hpp"
+#include "executor/errors.hpp"
 #include "planner/deepspeed.hpp"
 #include "planner/store.hpp"
 #include "traces/io/trace_io.hpp"
@@ -51,6 +53,8 @@ void run(const uint8_t* data, size_t size) {
   }
 #elif defined(STAGECRAFT_FUZZ_trace)
   (void)traces::read_trace_files({as_file(data, size, ".json")});
+#elif defined(STAGECRAFT_FUZZ_checkpoint)
+  (void)executor::parse_manifest(text, "manifest.json");  // a checkpoint's manifest.json
 #elif defined(STAGECRAFT_FUZZ_store)
   planner::Store store(as_file(data, size, ".sqlite"), /*read_only=*/true);
   for (const planner::StoredSearch& s : store.searches()) (void)store.plans(s.id, "", 20);
@@ -67,7 +71,7 @@ void run(const uint8_t* data, size_t size) {
 #elif defined(STAGECRAFT_FUZZ_deepspeed)
   (void)planner::from_deepspeed(j, "fuzz.json", 64, 32);
 #else
-#error "STAGECRAFT_FUZZ_TARGET: model, cluster, training, plan, deepspeed, trace, store or quantity"
+#error "STAGECRAFT_FUZZ_TARGET: model, cluster, training, plan, deepspeed, trace, checkpoint, store or quantity"
 #endif
 #endif
 }
@@ -79,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     run(data, size);
   } catch (const spec::SpecError&) {
   } catch (const planner::StoreError&) {
+  } catch (const executor::CheckpointError&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz: an undocumented exception escaped the loader: %s\n", e.what());
     std::abort();

@@ -1,13 +1,13 @@
 #include "traces/io/trace_io.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
 
+#include "core/io/file.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
 #include "traces/io/kineto.hpp"
@@ -200,10 +200,7 @@ json to_stagecraft_json(const Trace& t) {
 }
 
 void write_stagecraft(const Trace& t, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw spec::SpecError(path, "", "cannot open file for writing");
-  out << to_stagecraft_json(t).dump() << "\n";
-  if (!out) throw spec::SpecError(path, "", "write failed");
+  io::write_file(path, to_stagecraft_json(t).dump() + "\n");
 }
 
 }  // namespace stagecraft::traces

@@ -236,9 +236,11 @@ TEST(MpiCheckpoint, RejectsAnotherPlanAndACorruptFile) {
       EXPECT_NE(std::string(e.what()).find("/data is"), std::string::npos) << e.what();
     }
   }
+  // The first save of a folder is generation 1 (checkpoint.hpp).
+  const std::string file3 = dir + "/g000001/rank-00003.bin";
   comm.barrier();
   if (comm.rank() == 0) {  // flip one byte of rank 3's state
-    std::fstream f(dir + "/rank-00003.bin", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(file3, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(40);
     f.put('\x7f');
   }
@@ -248,7 +250,23 @@ TEST(MpiCheckpoint, RejectsAnotherPlanAndACorruptFile) {
     ADD_FAILURE() << "resumed from a corrupt file";
   } catch (const CheckpointError& e) {
     if (comm.rank() == 0) {
-      EXPECT_NE(std::string(e.what()).find("rank-00003.bin: checksum"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("g000001/rank-00003.bin: checksum"), std::string::npos) << e.what();
+    }
+  }
+  comm.barrier();
+  // Cut rank 3's file by one value: refused from its size, before anything is read.
+  const auto full = std::filesystem::file_size(file3);
+  comm.barrier();
+  if (comm.rank() == 0) std::filesystem::resize_file(file3, full - sizeof(float));
+  comm.barrier();
+  try {
+    load_checkpoint(runner, dir, {"synthetic", 11});
+    ADD_FAILURE() << "resumed from a truncated file";
+  } catch (const CheckpointError& e) {
+    if (comm.rank() == 0) {
+      const std::string expected = std::to_string(full - sizeof(float)) + " bytes, expected " + std::to_string(full);
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
     }
   }
   comm.barrier();
