@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <random>
 #include <thread>
 
 #include "fixtures.hpp"
@@ -170,48 +171,131 @@ int64_t committed_plans(const std::string& db) {
   return n;
 }
 
-TEST(Search, SigkillMidSearchLosesNothingCommitted) {
-  const std::string db = temp_path("killed.sqlite");
-  remove_db(db);
-  const Space space = test::medium_space();
-  SearchOptions o;
-  o.threads = 1;
-  o.batch = 2;                 // a commit every two plans
-  o.pareto_window = 10;        // a Pareto front up to 11x the best step time: ~750 plans, seconds
-  o.db = db;
+// Forks a search into `db` and SIGKILLs it once `at_least` plans are committed, plus a random
+// 0-5 ms (inside a transaction as often as between two). Returns the plans committed at the kill.
+int64_t search_killed_after(const Space& space, const SearchOptions& o, int64_t at_least, std::mt19937& rng) {
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
+  EXPECT_GE(child, 0);
   if (child == 0) {
     search(space, o);
     _exit(0);
   }
   int64_t seen = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while ((seen = committed_plans(db)) < 50 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+  while ((seen = committed_plans(o.db)) < at_least && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  ASSERT_EQ(kill(child, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 5000)(rng)));
+  seen = std::max(seen, committed_plans(o.db));
+  EXPECT_EQ(kill(child, SIGKILL), 0);
   int status = 0;
   waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the search finished before the kill; make it longer";
-  ASSERT_GE(seen, 50);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the search finished before the kill at " << at_least << " plans";
+  return seen;
+}
 
-  const int64_t after_kill = committed_plans(db);
-  EXPECT_GE(after_kill, seen) << "committed plans were lost";
-  {
+// The medium space with one reduce and one prefetch bucket size (1e7 elements): about 200 plans
+// to simulate, a second or so, enough commits (one per two plans) to kill a search between them.
+Space store_space() {
+  SpaceLimits limits;
+  limits.reduce_bucket = {10'000'000};
+  limits.prefetch_bucket = {10'000'000};
+  return test::medium_space(limits);
+}
+
+// SIGKILL at three random points (each resumed search killed again), then a resume to the end:
+// no committed plan is ever lost, and the result is the uninterrupted search's.
+TEST(Search, SigkillAtRandomPointsThenResumeLosesNoPlan) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const std::string db = temp_path("killed.sqlite");
+  remove_db(db);
+  const Space space = store_space();
+  SearchOptions o;
+  o.threads = 1;
+  o.batch = 2;                 // a commit every two plans
+  o.pareto_window = 10;        // a Pareto front up to 11x the best step time
+  const SearchResult fresh = search(space, o);
+  const int64_t total = fresh.counts.evaluated;
+  ASSERT_GT(total, 30);
+  // Three kill points spread over the run: one in each third of the plans.
+  std::vector<int64_t> points;
+  for (int third = 0; third < 3; ++third) {
+    points.push_back(std::uniform_int_distribution<int64_t>(1 + third * total / 3, (third + 1) * total / 3 - 2)(rng));
+  }
+  o.db = db;
+  int64_t committed = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    o.resume = i > 0;
+    const int64_t seen = search_killed_after(space, o, std::max(points[i], committed + 1), rng);
+    const int64_t after_kill = committed_plans(db);
+    EXPECT_GE(after_kill, seen) << "committed plans were lost at kill " << i;
+    EXPECT_GE(after_kill, committed) << "plans of an earlier run were lost at kill " << i;
+    committed = after_kill;
     Store store(db, true);
-    EXPECT_EQ(store.searches().back().status, "running");   // never finished
+    EXPECT_EQ(store.searches().back().status, "running") << "kill " << i;  // never finished
   }
   o.threads = 2;
   o.resume = true;
   const SearchResult resumed = search(space, o);
   EXPECT_TRUE(resumed.resumed);
-  EXPECT_GE(resumed.counts.reused, after_kill);
-  o.db.clear();
-  o.resume = false;
-  const SearchResult fresh = search(space, o);
+  EXPECT_GE(resumed.counts.reused, committed);
   expect_same(resumed, fresh);
-  EXPECT_EQ(committed_plans(db), fresh.counts.evaluated);
+  EXPECT_EQ(committed_plans(db), total);
+  remove_db(db);
+}
+
+// Two searches writing one store at once (two processes, WAL, BEGIN IMMEDIATE, a busy timeout):
+// both finish, the file passes SQLite's integrity check, and each search holds all of its plans.
+TEST(Search, TwoSearchesOnOneStoreAtOnceBothComplete) {
+  const std::string db = temp_path("shared.sqlite");
+  remove_db(db);
+  const Space space = store_space();
+  SearchOptions o;
+  o.threads = 1;
+  o.batch = 2;
+  o.pareto_window = 10;
+  const SearchResult fresh = search(space, o);
+  o.db = db;
+  std::vector<pid_t> children;
+  for (int c = 0; c < 2; ++c) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      try {
+        search(space, o);
+      } catch (...) {
+        _exit(1);
+      }
+      _exit(0);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a search failed (status " << status << ")";
+  }
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  Store store(db, true);
+  const std::vector<StoredSearch> searches = store.searches();
+  ASSERT_EQ(searches.size(), 2u);
+  for (const StoredSearch& s : searches) {
+    EXPECT_EQ(s.status, "complete");
+    EXPECT_EQ(s.counts.evaluated, fresh.counts.evaluated);
+    const std::vector<StoredPlan> best = store.plans(s.id, "", static_cast<int64_t>(fresh.top.size()));
+    ASSERT_EQ(best.size(), fresh.top.size());
+    for (std::size_t i = 0; i < best.size(); ++i) EXPECT_EQ(best[i].key, fresh.top[i].key) << "search " << s.id;
+  }
+  EXPECT_EQ(committed_plans(db), 2 * fresh.counts.evaluated);
   remove_db(db);
 }
 
