@@ -13,11 +13,11 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 runs="${1:-1000000}"
 seconds="${2:-600}"
-targets=(${FUZZ_TARGETS:-model cluster training plan deepspeed trace store quantity})
+targets=(${FUZZ_TARGETS:-model cluster training plan deepspeed trace checkpoint store quantity})
 build="$root/build-fuzz"
 if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
   generator=(); command -v ninja > /dev/null && generator=(-G Ninja)
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTAGECRAFT_FUZZ=ON \
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTAGECRAFT_FUZZ=ON -DCMAKE_UNITY_BUILD=ON \
     -DSTAGECRAFT_WITH_MPI=OFF -DSTAGECRAFT_WITH_GUI=OFF -DSTAGECRAFT_BUILD_BENCH=OFF > "$build.configure.log"
 fi
 cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/stagecraft_fuzz_}"
