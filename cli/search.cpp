@@ -179,6 +179,9 @@ int run_search(const SearchArgs& a) {
     if (root && !a.json) {
       for (const std::string& d : ds->defaults) std::cerr << "stagecraft: " << a.deepspeed << ": " << d << "\n";
     }
+    if (root) {
+      for (const std::string& w : ds->warnings) std::cerr << "stagecraft: warning: " << a.deepspeed << ": " << w << "\n";
+    }
   }
 
   planner::SearchOptions o;

@@ -44,6 +44,7 @@ int run_simulate(const SimulateArgs& a) {
     if (!a.json) {
       for (const std::string& d : ds.defaults) std::cerr << "stagecraft: " << a.deepspeed << ": " << d << "\n";
     }
+    for (const std::string& w : ds.warnings) std::cerr << "stagecraft: warning: " << a.deepspeed << ": " << w << "\n";
   } else {
     if (a.training.empty()) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
     if (a.plan.empty()) throw spec::SpecError("--plan", "", "expected a plan file or bundled name (or --deepspeed)");

@@ -131,11 +131,117 @@ class DsReader {
   std::vector<std::string>& defaults_;
 };
 
-spec::Dtype read_dtype(DsReader& r) {
+// Top-level keys DeepSpeed reads: deepspeed/runtime/config.py with constants.py, and the section
+// parsers it calls (zero/config.py, activation_checkpointing/config.py, profiling/config.py,
+// monitor/config.py, comm/config.py, compression/config.py, data_pipeline/config.py,
+// elasticity/config.py, autotuning/config.py, nebula/config.py, swap_tensor/aio_config.py,
+// checkpoint_engine, hybrid_engine, compile). DeepSpeed ignores any other top-level key.
+const std::vector<std::string>& deepspeed_keys() {
+  static const std::vector<std::string> keys = {
+      "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
+      "dump_state", "disable_allgather", "communication_data_type", "seq_parallel_communication_data_type",
+      "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "zero_optimization",
+      "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "gradient_clipping", "graph_harvesting",
+      "fp16", "bf16", "bfloat16", "amp", "torch_autocast", "optimizer", "scheduler", "wall_clock_breakdown",
+      "memory_breakdown", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger",
+      "activation_checkpointing", "sparse_attention", "pipeline", "progressive_layer_drop", "eigenvalue",
+      "quantize_training", "compression_training", "data_efficiency", "curriculum_learning", "checkpoint",
+      "data_types", "aio", "elasticity", "autotuning", "nebula", "dataloader_drop_last", "hybrid_engine",
+      "weight_quantization", "tensor_parallel", "use_data_before_expert_parallelism", "compile", "timers",
+      "fp16_master_weights_and_grads", "zenflow", "vocabulary_size", "load_universal_checkpoint"};
+  return keys;
+}
+
+// DeepSpeedZeroConfig's fields and their aliases (deepspeed/runtime/zero/config.py; populate_by_name,
+// so both spellings of the stage-3 keys are accepted). DeepSpeed refuses any other key (extra="forbid").
+const std::vector<std::string>& zero_keys() {
+  static const std::vector<std::string> keys = {
+      "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
+      "allgather_partitions", "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights",
+      "elastic_checkpoint", "offload_param", "offload_optimizer", "zenflow", "sub_group_size", "cpu_offload_param",
+      "cpu_offload_use_pin_memory", "cpu_offload", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
+      "stage3_param_persistence_threshold", "param_persistence_threshold", "stage3_model_persistence_threshold",
+      "model_persistence_threshold", "stage3_max_live_parameters", "max_live_parameters",
+      "stage3_max_reuse_distance", "max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
+      "gather_16bit_weights_on_model_save", "stage3_module_granularity_threshold", "module_granularity_threshold",
+      "stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params", "stage3_allgather_sequential",
+      "allgather_sequential", "stage3_gather_fp16_weights_on_model_save", "ignore_unused_parameters",
+      "legacy_stage1", "round_robin_gradients", "zero_hpz_partition_size", "zero_quantized_weights",
+      "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "zeropp_loco_param", "mics_shard_size",
+      "mics_hierarchical_params_gather", "memory_efficient_linear", "pipeline_loading_checkpoint",
+      "override_module_apply", "log_trace_cache_warnings", "enable_sanity_checks",
+      "save_muon_momentum_buffer_in_memory", "leaf_module"};
+  return keys;
+}
+
+std::string suggestion(const std::string& key, const std::vector<std::string>& known) {
+  const std::optional<std::string> near = spec::did_you_mean(key, known);
+  return near ? " (did you mean \"" + *near + "\"?)" : "";
+}
+
+// The config as the readers below expect it: unknown keys checked, DeepSpeed's legacy boolean
+// zero_optimization expanded, the short spellings of the stage-3 keys renamed to the long ones.
+json normalized(const json& ds, const std::string& file, std::vector<std::string>& notes, std::vector<std::string>& warnings) {
+  json out = ds;
+  for (const auto& [key, value] : ds.items()) {
+    if (key == "stagecraft" || std::find(deepspeed_keys().begin(), deepspeed_keys().end(), key) != deepspeed_keys().end()) {
+      continue;
+    }
+    warnings.push_back("\"" + key + "\": not a key DeepSpeed reads, so DeepSpeed ignores it and so does this import" +
+                       suggestion(key, deepspeed_keys()));
+  }
+  for (const char* section : {"fp16", "bf16", "bfloat16", "pipeline", "optimizer", "tensor_parallel", "activation_checkpointing"}) {
+    if (ds.contains(section) && !ds.at(section).is_object()) {
+      throw spec::SpecError(file, std::string("/") + section,
+                            std::string("expected an object") +
+                                (std::string(section).find("16") != std::string::npos ? " such as {\"enabled\": true}" : "") +
+                                ", got " + spec::describe(ds.at(section)));
+    }
+  }
+  if (ds.contains("zero_optimization")) {
+    const json& z = ds.at("zero_optimization");
+    if (z.is_boolean()) {
+      // read_zero_config_deprecated: true is stage 1 with allgather_bucket_size = allgather_size.
+      json expanded = {{"stage", z.get<bool>() ? 1 : 0}};
+      if (z.get<bool>() && ds.contains("allgather_size")) expanded["allgather_bucket_size"] = ds.at("allgather_size");
+      notes.push_back(std::string("zero_optimization: ") + (z.get<bool>() ? "true" : "false") +
+                      ", DeepSpeed's deprecated form of stage " + (z.get<bool>() ? "1" : "0"));
+      out["zero_optimization"] = expanded;
+    } else if (!z.is_object()) {
+      throw spec::SpecError(file, "/zero_optimization", "expected an object such as {\"stage\": 3}, got " + spec::describe(z));
+    } else {
+      for (const auto& [key, value] : z.items()) {
+        if (std::find(zero_keys().begin(), zero_keys().end(), key) == zero_keys().end()) {
+          throw spec::SpecError(file, "/zero_optimization/" + key,
+                                "not a key of DeepSpeed's ZeRO config, which refuses keys it does not define (pydantic "
+                                "extra=\"forbid\", deepspeed/runtime/config_utils.py)" + suggestion(key, zero_keys()));
+        }
+      }
+      for (const char* name : {"prefetch_bucket_size", "param_persistence_threshold", "max_live_parameters",
+                               "max_reuse_distance", "model_persistence_threshold"}) {
+        const std::string long_name = std::string("stage3_") + name;
+        if (!z.contains(name)) continue;
+        if (z.contains(long_name)) {
+          throw spec::SpecError(file, "/zero_optimization/" + std::string(name),
+                                "given twice, as \"" + std::string(name) + "\" and \"" + long_name + "\"; keep one");
+        }
+        out["zero_optimization"][long_name] = z.at(name);
+        out["zero_optimization"].erase(name);
+      }
+    }
+  }
+  return out;
+}
+
+spec::Dtype read_dtype(DsReader& r, std::vector<std::string>& notes) {
   auto enabled = [&](const char* section) {
     const json* v = r.at(std::string("/") + section + "/enabled");
     if (v == nullptr) return false;
-    if (v->is_string() && v->get<std::string>() == "auto") return false;
+    if (v->is_string() && v->get<std::string>() == "auto") {
+      notes.push_back(std::string(section) + ".enabled: \"auto\", which the Hugging Face Trainer fills in from its own "
+                      "--fp16/--bf16 flags; read here as false (give true or false to choose)");
+      return false;
+    }
     if (!v->is_boolean()) r.fail(std::string("/") + section + "/enabled", "expected true or false, got " + spec::describe(*v));
     return v->get<bool>();
   };
@@ -299,7 +405,8 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
 DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t gpus, int64_t layers) {
   if (!ds.is_object()) throw spec::SpecError(file, "", "expected a JSON object (a DeepSpeed config), got " + spec::describe(ds));
   DeepSpeedImport out;
-  DsReader r(ds, file, out.defaults);
+  const json config = normalized(ds, file, out.defaults, out.warnings);
+  DsReader r(config, file, out.defaults);
   spec::Plan& p = out.plan;
   p.file = file;
   p.source = "imported from DeepSpeed config " + file;
@@ -316,7 +423,7 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   t.file = file;
   t.source = "imported from DeepSpeed config " + file;
   read_batch(r, p.dp, p, t, out.defaults);
-  t.dtype = read_dtype(r);
+  t.dtype = read_dtype(r, out.defaults);
   if (!r.at("/fp16/enabled") && !r.at("/bf16/enabled")) out.defaults.push_back("fp16, bf16: absent, so fp32 (DeepSpeed's default)");
   std::string opt = r.text("/optimizer/type", "adam");
   std::transform(opt.begin(), opt.end(), opt.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -337,6 +444,26 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   const json* interval = r.at("/pipeline/activation_checkpoint_interval");
   if (interval && !interval->is_number_integer()) r.fail("/pipeline/activation_checkpoint_interval", "expected an integer, got " + spec::describe(*interval));
   p.recompute = interval && interval->get<int64_t>() > 0 ? spec::Recompute::kFull : spec::Recompute::kNone;
+  if (r.at("/activation_checkpointing")) {
+    // The section configures deepspeed.checkpointing, which the model code calls around each block
+    // (Megatron-DeepSpeed's --checkpoint-activations): every block recomputes its forward.
+    p.recompute = spec::Recompute::kFull;
+    auto on = [&r](const std::string& pointer) {
+      const json* v = r.at(pointer);
+      if (v && !v->is_boolean()) r.fail(pointer, "expected true or false, got " + spec::describe(*v));
+      return v && v->get<bool>();
+    };
+    out.defaults.push_back("activation_checkpointing: present, so every transformer block recomputes its forward in the "
+                           "backward (full recompute, as the model code checkpointing each block does)");
+    if (on("/activation_checkpointing/partition_activations") && p.tp > 1) {
+      out.warnings.push_back("activation_checkpointing.partition_activations: the saved activations split over the "
+                             "tensor-parallel group are not modelled; the memory estimate keeps them whole on each GPU");
+    }
+    if (on("/activation_checkpointing/cpu_checkpointing")) {
+      out.warnings.push_back("activation_checkpointing.cpu_checkpointing: saved activations in host memory are not "
+                             "modelled; the memory estimate keeps them on the GPU");
+    }
+  }
   const std::string partition = r.text("/pipeline/partition", "parameters");
   if (partition == "uniform" && p.pp > 1) {
     // DeepSpeed's 'uniform' balances layer counts: blocks per stage, the first stages taking the rest
@@ -345,6 +472,12 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
     out.defaults.push_back("pipeline.partition \"" + partition + "\": modelled as a split balanced by cost");
   }
   read_stagecraft(ds, file, p);
+  if (p.pp > 1 && p.zero.stage >= 2) {
+    out.warnings.push_back("pipeline.stages " + std::to_string(p.pp) + " with ZeRO stage " + std::to_string(p.zero.stage) +
+                           ": DeepSpeed's pipeline engine refuses this config (\"" + kPipelineZero +
+                           "\", deepspeed/runtime/pipe/engine.py); it is simulated as Stagecraft's executor runs it, "
+                           "which DeepSpeed cannot");
+  }
   return out;
 }
 

@@ -22,6 +22,17 @@
 // stage3_param_persistence_threshold 1e5, overlap_comm true only for stage 3, stage 0, fp32,
 // pipeline stages 1, autotp_size 0 = no tensor parallelism), and the batch triple is completed as
 // DeepSpeedConfig._set_batch_related_parameters does. Each default applied is reported.
+//
+// Import follows DeepSpeed where it is strict and says where it is not: a key of
+// zero_optimization that DeepSpeedZeroConfig does not define is refused, as DeepSpeed's pydantic
+// model refuses it (extra="forbid", deepspeed/runtime/config_utils.py), with "did you mean"; both
+// spellings of the stage-3 keys are read (stage3_prefetch_bucket_size or prefetch_bucket_size,
+// populate_by_name); `"zero_optimization": true|false` is DeepSpeed's legacy form, stage 1 or 0
+// (read_zero_config_deprecated, zero/config.py); fp16, bf16 and zero_optimization must otherwise be
+// objects. A top-level key DeepSpeed does not read is a warning (DeepSpeed ignores it). "auto" (the
+// Hugging Face Trainer fills it in) is reported with what it became here. An activation_checkpointing
+// section means the model checkpoints its layers (Megatron-DeepSpeed's --checkpoint-activations):
+// full recompute. Pipeline + ZeRO >= 2, which DeepSpeed's pipeline engine refuses, is a warning.
 #pragma once
 
 #include <string>
@@ -47,6 +58,9 @@ struct DeepSpeedImport {
   spec::Plan plan;
   spec::Training training;
   std::vector<std::string> defaults;   // "zero_optimization.reduce_bucket_size: DeepSpeed's default 5e8", ...
+  // What DeepSpeed would not do as read here: top-level keys it does not read (with "did you
+  // mean"), pipeline + ZeRO >= 2, activation-checkpointing options that are not modelled.
+  std::vector<std::string> warnings;
 };
 
 // Reads a ds_config for `gpus` GPUs and a model of `layers` blocks (for pipeline.partition

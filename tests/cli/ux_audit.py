@@ -36,6 +36,12 @@ def make_inputs(d):
     p["ds_mb0"] = write(d, "ds-mb0.json", {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 0})
     p["ds_tp"] = write(d, "ds-tp.json", '{"train_batch_size": 64, "tensor_parallel": {"autotp_size": 4611686018427387904},'
                                         ' "pipeline": {"stages": 4}}')
+    p["ds_typo_zero"] = write(d, "ds-typo-zero.json", {"train_batch_size": 64,
+                                                     "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_sizes": 1e7}})
+    p["ds_typo_top"] = write(d, "ds-typo-top.json", {"train_batch_size": 64, "zero_optimisation": {"stage": 3}})
+    p["ds_fp16_true"] = write(d, "ds-fp16-true.json", {"train_batch_size": 64, "fp16": True})
+    p["ds_pp_zero3"] = write(d, "ds-pp-zero3.json", {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
+                                                     "pipeline": {"stages": 2}, "zero_optimization": {"stage": 3}})
     p["overflow"] = write(d, "overflow.json", '{"name": "tiny", "layers": 1e400, "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 64}')
     p["dup"] = write(d, "dup.json", '{"name": "tiny", "layers": 4, "layers": 8, "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 64}')
     p["hex"] = write(d, "hex.json", '{"name": "tiny", "layers": "0x4", "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 64}')
@@ -137,6 +143,15 @@ def cases(s, p, t):
         ("D17", ["run", "--model", "tiny", "--training", "tiny-cpu", "--plan", p["plan_1rank"], "--steps", "4", "--lr", "1e30"],
          1, "the training diverged", {"timeout": 60}),
         ("D18", ["info", "--model", p["dup"]], 2, "/layers: duplicate key \"layers\"", {}),
+        ("D9", ["simulate", "--model", "gpt3-1.3b", "--cluster", "dgx-h100-ndr", "--deepspeed", p["ds_typo_zero"]], 2,
+         "did you mean \"stage3_prefetch_bucket_size\"?", {}),
+        ("D9", ["simulate", "--model", "gpt3-1.3b", "--cluster", "dgx-h100-ndr", "--deepspeed", p["ds_typo_top"]], 0,
+         "\"zero_optimisation\": not a key DeepSpeed reads, so DeepSpeed ignores it and so does this import "
+         "(did you mean \"zero_optimization\"?)", {}),
+        ("D9", ["simulate", "--model", "gpt3-1.3b", "--cluster", "dgx-h100-ndr", "--deepspeed", p["ds_fp16_true"]], 2,
+         "/fp16: expected an object such as {\"enabled\": true}, got true", {}),
+        ("D9", ["simulate", "--model", "gpt3-1.3b", "--cluster", "dgx-h100-ndr", "--deepspeed", p["ds_pp_zero3"]], 0,
+         "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", {}),
         ("D19", ["info", "--model", p["adir"]], 2, "is a directory", {}),
         ("D20", ["search", "--model", "tiny", "--cluster", "cpu-local", "--training", "tiny-cpu", "--nodes", "0"], 2,
          "--nodes: expected a positive integer (at most 1048576), got \"0\"", {}),

@@ -22,43 +22,43 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Fixture {
+struct CheckpointRun {
   program::Program prog =
       program::lower(test::tiny_model(), test::tiny_training(), test::make_plan({.micro_batches = 8, .zero = 0}));
   Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
   LocalCommunicator comm;
 };
 
-std::vector<std::string> listing(const fs::path& dir) {
+std::vector<std::string> folder_listing(const fs::path& dir) {
   std::vector<std::string> names;
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
 
-json read_json(const fs::path& p) {
+json read_manifest_json(const fs::path& p) {
   std::ifstream in(p);
   return json::parse(in);
 }
 
 TEST(Checkpoint, EachSaveIsANewGenerationAndTheOldOneGoesOnlyAfterTheCommit) {
-  Fixture f;
+  CheckpointRun f;
   const fs::path dir = stagecraft::test::temp_path("ckpt-generations");
   fs::remove_all(dir);
   Runner runner(f.prog, f.comm, f.corpus, {});
   runner.step();
   save_checkpoint(runner, dir.string(), {"synthetic", 7});
-  EXPECT_EQ(listing(dir), (std::vector<std::string>{"g000001", "manifest.json"}));
-  EXPECT_EQ(read_json(dir / "manifest.json")["generation"], 1);
-  EXPECT_EQ(listing(dir / "g000001"), (std::vector<std::string>{"rank-00000.bin"}));
+  EXPECT_EQ(folder_listing(dir), (std::vector<std::string>{"g000001", "manifest.json"}));
+  EXPECT_EQ(read_manifest_json(dir / "manifest.json")["generation"], 1);
+  EXPECT_EQ(folder_listing(dir / "g000001"), (std::vector<std::string>{"rank-00000.bin"}));
   // The file: 8 magic bytes, rank, step, count (3 x int64), then the owned state in fp32.
   const int64_t elems = runner.state().owned_state_elems();
   EXPECT_EQ(fs::file_size(dir / "g000001/rank-00000.bin"), 8u + 3u * 8u + static_cast<uintmax_t>(elems) * 4u);
 
   runner.step();
   save_checkpoint(runner, dir.string(), {"synthetic", 7});
-  EXPECT_EQ(listing(dir), (std::vector<std::string>{"g000002", "manifest.json"}));
-  const json m = read_json(dir / "manifest.json");
+  EXPECT_EQ(folder_listing(dir), (std::vector<std::string>{"g000002", "manifest.json"}));
+  const json m = read_manifest_json(dir / "manifest.json");
   EXPECT_EQ(m["generation"], 2);
   EXPECT_EQ(m["step"], 2);
   EXPECT_EQ(m["ranks"][0]["file"], "g000002/rank-00000.bin");
@@ -74,7 +74,7 @@ TEST(Checkpoint, EachSaveIsANewGenerationAndTheOldOneGoesOnlyAfterTheCommit) {
 // manifest temporary. The checkpoint still loads as it was; the next save steps over the
 // leftover generation and removes both.
 TEST(Checkpoint, LeftoversOfAKilledSaveAreIgnoredThenRemoved) {
-  Fixture f;
+  CheckpointRun f;
   const fs::path dir = stagecraft::test::temp_path("ckpt-leftovers");
   fs::remove_all(dir);
   Runner runner(f.prog, f.comm, f.corpus, {});
@@ -93,12 +93,12 @@ TEST(Checkpoint, LeftoversOfAKilledSaveAreIgnoredThenRemoved) {
   resumed.step();
   save_checkpoint(resumed, dir.string(), {"synthetic", 7});
   // max(manifest's generation 1, leftover folder 2) + 1 = 3.
-  EXPECT_EQ(listing(dir), (std::vector<std::string>{"g000003", "manifest.json"}));
+  EXPECT_EQ(folder_listing(dir), (std::vector<std::string>{"g000003", "manifest.json"}));
   fs::remove_all(dir);
 }
 
 TEST(Checkpoint, AFolderThatCannotBeCreatedIsAnErrorNamingIt) {
-  Fixture f;
+  CheckpointRun f;
   const fs::path file = stagecraft::test::temp_path("ckpt-not-a-folder");
   std::ofstream(file) << "x";
   Runner runner(f.prog, f.comm, f.corpus, {});

@@ -141,6 +141,96 @@ TEST(DeepSpeedImport, ZeroOrHugeBatchValuesAreRefusedBeforeAnyDivision) {
       "/gradient_accumulation_steps", "above Stagecraft's 16384 micro-batches a step");
 }
 
+bool mentions(const std::vector<std::string>& lines, const std::string& fragment) {
+  for (const std::string& l : lines) {
+    if (l.find(fragment) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// UX-AUDIT D9: what DeepSpeed refuses is refused, what it ignores is said, nothing diverges silently.
+TEST(DeepSpeedImport, AZeroKeyDeepSpeedDoesNotDefineIsRefusedWithTheNearestKey) {
+  test::expect_spec_error(
+      [] {
+        from_deepspeed({{"train_batch_size", 64}, {"zero_optimization", {{"stage", 3}, {"stage3_prefetch_bucket_sizes", 1e7}}}},
+                       "ds.json", 8, 4);
+      },
+      "/zero_optimization/stage3_prefetch_bucket_sizes", "did you mean \"stage3_prefetch_bucket_size\"?");
+}
+
+TEST(DeepSpeedImport, ATopLevelKeyDeepSpeedDoesNotReadIsAWarningWithTheNearestKey) {
+  // zero_optimisation (British spelling) is not DeepSpeed's key: DeepSpeed runs ZeRO-0, and says nothing.
+  const DeepSpeedImport ds =
+      from_deepspeed({{"train_batch_size", 64}, {"zero_optimisation", {{"stage", 3}}}}, "ds.json", 8, 4);
+  EXPECT_EQ(ds.plan.zero.stage, 0);
+  EXPECT_TRUE(mentions(ds.warnings, "\"zero_optimisation\": not a key DeepSpeed reads")) << ds.warnings.size();
+  EXPECT_TRUE(mentions(ds.warnings, "did you mean \"zero_optimization\"?"));
+  // Keys DeepSpeed reads but Stagecraft does not model (a scheduler) are no warning.
+  const DeepSpeedImport quiet = from_deepspeed({{"train_batch_size", 64}, {"scheduler", {{"type", "WarmupLR"}}}}, "ds.json", 8, 4);
+  EXPECT_TRUE(quiet.warnings.empty());
+}
+
+TEST(DeepSpeedImport, ShortSpellingsOfTheStage3KeysAreReadLikeTheLongOnes) {
+  const DeepSpeedImport ds = from_deepspeed(
+      {{"train_batch_size", 64}, {"zero_optimization", {{"stage", 3}, {"prefetch_bucket_size", 12345678}}}}, "ds.json", 8, 4);
+  EXPECT_EQ(ds.plan.zero.prefetch_bucket, 12345678);
+  test::expect_spec_error(
+      [] {
+        from_deepspeed({{"train_batch_size", 64},
+                        {"zero_optimization", {{"stage", 3}, {"max_live_parameters", 1}, {"stage3_max_live_parameters", 2}}}},
+                       "ds.json", 8, 4);
+      },
+      "/zero_optimization/max_live_parameters", "given twice");
+}
+
+TEST(DeepSpeedImport, LegacyBooleanZeroIsStageOneAndOtherNonObjectsAreRefused) {
+  // read_zero_config_deprecated: true is stage 1, false stage 0.
+  const DeepSpeedImport on = from_deepspeed({{"train_batch_size", 64}, {"zero_optimization", true}}, "ds.json", 8, 4);
+  EXPECT_EQ(on.plan.zero.stage, 1);
+  EXPECT_TRUE(mentions(on.defaults, "DeepSpeed's deprecated form of stage 1"));
+  const DeepSpeedImport off = from_deepspeed({{"train_batch_size", 64}, {"zero_optimization", false}}, "ds.json", 8, 4);
+  EXPECT_EQ(off.plan.zero.stage, 0);
+  test::expect_spec_error([] { from_deepspeed({{"train_batch_size", 64}, {"zero_optimization", 3}}, "ds.json", 8, 4); },
+                          "/zero_optimization", "expected an object such as {\"stage\": 3}, got 3");
+  // "fp16": true would crash DeepSpeed (it reads fp16.enabled): refused, not read as fp32.
+  test::expect_spec_error([] { from_deepspeed({{"train_batch_size", 64}, {"fp16", true}}, "ds.json", 8, 4); }, "/fp16",
+                          "expected an object such as {\"enabled\": true}, got true");
+}
+
+TEST(DeepSpeedImport, AutoPrecisionSaysWhatItBecame) {
+  const DeepSpeedImport ds = from_deepspeed({{"train_batch_size", 64}, {"bf16", {{"enabled", "auto"}}}}, "ds.json", 8, 4);
+  EXPECT_EQ(ds.training.dtype, spec::Dtype::kFp32);
+  EXPECT_TRUE(mentions(ds.defaults, "bf16.enabled: \"auto\", which the Hugging Face Trainer fills in"));
+  EXPECT_TRUE(mentions(ds.defaults, "read here as false"));
+}
+
+TEST(DeepSpeedImport, ActivationCheckpointingMeansFullRecompute) {
+  const DeepSpeedImport plain = from_deepspeed({{"train_batch_size", 64}}, "ds.json", 8, 4);
+  EXPECT_EQ(plain.plan.recompute, spec::Recompute::kNone);
+  const DeepSpeedImport ds = from_deepspeed(
+      {{"train_batch_size", 64}, {"activation_checkpointing", {{"partition_activations", false}, {"cpu_checkpointing", true}}}},
+      "ds.json", 8, 4);
+  EXPECT_EQ(ds.plan.recompute, spec::Recompute::kFull);
+  EXPECT_TRUE(mentions(ds.defaults, "activation_checkpointing: present"));
+  EXPECT_TRUE(mentions(ds.warnings, "cpu_checkpointing"));
+}
+
+TEST(DeepSpeedImport, PipelineWithZero2Or3IsAWarningWithDeepSpeedsReason) {
+  // 8 GPUs = 2 stages x 4 replicas; 64 = micro 2 x gas 8 x dp 4.
+  const DeepSpeedImport ds = from_deepspeed(
+      {{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 2}, {"pipeline", {{"stages", 2}}},
+       {"zero_optimization", {{"stage", 3}}}},
+      "ds.json", 8, 4);
+  EXPECT_EQ(ds.plan.pp, 2);
+  EXPECT_EQ(ds.plan.dp, 4);
+  EXPECT_TRUE(mentions(ds.warnings, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism")) << ds.warnings.size();
+  const DeepSpeedImport one = from_deepspeed(
+      {{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 2}, {"pipeline", {{"stages", 2}}},
+       {"zero_optimization", {{"stage", 1}}}},
+      "ds.json", 8, 4);
+  EXPECT_TRUE(one.warnings.empty());
+}
+
 TEST(DeepSpeedRoundTrip, ExportThenImportGivesThePlanBack) {
   const spec::Plan p = plan_of({{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batch", 2}, {"micro_batches", 4},
                                 {"schedule", "interleaved"}, {"virtual_stages", 2}, {"sequence_parallel", true},
