@@ -37,10 +37,12 @@ int run_simulate(const SimulateArgs& a) {
   if (a.nodes > 0) c.nodes = a.nodes;
   spec::Training t;
   spec::Plan p;
+  std::vector<std::string> deepspeed_defaults;
   if (!a.deepspeed.empty()) {
     const planner::DeepSpeedImport ds = planner::load_deepspeed(a.deepspeed, a.gpus > 0 ? a.gpus : c.gpus(), m.layers);
     t = ds.training;
     p = ds.plan;
+    deepspeed_defaults = ds.defaults;
     if (!a.json) {
       for (const std::string& d : ds.defaults) std::cerr << "stagecraft: " << a.deepspeed << ": " << d << "\n";
     }
@@ -73,6 +75,7 @@ int run_simulate(const SimulateArgs& a) {
   if (a.json) {
     nlohmann::json j = sim::to_json(r.metrics, prog.plan);
     if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);
+    if (!a.deepspeed.empty()) j["defaults_applied"] = deepspeed_defaults;  // what text mode prints to stderr
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sim::report_text(r.metrics, prog.plan, prog.placement.world(), c.name);

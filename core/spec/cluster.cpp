@@ -14,21 +14,9 @@ using nlohmann::json;
 
 namespace {
 
-int64_t positive_int(ObjectReader& r, std::string_view key, Quantity kind = Quantity::kCount) {
-  int64_t v = r.integer(key, kind);
-  if (v < 1) r.fail_value(key, "a positive integer");
-  return v;
-}
-
 int64_t non_negative_int(ObjectReader& r, std::string_view key, Quantity kind = Quantity::kCount) {
   int64_t v = r.integer(key, kind);
   if (v < 0) r.fail_value(key, "a non-negative integer");
-  return v;
-}
-
-double positive_number(ObjectReader& r, std::string_view key, Quantity kind = Quantity::kCount) {
-  double v = r.number(key, kind);
-  if (!(v > 0)) r.fail_value(key, "a positive number");
   return v;
 }
 
