@@ -1,6 +1,5 @@
 #include "executor/checkpoint.hpp"
 
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -65,14 +64,6 @@ void agree(Communicator& comm, const std::string& error, const std::string& what
   throw CheckpointError(comm.rank() == 0 ? what + ":\n" + all : what + " (reasons at rank 0)");
 }
 
-// The fault switch's kill, said first so that a test can time what follows.
-[[noreturn]] void kill_self(int64_t rank, const char* where) {
-  std::fprintf(stderr, "stagecraft: rank %lld: fault switch: SIGKILL %s\n", static_cast<long long>(rank), where);
-  std::fflush(stderr);
-  std::raise(SIGKILL);
-  std::abort();  // not reached
-}
-
 bool kills_here(const RunnerOptions& o, FaultKind kind, int64_t rank) {
   return o.fault_kind == kind && o.fault_rank == rank;
 }
@@ -85,7 +76,7 @@ void write_rank_file(const fs::path& path, int64_t rank, int64_t step, const std
   out.write(header, sizeof(header));
   const std::size_t half = state.size() / 2;
   out.write(state.data(), half * sizeof(float));
-  if (kill_midway) kill_self(rank, "halfway through writing its checkpoint file");
+  if (kill_midway) fault_kill(rank, "halfway through writing its checkpoint file");
   out.write(state.data() + half, (state.size() - half) * sizeof(float));
   out.commit();
 }
@@ -358,7 +349,7 @@ void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
       io::sync_directory((root / generation_dir(generation)).string());
       io::AtomicFile out((root / kManifest).string());
       out.write(text.substr(0, text.size() / 2));
-      if (kills_here(faults, FaultKind::kKillWritingManifest, 0)) kill_self(0, "halfway through writing the manifest");
+      if (kills_here(faults, FaultKind::kKillWritingManifest, 0)) fault_kill(0, "halfway through writing the manifest");
       out.write(text.substr(text.size() / 2));
       out.commit();
     } catch (const spec::SpecError& e) {

@@ -3,8 +3,6 @@
 #include "executor/interpreter.hpp"
 
 #include <algorithm>
-#include <csignal>
-#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -122,13 +120,7 @@ void Runner::Interpreter::start(int32_t i) {
   pending_[at(i)].start_ns = now_ns();
   if (fault_armed_ && program::is_compute(in.op)) {
     fault_armed_ = false;
-    if (runner_.options_.fault_kind == FaultKind::kKill) {
-      // Said first, so that a test can time how long the job takes to end without this rank.
-      std::fprintf(stderr, "stagecraft: rank %lld: fault switch: SIGKILL in step %lld\n",
-                   static_cast<long long>(runner_.rank_), static_cast<long long>(step_ + 1));
-      std::fflush(stderr);
-      std::raise(SIGKILL);
-    }
+    if (runner_.options_.fault_kind == FaultKind::kKill) fault_kill(runner_.rank_, "in step " + std::to_string(step_ + 1));
     throw InjectedFault("injected fault in step " + std::to_string(step_ + 1) + " at " +
                         program::describe(prog_, role_, i) + " (STAGECRAFT_FAULT_RANK=" +
                         std::to_string(runner_.rank_) + ", STAGECRAFT_FAULT_STEP=" + std::to_string(step_ + 1) + ")");

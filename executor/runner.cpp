@@ -2,6 +2,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/program/check.hpp"
@@ -39,6 +42,13 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
 }
 
 }  // namespace
+
+void fault_kill(int64_t rank, const std::string& where) {
+  std::fprintf(stderr, "stagecraft: rank %lld: fault switch: SIGKILL %s\n", static_cast<long long>(rank), where.c_str());
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  std::abort();  // not reached
+}
 
 spec::Training executed_training(const spec::Training& requested) {
   spec::Training t = requested;

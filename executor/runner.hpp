@@ -53,6 +53,10 @@ enum class FaultKind {
   kKillWritingManifest,    // (rank 0) SIGKILL itself halfway through writing the manifest
 };
 
+// The kill of the fault switch: says "stagecraft: rank R: fault switch: SIGKILL <where>" on stderr
+// first, so that a test can time what follows, then sends this process SIGKILL.
+[[noreturn]] void fault_kill(int64_t rank, const std::string& where);
+
 struct RunnerOptions {
   AdamWConfig adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
   double max_grad_norm = 1.0;
