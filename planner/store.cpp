@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <thread>
 #include <type_traits>
 
 namespace stagecraft::planner {
@@ -265,14 +266,36 @@ void Store::init(bool read_only) {
     return;
   }
   open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  check_identity();
-  exec("PRAGMA journal_mode = WAL");
+  // Identity check, schema and meta rows in one write transaction: two processes opening a new
+  // store at once take turns (the busy timeout), and neither sees the other's half-made schema
+  // (which looked like "tables of something else").
+  check_identity();  // refuses a foreign or newer file before taking any lock on it
+  exec("BEGIN IMMEDIATE");
+  try {
+    check_identity();
+    exec(kSchema);
+    Statement meta(db_, "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1), ('created_by', 'stagecraft')",
+                   path_);
+    meta.bind(1, std::to_string(kSchemaVersion));
+    meta.step();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  // Only now, on a file that is ours: WAL, so that readers never block the writer. Leaving
+  // rollback mode needs the file to itself, and SQLite answers SQLITE_BUSY at once (without the
+  // busy handler) while another connection reads it: retried for up to the busy timeout.
+  for (int attempt = 0;; ++attempt) {
+    char* error = nullptr;
+    const int rc = sqlite3_exec(db_, "PRAGMA journal_mode = WAL", nullptr, nullptr, &error);
+    const std::string why = error ? error : "";
+    sqlite3_free(error);
+    if (rc == SQLITE_OK) break;
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 1000) fail(why);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   exec("PRAGMA synchronous = NORMAL");
-  exec(kSchema);
-  Statement meta(db_, "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1), ('created_by', 'stagecraft')",
-                 path_);
-  meta.bind(1, std::to_string(kSchemaVersion));
-  meta.step();
 }
 
 Store::~Store() { sqlite3_close(db_); }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -265,7 +266,8 @@ TEST(Search, TwoSearchesOnOneStoreAtOnceBothComplete) {
     if (child == 0) {
       try {
         search(space, o);
-      } catch (...) {
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "search %d: %s\n", c, e.what());
         _exit(1);
       }
       _exit(0);
