@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 
 #include "core/io/file.hpp"
@@ -30,6 +31,14 @@ std::string generation_dir(int64_t generation) {
   char name[32];
   std::snprintf(name, sizeof(name), "g%06lld", static_cast<long long>(generation));
   return name;
+}
+
+// The generation a folder name "gNNNNNN" (generation_dir) holds; nothing for any other name.
+std::optional<int64_t> generation_of(const std::string& name) {
+  static const std::regex kGeneration("g([0-9]{6})");
+  std::smatch m;
+  if (!std::regex_match(name, m, kGeneration)) return std::nullopt;
+  return std::stoll(m[1].str());
 }
 
 std::string rank_file(int64_t generation, int64_t rank) {
@@ -190,12 +199,9 @@ int64_t next_generation(const fs::path& root) {
   } catch (const CheckpointError&) {
     // No manifest, or one this save replaces: only the folders count.
   }
-  static const std::regex kGeneration("g([0-9]{6})");
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, kGeneration)) latest = std::max<int64_t>(latest, std::stoll(m[1].str()));
+    if (const auto g = generation_of(e.path().filename().string())) latest = std::max(latest, *g);
   }
   return latest + 1;
 }
@@ -203,13 +209,12 @@ int64_t next_generation(const fs::path& root) {
 // After the commit: older generations and temporaries of killed writers. Best effort: what is
 // left is garbage a later save removes, never something a reader follows.
 void remove_superseded(const fs::path& root, int64_t generation) {
-  static const std::regex kGeneration("g[0-9]{6}");
-  const std::string keep = generation_dir(generation);
   std::error_code ec;
   std::vector<fs::path> doomed;
   for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if ((std::regex_match(name, kGeneration) && name != keep) || name.rfind(std::string(kManifest) + ".tmp-", 0) == 0) {
+    const std::optional<int64_t> g = generation_of(name);
+    if ((g && *g != generation) || name.rfind(std::string(kManifest) + ".tmp-", 0) == 0) {
       doomed.push_back(e.path());
     }
   }
