@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <utility>
 
 #include "cli/common.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
+#include "core/spec/limits.hpp"
 
 namespace stagecraft::cli {
 
@@ -143,6 +145,26 @@ spec::Model load_model_arg(const std::string& arg) {
   spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, arg));
   for (const std::string& w : m.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
   return m;
+}
+
+void add_training_options(CLI::App* app, TrainingArgs& a) {
+  app->add_option("--seq-len", a.seq_len,
+                  "tokens per sequence (default: the training file's seq_len, else the model's; a Hugging Face "
+                  "config's max_position_embeddings is a limit, not the default)")
+      ->check(positive_int(spec::limits::kSeqLen));
+  a.global_batch_option = app->add_option("--global-batch", a.global_batch,
+                                          "sequences per optimizer step over all replicas (default: the training file's)")
+                              ->check(positive_int(spec::limits::kGlobalBatch));
+  a.dtype_option = app->add_option("--dtype", a.dtype, "compute format: bf16, fp16 or fp32 (default: the training file's)")
+                       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+}
+
+spec::Training with_training_args(spec::Training t, const TrainingArgs& a) {
+  spec::TrainingOverrides o;
+  if (a.seq_len > 0) o.seq_len = a.seq_len;
+  if (a.global_batch > 0) o.global_batch = a.global_batch;
+  if (!a.dtype.empty()) o.dtype = spec::parse_dtype(a.dtype);
+  return spec::with_overrides(std::move(t), o);
 }
 
 bool flush_stdout() {

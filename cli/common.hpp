@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/spec/model.hpp"
+#include "core/spec/training.hpp"
 #include "core/text/format.hpp"
 
 namespace stagecraft::cli {
@@ -41,6 +42,19 @@ Subcommand add_probe(CLI::App& root);     // probe.cpp
 // Loads a model argument (file or bundled name) and prints its warnings (keys of a Hugging Face
 // config that are read but not modelled) on stderr, once.
 spec::Model load_model_arg(const std::string& arg);
+
+// --seq-len, --global-batch and --dtype of simulate, search and run: values that replace the
+// training file's (SCHEMAS.md, "Command line"). `batch_and_dtype` false adds --seq-len only.
+struct TrainingArgs {
+  int64_t seq_len = 0;
+  int64_t global_batch = 0;
+  std::string dtype;
+  CLI::Option* global_batch_option = nullptr;
+  CLI::Option* dtype_option = nullptr;
+};
+void add_training_options(CLI::App* app, TrainingArgs& a);
+// The training with the options given on the command line in place (recorded for messages).
+spec::Training with_training_args(spec::Training t, const TrainingArgs& a);
 
 // Ctrl-C during a search (search.cpp): the first SIGINT sets the flag (the search stops after the
 // batch in flight and reports what it found), a second one ends the process.

@@ -30,7 +30,7 @@ int run_export(const ExportArgs& a) {
     throw spec::SpecError(p.file, "/micro_batches",
                           "expected micro_batch × micro_batches × dp (" + std::to_string(p.micro_batch) + " × " +
                               std::to_string(p.micro_batches) + " × " + std::to_string(p.dp) + ") to equal global_batch " +
-                              std::to_string(t.global_batch) + " of " + t.file + " (DeepSpeed's train_batch_size identity)");
+                              std::to_string(t.global_batch) + " of " + t.label() + " (DeepSpeed's train_batch_size identity)");
   }
   const planner::DeepSpeedExport ds = planner::to_deepspeed(p, t);
   for (const std::string& w : ds.warnings) std::cerr << "stagecraft: warning: " << w << "\n";

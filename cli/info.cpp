@@ -1,11 +1,13 @@
-// stagecraft info --model M [--json]: what a model is and what it costs.
+// stagecraft info --model M [--seq-len S] [--json]: what a model is and what it costs.
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
+#include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "core/count/report.hpp"
 #include "core/spec/bundled.hpp"
+#include "core/spec/limits.hpp"
 
 namespace stagecraft::cli {
 
@@ -13,10 +15,12 @@ namespace {
 
 void print_table(const nlohmann::json& r, const spec::Model& m) {
   std::printf("%s  (%s)\n", m.name.c_str(), m.file.c_str());
-  std::printf("  layers %lld, hidden %lld, heads %lld (kv %lld), ffn %lld, vocab %lld, seq %lld\n",
+  std::printf("  layers %lld, hidden %lld, heads %lld (kv %lld), ffn %lld, vocab %lld, seq %lld",
               static_cast<long long>(m.layers), static_cast<long long>(m.hidden), static_cast<long long>(m.heads),
               static_cast<long long>(m.kv_heads), static_cast<long long>(m.ffn_hidden),
               static_cast<long long>(m.vocab), static_cast<long long>(m.seq_len));
+  if (m.max_positions > 0) std::printf(" (at most %lld)", static_cast<long long>(m.max_positions));
+  std::printf("\n");
   std::printf("  mlp %s, norm %s, position %s, %s embeddings, %s\n", spec::to_string(m.mlp),
               spec::to_string(m.norm), spec::to_string(m.position), m.tied_embeddings ? "tied" : "untied",
               m.bias ? "biases" : "no biases");
@@ -45,11 +49,15 @@ void print_table(const nlohmann::json& r, const spec::Model& m) {
 Subcommand add_info(CLI::App& root) {
   auto model = std::make_shared<std::string>();
   auto json_out = std::make_shared<bool>(false);
+  auto seq_len = std::make_shared<int64_t>(0);
   CLI::App* app = root.add_subcommand("info", "Parameters and FLOPs of a model (model.json or a Hugging Face config.json)");
   app->add_option("--model", *model, "model file, or the name of a bundled model (e.g. gpt3-175b)")->required();
+  app->add_option("--seq-len", *seq_len, "tokens per sequence for the attention FLOPs (default: the model's)")
+      ->check(positive_int(spec::limits::kSeqLen));
   app->add_flag("--json", *json_out, "print one JSON document");
-  return {app, [model, json_out]() {
+  return {app, [model, json_out, seq_len]() {
             spec::Model m = load_model_arg(*model);
+            if (*seq_len > 0) m = spec::with_training_length(m, spec::with_overrides({}, {*seq_len, {}, {}}));
             nlohmann::json r = count::model_report(m);
             if (*json_out) {
               std::cout << r.dump(2) << "\n";

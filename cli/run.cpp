@@ -41,6 +41,7 @@ struct RunArgs {
   uint64_t seed = 1;
   double lr = 1e-3;
   bool skip_memory_check = false;
+  TrainingArgs training_args;
 };
 
 // The process's place in the job: MPI or a world of one, as the executable was linked.
@@ -204,12 +205,13 @@ int run_run(const RunArgs& a) {
   try {
     using spec::ConfigKind;
     const spec::Model m = load_model_arg(a.model);
-    const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+    const spec::Training t =
+        with_training_args(spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)), a.training_args);
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
     if (const std::string why = precheck(a, p, world.size()); !why.empty()) return fail_before_training(why);
     prog = program::lower(m, executor::executed_training(t), p);
     if (t.dtype != prog->training.dtype && world.rank() == 0) {
-      (a.json ? std::cerr : std::cout) << "stagecraft run: " << t.file << " asks for " << spec::to_string(t.dtype)
+      (a.json ? std::cerr : std::cout) << "stagecraft run: " << t.label() << " asks for " << spec::to_string(t.dtype)
                                        << "; the CPU executor computes and communicates in "
                                        << spec::to_string(prog->training.dtype) << ", and runs (and traces) that Program\n";
     }
@@ -236,6 +238,7 @@ Subcommand add_run(CLI::App& root) {
   app->add_option("--model", args->model, "model file or bundled name")->required();
   app->add_option("--training", args->training, "training file or bundled name")->required();
   app->add_option("--plan", args->plan, "plan file or bundled name")->required();
+  add_training_options(app, args->training_args);
   app->add_option("--steps", args->steps, "optimizer steps to run (default 10)")->check(positive_int(int64_t{1} << 40));
   app->add_option("--backend", args->backend, "cpu (MPI + Eigen) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_option("--trace", args->trace, "write the measured trace (Chrome trace JSON) here")->check(writable_file());

@@ -47,6 +47,7 @@ struct SearchArgs {
   std::vector<int> zero;
   std::vector<std::string> schedule, recompute, sequence_parallel, offload, split, overlap_comm;
   std::vector<double> reduce_bucket, prefetch_bucket, max_live;
+  TrainingArgs training_args;
 };
 
 template <typename T>
@@ -164,10 +165,12 @@ int run_search(const SearchArgs& a) {
   std::optional<planner::DeepSpeedImport> ds;
   if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, gpus, m.layers);
   if (a.training.empty() && !ds) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
-  spec::Training t = a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+  spec::Training t = with_training_args(
+      a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)),
+      a.training_args);
   if (ds && ds->training.global_batch != t.global_batch) {
     throw spec::SpecError(a.deepspeed, "/train_batch_size",
-                          "expected the global batch of " + t.file + " (" + std::to_string(t.global_batch) + "), got " +
+                          "expected the global batch of " + t.label() + " (" + std::to_string(t.global_batch) + "), got " +
                               std::to_string(ds->training.global_batch));
   }
   const planner::Space space(m, c, t, gpus, limits_of(a));
@@ -244,6 +247,7 @@ Subcommand add_search(CLI::App& root) {
   app->add_option("--model", a->model, "model file or bundled name")->required();
   app->add_option("--cluster", a->cluster, "cluster file or bundled name")->required();
   app->add_option("--training", a->training, "training file or bundled name (default with --deepspeed: its batch and precision)");
+  add_training_options(app, a->training_args);
   app->add_option("--nodes", a->nodes, "number of nodes (default: the cluster file's)")->check(positive_int(spec::limits::kGpus));
   app->add_option("--gpus", a->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
       ->check(positive_int(spec::limits::kGpus));

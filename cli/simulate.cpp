@@ -28,6 +28,7 @@ struct SimulateArgs {
   bool full = false;
   bool json = false;
   bool no_error_bars = false;
+  TrainingArgs training_args;
 };
 
 int run_simulate(const SimulateArgs& a) {
@@ -53,6 +54,7 @@ int run_simulate(const SimulateArgs& a) {
     t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
     p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
   }
+  t = with_training_args(std::move(t), a.training_args);
   if (a.gpus > c.gpus()) {
     std::cerr << "stagecraft: error: --gpus " << a.gpus << ": expected at most the cluster's " << c.gpus() << " GPUs ("
               << c.nodes << " nodes × " << c.gpus_per_node << ")\n";
@@ -93,10 +95,15 @@ Subcommand add_simulate(CLI::App& root) {
   app->add_option("--cluster", args->cluster, "cluster file or bundled name")->required();
   CLI::Option* training = app->add_option("--training", args->training, "training file or bundled name");
   CLI::Option* plan = app->add_option("--plan", args->plan, "plan file or bundled name");
-  app->add_option("--deepspeed", args->deepspeed,
-                  "a DeepSpeed ds_config.json instead of --plan and --training (missing keys take DeepSpeed's defaults)")
-      ->excludes(training)
-      ->excludes(plan);
+  CLI::Option* deepspeed =
+      app->add_option("--deepspeed", args->deepspeed,
+                      "a DeepSpeed ds_config.json instead of --plan and --training (missing keys take DeepSpeed's defaults)")
+          ->excludes(training)
+          ->excludes(plan);
+  add_training_options(app, args->training_args);
+  // The config's train_batch_size and fp16/bf16 sections say these; --seq-len it does not.
+  args->training_args.global_batch_option->excludes(deepspeed);
+  args->training_args.dtype_option->excludes(deepspeed);
   app->add_option("--nodes", args->nodes, "number of nodes (default: the cluster file's)")->check(positive_int(spec::limits::kGpus));
   app->add_option("--gpus", args->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
       ->check(positive_int(spec::limits::kGpus));

@@ -75,7 +75,7 @@ void check_pinned_micro_batch(const spec::Training& t, const std::vector<int64_t
   for (int64_t mb : mbs) {
     if (mb < 1 || t.global_batch % mb != 0) {
       throw spec::SpecError("--micro-batch", "", "expected a divisor of global_batch " + std::to_string(t.global_batch) +
-                                                     (t.file.empty() ? "" : " (" + t.file + ")") + ", got " + std::to_string(mb));
+                                                     (t.label().empty() ? "" : " (" + t.label() + ")") + ", got " + std::to_string(mb));
     }
   }
 }
@@ -88,7 +88,7 @@ std::vector<int64_t> default_bucket_grid() { return {1'000'000, 10'000'000, 100'
 
 Space::Space(const spec::Model& model, const spec::Cluster& cluster, const spec::Training& training, int64_t gpus,
              SpaceLimits limits)
-    : model_(model), cluster_(cluster), training_(training), gpus_(gpus), limits_(std::move(limits)) {
+    : model_(spec::with_training_length(model, training)), cluster_(cluster), training_(training), gpus_(gpus), limits_(std::move(limits)) {
   if (gpus_ < 1) throw spec::SpecError("--gpus", "", "expected at least one GPU, got " + std::to_string(gpus_));
   if (gpus_ > cluster_.gpus()) {
     throw spec::SpecError("--gpus", "", "expected at most the cluster's " + std::to_string(cluster_.gpus()) +
@@ -228,7 +228,7 @@ std::string Space::why_empty() const {
     std::sort(dps.begin(), dps.end());
     dps.erase(std::unique(dps.begin(), dps.end()), dps.end());
     std::string why = "global_batch " + std::to_string(training_.global_batch) +
-                      (training_.file.empty() ? "" : " (" + training_.file + ")") +
+                      (training_.label().empty() ? "" : " (" + training_.label() + ")") +
                       " is not divisible into micro_batch × micro_batches × dp for any data-parallel size dp = " + g +
                       " / (tp × pp) in {" + join(dps) + "}";
     if (!limits_.micro_batch.empty() || limits_.max_micro_batch > 0) why += " with the micro-batch limits given";

@@ -37,7 +37,7 @@ int64_t block_parameters(const Model& m) {
 
 int64_t embedding_parameters(const Model& m) {
   int64_t total = m.vocab * m.hidden;
-  if (m.position == Position::kLearned) total += m.seq_len * m.hidden;
+  if (m.position == Position::kLearned) total += m.position_rows() * m.hidden;
   return total;
 }
 

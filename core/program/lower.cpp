@@ -102,7 +102,8 @@ Context make_context(Program& prog) {
 
 }  // namespace
 
-Program lower(const spec::Model& model, const spec::Training& training, const spec::Plan& plan) {
+Program lower(const spec::Model& model_in, const spec::Training& training, const spec::Plan& plan) {
+  const spec::Model model = spec::with_training_length(model_in, training);
   spec::validate_plan(plan, model, training, plan.world());
   Program prog;
   prog.model = model;

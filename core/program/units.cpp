@@ -78,7 +78,7 @@ std::vector<Unit> model_units(const Model& m, int64_t tp) {
   units.reserve(static_cast<std::size_t>(unit_count(m)));
   Unit emb{UnitKind::kEmbedding, -1, {}, {}, 0, 0, 0, 0, 0};
   add(emb, vocab_per_rank(m, tp) * m.hidden, 0);
-  if (m.position == spec::Position::kLearned) add(emb, m.seq_len * m.hidden, 1);
+  if (m.position == spec::Position::kLearned) add(emb, m.position_rows() * m.hidden, 1);
   units.push_back(finish(emb));
   for (int32_t b = 0; b < static_cast<int32_t>(m.layers); ++b) {
     units.push_back(attention(m, tp, b));

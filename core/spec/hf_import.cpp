@@ -1,6 +1,7 @@
 // Hugging Face config.json import for the GPT-2 and LLaMA families. HF configs carry many keys
 // Stagecraft has no use for (dropout, token ids, rope scaling), so unknown keys are ignored here;
 // the keys that define the shapes are required and type-checked like any spec.
+#include <algorithm>
 #include <filesystem>
 
 #include "core/spec/error.hpp"
@@ -26,6 +27,20 @@ std::string hf_name(const json& j, const std::string& file) {
   return p.stem().string();
 }
 
+// A config's max_position_embeddings (n_positions) is the longest sequence the model takes, not the
+// length it is trained at (Llama-3.1 says 131072; Mistral-7B 32768). Without a training length
+// from the training file or --seq-len, it is planned at min(limit, kDefaultHfSeqLen), and says so.
+void set_positions(Model& m, int64_t limit, const std::string& key) {
+  m.max_positions = limit;
+  m.seq_len = std::min(limit, kDefaultHfSeqLen);
+  if (limit > kDefaultHfSeqLen) {
+    m.warnings.push_back(m.file + ": /" + key + ": " + std::to_string(limit) +
+                         " is the longest sequence the model takes, not a training length: unless the training "
+                         "file's seq_len or --seq-len sets one, it is planned at " +
+                         std::to_string(kDefaultHfSeqLen) + " tokens a sequence");
+  }
+}
+
 Model from_gpt2(const json& j, const std::string& file) {
   ObjectReader r(j, file, "");
   Model m;
@@ -37,7 +52,7 @@ Model from_gpt2(const json& j, const std::string& file) {
   m.kv_heads = m.heads;
   m.ffn_hidden = present(j, "n_inner") ? r.integer("n_inner") : m.hidden <= limits::kHidden ? 4 * m.hidden : 0;  // null means 4h
   m.vocab = r.integer("vocab_size");
-  m.seq_len = r.integer("n_positions");
+  set_positions(m, r.integer("n_positions"), "n_positions");
   if (present(j, "activation_function")) {
     std::string act = r.string("activation_function");
     if (act.rfind("gelu", 0) != 0) r.fail_value("activation_function", "a GELU variant (\"gelu_new\", \"gelu\")");
@@ -48,7 +63,7 @@ Model from_gpt2(const json& j, const std::string& file) {
   m.tied_embeddings = present(j, "tie_word_embeddings") ? r.boolean("tie_word_embeddings") : true;
   m.bias = true;
   m.source = "Hugging Face GPT-2 config.json (" + file + ")";
-  ModelKeys keys{"n_layer", "n_embd", "n_head", "n_head", "n_inner", "vocab_size", "n_positions"};
+  ModelKeys keys{"n_layer", "n_embd", "n_head", "n_head", "n_inner", "vocab_size", "n_positions", "n_positions"};
   validate_model(m, keys);
   return m;
 }
@@ -64,7 +79,7 @@ Model from_llama(const json& j, const std::string& file) {
   m.kv_heads = present(j, "num_key_value_heads") ? r.integer("num_key_value_heads") : m.heads;
   m.ffn_hidden = r.integer("intermediate_size");
   m.vocab = r.integer("vocab_size");
-  m.seq_len = r.integer("max_position_embeddings");
+  set_positions(m, r.integer("max_position_embeddings"), "max_position_embeddings");
   // head_dim other than hidden_size / num_attention_heads (Mistral-NeMo: 128, not 5120 / 32 = 160)
   // changes every attention shape; counting it as hidden / heads gave 12.77 B for a 12.25 B model.
   if (present(j, "head_dim") && m.heads > 0 && r.integer("head_dim") * m.heads != m.hidden) {
@@ -77,11 +92,6 @@ Model from_llama(const json& j, const std::string& file) {
   }
   if (present(j, "rope_scaling")) {
     m.warnings.push_back(file + ": /rope_scaling: noted; it changes no cost Stagecraft models");
-  }
-  if (m.seq_len > 8192) {
-    m.warnings.push_back(file + ": /max_position_embeddings: " + std::to_string(m.seq_len) +
-                         " is taken as the training sequence length; for another length write a model.json "
-                         "(stagecraft info --json gives its fields) with that seq_len");
   }
   if (present(j, "hidden_act")) {
     std::string act = r.string("hidden_act");
@@ -99,7 +109,7 @@ Model from_llama(const json& j, const std::string& file) {
   m.bias = false;
   m.source = "Hugging Face LLaMA config.json (" + file + ")";
   ModelKeys keys{"num_hidden_layers",  "hidden_size", "num_attention_heads", "num_key_value_heads",
-                 "intermediate_size", "vocab_size",  "max_position_embeddings"};
+                 "intermediate_size", "vocab_size",  "max_position_embeddings", "max_position_embeddings"};
   validate_model(m, keys);
   return m;
 }

@@ -5,6 +5,7 @@
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
 #include "core/spec/limits.hpp"
+#include "core/spec/training.hpp"
 
 namespace stagecraft::spec {
 
@@ -46,6 +47,12 @@ void validate_model(const Model& m, const ModelKeys& k) {
   require_positive(m, k.ffn_hidden, m.ffn_hidden, limits::kFfnHidden);
   require_positive(m, k.vocab, m.vocab, limits::kVocab);
   require_positive(m, k.seq_len, m.seq_len, limits::kSeqLen);
+  if (m.max_positions != 0) require_positive(m, k.max_positions, m.max_positions, limits::kSeqLen);
+  if (m.max_positions != 0 && m.seq_len > m.max_positions) {
+    throw SpecError(m.file, "/" + k.seq_len,
+                    "expected at most " + k.max_positions + " (" + std::to_string(m.max_positions) +
+                        ", the longest sequence the model takes), got " + std::to_string(m.seq_len));
+  }
   if (m.hidden % m.heads != 0) {
     throw SpecError(m.file, "/" + k.hidden,
                     "expected a multiple of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
@@ -80,6 +87,9 @@ Model model_from_json(const json& j, const std::string& file) {
   m.position = parse_position(r.choice_or("position", {"learned", "rope"}, "learned"));
   m.tied_embeddings = r.boolean_or("tied_embeddings", true);
   m.bias = r.boolean_or("bias", true);
+  // A learned position table has as many rows as the longest sequence; without max_positions that
+  // is seq_len. RoPE has no table, so without the key it sets no limit.
+  m.max_positions = r.integer_or("max_positions", m.position == Position::kLearned ? m.seq_len : 0);
   m.source = r.string_or("source", "");
   r.finish();
   validate_model(m);
@@ -87,6 +97,21 @@ Model model_from_json(const json& j, const std::string& file) {
 }
 
 Model load_model(const std::string& path) { return model_from_json(read_json_file(path), path); }
+
+Model with_training_length(Model m, const Training& t) {
+  if (!t.seq_len || *t.seq_len == m.seq_len) return m;
+  // A learned table keeps the rows the model was built with, whatever length it trains at.
+  if (m.position == Position::kLearned && m.max_positions == 0) m.max_positions = m.seq_len;
+  if (m.max_positions > 0 && *t.seq_len > m.max_positions) {
+    const auto [file, pointer] = t.origin_of("seq_len");
+    throw SpecError(file, pointer,
+                    "expected at most " + std::to_string(m.max_positions) + ", the longest sequence " +
+                        (m.name.empty() ? std::string("the model") : m.name) + " takes" +
+                        (m.file.empty() ? "" : " (" + m.file + ")") + ", got " + std::to_string(*t.seq_len));
+  }
+  m.seq_len = *t.seq_len;
+  return m;
+}
 
 json to_json(const Model& m) {
   json j = {{"name", m.name},
@@ -102,6 +127,11 @@ json to_json(const Model& m) {
             {"position", to_string(m.position)},
             {"tied_embeddings", m.tied_embeddings},
             {"bias", m.bias}};
+  // max_positions only where it says more than the loader's default (learned: seq_len; RoPE: none),
+  // so a model.json read and written back is the same file.
+  if (m.max_positions > 0 && m.max_positions != (m.position == Position::kLearned ? m.seq_len : 0)) {
+    j["max_positions"] = m.max_positions;
+  }
   if (!m.source.empty()) j["source"] = m.source;
   return j;
 }

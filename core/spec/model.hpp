@@ -24,7 +24,14 @@ struct Model {
   int64_t kv_heads = 0;       // == heads without grouped-query attention
   int64_t ffn_hidden = 0;
   int64_t vocab = 0;
+  // The training sequence length in tokens: model.json's seq_len (or, for a Hugging Face config,
+  // min(max_position_embeddings, kDefaultHfSeqLen)) until a training file's seq_len or --seq-len
+  // replaces it (with_training_length).
   int64_t seq_len = 0;
+  // The longest sequence the model takes (Hugging Face max_position_embeddings / n_positions;
+  // model.json's max_positions): a limit on seq_len, and the rows of a learned position table.
+  // 0: no limit declared (RoPE models built in code or from a model.json without the key).
+  int64_t max_positions = 0;
   Mlp mlp = Mlp::kGelu;
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kLearned;
@@ -37,6 +44,8 @@ struct Model {
   std::vector<std::string> warnings;
 
   int64_t head_dim() const { return hidden / heads; }
+  // Rows of the learned position table: max_positions when declared, else seq_len.
+  int64_t position_rows() const { return max_positions > 0 ? max_positions : seq_len; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }
 };
 
@@ -50,10 +59,19 @@ Model model_from_hf_config(const nlohmann::json& j, const std::string& file);
 // The key each field was read from, so a validation error points at the user's own key.
 struct ModelKeys {
   std::string layers = "layers", hidden = "hidden", heads = "heads", kv_heads = "kv_heads",
-              ffn_hidden = "ffn_hidden", vocab = "vocab", seq_len = "seq_len";
+              ffn_hidden = "ffn_hidden", vocab = "vocab", seq_len = "seq_len", max_positions = "max_positions";
 };
+// The training length a Hugging Face config is planned at when nothing sets one: its
+// max_position_embeddings when at most this, else this (with a warning naming --seq-len).
+inline constexpr int64_t kDefaultHfSeqLen = 8192;
 // Checks the invariants of a Model (positivity, divisibility); throws SpecError naming m.file.
 void validate_model(const Model& m, const ModelKeys& keys = {});
+
+struct Training;
+// The model as a training run sees it: seq_len replaced by the training's seq_len when that is set
+// (the training file's "seq_len" or --seq-len). Throws SpecError naming the training file when the
+// length exceeds max_positions (for a learned table without max_positions: its seq_len rows).
+Model with_training_length(Model m, const Training& t);
 
 nlohmann::json to_json(const Model& m);
 const char* to_string(Mlp v);

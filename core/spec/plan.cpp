@@ -176,7 +176,8 @@ Plan plan_from_json(const json& j, const std::string& file) {
 
 Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
 
-void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpus) {
+void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t gpus) {
+  const Model m = with_training_length(model, t);
   const auto world = checked_mul(p.tp, p.pp, p.dp);
   if (!world || *world > limits::kGpus) {
     reject(p, "dp", "expected tp × pp × dp (" + n(p.tp) + " × " + n(p.pp) + " × " + n(p.dp) + ") to equal the GPU count, " +
@@ -188,8 +189,9 @@ void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpu
                                    n(p.micro_batches) + " × " + n(p.dp) + ") to equal global_batch " + n(t.global_batch));
   }
   if (const auto tokens = checked_mul(t.global_batch, m.seq_len); !tokens || *tokens > limits::kTokensPerStep) {
-    throw SpecError(t.file, "/global_batch", "expected global_batch × seq_len (" + n(t.global_batch) + " × " + n(m.seq_len) +
-                                                 ") at most " + n(limits::kTokensPerStep) + " tokens per step");
+    const auto [file, pointer] = t.origin_of("global_batch");
+    throw SpecError(file, pointer, "expected global_batch × seq_len (" + n(t.global_batch) + " × " + n(m.seq_len) +
+                                       ") at most " + n(limits::kTokensPerStep) + " tokens per step");
   }
   if (p.world() != gpus) {
     reject(p, "dp", "expected tp × pp × dp (" + n(p.tp) + " × " + n(p.pp) + " × " + n(p.dp) + " = " + n(p.world()) +
@@ -200,13 +202,13 @@ void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpu
     reject(p, "micro_batches", "expected micro_batch × micro_batches × dp (" + n(p.micro_batch) + " × " +
                                    n(p.micro_batches) + " × " + n(p.dp) + " = " + n(batch) +
                                    ") to equal global_batch " + n(t.global_batch) +
-                                   (t.file.empty() ? "" : " of " + t.file));
+                                   (t.label().empty() ? "" : " of " + t.label()));
   }
   check_shapes(p, m);
   const FrameworkProfile fw = t.framework_profile();
   if (p.zero.stage > fw.max_zero_stage) {
     reject(p, "zero/stage", "at most ZeRO stage " + n(fw.max_zero_stage) + " under framework \"" +
-                                to_string(t.framework) + "\"" + (t.file.empty() ? "" : " (" + t.file + ")") +
+                                to_string(t.framework) + "\"" + (t.label().empty() ? "" : " (" + t.label() + ")") +
                                 ": Megatron-LM's distributed optimizer shards the optimizer state only");
   }
 }

@@ -17,6 +17,12 @@ Training training_from_json(const json& j, const std::string& file) {
   if (t.global_batch < 1 || t.global_batch > limits::kGlobalBatch) {
     r.fail_value("global_batch", "a positive number of sequences, at most " + std::to_string(limits::kGlobalBatch));
   }
+  if (r.has("seq_len")) {
+    t.seq_len = r.integer("seq_len");
+    if (*t.seq_len < 1 || *t.seq_len > limits::kSeqLen) {
+      r.fail_value("seq_len", "a positive number of tokens per sequence, at most " + std::to_string(limits::kSeqLen));
+    }
+  }
   t.dtype = *parse_dtype(r.choice("dtype", {"fp16", "bf16", "fp32"}));
   t.optimizer = r.choice_or("optimizer", {"adam", "adamw"}, "adam") == "adamw" ? Optimizer::kAdamW
                                                                             : Optimizer::kAdam;
@@ -52,10 +58,50 @@ FrameworkProfile Training::framework_profile() const {
 
 int64_t Training::reduce_bytes() const { return bytes_of(reduce_dtype.value_or(dtype)); }
 
+std::pair<std::string, std::string> Training::origin_of(std::string_view key) const {
+  for (const std::string& k : from_command_line) {
+    if (k == key) {
+      std::string option = "--" + k;
+      for (char& c : option) c = c == '_' ? '-' : c;
+      return {option, ""};
+    }
+  }
+  return {file, "/" + std::string(key)};
+}
+
+std::string Training::label() const {
+  std::string out = file;
+  for (const std::string& k : from_command_line) {
+    const auto [option, pointer] = origin_of(k);
+    const std::string value = k == "seq_len"        ? std::to_string(seq_len.value_or(0))
+                              : k == "global_batch" ? std::to_string(global_batch)
+                                                    : std::string(to_string(dtype));
+    out += (out.empty() ? "" : out == file ? " with " : " ") + option + " " + value;
+  }
+  return out;
+}
+
+Training with_overrides(Training t, const TrainingOverrides& o) {
+  if (o.seq_len) {
+    t.seq_len = o.seq_len;
+    t.from_command_line.push_back("seq_len");
+  }
+  if (o.global_batch) {
+    t.global_batch = *o.global_batch;
+    t.from_command_line.push_back("global_batch");
+  }
+  if (o.dtype) {
+    t.dtype = *o.dtype;
+    t.from_command_line.push_back("dtype");
+  }
+  return t;
+}
+
 Training load_training(const std::string& path) { return training_from_json(read_json_file(path), path); }
 
 json to_json(const Training& t) {
   json j = {{"global_batch", t.global_batch}, {"dtype", to_string(t.dtype)}, {"optimizer", to_string(t.optimizer)}};
+  if (t.seq_len) j["seq_len"] = *t.seq_len;
   if (t.reduce_dtype) {
     j["framework"] = {{"name", to_string(t.framework)}, {"reduce_dtype", to_string(*t.reduce_dtype)}};
   } else {

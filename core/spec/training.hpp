@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +25,9 @@ enum class Kernels { kFused, kEager };
 
 struct Training {
   int64_t global_batch = 0;   // sequences per optimizer step, over all data-parallel ranks
+  // Tokens per sequence; unset: the model's seq_len (model.hpp says which). A model's
+  // max_positions bounds it (with_training_length in model.hpp).
+  std::optional<int64_t> seq_len;
   Dtype dtype = Dtype::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
   // How the framework issues its data-parallel collectives (framework.hpp); "framework" in
@@ -31,11 +37,27 @@ struct Training {
   Kernels kernels = Kernels::kFused;   // "kernels": "fused" (default) or "eager"
   std::string source;
   std::string file;
+  // Keys the command line set over the file's ("seq_len", "global_batch", "dtype"), in that order.
+  std::vector<std::string> from_command_line;
 
+  // Where a key's value came from, as an error names it: {"--seq-len", ""} when the command line
+  // set it, else {file, "/seq_len"}.
+  std::pair<std::string, std::string> origin_of(std::string_view key) const;
+  // The file, and what the command line changed: "t.json" or "t.json with --global-batch 64".
+  std::string label() const;
   // The framework's profile with this file's overrides; gradient collectives' element bytes.
   FrameworkProfile framework_profile() const;
   int64_t reduce_bytes() const;
 };
+
+// What --seq-len, --global-batch and --dtype set on simulate, search and run.
+struct TrainingOverrides {
+  std::optional<int64_t> seq_len;
+  std::optional<int64_t> global_batch;
+  std::optional<Dtype> dtype;
+};
+// The training with the command line's values in place, each recorded in from_command_line.
+Training with_overrides(Training t, const TrainingOverrides& o);
 
 Training load_training(const std::string& path);
 Training training_from_json(const nlohmann::json& j, const std::string& file);

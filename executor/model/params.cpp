@@ -102,7 +102,7 @@ void ParamLayout::add_unit(int64_t unit) {
     case UnitKind::kEmbedding:
       add(unit, "embedding.wte", model_.vocab, h, Init::kNormal, kInitStd, true);
       if (model_.position == spec::Position::kLearned) {
-        add(unit, "embedding.wpe", model_.seq_len, h, Init::kNormal, kInitStd, true);
+        add(unit, "embedding.wpe", model_.position_rows(), h, Init::kNormal, kInitStd, true);
       }
       return;
     case UnitKind::kAttention: {

@@ -53,6 +53,7 @@ def make_inputs(d):
                "num_hidden_layers": 32, "intermediate_size": 14336, "vocab_size": 32000,
                "max_position_embeddings": 32768, "hidden_act": "silu", "sliding_window": 4096}
     p["mistral"] = write(d, "mistral.json", mistral)
+    p["train_seq_big"] = write(d, "train-seq.json", {"global_batch": 1024, "dtype": "bf16", "seq_len": 40000})
     notype = dict(mistral)
     del notype["model_type"]
     p["notype"] = write(d, "notype.json", notype)
@@ -113,6 +114,16 @@ def cases(s, p, t):
         ("D6", ["info", "--model", p["nemo"]], 2, "/head_dim: expected hidden_size / num_attention_heads = 5120 / 32", {}),
         ("D6", ["info", "--model", p["mistral"]], 0, "/sliding_window: 4096 is not modelled", {}),
         ("D6", ["info", "--model", p["notype"]], 2, "/model_type: missing", {}),
+        ("D6", ["info", "--model", p["mistral"]], 0,
+         "/max_position_embeddings: 32768 is the longest sequence the model takes, not a training length", {}),
+        ("D6", ["search", "--model", p["mistral"], "--cluster", "dgx-h100-ndr", "--training", "demo-13b-1024",
+                "--seq-len", "40000", "--no-progress"], 2, "--seq-len: expected at most 32768", {}),
+        ("D6", ["search", "--model", p["mistral"], "--cluster", "dgx-h100-ndr", "--training", p["train_seq_big"],
+                "--no-progress"], 2, "train-seq.json: /seq_len: expected at most 32768", {}),
+        ("D6", ["run"] + tiny + ["--plan", p["plan_1rank"], "--global-batch", "3"], 2,
+         "to equal global_batch 3 of " + os.path.join(CONFIGS, "training", "tiny-cpu.json") + " with --global-batch 3", {}),
+        ("D6", ["simulate", "--model", "gpt3-1.3b", "--cluster", "dgx-h100-ndr", "--deepspeed", p["ds_fp16_true"],
+                "--dtype", "bf16"], 2, "--deepspeed excludes --dtype", {}),
         ("D7", ["info", "--model", p["overflow"]], 2, "invalid JSON at line 1, column", {}),
         ("D10", ["info", "--model", "tiny"], 2, "cannot write to standard output", {"stdout": "/dev/full"}),
         ("D10", ["export", "deepspeed"] + tiny + ["--plan", "tiny-zero3"], 2, "cannot write to standard output",
