@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include <iostream>
+#include <string_view>
 #include <vector>
 
 #include "cli/checks.hpp"
@@ -13,7 +14,10 @@ namespace stagecraft::cli {
 
 int run_cli(int argc, char** argv, const HandOff& hand_off) {
   CLI::App app{"Stagecraft: plan, simulate and run pipeline + ZeRO training of large language models"};
-  app.set_version_flag("--version", std::string("stagecraft ") + STAGECRAFT_VERSION);
+  // The version, then what this build contains (cli/CMakeLists.txt), one item a line.
+  std::string version = std::string("stagecraft ") + STAGECRAFT_VERSION;
+  for (const char c : std::string_view("|" STAGECRAFT_CONTENTS)) version += c == '|' ? std::string("\n  ") : std::string(1, c);
+  app.set_version_flag("--version", version);
   app.require_subcommand(1);
   std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_run(app), add_demo(app),
                                       add_search(app), add_results(app), add_export(app),

@@ -78,6 +78,9 @@ int run_simulate(const SimulateArgs& a) {
     nlohmann::json j = sim::to_json(r.metrics, prog.plan);
     if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);
     if (!a.deepspeed.empty()) j["defaults_applied"] = deepspeed_defaults;  // what text mode prints to stderr
+    std::string term;
+    const std::string limit = sim::limit_text(r.metrics, &term);
+    j["limits"] = {{"term", term}, {"time", limit}, {"memory", sim::memory_text(r.metrics)}};  // as text mode's "limits"
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sim::report_text(r.metrics, prog.plan, prog.placement.world(), c.name);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/text/format.hpp"
+#include "sim/report.hpp"
 
 namespace stagecraft::planner {
 
@@ -14,7 +15,6 @@ namespace {
 using text::fmt;
 
 std::string gib(double bytes) { return text::gib(bytes) + " GiB"; }
-std::string pct(double x) { return fmt("%.0f%%", 100 * x); }
 std::string signed_pct(double x) { return fmt(x >= 0 ? "+%.1f%%" : "%.1f%%", 100 * x); }
 
 struct Terms {
@@ -39,37 +39,6 @@ std::string grew(const Metrics& best, const Metrics& other) {
     if (l->first > 0) lane = std::string(", mostly ") + l->second;
   }
   return "more " + top->second + " (" + fmt("+%.3f s", top->first) + lane + ")";
-}
-
-std::string limit_words(const Metrics& m, std::string& term) {
-  const double step = m.step_time_s;
-  const std::pair<double, std::string> parts[] = {
-      {m.time.compute_s, "compute"}, {m.time.exposed_comm_s, "exposed communication"}, {m.time.bubble_s, "pipeline bubble"}};
-  const auto* top = std::max_element(std::begin(parts), std::end(parts),
-                                     [](const auto& x, const auto& y) { return x.first < y.first; });
-  term = top->second;
-  std::string s = "limited by " + top->second + ": " + fmt("%.3f s", top->first) + " of the " + fmt("%.3f s", step) +
-                  " step (" + pct(step > 0 ? top->first / step : 0) + ")";
-  if (term == "compute") s += ", at " + pct(m.mfu) + " MFU";
-  s += "; compute " + fmt("%.3f s", m.time.compute_s) + ", exposed communication " + fmt("%.3f s", m.time.exposed_comm_s) +
-       ", bubble " + fmt("%.3f s", m.time.bubble_s) + "; communication lanes busy: tp " + fmt("%.3f s", m.time.tp_s) +
-       ", pp " + fmt("%.3f s", m.time.pp_s) + ", dp " + fmt("%.3f s", m.time.dp_s);
-  return s;
-}
-
-// The memory kinds in words (trace::MemoryKind order).
-constexpr const char* kMemoryWords[trace::kMemoryKindCount] = {"parameters",  "gradients", "optimizer states",
-                                                               "activations", "buffers",   "reserved"};
-
-std::string memory_words(const Metrics& m) {
-  trace::MemoryKind top = trace::MemoryKind::kParams;
-  for (trace::MemoryKind k : trace::kMemoryKinds) {
-    if (m.memory[k] > m.memory[top]) top = k;
-  }
-  const int64_t capacity = m.capacity_bytes;
-  return "peak memory " + gib(static_cast<double>(m.peak_memory_bytes)) + " of " + gib(static_cast<double>(capacity)) + " (" +
-         pct(capacity > 0 ? static_cast<double>(m.peak_memory_bytes) / static_cast<double>(capacity) : 0) +
-         "), largest term " + kMemoryWords[static_cast<int>(top)] + " " + gib(static_cast<double>(m.memory[top]));
 }
 
 // The value of `axis` in a candidate.
@@ -128,8 +97,8 @@ Explanation explain(const SearchResult& r) {
   if (r.top.empty()) throw std::logic_error("explain: no plan to explain");
   const Evaluated& best = r.top.front();
   Explanation x;
-  x.limit = limit_words(best.metrics, x.limit_term);
-  x.memory = memory_words(best.metrics);
+  x.limit = sim::limit_text(best.metrics, &x.limit_term);
+  x.memory = sim::memory_text(best.metrics);
   for (const auto& [axis, value] : axis_values(best.candidate)) {
     auto it = r.axes.find(axis);
     if (it == r.axes.end() || it->second.size() < 2) continue;   // nothing to compare with

@@ -1,6 +1,9 @@
 #include "sim/report.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <utility>
 
 #include "core/text/format.hpp"
 
@@ -33,7 +36,47 @@ std::string report_text(const Metrics& m, const spec::Plan& plan, int64_t world,
   }
   out += "\n";
   out += std::string("fits        ") + (m.fits ? "yes" : "no: " + fit_reason(m)) + "\n";
+  out += "limits      " + limit_text(m) + "\n";
   return out;
+}
+
+namespace {
+
+std::string pct(double x) { return text::fmt("%.0f%%", 100 * x); }
+std::string gib(double bytes) { return text::gib(bytes) + " GiB"; }
+
+// The memory kinds in words (trace::MemoryKind order).
+constexpr const char* kMemoryWords[trace::kMemoryKindCount] = {"parameters",  "gradients", "optimizer states",
+                                                               "activations", "buffers",   "reserved"};
+
+}  // namespace
+
+std::string limit_text(const Metrics& m, std::string* term) {
+  using text::fmt;
+  const double step = m.step_time_s;
+  const std::pair<double, std::string> parts[] = {
+      {m.time.compute_s, "compute"}, {m.time.exposed_comm_s, "exposed communication"}, {m.time.bubble_s, "pipeline bubble"}};
+  const auto* top = std::max_element(std::begin(parts), std::end(parts),
+                                     [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (term != nullptr) *term = top->second;
+  std::string s = "limited by " + top->second + ": " + fmt("%.3f s", top->first) + " of the " + fmt("%.3f s", step) +
+                  " step (" + pct(step > 0 ? top->first / step : 0) + ")";
+  if (top->second == "compute") s += ", at " + pct(m.mfu) + " MFU";
+  s += "; compute " + fmt("%.3f s", m.time.compute_s) + ", exposed communication " + fmt("%.3f s", m.time.exposed_comm_s) +
+       ", bubble " + fmt("%.3f s", m.time.bubble_s) + "; communication lanes busy: tp " + fmt("%.3f s", m.time.tp_s) +
+       ", pp " + fmt("%.3f s", m.time.pp_s) + ", dp " + fmt("%.3f s", m.time.dp_s);
+  return s;
+}
+
+std::string memory_text(const Metrics& m) {
+  trace::MemoryKind top = trace::MemoryKind::kParams;
+  for (trace::MemoryKind k : trace::kMemoryKinds) {
+    if (m.memory[k] > m.memory[top]) top = k;
+  }
+  const int64_t capacity = m.capacity_bytes;
+  return "peak memory " + gib(static_cast<double>(m.peak_memory_bytes)) + " of " + gib(static_cast<double>(capacity)) +
+         " (" + pct(capacity > 0 ? static_cast<double>(m.peak_memory_bytes) / static_cast<double>(capacity) : 0) +
+         "), largest term " + kMemoryWords[static_cast<int>(top)] + " " + gib(static_cast<double>(m.memory[top]));
 }
 
 std::string table_header() { return "  step s   tokens/s     MFU  bubble  exp.comm s  peak / capacity GiB"; }
