@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""--seq-len, --global-batch and --dtype reach the numbers: each expected value is derived here from
-the model's shapes, not copied from an earlier output.
+"""--seq-len, --global-batch and --dtype reach the numbers (and simulate --json says what limits the
+plan): each expected value is derived here from the model's shapes, not copied from an earlier output.
 
     training_length.py STAGECRAFT
 """
@@ -58,6 +58,13 @@ def main():
           "simulate --dtype fp32: parameter bytes twice bf16's (4 / 2 bytes an element)")
     check(bf16["plan"]["micro_batches"] * bf16["plan"]["micro_batch"] * bf16["plan"]["dp"] == 1024,
           "simulate: the plan's batch is the training file's 1024")
+
+    # simulate --json "limits": the largest of the three terms that partition the step.
+    t = bf16["time"]
+    largest = max([("compute", t["compute_s"]), ("exposed communication", t["exposed_comm_s"]),
+                   ("pipeline bubble", t["bubble_s"])], key=lambda x: x[1])[0]
+    check(bf16["limits"]["term"] == largest and bf16["limits"]["time"].startswith("limited by " + largest),
+          f"simulate --json: limits.term is the largest time term ({largest})")
 
     if failures:
         sys.exit(f"{len(failures)} check(s) failed")
