@@ -90,6 +90,7 @@ Model model_from_json(const json& j, const std::string& file) {
   // A learned position table has as many rows as the longest sequence; without max_positions that
   // is seq_len. RoPE has no table, so without the key it sets no limit.
   m.max_positions = r.integer_or("max_positions", m.position == Position::kLearned ? m.seq_len : 0);
+  if (r.has("max_positions") && m.max_positions < 1) r.fail_value("max_positions", "a positive number of tokens");
   m.source = r.string_or("source", "");
   r.finish();
   validate_model(m);

@@ -98,6 +98,9 @@ TEST(TrainingLength, ModelJsonMaxPositionsRoundTrips) {
   EXPECT_EQ(model_from_json(to_json(limited), "again.json").max_positions, 64);
   expect_spec_error([&] { with_training_length(limited, training_with({{"seq_len", 65}})); }, "/seq_len",
                     "expected at most 64");
+  j["max_positions"] = 0;  // said, it must be a length
+  expect_spec_error([&] { model_from_json(j, "r.json"); }, "/max_positions", "a positive number of tokens");
+  j["max_positions"] = 64;
   j["seq_len"] = 128;  // the default length beyond the limit
   expect_spec_error([&] { model_from_json(j, "r.json"); }, "/seq_len", "expected at most max_positions (64");
   // A learned model written back without max_positions: its table is seq_len rows, the default.
