@@ -131,6 +131,24 @@ Model model_from_hf_config(const json& j, const std::string& file) {
                         (j.contains("model_type") ? ", got " + describe(j["model_type"]) : ""));
   }
   const std::string type_name = j["model_type"].get<std::string>();
+  // Mixture-of-experts layers (Mixtral, Qwen-MoE, DeepSeek-V2/V3, DBRX, OLMoE, Jamba) route each token
+  // to k of E expert MLPs: parameters, FLOPs and the all-to-all traffic differ from a dense block,
+  // and none of that is modelled, so such a config is refused by name rather than counted dense.
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
+    if (present(j, key)) {
+      throw SpecError(file, std::string("/") + key,
+                      "a mixture-of-experts config (model_type " + describe(j["model_type"]) +
+                          "): Stagecraft does not model expert layers yet; dense models only");
+    }
+  }
+  for (const char* moe : {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "dbrx", "olmoe", "jamba",
+                          "granitemoe", "phimoe"}) {
+    if (type_name == moe) {
+      throw SpecError(file, "/model_type",
+                      "\"" + type_name + "\" is a mixture-of-experts family: Stagecraft does not model expert layers "
+                      "yet; dense models only");
+    }
+  }
   if (j.contains("n_layer") && (type_name.empty() || type_name == "gpt2")) return from_gpt2(j, file);
   if (j.contains("num_hidden_layers") &&
       (type_name.empty() || type_name == "llama" || type_name == "mistral")) {

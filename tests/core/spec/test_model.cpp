@@ -155,5 +155,24 @@ TEST(HfImport, ErrorsUseTheHfKeyNames) {
   expect_spec_error([&] { model_from_json(biased, "c.json"); }, "/attention_bias", "expected false");
 }
 
+// Mixture-of-experts configs are refused by name, not counted as dense models: Mixtral-8x7B's
+// config is a Mistral block with num_local_experts 8 (46.7 B parameters, not the 7.2 B a dense
+// count of its shapes gives).
+TEST(HfImport, MixtureOfExpertsIsRefusedBySaying) {
+  json mixtral = {{"model_type", "mixtral"},     {"num_hidden_layers", 32},   {"hidden_size", 4096},
+                  {"intermediate_size", 14336},  {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+                  {"vocab_size", 32000},         {"max_position_embeddings", 32768},
+                  {"num_local_experts", 8},      {"num_experts_per_tok", 2}};
+  expect_spec_error([&] { model_from_json(mixtral, "mixtral.json"); }, "/num_local_experts",
+                    "a mixture-of-experts config (model_type \"mixtral\")");
+  mixtral.erase("num_local_experts");
+  expect_spec_error([&] { model_from_json(mixtral, "mixtral.json"); }, "/model_type",
+                    "\"mixtral\" is a mixture-of-experts family");
+  json deepseek = mixtral;
+  deepseek["model_type"] = "llama";   // an expert key on any family is refused too
+  deepseek["n_routed_experts"] = 64;
+  expect_spec_error([&] { model_from_json(deepseek, "ds.json"); }, "/n_routed_experts", "does not model expert layers");
+}
+
 }  // namespace
 }  // namespace stagecraft::spec
