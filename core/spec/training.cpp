@@ -61,24 +61,30 @@ int64_t Training::reduce_bytes() const { return bytes_of(reduce_dtype.value_or(d
 std::pair<std::string, std::string> Training::origin_of(std::string_view key) const {
   for (const std::string& k : from_command_line) {
     if (k == key) {
-      std::string option = "--" + k;
+      std::string option = "--";
+      option += k;
       for (char& c : option) c = c == '_' ? '-' : c;
       return {option, ""};
     }
   }
-  return {file, "/" + std::string(key)};
+  std::string pointer = "/";
+  pointer += key;
+  return {file, pointer};
 }
 
 std::string Training::label() const {
-  std::string out = file;
+  std::string changed;
   for (const std::string& k : from_command_line) {
-    const auto [option, pointer] = origin_of(k);
     const std::string value = k == "seq_len"        ? std::to_string(seq_len.value_or(0))
                               : k == "global_batch" ? std::to_string(global_batch)
                                                     : std::string(to_string(dtype));
-    out += (out.empty() ? "" : out == file ? " with " : " ") + option + " " + value;
+    if (!changed.empty()) changed += ' ';
+    changed += origin_of(k).first;
+    changed += ' ';
+    changed += value;
   }
-  return out;
+  if (changed.empty()) return file;
+  return file.empty() ? changed : file + " with " + changed;
 }
 
 Training with_overrides(Training t, const TrainingOverrides& o) {
