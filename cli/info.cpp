@@ -21,9 +21,7 @@ void print_table(const nlohmann::json& r, const spec::Model& m) {
               static_cast<long long>(m.vocab), static_cast<long long>(m.seq_len));
   if (m.max_positions > 0) std::printf(" (at most %lld)", static_cast<long long>(m.max_positions));
   std::printf("\n");
-  std::printf("  mlp %s, norm %s, position %s, %s embeddings, %s\n", spec::to_string(m.mlp),
-              spec::to_string(m.norm), spec::to_string(m.position), m.tied_embeddings ? "tied" : "untied",
-              m.bias ? "biases" : "no biases");
+  std::printf("  %s\n", spec::architecture_text(m).c_str());
   auto row = [](const char* label, int64_t v, const std::string& note) {
     std::printf("  %-28s %22s  %s\n", label, with_commas(v).c_str(), note.c_str());
   };

@@ -23,6 +23,7 @@
 #include "core/spec/error.hpp"
 #include "core/spec/cluster.hpp"
 #include "executor/errors.hpp"
+#include "executor/model/layers.hpp"
 #include "executor/train.hpp"
 #include "executor/world.hpp"
 #include "sim/simulator.hpp"
@@ -205,6 +206,12 @@ int run_run(const RunArgs& a) {
   try {
     using spec::ConfigKind;
     const spec::Model m = load_model_arg(a.model);
+    if (const std::vector<std::string> missing = executor::unsupported_features(m); !missing.empty()) {
+      std::string list;
+      for (const std::string& f : missing) list += (list.empty() ? "" : "; ") + f;
+      throw spec::SpecError(m.file.empty() ? a.model : m.file, "",
+                            "the CPU executor does not run " + list + " (simulate and search model them)");
+    }
     const spec::Training t =
         with_training_args(spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)), a.training_args);
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));

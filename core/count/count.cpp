@@ -2,35 +2,49 @@
 
 namespace stagecraft::count {
 
-using spec::Mlp;
 using spec::Model;
-using spec::Norm;
 using spec::Position;
 using spec::Recompute;
 
-std::vector<Linear> block_linears(const Model& m) {
-  const int64_t h = m.hidden, f = m.ffn_hidden;
-  std::vector<Linear> linears = {
-      {"attn.qkv", h, h + 2 * m.kv_dim(), m.bias},
-      {"attn.out", h, h, m.bias},
-  };
-  if (m.mlp == Mlp::kSwiglu) {
-    linears.push_back({"mlp.gate", h, f, m.bias});
-    linears.push_back({"mlp.up", h, f, m.bias});
-  } else {
-    linears.push_back({"mlp.up", h, f, m.bias});
+int64_t kv_heads_per_rank(const Model& m, int64_t tp) { return m.kv_heads >= tp ? m.kv_heads / tp : 1; }
+
+Shard shard(const Model& m, const Linear& l, int64_t tp) {
+  switch (l.split) {
+    case Split::kColumn: return {l.in, l.out / tp, l.bias ? l.out / tp : 0};
+    case Split::kRow: return {l.in / tp, l.out, l.bias ? l.out : 0};
+    case Split::kQkv: {
+      const int64_t out = m.q_dim() / tp + 2 * kv_heads_per_rank(m, tp) * m.head_dim();
+      return {l.in, out, l.bias ? out : 0};
+    }
   }
-  linears.push_back({"mlp.down", f, h, m.bias});
+  return {l.in, l.out, l.bias ? l.out : 0};
+}
+
+std::vector<Linear> block_linears(const Model& m) {
+  const int64_t h = m.hidden, f = m.ffn_hidden, q = m.q_dim();
+  std::vector<Linear> linears = {
+      {"attn.qkv", h, q + 2 * m.kv_dim(), m.qkv_bias, Split::kQkv},
+      {"attn.out", q, h, m.out_bias, Split::kRow},
+  };
+  if (spec::gated(m.mlp)) {
+    linears.push_back({"mlp.gate", h, f, m.mlp_bias, Split::kColumn});
+    linears.push_back({"mlp.up", h, f, m.mlp_bias, Split::kColumn});
+  } else {
+    linears.push_back({"mlp.up", h, f, m.mlp_bias, Split::kColumn});
+  }
+  linears.push_back({"mlp.down", f, h, m.mlp_bias, Split::kRow});
   return linears;
 }
 
-int64_t norm_parameters(const Model& m) {
-  const bool has_bias = m.norm == Norm::kLayerNorm && m.bias;
-  return has_bias ? 2 * m.hidden : m.hidden;
+int64_t norm_parameters(const Model& m) { return m.norm_has_bias() ? 2 * m.hidden : m.hidden; }
+
+int64_t qk_norm_parameters(const Model& m) {
+  if (!m.qk_norm) return 0;
+  return 2 * (m.norm_has_bias() ? 2 * m.head_dim() : m.head_dim());
 }
 
 int64_t block_parameters(const Model& m) {
-  int64_t total = 2 * norm_parameters(m);
+  int64_t total = (m.attn_norms + m.mlp_norms) * norm_parameters(m) + qk_norm_parameters(m);
   for (const Linear& l : block_linears(m)) total += l.parameters();
   return total;
 }
@@ -38,11 +52,13 @@ int64_t block_parameters(const Model& m) {
 int64_t embedding_parameters(const Model& m) {
   int64_t total = m.vocab * m.hidden;
   if (m.position == Position::kLearned) total += m.position_rows() * m.hidden;
+  if (m.embedding_norm) total += norm_parameters(m);
   return total;
 }
 
 int64_t head_parameters(const Model& m) {
-  return norm_parameters(m) + (m.tied_embeddings ? 0 : m.vocab * m.hidden);
+  if (m.tied_embeddings) return norm_parameters(m);
+  return norm_parameters(m) + m.vocab * m.hidden + (m.lm_head_bias ? m.vocab : 0);
 }
 
 int64_t parameters(const Model& m) {
@@ -50,7 +66,7 @@ int64_t parameters(const Model& m) {
 }
 
 double attention_flops_per_token_fwd(const Model& m) {
-  return 4.0 * static_cast<double>(m.seq_len) * static_cast<double>(m.hidden);
+  return 4.0 * static_cast<double>(m.seq_len) * static_cast<double>(m.q_dim());
 }
 
 double block_flops_per_token_fwd(const Model& m) {

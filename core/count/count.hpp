@@ -3,17 +3,25 @@
 // Every linear layer is a GEMM  [tokens x in] . [in x out]:
 //   parameters   in*out (+ out biases when the model has biases)
 //   forward      2*tokens*in*out FLOPs;  backward 4*tokens*in*out (input grad + weight grad)
-// A block (h hidden, f ffn_hidden, d = h/heads, kv = kv_heads*d):
-//   attention    qkv: h -> h + 2kv,  out: h -> h
-//   MLP          gelu: h -> f, f -> h;   swiglu: h -> f (gate), h -> f (up), f -> h (down)
-//   norms        2 per block: layernorm 2h (h without bias), rmsnorm h
-// Attention scores per token and block, forward: QK^T 2*s*h + (softmax.V) 2*s*h = 4*s*h, counted
+// A block (h hidden, f ffn_hidden, d = head_dim, q = heads*d (h unless head_dim says otherwise),
+// kv = kv_heads*d):
+//   attention    qkv: h -> q + 2kv,  out: q -> h  (biases: qkv_bias, out_bias)
+//   MLP          gelu / relu: h -> f, f -> h;   swiglu / geglu: h -> f (gate), h -> f (up), f -> h
+//                (down)  (biases: mlp_bias)
+//   norms        attn_norms + mlp_norms per block (2 in most, 1 when a parallel block shares one,
+//                4 in Gemma-2), each layernorm 2h (h without norm_bias), rmsnorm h; qk_norm adds
+//                two norms of d
+// Attention scores per token and block, forward: QK^T 2*s*q + (softmax.V) 2*s*q = 4*s*q, counted
 // over all s keys as Narayanan et al. (SC'21) do, so the totals reproduce their formulas:
 //   forward FLOPs per token = 24*L*h^2 + 4*L*s*h + 2*h*V   (GPT, 4h MLP, no GQA)
 //   training = 3x forward (72 formula); full recompute adds one block forward (96 formula).
 // Embedding lookups, norms, softmax and biases are memory-bound and excluded from FLOPs.
-// Embedding: V*h tokens (+ s*h learned positions). Head: final norm + V*h LM head if untied;
-// a tied head reuses the embedding table (no parameters) but still costs 2*h*V FLOPs per token.
+// Embedding: V*h tokens (+ rows*h learned positions, rows = max_positions + position_offset; + a
+// norm when embedding_norm). Head: final norm + V*h LM head if untied (+ V with lm_head_bias); a
+// tied head reuses the embedding table (no parameters) but still costs 2*h*V FLOPs per token.
+// Tensor parallelism (Megatron, Shoeybi et al. 2019) splits each linear over t ranks by its Split:
+//   column (qkv's q, mlp up/gate): out/t columns and out/t bias;  row (out, down): in/t rows, the
+//   bias whole;  the QKV's K and V: kv_heads/t heads each, or 1 when t > kv_heads (replicated).
 #pragma once
 
 #include <cstdint>
@@ -25,25 +33,41 @@
 
 namespace stagecraft::count {
 
+// How tensor parallelism splits a linear (above).
+enum class Split : uint8_t { kColumn, kRow, kQkv };
+
 struct Linear {
   std::string name;
   int64_t in = 0;
   int64_t out = 0;
   bool bias = false;
+  Split split = Split::kColumn;
 
   int64_t parameters() const { return in * out + (bias ? out : 0); }
   double forward_flops_per_token() const { return 2.0 * static_cast<double>(in) * static_cast<double>(out); }
 };
 
+// A linear's shape on one of t tensor-parallel ranks: weight in x out, and its bias elements.
+struct Shard {
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t bias = 0;
+  int64_t weight() const { return in * out; }
+};
+Shard shard(const spec::Model& m, const Linear& l, int64_t tp);
+// K/V heads on one of t ranks: kv_heads / t, or 1 when t > kv_heads (each rank keeps a copy).
+int64_t kv_heads_per_rank(const spec::Model& m, int64_t tp);
+
 // The linear layers of one transformer block, in execution order.
 std::vector<Linear> block_linears(const spec::Model& m);
-int64_t norm_parameters(const spec::Model& m);       // one norm layer
+int64_t norm_parameters(const spec::Model& m);       // one norm layer of h
+int64_t qk_norm_parameters(const spec::Model& m);    // the q and k norms of d (0 without qk_norm)
 int64_t block_parameters(const spec::Model& m);      // one transformer block
 int64_t embedding_parameters(const spec::Model& m);  // token table + learned positions
 int64_t head_parameters(const spec::Model& m);       // final norm + untied LM head
 int64_t parameters(const spec::Model& m);            // the whole model
 
-double attention_flops_per_token_fwd(const spec::Model& m);  // 4*s*h per block
+double attention_flops_per_token_fwd(const spec::Model& m);  // 4*s*q per block
 double block_flops_per_token_fwd(const spec::Model& m);      // linears + attention scores
 double head_flops_per_token_fwd(const spec::Model& m);       // 2*h*V
 double flops_per_token_fwd(const spec::Model& m);            // the whole model

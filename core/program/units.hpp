@@ -1,15 +1,20 @@
 // Units: the pieces a model is cut into for pipelining, ZeRO bucketing and tensor-parallel
 // collectives, with each unit's parameter tensors and FLOPs per token on one tp rank.
-//   unit 0          embedding: wte V*h/t (vocab-parallel), wpe s*h (replicated) if learned
-//   unit 1+2i       block i attention: norm1, qkv h*(h/t + 2*kv_r*d), out (h/t)*h (+ biases)
-//   unit 2+2i       block i MLP: norm2, up (and gate) h*f/t, down (f/t)*h (+ biases)
-//   unit 2L+1       head: final norm, LM head V*h/t (untied; tied: shares wte)
+//   unit 0          embedding: wte V*h/t (vocab-parallel), wpe rows*h (replicated) if learned,
+//                   the embedding norm if any
+//   unit 1+2i       block i attention: norm1, q/k norms of d (qk_norm), qkv h*(q/t + 2*kv_r*d),
+//                   out (q/t)*h (+ biases), a post-norm (attn_norms == 2)
+//   unit 2+2i       block i MLP: norm2 (none when a parallel block shares norm1), up (and gate)
+//                   h*f/t, down (f/t)*h (+ biases), a post-norm (mlp_norms == 2)
+//   unit 2L+1       head: final norm, LM head V*h/t (+ V/t bias) (untied; tied: shares wte)
+// The linears and their splits are count::block_linears and count::shard: one description of a
+// block for the counts, the units and the executor's tensors. q = heads * head_dim.
 // Modules (what DeepSpeed fetches one by one): each norm, each Linear (weight and bias; QKV is one
 // fused Linear, as Megatron and GPT-2 write it; Hugging Face LLaMA has three), each table.
 // kv_r = kv_heads/t key/value heads per rank, or 1 when t > kv_heads (replicated, as Megatron).
 // Column-parallel biases split over t; row-parallel biases and norms are replicated.
-// FLOPs per token per rank: forward 2*k*n per GEMM (+ 4*s*h/t attention scores); backward
-// input grads 2*k*n (+ 8*s*h/t scores), weight grads 2*k*n (count/count.hpp for the full model).
+// FLOPs per token per rank: forward 2*k*n per GEMM (+ 4*s*q/t attention scores); backward
+// input grads 2*k*n (+ 8*s*q/t scores), weight grads 2*k*n (count/count.hpp for the full model).
 #pragma once
 
 #include <cstdint>

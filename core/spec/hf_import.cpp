@@ -1,8 +1,31 @@
-// Hugging Face config.json import for the GPT-2 and LLaMA families. HF configs carry many keys
-// Stagecraft has no use for (dropout, token ids, rope scaling), so unknown keys are ignored here;
-// the keys that define the shapes are required and type-checked like any spec.
+// Hugging Face config.json import, by model_type. Each family's shapes are read as its modelling
+// code in the transformers library builds them (modeling_<type>.py), so the parameter count of the
+// Model equals that of the PyTorch module, tensor for tensor:
+//
+//   family (model_type)        attention            MLP     norm         position  block     biases
+//   gpt2                       MHA, fused QKV       gelu    LN           learned   seq.      all
+//   llama, mistral             GQA, head_dim        swiglu  RMS          RoPE      seq.      attention_bias, mlp_bias
+//   qwen2                      GQA                  swiglu  RMS          RoPE      seq.      QKV only
+//   qwen3                      GQA, head_dim, q/k norms swiglu RMS       RoPE      seq.      attention_bias
+//   gemma                      head_dim (256)       geglu   RMS          RoPE      seq.      none; tied
+//   gemma2                     head_dim, GQA        geglu   RMS, 4/block RoPE      seq.      none; tied
+//   gpt_neox                   MHA, fused QKV       gelu    LN           RoPE x pct parallel, 2 norms (or seq.)
+//   falcon, RefinedWeb*        MQA / GQA            gelu    LN           RoPE/ALiBi parallel, 1 or 2 norms
+//   gptj                       MHA                  gelu    LN           RoPE dim  parallel, 1 norm; MLP + LM head bias
+//   opt                        MHA                  relu    LN           learned+2 seq.      all
+//   bloom                      MHA, fused QKV       gelu    LN (+emb LN) ALiBi     seq.      all
+//   phi (Phi-1.5/2)            MHA/GQA              gelu    LN           RoPE x f  parallel, 1 norm; LM head bias
+//   phi3 (Phi-3/3.5/4)         GQA, fused QKV       swiglu  RMS          RoPE      seq.      none
+//
+// Keys a family carries that change no shape Stagecraft models (dropout, token ids, rope_scaling,
+// logit soft-capping) are read or ignored; those that change the cost of attention in a way the
+// simulator does not model (sliding_window) are named in a warning the command line prints. A key
+// whose value would build a model these shapes do not describe (OPT's word_embed_proj_dim, a
+// post-norm OPT, BLOOM's post-norm residual) is refused by name. Unknown model_types are refused.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
@@ -14,6 +37,10 @@ namespace stagecraft::spec {
 using nlohmann::json;
 
 namespace {
+
+constexpr const char* kFamilies =
+    "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"gemma\", \"gemma2\", \"gpt_neox\", \"falcon\", \"gptj\", "
+    "\"opt\", \"bloom\", \"phi\" or \"phi3\"";
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
 
@@ -27,91 +54,424 @@ std::string hf_name(const json& j, const std::string& file) {
   return p.stem().string();
 }
 
-// A config's max_position_embeddings (n_positions) is the longest sequence the model takes, not the
-// length it is trained at (Llama-3.1 says 131072; Mistral-7B 32768). Without a training length
-// from the training file or --seq-len, it is planned at min(limit, kDefaultHfSeqLen), and says so.
-void set_positions(Model& m, int64_t limit, const std::string& key) {
-  m.max_positions = limit;
-  m.seq_len = std::min(limit, kDefaultHfSeqLen);
-  if (limit > kDefaultHfSeqLen) {
-    m.warnings.push_back(m.file + ": /" + key + ": " + std::to_string(limit) +
-                         " is the longest sequence the model takes, not a training length: unless the training "
-                         "file's seq_len or --seq-len sets one, it is planned at " +
-                         std::to_string(kDefaultHfSeqLen) + " tokens a sequence");
+// One family's reader: the config, its ObjectReader, the Model being built and the keys each field
+// came from (for validation errors that point at the user's key).
+class Reader {
+ public:
+  Reader(const json& j, const std::string& file, const std::string& family)
+      : j_(j), r_(j, file, ""), family_(family) {
+    m.file = file;
+    m.name = hf_name(j, file);
+    m.source = "Hugging Face " + family + " config.json (" + file + ")";
   }
-}
 
-Model from_gpt2(const json& j, const std::string& file) {
-  ObjectReader r(j, file, "");
-  Model m;
-  m.file = file;
-  m.name = hf_name(j, file);
-  m.layers = r.integer("n_layer");
-  m.hidden = r.integer("n_embd");
-  m.heads = r.integer("n_head");
-  m.kv_heads = m.heads;
-  m.ffn_hidden = present(j, "n_inner") ? r.integer("n_inner") : m.hidden <= limits::kHidden ? 4 * m.hidden : 0;  // null means 4h
-  m.vocab = r.integer("vocab_size");
-  set_positions(m, r.integer("n_positions"), "n_positions");
-  if (present(j, "activation_function")) {
-    std::string act = r.string("activation_function");
-    if (act.rfind("gelu", 0) != 0) r.fail_value("activation_function", "a GELU variant (\"gelu_new\", \"gelu\")");
+  bool has(const char* key) const { return present(j_, key); }
+  // The first of `keys` present (a family renamed some keys across versions: n_layer / num_hidden_layers).
+  int64_t integer(std::initializer_list<const char*> keys, std::string& used) {
+    for (const char* k : keys) {
+      if (has(k)) {
+        used = k;
+        return r_.integer(k);
+      }
+    }
+    used = *keys.begin();
+    return r_.integer(used);  // absent: "missing required key"; null: "expected a number"
   }
-  m.mlp = Mlp::kGelu;
-  m.norm = Norm::kLayerNorm;
-  m.position = Position::kLearned;
-  m.tied_embeddings = present(j, "tie_word_embeddings") ? r.boolean("tie_word_embeddings") : true;
-  m.bias = true;
-  m.source = "Hugging Face GPT-2 config.json (" + file + ")";
-  ModelKeys keys{"n_layer", "n_embd", "n_head", "n_head", "n_inner", "vocab_size", "n_positions", "n_positions"};
-  validate_model(m, keys);
-  return m;
-}
+  int64_t integer(const char* key, std::string& used) { return integer({key}, used); }
+  int64_t integer_or(const char* key, int64_t fallback) { return has(key) ? r_.integer(key) : fallback; }
+  double number_or(const char* key, double fallback) { return has(key) ? r_.number(key) : fallback; }
+  bool boolean_or(const char* key, bool fallback) { return has(key) ? r_.boolean(key) : fallback; }
+  std::string string_or(const char* key, const std::string& fallback) { return has(key) ? r_.string(key) : fallback; }
+  [[noreturn]] void fail_value(const char* key, const std::string& expected) const { r_.fail_value(key, expected); }
 
-Model from_llama(const json& j, const std::string& file) {
-  ObjectReader r(j, file, "");
+  void warn(const char* key, const std::string& what) {
+    m.warnings.push_back(m.file + ": /" + key + ": " + describe(j_.at(key)) + " " + what);
+  }
+  // sliding_window: the attention of each token reaches back this many tokens, so at longer sequences
+  // its score FLOPs and memory are less than the whole-sequence attention costed.
+  void warn_sliding_window(const char* key = "sliding_window") {
+    if (has(key)) warn(key, "is not modelled: attention is costed over the whole sequence");
+  }
+  void note_rope_scaling() {
+    if (has("rope_scaling")) m.warnings.push_back(m.file + ": /rope_scaling: noted; it changes no cost Stagecraft models");
+  }
+
+  // The activation of an MLP: `key`'s value must start with one of `accepted` (HF spells GELU
+  // "gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast").
+  void require_activation(const char* key, std::initializer_list<const char*> accepted, const std::string& expected) {
+    if (!has(key)) return;
+    const std::string act = r_.string(key);
+    for (const char* a : accepted) {
+      if (act.rfind(a, 0) == 0) return;
+    }
+    r_.fail_value(key, expected);
+  }
+
+  // A config's max_position_embeddings (n_positions) is the longest sequence the model takes, not the
+  // length it is trained at (Llama-3.1 says 131072; Mistral-7B 32768). Without a training length
+  // from the training file or --seq-len, it is planned at min(limit, kDefaultHfSeqLen), and says so.
+  void positions(std::initializer_list<const char*> keys, std::optional<int64_t> fallback = std::nullopt) {
+    for (const char* k : keys) {
+      if (has(k)) {
+        set_positions(r_.integer(k), k);
+        keys_.seq_len = keys_.max_positions = k;
+        return;
+      }
+    }
+    if (!fallback) r_.fail(*keys.begin(), "the longest sequence the model takes");
+    set_positions(*fallback, *keys.begin());
+    keys_.seq_len = keys_.max_positions = *keys.begin();
+  }
+
+  void common(const std::string& layers, const std::string& hidden, const std::string& heads, const std::string& kv,
+              const std::string& ffn, const std::string& vocab) {
+    keys_.layers = layers, keys_.hidden = hidden, keys_.heads = heads, keys_.kv_heads = kv, keys_.ffn_hidden = ffn,
+    keys_.vocab = vocab;
+  }
+
+  // The LLaMA-style keys most families share (num_hidden_layers, hidden_size, num_attention_heads,
+  // num_key_value_heads, intermediate_size, vocab_size, head_dim, tie_word_embeddings).
+  void llama_shapes(bool tied_default, std::optional<int64_t> head_dim_default = std::nullopt) {
+    std::string l, h, a, kv = "num_key_value_heads", f, v;
+    m.layers = integer("num_hidden_layers", l);
+    m.hidden = integer("hidden_size", h);
+    m.heads = integer("num_attention_heads", a);
+    m.kv_heads = has("num_key_value_heads") ? r_.integer("num_key_value_heads") : m.heads;
+    m.ffn_hidden = integer("intermediate_size", f);
+    m.vocab = integer("vocab_size", v);
+    common(l, h, a, kv, f, v);
+    head_dim(head_dim_default);
+    m.tied_embeddings = boolean_or("tie_word_embeddings", tied_default);
+  }
+
+  // head_dim other than hidden_size / num_attention_heads (Mistral-NeMo: 128, not 5120 / 32 = 160;
+  // Gemma-7B: 256 with 3072 / 16 = 192) changes every attention shape.
+  void head_dim(std::optional<int64_t> fallback) {
+    const int64_t d = has("head_dim") ? r_.integer("head_dim") : fallback.value_or(0);
+    if (has("head_dim") && d < 1) r_.fail_value("head_dim", "a positive head width");
+    if (d > 0 && !(m.heads > 0 && m.hidden % m.heads == 0 && d == m.hidden / m.heads)) m.head_size = d;
+  }
+
+  Model finish() {
+    validate_model(m, keys_);
+    return m;
+  }
+
   Model m;
-  m.file = file;
-  m.name = hf_name(j, file);
-  m.layers = r.integer("num_hidden_layers");
-  m.hidden = r.integer("hidden_size");
-  m.heads = r.integer("num_attention_heads");
-  m.kv_heads = present(j, "num_key_value_heads") ? r.integer("num_key_value_heads") : m.heads;
-  m.ffn_hidden = r.integer("intermediate_size");
-  m.vocab = r.integer("vocab_size");
-  set_positions(m, r.integer("max_position_embeddings"), "max_position_embeddings");
-  // head_dim other than hidden_size / num_attention_heads (Mistral-NeMo: 128, not 5120 / 32 = 160)
-  // changes every attention shape; counting it as hidden / heads gave 12.77 B for a 12.25 B model.
-  if (present(j, "head_dim") && m.heads > 0 && r.integer("head_dim") * m.heads != m.hidden) {
-    r.fail_value("head_dim", "hidden_size / num_attention_heads = " + std::to_string(m.hidden) + " / " +
-                                 std::to_string(m.heads) + " (Stagecraft does not yet model attention of another width)");
-  }
-  if (present(j, "sliding_window")) {
-    m.warnings.push_back(file + ": /sliding_window: " + describe(j["sliding_window"]) +
-                         " is not modelled: attention is costed over the whole sequence");
-  }
-  if (present(j, "rope_scaling")) {
-    m.warnings.push_back(file + ": /rope_scaling: noted; it changes no cost Stagecraft models");
-  }
-  if (present(j, "hidden_act")) {
-    std::string act = r.string("hidden_act");
-    if (act != "silu" && act != "swish") r.fail_value("hidden_act", "\"silu\" (SwiGLU MLP)");
-  }
-  for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (present(j, key) && r.boolean(key)) {
-      r.fail_value(key, "false (Stagecraft models LLaMA-family layers without biases)");
+
+ private:
+  void set_positions(int64_t limit, const std::string& key) {
+    m.max_positions = limit;
+    m.seq_len = std::min(limit, kDefaultHfSeqLen);
+    if (limit > kDefaultHfSeqLen) {
+      m.warnings.push_back(m.file + ": /" + key + ": " + std::to_string(limit) +
+                           " is the longest sequence the model takes, not a training length: unless the training "
+                           "file's seq_len or --seq-len sets one, it is planned at " +
+                           std::to_string(kDefaultHfSeqLen) + " tokens a sequence");
     }
   }
+
+  const json& j_;
+  ObjectReader r_;
+  std::string family_;
+  ModelKeys keys_;
+};
+
+Model from_gpt2(const json& j, const std::string& file) {
+  Reader r(j, file, "GPT-2");
+  Model& m = r.m;
+  std::string l, h, a, v;
+  m.layers = r.integer("n_layer", l);
+  m.hidden = r.integer("n_embd", h);
+  m.heads = r.integer("n_head", a);
+  m.kv_heads = m.heads;
+  m.ffn_hidden = r.integer_or("n_inner", m.hidden <= limits::kHidden ? 4 * m.hidden : 0);  // null means 4h
+  m.vocab = r.integer("vocab_size", v);
+  r.common(l, h, a, a, "n_inner", v);
+  r.positions({"n_positions"});
+  r.require_activation("activation_function", {"gelu"}, "a GELU variant (\"gelu_new\", \"gelu\")");
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  m.set_biases(true);
+  return r.finish();
+}
+
+// LlamaForCausalLM / MistralForCausalLM: q, k, v, o with attention_bias; gate, up, down with
+// mlp_bias; RMSNorm before each sublayer and at the end; untied head unless tie_word_embeddings.
+Model from_llama(const json& j, const std::string& file, const std::string& family) {
+  Reader r(j, file, family);
+  Model& m = r.m;
+  r.llama_shapes(false);
+  r.positions({"max_position_embeddings"});
+  r.warn_sliding_window();
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLP)");
   m.mlp = Mlp::kSwiglu;
   m.norm = Norm::kRmsNorm;
   m.position = Position::kRope;
-  m.tied_embeddings = present(j, "tie_word_embeddings") ? r.boolean("tie_word_embeddings") : false;
-  m.bias = false;
-  m.source = "Hugging Face LLaMA config.json (" + file + ")";
-  ModelKeys keys{"num_hidden_layers",  "hidden_size", "num_attention_heads", "num_key_value_heads",
-                 "intermediate_size", "vocab_size",  "max_position_embeddings", "max_position_embeddings"};
-  validate_model(m, keys);
-  return m;
+  m.set_biases(false);
+  m.qkv_bias = m.out_bias = r.boolean_or("attention_bias", false);
+  m.mlp_bias = r.boolean_or("mlp_bias", false);
+  return r.finish();
+}
+
+// Qwen2ForCausalLM (Qwen2, Qwen2.5): LLaMA's layout with biases on q, k and v only.
+// Qwen3ForCausalLM: no QKV bias (attention_bias), head_dim explicit (128 by default), and an
+// RMSNorm of head_dim on each query and key head (q_norm, k_norm).
+Model from_qwen(const json& j, const std::string& file, bool qwen3) {
+  Reader r(j, file, qwen3 ? "Qwen3" : "Qwen2");
+  Model& m = r.m;
+  r.llama_shapes(false, qwen3 ? std::optional<int64_t>(128) : std::nullopt);
+  r.positions({"max_position_embeddings"});
+  // Qwen applies sliding_window only when use_sliding_window says so (the released configs say false).
+  if (r.boolean_or("use_sliding_window", false)) r.warn_sliding_window();
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLP)");
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);
+  if (qwen3) {
+    m.qkv_bias = m.out_bias = r.boolean_or("attention_bias", false);
+    m.qk_norm = true;
+  } else {
+    m.qkv_bias = true;
+  }
+  return r.finish();
+}
+
+// GemmaForCausalLM: head_dim 256 by default, GeGLU (gelu_pytorch_tanh gate), RMSNorm, the LM head
+// always tied to the embedding. Gemma2: a norm before and after each sublayer (four per block),
+// alternating local (sliding-window) and global attention, logit soft-capping.
+Model from_gemma(const json& j, const std::string& file, bool gemma2) {
+  Reader r(j, file, gemma2 ? "Gemma-2" : "Gemma");
+  Model& m = r.m;
+  r.llama_shapes(true, 256);
+  r.positions({"max_position_embeddings"});
+  if (!m.tied_embeddings) r.fail_value("tie_word_embeddings", "true (Gemma's LM head is the embedding table)");
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    r.require_activation(key, {"gelu"}, "a GELU variant (\"gelu_pytorch_tanh\": the GeGLU MLP)");
+  }
+  if (gemma2) {
+    r.warn_sliding_window();
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+      if (r.has(key)) r.warn(key, "is noted: soft-capping is elementwise and changes no cost Stagecraft models");
+    }
+    m.attn_norms = m.mlp_norms = 2;
+  }
+  r.note_rope_scaling();
+  m.mlp = Mlp::kGeglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);
+  return r.finish();
+}
+
+// GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B): fused query_key_value and dense with attention_bias,
+// dense_h_to_4h and dense_4h_to_h with biases, LayerNorms with biases; with use_parallel_residual
+// (the default) attention and MLP read the block input through their own norms; RoPE on rotary_pct
+// of each head; an untied embed_out without bias.
+Model from_gpt_neox(const json& j, const std::string& file) {
+  Reader r(j, file, "GPT-NeoX");
+  Model& m = r.m;
+  r.llama_shapes(false);
+  m.kv_heads = m.heads;
+  r.positions({"max_position_embeddings"});
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"gelu"}, "a GELU variant (\"gelu\")");
+  m.mlp = Mlp::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kRope;
+  m.rotary_fraction = r.number_or("rotary_pct", 0.25);
+  m.parallel_attention = r.boolean_or("use_parallel_residual", true);
+  m.set_biases(true);
+  m.qkv_bias = m.out_bias = r.boolean_or("attention_bias", true);
+  return r.finish();
+}
+
+// FalconForCausalLM (Falcon-7B/40B/180B, and the older RefinedWeb configs): fused QKV of
+// heads + 2 * kv heads (multi_query: one K/V head; new_decoder_architecture: num_kv_heads), dense,
+// dense_h_to_4h and dense_4h_to_h with `bias`; LayerNorms always with biases. Parallel attention uses
+// one input_layernorm (7B), the new architecture ln_attn and ln_mlp (num_ln_in_parallel_attn, 2 by
+// default); without parallel_attn, a norm before each sublayer. ALiBi when `alibi`, else RoPE.
+// Tied head.
+Model from_falcon(const json& j, const std::string& file) {
+  Reader r(j, file, "Falcon");
+  Model& m = r.m;
+  std::string l, h, a, v;
+  m.layers = r.integer({"num_hidden_layers", "n_layer"}, l);
+  m.hidden = r.integer("hidden_size", h);
+  m.heads = r.integer({"num_attention_heads", "n_head"}, a);
+  m.vocab = r.integer("vocab_size", v);
+  const bool new_arch = r.boolean_or("new_decoder_architecture", false);
+  std::string kv = "num_kv_heads";
+  if (new_arch) {
+    m.kv_heads = r.integer_or("num_kv_heads", m.heads);
+  } else {
+    kv = "multi_query";
+    m.kv_heads = r.boolean_or("multi_query", true) ? 1 : m.heads;
+  }
+  m.ffn_hidden = r.integer_or("ffn_hidden_size", m.hidden <= limits::kHidden ? 4 * m.hidden : 0);
+  r.common(l, h, a, kv, "ffn_hidden_size", v);
+  r.head_dim(std::nullopt);
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  m.position = r.boolean_or("alibi", false) ? Position::kAlibi : Position::kRope;
+  // FalconConfig's max_position_embeddings defaults to 2048, the length Falcon was trained at.
+  r.positions({"max_position_embeddings"}, 2048);
+  if (m.position == Position::kAlibi) m.max_positions = 0;  // ALiBi has no table and no limit
+  r.note_rope_scaling();
+  r.require_activation("activation", {"gelu"}, "a GELU variant (\"gelu\")");
+  m.mlp = Mlp::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.set_biases(r.boolean_or("bias", false));
+  m.norm_bias = true;
+  const bool parallel = new_arch || r.boolean_or("parallel_attn", true);
+  m.parallel_attention = parallel;
+  if (parallel) m.mlp_norms = new_arch && r.integer_or("num_ln_in_parallel_attn", 2) == 2 ? 1 : 0;
+  return r.finish();
+}
+
+// GPTJForCausalLM: q, k, v, out without biases; fc_in and fc_out with; one LayerNorm (ln_1) that
+// attention and MLP share (parallel); RoPE on rotary_dim of each head; an untied LM head with bias.
+Model from_gptj(const json& j, const std::string& file) {
+  Reader r(j, file, "GPT-J");
+  Model& m = r.m;
+  std::string l, h, a, v;
+  m.layers = r.integer("n_layer", l);
+  m.hidden = r.integer("n_embd", h);
+  m.heads = r.integer("n_head", a);
+  m.kv_heads = m.heads;
+  m.ffn_hidden = r.integer_or("n_inner", m.hidden <= limits::kHidden ? 4 * m.hidden : 0);
+  m.vocab = r.integer("vocab_size", v);
+  r.common(l, h, a, a, "n_inner", v);
+  r.positions({"n_positions"});
+  r.require_activation("activation_function", {"gelu"}, "a GELU variant (\"gelu_new\")");
+  m.mlp = Mlp::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);
+  m.mlp_bias = m.norm_bias = true;
+  m.parallel_attention = true;
+  m.mlp_norms = 0;
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  m.lm_head_bias = !m.tied_embeddings;
+  if (r.has("rotary_dim") && m.heads > 0 && m.hidden % m.heads == 0) {
+    const int64_t rd = r.integer_or("rotary_dim", 0);
+    const int64_t d = m.hidden / m.heads;
+    if (rd < 1 || rd > d) r.fail_value("rotary_dim", "a width from 1 to the head's " + std::to_string(d));
+    m.rotary_fraction = static_cast<double>(rd) / static_cast<double>(d);
+  }
+  return r.finish();
+}
+
+// OPTForCausalLM: k, v, q, out_proj, fc1, fc2 with biases (enable_bias), LayerNorms before each
+// sublayer and at the end, ReLU, a learned position table of max_position_embeddings + 2 rows
+// (OPTLearnedPositionalEmbedding's offset), the LM head tied.
+Model from_opt(const json& j, const std::string& file) {
+  Reader r(j, file, "OPT");
+  Model& m = r.m;
+  std::string l, h, a, f, v;
+  m.layers = r.integer("num_hidden_layers", l);
+  m.hidden = r.integer("hidden_size", h);
+  m.heads = r.integer("num_attention_heads", a);
+  m.kv_heads = m.heads;
+  m.ffn_hidden = r.integer("ffn_dim", f);
+  m.vocab = r.integer("vocab_size", v);
+  r.common(l, h, a, a, f, v);
+  r.positions({"max_position_embeddings"});
+  // OPT-350m embeds in 512 and projects to 1024 (project_in / project_out) and normalizes after each
+  // sublayer: shapes these models do not describe.
+  if (r.has("word_embed_proj_dim") && r.integer_or("word_embed_proj_dim", m.hidden) != m.hidden) {
+    r.fail_value("word_embed_proj_dim", "hidden_size (" + std::to_string(m.hidden) +
+                                            "): Stagecraft does not model OPT's embedding projections");
+  }
+  if (!r.boolean_or("do_layer_norm_before", true)) {
+    r.fail_value("do_layer_norm_before", "true: Stagecraft models pre-norm blocks only");
+  }
+  if (!r.boolean_or("layer_norm_elementwise_affine", true)) {
+    r.fail_value("layer_norm_elementwise_affine", "true (LayerNorms with weights and biases)");
+  }
+  r.require_activation("activation_function", {"relu"}, "\"relu\" (OPT's MLP)");
+  m.mlp = Mlp::kRelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kLearned;
+  m.position_offset = 2;
+  m.set_biases(r.boolean_or("enable_bias", true));
+  m.norm_bias = true;
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  return r.finish();
+}
+
+// BloomForCausalLM: word_embeddings followed by word_embeddings_layernorm, fused query_key_value,
+// dense, dense_h_to_4h, dense_4h_to_h with biases, LayerNorms with biases, ALiBi, tied head. A
+// BLOOM config declares no longest sequence (ALiBi has none); it is planned at its seq_length or at
+// 2048, the length BLOOM was trained at.
+Model from_bloom(const json& j, const std::string& file) {
+  Reader r(j, file, "BLOOM");
+  Model& m = r.m;
+  std::string l, h, a, v;
+  m.layers = r.integer({"n_layer", "num_hidden_layers"}, l);
+  m.hidden = r.integer({"hidden_size", "n_embed"}, h);
+  m.heads = r.integer({"n_head", "num_attention_heads"}, a);
+  m.kv_heads = m.heads;
+  m.ffn_hidden = m.hidden <= limits::kHidden ? 4 * m.hidden : 0;
+  m.vocab = r.integer("vocab_size", v);
+  r.common(l, h, a, a, h, v);
+  if (r.boolean_or("apply_residual_connection_post_layernorm", false)) {
+    r.fail_value("apply_residual_connection_post_layernorm", "false: Stagecraft models pre-norm residuals only");
+  }
+  m.seq_len = r.integer_or("seq_length", 2048);
+  if (!r.has("seq_length")) {
+    m.warnings.push_back(file + ": a BLOOM config declares no training length (ALiBi takes any): unless the "
+                                "training file's seq_len or --seq-len sets one, it is planned at 2048 tokens a sequence");
+  }
+  m.max_positions = 0;
+  m.mlp = Mlp::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kAlibi;
+  m.embedding_norm = true;
+  m.set_biases(true);
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  return r.finish();
+}
+
+// PhiForCausalLM (Phi-1, Phi-1.5, Phi-2): q, k, v, dense, fc1, fc2 with biases, one LayerNorm per
+// block that parallel attention and MLP share, RoPE on partial_rotary_factor of each head, optional
+// LayerNorms of head_dim on q and k (qk_layernorm), an untied LM head with bias.
+Model from_phi(const json& j, const std::string& file) {
+  Reader r(j, file, "Phi");
+  Model& m = r.m;
+  r.llama_shapes(false);
+  r.positions({"max_position_embeddings"});
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"gelu"}, "a GELU variant (\"gelu_new\")");
+  m.mlp = Mlp::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kRope;
+  m.rotary_fraction = r.number_or("partial_rotary_factor", 0.5);
+  m.qk_norm = r.boolean_or("qk_layernorm", false);
+  m.set_biases(true);
+  m.parallel_attention = true;
+  m.mlp_norms = 0;
+  m.lm_head_bias = !m.tied_embeddings;
+  return r.finish();
+}
+
+// Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4): LLaMA's layout with qkv_proj and gate_up_proj fused,
+// no biases, RoPE on partial_rotary_factor (1 by default).
+Model from_phi3(const json& j, const std::string& file) {
+  Reader r(j, file, "Phi-3");
+  Model& m = r.m;
+  r.llama_shapes(false);
+  r.positions({"max_position_embeddings"});
+  r.warn_sliding_window();
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLP)");
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.rotary_fraction = r.number_or("partial_rotary_factor", 1.0);
+  m.set_biases(false);
+  return r.finish();
 }
 
 }  // namespace
@@ -123,14 +483,14 @@ bool is_hf_config(const json& j) {
 
 Model model_from_hf_config(const json& j, const std::string& file) {
   // model_type must name a family whose layers these shapes describe exactly: a config without it
-  // (or with a number there) is not read as LLaMA by guesswork.
+  // (or with a number there) is not read as one family or another by guesswork.
   if (!j.contains("model_type") || !j["model_type"].is_string()) {
     throw SpecError(file, "/model_type",
                     std::string(j.contains("model_type") ? "expected a string" : "missing") +
-                        ": a Hugging Face config names its family (\"gpt2\", \"llama\" or \"mistral\" are read)" +
+                        ": a Hugging Face config names its family (" + kFamilies + " are read)" +
                         (j.contains("model_type") ? ", got " + describe(j["model_type"]) : ""));
   }
-  const std::string type_name = j["model_type"].get<std::string>();
+  const std::string type = j["model_type"].get<std::string>();
   // Mixture-of-experts layers (Mixtral, Qwen-MoE, DeepSeek-V2/V3, DBRX, OLMoE, Jamba) route each token
   // to k of E expert MLPs: parameters, FLOPs and the all-to-all traffic differ from a dense block,
   // and none of that is modelled, so such a config is refused by name rather than counted dense.
@@ -143,21 +503,29 @@ Model model_from_hf_config(const json& j, const std::string& file) {
   }
   for (const char* moe : {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "dbrx", "olmoe", "jamba",
                           "granitemoe", "phimoe"}) {
-    if (type_name == moe) {
+    if (type == moe) {
       throw SpecError(file, "/model_type",
-                      "\"" + type_name + "\" is a mixture-of-experts family: Stagecraft does not model expert layers "
+                      "\"" + type + "\" is a mixture-of-experts family: Stagecraft does not model expert layers "
                       "yet; dense models only");
     }
   }
-  if (j.contains("n_layer") && (type_name.empty() || type_name == "gpt2")) return from_gpt2(j, file);
-  if (j.contains("num_hidden_layers") &&
-      (type_name.empty() || type_name == "llama" || type_name == "mistral")) {
-    return from_llama(j, file);
-  }
-  std::string type = j.contains("model_type") ? describe(j["model_type"]) : "unknown";
+  if (type == "gpt2") return from_gpt2(j, file);
+  if (type == "llama") return from_llama(j, file, "LLaMA");
+  if (type == "mistral") return from_llama(j, file, "Mistral");
+  if (type == "qwen2") return from_qwen(j, file, false);
+  if (type == "qwen3") return from_qwen(j, file, true);
+  if (type == "gemma") return from_gemma(j, file, false);
+  if (type == "gemma2") return from_gemma(j, file, true);
+  if (type == "gpt_neox") return from_gpt_neox(j, file);
+  if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") return from_falcon(j, file);
+  if (type == "gptj") return from_gptj(j, file);
+  if (type == "opt") return from_opt(j, file);
+  if (type == "bloom") return from_bloom(j, file);
+  if (type == "phi") return from_phi(j, file);
+  if (type == "phi3") return from_phi3(j, file);
   throw SpecError(file, "/model_type",
-                  "expected a GPT-2 (n_layer, n_embd, ...) or LLaMA (num_hidden_layers, hidden_size, ...) "
-                  "family config (model_type \"gpt2\", \"llama\" or \"mistral\"), got model_type " + type);
+                  std::string("expected one of the families Stagecraft reads exactly (") + kFamilies + "), got \"" +
+                      type + "\"");
 }
 
 }  // namespace stagecraft::spec

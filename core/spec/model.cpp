@@ -1,5 +1,6 @@
 #include "core/spec/model.hpp"
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/spec/error.hpp"
@@ -13,9 +14,18 @@ using nlohmann::json;
 
 namespace {
 
-Mlp parse_mlp(const std::string& s) { return s == "swiglu" ? Mlp::kSwiglu : Mlp::kGelu; }
+Mlp parse_mlp(const std::string& s) {
+  if (s == "swiglu") return Mlp::kSwiglu;
+  if (s == "relu") return Mlp::kRelu;
+  if (s == "geglu") return Mlp::kGeglu;
+  return Mlp::kGelu;
+}
 Norm parse_norm(const std::string& s) { return s == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm; }
-Position parse_position(const std::string& s) { return s == "rope" ? Position::kRope : Position::kLearned; }
+Position parse_position(const std::string& s) {
+  if (s == "rope") return Position::kRope;
+  if (s == "alibi") return Position::kAlibi;
+  return Position::kLearned;
+}
 
 std::string stem_of(const std::string& file) {
   std::filesystem::path p(file);
@@ -35,9 +45,24 @@ void require_positive(const Model& m, const std::string& key, int64_t value, int
 
 }  // namespace
 
-const char* to_string(Mlp v) { return v == Mlp::kSwiglu ? "swiglu" : "gelu"; }
+const char* to_string(Mlp v) {
+  switch (v) {
+    case Mlp::kSwiglu: return "swiglu";
+    case Mlp::kRelu: return "relu";
+    case Mlp::kGeglu: return "geglu";
+    case Mlp::kGelu: break;
+  }
+  return "gelu";
+}
 const char* to_string(Norm v) { return v == Norm::kRmsNorm ? "rmsnorm" : "layernorm"; }
-const char* to_string(Position v) { return v == Position::kRope ? "rope" : "learned"; }
+const char* to_string(Position v) {
+  switch (v) {
+    case Position::kRope: return "rope";
+    case Position::kAlibi: return "alibi";
+    case Position::kLearned: break;
+  }
+  return "learned";
+}
 
 void validate_model(const Model& m, const ModelKeys& k) {
   require_positive(m, k.layers, m.layers, limits::kLayers);
@@ -53,10 +78,39 @@ void validate_model(const Model& m, const ModelKeys& k) {
                     "expected at most " + k.max_positions + " (" + std::to_string(m.max_positions) +
                         ", the longest sequence the model takes), got " + std::to_string(m.seq_len));
   }
-  if (m.hidden % m.heads != 0) {
+  if (m.head_size != 0) {
+    require_positive(m, k.head_size, m.head_size, limits::kHidden);
+    if (m.head_size > limits::kHidden / m.heads) {
+      throw SpecError(m.file, "/" + k.head_size,
+                      "expected " + k.heads + " x " + k.head_size + " at most " + std::to_string(limits::kHidden) +
+                          " (Stagecraft's limit on the attention's width), got " + std::to_string(m.heads) + " x " +
+                          std::to_string(m.head_size));
+    }
+  } else if (m.hidden % m.heads != 0) {
     throw SpecError(m.file, "/" + k.hidden,
                     "expected a multiple of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
-                        std::to_string(m.hidden));
+                        std::to_string(m.hidden) + " (or a head_dim that says the head width)");
+  }
+  if (m.attn_norms < 1 || m.attn_norms > 2) {
+    throw SpecError(m.file, "/attn_norms", "expected 1 (pre-norm) or 2 (pre- and post-norm), got " +
+                                               std::to_string(m.attn_norms));
+  }
+  if (m.mlp_norms < 0 || m.mlp_norms > 2 || (m.mlp_norms == 0 && !m.parallel_attention)) {
+    throw SpecError(m.file, "/mlp_norms",
+                    "expected 1 or 2 (0 only with parallel_attention, where the MLP shares the attention's norm), got " +
+                        std::to_string(m.mlp_norms));
+  }
+  if (!(m.rotary_fraction > 0 && m.rotary_fraction <= 1)) {
+    throw SpecError(m.file, "/rotary_fraction", "expected a share in (0, 1], got " + std::to_string(m.rotary_fraction));
+  }
+  if (m.rotary_fraction != 1 && m.position != Position::kRope) {
+    throw SpecError(m.file, "/rotary_fraction", "expected 1 unless \"position\" is \"rope\", got " +
+                                                    std::to_string(m.rotary_fraction));
+  }
+  if (m.position_offset < 0 || m.position_offset > 64 || (m.position_offset != 0 && m.position != Position::kLearned)) {
+    throw SpecError(m.file, "/position_offset",
+                    "expected 0..64 extra rows of a learned position table (0 unless \"position\" is \"learned\"), got " +
+                        std::to_string(m.position_offset));
   }
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     throw SpecError(m.file, "/" + k.kv_heads,
@@ -75,18 +129,33 @@ Model model_from_json(const json& j, const std::string& file) {
   m.hidden = r.integer("hidden");
   m.heads = r.integer("heads");
   m.kv_heads = r.integer_or("kv_heads", m.heads);
-  m.mlp = parse_mlp(r.choice_or("mlp", {"gelu", "swiglu"}, "gelu"));
-  // GPT's MLP is 4h wide; a SwiGLU width is a design choice (LLaMA rounds 8h/3), so it is required.
-  if (m.mlp == Mlp::kSwiglu && !r.has("ffn_hidden")) {
-    r.fail("ffn_hidden", "the MLP width (required with \"mlp\": \"swiglu\")");
+  m.mlp = parse_mlp(r.choice_or("mlp", {"gelu", "swiglu", "relu", "geglu"}, "gelu"));
+  // GPT's MLP is 4h wide; a gated width is a design choice (LLaMA rounds 8h/3), so it is required.
+  if (gated(m.mlp) && !r.has("ffn_hidden")) {
+    r.fail("ffn_hidden", std::string("the MLP width (required with \"mlp\": \"") + to_string(m.mlp) + "\")");
   }
   m.ffn_hidden = r.integer_or("ffn_hidden", m.hidden <= limits::kHidden ? 4 * m.hidden : 0);  // 0: hidden is refused first
   m.vocab = r.integer("vocab");
   m.seq_len = r.integer("seq_len");
   m.norm = parse_norm(r.choice_or("norm", {"layernorm", "rmsnorm"}, "layernorm"));
-  m.position = parse_position(r.choice_or("position", {"learned", "rope"}, "learned"));
+  m.position = parse_position(r.choice_or("position", {"learned", "rope", "alibi"}, "learned"));
   m.tied_embeddings = r.boolean_or("tied_embeddings", true);
-  m.bias = r.boolean_or("bias", true);
+  m.set_biases(r.boolean_or("bias", true));
+  m.qkv_bias = r.boolean_or("qkv_bias", m.qkv_bias);
+  m.out_bias = r.boolean_or("out_bias", m.out_bias);
+  m.mlp_bias = r.boolean_or("mlp_bias", m.mlp_bias);
+  m.norm_bias = r.boolean_or("norm_bias", m.norm_bias);
+  m.lm_head_bias = r.boolean_or("lm_head_bias", false);
+  if (m.lm_head_bias && m.tied_embeddings) r.fail_value("lm_head_bias", "false with tied_embeddings (a tied head has no bias)");
+  m.head_size = r.integer_or("head_dim", 0);
+  if (r.has("head_dim") && m.head_size < 1) r.fail_value("head_dim", "a positive head width");
+  m.qk_norm = r.boolean_or("qk_norm", false);
+  m.rotary_fraction = r.number_or("rotary_fraction", 1.0);
+  m.parallel_attention = r.boolean_or("parallel_attention", false);
+  m.attn_norms = r.integer_or("attn_norms", 1);
+  m.mlp_norms = r.integer_or("mlp_norms", 1);
+  m.embedding_norm = r.boolean_or("embedding_norm", false);
+  m.position_offset = r.integer_or("position_offset", 0);
   // A learned position table has as many rows as the longest sequence; without max_positions that
   // is seq_len. RoPE has no table, so without the key it sets no limit.
   m.max_positions = r.integer_or("max_positions", m.position == Position::kLearned ? m.seq_len : 0);
@@ -114,6 +183,29 @@ Model with_training_length(Model m, const Training& t) {
   return m;
 }
 
+std::string architecture_text(const Model& m) {
+  std::string s = std::string("mlp ") + to_string(m.mlp) + ", norm " + to_string(m.norm) + ", position " +
+                  to_string(m.position) + ", " + (m.tied_embeddings ? "tied" : "untied") + " embeddings, ";
+  std::string biases;
+  auto bias = [&](bool on, const char* what) {
+    if (on) biases += (biases.empty() ? "" : ", ") + std::string(what);
+  };
+  bias(m.qkv_bias, "qkv");
+  bias(m.out_bias, "attention out");
+  bias(m.mlp_bias, "mlp");
+  bias(m.norm_has_bias(), "norms");
+  bias(m.lm_head_bias, "LM head");
+  s += biases.empty() ? "no biases" : "biases on " + biases;
+  if (m.head_size != 0) s += ", head_dim " + std::to_string(m.head_size);
+  if (m.qk_norm) s += ", q/k norms";
+  if (m.rotary_fraction != 1) s += ", RoPE on " + std::to_string(static_cast<int>(std::lround(100 * m.rotary_fraction))) + "% of each head";
+  if (m.parallel_attention) s += m.mlp_norms == 0 ? ", parallel attention + MLP (one norm)" : ", parallel attention + MLP";
+  if (m.attn_norms == 2 || m.mlp_norms == 2) s += ", post-sublayer norms";
+  if (m.embedding_norm) s += ", embedding norm";
+  if (m.position_offset != 0) s += ", " + std::to_string(m.position_offset) + " offset position rows";
+  return s;
+}
+
 json to_json(const Model& m) {
   json j = {{"name", m.name},
             {"layers", m.layers},
@@ -127,7 +219,23 @@ json to_json(const Model& m) {
             {"norm", to_string(m.norm)},
             {"position", to_string(m.position)},
             {"tied_embeddings", m.tied_embeddings},
-            {"bias", m.bias}};
+            {"bias", m.qkv_bias && m.out_bias && m.mlp_bias && m.norm_bias}};
+  // The finer keys only where they say more than "bias" and the loader's defaults, so a model.json
+  // written before they existed reads and writes back the same (and stores the same hashes).
+  const bool all = j["bias"].get<bool>();
+  if (m.qkv_bias != all) j["qkv_bias"] = m.qkv_bias;
+  if (m.out_bias != all) j["out_bias"] = m.out_bias;
+  if (m.mlp_bias != all) j["mlp_bias"] = m.mlp_bias;
+  if (m.norm_bias != all) j["norm_bias"] = m.norm_bias;
+  if (m.lm_head_bias) j["lm_head_bias"] = true;
+  if (m.head_size != 0) j["head_dim"] = m.head_size;
+  if (m.qk_norm) j["qk_norm"] = true;
+  if (m.rotary_fraction != 1) j["rotary_fraction"] = m.rotary_fraction;
+  if (m.parallel_attention) j["parallel_attention"] = true;
+  if (m.attn_norms != 1) j["attn_norms"] = m.attn_norms;
+  if (m.mlp_norms != 1) j["mlp_norms"] = m.mlp_norms;
+  if (m.embedding_norm) j["embedding_norm"] = true;
+  if (m.position_offset != 0) j["position_offset"] = m.position_offset;
   // max_positions only where it says more than the loader's default (learned: seq_len; RoPE: none),
   // so a model.json read and written back is the same file.
   if (m.max_positions > 0 && m.max_positions != (m.position == Position::kLearned ? m.seq_len : 0)) {

@@ -1,7 +1,17 @@
-// Model: the transformer being trained (SCHEMAS.md, model.json). GPT-style decoder-only stacks
-// with GPT-2/3 choices (gelu MLP, LayerNorm, learned positions, biases, tied embeddings) or
-// LLaMA choices (SwiGLU, RMSNorm, RoPE, GQA, no biases, untied head).
-// load_model() also accepts a Hugging Face config.json of the GPT-2 or LLaMA family.
+// Model: the transformer being trained (SCHEMAS.md, model.json). A dense decoder-only stack of L
+// blocks, each an attention unit and an MLP unit, described by the choices that change its shapes:
+//   MLP        gelu / relu: h -> f -> h (2 matrices); swiglu / geglu: gate and up h -> f, down f -> h
+//   norm       layernorm (weight, and a bias when norm_bias), rmsnorm (weight)
+//   position   learned (a (max_positions + position_offset) x h table), rope, alibi (no parameters)
+//   attention  heads of head_dim() (hidden / heads unless head_size says otherwise), kv_heads K/V
+//              heads (grouped-query), optional per-head q/k norms (qk_norm)
+//   block      sequential (x += attn(norm(x)); x += mlp(norm(x))) or parallel (x += attn(norm(x)) +
+//              mlp(norm'(x)), the MLP sharing the attention's norm when mlp_norms == 0); a second,
+//              post-sublayer norm per unit when attn_norms / mlp_norms == 2 (Gemma-2)
+//   biases     per kind of linear: the QKV projection, the attention output, the MLP, the norms, an
+//              untied LM head
+// load_model() also accepts a Hugging Face config.json of the families hf_import.cpp lists (GPT-2,
+// LLaMA, Mistral, Qwen2/2.5/3, Gemma/Gemma-2, GPT-NeoX, Falcon, GPT-J, OPT, BLOOM, Phi-2, Phi-3).
 #pragma once
 
 #include <cstdint>
@@ -12,9 +22,12 @@
 
 namespace stagecraft::spec {
 
-enum class Mlp { kGelu, kSwiglu };          // 2 matrices h->f->h, or 3 (gate, up, down)
-enum class Norm { kLayerNorm, kRmsNorm };   // weight + bias (if bias), or weight only
-enum class Position { kLearned, kRope };    // s x h table, or no parameters
+enum class Mlp { kGelu, kSwiglu, kRelu, kGeglu };  // 2 matrices h->f->h (gelu, relu), or 3 (gate, up, down)
+enum class Norm { kLayerNorm, kRmsNorm };          // weight + bias (if norm_bias), or weight only
+enum class Position { kLearned, kRope, kAlibi };   // a table of rows x h, or no parameters
+
+// True for the MLPs with a gate (SwiGLU, GeGLU): three matrices instead of two.
+inline bool gated(Mlp m) { return m == Mlp::kSwiglu || m == Mlp::kGeglu; }
 
 struct Model {
   std::string name;
@@ -36,30 +49,52 @@ struct Model {
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kLearned;
   bool tied_embeddings = true;
-  bool bias = true;           // biases on every linear and norm
+  // Biases, per kind of linear (model.json's "bias" sets the first four at once).
+  bool qkv_bias = true;       // the QKV projection (Qwen2 has it while every other linear has none)
+  bool out_bias = true;       // the attention output projection
+  bool mlp_bias = true;       // every MLP linear
+  bool norm_bias = true;      // LayerNorm's beta (RMSNorm has none whatever this says)
+  bool lm_head_bias = false;  // an untied LM head's bias (GPT-J, Phi-2)
+  // Attention head width when it is not hidden / heads (Gemma: 256 with hidden 3072 and 16 heads;
+  // Mistral-NeMo: 128 with 5120 and 32); 0: hidden / heads.
+  int64_t head_size = 0;
+  bool qk_norm = false;        // a norm of head_dim on the queries and one on the keys (Qwen3)
+  double rotary_fraction = 1;  // the share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25)
+  // Block layout (see the top of this file).
+  bool parallel_attention = false;
+  int64_t attn_norms = 1;      // norms in the attention unit: 1 (pre), 2 (pre and post)
+  int64_t mlp_norms = 1;       // in the MLP unit: 0 (parallel, shares the attention's), 1, 2
+  bool embedding_norm = false; // a norm on the token embeddings (BLOOM)
+  int64_t position_offset = 0; // extra rows of a learned table before position 0 (OPT: 2)
   std::string source;         // where the values come from
   std::string file;           // the file it was loaded from ("" when built in code)
   // What the source file says that Stagecraft reads but does not model (Hugging Face keys such as
   // sliding_window); the command line prints each as a warning.
   std::vector<std::string> warnings;
 
-  int64_t head_dim() const { return hidden / heads; }
-  // Rows of the learned position table: max_positions when declared, else seq_len.
-  int64_t position_rows() const { return max_positions > 0 ? max_positions : seq_len; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  int64_t q_dim() const { return heads * head_dim(); }  // the attention's width: hidden unless head_size says
   int64_t kv_dim() const { return kv_heads * head_dim(); }
+  // Rows of the learned position table: max_positions when declared, else seq_len, plus the offset.
+  int64_t position_rows() const { return (max_positions > 0 ? max_positions : seq_len) + position_offset; }
+  // Sets the QKV, attention-output, MLP and norm biases together (model.json's "bias").
+  void set_biases(bool on) { qkv_bias = out_bias = mlp_bias = norm_bias = on; }
+  // Whether norms carry a bias (LayerNorm with norm_bias).
+  bool norm_has_bias() const { return norm == Norm::kLayerNorm && norm_bias; }
 };
 
 // Loads a Stagecraft model.json or a Hugging Face config.json (detected by its keys).
 Model load_model(const std::string& path);
 // Parses and validates; `file` names the origin in error messages.
 Model model_from_json(const nlohmann::json& j, const std::string& file);
-// Hugging Face config.json (GPT-2: n_layer/n_embd/...; LLaMA: num_hidden_layers/hidden_size/...).
+// Hugging Face config.json, by model_type (hf_import.cpp lists the families and their keys).
 bool is_hf_config(const nlohmann::json& j);
 Model model_from_hf_config(const nlohmann::json& j, const std::string& file);
 // The key each field was read from, so a validation error points at the user's own key.
 struct ModelKeys {
   std::string layers = "layers", hidden = "hidden", heads = "heads", kv_heads = "kv_heads",
-              ffn_hidden = "ffn_hidden", vocab = "vocab", seq_len = "seq_len", max_positions = "max_positions";
+              ffn_hidden = "ffn_hidden", vocab = "vocab", seq_len = "seq_len", max_positions = "max_positions",
+              head_size = "head_dim";
 };
 // The training length a Hugging Face config is planned at when nothing sets one: its
 // max_position_embeddings when at most this, else this (with a warning naming --seq-len).
@@ -74,6 +109,9 @@ struct Training;
 Model with_training_length(Model m, const Training& t);
 
 nlohmann::json to_json(const Model& m);
+// One line naming the block's choices: "mlp swiglu, norm rmsnorm, position rope, untied embeddings,
+// biases on qkv", then head_dim, q/k norms, parallel blocks, post-norms, ... where they apply.
+std::string architecture_text(const Model& m);
 const char* to_string(Mlp v);
 const char* to_string(Norm v);
 const char* to_string(Position v);

@@ -1,6 +1,7 @@
 // Attention sublayer unit: y = x + out(attn(rope(qkv(norm1(x))))), causal, grouped-query.
-//   a [N, C] = norm1(x);  qkv [N, C + 2KV] = a . Wqkv + b;  RoPE on q and k (rope models)
-//   mid [N, C] = per head softmax(q k^T / sqrt(D)) v;  y = x + mid . Wout + b
+//   a [N, C] = norm1(x);  qkv [N, Q + 2KV] = a . Wqkv + b;  RoPE on q and k (rope models)
+//   mid [N, Q] = per head softmax(q k^T / sqrt(D)) v;  y = x + mid . Wout + b
+// Q = heads * head_dim: C unless the model's head_dim says otherwise.
 #include "executor/model/units.hpp"
 
 namespace stagecraft::executor::detail {
@@ -25,7 +26,7 @@ void rope_qk(const spec::Model& m, Dims d, S* qkv, bool inverse) {
 template <typename S>
 void attention_forward(const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCache<S>& c) {
   const ops::AttentionShape a = shape_of(m, c.dims);
-  const int64_t n = c.dims.rows(), h = m.hidden;
+  const int64_t n = c.dims.rows(), h = m.hidden, q = m.q_dim();
   const LinearSlot& qkv = s.linears[0];
   const LinearSlot& out = s.linears[1];
   norm_forward(m, s, params, x, c);
@@ -33,7 +34,7 @@ void attention_forward(const spec::Model& m, const UnitSlots& s, const S* params
   ops::linear_forward(c.a.data(), params + qkv.w, at(params, qkv.b), c.qkv.data(), n, qkv.in, qkv.out);
   rope_qk(m, c.dims, c.qkv.data(), false);
   resize(c.probs, a.batch * a.heads * a.seq * a.seq);
-  resize(c.mid, n * h);
+  resize(c.mid, n * q);
   ops::attention_forward(c.qkv.data(), c.probs.data(), c.mid.data(), a);
   ops::linear_forward(c.mid.data(), params + out.w, at(params, out.b), y, n, out.in, out.out);
   ops::MatMap<S>(y, n, h) += ops::ConstMatMap<S>(x, n, h);
@@ -47,7 +48,7 @@ void attention_backward_input(const spec::Model& m, const UnitSlots& s, const S*
   const LinearSlot& qkv = s.linears[0];
   const LinearSlot& out = s.linears[1];
   c.d_out.assign(dy, dy + n * h);
-  std::vector<S> d_mid(static_cast<std::size_t>(n * h));
+  std::vector<S> d_mid(static_cast<std::size_t>(n * m.q_dim()));
   ops::linear_backward_input(dy, params + out.w, d_mid.data(), n, out.in, out.out, false);
   resize(c.d_pre, n * a.qkv_cols());
   ops::attention_backward(c.qkv.data(), c.probs.data(), d_mid.data(), c.d_pre.data(), a);

@@ -1,4 +1,5 @@
-// Embedding unit: x [N, C] = wte[token] + wpe[position] (learned positions only).
+// Embedding unit: x [N, C] = wte[token] + wpe[position + position_offset] (learned positions only;
+// OPT's table starts its positions 2 rows in).
 #include "executor/model/units.hpp"
 
 namespace stagecraft::executor::detail {
@@ -9,7 +10,7 @@ void embedding_forward(const spec::Model& m, const UnitSlots& s, const S* params
   for (int64_t r = 0; r < n; ++r) {
     ops::RowMap<S> yr(y + r * h, h);
     yr = ops::ConstRowMap<S>(params + s.wte + c.tokens[static_cast<std::size_t>(r)] * h, h);
-    if (s.wpe >= 0) yr += ops::ConstRowMap<S>(params + s.wpe + (r % T) * h, h);
+    if (s.wpe >= 0) yr += ops::ConstRowMap<S>(params + s.wpe + (r % T + m.position_offset) * h, h);
   }
 }
 
@@ -26,7 +27,7 @@ void embedding_backward_weight(const spec::Model& m, const UnitSlots& s, S* grad
   for (int64_t r = 0; r < n; ++r) {
     ops::ConstRowMap<S> dr(c.d_out.data() + r * h, h);
     ops::RowMap<S>(grads + s.wte + c.tokens[static_cast<std::size_t>(r)] * h, h) += dr;
-    if (s.wpe >= 0) ops::RowMap<S>(grads + s.wpe + (r % T) * h, h) += dr;
+    if (s.wpe >= 0) ops::RowMap<S>(grads + s.wpe + (r % T + m.position_offset) * h, h) += dr;
   }
 }
 

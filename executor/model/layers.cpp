@@ -1,5 +1,6 @@
 #include "executor/model/layers.hpp"
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -58,6 +59,22 @@ void run_forward(const spec::Model& m, UnitKind kind, const UnitSlots& s, const 
 
 }  // namespace
 
+std::vector<std::string> unsupported_features(const spec::Model& m) {
+  std::vector<std::string> out;
+  if (m.parallel_attention) out.push_back("attention and MLP in parallel (parallel_attention)");
+  if (m.position == spec::Position::kAlibi) out.push_back("ALiBi positions");
+  if (m.rotary_fraction != 1) {
+    char share[32];
+    std::snprintf(share, sizeof share, "%g", m.rotary_fraction);
+    out.push_back(std::string("RoPE on part of each head (rotary_fraction ") + share + ")");
+  }
+  if (m.qk_norm) out.push_back("query and key norms (qk_norm)");
+  if (m.attn_norms == 2 || m.mlp_norms == 2) out.push_back("norms after the sublayers (attn_norms / mlp_norms)");
+  if (m.embedding_norm) out.push_back("an embedding norm (embedding_norm)");
+  if (m.lm_head_bias) out.push_back("an LM head bias (lm_head_bias)");
+  return out;
+}
+
 template <typename Scalar>
 void UnitCache<Scalar>::release_intermediates() {
   for (std::vector<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a}) {
@@ -82,6 +99,11 @@ Layer<Scalar>::Layer(const ParamLayout& layout, int64_t unit)
     throw std::invalid_argument("Layer: unit " + std::to_string(unit) + " (" + unit_name(model_, unit) +
                                 ") is not in the layout's units [" + std::to_string(layout.begin()) + ", " +
                                 std::to_string(layout.end()) + ")");
+  }
+  if (const std::vector<std::string> missing = unsupported_features(model_); !missing.empty()) {
+    std::string list;
+    for (const std::string& f : missing) list += (list.empty() ? "" : ", ") + f;
+    throw std::invalid_argument("Layer: model '" + model_.name + "' has what the CPU executor does not run: " + list);
   }
   if (kind_ == UnitKind::kAttention && (model_.kv_heads <= 0 || model_.heads % model_.kv_heads != 0 ||
                                        (model_.position == spec::Position::kRope && model_.head_dim() % 2 != 0))) {

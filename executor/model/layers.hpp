@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/spec/model.hpp"
@@ -72,6 +73,11 @@ struct UnitCache {
 struct LinearSlot {
   int64_t w = -1, b = -1, in = 0, out = 0;
 };
+// What of a model this executor does not run, one phrase each; empty when it runs the model as
+// written (any MLP, norm, head width, bias choice, learned or rotary positions). The simulator models
+// all of these; Layer's constructor and `stagecraft run` refuse a model with any of them.
+std::vector<std::string> unsupported_features(const spec::Model& m);
+
 struct UnitSlots {
   int64_t norm_w = -1, norm_b = -1;
   std::vector<LinearSlot> linears;  // attention: qkv, out; gelu: up, down; swiglu: gate, up, down

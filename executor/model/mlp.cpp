@@ -1,6 +1,6 @@
 // MLP sublayer unit: y = x + mlp(norm2(x)).
-//   gelu:   pre [N, F] = a . Wup + b;  mid = gelu(pre);                      y = x + mid . Wdown + b
-//   swiglu: pre = a . Wgate + b, pre2 = a . Wup + b;  mid = silu(pre) * pre2;  y = x + mid . Wdown + b
+//   gelu / relu:    pre [N, F] = a . Wup + b;  mid = act(pre);                            y = x + mid . Wdown + b
+//   swiglu / geglu: pre = a . Wgate + b, pre2 = a . Wup + b;  mid = act(pre) * pre2 (act silu / gelu)
 #include "executor/model/units.hpp"
 
 namespace stagecraft::executor::detail {
@@ -8,18 +8,23 @@ namespace stagecraft::executor::detail {
 template <typename S>
 void mlp_forward(const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCache<S>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden, f = m.ffn_hidden;
-  const bool swiglu = m.mlp == spec::Mlp::kSwiglu;
-  const LinearSlot& first = s.linears[0];  // gelu: up; swiglu: gate
+  const LinearSlot& first = s.linears[0];  // gelu, relu: up; swiglu, geglu: gate
   const LinearSlot& down = s.linears.back();
   norm_forward(m, s, params, x, c);
   resize(c.pre, n * f);
   resize(c.mid, n * f);
   ops::linear_forward(c.a.data(), params + first.w, at(params, first.b), c.pre.data(), n, h, f);
-  if (swiglu) {
+  if (spec::gated(m.mlp)) {
     const LinearSlot& up = s.linears[1];
     resize(c.pre2, n * f);
     ops::linear_forward(c.a.data(), params + up.w, at(params, up.b), c.pre2.data(), n, h, f);
-    ops::swiglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f);
+    if (m.mlp == spec::Mlp::kSwiglu) {
+      ops::swiglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f);
+    } else {
+      ops::geglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f);
+    }
+  } else if (m.mlp == spec::Mlp::kRelu) {
+    ops::relu_forward(c.pre.data(), c.mid.data(), n * f);
   } else {
     ops::gelu_forward(c.pre.data(), c.mid.data(), n * f);
   }
@@ -38,14 +43,22 @@ void mlp_backward_input(const spec::Model& m, const UnitSlots& s, const S* param
   ops::linear_backward_input(dy, params + down.w, d_mid.data(), n, f, h, false);
   resize(c.d_pre, n * f);
   resize(c.d_a, n * h);
-  if (m.mlp == spec::Mlp::kSwiglu) {
+  if (spec::gated(m.mlp)) {
     const LinearSlot& up = s.linears[1];
     resize(c.d_pre2, n * f);
-    ops::swiglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f);
+    if (m.mlp == spec::Mlp::kSwiglu) {
+      ops::swiglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f);
+    } else {
+      ops::geglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f);
+    }
     ops::linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
     ops::linear_backward_input(c.d_pre2.data(), params + up.w, c.d_a.data(), n, h, f, true);
   } else {
-    ops::gelu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f);
+    if (m.mlp == spec::Mlp::kRelu) {
+      ops::relu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f);
+    } else {
+      ops::gelu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f);
+    }
     ops::linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
   }
   norm_backward_input(m, s, params, dy, dx, c);
@@ -56,7 +69,7 @@ void mlp_backward_weight(const spec::Model& m, const UnitSlots& s, S* grads, Uni
   const int64_t n = c.dims.rows();
   linear_backward_weight(s.linears.back(), c.mid.data(), c.d_out.data(), grads, n);
   linear_backward_weight(s.linears[0], c.a.data(), c.d_pre.data(), grads, n);
-  if (m.mlp == spec::Mlp::kSwiglu) linear_backward_weight(s.linears[1], c.a.data(), c.d_pre2.data(), grads, n);
+  if (spec::gated(m.mlp)) linear_backward_weight(s.linears[1], c.a.data(), c.d_pre2.data(), grads, n);
   norm_backward_weight(m, s, grads, c);
 }
 

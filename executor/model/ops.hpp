@@ -169,6 +169,32 @@ void swiglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_
   }
 }
 
+// ReLU (OPT): out = max(u, 0); du = dout where u > 0, else 0 (overwrites du).
+template <typename S>
+void relu_forward(const S* u, S* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = u[i] > S(0) ? u[i] : S(0);
+}
+template <typename S>
+void relu_backward(const S* u, const S* dout, S* du, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) du[i] = u[i] > S(0) ? dout[i] : S(0);
+}
+
+// GeGLU core (Gemma): out = gelu(gate) * up; d_gate = dout * up * gelu'(gate), d_up = dout * gelu(gate).
+template <typename S>
+void geglu_forward(const S* gate, const S* up, S* out, int64_t count) {
+  gelu_forward(gate, out, count);
+  for (int64_t i = 0; i < count; ++i) out[i] *= up[i];
+}
+template <typename S>
+void geglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count) {
+  gelu_forward(gate, d_up, count);  // d_up = gelu(gate), then times dout
+  for (int64_t i = 0; i < count; ++i) {
+    d_gate[i] = dout[i] * up[i];
+    d_up[i] *= dout[i];
+  }
+  gelu_backward(gate, d_gate, d_gate, count);  // elementwise, so in place is safe
+}
+
 // ---- RoPE ---------------------------------------------------------------------------------------
 // Rotate-half convention (GPT-NeoX / LLaMA in HF): in each head of width D, the pair (i, i + D/2)
 // at position t turns by t * base^(-2i/D). `inverse` turns back (the transpose), which maps the

@@ -82,7 +82,7 @@ void ParamLayout::add(int64_t unit, std::string name, int64_t rows, int64_t cols
 
 void ParamLayout::add_norm(int64_t unit, const std::string& prefix) {
   add(unit, prefix + ".w", 1, model_.hidden, Init::kOnes, 0, false);
-  if (model_.norm == spec::Norm::kLayerNorm && model_.bias) add(unit, prefix + ".b", 1, model_.hidden, Init::kZeros, 0, false);
+  if (model_.norm_has_bias()) add(unit, prefix + ".b", 1, model_.hidden, Init::kZeros, 0, false);
 }
 
 // The linears of one sublayer, taken from count::block_linears so shapes and counts agree.

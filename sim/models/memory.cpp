@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/count/count.hpp"
+
 namespace stagecraft::sim {
 
 using program::Unit;
@@ -34,20 +36,27 @@ int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroCon
 double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const spec::Plan& p, spec::Dtype dtype,
                                   spec::Recompute mode) {
   const double h = static_cast<double>(m.hidden), t = static_cast<double>(p.tp);
+  const double q_r = static_cast<double>(m.q_dim()) / t;
+  const double kv_r = static_cast<double>(count::kv_heads_per_rank(m, p.tp) * m.head_dim());
+  const double f_r = static_cast<double>(m.ffn_hidden) / t;
   const double scores = 5.0 * static_cast<double>(m.heads) * static_cast<double>(m.seq_len) / t;
   const double scale = dtype == spec::Dtype::kFp32 ? 2.0 : 1.0;
   const bool sp = p.sequence_parallel;
+  // Bytes of the tensors of width h every tp rank keeps whole, or 1/t of them with sequence parallelism.
+  const auto whole = [&](double bytes) { return sp ? bytes / t : bytes; };
   double bytes = 0;
   switch (unit.kind) {
-    case UnitKind::kEmbedding: bytes = 0; break;  // its output is the first block's input
+    case UnitKind::kEmbedding: bytes = m.embedding_norm ? whole(2 * h) : 0; break;  // else its output is the block's input
     case UnitKind::kHead:
-      bytes = (sp ? 2 * h / t : 2 * h) + 4.0 * static_cast<double>((m.vocab + p.tp - 1) / p.tp) / scale;
+      bytes = whole(2 * h) + 4.0 * static_cast<double>((m.vocab + p.tp - 1) / p.tp) / scale;
       break;
     case UnitKind::kAttention:
       if (mode == spec::Recompute::kFull) {
-        bytes = sp ? 2 * h / t : 2 * h;
+        bytes = whole(2 * h);
       } else {
-        bytes = sp ? 13 * h / t : (p.tp > 1 ? 5 * h + 8 * h / t : 13 * h);
+        // norm input, QKV input, dropout mask (+ a post-norm's input); Q, K, V, context (+ q/k norm inputs)
+        bytes = whole(5 * h + (m.attn_norms == 2 ? 2 * h : 0)) + 4 * q_r + 4 * kv_r +
+                (m.qk_norm ? 2 * q_r + 2 * kv_r : 0);
         if (mode == spec::Recompute::kNone) bytes += scores;
       }
       break;
@@ -55,7 +64,10 @@ double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const 
       if (mode == spec::Recompute::kFull) {
         bytes = 0;
       } else {
-        bytes = sp ? 21 * h / t : (p.tp > 1 ? 5 * h + 16 * h / t : 21 * h);
+        // norm input and first linear's input (shared with attention's in a one-norm parallel block),
+        // dropout mask (+ a post-norm's input); activation input(s) and output
+        const double own = (m.mlp_norms == 0 ? 0 : 4 * h) + h + (m.mlp_norms == 2 ? 2 * h : 0);
+        bytes = whole(own) + (spec::gated(m.mlp) ? 6 : 4) * f_r;
       }
       break;
   }

@@ -9,12 +9,20 @@
 //   Optimizer offload to the host removes the optimizer term from the GPU.
 //   Example (REFERENCE.md): P = 7.5e9, d = 64 gives 120, 31.4, 16.6 and 1.88 GB.
 // Activations per token of one micro-batch, 16-bit (Korthikanti et al., MLSys'23, Table 2;
-// per layer s·b·h·(34 + 5as/h), of which attention 11, MLP 19, layer norms 4, scores 5as):
-//   attention sublayer  no TP/SP: 13h + 5as        TP t: 5h + 8h/t + 5as/t       SP: (13h + 5as)/t
-//   MLP sublayer        no TP/SP: 21h              TP t: 5h + 16h/t              SP: 21h/t
-//   (so a layer is 34h + 5as, h(10 + 24/t) + 5as/t, (34h + 5as)/t — the paper's three formulas;
-//   the replicated 10h under TP are the two norm inputs, the QKV and MLP inputs and the dropout
-//   masks). Selective recompute drops the 5as/t scores; full recompute keeps only the block's
+// per layer s·b·h·(34 + 5as/h), of which attention 11, MLP 19, layer norms 4, scores 5as), with
+// the tensors written by their widths so GQA, a head_dim other than h/a and MLPs other than 4h
+// are kept at their size (q = heads·d, kv_r = K/V heads per rank · d, f = ffn_hidden):
+//   attention sublayer  R + 4q/t + 4kv_r + 5as/t, R = 5h (norm input 2h, QKV input 2h, dropout
+//                       mask h), the split part Q 2q, K 2kv, V 2kv, context 2q
+//   MLP sublayer        R + 4f/t (gated: 6f/t: gate, up and their product), R = 5h (norm input 2h,
+//                       first linear's input 2h, dropout mask h)
+//   R is whole on every tp rank, or R/t with sequence parallelism. With q = kv = h, f = 4h these
+//   are the paper's 13h + 5as, 21h per token (no TP), 5h + 8h/t + 5as/t and 5h + 16h/t (TP t),
+//   (13h + 5as)/t and 21h/t (SP): a layer is 34h + 5as, h(10 + 24/t) + 5as/t, (34h + 5as)/t.
+//   Block variants: a post-norm (attn_norms / mlp_norms == 2) keeps its input, +2h to R; a parallel
+//   block whose MLP shares the attention's norm (mlp_norms == 0) keeps neither its norm input nor
+//   its first linear's input, -4h; q/k norms keep their inputs, +2q/t + 2kv_r; an embedding norm
+//   keeps 2h. Selective recompute drops the 5as/t scores; full recompute keeps only the block's
 //   input, 2h (/t with SP), and re-creates the block's activations while it is back-propagated.
 //   Head: the final norm's input 2h and fp32 logits 4V/t. fp32 training doubles the 16-bit bytes.
 // Communication buffers a stage holds the whole step (besides ZeRO-3's gathered buckets, which

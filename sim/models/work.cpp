@@ -1,5 +1,7 @@
 #include "sim/models/work.hpp"
 
+#include "core/count/count.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -71,6 +73,16 @@ double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) { re
 
 namespace {
 
+// The GEMMs of the block linears whose name starts with `group` (count::block_linears), each split
+// over t ranks as count::shard says, for T tokens: 2 * T * in * out FLOPs.
+void add_linear_gemms(const spec::Model& m, int64_t t, double T, const char* group, Work& gemms) {
+  for (const count::Linear& l : count::block_linears(m)) {
+    if (l.name.rfind(group, 0) != 0) continue;
+    const count::Shard sh = count::shard(m, l, t);
+    gemms.add_gemm(2 * T * static_cast<double>(sh.in) * static_cast<double>(sh.out), 1);
+  }
+}
+
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool eager) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
   const int64_t t = p.tp;
@@ -88,9 +100,8 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       break;
     }
     case UnitKind::kAttention: {
-      const int64_t d = m.head_dim(), kv_r = m.kv_heads >= t ? m.kv_heads / t : 1;
-      gemms.add_gemm(2 * T * h * static_cast<double>(m.hidden / t + 2 * kv_r * d), 1);
-      gemms.add_gemm(2 * T * static_cast<double>(m.hidden / t) * h, 1);
+      const int64_t d = m.head_dim();
+      add_linear_gemms(m, t, T, "attn.", gemms);
       // QK^T and softmax.V: per (sequence, head) 2 s^2 d FLOPs each; b * heads/t of them.
       const double s = static_cast<double>(m.seq_len);
       const double batched = static_cast<double>(p.micro_batch * (m.heads / t));
@@ -103,12 +114,11 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       break;
     }
     case UnitKind::kMlp: {
-      const int in = m.mlp == spec::Mlp::kSwiglu ? 2 : 1;
-      gemms.add_gemm(2 * T * h * f_r, in);
-      gemms.add_gemm(2 * T * f_r * h, 1);
-      // eager: dropout and residual add apart; SwiGLU's SiLU and product apart (4 + 6)
-      bytes_per_token = (eager ? 15 : 11) * h_r + (m.mlp == spec::Mlp::kSwiglu ? (eager ? 10 : 6) : 4) * f_r;
-      activation_elems = T * f_r;  // GELU's tanh or SwiGLU's sigmoid, once per element of f/t
+      add_linear_gemms(m, t, T, "mlp.", gemms);
+      // eager: dropout and residual add apart; a gated MLP's activation and product apart (4 + 6)
+      bytes_per_token = (eager ? 15 : 11) * h_r + (spec::gated(m.mlp) ? (eager ? 10 : 6) : 4) * f_r;
+      // GELU's tanh or SwiGLU's sigmoid (GeGLU: tanh), once per element of f/t; ReLU has none
+      activation_elems = m.mlp == spec::Mlp::kRelu ? 0 : T * f_r;
       break;
     }
   }

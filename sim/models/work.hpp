@@ -10,7 +10,7 @@
 //             + N_act / activation_elems_per_s  +  P_adam / gpu.adam_params_per_s
 // (each of the last two only where the profile sets its rate).
 //
-// * GEMMs: each unit's linear layers on one tp rank (units.hpp shapes), F_g = 2·tokens·k·n per
+// * GEMMs: each unit's linear layers on one tp rank (count::block_linears split by count::shard), F_g = 2·tokens·k·n per
 //   GEMM for forward, the same again for the input gradient and for the weight gradient. The
 //   attention scores are batched GEMMs per head: QKᵀ and softmax·V, 2·b·s²·d FLOPs each per
 //   head, heads/t of them; their efficiency is looked up at one head's size 2·s²·d.
@@ -22,7 +22,7 @@
 //   h_r = h/t with sequence parallelism, else h):
 //     attention  layer norm 4h_r (read, write) + scale-mask-softmax 4·a_r·s + dropout on the
 //                probabilities 5·a_r·s + bias-dropout-residual 7h_r      = 11h_r + 9·a_r·s
-//     MLP        layer norm 4h_r + bias-GeLU 4·f_r (SwiGLU: read gate and up, write 6·f_r)
+//     MLP        layer norm 4h_r + bias-GeLU 4·f_r (gated, SwiGLU/GeGLU: read gate and up, write 6·f_r)
 //                + bias-dropout-residual 7h_r                            = 11h_r + 4·f_r
 //     embedding  lookup 4h_r;  head: final norm 4h_r + cross-entropy 10·V/t (fp16 logits read,
 //                fp32 softmax written and read back)

@@ -49,6 +49,11 @@ def make_inputs(d):
                                        "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 40,
                                        "intermediate_size": 14336, "vocab_size": 131072,
                                        "max_position_embeddings": 1024000, "hidden_act": "silu"})
+    p["qwen2"] = write(d, "qwen2.json", {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+                                         "num_key_value_heads": 4, "num_hidden_layers": 28, "intermediate_size": 18944,
+                                         "vocab_size": 152064, "max_position_embeddings": 131072,
+                                         "tie_word_embeddings": False})
+    p["mamba"] = write(d, "mamba.json", {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24})
     mistral = {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
                "num_hidden_layers": 32, "intermediate_size": 14336, "vocab_size": 32000,
                "max_position_embeddings": 32768, "hidden_act": "silu", "sliding_window": 4096}
@@ -111,7 +116,10 @@ def cases(s, p, t):
          "per rank (the simulator's memory model", {"timeout": 60}),
         ("D5", search + ["--threads", "2000"], 2, "--threads: expected a positive integer (at most 1024)", {}),
         ("D5", search + ["--threads", "1000"], 1, "cannot start 1000 worker threads", {"ulimit_v": 1500000, "timeout": 60}),
-        ("D6", ["info", "--model", p["nemo"]], 2, "/head_dim: expected hidden_size / num_attention_heads = 5120 / 32", {}),
+        # Mistral-NeMo's head_dim 128 (not 5120 / 32): 12,247,782,400 parameters, as published
+        ("D6", ["info", "--model", p["nemo"]], 0, "12,247,782,400", {"in_stdout": True}),
+        ("D6", ["info", "--model", p["qwen2"]], 0, "7,615,616,512", {"in_stdout": True}),
+        ("D6", ["info", "--model", p["mamba"]], 2, "/model_type: expected one of the families", {}),
         ("D6", ["info", "--model", p["mistral"]], 0, "/sliding_window: 4096 is not modelled", {}),
         ("D6", ["info", "--model", p["notype"]], 2, "/model_type: missing", {}),
         ("D6", ["info", "--model", p["mistral"]], 0,
@@ -193,10 +201,10 @@ def main():
             cmd = [a.stagecraft] + argv
             if "ulimit_v" in o:
                 cmd = ["bash", "-c", f"ulimit -v {o['ulimit_v']}; exec \"$@\"", "bash"] + cmd
-            stdout = open(o["stdout"], "w") if "stdout" in o else subprocess.DEVNULL
+            stdout = open(o["stdout"], "w") if "stdout" in o else subprocess.PIPE if o.get("in_stdout") else subprocess.DEVNULL
             try:
                 r = subprocess.run(cmd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=o.get("timeout", 30))
-                got_rc, err = r.returncode, r.stderr
+                got_rc, err = r.returncode, (r.stdout if o.get("in_stdout") else r.stderr)
             except subprocess.TimeoutExpired:
                 got_rc, err = "timeout", ""
             finally:
@@ -206,7 +214,7 @@ def main():
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {row:<4} rc {got_rc} (want {rc})  {' '.join(argv)[:90]}")
             if not ok:
-                print(f"     stderr lacks {fragment!r}:\n     " + err.strip().replace("\n", "\n     ")[:1500])
+                print(f"     {'stdout' if o.get('in_stdout') else 'stderr'} lacks {fragment!r}:\n     " + err.strip().replace("\n", "\n     ")[:1500])
     finally:
         shutil.rmtree(d, ignore_errors=True)
     print(f"ux_audit: {failed} failed" if failed else "ux_audit: all cases behave as documented")

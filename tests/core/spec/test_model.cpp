@@ -22,7 +22,7 @@ TEST(Model, DefaultsAreGptStyle) {
   EXPECT_EQ(m.norm, Norm::kLayerNorm);
   EXPECT_EQ(m.position, Position::kLearned);
   EXPECT_TRUE(m.tied_embeddings);
-  EXPECT_TRUE(m.bias);
+  EXPECT_TRUE(m.qkv_bias && m.out_bias && m.mlp_bias && m.norm_has_bias());
   EXPECT_EQ(m.head_dim(), 64 / 4);
 }
 
@@ -57,7 +57,7 @@ TEST(Model, RejectsBadInputsNamingFieldAndExpectation) {
       {"negative vocab", {{"vocab", -5}}, "/vocab", "expected a positive integer, got -5"},
       {"string layers", {{"layers", "two"}}, "/layers", "expected a number, got \"two\""},
       {"fractional hidden", {{"hidden", 64.5}}, "/hidden", "expected an integer, got 64.5"},
-      {"unknown mlp", {{"mlp", "relu"}}, "/mlp", "expected one of \"gelu\", \"swiglu\""},
+      {"unknown mlp", {{"mlp", "silu"}}, "/mlp", "expected one of \"gelu\", \"swiglu\", \"relu\", \"geglu\""},
       {"swiglu without width", {{"mlp", "swiglu"}}, "/ffn_hidden", "required with \"mlp\": \"swiglu\""},
       {"bias not bool", {{"bias", 1}}, "/bias", "expected true or false"},
       // Limits (spec/limits.hpp) keep every count in int64_t: 2^14 layers, 2^24 vocabulary entries.
@@ -88,7 +88,7 @@ TEST(HfImport, Gpt2ConfigIsDetectedAndMapped) {
   EXPECT_EQ(m.vocab, 50257);
   EXPECT_EQ(m.seq_len, 1024);
   EXPECT_TRUE(m.tied_embeddings);
-  EXPECT_TRUE(m.bias);
+  EXPECT_TRUE(m.qkv_bias && m.out_bias && m.mlp_bias && m.norm_has_bias());
   EXPECT_EQ(m.mlp, Mlp::kGelu);
 }
 
@@ -101,7 +101,7 @@ TEST(HfImport, LlamaConfigIsDetectedAndMapped) {
   EXPECT_EQ(m.kv_heads, 32);
   EXPECT_EQ(m.seq_len, 4096);
   EXPECT_FALSE(m.tied_embeddings);
-  EXPECT_FALSE(m.bias);
+  EXPECT_FALSE(m.qkv_bias || m.out_bias || m.mlp_bias || m.lm_head_bias);
   EXPECT_EQ(m.mlp, Mlp::kSwiglu);
   EXPECT_EQ(m.norm, Norm::kRmsNorm);
   EXPECT_EQ(m.position, Position::kRope);
@@ -118,14 +118,19 @@ TEST(HfImport, GqaAndNullInnerWidth) {
 }
 
 // UX audit D6: Mistral-NeMo's head_dim 128 != 5120 / 32 was counted as 160 wide (12.77 B instead of
-// 12.25 B); a config without model_type was read as LLaMA; sliding_window was dropped silently.
+// 12.25 B; the count itself is in test_hf_families.cpp); a config without model_type was read as
+// LLaMA; sliding_window was dropped silently.
 TEST(HfImport, HeadDimModelTypeAndUnmodelledKeys) {
   json nemo = {{"model_type", "mistral"}, {"num_hidden_layers", 40}, {"hidden_size", 5120}, {"head_dim", 128},
                {"intermediate_size", 14336}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
                {"vocab_size", 131072}, {"max_position_embeddings", 4096}};
-  expect_spec_error([&] { model_from_json(nemo, "nemo.json"); }, "/head_dim", "hidden_size / num_attention_heads = 5120 / 32");
-  nemo["head_dim"] = 160;  // the same width said explicitly is fine
+  const Model narrow = model_from_json(nemo, "nemo.json");
+  EXPECT_EQ(narrow.head_dim(), 128);
+  EXPECT_EQ(narrow.q_dim(), 32 * 128);  // 4096, not the 5120 of hidden
+  EXPECT_EQ(narrow.kv_dim(), 8 * 128);
+  nemo["head_dim"] = 160;  // the same width as hidden / heads said explicitly
   EXPECT_EQ(model_from_json(nemo, "nemo.json").head_dim(), 5120 / 32);
+  EXPECT_EQ(model_from_json(nemo, "nemo.json").head_size, 0);
   nemo["sliding_window"] = 4096;
   nemo["max_position_embeddings"] = 32768;
   const Model m = model_from_json(nemo, "nemo.json");
@@ -148,11 +153,11 @@ TEST(HfImport, ErrorsUseTheHfKeyNames) {
   llama.erase("hidden_size");
   expect_spec_error([&] { model_from_json(llama, "c.json"); }, "/hidden_size", "missing required key");
   json other = {{"model_type", "t5"}, {"num_layers", 6}};
-  expect_spec_error([&] { model_from_json(other, "c.json"); }, "/model_type", "got model_type \"t5\"");
-  json biased = {{"model_type", "llama"},      {"num_hidden_layers", 2},  {"hidden_size", 64},
-                 {"intermediate_size", 128},   {"num_attention_heads", 4}, {"vocab_size", 10},
-                 {"max_position_embeddings", 16}, {"attention_bias", true}};
-  expect_spec_error([&] { model_from_json(biased, "c.json"); }, "/attention_bias", "expected false");
+  expect_spec_error([&] { model_from_json(other, "c.json"); }, "/model_type", "got \"t5\"");
+  json gelu = {{"model_type", "llama"},      {"num_hidden_layers", 2},  {"hidden_size", 64},
+               {"intermediate_size", 128},   {"num_attention_heads", 4}, {"vocab_size", 10},
+               {"max_position_embeddings", 16}, {"hidden_act", "gelu"}};
+  expect_spec_error([&] { model_from_json(gelu, "c.json"); }, "/hidden_act", "expected \"silu\" (SwiGLU MLP)");
 }
 
 // Mixture-of-experts configs are refused by name, not counted as dense models: Mixtral-8x7B's

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/spec/model.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/model/params.hpp"
 #include "tiny.hpp"
@@ -132,6 +133,42 @@ TEST(GradCheck, MiddleStageOfSeveralUnits) {
     EXPECT_LE(c.params.max_rel, kTolerance) << m.name;
     EXPECT_LE(c.input.max_rel, kTolerance) << m.name;
   }
+}
+
+// OPT's choices: ReLU, a learned table whose positions start 2 rows in.
+TEST(GradCheck, ReluOffsetPositionsEveryUnit) {
+  spec::Model m = test::tiny_gpt();
+  m.name = "tiny-opt";
+  m.mlp = spec::Mlp::kRelu;
+  m.position_offset = 2;
+  check_every_unit(m);
+}
+
+// Gemma's and Qwen2's: GeGLU, heads wider than hidden / heads (4 x 4 = 16 query columns on a hidden of 8),
+// biases on the QKV projection only.
+TEST(GradCheck, GegluWideHeadsQkvBiasEveryUnit) {
+  spec::Model m = test::tiny_llama();
+  m.name = "tiny-gemma";
+  m.mlp = spec::Mlp::kGeglu;
+  m.head_size = 4;
+  m.qkv_bias = true;
+  ASSERT_EQ(m.q_dim(), 16);
+  check_every_unit(m);
+}
+
+TEST(ExecutorFeatures, NamesWhatItDoesNotRun) {
+  const nlohmann::json phi2 = {{"model_type", "phi"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"intermediate_size", 128},
+                     {"num_attention_heads", 4}, {"vocab_size", 100}, {"max_position_embeddings", 32}};
+  const std::vector<std::string> missing = unsupported_features(spec::model_from_json(phi2, "phi2.json"));
+  ASSERT_EQ(missing.size(), 3u);  // parallel block, partial RoPE, LM head bias
+  EXPECT_NE(missing[0].find("parallel"), std::string::npos);
+  const nlohmann::json nemo = {{"model_type", "mistral"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"head_dim", 8},
+                     {"intermediate_size", 128}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                     {"vocab_size", 100}, {"max_position_embeddings", 32}};
+  EXPECT_TRUE(unsupported_features(spec::model_from_json(nemo, "n.json")).empty());
+  const nlohmann::json opt = {{"model_type", "opt"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"ffn_dim", 128},
+                    {"num_attention_heads", 4}, {"vocab_size", 100}, {"max_position_embeddings", 32}};
+  EXPECT_TRUE(unsupported_features(spec::model_from_json(opt, "o.json")).empty());
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ inline spec::Model tiny_gpt() {
   m.name = "tiny-gpt";
   m.layers = 2, m.hidden = 8, m.heads = 2, m.kv_heads = 2, m.ffn_hidden = 16, m.vocab = 11, m.seq_len = 5;
   m.mlp = spec::Mlp::kGelu, m.norm = spec::Norm::kLayerNorm, m.position = spec::Position::kLearned;
-  m.tied_embeddings = true, m.bias = true;
+  m.tied_embeddings = true, m.set_biases(true);
   return m;
 }
 
@@ -29,7 +29,7 @@ inline spec::Model tiny_llama() {
   m.name = "tiny-llama";
   m.layers = 2, m.hidden = 8, m.heads = 4, m.kv_heads = 2, m.ffn_hidden = 12, m.vocab = 11, m.seq_len = 6;
   m.mlp = spec::Mlp::kSwiglu, m.norm = spec::Norm::kRmsNorm, m.position = spec::Position::kRope;
-  m.tied_embeddings = false, m.bias = false;
+  m.tied_embeddings = false, m.set_biases(false);
   return m;
 }
 

@@ -85,5 +85,58 @@ TEST(Memory, ActivationsPerLayerMatchKorthikanti) {
   }
 }
 
+// The same accounting by tensor width for a LLaMA-style block: GQA (8 K/V heads of 32 query heads),
+// a SwiGLU MLP of f = 14336 (not 4h), TP 4 without SP. Per token, 16-bit:
+//   attention  5h replicated + Q 2q/t + K, V 2 (kv/t) d each + context 2q/t + scores 5as/t
+//   MLP        5h replicated + gate, up and product 3 * 2f/t
+TEST(Memory, ActivationsFollowGqaAndGatedWidths) {
+  const spec::Model m = spec::model_from_json({{"layers", 2}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
+                                               {"ffn_hidden", 14336}, {"mlp", "swiglu"}, {"vocab", 1000},
+                                               {"seq_len", 8192}, {"position", "rope"}, {"norm", "rmsnorm"},
+                                               {"bias", false}},
+                                              "llama.json");
+  const spec::Plan p = spec::plan_from_json({{"tp", 4}, {"micro_batch", 1}}, "p.json");
+  const std::vector<program::Unit> units = program::model_units(m, 4);
+  const double h = 4096, t = 4, q = 4096, kv = 8 * 128, f = 14336, a = 32, s = 8192;
+  const double attn = 5 * h + 4 * q / t + 4 * kv / t;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[1], m, p, spec::Dtype::kBf16, spec::Recompute::kSelective), attn);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[1], m, p, spec::Dtype::kBf16, spec::Recompute::kNone),
+                   attn + 5 * a * s / t);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[2], m, p, spec::Dtype::kBf16, spec::Recompute::kNone),
+                   5 * h + 6 * f / t);
+  // tp 16 > 8 K/V heads: each rank keeps one K/V head (replicated), d wide.
+  const spec::Plan p16 = spec::plan_from_json({{"tp", 16}, {"micro_batch", 1}}, "p.json");
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(program::model_units(m, 16)[1], m, p16, spec::Dtype::kBf16,
+                                              spec::Recompute::kSelective),
+                   5 * h + 4 * q / 16 + 4 * 128);
+}
+
+// Block variants: a one-norm parallel block (GPT-J) keeps no norm or first-linear input in its MLP;
+// Gemma-2's post-norms keep theirs; q/k norms keep q and k again.
+TEST(Memory, ActivationsOfBlockVariants) {
+  spec::Model m = spec::model_from_json({{"layers", 2}, {"hidden", 1024}, {"heads", 16}, {"vocab", 1000}, {"seq_len", 512}},
+                                        "m.json");
+  const spec::Plan p = spec::plan_from_json({{"tp", 1}, {"micro_batch", 1}}, "p.json");
+  const double h = 1024, f = 4096;
+  auto mlp = [&](const spec::Model& mm) {
+    return activation_bytes_per_token(program::model_units(mm, 1)[2], mm, p, spec::Dtype::kBf16, spec::Recompute::kSelective);
+  };
+  auto attn = [&](const spec::Model& mm) {
+    return activation_bytes_per_token(program::model_units(mm, 1)[1], mm, p, spec::Dtype::kBf16, spec::Recompute::kSelective);
+  };
+  EXPECT_DOUBLE_EQ(mlp(m), 5 * h + 4 * f);  // 21h
+  spec::Model gptj = m;
+  gptj.parallel_attention = true;
+  gptj.mlp_norms = 0;
+  EXPECT_DOUBLE_EQ(mlp(gptj), h + 4 * f);
+  spec::Model sandwich = m;
+  sandwich.attn_norms = sandwich.mlp_norms = 2;
+  EXPECT_DOUBLE_EQ(mlp(sandwich), 7 * h + 4 * f);
+  EXPECT_DOUBLE_EQ(attn(sandwich), 7 * h + 8 * h);
+  spec::Model qk = m;
+  qk.qk_norm = true;
+  EXPECT_DOUBLE_EQ(attn(qk), 5 * h + 8 * h + 2 * h + 2 * h);
+}
+
 }  // namespace
 }  // namespace stagecraft::sim
