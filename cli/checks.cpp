@@ -147,6 +147,11 @@ spec::Model load_model_arg(const std::string& arg) {
   return m;
 }
 
+void warn_training_length(const spec::Model& m, const spec::Training* t) {
+  if (m.length_note.empty() || (t != nullptr && t->seq_len)) return;
+  std::cerr << "stagecraft: warning: " << m.length_note << "\n";
+}
+
 void add_training_options(CLI::App* app, TrainingArgs& a) {
   app->add_option("--seq-len", a.seq_len,
                   "tokens per sequence (default: the training file's seq_len, else the model's; a Hugging Face "

@@ -42,6 +42,9 @@ Subcommand add_probe(CLI::App& root);     // probe.cpp
 // Loads a model argument (file or bundled name) and prints its warnings (keys of a Hugging Face
 // config that are read but not modelled) on stderr, once.
 spec::Model load_model_arg(const std::string& arg);
+// Prints the model's training-length note (a Hugging Face config planned at a default length)
+// unless `t` (nullptr: none) sets the length.
+void warn_training_length(const spec::Model& m, const spec::Training* t);
 
 // --seq-len, --global-batch and --dtype of simulate, search and run: values that replace the
 // training file's (SCHEMAS.md, "Command line"). `batch_and_dtype` false adds --seq-len only.

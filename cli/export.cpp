@@ -25,7 +25,9 @@ int run_export(const ExportArgs& a) {
   const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
   const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
   if (!a.model.empty()) {
-    spec::validate_plan(p, load_model_arg(a.model), t, p.world());
+    const spec::Model m = load_model_arg(a.model);
+    warn_training_length(m, &t);
+    spec::validate_plan(p, m, t, p.world());
   } else if (spec::checked_mul(p.micro_batch, p.micro_batches, p.dp) != t.global_batch) {
     throw spec::SpecError(p.file, "/micro_batches",
                           "expected micro_batch × micro_batches × dp (" + std::to_string(p.micro_batch) + " × " +

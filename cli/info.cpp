@@ -55,7 +55,9 @@ Subcommand add_info(CLI::App& root) {
   app->add_flag("--json", *json_out, "print one JSON document");
   return {app, [model, json_out, seq_len]() {
             spec::Model m = load_model_arg(*model);
-            if (*seq_len > 0) m = spec::with_training_length(m, spec::with_overrides({}, {*seq_len, {}, {}}));
+            const spec::Training length = spec::with_overrides({}, {*seq_len > 0 ? std::optional<int64_t>(*seq_len) : std::nullopt, {}, {}});
+            warn_training_length(m, &length);
+            if (*seq_len > 0) m = spec::with_training_length(m, length);
             nlohmann::json r = count::model_report(m);
             if (*json_out) {
               std::cout << r.dump(2) << "\n";

@@ -26,6 +26,7 @@ int run_program(const ProgramArgs& a) {
   using spec::ConfigKind;
   const spec::Model m = load_model_arg(a.model);
   const spec::Training t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+  warn_training_length(m, &t);
   const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
   const program::Program prog = program::lower(m, t, p);
   if (a.rank >= prog.placement.world()) {

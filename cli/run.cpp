@@ -214,6 +214,7 @@ int run_run(const RunArgs& a) {
     }
     const spec::Training t =
         with_training_args(spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)), a.training_args);
+    if (world.rank() == 0) warn_training_length(m, &t);
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
     if (const std::string why = precheck(a, p, world.size()); !why.empty()) return fail_before_training(why);
     prog = program::lower(m, executor::executed_training(t), p);

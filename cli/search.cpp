@@ -168,6 +168,7 @@ int run_search(const SearchArgs& a) {
   spec::Training t = with_training_args(
       a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)),
       a.training_args);
+  warn_training_length(m, &t);
   if (ds && ds->training.global_batch != t.global_batch) {
     throw spec::SpecError(a.deepspeed, "/train_batch_size",
                           "expected the global batch of " + t.label() + " (" + std::to_string(t.global_batch) + "), got " +

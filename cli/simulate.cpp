@@ -14,6 +14,7 @@
 #include "core/trace/trace.hpp"
 #include "planner/deepspeed.hpp"
 #include "sim/report.hpp"
+#include "sim/models/work.hpp"
 #include "sim/simulator.hpp"
 #include "sim/uncertainty.hpp"
 
@@ -55,6 +56,7 @@ int run_simulate(const SimulateArgs& a) {
     p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
   }
   t = with_training_args(std::move(t), a.training_args);
+  warn_training_length(m, &t);
   if (a.gpus > c.gpus()) {
     std::cerr << "stagecraft: error: --gpus " << a.gpus << ": expected at most the cluster's " << c.gpus() << " GPUs ("
               << c.nodes << " nodes × " << c.gpus_per_node << ")\n";
@@ -74,6 +76,8 @@ int run_simulate(const SimulateArgs& a) {
   const sim::SimResult r = sim::simulate(prog, c, options);
   if (!a.trace.empty()) trace::write_trace(r.trace, a.trace);
   const sim::ErrorBars bars = a.no_error_bars ? sim::ErrorBars{} : sim::error_bars(prog, c, options, r.metrics);
+  // The attention the simulation timed: a fused kernel of the GPU profile, or unfused.
+  const spec::AttentionKernel* kernel = sim::attention_kernel(c, prog.training);
   if (a.json) {
     nlohmann::json j = sim::to_json(r.metrics, prog.plan);
     if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);
@@ -81,9 +85,16 @@ int run_simulate(const SimulateArgs& a) {
     std::string term;
     const std::string limit = sim::limit_text(r.metrics, &term);
     j["limits"] = {{"term", term}, {"time", limit}, {"memory", sim::memory_text(r.metrics)}};  // as text mode's "limits"
+    j["attention"] = kernel ? nlohmann::json{{"mode", "flash"}, {"kernel", kernel->name}}
+                            : nlohmann::json{{"mode", "unfused"}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sim::report_text(r.metrics, prog.plan, prog.placement.world(), c.name);
+    std::cout << "attention   "
+              << (kernel ? "fused kernel \"" + kernel->name + "\" of the " + c.gpu.name + " profile (\"attention\": \"" +
+                               prog.training.attention + "\")"
+                         : std::string("unfused: score GEMMs and softmax passes, scores kept for the backward"))
+              << "\n";
     if (!bars.empty()) std::cout << "uncertainty " << sim::error_bars_text(bars) << "\n";
   }
   return r.metrics.fits ? kOk : kImpossible;

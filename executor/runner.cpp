@@ -53,6 +53,7 @@ void fault_kill(int64_t rank, const std::string& where) {
 spec::Training executed_training(const spec::Training& requested) {
   spec::Training t = requested;
   t.dtype = kCpuDtype;
+  t.attention = "unfused";  // the CPU layers keep the probabilities (executor/model/attention.cpp)
   return t;
 }
 

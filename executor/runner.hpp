@@ -39,9 +39,9 @@
 namespace stagecraft::executor {
 
 // The CPU executor computes, stores and communicates every tensor in fp32, whatever the training
-// file asks for; it runs the Program lowered with executed_training(requested), so that the bytes
-// of its instructions (and of its measured trace) describe what it did. A Program lowered for
-// another dtype is refused.
+// file asks for, and attention unfused (the probabilities kept for backward); it runs the Program
+// lowered with executed_training(requested), so that the bytes of its instructions (and of its
+// measured trace) describe what it did. A Program lowered for another dtype is refused.
 inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
 spec::Training executed_training(const spec::Training& requested);
 

@@ -437,7 +437,7 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     tf += tp.fwd(unit.kind);
     tb += tp.bwd(unit.kind);
     if (full && u >= rb && u < re) tb += tp.fwd(unit.kind);
-    act += sim::activation_bytes_per_token(unit, m, plan, space.training().dtype, plan.recompute);
+    act += sim::activation_bytes_per_token(unit, m, plan, space.training(), plan.recompute);
   }
   const double tokens = static_cast<double>(plan.micro_batch * m.seq_len);
   // The simulator rounds each Forward's bytes down to a whole byte, and a chunk's forward is at

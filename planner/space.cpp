@@ -6,6 +6,7 @@
 
 #include "core/spec/error.hpp"
 #include "core/spec/limits.hpp"
+#include "sim/models/work.hpp"
 
 namespace stagecraft::planner {
 
@@ -88,7 +89,11 @@ std::vector<int64_t> default_bucket_grid() { return {1'000'000, 10'000'000, 100'
 
 Space::Space(const spec::Model& model, const spec::Cluster& cluster, const spec::Training& training, int64_t gpus,
              SpaceLimits limits)
-    : model_(spec::with_training_length(model, training)), cluster_(cluster), training_(training), gpus_(gpus), limits_(std::move(limits)) {
+    : model_(spec::with_training_length(model, training)),
+      cluster_(cluster),
+      training_(sim::effective_training(training, cluster)),  // attention as this cluster's GPUs run it
+      gpus_(gpus),
+      limits_(std::move(limits)) {
   if (gpus_ < 1) throw spec::SpecError("--gpus", "", "expected at least one GPU, got " + std::to_string(gpus_));
   if (gpus_ > cluster_.gpus()) {
     throw spec::SpecError("--gpus", "", "expected at most the cluster's " + std::to_string(cluster_.gpus()) +

@@ -30,7 +30,7 @@ def simulate(exe, work, model, tp, pp, gpus, batch):
     dp = gpus // (tp * pp)
     plan = {"tp": tp, "pp": pp, "dp": dp, "micro_batch": 1, "micro_batches": batch // dp, "sequence_parallel": True,
             "recompute": "selective", "zero": {"stage": 0}}
-    training = {"global_batch": batch, "dtype": "bf16", "framework": "megatron"}
+    training = {"global_batch": batch, "dtype": "bf16", "framework": "megatron", "attention": "unfused"}
     paths = {}
     for name, doc in (("plan", plan), ("training", training)):
         paths[name] = os.path.join(work, f"{model}-{name}.json")

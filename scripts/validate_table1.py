@@ -55,7 +55,8 @@ def candidates(layers, tp, pp, gpus, batch):
 
 def simulate(exe, workdir, model, plan, batch, gpus):
     paths = {}
-    for name, doc in (("model", model), ("plan", plan), ("training", {"global_batch": batch, "dtype": "fp16", "framework": "megatron"})):
+    for name, doc in (("model", model), ("plan", plan), ("training", {"global_batch": batch, "dtype": "fp16", "framework": "megatron",
+                                                      "attention": "unfused"})):
         paths[name] = os.path.join(workdir, name + ".json")
         with open(paths[name], "w") as f:
             json.dump(doc, f)

@@ -4,6 +4,7 @@
 
 #include "core/program/comm_rules.hpp"
 #include "sim/models/memory.hpp"
+#include "sim/models/work.hpp"
 
 namespace stagecraft::sim {
 
@@ -31,20 +32,21 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
   return m;
 }
 
-MemoryRules::MemoryRules(const program::Program& prog)
+MemoryRules::MemoryRules(const program::Program& prog, const spec::Cluster& cluster)
     : param_bytes_(prog.param_bytes),
       tokens_(static_cast<double>(prog.tokens_per_micro_batch())),
       head_(program::head_unit(prog.model)),
       full_recompute_(prog.plan.recompute == spec::Recompute::kFull),
       zero_bubble_(prog.plan.schedule == spec::Schedule::kZbH1) {
   const std::vector<program::Unit> units = program::model_units(prog.model, prog.plan.tp);
+  const spec::Training training = effective_training(prog.training, cluster);
   act_prefix_.assign(units.size() + 1, 0);
   act_full_prefix_.assign(units.size() + 1, 0);
   for (std::size_t u = 0; u < units.size(); ++u) {
-    act_prefix_[u + 1] = act_prefix_[u] + activation_bytes_per_token(units[u], prog.model, prog.plan, prog.training.dtype,
+    act_prefix_[u + 1] = act_prefix_[u] + activation_bytes_per_token(units[u], prog.model, prog.plan, training,
                                                                       prog.plan.recompute);
     act_full_prefix_[u + 1] = act_full_prefix_[u] + activation_bytes_per_token(units[u], prog.model, prog.plan,
-                                                                                prog.training.dtype, spec::Recompute::kNone);
+                                                                                training, spec::Recompute::kNone);
   }
 }
 

@@ -33,7 +33,8 @@ struct MemoryDelta {
 // Which instructions change memory, and by how much.
 class MemoryRules {
  public:
-  explicit MemoryRules(const program::Program& prog);
+  // Activations as the training runs on `cluster` (its attention: effective_training).
+  MemoryRules(const program::Program& prog, const spec::Cluster& cluster);
   // False when the instruction changes nothing at that moment (inline: on the simulator's hot path).
   bool at_start(const program::Instr& in, MemoryDelta& d) const {
     using program::Op;

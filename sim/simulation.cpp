@@ -46,7 +46,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       net_(topology_),
       compute_(prog.model, cluster, prog.training, prog.plan),
       costs_(prog, topology_, cluster) {
-  if (usage_) memory_rules_.emplace(prog);
+  if (usage_) memory_rules_.emplace(prog, cluster);
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
     const double f = static_cast<double>(std::min(cluster.nccl.channels, cluster.gpu.sm_count)) /
                      static_cast<double>(cluster.gpu.sm_count);

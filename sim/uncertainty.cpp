@@ -37,6 +37,7 @@ bool can_matter(const program::Program& prog, const spec::Cluster& c, const std:
   const bool sends = prog.plan.pp > 1;
   if (parameter.rfind("host.", 0) == 0) return prog.plan.zero.offload_optimizer == spec::Offload::kCpu;
   if (parameter == "gpu.activation_elems_per_s") return c.gpu.activation_elems_per_s > 0;
+  if (parameter == "gpu.attention_efficiency") return prog.training.flash_attention() && !c.gpu.attention_kernels.empty();
   if (parameter == "gpu.adam_params_per_s") return c.gpu.adam_params_per_s > 0;
   if (parameter == "inter_node.nic_bandwidth_Bps") return nodes;
   if (parameter == "inter_node.latency_ns") return nodes && sends;
@@ -54,6 +55,13 @@ spec::Cluster perturbed(const spec::Cluster& cluster, const std::string& paramet
     scale_knots(c.gpu, factor, "");
   } else if (parameter.rfind("gpu.matmul_efficiency@", 0) == 0) {
     scale_knots(c.gpu, factor, parameter);
+  } else if (parameter == "gpu.attention_efficiency") {
+    // every kernel's points together; a fraction of peak stays at most 1
+    for (spec::AttentionKernel& k : c.gpu.attention_kernels) {
+      for (auto* pass : {&k.forward, &k.backward}) {
+        for (auto& point : *pass) point.second = std::min(1.0, point.second * factor);
+      }
+    }
   } else if (parameter == "gpu.memory_Bps") {
     c.gpu.hbm_Bps *= factor;
   } else if (parameter == "gpu.activation_elems_per_s") {

@@ -99,6 +99,7 @@ constexpr std::size_t kLinearTerms = 3;
 struct ComputeRow {
   std::vector<GemmTerm> gemms;
   std::array<double, kLinearTerms> amount{};  // bytes, activation elements, Adam parameters
+  double fixed = 0;                           // seconds not fitted (fused attention kernels)
   double measured = 0;
 };
 
@@ -119,6 +120,7 @@ class ComputeProblem {
         row.gemms.push_back({knot_weights(gpu.matmul_efficiency, g.flops), g.count * g.flops / s.peak_flops});
       }
       row.amount = {s.work.memory_bytes, s.work.activation_elems, s.work.adam_params};
+      row.fixed = s.fixed_seconds;
       row.measured = s.seconds;
       rows_.push_back(std::move(row));
     }
@@ -131,7 +133,7 @@ class ComputeProblem {
     const ComputeRow& row = rows_[i];
     const std::size_t K = v.e.size();
     if (d) d->assign(v.size(), 0.0);
-    double t = 0;
+    double t = row.fixed;
     for (std::size_t j = 0; j < kLinearTerms; ++j) {
       const double part = row.amount[j] * v.c[j];
       t += part;

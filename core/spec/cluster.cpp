@@ -56,33 +56,72 @@ double rate(ObjectReader& r, std::string_view key) {
   return ranged_number(r, key, limits::kMinRate, limits::kMaxRate, "per second");
 }
 
-std::vector<std::pair<double, double>> read_efficiency(ObjectReader& r) {
-  const json& arr = r.raw("matmul_efficiency");
-  const std::string pointer = r.pointer_of("matmul_efficiency");
+// [[x, fraction], ...]: x strictly increasing within [lo, hi] (`x_name` in messages), fractions of
+// peak in (0, 1]. matmul_efficiency's x is a GEMM's FLOPs; an attention kernel's, a sequence length.
+std::vector<std::pair<double, double>> read_points(ObjectReader& r, std::string_view key, const std::string& x_name,
+                                                    double lo, double hi, const std::string& x_range) {
+  const json& arr = r.raw(key);
+  const std::string pointer = r.pointer_of(key);
   if (!arr.is_array() || arr.empty()) {
-    throw SpecError(r.file(), pointer, "expected a non-empty array of [gemm_flops, fraction] pairs");
+    throw SpecError(r.file(), pointer, "expected a non-empty array of [" + x_name + ", fraction] pairs");
   }
   std::vector<std::pair<double, double>> points;
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const json& p = arr[i];
     const std::string at = pointer + "/" + std::to_string(i);
     if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) {
-      throw SpecError(r.file(), at, "expected [gemm_flops, fraction_of_peak], got " + describe(p));
+      throw SpecError(r.file(), at, "expected [" + x_name + ", fraction_of_peak], got " + describe(p));
     }
-    double flops = p[0].get<double>(), fraction = p[1].get<double>();
-    if (!(flops > 0 && flops <= 1e24)) {
-      throw SpecError(r.file(), at + "/0", "expected positive GEMM FLOPs up to 1e24, got " + describe(p[0]));
-    }
+    const double x = p[0].get<double>(), fraction = p[1].get<double>();
+    if (!(x >= lo && x <= hi)) throw SpecError(r.file(), at + "/0", "expected " + x_range + ", got " + describe(p[0]));
     if (!(fraction > 0 && fraction <= 1)) {
       throw SpecError(r.file(), at + "/1", "expected a fraction of peak in (0, 1], got " + describe(p[1]));
     }
-    if (!points.empty() && flops <= points.back().first) {
-      throw SpecError(r.file(), at + "/0", "expected GEMM FLOPs strictly increasing, got " + describe(p[0]) +
+    if (!points.empty() && x <= points.back().first) {
+      throw SpecError(r.file(), at + "/0", "expected " + x_name + " strictly increasing, got " + describe(p[0]) +
                                                " after " + describe(arr[i - 1][0]));
     }
-    points.emplace_back(flops, fraction);
+    points.emplace_back(x, fraction);
   }
   return points;
+}
+
+std::vector<std::pair<double, double>> read_efficiency(ObjectReader& r) {
+  return read_points(r, "matmul_efficiency", "gemm_flops", std::nextafter(0.0, 1.0), 1e24,
+                     "positive GEMM FLOPs up to 1e24");
+}
+
+// One attention kernel pass's [[sequence length, fraction], ...].
+std::vector<std::pair<double, double>> read_attention_points(ObjectReader& r, std::string_view key) {
+  return read_points(r, key, "sequence_length", 1, static_cast<double>(limits::kSeqLen),
+                     "a sequence length from 1 to " + std::to_string(limits::kSeqLen));
+}
+
+void read_attention_kernels(ObjectReader& gpu_reader, Gpu& g) {
+  if (!gpu_reader.has("attention_kernels")) return;
+  ObjectReader r = gpu_reader.object("attention_kernels");
+  const json& all = gpu_reader.raw("attention_kernels");
+  g.default_attention_kernel = r.string("default");
+  for (const auto& [name, value] : all.items()) {
+    if (name == "default") continue;
+    if (name == "flash" || name == "unfused") {
+      throw SpecError(r.file(), r.pointer_of(name), "expected a kernel name other than \"flash\" and \"unfused\" "
+                                                    "(a training's words for the default kernel and for none)");
+    }
+    ObjectReader k = r.object(name);
+    AttentionKernel kernel;
+    kernel.name = name;
+    kernel.forward = read_attention_points(k, "forward");
+    kernel.backward = read_attention_points(k, "backward");
+    kernel.source = k.string_or("source", "");
+    k.finish();
+    g.attention_kernels.push_back(std::move(kernel));
+  }
+  // "unfused": the device has no fused attention kernel (a CPU; V100, which FlashAttention-2 does
+  // not support), so "attention": "flash" runs unfused there
+  if (g.default_attention_kernel != "unfused" && find_attention_kernel(g, g.default_attention_kernel) == nullptr) {
+    r.fail_value("default", "\"unfused\" or the name of one of the kernels listed here");
+  }
 }
 
 Gpu read_gpu(ObjectReader r) {
@@ -108,6 +147,7 @@ Gpu read_gpu(ObjectReader r) {
   if (r.has("adam_params_per_s")) g.adam_params_per_s = rate(r, "adam_params_per_s");
   if (r.has("sm_count")) g.sm_count = ranged_int(r, "sm_count", 1, limits::kSmCount, "SMs");
   g.matmul_efficiency = read_efficiency(r);
+  read_attention_kernels(r, g);
   g.source = r.string_or("source", "");
   r.finish();
   return g;
@@ -238,6 +278,7 @@ namespace {
 
 const char* const kUncertainParameters[] = {
     "gpu.matmul_efficiency", "gpu.memory_Bps",      "gpu.activation_elems_per_s", "gpu.adam_params_per_s",
+    "gpu.attention_efficiency",
     "intra_node.bandwidth_Bps", "intra_node.latency_ns", "inter_node.nic_bandwidth_Bps", "inter_node.latency_ns",
     "host.pcie_Bps",         "host.adam_params_per_s", "nccl.latency"};
 
@@ -270,6 +311,14 @@ std::vector<ParameterUncertainty> read_uncertainty(ObjectReader& parent, const G
 }
 
 }  // namespace
+
+const AttentionKernel* find_attention_kernel(const Gpu& gpu, const std::string& name) {
+  const std::string& wanted = name == "flash" ? gpu.default_attention_kernel : name;
+  for (const AttentionKernel& k : gpu.attention_kernels) {
+    if (k.name == wanted) return &k;
+  }
+  return nullptr;
+}
 
 bool is_uncertain_parameter(const std::string& name, const Gpu& gpu) {
   for (const char* p : kUncertainParameters) {
@@ -317,6 +366,15 @@ json to_json(const Cluster& c) {
   if (c.gpu.activation_elems_per_s > 0) gpu["activation_elems_per_s"] = c.gpu.activation_elems_per_s;
   if (c.gpu.adam_params_per_s > 0) gpu["adam_params_per_s"] = c.gpu.adam_params_per_s;
   if (c.gpu.sm_count > 0) gpu["sm_count"] = c.gpu.sm_count;
+  if (!c.gpu.default_attention_kernel.empty()) {
+    json kernels = {{"default", c.gpu.default_attention_kernel}};
+    for (const AttentionKernel& k : c.gpu.attention_kernels) {
+      json kj = {{"forward", efficiency_json(k.forward)}, {"backward", efficiency_json(k.backward)}};
+      put_source(kj, k.source);
+      kernels[k.name] = kj;
+    }
+    gpu["attention_kernels"] = kernels;
+  }
   put_source(gpu, c.gpu.source);
   json intra = {{"bandwidth_Bps", c.intra_node.bandwidth_Bps}, {"latency_ns", c.intra_node.latency_ns}};
   put_source(intra, c.intra_node.source);

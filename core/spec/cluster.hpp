@@ -15,6 +15,18 @@
 
 namespace stagecraft::spec {
 
+// A fused attention kernel (FlashAttention-2/3, cuDNN's SDPA) as measured on this GPU: the fraction
+// of the dense 16-bit peak its forward and its backward reach, by sequence length, at the head
+// width of the measurement (128), causal, in the kernels' FLOP convention (forward 4·s²·d per
+// head, halved for causal masking; backward 2.5x forward). Sequence lengths strictly increasing;
+// interpolated linearly in log2(s) and held flat outside (sim/models/work.hpp).
+struct AttentionKernel {
+  std::string name;                                 // "fa2", "cudnn", "fa3", ...
+  std::vector<std::pair<double, double>> forward;   // (sequence length, fraction of peak)
+  std::vector<std::pair<double, double>> backward;
+  std::string source;
+};
+
 struct Gpu {
   std::string name;
   int64_t memory_bytes = 0;
@@ -34,8 +46,16 @@ struct Gpu {
   int64_t sm_count = 0;
   // (FLOPs of one GEMM, fraction of peak), FLOPs strictly increasing; piecewise log-linear.
   std::vector<std::pair<double, double>> matmul_efficiency;
+  // The fused attention kernels measured on this GPU, and the one a training's "attention": "flash"
+  // means; optional (cluster.json "attention_kernels": {"default": name, "<name>": {...}}). A default
+  // of "unfused" says the device has none (a CPU), so "flash" runs unfused on it; without the
+  // section, only "attention": "unfused" can be simulated on this GPU.
+  std::vector<AttentionKernel> attention_kernels;
+  std::string default_attention_kernel;
   std::string source;
 };
+// The kernel named `name` ("flash": the default), or nullptr when the GPU lists none of that name.
+const AttentionKernel* find_attention_kernel(const Gpu& gpu, const std::string& name);
 
 struct IntraNode {
   double bandwidth_Bps = 0;   // per GPU, per direction, as collectives achieve it (nccl-tests busbw)
@@ -86,6 +106,7 @@ struct Nccl {
 // cluster.json "uncertainty": {"<parameter>": {"relative": 0.05, "source": "..."}}. Parameters are
 // calibrate's names: gpu.matmul_efficiency (every knot together) or gpu.matmul_efficiency@<FLOPs>
 // (one knot), gpu.memory_Bps, gpu.activation_elems_per_s, gpu.adam_params_per_s,
+// gpu.attention_efficiency (every attention kernel's points together),
 // intra_node.bandwidth_Bps, intra_node.latency_ns, inter_node.nic_bandwidth_Bps,
 // inter_node.latency_ns, host.pcie_Bps, host.adam_params_per_s, nccl.latency (the tuning table's
 // latencies, all together).

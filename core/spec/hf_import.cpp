@@ -164,7 +164,7 @@ class Reader {
     m.max_positions = limit;
     m.seq_len = std::min(limit, kDefaultHfSeqLen);
     if (limit > kDefaultHfSeqLen) {
-      m.warnings.push_back(m.file + ": /" + key + ": " + std::to_string(limit) +
+      m.length_note = (m.file + ": /" + key + ": " + std::to_string(limit) +
                            " is the longest sequence the model takes, not a training length: unless the training "
                            "file's seq_len or --seq-len sets one, it is planned at " +
                            std::to_string(kDefaultHfSeqLen) + " tokens a sequence");
@@ -421,8 +421,8 @@ Model from_bloom(const json& j, const std::string& file) {
   }
   m.seq_len = r.integer_or("seq_length", 2048);
   if (!r.has("seq_length")) {
-    m.warnings.push_back(file + ": a BLOOM config declares no training length (ALiBi takes any): unless the "
-                                "training file's seq_len or --seq-len sets one, it is planned at 2048 tokens a sequence");
+    m.length_note = file + ": a BLOOM config declares no training length (ALiBi takes any): unless the "
+                           "training file's seq_len or --seq-len sets one, it is planned at 2048 tokens a sequence";
   }
   m.max_positions = 0;
   m.mlp = Mlp::kGelu;

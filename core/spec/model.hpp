@@ -71,6 +71,10 @@ struct Model {
   // What the source file says that Stagecraft reads but does not model (Hugging Face keys such as
   // sliding_window); the command line prints each as a warning.
   std::vector<std::string> warnings;
+  // What the source file implies about the training length when nothing else sets one (a Hugging
+  // Face config planned at min(max_position_embeddings, kDefaultHfSeqLen)); the command line prints
+  // it only when neither the training file's seq_len nor --seq-len sets the length.
+  std::string length_note;
 
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   int64_t q_dim() const { return heads * head_dim(); }  // the attention's width: hidden unless head_size says

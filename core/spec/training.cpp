@@ -45,6 +45,10 @@ Training training_from_json(const json& j, const std::string& file) {
     }
   }
   t.kernels = r.choice_or("kernels", {"fused", "eager"}, "fused") == "eager" ? Kernels::kEager : Kernels::kFused;
+  t.attention = r.string_or("attention", "flash");
+  if (t.attention.empty() || t.attention.size() > 64) {
+    r.fail_value("attention", "\"flash\", \"unfused\" or the name of a kernel the cluster's GPU lists");
+  }
   t.source = r.string_or("source", "");
   r.finish();
   return t;
@@ -114,6 +118,7 @@ json to_json(const Training& t) {
     j["framework"] = to_string(t.framework);
   }
   if (t.kernels == Kernels::kEager) j["kernels"] = "eager";
+  if (t.attention != "flash") j["attention"] = t.attention;
   if (!t.source.empty()) j["source"] = t.source;
   return j;
 }

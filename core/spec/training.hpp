@@ -35,6 +35,12 @@ struct Training {
   Framework framework = Framework::kDeepSpeed;
   std::optional<Dtype> reduce_dtype;   // the framework's gradient-collective dtype, when set
   Kernels kernels = Kernels::kFused;   // "kernels": "fused" (default) or "eager"
+  // How attention runs: "flash" (default: the GPU profile's default fused kernel, FlashAttention-
+  // style, no score matrix in memory), a kernel the profile names ("fa2", "cudnn", "fa3"), or
+  // "unfused" (QK^T, softmax and softmax.V as separate kernels with the scores in memory, as every
+  // run before 2022 and the CPU executor compute it). sim/models/work.hpp has the costs.
+  std::string attention = "flash";
+  bool flash_attention() const { return attention != "unfused"; }
   std::string source;
   std::string file;
   // Keys the command line set over the file's ("seq_len", "global_batch", "dtype"), in that order.

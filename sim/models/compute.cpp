@@ -27,8 +27,8 @@ double peak_of(const spec::Cluster& cluster, spec::Dtype dtype) {
 
 ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluster, const spec::Training& training,
                            const spec::Plan& plan)
-    : cluster_(cluster), work_(model, training, plan), peak_(peak_of(cluster, training.dtype)) {
-  WorkTimer timer(cluster.gpu, peak_);
+    : cluster_(cluster), work_(model, effective_training(training, cluster), plan), peak_(peak_of(cluster, training.dtype)) {
+  WorkTimer timer(cluster.gpu, peak_, attention_kernel(cluster, training));
   std::vector<UnitTimes> distinct;
   for (const WorkModel::UnitWork& w : work_.distinct()) {
     UnitTimes u;

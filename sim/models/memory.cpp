@@ -33,14 +33,19 @@ int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroCon
   return p2p_buffer_bytes(message_bytes, pp) + grad_bucket_buffer_bytes(zero, dp, stage_params, param_bytes);
 }
 
-double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const spec::Plan& p, spec::Dtype dtype,
-                                  spec::Recompute mode) {
+double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const spec::Plan& p,
+                                  const spec::Training& training, spec::Recompute mode) {
+  const spec::Dtype dtype = training.dtype;
   const double h = static_cast<double>(m.hidden), t = static_cast<double>(p.tp);
   const double q_r = static_cast<double>(m.q_dim()) / t;
   const double kv_r = static_cast<double>(count::kv_heads_per_rank(m, p.tp) * m.head_dim());
   const double f_r = static_cast<double>(m.ffn_hidden) / t;
-  const double scores = 5.0 * static_cast<double>(m.heads) * static_cast<double>(m.seq_len) / t;
   const double scale = dtype == spec::Dtype::kFp32 ? 2.0 : 1.0;
+  // unfused: softmax output, its dropout mask and output, 5as/t; flash: the fp32 logsumexp per
+  // head and token, 4a/t bytes whatever the dtype
+  const bool flash = training.flash_attention();
+  const double a_r = static_cast<double>(m.heads) / t;
+  const double scores = flash ? 4.0 * a_r / scale : 5.0 * a_r * static_cast<double>(m.seq_len);
   const bool sp = p.sequence_parallel;
   // Bytes of the tensors of width h every tp rank keeps whole, or 1/t of them with sequence parallelism.
   const auto whole = [&](double bytes) { return sp ? bytes / t : bytes; };
@@ -57,7 +62,11 @@ double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const 
         // norm input, QKV input, dropout mask (+ a post-norm's input); Q, K, V, context (+ q/k norm inputs)
         bytes = whole(5 * h + (m.attn_norms == 2 ? 2 * h : 0)) + 4 * q_r + 4 * kv_r +
                 (m.qk_norm ? 2 * q_r + 2 * kv_r : 0);
-        if (mode == spec::Recompute::kNone) bytes += scores;
+        if (mode == spec::Recompute::kNone) {
+          bytes += scores;
+        } else if (flash) {
+          bytes -= 2 * q_r;  // selective re-runs the fused kernel: its output (the context) is not kept
+        }
       }
       break;
     case UnitKind::kMlp:

@@ -22,7 +22,11 @@
 //   Block variants: a post-norm (attn_norms / mlp_norms == 2) keeps its input, +2h to R; a parallel
 //   block whose MLP shares the attention's norm (mlp_norms == 0) keeps neither its norm input nor
 //   its first linear's input, -4h; q/k norms keep their inputs, +2q/t + 2kv_r; an embedding norm
-//   keeps 2h. Selective recompute drops the 5as/t scores; full recompute keeps only the block's
+//   keeps 2h. FlashAttention ("attention": "flash", training.json) never writes the scores: in their
+//   place it keeps the fp32 logsumexp of each query row, 4a/t bytes per token (Dao et al. 2022,
+//   Algorithm 2: L and O saved for the backward); selective recompute then re-runs the fused
+//   kernel and keeps neither it nor the context, -2q/t. Unfused, selective recompute drops the
+//   5as/t scores; full recompute keeps only the block's
 //   input, 2h (/t with SP), and re-creates the block's activations while it is back-propagated.
 //   Head: the final norm's input 2h and fp32 logits 4V/t. fp32 training doubles the 16-bit bytes.
 // Communication buffers a stage holds the whole step (besides ZeRO-3's gathered buckets, which
@@ -59,8 +63,9 @@ int64_t grad_bucket_buffer_bytes(const spec::ZeroConfig& zero, int64_t dp, int64
 int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params,
                           int64_t param_bytes);
 
-// Bytes per token a unit keeps from its forward until its backward, under `mode`.
+// Bytes per token a unit keeps from its forward until its backward, under `mode`, for the
+// training's dtype and attention.
 double activation_bytes_per_token(const program::Unit& unit, const spec::Model& m, const spec::Plan& p,
-                                  spec::Dtype dtype, spec::Recompute mode);
+                                  const spec::Training& training, spec::Recompute mode);
 
 }  // namespace stagecraft::sim

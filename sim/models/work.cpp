@@ -1,6 +1,7 @@
 #include "sim/models/work.hpp"
 
 #include "core/count/count.hpp"
+#include "core/spec/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +29,9 @@ void Work::add(const Work& other, double scale) {
   memory_bytes += scale * other.memory_bytes;
   activation_elems += scale * other.activation_elems;
   adam_params += scale * other.adam_params;
+  attention_fwd_flops += scale * other.attention_fwd_flops;
+  attention_bwd_flops += scale * other.attention_bwd_flops;
+  attention_seq = std::max(attention_seq, other.attention_seq);
 }
 
 KnotWeights knot_weights(const std::vector<std::pair<double, double>>& points, double flops) {
@@ -60,8 +64,57 @@ double WorkTimer::efficiency(double flops) {
   return eff;
 }
 
+double attention_efficiency(const std::vector<std::pair<double, double>>& points, double seq) {
+  if (points.empty()) throw std::invalid_argument("attention_efficiency: no points");
+  if (seq <= points.front().first) return points.front().second;
+  if (seq >= points.back().first) return points.back().second;
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    if (seq <= points[i].first) {
+      const double x0 = std::log2(points[i - 1].first), x1 = std::log2(points[i].first);
+      const double w = (std::log2(seq) - x0) / (x1 - x0);
+      return points[i - 1].second + w * (points[i].second - points[i - 1].second);
+    }
+  }
+  return points.back().second;
+}
+
+double attention_seconds(const Work& w, const spec::AttentionKernel* kernel, double peak_flops) {
+  if (w.attention_fwd_flops == 0 && w.attention_bwd_flops == 0) return 0;
+  if (kernel == nullptr) throw std::logic_error("fused attention work timed without an attention kernel");
+  return w.attention_fwd_flops / (peak_flops * attention_efficiency(kernel->forward, w.attention_seq)) +
+         w.attention_bwd_flops / (peak_flops * attention_efficiency(kernel->backward, w.attention_seq));
+}
+
+const spec::AttentionKernel* attention_kernel(const spec::Cluster& cluster, const spec::Training& training) {
+  if (!training.flash_attention()) return nullptr;
+  const spec::Gpu& gpu = cluster.gpu;
+  const std::string cluster_file = cluster.file.empty() ? "cluster " + cluster.name : cluster.file;
+  if (gpu.default_attention_kernel.empty()) {
+    throw spec::SpecError(cluster_file, "/gpu/attention_kernels",
+                          "missing: " + training.label() + " runs attention as \"" + training.attention + "\"" +
+                              (training.attention == "flash" ? " (the default)" : "") +
+                              ", which needs a fused attention kernel's measurements on " + gpu.name +
+                              " (or \"default\": \"unfused\" where it has none); add them, or set \"attention\": "
+                              "\"unfused\" in the training");
+  }
+  if (training.attention == "flash" && gpu.default_attention_kernel == "unfused") return nullptr;
+  if (const spec::AttentionKernel* k = spec::find_attention_kernel(gpu, training.attention)) return k;
+  std::string names;
+  for (const spec::AttentionKernel& k : gpu.attention_kernels) names += ", \"" + k.name + "\"";
+  throw spec::SpecError(training.file.empty() ? "training" : training.file, "/attention",
+                        "expected \"flash\", \"unfused\"" + names + " (the kernels " + cluster_file +
+                            " lists), got \"" + training.attention + "\"");
+}
+
+spec::Training effective_training(const spec::Training& training, const spec::Cluster& cluster) {
+  if (!training.flash_attention() || attention_kernel(cluster, training) != nullptr) return training;
+  spec::Training t = training;
+  t.attention = "unfused";  // the device's default: it has no fused kernel
+  return t;
+}
+
 double WorkTimer::seconds(const Work& w) {
-  double t = 0;
+  double t = attention_seconds(w, attention_, peak_);
   for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_ * efficiency(g.flops));
   t += w.memory_bytes / (gpu_.hbm_Bps * gpu_.memory_efficiency);
   if (gpu_.activation_elems_per_s > 0) t += w.activation_elems / gpu_.activation_elems_per_s;
@@ -83,7 +136,8 @@ void add_linear_gemms(const spec::Model& m, int64_t t, double T, const char* gro
   }
 }
 
-WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool eager) {
+WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool eager,
+                              bool flash) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
   const int64_t t = p.tp;
   const double h_r = p.sequence_parallel ? h / static_cast<double>(t) : h;
@@ -102,12 +156,19 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
     case UnitKind::kAttention: {
       const int64_t d = m.head_dim();
       add_linear_gemms(m, t, T, "attn.", gemms);
-      // QK^T and softmax.V: per (sequence, head) 2 s^2 d FLOPs each; b * heads/t of them.
       const double s = static_cast<double>(m.seq_len);
       const double batched = static_cast<double>(p.micro_batch * (m.heads / t));
-      scores.add_gemm(2 * s * s * static_cast<double>(d), 2 * batched);
-      // softmax and its dropout; eager: the scale and the mask as passes of their own
-      score_bytes = (eager ? 17.0 : 9.0) * static_cast<double>(m.heads / t) * s * T;
+      if (flash) {
+        // one fused kernel: causal forward 2 b a_r s^2 d, backward 2.5x (the kernels' convention)
+        scores.attention_fwd_flops = 2 * batched * s * s * static_cast<double>(d);
+        scores.attention_bwd_flops = 2.5 * scores.attention_fwd_flops;
+        scores.attention_seq = s;
+      } else {
+        // QK^T and softmax.V: per (sequence, head) 2 s^2 d FLOPs each; b * heads/t of them.
+        scores.add_gemm(2 * s * s * static_cast<double>(d), 2 * batched);
+        // softmax and its dropout; eager: the scale and the mask as passes of their own
+        score_bytes = (eager ? 17.0 : 9.0) * static_cast<double>(m.heads / t) * s * T;
+      }
       // eager: dropout and residual add apart (5 + 6 instead of 7), and the context's copy back
       // from the head layout (4)
       bytes_per_token = (eager ? 19 : 11) * h_r;
@@ -125,16 +186,24 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   const double mem = width * T * bytes_per_token, score_mem = width * score_bytes;
   WorkModel::UnitWork w;
   w.forward.add(gemms);
-  w.forward.add(scores);
+  Work forward_scores = scores;
+  forward_scores.attention_bwd_flops = 0;  // the forward runs the forward kernel only
+  w.forward.add(forward_scores);
   w.forward.memory_bytes += mem + score_mem;
   w.forward.activation_elems += activation_elems;
   w.backward_input.add(gemms);
-  w.backward_input.add(scores, 2);
+  if (scores.attention_fwd_flops > 0) {
+    // the fused backward kernel (its FLOPs already 2.5x the forward's)
+    w.backward_input.attention_bwd_flops += scores.attention_bwd_flops;
+    w.backward_input.attention_seq = scores.attention_seq;
+  } else {
+    w.backward_input.add(scores, 2);
+  }
   w.backward_input.memory_bytes += 2 * (mem + score_mem);
   w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
   w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32 ? 12.0 : 10.0);
-  w.score_forward.add(scores);
+  w.score_forward.add(forward_scores);
   w.score_forward.memory_bytes += score_mem;
   return w;
 }
@@ -154,7 +223,8 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
     }
     distinct_of_.push_back(static_cast<int32_t>(distinct_.size()));
     seen.push_back(key);
-    distinct_.push_back(unit_work(model, plan, u, fp32, training.kernels == spec::Kernels::kEager));
+    distinct_.push_back(unit_work(model, plan, u, fp32, training.kernels == spec::Kernels::kEager,
+                                  training.flash_attention()));
   }
 }
 

@@ -57,10 +57,21 @@
 //   and reciprocals in special-function units well above HBM rate (16 per SM per clock on sm_80 and
 //   sm_90, CUDA C++ Programming Guide, arithmetic instruction throughput), so GPU profiles leave
 //   both rates unset and the terms are 0.
+// * Attention, "attention": "flash" (training.json, the default; or a kernel the GPU profile
+//   names): one fused kernel per pass, FlashAttention's tiling (Dao et al. 2022; FlashAttention-2,
+//   Dao 2023; FlashAttention-3, Shah et al. 2024; cuDNN's SDPA), so no score matrix is written or
+//   read: the 9·a_r·s (eager 17·a_r·s) score bytes are gone. Its FLOPs are the kernels' own
+//   convention: forward 4·s²·d per head halved by the causal mask (blocks above the diagonal are
+//   skipped) = 2·b·a_r·s²·d, backward 2.5x forward (it recomputes QKᵀ and runs four more matmuls
+//   of the same size) = 5·b·a_r·s²·d; each at the fraction of peak the profile's kernel reaches
+//   at sequence length s (gpu.attention_kernels, measured at head width 128, interpolated in
+//   log2 s):  t = F_fwd / (peak · e_fwd(s)) + F_bwd / (peak · e_bwd(s)).
+//   Selective recompute re-runs the forward kernel in the backward. "attention": "unfused" keeps
+//   the score GEMMs and bytes below (runs before 2022; the CPU executor).
 // Per unit (T tokens of a micro-batch, h hidden, t tp, s sequence, d head size, kv_r = kv_heads/t
 // or 1, V vocab; w = 2 for fp32 elements, else 1):
-//   attention  GEMMs 2Th(h/t + 2·kv_r·d), 2T(h/t)h; scores 2·b·a_r GEMMs of 2s²d;
-//              bytes w·T·11h_r + w·9·a_r·s·T
+//   attention  GEMMs 2Th(q/t + 2·kv_r·d), 2T(q/t)h; unfused: scores 2·b·a_r GEMMs of 2s²d and
+//              bytes w·T·11h_r + w·9·a_r·s·T; flash: the kernel above and bytes w·T·11h_r
 //   MLP        GEMMs 2Thf_r (×2 with SwiGLU), 2Tf_r h; bytes w·T·(11h_r + 4f_r or 6f_r);
 //              activation T·f_r elements
 //   embedding  bytes w·T·4h_r;   head  GEMM 2Th⌈V/t⌉; bytes w·T·(4h_r + 10⌈V/t⌉)
@@ -94,6 +105,11 @@ struct Work {
   double memory_bytes = 0;
   double activation_elems = 0; // elements the MLP's activation function is evaluated on
   double adam_params = 0;      // parameters the optimizer updates on the GPU
+  // Fused attention kernels (flash): their FLOPs, forward and backward passes, at sequence length
+  // attention_seq (every unit of a model runs at the same length).
+  double attention_fwd_flops = 0;
+  double attention_bwd_flops = 0;
+  double attention_seq = 0;
 
   void add_gemm(double flops, double count);
   void add(const Work& other, double scale = 1.0);
@@ -114,18 +130,34 @@ double matmul_efficiency(const std::vector<std::pair<double, double>>& points, d
 // sizes, repeated in every layer.
 class WorkTimer {
  public:
-  WorkTimer(const spec::Gpu& gpu, double peak_flops) : gpu_(gpu), peak_(peak_flops) {}
+  // `attention`: the fused attention kernel flash work runs on (attention_kernel()); nullptr when
+  // the training runs attention unfused (timing flash work then is a logic error).
+  WorkTimer(const spec::Gpu& gpu, double peak_flops, const spec::AttentionKernel* attention = nullptr)
+      : gpu_(gpu), peak_(peak_flops), attention_(attention) {}
   double seconds(const Work& w);
 
  private:
   double efficiency(double flops);
   const spec::Gpu& gpu_;
   double peak_;
+  const spec::AttentionKernel* attention_;
   std::vector<std::pair<double, double>> seen_;  // (FLOPs of one GEMM, eff)
 };
 
 // The time of `w` (seconds) on `gpu`: WorkTimer(gpu, peak_flops).seconds(w).
 double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops);
+
+// The fused attention kernel a training runs on this cluster's GPU: nullptr for "unfused", the
+// profile's default for "flash", else the kernel of that name. Throws SpecError naming the cluster
+// file (no kernels listed) or the training file's /attention (a name the GPU does not list).
+const spec::AttentionKernel* attention_kernel(const spec::Cluster& cluster, const spec::Training& training);
+// The training as it runs on this cluster: "flash" becomes "unfused" on a device whose profile says
+// it has no fused kernel ("default": "unfused"); the same errors as attention_kernel.
+spec::Training effective_training(const spec::Training& training, const spec::Cluster& cluster);
+// Fraction of peak of one pass of `kernel` at sequence length `seq` (log2-linear between points).
+double attention_efficiency(const std::vector<std::pair<double, double>>& points, double seq);
+// The seconds of w's fused attention work alone on `kernel` at `peak_flops` (0 without any).
+double attention_seconds(const Work& w, const spec::AttentionKernel* kernel, double peak_flops);
 
 // The amounts of every unit's passes for one (model, training, plan).
 class WorkModel {

@@ -5,8 +5,10 @@ plan): each expected value is derived here from the model's shapes, not copied f
     training_length.py STAGECRAFT
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 
 def run(stagecraft, *args):
@@ -65,6 +67,20 @@ def main():
                    ("pipeline bubble", t["bubble_s"])], key=lambda x: x[1])[0]
     check(bf16["limits"]["term"] == largest and bf16["limits"]["time"].startswith("limited by " + largest),
           f"simulate --json: limits.term is the largest time term ({largest})")
+
+    # A Hugging Face config with a 32768-token limit is planned at 8192 and says so, unless a training
+    # length is set: then the note would only be noise.
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"model_type": "mistral", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+                       "num_hidden_layers": 2, "intermediate_size": 512, "vocab_size": 1000,
+                       "max_position_embeddings": 32768}, f)
+        note = "32768 is the longest sequence the model takes"
+        plain = subprocess.run([s, "info", "--model", cfg], capture_output=True, text=True, timeout=60)
+        check(plain.returncode == 0 and note in plain.stderr, "info without --seq-len: the default-length note is printed")
+        given = subprocess.run([s, "info", "--model", cfg, "--seq-len", "4096"], capture_output=True, text=True, timeout=60)
+        check(given.returncode == 0 and note not in given.stderr, "info --seq-len 4096: no default-length note")
 
     if failures:
         sys.exit(f"{len(failures)} check(s) failed")

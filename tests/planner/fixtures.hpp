@@ -26,6 +26,7 @@ inline spec::Cluster bundled_cluster(const std::string& name, int64_t nodes) {
 
 inline spec::Training training(int64_t global_batch, spec::Dtype dtype = spec::Dtype::kBf16) {
   spec::Training t;
+  t.attention = "unfused";  // the hand derivations time the score GEMMs
   t.global_batch = global_batch;
   t.dtype = dtype;
   t.file = "test-training";

@@ -14,6 +14,7 @@ spec::Plan plan_of(const nlohmann::json& j) { return spec::plan_from_json(j, "pl
 
 spec::Training training(int64_t batch, spec::Dtype dtype) {
   spec::Training t;
+  t.attention = "unfused";  // the hand derivations time the score GEMMs
   t.global_batch = batch;
   t.dtype = dtype;
   t.optimizer = spec::Optimizer::kAdamW;

@@ -30,8 +30,7 @@ spec::Model blocks_model(int64_t layers) {
 
 program::Program lower(const spec::Model& m, const nlohmann::json& plan) {
   spec::Plan p = spec::plan_from_json(plan, "plan.json");
-  spec::Training t = spec::training_from_json(
-      {{"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}}, "training.json");
+  spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}}, "training.json");
   return program::lower(m, t, p);
 }
 
@@ -211,7 +210,7 @@ TEST(Simulator, ContentionFreeEqualsSharedWhenNothingContends) {
   const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "gpt3-1.3b"));
   spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "dgx-h100-ndr"));
   c.nodes = 1;
-  const spec::Training t = spec::training_from_json({{"global_batch", 8}, {"dtype", "bf16"}}, "t.json");
+  const spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", 8}, {"dtype", "bf16"}}, "t.json");
   const spec::Plan p = spec::plan_from_json({{"micro_batch", 2}, {"micro_batches", 4}, {"recompute", "full"}}, "plan.json");
   const program::Program prog = program::lower(m, t, p);
   const double simulated = simulate(prog, c).metrics.step_time_s;
@@ -307,8 +306,7 @@ TEST(Simulator, ContentionFreeIsALowerBoundAndSharedLinksSlowDown) {
 }
 program::Program lower_with(const spec::Model& m, const nlohmann::json& plan, const std::string& framework) {
   spec::Plan p = spec::plan_from_json(plan, "plan.json");
-  spec::Training t = spec::training_from_json(
-      {{"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}, {"framework", framework}},
+  spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}, {"framework", framework}},
       "training.json");
   return program::lower(m, t, p);
 }

@@ -24,7 +24,7 @@ program::Program lowered(int64_t layers) {
                                                {"vocab", 2}, {"seq_len", 128}, {"tied_embeddings", false}},
                                               "m.json");
   const spec::Plan p = spec::plan_from_json({{"micro_batches", 2}}, "plan.json");
-  const spec::Training t = spec::training_from_json({{"global_batch", 2}, {"dtype", "bf16"}}, "t.json");
+  const spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", 2}, {"dtype", "bf16"}}, "t.json");
   return program::lower(m, t, p);
 }
 

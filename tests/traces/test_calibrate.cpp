@@ -133,6 +133,7 @@ std::vector<Trace> synthesized(const spec::Cluster& truth, uint64_t seed) {
   int i = 0;
   for (const auto& [m, p] : workloads()) {
     spec::Training t;
+    t.attention = "unfused";  // the hand derivations time the score GEMMs
     t.dtype = spec::Dtype::kBf16;
     t.global_batch = p.micro_batch * p.micro_batches * p.dp;
     const test::Scenario s = test::lowered(m, t, p);
@@ -225,6 +226,7 @@ TEST(Calibrate, WritesAProfileTheLoaderAcceptsAndItsReport) {
 TEST(Calibrate, ExecutorStyleTracesGiveTheSameSamples) {
   const spec::Cluster truth = true_cluster();
   spec::Training tr;
+  tr.attention = "unfused";  // the hand derivations time the score GEMMs
   tr.dtype = spec::Dtype::kBf16;
   const spec::Plan p = plan(2, 2, 2, 2, 2, 1, 3'000'000);
   tr.global_batch = p.micro_batch * p.micro_batches * p.dp;

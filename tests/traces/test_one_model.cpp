@@ -53,7 +53,7 @@ TEST(OneModel, DoublingTheMemoryRateMovesSimulatorBoundAndCalibrationAlike) {
   const spec::Model m = spec::model_from_json({{"name", "small"}, {"layers", 2}, {"hidden", 64}, {"heads", 4},
                                                {"ffn_hidden", 256}, {"vocab", 128}, {"seq_len", 32}},
                                               "small.json");
-  const spec::Training t = spec::training_from_json({{"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
+  const spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
   const spec::Plan p = spec::plan_from_json({{"micro_batch", 1}, {"micro_batches", 1}}, "p.json");
   const test::Scenario s = test::lowered(m, t, p);
   // Memory-bound bytes of the step (work.hpp), by hand:

@@ -100,7 +100,9 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   const program::Program& prog = pc.program;
   const program::Placement& pl = prog.placement;
   const double peak = peak_for(t, base, pc.training.dtype);
-  const sim::WorkModel work(prog.model, pc.training, prog.plan);
+  const spec::Training run = sim::effective_training(pc.training, base);
+  const sim::WorkModel work(prog.model, run, prog.plan);
+  const spec::AttentionKernel* attention = sim::attention_kernel(base, run);
   const LinkModel links(sized_for(base, pl.world()), pl.world());
   const spec::FrameworkProfile framework = prog.training.framework_profile();
   const bool measured = t.data.source == "measured";
@@ -132,7 +134,8 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
       sim::Work w = work.compute(in.op, in.unit_begin, in.unit_end);
       // the framework's copy before it (a simulated trace's; the executor makes none)
       if (!measured) w.memory_bytes += static_cast<double>(in.bytes);
-      out.compute.push_back({w, peak, seconds, origin_of(t, i)});
+      const double fixed = sim::attention_seconds(w, attention, peak);
+      out.compute.push_back({w, peak, seconds, origin_of(t, i), fixed});
       ++sum.compute;
     } else if (in.op == Op::kOptimizerStep && (in.flags & program::kFlagOnHost)) {
       out.adam.push_back({static_cast<double>(in.elems), seconds, origin_of(t, i)});

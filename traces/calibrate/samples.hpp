@@ -37,6 +37,9 @@ struct ComputeSample {
   double peak_flops = 0;
   double seconds = 0;
   std::string origin;
+  // The part of the model time calibration does not fit: fused attention kernels at the profile's
+  // measured efficiency (sim::attention_seconds), 0 for unfused attention.
+  double fixed_seconds = 0;
 };
 
 struct LinkSample {

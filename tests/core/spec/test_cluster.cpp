@@ -51,6 +51,24 @@ TEST(Cluster, ArithmeticRatesAreOptionalAndRoundTrip) {
   EXPECT_DOUBLE_EQ(again.gpu.adam_params_per_s, 3e8);
 }
 
+// A GPU's fused attention kernels: each pass's (sequence length, fraction of peak) points, the
+// default that "attention": "flash" means, and the lot written back unchanged.
+TEST(Cluster, AttentionKernelsAreReadAndRoundTrip) {
+  json j = small_cluster();
+  j["gpu"]["attention_kernels"] = {{"default", "fa2"},
+                                   {"fa2", {{"forward", {{512, 0.2}, {16384, 0.34}}}, {"backward", {{512, 0.21}}}, {"source", "s"}}},
+                                   {"cudnn", {{"forward", {{512, 0.3}}}, {"backward", {{512, 0.3}}}}}};
+  const Cluster c = cluster_from_json(j, "c.json");
+  ASSERT_EQ(c.gpu.attention_kernels.size(), 2u);
+  EXPECT_EQ(find_attention_kernel(c.gpu, "flash")->name, "fa2");
+  EXPECT_EQ(find_attention_kernel(c.gpu, "cudnn")->forward.front().second, 0.3);
+  EXPECT_EQ(find_attention_kernel(c.gpu, "fa3"), nullptr);
+  EXPECT_EQ(find_attention_kernel(c.gpu, "fa2")->forward.back(), std::make_pair(16384.0, 0.34));
+  const Cluster again = cluster_from_json(to_json(c), "again.json");
+  EXPECT_EQ(to_json(again), to_json(c));
+  EXPECT_FALSE(to_json(cluster_from_json(small_cluster(), "c.json"))["gpu"].contains("attention_kernels"));
+}
+
 TEST(Cluster, NcclSectionAsAVersionOrAnObject) {
   Cluster c = cluster_from_json(small_cluster(), "c.json");
   EXPECT_EQ(c.nccl.version, "2.30");          // default: the newest band
@@ -127,6 +145,18 @@ TEST(Cluster, RejectsBadInputs) {
        "/uncertainty/host.pcie_Bps/relative", "in (0, 1)"},
       {"uncertainty without a source", {{"uncertainty", {{"host.pcie_Bps", {{"relative", 0.1}}}}}},
        "/uncertainty/host.pcie_Bps/source", ""},
+      {"attention default not listed",
+       {{"gpu", {{"attention_kernels", {{"default", "fa3"}, {"fa2", {{"forward", {{512, 0.3}}}, {"backward", {{512, 0.3}}}}}}}}}},
+       "/gpu/attention_kernels/default", "one of the kernels listed here"},
+      {"attention lengths not increasing",
+       {{"gpu", {{"attention_kernels", {{"default", "fa2"}, {"fa2", {{"forward", {{1024, 0.3}, {512, 0.4}}}, {"backward", {{512, 0.3}}}}}}}}}},
+       "/gpu/attention_kernels/fa2/forward/1/0", "strictly increasing"},
+      {"attention fraction above 1",
+       {{"gpu", {{"attention_kernels", {{"default", "fa2"}, {"fa2", {{"forward", {{512, 0.3}}}, {"backward", {{512, 1.3}}}}}}}}}},
+       "/gpu/attention_kernels/fa2/backward/0/1", "(0, 1]"},
+      {"attention kernel called flash",
+       {{"gpu", {{"attention_kernels", {{"default", "flash"}, {"flash", {{"forward", {{512, 0.3}}}, {"backward", {{512, 0.3}}}}}}}}}},
+       "/gpu/attention_kernels/flash", "other than \"flash\""},
   };
   for (const BadCluster& c : cases) {
     SCOPED_TRACE(c.what);

@@ -33,7 +33,7 @@ struct Workload {
 };
 
 Workload workload(const char* mlp, int64_t tp) {
-  Workload s{one_block(mlp), spec::training_from_json({{"global_batch", 2}, {"dtype", "fp32"}}, "t.json"),
+  Workload s{one_block(mlp), spec::training_from_json({{"attention", "unfused"}, {"global_batch", 2}, {"dtype", "fp32"}}, "t.json"),
           spec::plan_from_json({{"tp", tp}, {"micro_batch", 2}, {"micro_batches", 1}}, "p.json")};
   return s;
 }
@@ -98,7 +98,7 @@ TEST(ComputeModel, WeightGradientsAccumulateIntoFp32MainGradients) {
                                                {"vocab", 2}, {"seq_len", 128}, {"tied_embeddings", false}},
                                               "blocks.json");
   const spec::Plan p = spec::plan_from_json({{"micro_batches", 1}}, "p.json");
-  const spec::Training t = spec::training_from_json({{"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
+  const spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
   const ComputeModel cm(m, c, t, p);
   const double h = 512, f = 4 * 512;
   const double mlp_params = (2 * h) + (h * f + f) + (f * h + h);  // norm, up, down (with biases)

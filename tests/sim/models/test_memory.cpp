@@ -40,6 +40,14 @@ TEST(Memory, OffloadAndFp32) {
   EXPECT_EQ(model_states(P, 1000, z3, d, spec::Dtype::kBf16).params, 2 * (P / d + 1000));
 }
 
+spec::Training training_of(spec::Dtype dtype, const char* attention = "unfused") {
+  spec::Training t;
+  t.global_batch = 8;
+  t.dtype = dtype;
+  t.attention = attention;
+  return t;
+}
+
 struct Layer {
   spec::Model model;
   spec::Plan plan;
@@ -48,8 +56,8 @@ struct Layer {
 // Bytes of one transformer layer (attention + MLP units) for s b tokens.
 double layer_bytes(const spec::Model& m, const spec::Plan& p, spec::Recompute mode) {
   const std::vector<program::Unit> units = program::model_units(m, p.tp);
-  const double per_token = activation_bytes_per_token(units[1], m, p, spec::Dtype::kFp16, mode) +
-                           activation_bytes_per_token(units[2], m, p, spec::Dtype::kFp16, mode);
+  const double per_token = activation_bytes_per_token(units[1], m, p, training_of(spec::Dtype::kFp16), mode) +
+                           activation_bytes_per_token(units[2], m, p, training_of(spec::Dtype::kFp16), mode);
   return per_token * static_cast<double>(m.seq_len * p.micro_batch);
 }
 
@@ -85,28 +93,32 @@ TEST(Memory, ActivationsPerLayerMatchKorthikanti) {
   }
 }
 
+// Two blocks of Llama-3-8B's shape: GQA (8 K/V heads of 32 query heads of 128), SwiGLU of 14336, s 8192.
+spec::Model llama_block() {
+  return spec::model_from_json({{"layers", 2}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8}, {"ffn_hidden", 14336},
+                                {"mlp", "swiglu"}, {"vocab", 1000}, {"seq_len", 8192}, {"position", "rope"},
+                                {"norm", "rmsnorm"}, {"bias", false}},
+                               "llama.json");
+}
+
 // The same accounting by tensor width for a LLaMA-style block: GQA (8 K/V heads of 32 query heads),
 // a SwiGLU MLP of f = 14336 (not 4h), TP 4 without SP. Per token, 16-bit:
 //   attention  5h replicated + Q 2q/t + K, V 2 (kv/t) d each + context 2q/t + scores 5as/t
 //   MLP        5h replicated + gate, up and product 3 * 2f/t
 TEST(Memory, ActivationsFollowGqaAndGatedWidths) {
-  const spec::Model m = spec::model_from_json({{"layers", 2}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8},
-                                               {"ffn_hidden", 14336}, {"mlp", "swiglu"}, {"vocab", 1000},
-                                               {"seq_len", 8192}, {"position", "rope"}, {"norm", "rmsnorm"},
-                                               {"bias", false}},
-                                              "llama.json");
+  const spec::Model m = llama_block();
   const spec::Plan p = spec::plan_from_json({{"tp", 4}, {"micro_batch", 1}}, "p.json");
   const std::vector<program::Unit> units = program::model_units(m, 4);
   const double h = 4096, t = 4, q = 4096, kv = 8 * 128, f = 14336, a = 32, s = 8192;
   const double attn = 5 * h + 4 * q / t + 4 * kv / t;
-  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[1], m, p, spec::Dtype::kBf16, spec::Recompute::kSelective), attn);
-  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[1], m, p, spec::Dtype::kBf16, spec::Recompute::kNone),
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[1], m, p, training_of(spec::Dtype::kBf16), spec::Recompute::kSelective), attn);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[1], m, p, training_of(spec::Dtype::kBf16), spec::Recompute::kNone),
                    attn + 5 * a * s / t);
-  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[2], m, p, spec::Dtype::kBf16, spec::Recompute::kNone),
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[2], m, p, training_of(spec::Dtype::kBf16), spec::Recompute::kNone),
                    5 * h + 6 * f / t);
   // tp 16 > 8 K/V heads: each rank keeps one K/V head (replicated), d wide.
   const spec::Plan p16 = spec::plan_from_json({{"tp", 16}, {"micro_batch", 1}}, "p.json");
-  EXPECT_DOUBLE_EQ(activation_bytes_per_token(program::model_units(m, 16)[1], m, p16, spec::Dtype::kBf16,
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(program::model_units(m, 16)[1], m, p16, training_of(spec::Dtype::kBf16),
                                               spec::Recompute::kSelective),
                    5 * h + 4 * q / 16 + 4 * 128);
 }
@@ -119,10 +131,10 @@ TEST(Memory, ActivationsOfBlockVariants) {
   const spec::Plan p = spec::plan_from_json({{"tp", 1}, {"micro_batch", 1}}, "p.json");
   const double h = 1024, f = 4096;
   auto mlp = [&](const spec::Model& mm) {
-    return activation_bytes_per_token(program::model_units(mm, 1)[2], mm, p, spec::Dtype::kBf16, spec::Recompute::kSelective);
+    return activation_bytes_per_token(program::model_units(mm, 1)[2], mm, p, training_of(spec::Dtype::kBf16), spec::Recompute::kSelective);
   };
   auto attn = [&](const spec::Model& mm) {
-    return activation_bytes_per_token(program::model_units(mm, 1)[1], mm, p, spec::Dtype::kBf16, spec::Recompute::kSelective);
+    return activation_bytes_per_token(program::model_units(mm, 1)[1], mm, p, training_of(spec::Dtype::kBf16), spec::Recompute::kSelective);
   };
   EXPECT_DOUBLE_EQ(mlp(m), 5 * h + 4 * f);  // 21h
   spec::Model gptj = m;
@@ -136,6 +148,23 @@ TEST(Memory, ActivationsOfBlockVariants) {
   spec::Model qk = m;
   qk.qk_norm = true;
   EXPECT_DOUBLE_EQ(attn(qk), 5 * h + 8 * h + 2 * h + 2 * h);
+}
+
+// FlashAttention keeps no scores: in their place the fp32 logsumexp of each query row, 4 bytes per
+// head and token (a/t heads per rank); selective recompute re-runs the kernel and keeps neither it
+// nor the context (2q/t). Same LLaMA-style block, TP 4, bf16.
+TEST(Memory, FlashAttentionKeepsTheLogsumexpNotTheScores) {
+  const spec::Model m = llama_block();
+  const spec::Plan p = spec::plan_from_json({{"tp", 4}, {"micro_batch", 1}}, "p.json");
+  const program::Unit attn = program::model_units(m, 4)[1];
+  const double h = 4096, t = 4, q = 4096, kv = 8 * 128, a = 32;
+  const double kept = 5 * h + 4 * q / t + 4 * kv / t;
+  const spec::Training flash = training_of(spec::Dtype::kBf16, "flash");
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(attn, m, p, flash, spec::Recompute::kNone), kept + 4 * a / t);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(attn, m, p, flash, spec::Recompute::kSelective), kept - 2 * q / t);
+  // fp32 training: the 16-bit tensors double, the fp32 logsumexp does not
+  const spec::Training fp32 = training_of(spec::Dtype::kFp32, "flash");
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(attn, m, p, fp32, spec::Recompute::kNone), 2 * kept + 4 * a / t);
 }
 
 }  // namespace

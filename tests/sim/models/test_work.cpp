@@ -44,6 +44,7 @@ spec::Plan plan(int64_t tp, int64_t pp, spec::Schedule schedule, spec::Recompute
 void expect_same_durations(const std::string& model, spec::Dtype dtype, const spec::Plan& p) {
   const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, model));
   spec::Training t;
+  t.attention = "unfused";  // the hand derivations time the score GEMMs
   t.dtype = dtype;
   t.global_batch = p.micro_batch * p.micro_batches * p.dp;
   const program::Program prog = program::lower(m, t, p);
@@ -91,6 +92,7 @@ TEST(Work, OneMlpUnitByHand) {
   // bytes w·T·(11h + 4f) = 2·64·(704 + 1024) = 221,184.
   const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
   spec::Training t;
+  t.attention = "unfused";  // the hand derivations time the score GEMMs
   t.dtype = spec::Dtype::kFp32;
   const WorkModel work(m, t, plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1));
   const Work w = work.compute(Op::kForward, 2, 3);  // unit 2 = block 0's MLP
@@ -115,6 +117,7 @@ TEST(Work, EagerKernelsMoveTheirExtraPassesByHand) {
   const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
   ASSERT_EQ(m.heads, 4);
   spec::Training t;
+  t.attention = "unfused";  // the hand derivations time the score GEMMs
   t.dtype = spec::Dtype::kBf16;
   const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1);
   const WorkModel fused(m, t, p);
@@ -157,6 +160,7 @@ TEST(Work, AnOptimizerStepUpdatesItsParameters) {
   // fp32: 2·12 + 4 = 28 bytes per parameter, and every parameter counts for the Adam rate.
   const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
   spec::Training t;
+  t.attention = "unfused";  // the hand derivations time the score GEMMs
   t.dtype = spec::Dtype::kFp32;
   const WorkModel work(m, t, plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1));
   const Work w = work.optimizer_gpu(1000);
@@ -170,6 +174,89 @@ TEST(Work, EfficiencyIsLogLinearBetweenPoints) {
   EXPECT_DOUBLE_EQ(matmul_efficiency(pts, 1e8), 0.5);   // flat below
   EXPECT_DOUBLE_EQ(matmul_efficiency(pts, 1e12), 0.7);  // flat above
   EXPECT_NEAR(matmul_efficiency(pts, 1e10), 0.6, 1e-12);  // halfway in log10
+}
+
+// FlashAttention ("attention": "flash", the default): one fused kernel per pass instead of the two
+// score GEMMs and the softmax bytes. tiny (h 64, 4 heads of d 16, s 64), bf16, tp 1, micro-batch 2:
+// b·a = 2·4 = 8 (sequence, head) pairs, T = 128 tokens.
+//   forward kernel 2·b·a·s²·d = 2·8·64²·16 = 1,048,576 FLOPs (4·s²·d per head, halved: causal)
+//   backward kernel 2.5x = 2,621,440 FLOPs; attention bytes T·11h = 128·704 (no 9·a·s scores)
+TEST(Work, FlashAttentionKernelByHand) {
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  ASSERT_EQ(m.heads, 4);
+  ASSERT_EQ(m.head_dim(), 16);
+  spec::Training t;
+  t.dtype = spec::Dtype::kBf16;
+  ASSERT_EQ(t.attention, "flash");  // the default
+  const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 2);
+  const WorkModel work(m, t, p);
+  const double fwd = 2.0 * 8 * 64 * 64 * 16;
+  const Work f = work.compute(Op::kForward, 1, 2);
+  EXPECT_EQ(f.attention_fwd_flops, fwd);
+  EXPECT_EQ(f.attention_bwd_flops, 0.0);
+  EXPECT_EQ(f.attention_seq, 64.0);
+  EXPECT_EQ(f.gemms.size(), 2u);  // QKV and out only
+  EXPECT_EQ(f.memory_bytes, 128.0 * 11 * 64);
+  const Work bi = work.compute(Op::kBackwardInput, 1, 2);
+  EXPECT_EQ(bi.attention_bwd_flops, 2.5 * fwd);
+  EXPECT_EQ(bi.attention_fwd_flops, 0.0);
+  EXPECT_EQ(work.compute(Op::kBackwardWeight, 1, 2).attention_bwd_flops, 0.0);
+  // selective recompute re-runs the forward kernel in the backward
+  const WorkModel selective(m, t, plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kSelective, false, 2));
+  EXPECT_EQ(selective.compute(Op::kBackwardInput, 1, 2).attention_fwd_flops, fwd);
+  // unfused keeps the score GEMMs: 2·b·a of 2·s²·d each
+  t.attention = "unfused";
+  const Work u = WorkModel(m, t, p).compute(Op::kForward, 1, 2);
+  EXPECT_EQ(u.attention_fwd_flops, 0.0);
+  EXPECT_EQ(u.gemms.size(), 3u);
+  EXPECT_EQ(u.memory_bytes, 128.0 * (11 * 64 + 9 * 4 * 64));
+
+  // Seconds: a kernel measured at 32 and 128 tokens; 64 is halfway in log2, so forward runs at
+  // (0.2 + 0.4) / 2 = 0.3 of peak and backward at (0.1 + 0.3) / 2 = 0.2.
+  spec::AttentionKernel k;
+  k.name = "k";
+  k.forward = {{32, 0.2}, {128, 0.4}};
+  k.backward = {{32, 0.1}, {128, 0.3}};
+  EXPECT_NEAR(attention_efficiency(k.forward, 64), 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(attention_efficiency(k.forward, 16), 0.2);    // flat below
+  EXPECT_DOUBLE_EQ(attention_efficiency(k.backward, 4096), 0.3); // and above
+  Work both = f;
+  both.add(bi);
+  EXPECT_NEAR(attention_seconds(both, &k, 1e12), fwd / (1e12 * 0.3) + 2.5 * fwd / (1e12 * 0.2), 1e-18);
+  EXPECT_THROW(attention_seconds(both, nullptr, 1e12), std::logic_error);
+}
+
+// The kernel a training names: "flash" is the profile's default, another name one it lists, and
+// a GPU without measurements cannot run "flash" (the cluster file is named), nor an unknown kernel
+// (the training file is named).
+TEST(Work, TheAttentionKernelIsTheProfilesOrAnError) {
+  spec::Cluster c = cluster_with_curve();
+  c.file = "c.json";
+  spec::Training t = spec::training_from_json({{"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
+  try {
+    attention_kernel(c, t);
+    ADD_FAILURE() << "no error";
+  } catch (const spec::SpecError& e) {
+    EXPECT_EQ(e.file(), "c.json");
+    EXPECT_EQ(e.pointer(), "/gpu/attention_kernels");
+    EXPECT_NE(std::string(e.what()).find("\"unfused\""), std::string::npos) << e.what();
+  }
+  c.gpu.attention_kernels = {{"fa2", {{512, 0.3}}, {{512, 0.3}}, ""}, {"cudnn", {{512, 0.5}}, {{512, 0.5}}, ""}};
+  c.gpu.default_attention_kernel = "fa2";
+  EXPECT_EQ(attention_kernel(c, t)->name, "fa2");
+  t.attention = "cudnn";
+  EXPECT_EQ(attention_kernel(c, t)->name, "cudnn");
+  t.attention = "unfused";
+  EXPECT_EQ(attention_kernel(c, t), nullptr);
+  t.attention = "fa9";
+  try {
+    attention_kernel(c, t);
+    ADD_FAILURE() << "no error";
+  } catch (const spec::SpecError& e) {
+    EXPECT_EQ(e.file(), "t.json");
+    EXPECT_EQ(e.pointer(), "/attention");
+    EXPECT_NE(std::string(e.what()).find("\"cudnn\""), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
