@@ -197,6 +197,8 @@ Model from_gpt2(const json& j, const std::string& file) {
 
 // LlamaForCausalLM / MistralForCausalLM: q, k, v, o with attention_bias; gate, up, down with
 // mlp_bias; RMSNorm before each sublayer and at the end; untied head unless tie_word_embeddings.
+// Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4) is the same layout with qkv_proj and gate_up_proj
+// fused (the same tensors' sizes), no biases, RoPE on partial_rotary_factor (1 by default).
 Model from_llama(const json& j, const std::string& file, const std::string& family) {
   Reader r(j, file, family);
   Model& m = r.m;
@@ -211,6 +213,7 @@ Model from_llama(const json& j, const std::string& file, const std::string& fami
   m.set_biases(false);
   m.qkv_bias = m.out_bias = r.boolean_or("attention_bias", false);
   m.mlp_bias = r.boolean_or("mlp_bias", false);
+  m.rotary_fraction = r.number_or("partial_rotary_factor", 1.0);
   return r.finish();
 }
 
@@ -456,24 +459,6 @@ Model from_phi(const json& j, const std::string& file) {
   return r.finish();
 }
 
-// Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4): LLaMA's layout with qkv_proj and gate_up_proj fused,
-// no biases, RoPE on partial_rotary_factor (1 by default).
-Model from_phi3(const json& j, const std::string& file) {
-  Reader r(j, file, "Phi-3");
-  Model& m = r.m;
-  r.llama_shapes(false);
-  r.positions({"max_position_embeddings"});
-  r.warn_sliding_window();
-  r.note_rope_scaling();
-  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLP)");
-  m.mlp = Mlp::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.position = Position::kRope;
-  m.rotary_fraction = r.number_or("partial_rotary_factor", 1.0);
-  m.set_biases(false);
-  return r.finish();
-}
-
 }  // namespace
 
 bool is_hf_config(const json& j) {
@@ -522,7 +507,7 @@ Model model_from_hf_config(const json& j, const std::string& file) {
   if (type == "opt") return from_opt(j, file);
   if (type == "bloom") return from_bloom(j, file);
   if (type == "phi") return from_phi(j, file);
-  if (type == "phi3") return from_phi3(j, file);
+  if (type == "phi3") return from_llama(j, file, "Phi-3");
   throw SpecError(file, "/model_type",
                   std::string("expected one of the families Stagecraft reads exactly (") + kFamilies + "), got \"" +
                       type + "\"");

@@ -1,11 +1,11 @@
 #include "sim/models/work.hpp"
 
-#include "core/count/count.hpp"
-#include "core/spec/error.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+
+#include "core/count/count.hpp"
+#include "core/spec/error.hpp"
 
 namespace stagecraft::sim {
 
