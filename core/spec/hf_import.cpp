@@ -59,7 +59,7 @@ std::string hf_name(const json& j, const std::string& file) {
 class Reader {
  public:
   Reader(const json& j, const std::string& file, const std::string& family)
-      : j_(j), r_(j, file, ""), family_(family) {
+      : j_(j), r_(j, file, "") {
     m.file = file;
     m.name = hf_name(j, file);
     m.source = "Hugging Face " + family + " config.json (" + file + ")";
@@ -173,7 +173,6 @@ class Reader {
 
   const json& j_;
   ObjectReader r_;
-  std::string family_;
   ModelKeys keys_;
 };
 
