@@ -233,14 +233,17 @@ json normalized(const json& ds, const std::string& file, std::vector<std::string
   return out;
 }
 
-spec::Dtype read_dtype(DsReader& r, std::vector<std::string>& notes) {
+spec::Dtype read_dtype(DsReader& r, const HfTrainerArgs& hf, std::vector<std::string>& notes) {
   auto enabled = [&](const char* section) {
     const json* v = r.at(std::string("/") + section + "/enabled");
     if (v == nullptr) return false;
     if (v->is_string() && v->get<std::string>() == "auto") {
-      notes.push_back(std::string(section) + ".enabled: \"auto\", which the Hugging Face Trainer fills in from its own "
-                      "--fp16/--bf16 flags; read here as false (give true or false to choose)");
-      return false;
+      const bool on = std::string(section) == "fp16" ? hf.fp16 : hf.bf16;
+      const std::string flag = std::string(section) == "fp16" ? "fp16" : "bf16";
+      notes.push_back(std::string(section) + ".enabled: \"auto\", which the Hugging Face Trainer fills from "
+                      "TrainingArguments." + flag + " (its --" + flag + " flag, false unless given): " +
+                      (on ? "true" : "false") + "; write true or false for the precision your run uses");
+      return on;
     }
     if (!v->is_boolean()) r.fail(std::string("/") + section + "/enabled", "expected true or false, got " + spec::describe(*v));
     return v->get<bool>();
@@ -252,10 +255,38 @@ spec::Dtype read_dtype(DsReader& r, std::vector<std::string>& notes) {
 }
 
 // DeepSpeedConfig._set_batch_related_parameters, then _batch_assertion, with world = dp.
-void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::vector<std::string>& notes) {
-  const std::optional<int64_t> train = r.count("/train_batch_size", std::nullopt, "");
-  const std::optional<int64_t> micro = r.count("/train_micro_batch_size_per_gpu", std::nullopt, "");
-  const std::optional<int64_t> gas = r.count("/gradient_accumulation_steps", std::nullopt, "");
+void read_batch(DsReader& r, int64_t dp, const HfTrainerArgs& hf, spec::Plan& p, spec::Training& t,
+                std::vector<std::string>& notes) {
+  const auto is_auto = [&r](const char* pointer) {
+    const json* v = r.at(pointer);
+    return v != nullptr && v->is_string() && v->get<std::string>() == "auto";
+  };
+  // "auto": what the Hugging Face Trainer fills in (trainer_config_process), before DeepSpeed reads it.
+  std::optional<int64_t> micro = r.count("/train_micro_batch_size_per_gpu", std::nullopt, "");
+  std::optional<int64_t> gas = r.count("/gradient_accumulation_steps", std::nullopt, "");
+  std::optional<int64_t> train = r.count("/train_batch_size", std::nullopt, "");
+  if (is_auto("/train_micro_batch_size_per_gpu")) {
+    micro = hf.per_device_train_batch_size;
+    notes.push_back("train_micro_batch_size_per_gpu: \"auto\", which the Hugging Face Trainer fills from "
+                    "TrainingArguments.per_device_train_batch_size: " + std::to_string(*micro) +
+                    (hf.per_device_train_batch_size == HfTrainerArgs{}.per_device_train_batch_size ? " (its default)" : ""));
+  }
+  if (is_auto("/gradient_accumulation_steps")) {
+    gas = hf.gradient_accumulation_steps;
+    notes.push_back("gradient_accumulation_steps: \"auto\", which the Hugging Face Trainer fills from "
+                    "TrainingArguments.gradient_accumulation_steps: " + std::to_string(*gas) +
+                    (hf.gradient_accumulation_steps == HfTrainerArgs{}.gradient_accumulation_steps ? " (its default)" : ""));
+  }
+  if (is_auto("/train_batch_size")) {
+    // world × per-device batch × accumulation, from the Trainer's own values (not the config's)
+    const int64_t m = is_auto("/train_micro_batch_size_per_gpu") || !micro ? hf.per_device_train_batch_size : *micro;
+    const int64_t g = is_auto("/gradient_accumulation_steps") || !gas ? hf.gradient_accumulation_steps : *gas;
+    train = spec::checked_mul(m, g, dp).value_or(spec::limits::kGlobalBatch + 1);
+    notes.push_back("train_batch_size: \"auto\", which the Hugging Face Trainer fills with world × "
+                    "per_device_train_batch_size × gradient_accumulation_steps = " + std::to_string(dp) + " × " +
+                    std::to_string(m) + " × " + std::to_string(g) + " = " + std::to_string(*train) +
+                    " (the data-parallel world)");
+  }
   // DeepSpeed asserts each given value is positive; here that comes before any division by it.
   const auto check = [&](const std::optional<int64_t>& v, const char* pointer, const char* what, int64_t limit) {
     if (v && (*v <= 0 || *v > limit)) {
@@ -308,7 +339,7 @@ void read_batch(DsReader& r, int64_t dp, spec::Plan& p, spec::Training& t, std::
   t.global_batch = b;
 }
 
-void read_zero(DsReader& r, spec::ZeroConfig& z) {
+void read_zero(DsReader& r, const HfTrainerArgs& hf, std::vector<std::string>& notes, spec::ZeroConfig& z) {
   const spec::ZeroConfig d;
   const json* stage = r.at("/zero_optimization/stage");
   z.stage = 0;
@@ -320,13 +351,33 @@ void read_zero(DsReader& r, spec::ZeroConfig& z) {
     z.stage = static_cast<int>(stage->get<int64_t>());
   }
   const std::string dflt = "DeepSpeed's default";
-  z.reduce_bucket = *r.count("/zero_optimization/reduce_bucket_size", d.reduce_bucket, dflt);
+  // "auto" sizes by the model's hidden size, as the Hugging Face Trainer fills them (trainer_config_finalize)
+  const auto hidden_auto = [&](const char* key, int64_t* out, int64_t value, const std::string& rule) {
+    const json* v = r.at(std::string("/zero_optimization/") + key);
+    if (v == nullptr || !v->is_string() || v->get<std::string>() != "auto" || hf.hidden_size <= 0) return false;
+    *out = value;
+    notes.push_back(std::string("zero_optimization.") + key + ": \"auto\", which the Hugging Face Trainer fills with " +
+                    rule + " = " + std::to_string(value) + " (hidden size " + std::to_string(hf.hidden_size) + ")");
+    return true;
+  };
+  const int64_t h = hf.hidden_size;
+  if (!hidden_auto("reduce_bucket_size", &z.reduce_bucket, h * h, "hidden²")) {
+    z.reduce_bucket = *r.count("/zero_optimization/reduce_bucket_size", d.reduce_bucket, dflt);
+  }
   z.allgather_bucket = *r.count("/zero_optimization/allgather_bucket_size", d.allgather_bucket, dflt);
-  z.prefetch_bucket = *r.count("/zero_optimization/stage3_prefetch_bucket_size", d.prefetch_bucket, dflt);
+  // int(0.9 · h²) in Python: the float product truncated
+  if (z.stage != 3 || !hidden_auto("stage3_prefetch_bucket_size", &z.prefetch_bucket,
+                                   static_cast<int64_t>(0.9 * static_cast<double>(h) * static_cast<double>(h)),
+                                   "0.9 × hidden²")) {
+    z.prefetch_bucket = *r.count("/zero_optimization/stage3_prefetch_bucket_size", d.prefetch_bucket, dflt);
+  }
   z.max_live_parameters = *r.count("/zero_optimization/stage3_max_live_parameters", d.max_live_parameters, dflt);
   z.max_reuse_distance = *r.count("/zero_optimization/stage3_max_reuse_distance", d.max_reuse_distance, dflt);
-  z.param_persistence_threshold =
-      *r.count("/zero_optimization/stage3_param_persistence_threshold", d.param_persistence_threshold, dflt);
+  if (z.stage != 3 ||
+      !hidden_auto("stage3_param_persistence_threshold", &z.param_persistence_threshold, 10 * h, "10 × hidden")) {
+    z.param_persistence_threshold =
+        *r.count("/zero_optimization/stage3_param_persistence_threshold", d.param_persistence_threshold, dflt);
+  }
   for (const char* key : {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters"}) {
     const std::string ptr = std::string("/zero_optimization/") + key;
     if (r.at(ptr) && r.at(ptr)->is_number() && r.at(ptr)->get<double>() < 1) r.fail(ptr, "expected at least 1 element");
@@ -402,7 +453,8 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
   return out;
 }
 
-DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t gpus, int64_t layers) {
+DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t gpus, int64_t layers,
+                               const HfTrainerArgs& hf) {
   if (!ds.is_object()) throw spec::SpecError(file, "", "expected a JSON object (a DeepSpeed config), got " + spec::describe(ds));
   DeepSpeedImport out;
   const json config = normalized(ds, file, out.defaults, out.warnings);
@@ -422,14 +474,14 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   spec::Training& t = out.training;
   t.file = file;
   t.source = "imported from DeepSpeed config " + file;
-  read_batch(r, p.dp, p, t, out.defaults);
-  t.dtype = read_dtype(r, out.defaults);
+  read_batch(r, p.dp, hf, p, t, out.defaults);
+  t.dtype = read_dtype(r, hf, out.defaults);
   if (!r.at("/fp16/enabled") && !r.at("/bf16/enabled")) out.defaults.push_back("fp16, bf16: absent, so fp32 (DeepSpeed's default)");
   std::string opt = r.text("/optimizer/type", "adam");
   std::transform(opt.begin(), opt.end(), opt.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (opt != "adam" && opt != "adamw") r.fail("/optimizer/type", "expected \"Adam\" or \"AdamW\" (what Stagecraft models), got \"" + opt + "\"");
   t.optimizer = opt == "adamw" ? spec::Optimizer::kAdamW : spec::Optimizer::kAdam;
-  read_zero(r, p.zero);
+  read_zero(r, hf, out.defaults, p.zero);
   // DeepSpeed's own collective schedule (spec/framework.hpp); gradients travel in
   // communication_data_type (engine.py l.939-950: the model dtype by default)
   t.framework = spec::Framework::kDeepSpeed;
@@ -481,8 +533,8 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   return out;
 }
 
-DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers) {
-  return from_deepspeed(spec::read_json_file(path), path, gpus, layers);
+DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers, const HfTrainerArgs& hf) {
+  return from_deepspeed(spec::read_json_file(path), path, gpus, layers, hf);
 }
 
 }  // namespace stagecraft::planner

@@ -29,8 +29,8 @@
 // spellings of the stage-3 keys are read (stage3_prefetch_bucket_size or prefetch_bucket_size,
 // populate_by_name); `"zero_optimization": true|false` is DeepSpeed's legacy form, stage 1 or 0
 // (read_zero_config_deprecated, zero/config.py); fp16, bf16 and zero_optimization must otherwise be
-// objects. A top-level key DeepSpeed does not read is a warning (DeepSpeed ignores it). "auto" (the
-// Hugging Face Trainer fills it in) is reported with what it became here. An activation_checkpointing
+// objects. A top-level key DeepSpeed does not read is a warning (DeepSpeed ignores it). "auto" is
+// filled as the Hugging Face Trainer fills it (HfTrainerArgs below) and reported. An activation_checkpointing
 // section means the model checkpoints its layers (Megatron-DeepSpeed's --checkpoint-activations):
 // full recompute. Pipeline + ZeRO >= 2, which DeepSpeed's pipeline engine refuses, is a warning.
 #pragma once
@@ -63,10 +63,32 @@ struct DeepSpeedImport {
   std::vector<std::string> warnings;
 };
 
+// What the Hugging Face Trainer fills a config's "auto" values with (transformers
+// integrations/deepspeed.py, HfTrainerDeepSpeedConfig.trainer_config_process and _finalize):
+//   train_micro_batch_size_per_gpu   TrainingArguments.per_device_train_batch_size (default 8)
+//   gradient_accumulation_steps      TrainingArguments.gradient_accumulation_steps (default 1)
+//   train_batch_size                 world × the two above (here the data-parallel world, as
+//                                    DeepSpeed's own batch check counts it)
+//   fp16.enabled / bf16.enabled      TrainingArguments.fp16 / .bf16 (default false)
+//   zero_optimization.reduce_bucket_size                  hidden_size²
+//   zero_optimization.stage3_prefetch_bucket_size         0.9 · hidden_size²  (stage 3)
+//   zero_optimization.stage3_param_persistence_threshold  10 · hidden_size    (stage 3)
+// Each value filled is listed in the import's defaults. Keys the Trainer fills that change no
+// modelled figure (optimizer and scheduler params, gradient_clipping) are accepted as "auto".
+struct HfTrainerArgs {
+  int64_t per_device_train_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  bool fp16 = false;
+  bool bf16 = false;
+  int64_t hidden_size = 0;   // the model's; 0: unknown, so those "auto" sizes take DeepSpeed's defaults
+};
+
 // Reads a ds_config for `gpus` GPUs and a model of `layers` blocks (for pipeline.partition
-// "uniform"). Throws SpecError naming `file`, the JSON pointer and the reason (DeepSpeed's own
-// wording for its batch and precision checks).
-DeepSpeedImport from_deepspeed(const nlohmann::json& ds, const std::string& file, int64_t gpus, int64_t layers);
-DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers);
+// "uniform"), resolving "auto" as the Hugging Face Trainer would with `hf`. Throws SpecError naming
+// `file`, the JSON pointer and the reason (DeepSpeed's own wording for its batch and precision
+// checks).
+DeepSpeedImport from_deepspeed(const nlohmann::json& ds, const std::string& file, int64_t gpus, int64_t layers,
+                               const HfTrainerArgs& hf = {});
+DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers, const HfTrainerArgs& hf = {});
 
 }  // namespace stagecraft::planner

@@ -199,10 +199,66 @@ TEST(DeepSpeedImport, LegacyBooleanZeroIsStageOneAndOtherNonObjectsAreRefused) {
 }
 
 TEST(DeepSpeedImport, AutoPrecisionSaysWhatItBecame) {
+  // The Hugging Face Trainer fills "auto" from TrainingArguments.bf16 / .fp16: false unless given.
   const DeepSpeedImport ds = from_deepspeed({{"train_batch_size", 64}, {"bf16", {{"enabled", "auto"}}}}, "ds.json", 8, 4);
   EXPECT_EQ(ds.training.dtype, spec::Dtype::kFp32);
-  EXPECT_TRUE(mentions(ds.defaults, "bf16.enabled: \"auto\", which the Hugging Face Trainer fills in"));
-  EXPECT_TRUE(mentions(ds.defaults, "read here as false"));
+  EXPECT_TRUE(mentions(ds.defaults, "bf16.enabled: \"auto\", which the Hugging Face Trainer fills from TrainingArguments.bf16"));
+  EXPECT_TRUE(mentions(ds.defaults, ": false;"));
+  HfTrainerArgs bf16;
+  bf16.bf16 = true;
+  const DeepSpeedImport on = from_deepspeed({{"train_batch_size", 64}, {"bf16", {{"enabled", "auto"}}}}, "ds.json", 8, 4, bf16);
+  EXPECT_EQ(on.training.dtype, spec::Dtype::kBf16);
+}
+
+TEST(DeepSpeedImport, AutoBatchIsWhatTheTrainerFillsIn) {
+  // HF's zero3 template: every batch key "auto". TrainingArguments' defaults: per-device batch 8,
+  // accumulation 1; train_batch_size = world × 8 × 1. On 8 GPUs with autotp 2: dp = 4, so 32.
+  const nlohmann::json cfg = {{"train_batch_size", "auto"},
+                              {"train_micro_batch_size_per_gpu", "auto"},
+                              {"gradient_accumulation_steps", "auto"},
+                              {"tensor_parallel", {{"autotp_size", 2}}}};
+  const DeepSpeedImport ds = from_deepspeed(cfg, "ds.json", 8, 4);
+  EXPECT_EQ(ds.plan.micro_batch, 8);
+  EXPECT_EQ(ds.plan.micro_batches, 1);
+  EXPECT_EQ(ds.training.global_batch, 4 * 8 * 1);
+  EXPECT_TRUE(mentions(ds.defaults, "per_device_train_batch_size: 8 (its default)"));
+  EXPECT_TRUE(mentions(ds.defaults, "= 4 × 8 × 1 = 32"));
+  // With the Trainer's own values: per-device 2, accumulation 4: 4 × 2 × 4 = 32 again, in 4 micro-batches.
+  HfTrainerArgs hf;
+  hf.per_device_train_batch_size = 2;
+  hf.gradient_accumulation_steps = 4;
+  const DeepSpeedImport mine = from_deepspeed(cfg, "ds.json", 8, 4, hf);
+  EXPECT_EQ(mine.plan.micro_batch, 2);
+  EXPECT_EQ(mine.plan.micro_batches, 4);
+  EXPECT_EQ(mine.training.global_batch, 32);
+}
+
+TEST(DeepSpeedImport, AutoBucketSizesFollowTheHiddenSize) {
+  // trainer_config_finalize with hidden 4096: reduce_bucket_size = 4096² = 16,777,216;
+  // stage 3: prefetch = int(0.9 × 4096²) = 15,099,494 (15,099,494.4 truncated), persistence = 40,960.
+  const nlohmann::json z3 = {{"train_batch_size", 64},
+                             {"zero_optimization",
+                              {{"stage", 3},
+                               {"reduce_bucket_size", "auto"},
+                               {"stage3_prefetch_bucket_size", "auto"},
+                               {"stage3_param_persistence_threshold", "auto"}}}};
+  HfTrainerArgs hf;
+  hf.hidden_size = 4096;
+  const DeepSpeedImport ds = from_deepspeed(z3, "ds.json", 8, 4, hf);
+  EXPECT_EQ(ds.plan.zero.reduce_bucket, int64_t{4096} * 4096);
+  EXPECT_EQ(ds.plan.zero.prefetch_bucket, 15099494);
+  EXPECT_EQ(ds.plan.zero.param_persistence_threshold, 10 * 4096);
+  EXPECT_TRUE(mentions(ds.defaults, "reduce_bucket_size: \"auto\", which the Hugging Face Trainer fills with hidden² = 16777216"));
+  // Without the hidden size (a model not known), DeepSpeed's defaults, said as such.
+  const DeepSpeedImport bare = from_deepspeed(z3, "ds.json", 8, 4);
+  EXPECT_EQ(bare.plan.zero.reduce_bucket, spec::ZeroConfig{}.reduce_bucket);
+  EXPECT_TRUE(mentions(bare.defaults, "reduce_bucket_size: DeepSpeed's default (\"auto\")"));
+  // Stage 2: only reduce_bucket_size is filled; the stage-3 keys are not used.
+  nlohmann::json z2 = z3;
+  z2["zero_optimization"]["stage"] = 2;
+  const DeepSpeedImport two = from_deepspeed(z2, "ds.json", 8, 4, hf);
+  EXPECT_EQ(two.plan.zero.reduce_bucket, int64_t{4096} * 4096);
+  EXPECT_EQ(two.plan.zero.prefetch_bucket, spec::ZeroConfig{}.prefetch_bucket);
 }
 
 TEST(DeepSpeedImport, ActivationCheckpointingMeansFullRecompute) {
