@@ -16,6 +16,7 @@
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/limits.hpp"
+#include "sim/run_cost.hpp"
 
 namespace stagecraft::cli {
 
@@ -170,6 +171,55 @@ spec::Training with_training_args(spec::Training t, const TrainingArgs& a) {
   if (a.global_batch > 0) o.global_batch = a.global_batch;
   if (!a.dtype.empty()) o.dtype = spec::parse_dtype(a.dtype);
   return spec::with_overrides(std::move(t), o);
+}
+
+void add_cost_options(CLI::App* app, CostArgs& a) {
+  app->add_option("--tokens", a.tokens,
+                  "a token budget to time and price, e.g. 1T, 300B or 2e12 (decimal K, M, B/G, T)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            if (sim::parse_token_count(s)) return {};
+            return "expected a token count from 1 to 1e18 such as 1T, 300B or 2e12, got " + in_quotes(s);
+          },
+          "TOKENS"));
+  app->add_option("--gpu-hour-price", a.gpu_hour_price,
+                  "price of one GPU-hour, in place of the cluster file's \"price\" (default: the file's, if any)")
+      ->check(positive_finite());
+  app->add_option("--currency", a.currency, "currency of --gpu-hour-price, a three-letter code (default USD)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return spec::valid_currency(s) ? std::string() : "expected a three-letter code such as USD or EUR, got " + in_quotes(s);
+          },
+          "CODE"));
+}
+
+std::optional<double> token_budget(const CostArgs& a) {
+  if (a.tokens.empty()) return std::nullopt;
+  return sim::parse_token_count(a.tokens);
+}
+
+void apply_price(spec::Cluster& c, const CostArgs& a) {
+  if (a.gpu_hour_price > 0) {
+    if (a.gpu_hour_price > spec::limits::kMaxGpuHourPrice) {
+      throw spec::SpecError("--gpu-hour-price", "", "expected at most " + std::to_string(spec::limits::kMaxGpuHourPrice) +
+                                                        " per GPU-hour");
+    }
+    c.price.per_gpu_hour = a.gpu_hour_price;
+    c.price.currency = a.currency.empty() ? "USD" : a.currency;
+    c.price.source = "--gpu-hour-price";
+  } else if (!a.currency.empty()) {
+    if (c.price.per_gpu_hour <= 0) throw spec::SpecError("--currency", "", "expected --gpu-hour-price with it (the cluster file gives no price)");
+    if (a.currency != c.price.currency) {
+      throw spec::SpecError("--currency", "", "the cluster file's price is in " + c.price.currency + "; give --gpu-hour-price in " +
+                                                  a.currency + " to change it");
+    }
+  }
+}
+
+planner::HfTrainerArgs hf_args(const spec::Model& m) {
+  planner::HfTrainerArgs hf;
+  hf.hidden_size = m.hidden;
+  return hf;
 }
 
 bool flush_stdout() {

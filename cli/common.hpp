@@ -5,14 +5,17 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "core/spec/cluster.hpp"
 #include "core/spec/model.hpp"
 #include "core/spec/training.hpp"
 #include "core/text/format.hpp"
+#include "planner/deepspeed.hpp"
 
 namespace stagecraft::cli {
 
@@ -58,6 +61,22 @@ struct TrainingArgs {
 void add_training_options(CLI::App* app, TrainingArgs& a);
 // The training with the options given on the command line in place (recorded for messages).
 spec::Training with_training_args(spec::Training t, const TrainingArgs& a);
+
+// --tokens, --gpu-hour-price and --currency of simulate and search: a token budget to price, and
+// a price per GPU-hour in place of the cluster file's (sim/run_cost.hpp).
+struct CostArgs {
+  std::string tokens;           // "1T", "300B", "2e12"; "" = no budget
+  double gpu_hour_price = 0;    // 0 = the cluster file's price, if any
+  std::string currency;         // "" = the cluster file's, else USD
+};
+void add_cost_options(CLI::App* app, CostArgs& a);
+// The token budget (nullopt without --tokens) and the cluster's price as the options set it.
+std::optional<double> token_budget(const CostArgs& a);
+void apply_price(spec::Cluster& c, const CostArgs& a);
+
+// What the Hugging Face Trainer would fill a DeepSpeed config's "auto" values with for model `m`:
+// TrainingArguments' defaults and the model's hidden size (planner/deepspeed.hpp).
+planner::HfTrainerArgs hf_args(const spec::Model& m);
 
 // Ctrl-C during a search (search.cpp): the first SIGINT sets the flag (the search stops after the
 // batch in flight and reports what it found), a second one ends the process.

@@ -12,7 +12,7 @@
 // had been started in the first place. The commands handed over:
 //   run, probe       always: the executor and the probe are MPI programs even on one rank
 //   search           when started by an MPI launcher (planner::launched_under_mpi())
-//   compare --png    the drawing needs Qt (render/timeline_png.hpp)
+//   compare --png, simulate --png    the drawing needs Qt (render/timeline_png.hpp)
 // The full executable is found next to this one through /proc/self/exe. In a build with neither
 // MPI nor Qt there is none: this executable is then the whole command line, with a world of one
 // rank, a probe of one rank and no PNG (the *_local / *_none libraries it links).
@@ -42,7 +42,7 @@ bool needs_full(const CLI::App& command) {
   const std::string& name = command.get_name();
   if (name == "run" || name == "probe") return true;
   if (name == "search") return stagecraft::planner::launched_under_mpi();
-  if (name == "compare") return command.count("--png") > 0;
+  if (name == "compare" || name == "simulate") return command.count("--png") > 0;
   return false;
 }
 

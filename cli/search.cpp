@@ -5,6 +5,8 @@
 // Under `mpirun -np N` the ranks share the work; rank 0 prints and writes the store.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,8 @@
 #include "planner/report.hpp"
 #include "planner/search.hpp"
 #include "planner/shard.hpp"
+#include "planner/sizes.hpp"
+#include "sim/run_cost.hpp"
 
 namespace stagecraft::cli {
 
@@ -36,8 +40,9 @@ extern "C" void on_sigint(int) {
 }
 
 struct SearchArgs {
-  std::string model, cluster, training, db, deepspeed;
-  int64_t nodes = 0, gpus = 0, top = 10;
+  std::string model, cluster, training, db, deepspeed, objective = "time";
+  std::vector<int64_t> nodes, gpus;
+  int64_t top = 10;
   bool no_error_bars = false;
   int threads = 0;
   bool json = false, resume = false, no_progress = false;
@@ -48,6 +53,7 @@ struct SearchArgs {
   std::vector<std::string> schedule, recompute, sequence_parallel, offload, split, overlap_comm;
   std::vector<double> reduce_bucket, prefetch_bucket, max_live;
   TrainingArgs training_args;
+  CostArgs cost_args;
 };
 
 template <typename T>
@@ -150,6 +156,104 @@ void print_answer(const planner::SearchResult& r, const planner::Space& space, c
   if (b) std::printf("\n%s\n", planner::compare_with_baseline(r, *b).c_str());
 }
 
+// One GPU count a search covers: the cluster sized for it, its space, what the search found.
+struct SizeRun {
+  spec::Cluster cluster;
+  int64_t gpus = 0;
+  std::optional<planner::Space> space;
+  planner::SearchResult result;
+  std::vector<planner::RowErrorBars> bars;
+  planner::SizeCost cost;                 // the best plan's, when one fits
+  std::optional<sim::RunCost> low, high;  // at the ends of its 1σ step range, with a token budget
+};
+
+// The sizes to search: several --nodes, or several --gpus (on the nodes --nodes or the file gives).
+std::vector<std::pair<int64_t, int64_t>> sizes_of(const SearchArgs& a, const spec::Cluster& c) {
+  if (a.nodes.size() > 1 && !a.gpus.empty()) {
+    throw spec::SpecError("--gpus", "", "expected several --nodes or --gpus, not several --nodes with --gpus");
+  }
+  std::vector<std::pair<int64_t, int64_t>> sizes;   // (nodes, gpus)
+  if (a.gpus.empty()) {
+    for (int64_t n : a.nodes.empty() ? std::vector<int64_t>{c.nodes} : a.nodes) sizes.emplace_back(n, n * c.gpus_per_node);
+  } else {
+    const int64_t nodes = a.nodes.empty() ? c.nodes : a.nodes.front();
+    for (int64_t g : a.gpus) {
+      // Enough nodes for the largest size when several are given and --nodes is not.
+      const int64_t n = a.nodes.empty() && a.gpus.size() > 1 ? std::max(nodes, (g + c.gpus_per_node - 1) / c.gpus_per_node) : nodes;
+      sizes.emplace_back(n, g);
+    }
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (sizes[j].second == sizes[i].second) {
+        throw spec::SpecError(a.gpus.size() > 1 ? "--gpus" : "--nodes", "", "expected different sizes, got " +
+                                                                               std::to_string(sizes[i].second) + " GPUs twice");
+      }
+    }
+  }
+  return sizes;
+}
+
+nlohmann::json search_json(const SizeRun& s, const std::optional<planner::Baseline>& baseline, double tokens_per_step,
+                           const std::optional<double>& budget) {
+  nlohmann::json j = planner::to_json(s.result, baseline);
+  for (std::size_t i = 0; i < s.result.top.size() && i < j["plans"].size(); ++i) {
+    const planner::Evaluated& e = s.result.top[i];
+    j["plans"][i]["cost"] = sim::to_json(sim::run_cost(s.cluster, s.gpus, tokens_per_step, e.metrics.step_time_s, budget));
+  }
+  for (const planner::RowErrorBars& b : s.bars) {
+    if (b.bars.empty() || b.index >= j["plans"].size()) continue;
+    nlohmann::json& plan = j["plans"][b.index];
+    plan["uncertainty"] = sim::to_json(b.bars);
+    if (b.row > 1) plan["uncertainty"]["distinguishable_from_best"] = sim::distinguishable(s.bars.front().bars, b.bars);
+  }
+  if (s.cost && s.low && s.high && j["plans"].size() > 0 && j["plans"][0]["cost"].contains("train")) {
+    j["plans"][0]["cost"]["train"]["seconds_range"] = {s.low->train_seconds, s.high->train_seconds};
+    if (s.cost->train_cost) j["plans"][0]["cost"]["train"]["cost_range"] = {*s.low->train_cost, *s.high->train_cost};
+  }
+  return j;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  return s.size() >= width ? " " + s : std::string(width - s.size(), ' ') + s;
+}
+
+// The table of sizes: each one's best plan, speed and cost, and the front.
+void print_sizes(const std::vector<SizeRun>& runs, const std::vector<bool>& front, std::size_t chosen,
+                 planner::Objective objective) {
+  const sim::RunCost* priced = nullptr;
+  for (const SizeRun& s : runs) {
+    if (s.cost && s.cost->cost_per_step) priced = &*s.cost;
+  }
+  const bool budget = !runs.empty() && std::any_of(runs.begin(), runs.end(), [](const SizeRun& s) { return s.cost && s.cost->tokens; });
+  std::printf("Sizes (the fastest plan that fits at each; * on the time-cost front, > chosen by %s):\n",
+              planner::to_string(objective));
+  std::string header = "     GPUs   step time    tokens/s     MFU  GPU-h/M tok";
+  if (priced) header += "  " + pad_left(priced->currency + "/M tok", 11);
+  if (budget) header += "  time to train    GPU-hours" + std::string(priced ? "           cost" : "");
+  std::printf("%s  plan\n", header.c_str());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const SizeRun& s = runs[i];
+    std::string row = std::string(i == chosen ? ">" : " ") + (front[i] ? "*" : " ") + pad_left(std::to_string(s.gpus), 7);
+    if (!s.cost) {
+      std::printf("%s  no plan fits: %s\n", row.c_str(), s.result.reason.c_str());
+      continue;
+    }
+    const planner::Evaluated& best = s.result.top.front();
+    row += pad_left(text::fmt("%.4g s", s.cost->step_time_s), 12) + pad_left(text::short_rate(best.metrics.tokens_per_s), 12) +
+           pad_left(text::fmt("%.1f%%", best.metrics.mfu * 100), 8) +
+           pad_left(text::fmt("%.4g", s.cost->gpu_hours_per_million_tokens), 13);
+    if (priced) row += pad_left(s.cost->cost_per_million_tokens ? text::fmt("%.4g", *s.cost->cost_per_million_tokens) : "-", 13);
+    if (budget) {
+      row += pad_left(sim::duration_text(s.cost->train_seconds), 15) +
+             pad_left(with_commas(static_cast<int64_t>(std::llround(s.cost->train_gpu_hours))), 13);
+      if (priced) row += pad_left(s.cost->train_cost ? sim::money_text(*s.cost->train_cost, s.cost->currency) : "-", 15);
+    }
+    std::printf("%s  %s\n", row.c_str(), best.key.c_str());
+  }
+  std::printf("\n");
+}
+
 int run_search(const SearchArgs& a) {
   using spec::ConfigKind;
   std::unique_ptr<planner::Shard> shard = planner::make_shard();
@@ -158,12 +262,17 @@ int run_search(const SearchArgs& a) {
     std::cerr << "stagecraft: warning: launched under MPI but built without it (STAGECRAFT_WITH_MPI=OFF); every rank "
                  "searches alone\n";
   }
+  const std::optional<planner::Objective> objective = planner::parse_objective(a.objective);
+  if (!objective) throw spec::SpecError("--objective", "", "expected time or cost, got \"" + a.objective + "\"");
   const spec::Model m = load_model_arg(a.model);
   spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
-  if (a.nodes > 0) c.nodes = a.nodes;
-  const int64_t gpus = a.gpus > 0 ? a.gpus : c.gpus();
+  apply_price(c, a.cost_args);
+  const std::vector<std::pair<int64_t, int64_t>> sizes = sizes_of(a, c);
+  if (sizes.size() > 1 && !a.deepspeed.empty()) {
+    throw spec::SpecError("--deepspeed", "", "a DeepSpeed config is compared at one size; give one --nodes or --gpus");
+  }
   std::optional<planner::DeepSpeedImport> ds;
-  if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, gpus, m.layers);
+  if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, sizes.front().second, m.layers, hf_args(m));
   if (a.training.empty() && !ds) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
   spec::Training t = with_training_args(
       a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)),
@@ -174,11 +283,22 @@ int run_search(const SearchArgs& a) {
                           "expected the global batch of " + t.label() + " (" + std::to_string(t.global_batch) + "), got " +
                               std::to_string(ds->training.global_batch));
   }
-  const planner::Space space(m, c, t, gpus, limits_of(a));
+  const std::optional<double> budget = token_budget(a.cost_args);
+
+  std::vector<SizeRun> runs(sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    runs[i].cluster = c;
+    runs[i].cluster.nodes = sizes[i].first;
+    runs[i].gpus = sizes[i].second;
+    runs[i].space.emplace(m, runs[i].cluster, t, runs[i].gpus, limits_of(a));
+  }
+  const double tokens_per_step =
+      static_cast<double>(runs.front().space->model().seq_len) * static_cast<double>(t.global_batch);
 
   std::optional<planner::Baseline> baseline;
   if (ds) {
-    spec::validate_plan(ds->plan, m, t, gpus);
+    const planner::Space& space = *runs.front().space;
+    spec::validate_plan(ds->plan, m, t, runs.front().gpus);
     baseline = planner::Baseline{"your DeepSpeed config " + a.deepspeed, ds->plan, planner::simulate_plan(space, ds->plan)};
     if (root && !a.json) {
       for (const std::string& d : ds->defaults) std::cerr << "stagecraft: " << a.deepspeed << ": " << d << "\n";
@@ -200,35 +320,69 @@ int run_search(const SearchArgs& a) {
   o.cancel = &interrupted();
   const bool bar = root && !a.no_progress && isatty(STDERR_FILENO);
   if (bar) o.on_progress = [](const planner::Progress& p) { std::cerr << progress_line(p) << std::flush; };
-  const planner::SearchResult r = planner::search(space, o);
-  if (bar) std::cerr << "\n";
-  if (!root) return r.top.empty() ? kImpossible : kOk;
-  for (const std::string& w : r.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
-  if (r.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far\n";
-  if (a.resume && !r.resumed) {
-    std::cerr << "stagecraft: --resume: " << a.db << " holds no earlier search with these inputs; this was a new one\n";
-  }
-  const std::vector<planner::RowErrorBars> bars =
-      a.no_error_bars ? std::vector<planner::RowErrorBars>{} : planner::top_error_bars(space, r.top, 5);
-  if (a.json) {
-    nlohmann::json j = planner::to_json(r, baseline);
-    for (const planner::RowErrorBars& b : bars) {
-      if (b.bars.empty() || b.index >= j["plans"].size()) continue;
-      nlohmann::json& plan = j["plans"][b.index];
-      plan["uncertainty"] = sim::to_json(b.bars);
-      if (b.row > 1) plan["uncertainty"]["distinguishable_from_best"] = sim::distinguishable(bars.front().bars, b.bars);
+  bool any_plan = false;
+  for (SizeRun& s : runs) {
+    if (bar && runs.size() > 1) std::cerr << "search on " << s.gpus << " GPUs\n";
+    s.result = planner::search(*s.space, o);
+    if (bar) std::cerr << "\n";
+    if (!root) continue;
+    for (const std::string& w : s.result.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
+    if (s.result.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far\n";
+    if (a.resume && !s.result.resumed) {
+      std::cerr << "stagecraft: --resume: " << a.db << " holds no earlier search with these inputs on " << s.gpus
+                << " GPUs; this was a new one\n";
     }
-    std::cout << j.dump(2) << "\n";
-  } else {
-    print_answer(r, space, baseline, bars);
+    s.bars = a.no_error_bars ? std::vector<planner::RowErrorBars>{} : planner::top_error_bars(*s.space, s.result.top, 5);
+    if (!s.result.top.empty()) {
+      any_plan = true;
+      s.cost = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.result.top.front().metrics.step_time_s, budget);
+      if (budget && !s.bars.empty() && !s.bars.front().bars.empty() && s.bars.front().index == 0) {
+        s.low = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.bars.front().bars.step_low_s, budget);
+        s.high = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.bars.front().bars.step_high_s, budget);
+      }
+    }
+    if (interrupted().load()) break;
   }
-  if (r.top.empty()) {
-    std::cerr << "stagecraft: no plan: " << r.reason << "\n";
+  if (!root) return any_plan ? kOk : kImpossible;
+  std::vector<planner::SizeCost> costs;
+  for (const SizeRun& s : runs) costs.push_back(s.cost);
+  const std::vector<bool> front = planner::time_cost_front(costs);
+  const std::size_t chosen = planner::choose_size(costs, *objective).value_or(0);
+  const SizeRun& pick = runs[chosen];
+  if (a.json) {
+    if (runs.size() == 1) {
+      nlohmann::json j = search_json(pick, baseline, tokens_per_step, budget);
+      j["objective"] = planner::to_string(*objective);
+      std::cout << j.dump(2) << "\n";
+    } else {
+      nlohmann::json j = {{"objective", planner::to_string(*objective)}, {"sizes", nlohmann::json::array()}};
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        nlohmann::json size = search_json(runs[i], baseline, tokens_per_step, budget);
+        size["gpus"] = runs[i].gpus;
+        size["nodes"] = runs[i].cluster.nodes;
+        size["on_time_cost_front"] = static_cast<bool>(front[i]);
+        j["sizes"].push_back(size);
+      }
+      j["chosen"] = any_plan ? nlohmann::json(runs[chosen].gpus) : nlohmann::json(nullptr);
+      std::cout << j.dump(2) << "\n";
+    }
+  } else {
+    if (runs.size() > 1) print_sizes(runs, front, chosen, *objective);
+    print_answer(pick.result, *pick.space, baseline, pick.bars);
+    if (pick.cost) {
+      std::printf("\n%s", sim::run_cost_text(*pick.cost, pick.low ? &*pick.low : nullptr, pick.high ? &*pick.high : nullptr).c_str());
+    }
+  }
+  if (!any_plan) {
+    for (const SizeRun& s : runs) {
+      std::cerr << "stagecraft: no plan" << (runs.size() > 1 ? " on " + std::to_string(s.gpus) + " GPUs" : std::string())
+                << ": " << s.result.reason << "\n";
+    }
     return kImpossible;
   }
   if (!a.db.empty() && !a.json) {
-    std::printf("\nResults store: %s (search %lld%s)\n", a.db.c_str(), static_cast<long long>(r.search_id),
-                r.resumed ? ", resumed" : "");
+    std::printf("\nResults store: %s (search %lld%s)\n", a.db.c_str(), static_cast<long long>(pick.result.search_id),
+                pick.result.resumed ? ", resumed" : "");
   }
   return kOk;
 }
@@ -249,9 +403,19 @@ Subcommand add_search(CLI::App& root) {
   app->add_option("--cluster", a->cluster, "cluster file or bundled name")->required();
   app->add_option("--training", a->training, "training file or bundled name (default with --deepspeed: its batch and precision)");
   add_training_options(app, a->training_args);
-  app->add_option("--nodes", a->nodes, "number of nodes (default: the cluster file's)")->check(positive_int(spec::limits::kGpus));
-  app->add_option("--gpus", a->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
+  app->add_option("--nodes", a->nodes,
+                  "number of nodes (default: the cluster file's); several, e.g. 4,8,16, search each size and compare "
+                  "their time and cost")
+      ->delimiter(',')
       ->check(positive_int(spec::limits::kGpus));
+  app->add_option("--gpus", a->gpus,
+                  "GPUs in use, filling nodes in order (default: all of the cluster's); several, e.g. 32,64, search each")
+      ->delimiter(',')
+      ->check(positive_int(spec::limits::kGpus));
+  app->add_option("--objective", a->objective,
+                  "with several sizes, the one to report in full: time (fastest) or cost (fewest GPU-hours per token)")
+      ->check(CLI::IsMember({"time", "cost"}));
+  add_cost_options(app, a->cost_args);
   app->add_option("--top", a->top, "how many plans to report (default 10)")->check(positive_int(int64_t{1} << 20));
   app->add_flag("--no-error-bars", a->no_error_bars,
                 "skip the step-time ranges of the top 5 plans from the cluster profile's parameter uncertainties");

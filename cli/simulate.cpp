@@ -13,35 +13,45 @@
 #include "core/spec/error.hpp"
 #include "core/trace/trace.hpp"
 #include "planner/deepspeed.hpp"
+#include "render/timeline_png.hpp"
 #include "sim/report.hpp"
+#include "sim/run_cost.hpp"
 #include "sim/models/work.hpp"
 #include "sim/simulator.hpp"
 #include "sim/uncertainty.hpp"
+#include "traces/io/trace_io.hpp"
+#include "traces/timeline.hpp"
 
 namespace stagecraft::cli {
 
 namespace {
 
 struct SimulateArgs {
-  std::string model, cluster, training, plan, trace, deepspeed;
+  std::string model, cluster, training, plan, trace, deepspeed, png;
   int64_t nodes = 0;
   int64_t gpus = 0;
   bool full = false;
   bool json = false;
   bool no_error_bars = false;
   TrainingArgs training_args;
+  CostArgs cost_args;
 };
 
 int run_simulate(const SimulateArgs& a) {
   using spec::ConfigKind;
+  if (!a.png.empty() && !render::png_available()) {
+    std::cerr << "stagecraft: error: --png needs a build with Qt6 (STAGECRAFT_WITH_GUI=ON); this one has none\n";
+    return kImpossible;
+  }
   const spec::Model m = load_model_arg(a.model);
   spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
   if (a.nodes > 0) c.nodes = a.nodes;
+  apply_price(c, a.cost_args);
   spec::Training t;
   spec::Plan p;
   std::vector<std::string> deepspeed_defaults;
   if (!a.deepspeed.empty()) {
-    const planner::DeepSpeedImport ds = planner::load_deepspeed(a.deepspeed, a.gpus > 0 ? a.gpus : c.gpus(), m.layers);
+    const planner::DeepSpeedImport ds = planner::load_deepspeed(a.deepspeed, a.gpus > 0 ? a.gpus : c.gpus(), m.layers, hf_args(m));
     t = ds.training;
     p = ds.plan;
     deepspeed_defaults = ds.defaults;
@@ -72,12 +82,27 @@ int run_simulate(const SimulateArgs& a) {
   const program::Program prog = program::lower(m, t, p);
   sim::SimOptions options;
   options.full = a.full;
-  options.record_trace = !a.trace.empty();
+  options.record_trace = !a.trace.empty() || !a.png.empty();
   const sim::SimResult r = sim::simulate(prog, c, options);
   if (!a.trace.empty()) trace::write_trace(r.trace, a.trace);
+  if (!a.png.empty()) {
+    // The timeline compare --png draws, from this simulation's own trace.
+    const std::string title = "simulated: " + spec::summary(prog.plan) + " on " + std::to_string(gpus) + " GPUs (" + c.name + ")";
+    render::write_timeline_png({traces::timeline_panel(traces::from_core(r.trace, a.trace.empty() ? "simulated" : a.trace), title)},
+                               a.png);
+    std::cerr << "stagecraft: wrote " << a.png << "\n";
+  }
   const sim::ErrorBars bars = a.no_error_bars ? sim::ErrorBars{} : sim::error_bars(prog, c, options, r.metrics);
   // The attention the simulation timed: a fused kernel of the GPU profile, or unfused.
   const spec::AttentionKernel* kernel = sim::attention_kernel(c, prog.training);
+  const std::vector<sim::StageMemory> stages = sim::stage_memory(r.rank_peaks, prog.placement);
+  // What the plan costs, at the step time and at the ends of its 1σ range.
+  const std::optional<double> budget = token_budget(a.cost_args);
+  const double tokens_per_step = static_cast<double>(prog.tokens_per_step());
+  const sim::RunCost cost = sim::run_cost(c, gpus, tokens_per_step, r.metrics.step_time_s, budget);
+  const bool cost_range = !bars.empty() && budget.has_value();
+  const sim::RunCost cost_low = cost_range ? sim::run_cost(c, gpus, tokens_per_step, bars.step_low_s, budget) : cost;
+  const sim::RunCost cost_high = cost_range ? sim::run_cost(c, gpus, tokens_per_step, bars.step_high_s, budget) : cost;
   if (a.json) {
     nlohmann::json j = sim::to_json(r.metrics, prog.plan);
     if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);
@@ -87,15 +112,23 @@ int run_simulate(const SimulateArgs& a) {
     j["limits"] = {{"term", term}, {"time", limit}, {"memory", sim::memory_text(r.metrics)}};  // as text mode's "limits"
     j["attention"] = kernel ? nlohmann::json{{"mode", "flash"}, {"kernel", kernel->name}}
                             : nlohmann::json{{"mode", "unfused"}};
+    j["stages"] = sim::to_json(stages);
+    j["cost"] = sim::to_json(cost);
+    if (cost_range && j["cost"].contains("train")) {
+      j["cost"]["train"]["seconds_range"] = {cost_low.train_seconds, cost_high.train_seconds};
+      if (cost.train_cost) j["cost"]["train"]["cost_range"] = {*cost_low.train_cost, *cost_high.train_cost};
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sim::report_text(r.metrics, prog.plan, prog.placement.world(), c.name);
+    if (stages.size() > 1) std::cout << sim::stage_memory_text(stages, r.metrics.capacity_bytes);
     std::cout << "attention   "
               << (kernel ? "fused kernel \"" + kernel->name + "\" of the " + c.gpu.name + " profile (\"attention\": \"" +
                                prog.training.attention + "\")"
                          : std::string("unfused: score GEMMs and softmax passes, scores kept for the backward"))
               << "\n";
     if (!bars.empty()) std::cout << "uncertainty " << sim::error_bars_text(bars) << "\n";
+    std::cout << sim::run_cost_text(cost, cost_range ? &cost_low : nullptr, cost_range ? &cost_high : nullptr);
   }
   return r.metrics.fits ? kOk : kImpossible;
 }
@@ -115,6 +148,7 @@ Subcommand add_simulate(CLI::App& root) {
           ->excludes(training)
           ->excludes(plan);
   add_training_options(app, args->training_args);
+  add_cost_options(app, args->cost_args);
   // The config's train_batch_size and fp16/bf16 sections say these; --seq-len it does not.
   args->training_args.global_batch_option->excludes(deepspeed);
   args->training_args.dtype_option->excludes(deepspeed);
@@ -123,6 +157,10 @@ Subcommand add_simulate(CLI::App& root) {
       ->check(positive_int(spec::limits::kGpus));
   app->add_flag("--full", args->full, "simulate every rank instead of one data-parallel replica");
   app->add_option("--trace", args->trace, "write the simulated trace (Chrome trace JSON, opens in Perfetto)")->check(writable_file());
+  app->add_option("--png", args->png,
+                  "draw the simulated step's timeline (a row per rank and lane, a bar per instruction) into this PNG "
+                  "(needs Qt)")
+      ->check(writable_file());
   app->add_flag("--json", args->json, "print one JSON document");
   app->add_flag("--no-error-bars", args->no_error_bars,
                 "skip the step-time range from the cluster profile's parameter uncertainties (two more "

@@ -79,6 +79,54 @@ std::string memory_text(const Metrics& m) {
          "), largest term " + kMemoryWords[static_cast<int>(top)] + " " + gib(static_cast<double>(m.memory[top]));
 }
 
+std::vector<StageMemory> stage_memory(const std::vector<trace::MemorySample>& peaks, const program::Placement& placement) {
+  std::vector<StageMemory> out;
+  for (const trace::MemorySample& p : peaks) {
+    const int64_t stage = placement.stage_of(p.rank);
+    auto it = std::find_if(out.begin(), out.end(), [&](const StageMemory& s) { return s.stage == stage; });
+    if (it == out.end()) {
+      out.push_back({stage, p.rank, p.time_ns, p.bytes});
+    } else if (p.total() > it->total()) {
+      *it = {stage, p.rank, p.time_ns, p.bytes};
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const StageMemory& a, const StageMemory& b) { return a.stage < b.stage; });
+  return out;
+}
+
+std::string stage_memory_text(const std::vector<StageMemory>& stages, int64_t capacity_bytes) {
+  std::string out = "memory by stage, GiB (each stage's rank with the largest peak, at its peak):\n"
+                    "  stage   rank   params    grads  optimizer  activations  buffers  reserved   peak / capacity\n";
+  std::size_t tight = 0;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    if (stages[i].total() > stages[tight].total()) tight = i;
+  }
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const StageMemory& s = stages[i];
+    char line[256];
+    const auto g = [&](trace::MemoryKind k) { return text::gib(static_cast<double>(s.bytes[k])); };
+    std::snprintf(line, sizeof line, "  %5lld  %5lld  %7s  %7s  %9s  %11s  %7s  %8s  %7s / %s%s\n", static_cast<long long>(s.stage),
+                  static_cast<long long>(s.rank), g(trace::MemoryKind::kParams).c_str(), g(trace::MemoryKind::kGrads).c_str(),
+                  g(trace::MemoryKind::kOptimizer).c_str(), g(trace::MemoryKind::kActivations).c_str(),
+                  g(trace::MemoryKind::kBuffers).c_str(), g(trace::MemoryKind::kReserved).c_str(),
+                  text::gib(static_cast<double>(s.total())).c_str(), text::gib(static_cast<double>(capacity_bytes)).c_str(),
+                  stages.size() > 1 && i == tight ? "  <- the tightest" : "");
+    out += line;
+  }
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<StageMemory>& stages) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StageMemory& s : stages) {
+    nlohmann::json memory = nlohmann::json::object();
+    for (trace::MemoryKind k : trace::kMemoryKinds) memory[trace::to_string(k)] = s.bytes[k];
+    out.push_back({{"stage", s.stage}, {"rank", s.rank}, {"time_s", static_cast<double>(s.time_ns) * 1e-9},
+                   {"peak_memory_bytes", s.total()}, {"memory", memory}});
+  }
+  return out;
+}
+
 std::string table_header() { return "  step s   tokens/s     MFU  bubble  exp.comm s  peak / capacity GiB"; }
 
 std::string table_cells(const Metrics& m) {

@@ -77,6 +77,10 @@ SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, c
   RunRecord run = sim.run();
   SimResult result;
   result.metrics = summarize(run, prog, cluster, sim.peak_flops());
+  result.rank_peaks.reserve(run.ranks.size());
+  for (const RankRecord& r : run.ranks) result.rank_peaks.push_back(r.peak);
+  std::sort(result.rank_peaks.begin(), result.rank_peaks.end(),
+            [](const trace::MemorySample& a, const trace::MemorySample& b) { return a.rank < b.rank; });
   if (options.record_trace) {
     trace::Trace& t = result.trace;
     t.events = std::move(run.events);

@@ -59,6 +59,9 @@ struct SimOptions {
 struct SimResult {
   Metrics metrics;
   trace::Trace trace;         // when SimOptions::record_trace
+  // Each simulated rank's largest memory sample (its rank, moment and bytes by kind), in rank
+  // order: what the per-stage memory table reads (report.hpp stage_memory).
+  std::vector<trace::MemorySample> rank_peaks;
 };
 
 // Pure and reentrant. Throws SimError when the cluster cannot hold the plan (too few GPUs, no

@@ -1,5 +1,6 @@
 #include "core/spec/cluster.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -186,6 +187,39 @@ Host read_host(ObjectReader r) {
   return h;
 }
 
+Power read_power(ObjectReader& parent) {
+  Power w;
+  if (!parent.has("power")) return w;
+  ObjectReader r = parent.object("power");
+  const auto watts = [&r](std::string_view key) {
+    if (!r.has(key)) return 0.0;
+    const double v = r.number(key);
+    if (!(v > 0 && v <= limits::kMaxWatts)) r.fail_value(key, "watts, above 0 and at most " + g3(limits::kMaxWatts));
+    return v;
+  };
+  w.gpu_watts = watts("gpu_watts");
+  w.node_watts = watts("node_watts");
+  if (w.gpu_watts == 0 && w.node_watts == 0) r.fail("gpu_watts", "\"gpu_watts\" or \"node_watts\" (or no \"power\" section)");
+  w.source = r.string_or("source", "");
+  r.finish();
+  return w;
+}
+
+Price read_price(ObjectReader& parent) {
+  Price p;
+  if (!parent.has("price")) return p;
+  ObjectReader r = parent.object("price");
+  p.per_gpu_hour = r.number("per_gpu_hour");
+  if (!(p.per_gpu_hour > 0 && p.per_gpu_hour <= limits::kMaxGpuHourPrice)) {
+    r.fail_value("per_gpu_hour", "a price above 0 and at most " + g3(limits::kMaxGpuHourPrice) + " per GPU-hour");
+  }
+  p.currency = r.string_or("currency", "USD");
+  if (!valid_currency(p.currency)) r.fail_value("currency", "a three-letter currency code such as \"USD\" or \"EUR\"");
+  p.source = r.string_or("source", "");
+  r.finish();
+  return p;
+}
+
 // "2.X" or "2.X.Y" with 7 <= X <= 30: the minor version, or -1.
 int nccl_minor(const std::string& v) {
   int major = 0, minor = 0, patch = 0;
@@ -320,6 +354,10 @@ const AttentionKernel* find_attention_kernel(const Gpu& gpu, const std::string& 
   return nullptr;
 }
 
+bool valid_currency(const std::string& code) {
+  return code.size() == 3 && std::all_of(code.begin(), code.end(), [](unsigned char ch) { return std::isupper(ch) != 0; });
+}
+
 bool is_uncertain_parameter(const std::string& name, const Gpu& gpu) {
   for (const char* p : kUncertainParameters) {
     if (name == p) return true;
@@ -345,6 +383,8 @@ Cluster cluster_from_json(const json& j, const std::string& file) {
   c.inter_node = read_inter(r.object("inter_node"));
   c.host = read_host(r.object("host"));
   c.nccl = read_nccl(r, c.gpu.name);
+  c.power = read_power(r);
+  c.price = read_price(r);
   c.uncertainty = read_uncertainty(r, c.gpu);
   c.source = r.string_or("source", "");
   r.finish();
@@ -396,6 +436,18 @@ json to_json(const Cluster& c) {
   json j = {{"name", c.name},   {"nodes", c.nodes},          {"gpus_per_node", c.gpus_per_node},
             {"gpu", gpu},       {"intra_node", intra},       {"inter_node", inter},
             {"host", host},     {"nccl", nccl}};
+  if (c.power.gpu_watts > 0 || c.power.node_watts > 0) {
+    json power = json::object();
+    if (c.power.gpu_watts > 0) power["gpu_watts"] = c.power.gpu_watts;
+    if (c.power.node_watts > 0) power["node_watts"] = c.power.node_watts;
+    put_source(power, c.power.source);
+    j["power"] = power;
+  }
+  if (c.price.per_gpu_hour > 0) {
+    json price = {{"per_gpu_hour", c.price.per_gpu_hour}, {"currency", c.price.currency}};
+    put_source(price, c.price.source);
+    j["price"] = price;
+  }
   if (!c.uncertainty.empty()) {
     json u = json::object();
     for (const ParameterUncertainty& p : c.uncertainty) u[p.parameter] = {{"relative", p.relative}, {"source", p.source}};

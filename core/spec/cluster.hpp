@@ -121,6 +121,28 @@ std::string matmul_knot_name(double flops);
 // Whether `name` is a parameter an uncertainty may name (knot names must match a knot of `gpu`).
 bool is_uncertain_parameter(const std::string& name, const Gpu& gpu);
 
+// Power drawn at most, for an upper bound on a run's energy (sim/run_cost.hpp); optional in
+// cluster.json as "power": {"gpu_watts", "node_watts", "source"}, each 0 = unknown. gpu_watts is the
+// GPU board's maximum (TDP); node_watts a whole node's maximum input power (GPUs, CPUs, NICs,
+// NVSwitches, fans), both datasheet values.
+struct Power {
+  double gpu_watts = 0;
+  double node_watts = 0;
+  std::string source;
+};
+
+// What one GPU-hour costs (a contract or cloud price: no datasheet gives it, so no bundled profile
+// carries one); optional in cluster.json as "price": {"per_gpu_hour", "currency", "source"}, and set
+// by --gpu-hour-price. per_gpu_hour 0 = unknown; currency a three-letter code, "USD" by default.
+struct Price {
+  double per_gpu_hour = 0;
+  std::string currency = "USD";
+  std::string source;
+};
+
+// Whether `code` is three upper-case letters (ISO 4217's form: "USD", "EUR").
+bool valid_currency(const std::string& code);
+
 struct Cluster {
   std::string name;
   int64_t nodes = 0;
@@ -130,6 +152,8 @@ struct Cluster {
   InterNode inter_node;
   Host host;
   Nccl nccl;
+  Power power;
+  Price price;
   std::vector<ParameterUncertainty> uncertainty;   // in file order
   std::string source;
   std::string file;

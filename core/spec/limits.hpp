@@ -36,6 +36,11 @@ inline constexpr double kMinFlops = 1e6;
 inline constexpr double kMaxFlops = 1e18;         // 1 EFLOP/s on one GPU
 inline constexpr double kMinRate = 1e3;           // elements or parameters per second
 inline constexpr double kMaxRate = 1e16;
+// Power of one GPU or node (W) and the price of a GPU-hour: a megawatt or a million is a typo.
+inline constexpr double kMaxWatts = 1e6;
+inline constexpr double kMaxGpuHourPrice = 1e6;
+// Tokens a --tokens budget may name (1e18: a million times today's largest runs).
+inline constexpr double kMaxTrainTokens = 1e18;
 inline constexpr int64_t kMinMemoryBytes = int64_t{1} << 20;  // 1 MiB
 inline constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
 inline constexpr double kMaxOversubscription = 1024;

@@ -10,26 +10,12 @@ import subprocess
 import sys
 import tempfile
 
-
-def run(stagecraft, *args):
-    r = subprocess.run([stagecraft, *args], capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(args)}: rc {r.returncode}\n{r.stderr}")
-    return json.loads(r.stdout)
-
-
-def close(a, b, rel=1e-9):
-    return abs(a - b) <= rel * max(abs(a), abs(b))
+from clitest import Checks, call, close, run
 
 
 def main():
     s = sys.argv[1]
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
+    check = Checks()
 
     # info: the tiny model (4 layers, hidden 64, learned positions, seq_len 64). Attention scores
     # cost 4·s·h FLOPs per token and block forward, so halving s to 32 removes 4 × 4·32·64 = 32768
@@ -82,8 +68,7 @@ def main():
         given = subprocess.run([s, "info", "--model", cfg, "--seq-len", "4096"], capture_output=True, text=True, timeout=60)
         check(given.returncode == 0 and note not in given.stderr, "info --seq-len 4096: no default-length note")
 
-    if failures:
-        sys.exit(f"{len(failures)} check(s) failed")
+    check.finish()
 
 
 if __name__ == "__main__":

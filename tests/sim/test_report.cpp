@@ -50,5 +50,34 @@ TEST(Report, MemoryNamesThePeakAndItsLargestKind) {
             std::string::npos);
 }
 
+TEST(Report, StageMemoryTakesEachStagesLargestRank) {
+  // tp 2 × pp 2 × dp 1: ranks 0, 1 are stage 0 and ranks 2, 3 stage 1 (rank = (stage·dp + d)·tp + t).
+  program::Placement placement;
+  placement.tp = 2;
+  placement.pp = 2;
+  const auto sample = [](int64_t rank, int64_t gib_activations) {
+    trace::MemorySample s;
+    s.rank = rank;
+    s.time_ns = 1000 * rank;
+    s.bytes[trace::MemoryKind::kParams] = int64_t{2} << 30;
+    s.bytes[trace::MemoryKind::kActivations] = gib_activations << 30;
+    return s;
+  };
+  // Stage 0 keeps more activations (1F1B: pp in flight on the first stage), rank 1 the most.
+  const std::vector<StageMemory> stages = stage_memory({sample(0, 10), sample(1, 12), sample(2, 5), sample(3, 4)}, placement);
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].stage, 0);
+  EXPECT_EQ(stages[0].rank, 1);
+  EXPECT_EQ(stages[0].total(), int64_t{2 + 12} << 30);
+  EXPECT_EQ(stages[1].rank, 2);
+  EXPECT_EQ(stages[1].total(), int64_t{2 + 5} << 30);
+  const std::string table = stage_memory_text(stages, int64_t{80} << 30);
+  EXPECT_NE(table.find("14.0 / 80.0  <- the tightest"), std::string::npos) << table;
+  EXPECT_NE(table.find("    7.0 / 80.0\n"), std::string::npos) << table;
+  const nlohmann::json j = to_json(stages);
+  EXPECT_EQ(j[1]["memory"]["activations"], int64_t{5} << 30);
+  EXPECT_DOUBLE_EQ(j[0]["time_s"].get<double>(), 1e-6);
+}
+
 }  // namespace
 }  // namespace stagecraft::sim

@@ -69,6 +69,37 @@ TEST(Cluster, AttentionKernelsAreReadAndRoundTrip) {
   EXPECT_FALSE(to_json(cluster_from_json(small_cluster(), "c.json"))["gpu"].contains("attention_kernels"));
 }
 
+TEST(Cluster, PowerAndPriceAreOptionalAndRoundTrip) {
+  Cluster plain = cluster_from_json(small_cluster(), "c.json");
+  EXPECT_EQ(plain.power.node_watts, 0.0);
+  EXPECT_EQ(plain.price.per_gpu_hour, 0.0);
+  EXPECT_FALSE(to_json(plain).contains("power"));
+  json j = small_cluster();
+  j["power"] = {{"gpu_watts", 700}, {"node_watts", 10200}, {"source", "datasheet"}};
+  j["price"] = {{"per_gpu_hour", 2.5}, {"currency", "EUR"}};
+  const Cluster c = cluster_from_json(j, "c.json");
+  EXPECT_EQ(c.power.gpu_watts, 700.0);
+  EXPECT_EQ(c.power.node_watts, 10200.0);
+  EXPECT_EQ(c.price.per_gpu_hour, 2.5);
+  EXPECT_EQ(c.price.currency, "EUR");
+  EXPECT_EQ(to_json(cluster_from_json(to_json(c), "again.json")), to_json(c));
+  json bad = j;
+  bad["power"]["gpu_watts"] = 0;
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/power/gpu_watts", "above 0");
+  bad = j;
+  bad["power"] = json::object();
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/power/gpu_watts", "\"node_watts\"");
+  bad = j;
+  bad["price"]["per_gpu_hour"] = -1;
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/price/per_gpu_hour", "above 0");
+  bad = j;
+  bad["price"]["currency"] = "euro";
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/price/currency", "three-letter");
+  bad = j;
+  bad["price"]["per_gpu_hr"] = 1;
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/price/per_gpu_hr", "per_gpu_hour");
+}
+
 TEST(Cluster, NcclSectionAsAVersionOrAnObject) {
   Cluster c = cluster_from_json(small_cluster(), "c.json");
   EXPECT_EQ(c.nccl.version, "2.30");          // default: the newest band
