@@ -15,6 +15,23 @@ namespace stagecraft::traces {
 
 using nlohmann::json;
 
+std::string seconds_text(double s) {
+  char buf[32];
+  if (s == 0) return "0";
+  if (std::fabs(s) >= 1) {
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  } else if (std::fabs(s) >= 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  }
+  return buf;
+}
+
+json to_json(const Breakdown& b) {
+  return {{"step_s", b.step_s}, {"compute_s", b.compute_s}, {"exposed_comm_s", b.exposed_comm_s}, {"bubble_s", b.bubble_s}};
+}
+
 namespace {
 
 struct Item {
@@ -69,7 +86,8 @@ void check_same(const Trace& sim, const Trace& meas, const char* key, const json
   const json mv = b.contains(p) ? b.at(p) : json("(absent)");
   throw spec::SpecError(meas.files.at(0), d,
                         std::string("expected the simulated trace's ") + key + " (" + sim.files.at(0) + ": " + sv.dump() +
-                            "), got " + mv.dump() + ": the traces come from different " + key + "s");
+                            "), got " + mv.dump() + ": the traces come from different " + key +
+                            "s (compare --plans sets two different plans side by side)");
 }
 
 std::optional<ProgramContext> context_of(const Trace& t) {
@@ -197,9 +215,6 @@ double ratio_error(double simulated, double measured) {
   return measured > 0 ? simulated / measured - 1.0 : std::numeric_limits<double>::quiet_NaN();
 }
 
-json breakdown_json(const Breakdown& b) {
-  return {{"step_s", b.step_s}, {"compute_s", b.compute_s}, {"exposed_comm_s", b.exposed_comm_s}, {"bubble_s", b.bubble_s}};
-}
 
 json kind_json(const KindStats& k) {
   return {{"simulated_s", k.simulated_s},
@@ -217,18 +232,6 @@ std::string percent(double error) {
   return buf;
 }
 
-std::string seconds(double s) {
-  char buf[32];
-  if (s == 0) return "0";
-  if (std::fabs(s) >= 1) {
-    std::snprintf(buf, sizeof buf, "%.3f s", s);
-  } else if (std::fabs(s) >= 1e-3) {
-    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
-  }
-  return buf;
-}
 
 void kinds_table(std::string& out, const std::map<std::string, KindStats>& kinds, const char* indent) {
   char line[256];
@@ -238,9 +241,9 @@ void kinds_table(std::string& out, const std::map<std::string, KindStats>& kinds
   for (const std::string& k : kind_order(kinds)) {
     const KindStats& s = kinds.at(k);
     std::snprintf(line, sizeof line, "%s%-16s %7lld %13s %13s %8s %13s %13s\n", indent, k.c_str(),
-                  static_cast<long long>(s.count), seconds(s.simulated_s).c_str(), seconds(s.measured_s).c_str(),
-                  percent(s.error()).c_str(), seconds(s.simulated_median_s).c_str(),
-                  seconds(s.measured_median_s).c_str());
+                  static_cast<long long>(s.count), seconds_text(s.simulated_s).c_str(), seconds_text(s.measured_s).c_str(),
+                  percent(s.error()).c_str(), seconds_text(s.simulated_median_s).c_str(),
+                  seconds_text(s.measured_median_s).c_str());
     out += line;
   }
 }
@@ -251,8 +254,8 @@ void breakdown_table(std::string& out, const Breakdown& s, const Breakdown& m, c
                                                               {"exposed communication", &Breakdown::exposed_comm_s},
                                                               {"bubble", &Breakdown::bubble_s}};
   for (const auto& [name, field] : rows) {
-    std::snprintf(line, sizeof line, "%s%-22s %13s %13s %8s\n", indent, name, seconds(s.*field).c_str(),
-                  seconds(m.*field).c_str(), percent(ratio_error(s.*field, m.*field)).c_str());
+    std::snprintf(line, sizeof line, "%s%-22s %13s %13s %8s\n", indent, name, seconds_text(s.*field).c_str(),
+                  seconds_text(m.*field).c_str(), percent(ratio_error(s.*field, m.*field)).c_str());
     out += line;
   }
 }
@@ -339,14 +342,14 @@ json to_json(const Comparison& c) {
     ranks.push_back({{"rank", r.rank},
                      {"simulated_rank", r.simulated_rank},
                      {"kinds", rk},
-                     {"breakdown", {{"simulated", breakdown_json(r.simulated)}, {"measured", breakdown_json(r.measured)}}}});
+                     {"breakdown", {{"simulated", to_json(r.simulated)}, {"measured", to_json(r.measured)}}}});
   }
   return {{"step_time_s", {{"simulated", c.step_simulated_s}, {"measured", c.step_measured_s},
                            {"error", number_or_null(c.step_error())}}},
           {"kinds", kinds},
           {"worst", worst},
           {"level", c.level == Level::kInstruction ? "instruction" : "kernel_class"},
-          {"breakdown", {{"simulated", breakdown_json(c.simulated)}, {"measured", breakdown_json(c.measured)}}},
+          {"breakdown", {{"simulated", to_json(c.simulated)}, {"measured", to_json(c.measured)}}},
           {"ranks", ranks},
           {"simulated", {{"file", c.simulated_file}, {"source", c.simulated_source}, {"steps", c.simulated_steps}}},
           {"measured", {{"file", c.measured_file}, {"source", c.measured_source}, {"steps", c.measured_steps}}},
@@ -363,7 +366,7 @@ std::string to_text(const Comparison& c) {
                 c.level == Level::kInstruction ? "instruction id" : "rank, step and kernel class");
   out += line;
   std::snprintf(line, sizeof line, "\nstep time  simulated %s   measured %s   error %s (simulated/measured - 1)\n",
-                seconds(c.step_simulated_s).c_str(), seconds(c.step_measured_s).c_str(), percent(c.step_error()).c_str());
+                seconds_text(c.step_simulated_s).c_str(), seconds_text(c.step_measured_s).c_str(), percent(c.step_error()).c_str());
   out += line;
   std::snprintf(line, sizeof line, "\n%-24s %13s %13s %8s   (mean over ranks, median over steps)\n", "breakdown",
                 "simulated", "measured", "error");
@@ -384,8 +387,8 @@ std::string to_text(const Comparison& c) {
   out += line;
   for (const WorstItem& w : c.worst) {
     std::snprintf(line, sizeof line, "  %7s %5lld %-16s %13s %13s %8s\n", w.instr < 0 ? "-" : std::to_string(w.instr).c_str(),
-                  static_cast<long long>(w.rank), w.kind.c_str(), seconds(w.simulated_s).c_str(),
-                  seconds(w.measured_s).c_str(), percent(ratio_error(w.simulated_s, w.measured_s)).c_str());
+                  static_cast<long long>(w.rank), w.kind.c_str(), seconds_text(w.simulated_s).c_str(),
+                  seconds_text(w.measured_s).c_str(), percent(ratio_error(w.simulated_s, w.measured_s)).c_str());
     out += line;
   }
   if (c.unmatched_simulated > 0) {

@@ -84,5 +84,9 @@ std::vector<std::string> kind_order(const std::map<std::string, KindStats>& kind
 // A number for the JSON reports: a non-finite value (an error with no measurement) is written as
 // null, which JSON can carry and NaN it cannot.
 nlohmann::json number_or_null(double v);
+// Shared by compare and compare --plans: "1.234 s", "12.345 ms", "3.21 us", "0".
+std::string seconds_text(double s);
+// {step_s, compute_s, exposed_comm_s, bubble_s}
+nlohmann::json to_json(const Breakdown& b);
 
 }  // namespace stagecraft::traces

@@ -1,6 +1,7 @@
 // compare: a trace against itself, against known distortions of itself, against the full
 // simulation, against PyTorch traces; mismatches are errors that name the file and pointer.
 #include "traces/compare.hpp"
+#include "traces/compare_plans.hpp"
 
 #include <cmath>
 
@@ -116,6 +117,44 @@ TEST_F(CompareTest, DifferentPlansAreAnError) {
   other.program = program::lower(other.model, other.training, other.plan);
   const Trace meas = test::as_trace(test::simulate(other, cluster).trace, "gpipe.json");
   test::expect_spec_error([&] { compare(sim, meas); }, "/stagecraft/plan/schedule", "different plans");
+}
+
+TEST_F(CompareTest, TwoPlansSideBySideGiveEachSidesOwnNumbers) {
+  // A: the pp2 dp2 plan as simulated; B: the same trace × 1.5 over two steps, as another plan
+  // (gpipe) would be. Each side's figures are its own: B's step time, per-kind totals and per-stage
+  // compute are 1.5 × A's, so every ratio B / A is 1.5 (to the nanosecond rounding).
+  test::Scenario other = s;
+  other.plan.schedule = spec::Schedule::kGpipe;
+  other.program = program::lower(other.model, other.training, other.plan);
+  const Trace gpipe = test::as_trace(test::simulate(other, cluster).trace, "gpipe.json");
+  const PlanComparison c = compare_plans(sim, gpipe);
+  EXPECT_EQ(c.level, Level::kInstruction);
+  EXPECT_NEAR(c.a.step_s, result.metrics.step_time_s, 1e-9);
+  EXPECT_EQ(c.a.plan, spec::summary(s.plan));
+  EXPECT_EQ(c.b.plan, spec::summary(other.plan));
+  EXPECT_EQ(c.a.world, 4);
+  // pp2 dp2 tp1: the simulated replica is ranks 0 (stage 0) and 2 (stage 1)
+  ASSERT_EQ(c.a.stages.size(), 2u);
+  EXPECT_EQ(c.a.stages[1].stage, 1);
+  // the breakdown partitions each side's step as the simulator does
+  EXPECT_NEAR(c.a.breakdown.compute_s, result.metrics.time.compute_s, 1e-9);
+  EXPECT_NEAR(c.a.breakdown.bubble_s, result.metrics.time.bubble_s, 1e-9);
+  // the per-stage peak is each stage's rank peak, the largest of them the plan's
+  EXPECT_EQ(std::max(c.a.stages[0].peak_memory_bytes, c.a.stages[1].peak_memory_bytes), result.metrics.peak_memory_bytes);
+  // forward work is the same in both schedules: same per-GPU forward total
+  EXPECT_NEAR(c.a.kinds.at("forward"), c.b.kinds.at("forward"), 1e-9);
+
+  const Trace slower = test::as_trace(scaled(result.trace, 1.5, 2), "slower.json");
+  const PlanComparison k = compare_plans(sim, slower);
+  EXPECT_EQ(k.b.steps, 2);
+  EXPECT_NEAR(k.b.step_s / k.a.step_s, 1.5, 1e-6);
+  EXPECT_NEAR(k.b.kinds.at("backward") / k.a.kinds.at("backward"), 1.5, 1e-6);
+  EXPECT_NEAR(k.b.stages[0].breakdown.compute_s / k.a.stages[0].breakdown.compute_s, 1.5, 1e-6);
+  EXPECT_EQ(k.b.stages[0].peak_memory_bytes, -1);   // scaled() drops the memory samples
+  const nlohmann::json j = to_json(k);
+  EXPECT_NEAR(j["step_time_ratio"].get<double>(), 1.5, 1e-6);
+  EXPECT_TRUE(j["b"]["stages"][0]["peak_memory_bytes"].is_null());
+  EXPECT_NE(to_text(k).find("B / A"), std::string::npos);
 }
 
 TEST_F(CompareTest, AnInstructionThePlanDoesNotHaveIsAnError) {
