@@ -161,8 +161,10 @@ void add_training_options(CLI::App* app, TrainingArgs& a) {
   a.global_batch_option = app->add_option("--global-batch", a.global_batch,
                                           "sequences per optimizer step over all replicas (default: the training file's)")
                               ->check(positive_int(spec::limits::kGlobalBatch));
-  a.dtype_option = app->add_option("--dtype", a.dtype, "compute format: bf16, fp16 or fp32 (default: the training file's)")
-                       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  a.dtype_option = app->add_option("--dtype", a.dtype,
+                                    "compute format: bf16, fp16, fp32, or fp8 (FP8 block GEMMs, bf16 elsewhere, as "
+                                    "Transformer Engine runs it) (default: the training file's)")
+                       ->check(CLI::IsMember({"bf16", "fp16", "fp32", "fp8"}));
 }
 
 spec::Training with_training_args(spec::Training t, const TrainingArgs& a) {

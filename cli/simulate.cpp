@@ -113,6 +113,10 @@ int run_simulate(const SimulateArgs& a) {
     j["attention"] = kernel ? nlohmann::json{{"mode", "flash"}, {"kernel", kernel->name}}
                             : nlohmann::json{{"mode", "unfused"}};
     j["stages"] = sim::to_json(stages);
+    // what MFU is measured against: the storage format's peak (bf16 for fp8, whose block GEMMs run at the FP8 peak)
+    j["precision"] = {{"dtype", spec::to_string(prog.training.dtype)},
+                      {"mfu_peak_flops", c.gpu.peak_flops.at(spec::storage_dtype(prog.training.dtype))}};
+    if (prog.training.dtype == spec::Dtype::kFp8) j["precision"]["fp8_peak_flops"] = c.gpu.peak_flops.at(spec::Dtype::kFp8);
     j["cost"] = sim::to_json(cost);
     if (cost_range && j["cost"].contains("train")) {
       j["cost"]["train"]["seconds_range"] = {cost_low.train_seconds, cost_high.train_seconds};
@@ -127,6 +131,11 @@ int run_simulate(const SimulateArgs& a) {
                                prog.training.attention + "\")"
                          : std::string("unfused: score GEMMs and softmax passes, scores kept for the backward"))
               << "\n";
+    if (prog.training.dtype == spec::Dtype::kFp8) {
+      std::cout << "precision   fp8: the block GEMMs in FP8 at " << text::fmt("%.1f", c.gpu.peak_flops.at(spec::Dtype::kFp8) / 1e12)
+                << " TFLOP/s peak, the head, attention and every other kernel in bf16; MFU is against the bf16 peak, "
+                << text::fmt("%.1f", c.gpu.peak_flops.at(spec::Dtype::kBf16) / 1e12) << " TFLOP/s\n";
+    }
     if (!bars.empty()) std::cout << "uncertainty " << sim::error_bars_text(bars) << "\n";
     std::cout << sim::run_cost_text(cost, cost_range ? &cost_low : nullptr, cost_range ? &cost_high : nullptr);
   }

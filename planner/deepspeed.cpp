@@ -435,7 +435,7 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
              {"gradient_accumulation_steps", plan.micro_batches},
              {"gradient_clipping", 1.0},
              {"fp16", {{"enabled", training.dtype == spec::Dtype::kFp16}}},
-             {"bf16", {{"enabled", training.dtype == spec::Dtype::kBf16}}},
+             {"bf16", {{"enabled", spec::storage_dtype(training.dtype) == spec::Dtype::kBf16}}},
              {"optimizer", {{"type", opt}}},
              {"zero_optimization", zero_section(plan.zero)},
              {"pipeline",
@@ -445,6 +445,11 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
   if (plan.tp > 1) ds["tensor_parallel"] = {{"autotp_size", plan.tp}};
   if (training.reduce_dtype) ds["communication_data_type"] = spec::to_string(*training.reduce_dtype);
   out.warnings = export_warnings(plan);
+  if (training.dtype == spec::Dtype::kFp8) {
+    out.warnings.push_back("dtype fp8: DeepSpeed has no FP8 key; the config says bf16, and FP8 GEMMs come from "
+                           "Transformer Engine layers in the model code (te.Linear / te.LayerNormLinear under "
+                           "te.fp8_autocast)");
+  }
   ds["stagecraft"] = {{"plan", spec::to_json(plan)},
                       {"data_parallel", plan.dp},
                       {"note", "written by stagecraft export deepspeed; DeepSpeed reads only the keys it knows"},

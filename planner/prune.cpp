@@ -313,7 +313,7 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
                    const sim::ComputeModel& cm, std::vector<int64_t>& sig) {
   const spec::Model& m = space.model();
   const spec::Dtype dtype = space.training().dtype;
-  const int64_t pbytes = spec::bytes_of(dtype);
+  const int64_t pbytes = spec::bytes_of(spec::storage_dtype(dtype));
   const int64_t pp = lay.pp, dp = lay.dp;
   const bool dpc = dp > 1;
   const spec::ZeroConfig defaults;
@@ -678,7 +678,7 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const spec::Model& m = space_.model();
   const int64_t micro_batches = space_.training().global_batch / (lay.dp * mb);
   const int64_t tokens = mb * m.seq_len;
-  const int64_t abytes = spec::bytes_of(space_.training().dtype);
+  const int64_t abytes = spec::bytes_of(spec::storage_dtype(space_.training().dtype));
   const CommCosts& cc = comm(lay.tp, lay.pp);
   const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes);
   const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb);

@@ -108,8 +108,8 @@ Space::Space(const spec::Model& model, const spec::Cluster& cluster, const spec:
   for (spec::Recompute r : {spec::Recompute::kNone, spec::Recompute::kSelective, spec::Recompute::kFull}) {
     if (allowed(limits_.recompute, r)) recompute_.push_back(r);
   }
-  // the framework's own limit (Megatron-LM: ZeRO-1 at most)
-  for (int z = 0; z <= training_.framework_profile().max_zero_stage; ++z) {
+  // the framework's own limit (Megatron-LM: ZeRO-1 at most; fp8: ZeRO-2)
+  for (int z = 0; z <= training_.max_zero_stage(); ++z) {
     if (allowed(limits_.zero, z)) zero_.push_back(z);
   }
   for (spec::Offload o : {spec::Offload::kNone, spec::Offload::kCpu}) {

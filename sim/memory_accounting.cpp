@@ -15,8 +15,14 @@ using trace::MemoryKind;
 trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t stage, const spec::Cluster& cluster) {
   const spec::ZeroConfig& z = prog.plan.zero;
   const program::Placement& pl = prog.placement;
-  int64_t stage_params = 0, persistent = 0;
-  for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) stage_params += prog.chunk(stage, c).params;
+  int64_t stage_params = 0, persistent = 0, blocks = 0;
+  const std::vector<program::Unit> units = program::model_units(prog.model, prog.plan.tp);
+  for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
+    const program::ChunkInfo& chunk = prog.chunk(stage, c);
+    stage_params += chunk.params;
+    // a block is two units (attention, MLP); count it at its attention unit
+    for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) blocks += units[static_cast<std::size_t>(u)].kind == program::UnitKind::kAttention;
+  }
   for (const program::Bucket& b : prog.param_buckets) {
     if (b.stage == stage && z.stage == 3) persistent += b.persistent_elems;
   }
@@ -24,7 +30,7 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
   const int64_t message = program::p2p_message_bytes(prog.tokens_per_micro_batch(), prog.model.hidden, prog.plan.tp,
                                                      prog.activation_bytes);
   trace::MemoryBytes m;
-  m[MemoryKind::kParams] = ms.params;
+  m[MemoryKind::kParams] = ms.params + fp8_state_bytes(prog.model, prog.plan.tp, blocks, prog.training.dtype);
   m[MemoryKind::kGrads] = ms.grads;
   m[MemoryKind::kOptimizer] = ms.optimizer;
   m[MemoryKind::kBuffers] = comm_buffer_bytes(message, pl.pp, z, pl.dp, stage_params, prog.param_bytes);

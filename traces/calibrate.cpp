@@ -21,6 +21,8 @@ using nlohmann::json;
 namespace {
 
 using sim::Gemm;
+using sim::GemmRate;
+using sim::gemm_rate;
 using sim::KnotWeights;
 using sim::knot_weights;
 
@@ -114,10 +116,14 @@ struct ComputeValues {
 class ComputeProblem {
  public:
   ComputeProblem(const std::vector<ComputeSample>& samples, const spec::Gpu& gpu) {
+    const auto fp8 = gpu.peak_flops.find(spec::Dtype::kFp8);
+    const double fp8_peak = fp8 == gpu.peak_flops.end() ? 0.0 : fp8->second;
     for (const ComputeSample& s : samples) {
       ComputeRow row;
       for (const Gemm& g : s.work.gemms) {
-        row.gemms.push_back({knot_weights(gpu.matmul_efficiency, g.flops), g.count * g.flops / s.peak_flops});
+        // an FP8 GEMM on the curve where work.hpp's gemm_rate puts it
+        const GemmRate r = gemm_rate(g, s.peak_flops, fp8_peak);
+        row.gemms.push_back({knot_weights(gpu.matmul_efficiency, r.curve_flops), g.count * g.flops / r.peak});
       }
       row.amount = {s.work.memory_bytes, s.work.activation_elems, s.work.adam_params};
       row.fixed = s.fixed_seconds;

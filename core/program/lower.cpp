@@ -110,9 +110,9 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.training = training;
   prog.plan = plan;
   prog.placement = Placement{plan.tp, plan.pp, plan.dp};
-  prog.param_bytes = spec::bytes_of(training.dtype);
+  prog.param_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
   prog.reduce_bytes = training.reduce_bytes();
-  prog.activation_bytes = spec::bytes_of(training.dtype);
+  prog.activation_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
 
   const std::vector<Unit> units = model_units(model, plan.tp);
   const std::vector<int64_t> layers = chunk_layers(model, plan, units);

@@ -20,6 +20,8 @@ std::optional<Dtype> parse_dtype(std::string_view s) {
   return std::nullopt;
 }
 
+Dtype storage_dtype(Dtype d) { return d == Dtype::kFp8 ? Dtype::kBf16 : d; }
+
 int64_t bytes_of(Dtype d) {
   switch (d) {
     case Dtype::kFp32:

@@ -205,11 +205,9 @@ void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t
                                    (t.label().empty() ? "" : " of " + t.label()));
   }
   check_shapes(p, m);
-  const FrameworkProfile fw = t.framework_profile();
-  if (p.zero.stage > fw.max_zero_stage) {
-    reject(p, "zero/stage", "at most ZeRO stage " + n(fw.max_zero_stage) + " under framework \"" +
-                                to_string(t.framework) + "\"" + (t.label().empty() ? "" : " (" + t.label() + ")") +
-                                ": Megatron-LM's distributed optimizer shards the optimizer state only");
+  if (p.zero.stage > t.max_zero_stage()) {
+    reject(p, "zero/stage", "at most ZeRO stage " + n(t.max_zero_stage()) + " " + t.zero_stage_reason() +
+                                (t.label().empty() ? "" : " (" + t.label() + ")"));
   }
 }
 

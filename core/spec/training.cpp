@@ -1,5 +1,7 @@
 #include "core/spec/training.hpp"
 
+#include <algorithm>
+
 #include "core/spec/json_reader.hpp"
 #include "core/spec/limits.hpp"
 
@@ -23,7 +25,7 @@ Training training_from_json(const json& j, const std::string& file) {
       r.fail_value("seq_len", "a positive number of tokens per sequence, at most " + std::to_string(limits::kSeqLen));
     }
   }
-  t.dtype = *parse_dtype(r.choice("dtype", {"fp16", "bf16", "fp32"}));
+  t.dtype = *parse_dtype(r.choice("dtype", {"fp16", "bf16", "fp32", "fp8"}));
   t.optimizer = r.choice_or("optimizer", {"adam", "adamw"}, "adam") == "adamw" ? Optimizer::kAdamW
                                                                             : Optimizer::kAdam;
   if (r.has("framework")) {
@@ -54,13 +56,29 @@ Training training_from_json(const json& j, const std::string& file) {
   return t;
 }
 
+int Training::max_zero_stage() const {
+  const int framework = framework_profile().max_zero_stage;
+  return dtype == Dtype::kFp8 ? std::min(framework, 2) : framework;
+}
+
+std::string Training::zero_stage_reason() const {
+  if (framework_profile().max_zero_stage == max_zero_stage()) {
+    return framework_profile().max_zero_stage < 3
+               ? "under framework \"" + std::string(to_string(framework)) +
+                     "\": Megatron-LM's distributed optimizer shards the optimizer state only"
+               : "";
+  }
+  return "with dtype fp8: Transformer Engine keeps each FP8 weight (and its transpose) across micro-batches, "
+         "which ZeRO-3's partitioned parameters do not; FP8 with ZeRO-3 is not modelled";
+}
+
 FrameworkProfile Training::framework_profile() const {
   FrameworkProfile p = spec::framework_profile(framework);
   if (reduce_dtype) p.reduce_dtype = reduce_dtype;
   return p;
 }
 
-int64_t Training::reduce_bytes() const { return bytes_of(reduce_dtype.value_or(dtype)); }
+int64_t Training::reduce_bytes() const { return bytes_of(reduce_dtype.value_or(storage_dtype(dtype))); }
 
 std::pair<std::string, std::string> Training::origin_of(std::string_view key) const {
   for (const std::string& k : from_command_line) {

@@ -53,6 +53,12 @@ struct Training {
   std::string label() const;
   // The framework's profile with this file's overrides; gradient collectives' element bytes.
   FrameworkProfile framework_profile() const;
+  // The highest ZeRO stage this training can run: the framework's (Megatron-LM: 1), and 2 with
+  // fp8 (Transformer Engine caches each FP8 weight and its transpose across micro-batches, which
+  // ZeRO-3's partitioned parameters do not keep: not modelled).
+  int max_zero_stage() const;
+  // Why the stage is capped, for messages ("" when it is not).
+  std::string zero_stage_reason() const;
   int64_t reduce_bytes() const;
 };
 

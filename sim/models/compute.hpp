@@ -4,6 +4,8 @@
 //   t(optimizer on the GPU) = work_seconds(Adam's bytes and parameters)
 //   t(optimizer on the host, offload) = elems / host.adam_params_per_s
 //   t(offload copy) = bytes / host.pcie_Bps
+// peak_flops() is the peak of the training's storage format (bf16 for an fp8 training, whose block
+// GEMMs run at the FP8 peak as work.hpp says): what MFU is measured against.
 // Per-unit times are precomputed once per model; an instruction sums its units' times.
 #pragma once
 

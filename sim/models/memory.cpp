@@ -22,6 +22,13 @@ ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::Z
   return s;
 }
 
+int64_t fp8_state_bytes(const spec::Model& m, int64_t tp, int64_t blocks, spec::Dtype dtype) {
+  if (dtype != spec::Dtype::kFp8) return 0;
+  int64_t per_block = 0;
+  for (const count::Linear& l : count::block_linears(m)) per_block += 2 * count::shard(m, l, tp).weight() + kFp8ScalingStateBytes;
+  return per_block * blocks;
+}
+
 int64_t p2p_buffer_bytes(int64_t message_bytes, int64_t pp) { return pp > 1 ? 2 * message_bytes : 0; }
 
 int64_t grad_bucket_buffer_bytes(const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params, int64_t param_bytes) {
@@ -35,7 +42,8 @@ int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroCon
 
 double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const spec::Plan& p,
                                   const spec::Training& training, spec::Recompute mode) {
-  const spec::Dtype dtype = training.dtype;
+  const spec::Dtype dtype = spec::storage_dtype(training.dtype);
+  const bool fp8 = training.dtype == spec::Dtype::kFp8;
   const double h = static_cast<double>(m.hidden), t = static_cast<double>(p.tp);
   const double q_r = static_cast<double>(m.q_dim()) / t;
   const double kv_r = static_cast<double>(count::kv_heads_per_rank(m, p.tp) * m.head_dim());
@@ -62,11 +70,15 @@ double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const 
         // norm input, QKV input, dropout mask (+ a post-norm's input); Q, K, V, context (+ q/k norm inputs)
         bytes = whole(5 * h + (m.attn_norms == 2 ? 2 * h : 0)) + 4 * q_r + 4 * kv_r +
                 (m.qk_norm ? 2 * q_r + 2 * kv_r : 0);
+        const bool context_kept = mode == spec::Recompute::kNone || !flash;
         if (mode == spec::Recompute::kNone) {
           bytes += scores;
         } else if (flash) {
           bytes -= 2 * q_r;  // selective re-runs the fused kernel: its output (the context) is not kept
         }
+        // fp8: the QKV input and the output projection's input (the context) are kept as their
+        // 1-byte FP8 copies, the GEMMs' operands
+        if (fp8) bytes -= whole(h) + (context_kept ? q_r : 0);
       }
       break;
     case UnitKind::kMlp:
@@ -77,6 +89,9 @@ double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const 
         // dropout mask (+ a post-norm's input); activation input(s) and output
         const double own = (m.mlp_norms == 0 ? 0 : 4 * h) + h + (m.mlp_norms == 2 ? 2 * h : 0);
         bytes = whole(own) + (spec::gated(m.mlp) ? 6 : 4) * f_r;
+        // fp8: fc1's input (its own, when the MLP has a norm) and fc2's input (the activation's
+        // output) kept as 1-byte FP8 copies
+        if (fp8) bytes -= (m.mlp_norms == 0 ? 0 : whole(h)) + f_r;
       }
       break;
   }

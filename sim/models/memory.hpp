@@ -29,6 +29,14 @@
 //   5as/t scores; full recompute keeps only the block's
 //   input, 2h (/t with SP), and re-creates the block's activations while it is back-propagated.
 //   Head: the final norm's input 2h and fp32 logits 4V/t. fp32 training doubles the 16-bit bytes.
+//   fp8 training (Transformer Engine) keeps each block GEMM's activation operand as its 1-byte FP8
+//   copy: the QKV input -h (whole, or /t with SP), the context -q/t (when kept), fc1's own input -h
+//   (whole or /t), fc2's input (the activation's output) -f/t.
+// FP8 state (fp8 training, per block linear on the rank, W its weight elements there): the FP8
+// weight and its transpose, cached across micro-batches, 2·W bytes, and the scaling state of its
+// five FP8 tensors (input, weight, output forward; output and input gradients backward), each an
+// amax history of 1024 fp32 values (Transformer Engine's DelayedScaling recipe default) with a
+// scale and its inverse: 5 · 1026 · 4 = 20,520 bytes. Counted as parameters.
 // Communication buffers a stage holds the whole step (besides ZeRO-3's gathered buckets, which
 // come and go with their GatherParams and ReleaseParams), with P_s and w as above:
 //   pipeline p2p         2·M when pp > 1: one send and one receive buffer of the Program's
@@ -58,6 +66,10 @@ ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::Z
                          spec::Dtype dtype);
 
 int64_t p2p_buffer_bytes(int64_t message_bytes, int64_t pp);
+
+// The FP8 state of `blocks` transformer blocks on one of `tp` ranks (above); 0 unless fp8.
+inline constexpr int64_t kFp8ScalingStateBytes = 5 * (1024 + 2) * 4;
+int64_t fp8_state_bytes(const spec::Model& m, int64_t tp, int64_t blocks, spec::Dtype dtype);
 int64_t grad_bucket_buffer_bytes(const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params, int64_t param_bytes);
 // Both.
 int64_t comm_buffer_bytes(int64_t message_bytes, int64_t pp, const spec::ZeroConfig& zero, int64_t dp, int64_t stage_params,

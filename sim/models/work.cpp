@@ -13,19 +13,19 @@ using program::Op;
 using program::Unit;
 using program::UnitKind;
 
-void Work::add_gemm(double flops, double count) {
+void Work::add_gemm(double flops, double count, bool fp8) {
   if (count == 0) return;
   for (Gemm& g : gemms) {
-    if (g.flops == flops) {
+    if (g.flops == flops && g.fp8 == fp8) {
       g.count += count;
       return;
     }
   }
-  gemms.push_back({flops, count});
+  gemms.push_back({flops, count, fp8});
 }
 
 void Work::add(const Work& other, double scale) {
-  for (const Gemm& g : other.gemms) add_gemm(g.flops, scale * g.count);
+  for (const Gemm& g : other.gemms) add_gemm(g.flops, scale * g.count, g.fp8);
   memory_bytes += scale * other.memory_bytes;
   activation_elems += scale * other.activation_elems;
   adam_params += scale * other.adam_params;
@@ -53,6 +53,18 @@ double matmul_efficiency(const std::vector<std::pair<double, double>>& points, d
   const KnotWeights k = knot_weights(points, flops);
   if (k.w1 == 0) return points[k.k0].second;
   return points[k.k0].second + k.w1 * (points[k.k1].second - points[k.k0].second);
+}
+
+GemmRate gemm_rate(const Gemm& g, double peak_flops, double fp8_peak) {
+  if (!g.fp8) return {peak_flops, g.flops};
+  if (!(fp8_peak > 0)) throw std::logic_error("an FP8 GEMM timed without the GPU's FP8 peak");
+  return {fp8_peak, g.flops * peak_flops / fp8_peak};
+}
+
+WorkTimer::WorkTimer(const spec::Gpu& gpu, double peak_flops, const spec::AttentionKernel* attention)
+    : gpu_(gpu), peak_(peak_flops), attention_(attention) {
+  const auto it = gpu.peak_flops.find(spec::Dtype::kFp8);
+  if (it != gpu.peak_flops.end()) fp8_peak_ = it->second;
 }
 
 double WorkTimer::efficiency(double flops) {
@@ -115,7 +127,10 @@ spec::Training effective_training(const spec::Training& training, const spec::Cl
 
 double WorkTimer::seconds(const Work& w) {
   double t = attention_seconds(w, attention_, peak_);
-  for (const Gemm& g : w.gemms) t += g.count * g.flops / (peak_ * efficiency(g.flops));
+  for (const Gemm& g : w.gemms) {
+    const GemmRate r = gemm_rate(g, peak_, fp8_peak_);
+    t += g.count * g.flops / (r.peak * efficiency(r.curve_flops));
+  }
   t += w.memory_bytes / (gpu_.hbm_Bps * gpu_.memory_efficiency);
   if (gpu_.activation_elems_per_s > 0) t += w.activation_elems / gpu_.activation_elems_per_s;
   if (gpu_.adam_params_per_s > 0) t += w.adam_params / gpu_.adam_params_per_s;
@@ -128,15 +143,38 @@ namespace {
 
 // The GEMMs of the block linears whose name starts with `group` (count::block_linears), each split
 // over t ranks as count::shard says, for T tokens: 2 * T * in * out FLOPs.
-void add_linear_gemms(const spec::Model& m, int64_t t, double T, const char* group, Work& gemms) {
+void add_linear_gemms(const spec::Model& m, int64_t t, double T, const char* group, bool fp8, Work& gemms) {
   for (const count::Linear& l : count::block_linears(m)) {
     if (l.name.rfind(group, 0) != 0) continue;
     const count::Shard sh = count::shard(m, l, t);
-    gemms.add_gemm(2 * T * static_cast<double>(sh.in) * static_cast<double>(sh.out), 1);
+    gemms.add_gemm(2 * T * static_cast<double>(sh.in) * static_cast<double>(sh.out), 1, fp8);
   }
 }
 
-WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool eager,
+// Transformer Engine's FP8 casts around the block linears of `group` (work.hpp: FP8), bytes of one
+// micro-batch: forward (inputs and the weights' share) and backward (output gradients).
+struct CastBytes {
+  double forward = 0, backward = 0;
+};
+CastBytes fp8_cast_bytes(const spec::Model& m, int64_t t, double T, const char* group, int64_t micro_batches) {
+  CastBytes c;
+  bool norm_input_cast = false;   // the norm-fed input, shared by QKV (or gate and up), cast once
+  for (const count::Linear& l : count::block_linears(m)) {
+    if (l.name.rfind(group, 0) != 0) continue;
+    const count::Shard sh = count::shard(m, l, t);
+    if (l.split == count::Split::kRow) {
+      c.forward += 4 * T * static_cast<double>(sh.in);
+    } else if (!norm_input_cast) {
+      c.forward += 1 * T * static_cast<double>(sh.in);
+      norm_input_cast = true;
+    }
+    c.forward += 4 * static_cast<double>(sh.weight()) / static_cast<double>(micro_batches);
+    c.backward += 4 * T * static_cast<double>(sh.out);
+  }
+  return c;
+}
+
+WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
                               bool flash) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
   const int64_t t = p.tp;
@@ -155,7 +193,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
     }
     case UnitKind::kAttention: {
       const int64_t d = m.head_dim();
-      add_linear_gemms(m, t, T, "attn.", gemms);
+      add_linear_gemms(m, t, T, "attn.", fp8, gemms);
       const double s = static_cast<double>(m.seq_len);
       const double batched = static_cast<double>(p.micro_batch * (m.heads / t));
       if (flash) {
@@ -175,7 +213,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       break;
     }
     case UnitKind::kMlp: {
-      add_linear_gemms(m, t, T, "mlp.", gemms);
+      add_linear_gemms(m, t, T, "mlp.", fp8, gemms);
       // eager: dropout and residual add apart; a gated MLP's activation and product apart (4 + 6)
       bytes_per_token = (eager ? 15 : 11) * h_r + (spec::gated(m.mlp) ? (eager ? 10 : 6) : 4) * f_r;
       // GELU's tanh or SwiGLU's sigmoid (GeGLU: tanh), once per element of f/t; ReLU has none
@@ -184,12 +222,16 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
     }
   }
   const double mem = width * T * bytes_per_token, score_mem = width * score_bytes;
+  CastBytes cast;
+  if (fp8 && (u.kind == UnitKind::kAttention || u.kind == UnitKind::kMlp)) {
+    cast = fp8_cast_bytes(m, t, T, u.kind == UnitKind::kAttention ? "attn." : "mlp.", p.micro_batches);
+  }
   WorkModel::UnitWork w;
   w.forward.add(gemms);
   Work forward_scores = scores;
   forward_scores.attention_bwd_flops = 0;  // the forward runs the forward kernel only
   w.forward.add(forward_scores);
-  w.forward.memory_bytes += mem + score_mem;
+  w.forward.memory_bytes += mem + score_mem + cast.forward;
   w.forward.activation_elems += activation_elems;
   w.backward_input.add(gemms);
   if (scores.attention_fwd_flops > 0) {
@@ -199,7 +241,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   } else {
     w.backward_input.add(scores, 2);
   }
-  w.backward_input.memory_bytes += 2 * (mem + score_mem);
+  w.backward_input.memory_bytes += 2 * (mem + score_mem) + cast.backward;
   w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
   w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32 ? 12.0 : 10.0);
@@ -211,8 +253,10 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
 }  // namespace
 
 WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
-    : selective_(plan.recompute == spec::Recompute::kSelective), grad_bytes_(spec::bytes_of(training.dtype)) {
+    : selective_(plan.recompute == spec::Recompute::kSelective),
+      grad_bytes_(spec::bytes_of(spec::storage_dtype(training.dtype))) {
   const bool fp32 = training.dtype == spec::Dtype::kFp32;
+  const bool fp8 = training.dtype == spec::Dtype::kFp8;
   std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
   for (const Unit& u : program::model_units(model, plan.tp)) {
     const auto key = std::make_pair(u.kind, u.params);
@@ -223,7 +267,7 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
     }
     distinct_of_.push_back(static_cast<int32_t>(distinct_.size()));
     seen.push_back(key);
-    distinct_.push_back(unit_work(model, plan, u, fp32, training.kernels == spec::Kernels::kEager,
+    distinct_.push_back(unit_work(model, plan, u, fp32, fp8, training.kernels == spec::Kernels::kEager,
                                   training.flash_attention()));
   }
 }

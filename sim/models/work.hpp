@@ -68,6 +68,21 @@
 //   log2 s):  t = F_fwd / (peak · e_fwd(s)) + F_bwd / (peak · e_bwd(s)).
 //   Selective recompute re-runs the forward kernel in the backward. "attention": "unfused" keeps
 //   the score GEMMs and bytes below (runs before 2022; the CPU executor).
+// * FP8 ("dtype": "fp8", Transformer Engine's recipe as Megatron-LM and NeMo run it: the block's
+//   linear layers — QKV, attention output, the MLP's — in FP8, E4M3 forward and E5M2 gradients; the
+//   LM head, attention itself and every other kernel in bf16): the block GEMMs run at the FP8 peak
+//   (gemm_rate above). Each FP8 GEMM adds the casts TE runs around it, memory-bound bytes per
+//   element (T tokens, k its input width, n its output width on the rank, W its weight elements,
+//   m micro-batches a step):
+//     forward, input fed by a norm (QKV; fc1, or gate and up, one shared input): the norm writes
+//       the FP8 copy (1 byte instead of 2) and a transpose pass reads and writes it (1 + 1): +1·T·k
+//       once per shared input;
+//     forward, other inputs (attention output, fc2): cast and transpose, read 2 write 1 + 1: +4·T·k;
+//     backward, the output gradient: cast and transpose, +4·T·n;
+//     weights: cast and transpose once a step (cached over micro-batches): 4·W, a share 4·W/m in
+//       each micro-batch's forward.
+//   The tensor-parallel collectives stay 16-bit (TE can all-gather FP8 under sequence parallelism,
+//   which would halve those; not modelled).
 // Per unit (T tokens of a micro-batch, h hidden, t tp, s sequence, d head size, kv_r = kv_heads/t
 // or 1, V vocab; w = 2 for fp32 elements, else 1):
 //   attention  GEMMs 2Th(q/t + 2·kv_r·d), 2T(q/t)h; unfused: scores 2·b·a_r GEMMs of 2s²d and
@@ -98,6 +113,7 @@ namespace stagecraft::sim {
 struct Gemm {
   double flops = 0;   // FLOPs of one GEMM
   double count = 0;   // how many of them
+  bool fp8 = false;   // operands in FP8 (fp8 training's block GEMMs): timed at the FP8 peak
 };
 
 struct Work {
@@ -111,7 +127,7 @@ struct Work {
   double attention_bwd_flops = 0;
   double attention_seq = 0;
 
-  void add_gemm(double flops, double count);
+  void add_gemm(double flops, double count, bool fp8 = false);
   void add(const Work& other, double scale = 1.0);
 };
 
@@ -125,21 +141,35 @@ KnotWeights knot_weights(const std::vector<std::pair<double, double>>& points, d
 // Fraction of peak for a GEMM of `flops` FLOPs; throws std::invalid_argument without points.
 double matmul_efficiency(const std::vector<std::pair<double, double>>& points, double flops);
 
+// Where an FP8 GEMM of F FLOPs sits on the 16-bit curve: the GPU's FP8 peak p8 runs it r = p8/p
+// times faster than its 16-bit peak p, so its ideal time equals a 16-bit GEMM's of F/r FLOPs, and it
+// reaches that GEMM's fraction of peak (the curve measures how far fixed per-kernel costs and tile
+// quantisation keep a GEMM of a given ideal time from its peak):
+//   t = F / (p8 · eff(F / r)).
+// `curve_flops` is F/r, `peak` p8 (for a 16-bit GEMM: F and p).
+struct GemmRate {
+  double peak = 0;
+  double curve_flops = 0;
+};
+// `fp8_peak` 0: no FP8 peak known (an FP8 GEMM then throws std::logic_error).
+GemmRate gemm_rate(const Gemm& g, double peak_flops, double fp8_peak);
+
 // Turns work into seconds on one GPU (the equation above), its GEMMs at `peak_flops` (the
-// training dtype's). It remembers eff(F) of the sizes it has seen: a model has a handful of GEMM
-// sizes, repeated in every layer.
+// training's 16-bit or fp32 peak) and FP8 GEMMs as gemm_rate says. It remembers eff(F) of the sizes
+// it has seen: a model has a handful of GEMM sizes, repeated in every layer.
 class WorkTimer {
  public:
   // `attention`: the fused attention kernel flash work runs on (attention_kernel()); nullptr when
-  // the training runs attention unfused (timing flash work then is a logic error).
-  WorkTimer(const spec::Gpu& gpu, double peak_flops, const spec::AttentionKernel* attention = nullptr)
-      : gpu_(gpu), peak_(peak_flops), attention_(attention) {}
+  // the training runs attention unfused (timing flash work then is a logic error). The FP8 peak is
+  // the profile's peak_flops.fp8, when it has one.
+  WorkTimer(const spec::Gpu& gpu, double peak_flops, const spec::AttentionKernel* attention = nullptr);
   double seconds(const Work& w);
 
  private:
   double efficiency(double flops);
   const spec::Gpu& gpu_;
   double peak_;
+  double fp8_peak_ = 0;
   const spec::AttentionKernel* attention_;
   std::vector<std::pair<double, double>> seen_;  // (FLOPs of one GEMM, eff)
 };

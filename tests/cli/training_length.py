@@ -44,6 +44,30 @@ def main():
     fp32 = run(s, *big, "--dtype", "fp32")
     check(close(fp32["memory"]["params"], 2 * bf16["memory"]["params"]),
           "simulate --dtype fp32: parameter bytes twice bf16's (4 / 2 bytes an element)")
+
+    # --dtype fp8 (Transformer Engine): the block GEMMs at the FP8 peak, the rest bf16. demo-13b is
+    # tp8 pp2: 20 blocks a stage; a block's linears are 5120 x (3·5120), 5120 x 5120, 5120 x 20480 and
+    # 20480 x 5120 = 5120·61440 weights, /8 per rank. The FP8 state adds 2 bytes per weight (the FP8
+    # copy and its transpose) and 5·1026·4 bytes of scaling state per linear, in "params".
+    fp8 = run(s, *big, "--dtype", "fp8")
+    per_rank = 5120 * 61440 // 8
+    state = 20 * (2 * per_rank + 4 * 5 * 1026 * 4)
+    check(fp8["memory"]["params"] - bf16["memory"]["params"] == state,
+          f"simulate --dtype fp8: params grow by the FP8 state, 20 × (2 × {per_rank} + 4 × 20520) = {state}")
+    check(fp8["step_time_s"] < bf16["step_time_s"], "simulate --dtype fp8: faster than bf16")
+    check(fp8["precision"]["mfu_peak_flops"] == bf16["precision"]["mfu_peak_flops"] and
+          close(fp8["precision"]["fp8_peak_flops"], 2 * fp8["precision"]["mfu_peak_flops"], 1e-4),
+          "simulate --dtype fp8: MFU against the bf16 peak; the H100's FP8 peak is twice it (datasheet rounding)")
+    check(close(fp8["mfu"] / bf16["mfu"], bf16["step_time_s"] / fp8["step_time_s"], 1e-6),
+          "simulate --dtype fp8: MFU scales as 1 / step time (same model FLOPs, same peak)")
+    check(fp8["memory"]["activations"] < bf16["memory"]["activations"], "simulate --dtype fp8: GEMM operands kept in 1 byte")
+    with tempfile.TemporaryDirectory() as d:
+        z3 = os.path.join(d, "z3.json")
+        with open(z3, "w") as f:
+            json.dump({"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "micro_batches": 256, "zero": {"stage": 3}}, f)
+        r = call(s, *[a if a != "demo-13b" else z3 for a in big], "--dtype", "fp8")
+        check(r.returncode == 2 and "/zero/stage" in r.stderr and "fp8" in r.stderr,
+              "simulate --dtype fp8 with ZeRO-3: exit 2 naming /zero/stage and why")
     check(bf16["plan"]["micro_batches"] * bf16["plan"]["micro_batch"] * bf16["plan"]["dp"] == 1024,
           "simulate: the plan's batch is the training file's 1024")
 

@@ -47,6 +47,16 @@ TEST(DeepSpeedExport, SatisfiesTheBatchIdentityAndCarriesTheZeroKeys) {
   EXPECT_TRUE(e.warnings.empty()) << e.warnings.front();
 }
 
+TEST(DeepSpeedExport, Fp8IsBf16ForDeepSpeedWithAWarning) {
+  // DeepSpeed has no FP8 key: its engine runs bf16, and FP8 GEMMs come from TE modules in the model.
+  const spec::Plan p = plan_of({{"tp", 1}, {"pp", 1}, {"dp", 8}, {"micro_batch", 1}, {"micro_batches", 8}});
+  const DeepSpeedExport e = to_deepspeed(p, training(64, spec::Dtype::kFp8));
+  EXPECT_EQ(e.config.at("bf16").at("enabled"), true);
+  EXPECT_EQ(e.config.at("fp16").at("enabled"), false);
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_EQ(e.warnings[0].rfind("dtype fp8: DeepSpeed has no FP8 key", 0), 0u) << e.warnings[0];
+}
+
 TEST(DeepSpeedExport, WarnsWithDeepSpeedsReasonWhenPipelineMeetsZero2Or3) {
   for (int stage : {2, 3}) {
     const spec::Plan p = plan_of({{"pp", 4}, {"dp", 2}, {"micro_batches", 8}, {"zero", {{"stage", stage}}}});

@@ -73,6 +73,15 @@ TEST(Space, PinnedAxesOnlyKeepTheirValues) {
   }
 }
 
+TEST(Space, Fp8SearchesZeroStagesUpToTwo) {
+  // Transformer Engine's FP8 weight caches assume whole parameters: ZeRO-3 is not modelled for fp8,
+  // so the space keeps stages 0, 1 and 2 (and a bf16 training all four).
+  const spec::Cluster c = test::bundled_cluster("dgx-h100-ndr", 1);
+  const spec::Model m = test::bundled_model("tiny");
+  EXPECT_EQ(Space(m, c, test::training(64, spec::Dtype::kFp8), 8, {}).zero_values(), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(Space(m, c, test::training(64), 8, {}).zero_values(), (std::vector<int>{0, 1, 2, 3}));
+}
+
 TEST(Space, BucketGridMultipliesOnlyTheStagesThatUseIt) {
   // dp = 2 only: ZeRO 0 and 1 each take every reduce-bucket value; prefetch and max-live
   // grids belong to ZeRO 3 alone.

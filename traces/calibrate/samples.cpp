@@ -99,7 +99,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   sum.training = pc.training_origin;
   const program::Program& prog = pc.program;
   const program::Placement& pl = prog.placement;
-  const double peak = peak_for(t, base, pc.training.dtype);
+  const double peak = peak_for(t, base, spec::storage_dtype(pc.training.dtype));
   const spec::Training run = sim::effective_training(pc.training, base);
   const sim::WorkModel work(prog.model, run, prog.plan);
   const spec::AttentionKernel* attention = sim::attention_kernel(base, run);
@@ -193,7 +193,7 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
   sum.training = std::string("probe, ") + spec::to_string(*dtype);
   int64_t nodes = 0;
   const std::vector<int64_t> gpus = probe_gpus(t, base, hosts, nodes);
-  const double peak = peak_for(t, base, *dtype);
+  const double peak = peak_for(t, base, spec::storage_dtype(*dtype));
   const spec::Cluster sized = sized_for(base, nodes * base.gpus_per_node);
   const LinkModel links(sized, nodes * base.gpus_per_node);
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;

@@ -167,5 +167,34 @@ TEST(Memory, FlashAttentionKeepsTheLogsumexpNotTheScores) {
   EXPECT_DOUBLE_EQ(activation_bytes_per_token(attn, m, p, fp32, spec::Recompute::kNone), 2 * kept + 4 * a / t);
 }
 
+// fp8 (Transformer Engine): the four GEMM operands are kept as 1-byte copies. LLaMA block, TP 4,
+// no SP: attention -h (QKV input, whole) - q/t (context); MLP -h (fc1's input) - f/t (fc2's input);
+// with SP the whole-width ones are /t. FP8 state per block: 2 bytes per linear weight element on
+// the rank plus 20,520 bytes of scaling state per linear.
+TEST(Memory, Fp8KeepsGemmOperandsInOneByteAndCachesFp8Weights) {
+  const spec::Model m = llama_block();
+  const spec::Plan p = spec::plan_from_json({{"tp", 4}, {"micro_batch", 1}}, "p.json");
+  const std::vector<program::Unit> units = program::model_units(m, 4);
+  const double h = 4096, t = 4, q = 4096, f = 14336;
+  const spec::Training bf16 = training_of(spec::Dtype::kBf16), fp8 = training_of(spec::Dtype::kFp8);
+  for (spec::Recompute r : {spec::Recompute::kNone, spec::Recompute::kSelective}) {
+    EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[1], m, p, bf16, r) - activation_bytes_per_token(units[1], m, p, fp8, r),
+                     h + q / t);
+    EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[2], m, p, bf16, r) - activation_bytes_per_token(units[2], m, p, fp8, r),
+                     h + f / t);
+  }
+  spec::Plan sp = p;
+  sp.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_token(units[2], m, sp, bf16, spec::Recompute::kNone) -
+                       activation_bytes_per_token(units[2], m, sp, fp8, spec::Recompute::kNone),
+                   h / t + f / t);
+  // weights per rank: QKV 4096 x (4096 + 2·1024) / 4, out 4096·4096/4, gate and up 4096·14336/4 each,
+  // down 14336·4096/4
+  const double w = (4096.0 * 6144 + 4096.0 * 4096 + 3 * 4096.0 * 14336) / 4;
+  EXPECT_EQ(kFp8ScalingStateBytes, 5 * 1026 * 4);
+  EXPECT_EQ(fp8_state_bytes(m, 4, 3, spec::Dtype::kFp8), static_cast<int64_t>(3 * (2 * w + 5 * 20520)));
+  EXPECT_EQ(fp8_state_bytes(m, 4, 3, spec::Dtype::kBf16), 0);
+}
+
 }  // namespace
 }  // namespace stagecraft::sim

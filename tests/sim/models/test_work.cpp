@@ -11,6 +11,7 @@
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "sim/models/compute.hpp"
+#include "support.hpp"
 
 namespace stagecraft::sim {
 namespace {
@@ -257,6 +258,46 @@ TEST(Work, TheAttentionKernelIsTheProfilesOrAnError) {
     EXPECT_EQ(e.pointer(), "/attention");
     EXPECT_NE(std::string(e.what()).find("\"cudnn\""), std::string::npos) << e.what();
   }
+}
+
+// fp8: the tiny model's block GEMMs run at the FP8 peak, looked up on the 16-bit curve at F / r
+// (r = 800/400 = 2), with Transformer Engine's casts as memory-bound bytes. Attention unit of
+// block 0, micro-batch 2 (T = 128 tokens), 2 micro-batches, h = 64, QKV 64 x 192, out 64 x 64:
+//   forward casts  QKV input 1·T·64 (norm-fed) + out input 4·T·64 + weights 4·(64·192 + 64·64)/2
+//   backward casts output gradients 4·T·(192 + 64)
+TEST(Work, Fp8GemmsAtTheFp8PeakWithTheirCasts) {
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  spec::Training t;
+  t.dtype = spec::Dtype::kFp8;
+  const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 2);
+  const WorkModel work(m, t, p);
+  const Work f = work.compute(Op::kForward, 1, 2);
+  ASSERT_EQ(f.gemms.size(), 2u);
+  EXPECT_TRUE(f.gemms[0].fp8 && f.gemms[1].fp8);
+  const double T = 128;
+  EXPECT_EQ(f.memory_bytes, T * 11 * 64 + 1 * T * 64 + 4 * T * 64 + 4.0 * (64 * 192 + 64 * 64) / 2);
+  const Work bi = work.compute(Op::kBackwardInput, 1, 2);
+  EXPECT_EQ(bi.memory_bytes, 2 * T * 11 * 64 + 4 * T * (192 + 64));
+  // the head stays 16-bit
+  const Work head = work.compute(Op::kForward, work.unit_count() - 1, work.unit_count());
+  ASSERT_EQ(head.gemms.size(), 1u);
+  EXPECT_FALSE(head.gemms[0].fp8);
+
+  spec::Cluster c = cluster_with_curve();
+  c.gpu.peak_flops[spec::Dtype::kFp8] = 800e12;
+  const double F = 2 * T * 64 * 192;
+  const GemmRate r = gemm_rate({F, 1, true}, 400e12, 800e12);
+  EXPECT_EQ(r.peak, 800e12);
+  EXPECT_EQ(r.curve_flops, F / 2);
+  Work one;
+  one.add_gemm(F, 1, true);
+  EXPECT_NEAR(work_seconds(one, c.gpu, 400e12), F / (800e12 * matmul_efficiency(c.gpu.matmul_efficiency, F / 2)), 1e-18);
+  // without an FP8 peak an fp8 training is refused, naming the cluster's /gpu/peak_flops/fp8
+  spec::Training unfused = t;
+  unfused.attention = "unfused";   // the hand-made GPU lists no fused kernel
+  test::expect_spec_error([&] { ComputeModel(m, cluster_with_curve(), unfused, p); }, "/gpu/peak_flops/fp8", "missing");
+  // MFU's peak is the 16-bit one
+  EXPECT_EQ(ComputeModel(m, c, unfused, p).peak_flops(), 400e12);
 }
 
 }  // namespace
