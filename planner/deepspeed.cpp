@@ -512,6 +512,27 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
     };
     out.defaults.push_back("activation_checkpointing: present, so every transformer block recomputes its forward in the "
                            "backward (full recompute, as the model code checkpointing each block does)");
+    // deepspeed/runtime/activation_checkpointing/config.py reads these six and ignores any other key
+    static const std::vector<std::string> keys = {"partition_activations", "contiguous_memory_optimization",
+                                                  "cpu_checkpointing", "number_checkpoints",
+                                                  "synchronize_checkpoint_boundary", "profile"};
+    for (const auto& [key, value] : r.at("/activation_checkpointing")->items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        out.warnings.push_back("activation_checkpointing." + key + ": not a key DeepSpeed reads, so it is ignored" +
+                               suggestion(key, keys));
+      }
+    }
+    for (const char* key : {"contiguous_memory_optimization", "synchronize_checkpoint_boundary", "profile"}) {
+      on(std::string("/activation_checkpointing/") + key);   // type-checked; they change no modelled figure
+    }
+    if (const json* n = r.at("/activation_checkpointing/number_checkpoints"); n && !n->is_null()) {
+      if (!n->is_number_integer() || n->get<int64_t>() < 1) {
+        r.fail("/activation_checkpointing/number_checkpoints", "expected a positive integer, got " + spec::describe(*n));
+      }
+      out.defaults.push_back("activation_checkpointing.number_checkpoints: " + std::to_string(n->get<int64_t>()) +
+                             " sizes DeepSpeed's contiguous checkpoint buffer; which blocks recompute is the model "
+                             "code's choice, modelled as every block");
+    }
     if (on("/activation_checkpointing/partition_activations") && p.tp > 1) {
       out.warnings.push_back("activation_checkpointing.partition_activations: the saved activations split over the "
                              "tensor-parallel group are not modelled; the memory estimate keeps them whole on each GPU");

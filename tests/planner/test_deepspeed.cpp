@@ -279,6 +279,20 @@ TEST(DeepSpeedImport, ActivationCheckpointingMeansFullRecompute) {
       "ds.json", 8, 4);
   EXPECT_EQ(ds.plan.recompute, spec::Recompute::kFull);
   EXPECT_TRUE(mentions(ds.defaults, "activation_checkpointing: present"));
+  // number_checkpoints sizes the contiguous buffer (read, said); a key DeepSpeed does not read is a
+  // warning with the nearest one; a non-boolean flag or a non-positive count is refused
+  const DeepSpeedImport n = from_deepspeed(
+      {{"train_batch_size", 64}, {"activation_checkpointing", {{"number_checkpoints", 4}, {"partition_activation", true}}}},
+      "ds.json", 8, 4);
+  EXPECT_TRUE(mentions(n.defaults, "number_checkpoints: 4 sizes DeepSpeed's contiguous checkpoint buffer"));
+  EXPECT_TRUE(mentions(n.warnings, "activation_checkpointing.partition_activation: not a key DeepSpeed reads"));
+  EXPECT_TRUE(mentions(n.warnings, "did you mean \"partition_activations\"?"));
+  test::expect_spec_error([] { from_deepspeed({{"train_batch_size", 64}, {"activation_checkpointing", {{"number_checkpoints", 0}}}},
+                                              "ds.json", 8, 4); },
+                          "/activation_checkpointing/number_checkpoints", "positive integer");
+  test::expect_spec_error([] { from_deepspeed({{"train_batch_size", 64}, {"activation_checkpointing", {{"profile", "yes"}}}},
+                                              "ds.json", 8, 4); },
+                          "/activation_checkpointing/profile", "true or false");
   EXPECT_TRUE(mentions(ds.warnings, "cpu_checkpointing"));
 }
 
