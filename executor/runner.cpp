@@ -27,6 +27,10 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
     throw ExecutorError("tensor parallelism (tp = " + std::to_string(prog.plan.tp) +
                         ") is not supported by the CPU executor; use a plan with tp = 1");
   }
+  if (prog.plan.zero.offload_param == spec::Offload::kCpu) {
+    throw ExecutorError("offload_param \"cpu\" places ZeRO-3's parameter shards in a GPU host's memory; the CPU "
+                        "executor's shards already are in host memory, so run the plan with \"offload_param\": \"none\"");
+  }
   if (prog.training.dtype != kCpuDtype) {
     throw ExecutorError(std::string("the CPU executor computes and communicates in ") + spec::to_string(kCpuDtype) +
                         ", the Program was lowered for " + spec::to_string(prog.training.dtype) +

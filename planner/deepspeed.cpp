@@ -41,7 +41,8 @@ json zero_section(const spec::ZeroConfig& z) {
           {"stage3_max_live_parameters", z.max_live_parameters},
           {"stage3_max_reuse_distance", z.max_reuse_distance},
           {"stage3_param_persistence_threshold", z.param_persistence_threshold},
-          {"offload_optimizer", {{"device", z.offload_optimizer == spec::Offload::kCpu ? "cpu" : "none"}, {"pin_memory", true}}}};
+          {"offload_optimizer", {{"device", z.offload_optimizer == spec::Offload::kCpu ? "cpu" : "none"}, {"pin_memory", true}}},
+          {"offload_param", {{"device", z.offload_param == spec::Offload::kCpu ? "cpu" : "none"}, {"pin_memory", true}}}};
 }
 
 std::vector<std::string> export_warnings(const spec::Plan& p) {
@@ -393,8 +394,19 @@ void read_zero(DsReader& r, const HfTrainerArgs& hf, std::vector<std::string>& n
   if (z.offload_optimizer == spec::Offload::kCpu && z.stage == 0) {
     r.fail("/zero_optimization/offload_optimizer/device", "optimizer offload needs ZeRO stage 1, 2 or 3 (ZeRO-Offload)");
   }
-  if (r.text("/zero_optimization/offload_param/device", "none") != "none") {
-    r.fail("/zero_optimization/offload_param/device", "parameter offload is not modelled; use \"none\"");
+  const std::string param_device = r.text("/zero_optimization/offload_param/device", "none");
+  if (param_device != "none" && param_device != "cpu" && param_device != "nvme") {
+    r.fail("/zero_optimization/offload_param/device", "expected \"none\", \"cpu\" or \"nvme\", got \"" + param_device + "\"");
+  }
+  if (param_device == "nvme") r.fail("/zero_optimization/offload_param/device", "\"nvme\" offload is not modelled; use \"cpu\" or \"none\"");
+  if (param_device == "cpu") {
+    // DeepSpeed: offload_param is valid with stage 3 only (zero/config.py); modelled with the optimizer offloaded too
+    if (z.stage != 3) r.fail("/zero_optimization/offload_param/device", "parameter offload needs ZeRO stage 3");
+    if (z.offload_optimizer != spec::Offload::kCpu) {
+      r.fail("/zero_optimization/offload_param/device",
+             "\"cpu\" is modelled with offload_optimizer \"cpu\" too (ZeRO-Infinity's CPU offload); set both, or \"none\"");
+    }
+    z.offload_param = spec::Offload::kCpu;
   }
 }
 

@@ -9,7 +9,8 @@
 //   zero_optimization {stage, overlap_comm, contiguous_gradients, reduce_scatter,
 //                      reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size,
 //                      stage3_max_live_parameters, stage3_max_reuse_distance,
-//                      stage3_param_persistence_threshold, offload_optimizer {device, pin_memory}}
+//                      stage3_param_persistence_threshold, offload_optimizer {device, pin_memory},
+//                      offload_param {device, pin_memory}}
 //   pipeline {stages, partition, activation_checkpoint_interval}, tensor_parallel {autotp_size}
 // plus a "stagecraft" object (DeepSpeed reads only the keys it knows) holding the full plan, so
 // what DeepSpeed cannot express (schedule, virtual stages, sequence parallelism, selective

@@ -15,6 +15,9 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
   const double passes = gather ? framework.gather_copy_passes : (grads ? framework.reduce_copy_passes : 0.0);
   w.copy_bytes = passes * static_cast<double>(in.bytes);
   w.host_s = static_cast<double>(w.pieces) * static_cast<double>(group_size) * framework.host_s_per_rank;
+  if (gather && prog.plan.zero.offload_param == spec::Offload::kCpu && group_size > 0) {
+    w.host_copy_bytes = static_cast<double>(in.bytes) / static_cast<double>(group_size);
+  }
   return w;
 }
 
@@ -23,7 +26,8 @@ CostCache::CostCache(const program::Program& prog, const Topology& topology, con
       topology_(topology),
       gpus_per_node_(cluster.gpus_per_node),
       framework_(prog.training.framework_profile()),
-      hbm_Bps_(cluster.gpu.hbm_Bps * cluster.gpu.memory_efficiency) {}
+      hbm_Bps_(cluster.gpu.hbm_Bps * cluster.gpu.memory_efficiency),
+      pcie_Bps_(cluster.host.pcie_Bps) {}
 
 int32_t CostCache::group_of(program::Group kind, int64_t rank) {
   std::vector<int64_t> members = prog_.placement.group_members(kind, rank);
@@ -55,7 +59,7 @@ int64_t CostCache::collective_ns(const program::Instr& in, int32_t group) {
   if (in.group != program::Group::kDp) return one_ns(in, shape, in.bytes);
   // a data-parallel bucket: k pieces, and the framework's copies and host work
   const FrameworkWork w = framework_work(prog_, framework_, in, static_cast<int64_t>(members(group).size()));
-  const double extra_s = w.copy_bytes / hbm_Bps_ + w.host_s;
+  const double extra_s = w.copy_bytes / hbm_Bps_ + w.host_s + (w.host_copy_bytes > 0 ? w.host_copy_bytes / pcie_Bps_ : 0.0);
   const int64_t piece = (in.bytes + w.pieces - 1) / w.pieces;
   return w.pieces * one_ns(in, shape, piece) + static_cast<int64_t>(std::llround(extra_s * 1e9));
 }

@@ -16,6 +16,9 @@
 //     pick different protocols); passes the extra HBM bytes per byte the framework copies
 //     (gather_copy_passes for a ZeRO-3 gather, reduce_copy_passes for a gradient reduction); n the
 //     group size. The copies and host work are on the collective's stream, so they delay it.
+//     With offload_param a ZeRO-3 gather first copies the rank's shard, S/n bytes, from pinned host
+//     memory: + (S/n) / host.pcie_Bps (DeepSpeed's partitioned_param_coordinator moves ds_tensor to
+//     the device before the all-gather).
 // Internal to the simulator; one per simulation (not thread-safe).
 #pragma once
 
@@ -40,6 +43,7 @@ struct FrameworkWork {
   int32_t pieces = 1;
   double copy_bytes = 0;
   double host_s = 0;
+  double host_copy_bytes = 0;   // over PCIe first (offload_param: the rank's shard, host to device)
 };
 FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
                              const program::Instr& in, int64_t group_size);
@@ -75,6 +79,7 @@ class CostCache {
   int64_t gpus_per_node_ = 1;
   spec::FrameworkProfile framework_;
   double hbm_Bps_ = 0;   // sustained HBM rate for the framework's copies
+  double pcie_Bps_ = 0;  // host <-> device, for offloaded parameter shards
   std::optional<CollectiveCost> gradnorm_;   // the whole world's all-reduce
   std::vector<std::vector<int64_t>> groups_;
   std::map<std::vector<int64_t>, int32_t> group_ids_;

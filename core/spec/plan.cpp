@@ -56,6 +56,14 @@ ZeroConfig read_zero(ObjectReader r) {
   if (z.offload_optimizer == Offload::kCpu && z.stage == 0) {
     r.fail_value("offload_optimizer", "\"none\" with ZeRO stage 0 (optimizer offload needs stage 1, 2 or 3)");
   }
+  z.offload_param = r.choice_or("offload_param", {"none", "cpu"}, "none") == "cpu" ? Offload::kCpu : Offload::kNone;
+  if (z.offload_param == Offload::kCpu && z.stage != 3) {
+    r.fail_value("offload_param", "\"none\" unless ZeRO stage is 3 (parameter offload shards ZeRO-3's parameters)");
+  }
+  if (z.offload_param == Offload::kCpu && z.offload_optimizer != Offload::kCpu) {
+    r.fail_value("offload_param", "\"none\", or \"offload_optimizer\": \"cpu\" with it (parameter offload is modelled "
+                                  "as ZeRO-Infinity's CPU offload, the host optimizer writing each shard in place)");
+  }
   z.keep_gathered_across_microbatches = r.boolean_or("keep_gathered_across_microbatches", false);
   if (z.keep_gathered_across_microbatches && z.stage != 3) {
     r.fail_value("keep_gathered_across_microbatches", "false unless ZeRO stage is 3");
@@ -221,6 +229,7 @@ json to_json(const ZeroConfig& z) {
           {"param_persistence_threshold", z.param_persistence_threshold},
           {"overlap_comm", z.overlap_comm},
           {"offload_optimizer", to_string(z.offload_optimizer)},
+          {"offload_param", to_string(z.offload_param)},
           {"keep_gathered_across_microbatches", z.keep_gathered_across_microbatches}};
 }
 
@@ -250,6 +259,7 @@ std::string summary(const Plan& p) {
   if (p.sequence_parallel) out << " sp";
   if (p.recompute != Recompute::kNone) out << " recompute=" << to_string(p.recompute);
   if (p.zero.offload_optimizer == Offload::kCpu) out << " offload=cpu";
+  if (p.zero.offload_param == Offload::kCpu) out << " offload_param=cpu";
   return out.str();
 }
 

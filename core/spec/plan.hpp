@@ -32,6 +32,10 @@ struct ZeroConfig {
   int64_t param_persistence_threshold = 100'000; // stage3_param_persistence_threshold
   bool overlap_comm = false;                     // DeepSpeed: true by default only for stage 3
   Offload offload_optimizer = Offload::kNone;
+  // ZeRO-3's parameter shards in pinned host memory (DeepSpeed's offload_param, ZeRO-Infinity's
+  // CPU offload): each gather first copies the rank's shard to the GPU over PCIe. Needs stage 3 and
+  // the optimizer offloaded too (the host optimizer then writes the shard in place).
+  Offload offload_param = Offload::kNone;
   // Stagecraft option: keep a stage's ZeRO-3 parameters gathered across its micro-batches
   // (one gather per step instead of one per micro-batch), trading memory for traffic.
   bool keep_gathered_across_microbatches = false;

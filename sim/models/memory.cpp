@@ -16,7 +16,9 @@ ModelStates model_states(int64_t stage_params, int64_t persistent, const spec::Z
   const int64_t k = mixed ? 12 : 8;       // optimizer bytes per parameter
   const int64_t shard = (stage_params + dp - 1) / dp;
   ModelStates s;
-  s.params = zero.stage == 3 ? w * (shard + persistent) : w * stage_params;
+  // offload_param: the shard lives in host memory; persistent tensors stay on the GPU
+  const int64_t on_gpu_shard = zero.offload_param == spec::Offload::kCpu ? 0 : shard;
+  s.params = zero.stage == 3 ? w * (on_gpu_shard + persistent) : w * stage_params;
   s.grads = zero.stage >= 2 ? w * shard : w * stage_params;
   s.optimizer = zero.offload_optimizer == spec::Offload::kCpu ? 0 : (zero.stage >= 1 ? k * shard : k * stage_params);
   return s;

@@ -6,7 +6,8 @@
 //     stage 1: 2P_s, 2P_s, K·P_s/d       stage 2: 2P_s, 2P_s/d, K·P_s/d
 //     stage 3: 2P_s/d (+ persistent tensors whole), 2P_s/d, K·P_s/d
 //   fp32 training: params 4, grads 4, optimizer K = 8 (momentum, variance) bytes per parameter.
-//   Optimizer offload to the host removes the optimizer term from the GPU.
+//   Optimizer offload to the host removes the optimizer term from the GPU; parameter offload
+//   (stage 3) the 2P_s/d shard (persistent tensors stay).
 //   Example (REFERENCE.md): P = 7.5e9, d = 64 gives 120, 31.4, 16.6 and 1.88 GB.
 // Activations per token of one micro-batch, 16-bit (Korthikanti et al., MLSys'23, Table 2;
 // per layer s·b·h·(34 + 5as/h), of which attention 11, MLP 19, layer norms 4, scores 5as), with

@@ -328,5 +328,26 @@ TEST(DeepSpeedRoundTrip, ExportThenImportGivesThePlanBack) {
   EXPECT_EQ(back.training.optimizer, spec::Optimizer::kAdamW);
 }
 
+TEST(DeepSpeedImport, OffloadParamIsReadWithStage3AndOptimizerOffload) {
+  // HF's ZeRO-3 offload template: both offloads on the CPU.
+  const nlohmann::json z3 = {{"train_batch_size", 64},
+                             {"zero_optimization", {{"stage", 3},
+                                                    {"offload_optimizer", {{"device", "cpu"}, {"pin_memory", true}}},
+                                                    {"offload_param", {{"device", "cpu"}, {"pin_memory", true}}}}}};
+  const DeepSpeedImport ds = from_deepspeed(z3, "ds.json", 8, 4);
+  EXPECT_EQ(ds.plan.zero.offload_param, spec::Offload::kCpu);
+  EXPECT_EQ(to_deepspeed(ds.plan, ds.training).config.at("zero_optimization").at("offload_param").at("device"), "cpu");
+  nlohmann::json two = z3;
+  two["zero_optimization"]["stage"] = 2;
+  test::expect_spec_error([&] { from_deepspeed(two, "ds.json", 8, 4); }, "/zero_optimization/offload_param/device", "stage 3");
+  nlohmann::json alone = z3;
+  alone["zero_optimization"].erase("offload_optimizer");
+  test::expect_spec_error([&] { from_deepspeed(alone, "ds.json", 8, 4); }, "/zero_optimization/offload_param/device",
+                          "offload_optimizer");
+  nlohmann::json nvme = z3;
+  nvme["zero_optimization"]["offload_param"]["device"] = "nvme";
+  test::expect_spec_error([&] { from_deepspeed(nvme, "ds.json", 8, 4); }, "/zero_optimization/offload_param/device", "not modelled");
+}
+
 }  // namespace
 }  // namespace stagecraft::planner

@@ -11,6 +11,7 @@
 #include "core/count/count.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
+#include "sim/costs.hpp"
 #include "sim/models/collectives.hpp"
 #include "sim/symmetry.hpp"
 
@@ -429,5 +430,32 @@ TEST(Simulator, NcclKernelsBesideComputeSlowItByTheirShareOfTheSms) {
   // the contention-free network keeps no SM sharing: still a lower bound of the shared step
   EXPECT_LE(contention_free_step_s(prog, c), shared.metrics.step_time_s);
 }
+// offload_param (ZeRO-Infinity's CPU offload): the shard leaves the GPU, and each gather first
+// copies the rank's S/n bytes over PCIe (sim/costs.hpp). dp 4, ZeRO-3, optimizer offloaded.
+TEST(Simulator, OffloadedParametersLeaveTheGpuAndCrossPcieBeforeEachGather) {
+  const spec::Model m = blocks_model(4);
+  const nlohmann::json base = {{"dp", 4}, {"micro_batches", 2},
+                               {"zero", {{"stage", 3}, {"offload_optimizer", "cpu"}, {"offload_param", "none"}}}};
+  nlohmann::json offload = base;
+  offload["zero"]["offload_param"] = "cpu";
+  const program::Program off = lower(m, base), on = lower(m, offload);
+  const spec::Cluster c = ideal_cluster(1, 4);
+  const SimResult r_off = simulate(off, c), r_on = simulate(on, c);
+  // the rank's 2-byte shard of the stage's P parameters, ⌈P/4⌉ elements, is no longer on the GPU;
+  // the persistent tensors (norms, below the 1e5 threshold) stay
+  const int64_t P = off.chunk(0, 0).params;
+  EXPECT_EQ(r_off.metrics.memory[trace::MemoryKind::kParams] - r_on.metrics.memory[trace::MemoryKind::kParams],
+            2 * ((P + 3) / 4));
+  EXPECT_GE(r_on.metrics.step_time_s, r_off.metrics.step_time_s);
+  int gathers = 0;
+  for (const program::Instr& in : on.roles[0].instrs) {
+    if (in.op != program::Op::kGatherParams) continue;
+    ++gathers;
+    EXPECT_EQ(framework_work(on, on.training.framework_profile(), in, 4).host_copy_bytes, static_cast<double>(in.bytes) / 4);
+    EXPECT_EQ(framework_work(off, off.training.framework_profile(), in, 4).host_copy_bytes, 0.0);
+  }
+  EXPECT_GT(gathers, 0);
+}
+
 }  // namespace
 }  // namespace stagecraft::sim

@@ -124,6 +124,8 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
         program::Instr sized = in;
         sized.bytes = bytes;
         inst.framework = sim::framework_work(prog, framework, sized, static_cast<int64_t>(members.size()));
+        // an offloaded shard's PCIe copy is held fixed, like the framework's host work
+        if (inst.framework.host_copy_bytes > 0) inst.framework.host_s += inst.framework.host_copy_bytes / base.host.pcie_Bps;
       }
       note_member(inst, e, i);
       continue;

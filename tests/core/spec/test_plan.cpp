@@ -136,5 +136,17 @@ TEST(Plan, SummaryNamesEveryChoice) {
   EXPECT_EQ(summary(p), "tp8 pp4 dp2 mb1x8 interleaved v3 zero1 sp recompute=full");
 }
 
+TEST(Plan, OffloadParamNeedsStage3AndTheOptimizerOffloaded) {
+  const spec::Plan p = plan_from_json({{"dp", 8}, {"zero", {{"stage", 3}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}}}},
+                                      "p.json");
+  EXPECT_EQ(p.zero.offload_param, Offload::kCpu);
+  EXPECT_NE(summary(p).find("offload_param=cpu"), std::string::npos);
+  EXPECT_EQ(plan_from_json(to_json(p), "again.json").zero.offload_param, Offload::kCpu);
+  test::expect_spec_error([] { plan_from_json({{"zero", {{"stage", 2}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}}}}, "p.json"); },
+                          "/zero/offload_param", "stage is 3");
+  test::expect_spec_error([] { plan_from_json({{"zero", {{"stage", 3}, {"offload_param", "cpu"}}}}, "p.json"); },
+                          "/zero/offload_param", "offload_optimizer");
+}
+
 }  // namespace
 }  // namespace stagecraft::spec
