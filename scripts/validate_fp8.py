@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import exit_on_limits, spread, write_section
+from validation_report import add_limit_args, exit_on_limits, spread, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -68,8 +68,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stagecraft", required=True)
     ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "docs", "validation.md")))
-    ap.add_argument("--max-mae", type=float, default=None, help="exit 1 when the mean absolute error exceeds this fraction")
-    ap.add_argument("--max-row", type=float, default=None, help="exit 1 when any row's absolute error exceeds this fraction")
+    add_limit_args(ap)
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as work:

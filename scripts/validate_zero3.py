@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import exit_on_limits, spread, write_section
+from validation_report import add_limit_args, exit_on_limits, spread, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASE_CLUSTER = os.path.join(HERE, "..", "configs", "clusters", "dgx-a100-80g-hdr.json")
@@ -238,8 +238,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stagecraft", default="build/cli/stagecraft")
     ap.add_argument("--out", default="docs/validation.md")
-    ap.add_argument("--max-mae", type=float, default=None, help="exit 1 when the mean absolute error exceeds this fraction")
-    ap.add_argument("--max-row", type=float, default=None, help="exit 1 when any row's absolute error exceeds this fraction")
+    add_limit_args(ap)
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as work:

@@ -33,6 +33,12 @@ def spread(r, value, digits=1):
     return f"{value * t['value'] / t['high']:.{digits}f} .. {value * t['value'] / t['low']:.{digits}f}"
 
 
+def add_limit_args(ap):
+    """--max-mae and --max-row, the limits exit_on_limits checks."""
+    ap.add_argument("--max-mae", type=float, default=None, help="exit 1 when the mean absolute error exceeds this fraction")
+    ap.add_argument("--max-row", type=float, default=None, help="exit 1 when any row's absolute error exceeds this fraction")
+
+
 def exit_on_limits(mae, worst_id, worst_err, max_mae, max_row):
     """Exits 1 when the mean absolute error or the worst row exceeds its limit (None: no limit), else 0."""
     failed = False
