@@ -32,6 +32,19 @@ json to_json(const Breakdown& b) {
   return {{"step_s", b.step_s}, {"compute_s", b.compute_s}, {"exposed_comm_s", b.exposed_comm_s}, {"bubble_s", b.bubble_s}};
 }
 
+Breakdown mean_of(const std::map<int64_t, Breakdown>& by_rank) {
+  Breakdown m;
+  if (by_rank.empty()) return m;
+  for (const auto& [r, b] : by_rank) {
+    m.step_s += b.step_s;
+    m.compute_s += b.compute_s;
+    m.exposed_comm_s += b.exposed_comm_s;
+    m.bubble_s += b.bubble_s;
+  }
+  const double n = static_cast<double>(by_rank.size());
+  return {m.step_s / n, m.compute_s / n, m.exposed_comm_s / n, m.bubble_s / n};
+}
+
 namespace {
 
 struct Item {
@@ -121,18 +134,6 @@ class RankMap {
   std::set<int64_t> sim_ranks_;
 };
 
-Breakdown mean_of(const std::map<int64_t, Breakdown>& by_rank) {
-  Breakdown m;
-  if (by_rank.empty()) return m;
-  for (const auto& [r, b] : by_rank) {
-    m.step_s += b.step_s;
-    m.compute_s += b.compute_s;
-    m.exposed_comm_s += b.exposed_comm_s;
-    m.bubble_s += b.bubble_s;
-  }
-  const double n = static_cast<double>(by_rank.size());
-  return {m.step_s / n, m.compute_s / n, m.exposed_comm_s / n, m.bubble_s / n};
-}
 
 struct Pair {
   int64_t rank;

@@ -86,6 +86,8 @@ std::vector<std::string> kind_order(const std::map<std::string, KindStats>& kind
 nlohmann::json number_or_null(double v);
 // Shared by compare and compare --plans: "1.234 s", "12.345 ms", "3.21 us", "0".
 std::string seconds_text(double s);
+// The mean over ranks of each term of a per-rank breakdown (all zero for none).
+Breakdown mean_of(const std::map<int64_t, Breakdown>& by_rank);
 // {step_s, compute_s, exposed_comm_s, bubble_s}
 nlohmann::json to_json(const Breakdown& b);
 

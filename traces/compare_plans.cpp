@@ -85,20 +85,13 @@ PlanSide side_of(const Trace& t, Level level) {
     auto it = stages.find(stage);
     if (it != stages.end()) it->second.peak_memory_bytes = std::max(it->second.peak_memory_bytes, m.total());
   }
-  Breakdown mean;
   for (auto& [stage, st] : stages) {
     const double n = static_cast<double>(st.ranks);
     st.breakdown = {st.breakdown.step_s / n, st.breakdown.compute_s / n, st.breakdown.exposed_comm_s / n,
                     st.breakdown.bubble_s / n};
     s.stages.push_back(st);
   }
-  for (const auto& [rank, b] : by_rank) {
-    mean.step_s += b.step_s / n_ranks;
-    mean.compute_s += b.compute_s / n_ranks;
-    mean.exposed_comm_s += b.exposed_comm_s / n_ranks;
-    mean.bubble_s += b.bubble_s / n_ranks;
-  }
-  s.breakdown = mean;
+  s.breakdown = mean_of(by_rank);
   return s;
 }
 
