@@ -54,7 +54,7 @@ int64_t env_int(const char* name, int64_t fallback) {
 }
 
 // Checks done identically on every rank before anything is allocated; the message or empty.
-std::string precheck(const RunArgs& a, const spec::Plan& p, int64_t world) {
+std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p, int64_t world) {
   if (a.backend == "cuda") {
     return "--backend cuda: the CUDA backend is not part of this build of stagecraft; use --backend cpu";
   }
@@ -64,9 +64,8 @@ std::string precheck(const RunArgs& a, const spec::Plan& p, int64_t world) {
            " ranks, but this job has " + std::to_string(world) + "; start it with mpirun -n " +
            std::to_string(p.world());
   }
-  if (p.tp != 1) {
-    return (p.file.empty() ? std::string("the plan") : p.file) + ": /tp: the CPU executor does not run tensor "
-           "parallelism (tp = " + std::to_string(p.tp) + "); use a plan with tp = 1";
+  if (const std::string why = executor::tp_unsupported(m, p); !why.empty()) {
+    return (p.file.empty() ? std::string("the plan") : p.file) + ": " + why;
   }
   if (a.steps < 1) return "--steps: expected at least 1, got " + std::to_string(a.steps);
   return "";
@@ -216,7 +215,7 @@ int run_run(const RunArgs& a) {
         with_training_args(spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)), a.training_args);
     if (world.rank() == 0) warn_training_length(m, &t);
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
-    if (const std::string why = precheck(a, p, world.size()); !why.empty()) return fail_before_training(why);
+    if (const std::string why = precheck(a, m, p, world.size()); !why.empty()) return fail_before_training(why);
     prog = program::lower(m, executor::executed_training(t), p);
     if (t.dtype != prog->training.dtype && world.rank() == 0) {
       (a.json ? std::cerr : std::cout) << "stagecraft run: " << t.label() << " asks for " << spec::to_string(t.dtype)

@@ -31,6 +31,8 @@ Runner::Interpreter::Interpreter(Runner& runner)
   tp_index_ = pl.tp_index_of(runner.rank_);
   tokens_ = prog_.tokens_per_micro_batch();
   act_elems_ = tokens_ * prog_.model.hidden;
+  tp_ = prog_.plan.tp;
+  piece_elems_ = act_elems_ / tp_;
   loss_weight_ = static_cast<float>(1.0 / static_cast<double>(prog_.plan.micro_batches * prog_.plan.dp));
   full_recompute_ = prog_.plan.recompute == spec::Recompute::kFull;
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) lanes_[lane_index(instrs_[at(i)].lane)].push_back(i);
@@ -38,9 +40,11 @@ Runner::Interpreter::Interpreter(Runner& runner)
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) {
     const Op op = instrs_[at(i)].op;
     if (op != Op::kReduceScatterGrads && op != Op::kAllReduceGrads) continue;
-    int32_t compute = -1;  // the latest compute it depends on completes its gradients
+    int32_t compute = -1;  // the latest compute (or backward tp collective) it depends on completes its gradients
     for (int32_t d : role_.deps_of(instrs_[at(i)])) {
-      if (program::is_compute(instrs_[at(d)].op)) compute = std::max(compute, d);
+      const Instr& dep = instrs_[at(d)];
+      const bool completes = program::is_compute(dep.op) || (dep.lane == Lane::kTp && (dep.flags & program::kFlagGrad));
+      if (completes) compute = std::max(compute, d);
     }
     if (compute >= 0) snapshot_after_[at(compute)].push_back(i);
   }
@@ -145,6 +149,12 @@ void Runner::Interpreter::poll() {
     for (Request& r : p.requests) {
       if (r.valid() && !runner_.comm_.test(r)) all = false;
     }
+    if (all && p.then) {  // a multi-phase collective posts its next phase
+      std::function<void()> next = std::move(p.then);
+      p.then = nullptr;
+      next();
+      continue;
+    }
     if (all && p.end_ns < 0) p.end_ns = now_ns();
   }
 }
@@ -188,6 +198,9 @@ void Runner::Interpreter::finish(int32_t i) {
       norm_sq_ = pending_[at(i)].norm.at(0);
       norm_known_ = true;
       break;
+    case Op::kTpAllReduce:
+    case Op::kTpAllGather:
+    case Op::kTpReduceScatter: finish_tp(i); break;
     default: break;
   }
   satisfied_[at(i)] = 1;
@@ -294,8 +307,10 @@ void Runner::Interpreter::issue_async(int32_t i) {
       }
       return;
     case Op::kGradNormAllReduce: post_grad_norm(i); return;
-    default:
-      throw ExecutorError(where(i) + ": tensor-parallel instructions need tp > 1, which this executor does not run");
+    case Op::kTpAllReduce:
+    case Op::kTpAllGather:
+    case Op::kTpReduceScatter: post_tp(i); return;
+    default: throw ExecutorError(where(i) + ": not an asynchronous instruction");
   }
 }
 

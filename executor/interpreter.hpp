@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -46,6 +47,8 @@ class Runner::Interpreter {
     std::vector<float> piece;     // reduce-scatter result
     std::vector<float> packed;    // ZeRO-3 persistent gradients of the bucket
     std::vector<double> norm;     // GradNormAllReduce
+    std::vector<float> extra;     // the vocabulary-parallel loss's rescaled sums
+    std::function<void()> then;   // a next phase to post once every request completed
     Range range;                  // flat positions it works on
     bool tied_result = false;     // an embedding-group result waiting for its dp reduction
     bool snapshotted = false;     // `buffer` holds the gradients this reduction moves
@@ -91,6 +94,10 @@ class Runner::Interpreter {
   void post_dp_reduce(int32_t i);
   void post_tied_reduce(int32_t i);
   void post_grad_norm(int32_t i);
+  void post_tp(int32_t i);
+  void post_loss_reduction(int32_t i, MicroState& ms);
+  void finish_tp(int32_t i);
+  void finish_loss_reduction(int32_t i, MicroState& ms);
   void finish_recv(int32_t i);
   void finish_dp_reduce(int32_t i);
   void finish_tied_reduce(int32_t i);
@@ -118,7 +125,9 @@ class Runner::Interpreter {
   std::span<const program::Instr> instrs_;
   int64_t dp_index_ = 0, tp_index_ = 0;
   int64_t tokens_ = 0;           // tokens per micro-batch
-  int64_t act_elems_ = 0;        // one activation message
+  int64_t act_elems_ = 0;        // one micro-batch's activation (N x C)
+  int64_t tp_ = 1;
+  int64_t piece_elems_ = 0;      // what one tp rank sends of it (scatter-gather; all of it when tp = 1)
   float loss_weight_ = 1;        // 1 / (micro_batches * dp)
   bool full_recompute_ = false;
   std::array<std::vector<int32_t>, program::kLaneCount> lanes_;

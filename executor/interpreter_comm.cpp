@@ -3,6 +3,7 @@
 #include "executor/interpreter.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "executor/errors.hpp"
@@ -30,10 +31,12 @@ int32_t Runner::Interpreter::tag(const Instr& in, bool receiving) const {
   return static_cast<int32_t>((in.mb * prog_.plan.virtual_stages + chunk) * 2 + (grad ? 1 : 0));
 }
 
+// With tp > 1 each tp rank sends and receives its 1/tp of the activation (Megatron's
+// scatter-gather); the receiver's TpAllGather rebuilds it.
 void Runner::Interpreter::post_recv(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
-  p.buffer.assign(at(act_elems_), 0.0f);
+  p.buffer.assign(at(piece_elems_), 0.0f);
   p.bytes = bytes_of(p.buffer);
   add_messages(p.bytes);
   p.requests.push_back(runner_.comm_.irecv(p.buffer, peer_rank(in.peer_stage), tag(in, true)));
@@ -51,10 +54,17 @@ void Runner::Interpreter::post_send(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
   MicroState& ms = micro(in);
-  p.buffer = std::move(in.op == Op::kSendActivation ? ms.act : ms.grad);
-  if (static_cast<int64_t>(p.buffer.size()) != act_elems_) {
-    throw ExecutorError(where(i) + ": has " + std::to_string(p.buffer.size()) + " elements to send, expected " +
+  std::vector<float>& data = in.op == Op::kSendActivation ? ms.act : ms.grad;
+  if (static_cast<int64_t>(data.size()) != act_elems_) {
+    throw ExecutorError(where(i) + ": has " + std::to_string(data.size()) + " elements to send, expected " +
                         std::to_string(act_elems_));
+  }
+  if (tp_ == 1) {
+    p.buffer = std::move(data);
+  } else {
+    const auto first = data.begin() + tp_index_ * piece_elems_;
+    p.buffer.assign(first, first + piece_elems_);
+    data.clear();
   }
   maybe_retire(ms);
   p.bytes = bytes_of(p.buffer);
@@ -180,6 +190,145 @@ void Runner::Interpreter::post_grad_norm(int32_t i) {
   p.norm.assign(1, runner_.state_.owned_grad_norm_sq());
   p.bytes = static_cast<int64_t>(sizeof(double));
   p.requests.push_back(runner_.comm_.iall_reduce({Group::kWorld, Lane::kDpReduce}, p.norm));
+}
+
+}  // namespace stagecraft::executor
+
+namespace stagecraft::executor {
+
+using namespace interp;
+
+// ---- tensor parallelism ----------------------------------------------------------------------------
+// The Program's tp collectives (core/program/comm_rules.hpp says where they sit): the
+// all-reduce after a unit's forward sums the ranks' partial outputs (the head's reduces the
+// vocabulary-parallel loss); after a backward it sums the partial dL/d(norm output), which
+// finish_input_grad completes; the all-gather after a receive rebuilds a scattered message; a
+// Recompute's re-issues the forward's traffic, its result unused (each unit keeps its own input).
+
+void Runner::Interpreter::post_tp(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  const Channel ch{Group::kTp, Lane::kTp};
+  if (in.op == Op::kTpReduceScatter || (in.op == Op::kTpAllGather && in.unit_begin >= 0)) {
+    throw ExecutorError(where(i) + ": sequence-parallel collectives are not run by the CPU executor");
+  }
+  if (in.flags & program::kFlagRecompute) {
+    p.buffer.assign(at(in.elems), 0.0f);
+    p.bytes = bytes_of(p.buffer);
+    add_messages(p.bytes);
+    p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+    return;
+  }
+  MicroState& ms = micro(in);
+  std::vector<float>& data = (in.flags & program::kFlagGrad) ? ms.grad : ms.act;
+  if (in.op == Op::kTpAllGather) {  // scatter-gather: this rank's piece of a received message
+    if (static_cast<int64_t>(data.size()) != piece_elems_) {
+      throw ExecutorError(where(i) + ": has a piece of " + std::to_string(data.size()) + " elements, expected " +
+                          std::to_string(piece_elems_));
+    }
+    p.buffer.assign(at(act_elems_), 0.0f);
+    std::copy(data.begin(), data.end(), p.buffer.begin() + tp_index_ * piece_elems_);
+    data.clear();
+    p.bytes = bytes_of(p.buffer);
+    add_messages(p.bytes);
+    const std::vector<int64_t> counts(at(tp_), piece_elems_);
+    p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer, counts));
+    return;
+  }
+  const bool loss = in.unit_begin == program::head_unit(prog_.model) && !(in.flags & program::kFlagGrad);
+  if (loss) {
+    post_loss_reduction(i, ms);
+    return;
+  }
+  if (static_cast<int64_t>(data.size()) != act_elems_) {
+    throw ExecutorError(where(i) + ": has " + std::to_string(data.size()) + " elements to all-reduce, expected " +
+                        std::to_string(act_elems_));
+  }
+  p.buffer = std::move(data);
+  p.bytes = bytes_of(p.buffer);
+  add_messages(p.bytes);
+  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+}
+
+// Megatron's VocabParallelCrossEntropy: the rows' maxima (max) and target logits (sum), then
+// the sums of exponentials rescaled to the global maxima (sum): 3 x 4 bytes per token.
+void Runner::Interpreter::post_loss_reduction(int32_t i, MicroState& ms) {
+  Pending& p = pending_[at(i)];
+  const Channel ch{Group::kTp, Lane::kTp};
+  const int64_t n = prog_.plan.micro_batch * prog_.model.seq_len;
+  if (static_cast<int64_t>(ms.act.size()) != 3 * n) {
+    throw ExecutorError(where(i) + ": the head left " + std::to_string(ms.act.size()) + " loss statistics, expected " +
+                        std::to_string(3 * n));
+  }
+  p.packed = std::move(ms.act);  // [max | sum | target] of this rank's vocabulary slice
+  p.buffer.assign(p.packed.begin(), p.packed.begin() + n);
+  p.piece.assign(p.packed.begin() + 2 * n, p.packed.end());
+  p.bytes = 3 * n * static_cast<int64_t>(sizeof(float));
+  add_messages(bytes_of(p.packed) + bytes_of(p.buffer) + bytes_of(p.piece));
+  p.requests.push_back(runner_.comm_.iall_reduce_max(ch, p.buffer));
+  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.piece));
+  p.then = [this, i, ch] {
+    Pending& q = pending_[at(i)];
+    q.extra.assign(q.buffer.size(), 0.0f);
+    vocab_parallel_rescale<float>(q.packed, q.buffer, q.extra);
+    add_messages(bytes_of(q.extra));
+    q.requests.push_back(runner_.comm_.iall_reduce(ch, q.extra));
+  };
+}
+
+void Runner::Interpreter::finish_loss_reduction(int32_t i, MicroState& ms) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  std::vector<float> reduced = p.buffer;
+  reduced.insert(reduced.end(), p.extra.begin(), p.extra.end());
+  reduced.insert(reduced.end(), p.piece.begin(), p.piece.end());
+  const int32_t head = program::head_unit(prog_.model);
+  const float loss = layer(in.chunk, head).finish_loss(reduced, cache(ms, in.chunk, head));
+  add_messages(-(bytes_of(p.packed) + bytes_of(p.buffer) + bytes_of(p.piece) + bytes_of(p.extra)));
+  p.packed = {};
+  p.buffer = {};
+  p.piece = {};
+  p.extra = {};
+  if (!std::isfinite(loss)) {
+    throw NonFiniteError("step " + std::to_string(step_ + 1) + ", micro-batch " + std::to_string(in.mb) + ", stage " +
+                         std::to_string(prog_.placement.stage_of(runner_.rank_)) + " (rank " +
+                         std::to_string(runner_.rank_) + "): the loss is " + std::to_string(loss) +
+                         "; the training diverged (a smaller --lr?) and stops before the optimizer uses it");
+  }
+  if (tp_index_ == 0) weighted_loss_ += static_cast<double>(loss) * loss_weight_;  // counted once per tp group
+}
+
+void Runner::Interpreter::finish_tp(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  if (in.flags & program::kFlagRecompute) {
+    add_messages(-bytes_of(p.buffer));
+    p.buffer = {};
+    return;
+  }
+  MicroState& ms = micro(in);
+  const bool grad = (in.flags & program::kFlagGrad) != 0;
+  if (in.op == Op::kTpAllReduce && in.unit_begin == program::head_unit(prog_.model) && !grad) {
+    finish_loss_reduction(i, ms);
+    return;
+  }
+  add_messages(-bytes_of(p.buffer));
+  if (in.op == Op::kTpAllGather || !grad) {  // a whole message, or the unit's summed output
+    (grad ? ms.grad : ms.act) = std::move(p.buffer);
+    p.buffer = {};
+    return;
+  }
+  // the unit's input gradient: its norm's backward on the summed d(norm output)
+  const Layer<float>& l = layer(in.chunk, in.unit_begin);
+  UnitCache<float>& c = cache(ms, in.chunk, in.unit_begin);
+  std::vector<float> dx(at(l.input_size(c.dims)));
+  if (l.finish_input_grad(runner_.state_.chunk_params(in.chunk), p.buffer, dx, runner_.state_.chunk_grads(in.chunk), c)) {
+    c.clear();
+  }
+  p.buffer = {};
+  ms.grad = std::move(dx);
+  for (int32_t r : snapshot_after_[at(i)]) take_snapshot(r);
+  maybe_retire(ms);
 }
 
 }  // namespace stagecraft::executor

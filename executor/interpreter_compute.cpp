@@ -60,7 +60,7 @@ void Runner::Interpreter::forward(const Instr& in) {
     x = std::move(y);
     poll();
   }
-  if (in.unit_end == program::head_unit(prog_.model) + 1) {
+  if (in.unit_end == program::head_unit(prog_.model) + 1 && tp_ == 1) {
     if (!std::isfinite(x.at(0))) {
       throw NonFiniteError("step " + std::to_string(step_ + 1) + ", micro-batch " + std::to_string(in.mb) + ", stage " +
                            std::to_string(prog_.placement.stage_of(runner_.rank_)) + " (rank " +
@@ -96,7 +96,7 @@ void Runner::Interpreter::backward(const Instr& in, bool input_only) {
       l.backward_input(params, dy, dx, c);
     } else {
       l.backward(params, dy, dx, grads, c);
-      c.clear();
+      if (!c.input_grad_partial) c.clear();  // else the tp all-reduce after it finishes the gradients
     }
     dy = std::move(dx);
     poll();
@@ -174,7 +174,7 @@ void Runner::Interpreter::update_activation_memory() {
     for (const UnitCache<float>& c : ms.caches) {
       add(c.tokens);
       for (const std::vector<float>* v : {&c.input, &c.xhat, &c.rstd, &c.a, &c.qkv, &c.probs, &c.mid, &c.pre, &c.pre2,
-                                          &c.d_out, &c.d_pre, &c.d_pre2, &c.d_a}) {
+                                          &c.d_out, &c.d_pre, &c.d_pre2, &c.d_a, &c.lse}) {
         add(*v);
       }
     }

@@ -52,7 +52,9 @@ std::string own_records(Runner& runner) {
   return blob;
 }
 
-void place_records(const std::string& blob, const ParamLayout& full, ModelParams& out) {
+// Places one rank's records; `shards` is the whole model as that rank's tp index holds it, whose
+// shard maps say where each shard element sits in the unsharded tensor (padding is dropped).
+void place_records(const std::string& blob, const ParamLayout& full, const ParamLayout& shards, ModelParams& out) {
   std::size_t at = 0;
   while (at < blob.size()) {
     const uint64_t len = get<uint64_t>(blob, at);
@@ -62,9 +64,15 @@ void place_records(const std::string& blob, const ParamLayout& full, ModelParams
     const bool copy = name.size() > std::strlen(kCopySuffix) && name.ends_with(kCopySuffix);
     if (copy) name.resize(name.size() - std::strlen(kCopySuffix));
     const TensorSlot& t = full.find(name);
+    const TensorSlot& shard = shards.find(name);
     if (copy && out.tied_copy.empty()) out.tied_copy.assign(static_cast<std::size_t>(t.size()), std::numeric_limits<float>::quiet_NaN());
-    float* dst = copy ? out.tied_copy.data() + first : out.values.data() + t.offset + first;
-    if (count > 0) std::memcpy(dst, blob.data() + at, static_cast<std::size_t>(count) * sizeof(float));
+    float* dst = copy ? out.tied_copy.data() : out.values.data() + t.offset;
+    if (at + static_cast<std::size_t>(count) * sizeof(float) > blob.size()) throw ExecutorError("gather_model_params: truncated record");
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t local = first + k;
+      const int64_t g = shard.map.global_index(shard.spec, local / shard.cols, local % shard.cols);
+      if (g >= 0) std::memcpy(dst + g, blob.data() + at + static_cast<std::size_t>(k) * sizeof(float), sizeof(float));
+    }
     at += static_cast<std::size_t>(count) * sizeof(float);
   }
 }
@@ -75,9 +83,14 @@ ModelParams gather_model_params(Runner& runner) {
   const std::vector<std::string> all = runner.comm().gather_to_root(own_records(runner));
   ModelParams out;
   if (runner.comm().rank() != 0) return out;
-  const ParamLayout full(runner.program().model);
+  const program::Program& prog = runner.program();
+  const ParamLayout full(prog.model);
+  std::vector<ParamLayout> shards;  // by tp index
+  for (int64_t t = 0; t < prog.plan.tp; ++t) shards.emplace_back(prog.model, 0, unit_count(prog.model), prog.plan.tp, t);
   out.values.assign(static_cast<std::size_t>(full.size()), std::numeric_limits<float>::quiet_NaN());
-  for (const std::string& blob : all) place_records(blob, full, out);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    place_records(all[r], full, shards[static_cast<std::size_t>(prog.placement.tp_index_of(static_cast<int64_t>(r)))], out);
+  }
   return out;
 }
 

@@ -23,9 +23,8 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
                         " x pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(prog.plan.dp) +
                         "), the communicator has " + std::to_string(comm.size()));
   }
-  if (prog.plan.tp != 1) {
-    throw ExecutorError("tensor parallelism (tp = " + std::to_string(prog.plan.tp) +
-                        ") is not supported by the CPU executor; use a plan with tp = 1");
+  if (const std::string why = tp_unsupported(prog.model, prog.plan); !why.empty()) {
+    throw ExecutorError("the plan's tensor parallelism: " + why);
   }
   if (prog.plan.zero.offload_param == spec::Offload::kCpu) {
     throw ExecutorError("offload_param \"cpu\" places ZeRO-3's parameter shards in a GPU host's memory; the CPU "
@@ -54,6 +53,26 @@ void fault_kill(int64_t rank, const std::string& where) {
   std::abort();  // not reached
 }
 
+std::string tp_unsupported(const spec::Model& m, const spec::Plan& p) {
+  if (p.tp == 1) return "";
+  const std::string t = std::to_string(p.tp);
+  if (p.sequence_parallel) {
+    return "/sequence_parallel: the CPU executor runs tensor parallelism without sequence parallelism; set it false "
+           "(simulate and search model it)";
+  }
+  if (m.heads % p.tp != 0) return "/tp: " + t + " does not divide the model's " + std::to_string(m.heads) + " heads";
+  if (m.kv_heads % p.tp != 0) {
+    return "/tp: " + t + " does not divide the model's " + std::to_string(m.kv_heads) +
+           " kv_heads; the executor, like Megatron-LM, splits the key/value heads over the tp ranks";
+  }
+  if (m.ffn_hidden % p.tp != 0) return "/tp: " + t + " does not divide the model's ffn_hidden " + std::to_string(m.ffn_hidden);
+  if ((p.micro_batch * m.seq_len * m.hidden) % p.tp != 0) {
+    return "/tp: " + t + " does not divide a micro-batch's activation (micro_batch x seq_len x hidden = " +
+           std::to_string(p.micro_batch * m.seq_len * m.hidden) + " elements), which pipeline messages split over tp";
+  }
+  return "";
+}
+
 spec::Training executed_training(const spec::Training& requested) {
   spec::Training t = requested;
   t.dtype = kCpuDtype;
@@ -68,7 +87,7 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       options_(options),
       rank_(checked_rank(prog, comm, corpus)),
       tracer_(options.trace),
-      layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_)),
+      layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_), prog.placement.tp_index_of(rank_)),
       state_(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_) {
   tracer_.start(comm_);
   memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);

@@ -17,14 +17,19 @@
 // norm of max_grad_norm; AdamW. Sequence j of step t's global batch goes to dp rank
 // j / (micro_batch * micro_batches), micro-batch (j mod (micro_batch * micro_batches)) / micro_batch.
 //
-// Not supported (constructor throws ExecutorError): tensor parallelism (tp > 1), a Program lowered
-// for another dtype than fp32 (executed_training). Selective
+// Tensor parallelism (tp > 1) is Megatron-LM's: column-parallel QKV and MLP up/gate,
+// row-parallel attention output and MLP down, a vocabulary-parallel embedding and cross-entropy,
+// the f/g all-reduces at the Program's TpAllReduce instructions (docs/program.md), pipeline
+// messages scattered over the tp ranks and all-gathered by the receiver. Not supported
+// (constructor throws ExecutorError): what tp_unsupported names, a Program lowered for another
+// dtype than fp32 (executed_training). Selective
 // recompute runs with full activation caches (same math, no memory saving); full recompute
 // keeps only each block's input and re-runs it at the Program's Recompute instructions.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/program/program.hpp"
@@ -44,6 +49,10 @@ namespace stagecraft::executor {
 // measured trace) describe what it did. A Program lowered for another dtype is refused.
 inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
 spec::Training executed_training(const spec::Training& requested);
+
+// Why this executor cannot run `plan`'s tensor parallelism on `model`, as "/field: reason"
+// (the plan field's JSON pointer first); empty when it can (always for tp = 1).
+std::string tp_unsupported(const spec::Model& model, const spec::Plan& plan);
 
 // What the test-only fault switch does (STAGECRAFT_FAULT_KIND, cli/run.cpp).
 enum class FaultKind {

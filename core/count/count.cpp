@@ -1,9 +1,10 @@
 #include "core/count/count.hpp"
 
+#include "core/count/tensors.hpp"
+
 namespace stagecraft::count {
 
 using spec::Model;
-using spec::Position;
 using spec::Recompute;
 
 int64_t kv_heads_per_rank(const Model& m, int64_t tp) { return m.kv_heads >= tp ? m.kv_heads / tp : 1; }
@@ -16,6 +17,9 @@ Shard shard(const Model& m, const Linear& l, int64_t tp) {
       const int64_t out = m.q_dim() / tp + 2 * kv_heads_per_rank(m, tp) * m.head_dim();
       return {l.in, out, l.bias ? out : 0};
     }
+    case Split::kReplicated:
+    case Split::kVocabRows:
+    case Split::kVocabColumns: break;  // not a block linear's split
   }
   return {l.in, l.out, l.bias ? l.out : 0};
 }
@@ -43,23 +47,20 @@ int64_t qk_norm_parameters(const Model& m) {
   return 2 * (m.norm_has_bias() ? 2 * m.head_dim() : m.head_dim());
 }
 
-int64_t block_parameters(const Model& m) {
-  int64_t total = (m.attn_norms + m.mlp_norms) * norm_parameters(m) + qk_norm_parameters(m);
-  for (const Linear& l : block_linears(m)) total += l.parameters();
+// The counts sum the tensor table (tensors.hpp) at tp = 1, so they and the layouts cannot disagree.
+namespace {
+int64_t table_sum(const Model& m, int32_t unit) {
+  int64_t total = 0;
+  for (const TensorSpec& t : unit_tensors(m, unit, 1)) total += t.elems();
   return total;
 }
+}  // namespace
 
-int64_t embedding_parameters(const Model& m) {
-  int64_t total = m.vocab * m.hidden;
-  if (m.position == Position::kLearned) total += m.position_rows() * m.hidden;
-  if (m.embedding_norm) total += norm_parameters(m);
-  return total;
-}
+int64_t block_parameters(const Model& m) { return table_sum(m, 1) + table_sum(m, 2); }
 
-int64_t head_parameters(const Model& m) {
-  if (m.tied_embeddings) return norm_parameters(m);
-  return norm_parameters(m) + m.vocab * m.hidden + (m.lm_head_bias ? m.vocab : 0);
-}
+int64_t embedding_parameters(const Model& m) { return table_sum(m, 0); }
+
+int64_t head_parameters(const Model& m) { return table_sum(m, static_cast<int32_t>(2 * m.layers + 1)); }
 
 int64_t parameters(const Model& m) {
   return embedding_parameters(m) + m.layers * block_parameters(m) + head_parameters(m);

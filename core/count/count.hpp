@@ -33,8 +33,9 @@
 
 namespace stagecraft::count {
 
-// How tensor parallelism splits a linear (above).
-enum class Split : uint8_t { kColumn, kRow, kQkv };
+// How tensor parallelism splits a tensor: a linear (above), or, for the other tensors
+// (count/tensors.hpp), replicated on every rank or cut by vocabulary rows / columns.
+enum class Split : uint8_t { kColumn, kRow, kQkv, kReplicated, kVocabRows, kVocabColumns };
 
 struct Linear {
   std::string name;

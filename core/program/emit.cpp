@@ -1,4 +1,5 @@
 // Expands one stage's schedule steps into instructions (see lower_context.hpp, docs/program.md).
+#include <map>
 #include <optional>
 
 #include "core/program/comm_rules.hpp"
@@ -66,7 +67,7 @@ class Emitter {
   void step(const Step& s);
   Instr p2p(Op op, const Step& s, bool upstream) const;
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
-  int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep);
+  int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
   void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void flush(std::vector<Deferred>& list, int32_t dep);
@@ -90,6 +91,12 @@ class Emitter {
   int32_t last_send_ = -1;       // the latest pipeline send
   int32_t blocking_send_ = -1;   // a send the next compute waits for (no p2p overlap)
   int32_t blocking_reduce_ = -1; // a reduction the next compute waits for (the host synchronises on it)
+  // tp > 1: the last instruction of each (chunk, micro-batch)'s forward — its backward's input
+  // (the head's loss reduction) — and each backward-input segment's collective, which completes
+  // the segment's input gradient (the norm's weight gradient needs it; zero-bubble W waits).
+  std::map<int64_t, int32_t> forward_end_, input_grad_collective_;
+  int64_t mb_key(const Step& s) const { return static_cast<int64_t>(s.chunk) * plan_.micro_batches + s.mb; }
+  int64_t seg_key(const Step& s, int32_t seg) const { return mb_key(s) * 4096 + seg; }
 };
 
 int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
@@ -168,23 +175,32 @@ void Emitter::step(const Step& s) {
   if (!weight_only && (forward ? has_prev(s.chunk) : has_next(s.chunk))) {
     recv = add(p2p(forward ? Op::kRecvActivation : Op::kRecvGrad, s, forward), {});
     // scatter-gather: the receiver rebuilds the whole activation from the tp ranks' pieces
-    if (gathers_received_message(plan_.tp, plan_.sequence_parallel)) recv = tp_op(Op::kTpAllGather, s, -1, cx_.tp_bytes, recv);
+    if (gathers_received_message(plan_.tp, plan_.sequence_parallel)) {
+      recv = tp_op(Op::kTpAllGather, s, -1, cx_.tp_bytes, recv, forward ? kFlagNone : kFlagGrad);
+    }
   }
   // Without p2p overlap the stage computes on only once its previous send has completed.
   int32_t chain = recv;
+  // tp > 1: a backward without a received gradient (the last stage's) starts from its forward's
+  // last collective, the loss reduction, as Megatron's does
+  if (cx_.tp_collectives && !forward && !weight_only && recv < 0) {
+    if (auto it = forward_end_.find(mb_key(s)); it != forward_end_.end()) chain = it->second;
+  }
   blocking_send_ = plan_.overlap_p2p ? -1 : last_send_;
   for (const SegPass& sp : seg_passes(cp, s.pass, plan_.recompute == spec::Recompute::kFull)) {
     chain = compute(sp, s, chain);
   }
+  if (cx_.tp_collectives && forward) forward_end_[mb_key(s)] = chain;
   if (!weight_only && (forward ? has_next(s.chunk) : has_prev(s.chunk))) {
     last_send_ = add(p2p(forward ? Op::kSendActivation : Op::kSendGrad, s, !forward), {chain});
   }
   flush(step_deferred_, last_compute_);
 }
 
-int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep) {
+int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags) {
   Instr in;
   in.op = op;
+  in.flags = flags;
   in.lane = Lane::kTp;
   in.group = Group::kTp;
   in.mb = s.mb;
@@ -205,7 +221,14 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     tp = tp_collectives(cx_.units[seg.unit_begin].kind, sp.op, plan_.sequence_parallel, cx_.tokens, prog_.model.hidden,
                         prog_.activation_bytes);
   }
-  if (tp.before) chain = tp_op(tp.before->op, s, seg.unit_begin, tp.before->bytes, chain);
+  const bool grad_pass = sp.op == Op::kBackward || sp.op == Op::kBackwardInput;
+  const uint8_t tp_flags = grad_pass ? kFlagGrad : sp.op == Op::kRecompute ? kFlagRecompute : kFlagNone;
+  if (tp.before) chain = tp_op(tp.before->op, s, seg.unit_begin, tp.before->bytes, chain, tp_flags);
+  // zero-bubble W: the segment's input gradient, and with it the norm's, is complete
+  int32_t input_grad = -1;
+  if (sp.op == Op::kBackwardWeight) {
+    if (auto it = input_grad_collective_.find(seg_key(s, sp.seg)); it != input_grad_collective_.end()) input_grad = it->second;
+  }
   // ZeRO-3: the segment's buckets (a tied head's embedding table first) must be resident.
   const bool tracked = tracker_ && uses_params(sp.op);
   int32_t gather = -1, tied_gather = -1;
@@ -248,14 +271,21 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
                                        static_cast<double>(prog_.param_buckets[b].coalesced_elems * prog_.param_bytes));
     }
   }
-  const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_});
+  const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
   blocking_send_ = -1;
   blocking_reduce_ = -1;
   if (tracked && seg.tied_bucket >= 0) tracker_->after_use(index);
   if (tracked && seg.param_bucket >= 0) tracker_->after_use(index);
-  if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
-  if (tp.after) return tp_op(tp.after->op, s, seg.unit_begin, tp.after->bytes, index);
-  return index;
+  if (!tp.after) {
+    if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
+    return index;
+  }
+  // a backward's collective completes the input gradient the norm's weight gradient needs: the
+  // segment's gradients are ready once it is done
+  const int32_t after = tp_op(tp.after->op, s, seg.unit_begin, tp.after->bytes, index, tp_flags);
+  if (sp.op == Op::kBackwardInput) input_grad_collective_[seg_key(s, sp.seg)] = after;
+  if (makes_weight_grads(sp.op)) grads_ready(s, seg, after);
+  return after;
 }
 
 // Gradient buckets whose lowest unit this segment produced are complete for this micro-batch.

@@ -45,6 +45,8 @@ enum InstrFlags : uint8_t {
   kFlagNone = 0,
   kFlagToHost = 1,      // OffloadCopy direction device -> host (else host -> device)
   kFlagOnHost = 2,      // OptimizerStep runs on the host CPU (offload)
+  kFlagGrad = 4,        // a tensor-parallel collective of a backward pass: it moves a gradient (else an activation)
+  kFlagRecompute = 8,   // a tensor-parallel collective of a Recompute: the forward's, re-issued
 };
 
 struct Instr {

@@ -7,8 +7,8 @@
 //   unit 2+2i       block i MLP: norm2 (none when a parallel block shares norm1), up (and gate)
 //                   h*f/t, down (f/t)*h (+ biases), a post-norm (mlp_norms == 2)
 //   unit 2L+1       head: final norm, LM head V*h/t (+ V/t bias) (untied; tied: shares wte)
-// The linears and their splits are count::block_linears and count::shard: one description of a
-// block for the counts, the units and the executor's tensors. q = heads * head_dim.
+// The tensors, their shapes and splits are the tensor table's (count/tensors.hpp): one description
+// of the parameters for the counts, the units and the executor's layout. q = heads * head_dim.
 // Modules (what DeepSpeed fetches one by one): each norm, each Linear (weight and bias; QKV is one
 // fused Linear, as Megatron and GPT-2 write it; Hugging Face LLaMA has three), each table.
 // kv_r = kv_heads/t key/value heads per rank, or 1 when t > kv_heads (replicated, as Megatron).

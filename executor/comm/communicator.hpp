@@ -57,6 +57,8 @@ class Communicator {
   // In-place sum over the members.
   virtual Request iall_reduce(Channel ch, std::span<float> buffer) = 0;
   virtual Request iall_reduce(Channel ch, std::span<double> buffer) = 0;
+  // In-place maximum over the members (the vocabulary-parallel loss's row maxima).
+  virtual Request iall_reduce_max(Channel ch, std::span<float> buffer) = 0;
 
   // True when `r` completed (it is then spent). Drives progress of every pending request.
   virtual bool test(Request& r) = 0;

@@ -61,6 +61,7 @@ Request LocalCommunicator::ireduce_scatter(Channel, std::span<const float> send,
 
 Request LocalCommunicator::iall_reduce(Channel, std::span<float>) { return done(); }
 Request LocalCommunicator::iall_reduce(Channel, std::span<double>) { return done(); }
+Request LocalCommunicator::iall_reduce_max(Channel, std::span<float>) { return done(); }
 
 bool LocalCommunicator::test(Request& r) {
   if (!r.valid()) throw CommError("LocalCommunicator: test of a spent request");

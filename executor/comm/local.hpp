@@ -26,6 +26,7 @@ class LocalCommunicator final : public Communicator {
                           std::span<const int64_t> counts) override;
   Request iall_reduce(Channel ch, std::span<float> buffer) override;
   Request iall_reduce(Channel ch, std::span<double> buffer) override;
+  Request iall_reduce_max(Channel ch, std::span<float> buffer) override;
   bool test(Request& r) override;
   void wait(Request& r) override;
 

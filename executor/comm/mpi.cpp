@@ -261,6 +261,14 @@ Request MpiCommunicator::iall_reduce(Channel ch, std::span<double> buffer) {
   return r;
 }
 
+Request MpiCommunicator::iall_reduce_max(Channel ch, std::span<float> buffer) {
+  Impl& m = *impl_;
+  Request r{m.acquire()};
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), to_int(static_cast<int64_t>(buffer.size()), "count"), MPI_FLOAT,
+                           MPI_MAX, m.channel(ch), &m.slot(r).request));
+  return r;
+}
+
 bool MpiCommunicator::test(Request& r) {
   Impl::Slot& s = impl_->slot(r);
   int flag = 0;

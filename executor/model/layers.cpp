@@ -1,5 +1,7 @@
 #include "executor/model/layers.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -20,6 +22,14 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
   const spec::Model& m = layout.model();
   auto offset = [&](const std::string& name) { return layout.contains(name) ? layout.find(name).offset : -1; };
   UnitSlots s;
+  s.tp = layout.tp();
+  s.heads = m.heads / s.tp;
+  s.kv_heads = count::kv_heads_per_rank(m, s.tp);
+  s.ffn = m.ffn_hidden / s.tp;
+  s.vocab_rows = count::vocab_per_rank(m, s.tp);
+  s.vocab0 = layout.tp_index() * s.vocab_rows;
+  s.vocab = std::clamp<int64_t>(m.vocab - s.vocab0, 0, s.vocab_rows);
+  s.adds_residual = layout.tp_index() == 0;
   const UnitKind kind = unit_kind(m, unit);
   if (kind == UnitKind::kEmbedding) {
     s.wte = offset("embedding.wte");
@@ -40,7 +50,8 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
   s.norm_b = offset(prefix + group + (attn ? "norm1.b" : "norm2.b"));
   for (const count::Linear& l : count::block_linears(m)) {
     if (l.name.rfind(group, 0) != 0) continue;
-    s.linears.push_back({offset(prefix + l.name + ".w"), offset(prefix + l.name + ".b"), l.in, l.out});
+    const TensorSlot& w = layout.find(prefix + l.name + ".w");  // this rank's shard
+    s.linears.push_back({w.offset, offset(prefix + l.name + ".b"), w.rows, w.cols});
   }
   return s;
 }
@@ -53,7 +64,13 @@ void run_forward(const spec::Model& m, UnitKind kind, const UnitSlots& s, const 
     case UnitKind::kEmbedding: detail::embedding_forward(m, s, params, y, c); return;
     case UnitKind::kAttention: detail::attention_forward(m, s, params, x, y, c); return;
     case UnitKind::kMlp: detail::mlp_forward(m, s, params, x, y, c); return;
-    case UnitKind::kHead: y[0] = detail::head_forward(m, s, params, x, c); return;
+    case UnitKind::kHead:
+      if (s.tp > 1) {
+        detail::head_forward_partial(m, s, params, x, y, c);
+      } else {
+        y[0] = detail::head_forward(m, s, params, x, c);
+      }
+      return;
   }
 }
 
@@ -77,11 +94,13 @@ std::vector<std::string> unsupported_features(const spec::Model& m) {
 
 template <typename Scalar>
 void UnitCache<Scalar>::release_intermediates() {
-  for (std::vector<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a}) {
+  for (std::vector<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse}) {
     release(*v);
   }
   full = false;
   input_grad_done = false;
+  input_grad_partial = false;
+  norm_grad_pending = false;
 }
 
 template <typename Scalar>
@@ -111,6 +130,11 @@ Layer<Scalar>::Layer(const ParamLayout& layout, int64_t unit)
                                 " need a kv_heads divisor (got " + std::to_string(model_.kv_heads) +
                                 ") and, with RoPE, an even head_dim (got " + std::to_string(model_.head_dim()) + ")");
   }
+  if (const int64_t t = layout.tp(); t > 1 && (model_.heads % t != 0 || model_.kv_heads % t != 0 || model_.ffn_hidden % t != 0)) {
+    throw std::invalid_argument("Layer " + unit_name(model_, unit) + ": tp " + std::to_string(t) +
+                                " must divide heads " + std::to_string(model_.heads) + ", kv_heads " +
+                                std::to_string(model_.kv_heads) + " and ffn_hidden " + std::to_string(model_.ffn_hidden));
+  }
   slots_ = resolve_slots(layout, unit);
 }
 
@@ -121,7 +145,8 @@ int64_t Layer<Scalar>::input_size(Dims d) const {
 
 template <typename Scalar>
 int64_t Layer<Scalar>::output_size(Dims d) const {
-  return kind_ == UnitKind::kHead ? 1 : d.rows() * model_.hidden;
+  if (kind_ == UnitKind::kHead) return slots_.tp > 1 ? 3 * d.rows() : 1;
+  return d.rows() * model_.hidden;
 }
 
 template <typename Scalar>
@@ -191,7 +216,7 @@ void Layer<Scalar>::backward_input(std::span<const Scalar> params, std::span<con
                                    UnitCache<Scalar>& cache) const {
   if (cache.dims.rows() == 0) throw std::logic_error("Layer " + unit_name(model_, unit_) + ": backward before forward");
   check_buffer("params", params.size(), layout_size_);
-  check_buffer("output gradient", dy.size(), output_size(cache.dims));
+  check_buffer("output gradient", dy.size(), kind_ == UnitKind::kHead ? 1 : output_size(cache.dims));  // dL/dloss
   check_buffer("input gradient", dx.size(), input_size(cache.dims));
   recompute(params, cache);
   const Scalar* p = params.data();
@@ -202,6 +227,7 @@ void Layer<Scalar>::backward_input(std::span<const Scalar> params, std::span<con
     case UnitKind::kHead: detail::head_backward_input(model_, slots_, p, dy[0], dx.data(), cache); break;
   }
   cache.input_grad_done = true;
+  cache.input_grad_partial = reduces_input_grad();
 }
 
 template <typename Scalar>
@@ -217,8 +243,59 @@ void Layer<Scalar>::backward_weight(std::span<Scalar> grads, UnitCache<Scalar>& 
     case UnitKind::kMlp: detail::mlp_backward_weight(model_, slots_, g, cache); break;
     case UnitKind::kHead: detail::head_backward_weight(model_, slots_, g, cache); break;
   }
+  if (kind_ != UnitKind::kEmbedding) {
+    if (cache.input_grad_partial) {
+      cache.norm_grad_pending = true;  // finish_input_grad adds it
+    } else {
+      detail::norm_backward_weight(model_, slots_, g, cache);
+    }
+  }
   cache.input_grad_done = false;
 }
+
+template <typename Scalar>
+bool Layer<Scalar>::finish_input_grad(std::span<const Scalar> params, std::span<const Scalar> d_a, std::span<Scalar> dx,
+                                      std::span<Scalar> grads, UnitCache<Scalar>& cache) const {
+  if (!cache.input_grad_partial) {
+    throw std::logic_error("Layer " + unit_name(model_, unit_) + ": finish_input_grad without a partial input gradient");
+  }
+  check_buffer("params", params.size(), layout_size_);
+  check_buffer("grads", grads.size(), layout_size_);
+  check_buffer("reduced input gradient", d_a.size(), cache.dims.rows() * model_.hidden);
+  check_buffer("input gradient", dx.size(), input_size(cache.dims));
+  cache.d_a.assign(d_a.begin(), d_a.end());
+  const Scalar* residual = kind_ == UnitKind::kHead ? nullptr : cache.d_out.data();
+  detail::norm_backward_input(model_, slots_, params.data(), residual, dx.data(), cache);
+  cache.input_grad_partial = false;
+  if (!cache.norm_grad_pending) return false;  // backward_weight (zero-bubble W) is still to come
+  detail::norm_backward_weight(model_, slots_, grads.data(), cache);
+  cache.norm_grad_pending = false;
+  return true;
+}
+
+template <typename Scalar>
+Scalar Layer<Scalar>::finish_loss(std::span<const Scalar> reduced, UnitCache<Scalar>& cache) const {
+  if (kind_ != UnitKind::kHead || slots_.tp == 1) {
+    throw std::logic_error("Layer " + unit_name(model_, unit_) + ": finish_loss is the tensor-parallel head's");
+  }
+  const int64_t n = cache.dims.rows();
+  check_buffer("reduced loss statistics", reduced.size(), 3 * n);
+  return detail::head_finish_loss(reduced.data(), n, cache);
+}
+
+template <typename Scalar>
+void vocab_parallel_rescale(std::span<const Scalar> local_stats, std::span<const Scalar> global_max,
+                            std::span<Scalar> out) {
+  const std::size_t n = global_max.size();
+  if (local_stats.size() != 3 * n || out.size() != n) {
+    throw std::invalid_argument("vocab_parallel_rescale: " + std::to_string(local_stats.size()) +
+                                " statistics for " + std::to_string(n) + " rows (want 3 per row), " +
+                                std::to_string(out.size()) + " outputs");
+  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = local_stats[n + i] * std::exp(local_stats[i] - global_max[i]);
+}
+template void vocab_parallel_rescale<float>(std::span<const float>, std::span<const float>, std::span<float>);
+template void vocab_parallel_rescale<double>(std::span<const double>, std::span<const double>, std::span<double>);
 
 template <typename Scalar>
 void Layer<Scalar>::backward(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> dx,

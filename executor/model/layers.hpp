@@ -11,6 +11,20 @@
 // Gradient accumulation: the head's loss is the mean over the micro-batch's tokens; to train on
 // the mean over m micro-batches, pass dy = {1/m} to the head's backward. Parameter gradients are
 // ADDED to the grad buffer (zero it once per step), so m backward calls accumulate.
+//
+// Tensor parallelism (a layout of tp rank r of t > 1; Megatron-LM, Shoeybi et al. 2019): a unit
+// computes with its shard and leaves, where Megatron's f/g operators sit, a partial result for
+// the caller to sum over the tp ranks (the Program's TpAllReduce):
+//   forward    embedding: the rows of the tokens in r's vocabulary slice (+ wpe on rank 0);
+//              attention, MLP: the row-parallel output's partial product (+ x + bias on rank 0);
+//              head: per row the local max m, sum of exp(z - m) and the target's logit (0 when the
+//              target is another rank's), [3N] — the caller all-reduces max(m) and the target
+//              logit, rescales the sums (vocab_parallel_rescale), all-reduces them, and
+//              finish_loss turns the three into the loss
+//   backward   attention, MLP, head: backward_input leaves dL/d(norm output), partial over the
+//              ranks' shards, in dx; once summed, finish_input_grad runs the norm's backward (dx
+//              = residual + d norm) and the norm's weight gradient; the embedding needs none
+// Replicated tensors (norms, row-parallel biases, wpe) get the same full gradient on every rank.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +63,8 @@ struct UnitCache {
   Dims dims;
   bool full = false;             // intermediates present; otherwise backward recomputes them
   bool input_grad_done = false;  // backward_input ran, backward_weight may run
+  bool input_grad_partial = false;  // tp > 1: d_a is this rank's part; finish_input_grad completes it
+  bool norm_grad_pending = false;   // tp > 1: backward_weight ran before d_a was complete
   std::vector<int32_t> tokens;   // embedding: inputs; head: targets [N]
   std::vector<Scalar> input;     // the unit input x [N, C] (kInputOnly)
   std::vector<Scalar> xhat;      // normalised input [N, C]
@@ -64,6 +80,7 @@ struct UnitCache {
   std::vector<Scalar> d_pre;     // attention: dL/d(qkv before RoPE) [N, C + 2KV]; MLP: dL/d(pre) [N, F]
   std::vector<Scalar> d_pre2;    // MLP swiglu: dL/d(up) [N, F]
   std::vector<Scalar> d_a;       // dL/d(norm output) [N, C]
+  std::vector<Scalar> lse;       // tp > 1 head: log of the sum of exp(logits) over the whole vocabulary [N]
 
   void release_intermediates();  // keeps tokens and input only
   void clear();                  // releases everything
@@ -82,8 +99,21 @@ struct UnitSlots {
   int64_t norm_w = -1, norm_b = -1;
   std::vector<LinearSlot> linears;  // attention: qkv, out; gelu: up, down; swiglu: gate, up, down
   int64_t wte = -1, wpe = -1;       // embedding; the head reads wte when tied
-  int64_t lm_head = -1;             // untied head [C x V]
+  int64_t lm_head = -1;             // untied head [C x vocab_rows]
+  // This tp rank's share (the whole model when tp = 1):
+  int64_t tp = 1;
+  int64_t heads = 0, kv_heads = 0;  // attention heads
+  int64_t ffn = 0;                  // MLP width
+  int64_t vocab0 = 0, vocab = 0;    // vocabulary ids [vocab0, vocab0 + vocab) of its table rows / head columns
+  int64_t vocab_rows = 0;           // rows of its table (columns of its LM head), padding included
+  bool adds_residual = true;        // rank 0 adds the residual, row-parallel biases and wpe (summed once)
 };
+
+// The sums of exp(z - m) rescaled to the global max M: out[i] = s[i] * exp(m[i] - M[i]), from a
+// tp > 1 head's forward output [m | s | t] (3N) and the all-reduced maxima M (N).
+template <typename Scalar>
+void vocab_parallel_rescale(std::span<const Scalar> local_stats, std::span<const Scalar> global_max,
+                            std::span<Scalar> out);
 
 template <typename Scalar>
 class Layer {
@@ -95,8 +125,11 @@ class Layer {
 
   UnitKind kind() const { return kind_; }
   int64_t unit() const { return unit_; }
+  int64_t tp() const { return slots_.tp; }
   int64_t input_size(Dims d) const;   // 0 for the embedding (it reads tokens), else N*C
-  int64_t output_size(Dims d) const;  // 1 for the head (the loss), else N*C
+  int64_t output_size(Dims d) const;  // 1 for the head (the loss; 3N with tp > 1), else N*C
+  // tp > 1: whether this unit's backward leaves a partial input gradient for finish_input_grad.
+  bool reduces_input_grad() const { return slots_.tp > 1 && kind_ != UnitKind::kEmbedding; }
 
   // y = unit(x). The head writes the mean loss to y[0].
   void forward(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
@@ -111,8 +144,18 @@ class Layer {
   // Zero-bubble split: the input gradient now, keeping in `cache` what the weight gradient needs.
   void backward_input(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> dx,
                       UnitCache<Scalar>& cache) const;
-  // Adds the parameter gradients; needs a cache on which backward_input ran.
+  // Adds the parameter gradients; needs a cache on which backward_input ran. With tp > 1, before
+  // finish_input_grad, the norm's weight gradient waits for it.
   void backward_weight(std::span<Scalar> grads, UnitCache<Scalar>& cache) const;
+
+  // tp > 1 (reduces_input_grad): `d_a` is backward_input's output summed over the tp ranks; writes
+  // dx = dL/dx and, if backward_weight already ran, the norm's weight gradient. Returns true when
+  // the cache is spent (every gradient of this micro-batch written).
+  bool finish_input_grad(std::span<const Scalar> params, std::span<const Scalar> d_a, std::span<Scalar> dx,
+                         std::span<Scalar> grads, UnitCache<Scalar>& cache) const;
+  // tp > 1 head: the loss (mean over rows) from the all-reduced [max | sum of exp | target logit]
+  // (3N); keeps log(sum exp) per row for backward.
+  Scalar finish_loss(std::span<const Scalar> reduced, UnitCache<Scalar>& cache) const;
 
  private:
   void check_buffer(const char* what, std::size_t got, int64_t want) const;

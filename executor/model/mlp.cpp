@@ -1,4 +1,5 @@
-// MLP sublayer unit: y = x + mlp(norm2(x)).
+// MLP sublayer unit: y = x + mlp(norm2(x)), F this tp rank's share of ffn_hidden (layers.hpp says
+// what tp > 1 leaves partial). The norm's weight gradient is Layer's.
 //   gelu / relu:    pre [N, F] = a . Wup + b;  mid = act(pre);                            y = x + mid . Wdown + b
 //   swiglu / geglu: pre = a . Wgate + b, pre2 = a . Wup + b;  mid = act(pre) * pre2 (act silu / gelu)
 #include "executor/model/units.hpp"
@@ -7,7 +8,7 @@ namespace stagecraft::executor::detail {
 
 template <typename S>
 void mlp_forward(const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCache<S>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden, f = m.ffn_hidden;
+  const int64_t n = c.dims.rows(), h = m.hidden, f = s.ffn;
   const LinearSlot& first = s.linears[0];  // gelu, relu: up; swiglu, geglu: gate
   const LinearSlot& down = s.linears.back();
   norm_forward(m, s, params, x, c);
@@ -28,14 +29,15 @@ void mlp_forward(const spec::Model& m, const UnitSlots& s, const S* params, cons
   } else {
     ops::gelu_forward(c.pre.data(), c.mid.data(), n * f);
   }
-  ops::linear_forward(c.mid.data(), params + down.w, at(params, down.b), y, n, f, h);
-  ops::MatMap<S>(y, n, h) += ops::ConstMatMap<S>(x, n, h);
+  // row-parallel: the bias and the residual once, on tp rank 0
+  ops::linear_forward(c.mid.data(), params + down.w, s.adds_residual ? at(params, down.b) : nullptr, y, n, f, h);
+  if (s.adds_residual) ops::MatMap<S>(y, n, h) += ops::ConstMatMap<S>(x, n, h);
 }
 
 template <typename S>
 void mlp_backward_input(const spec::Model& m, const UnitSlots& s, const S* params, const S* dy, S* dx,
                         UnitCache<S>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden, f = m.ffn_hidden;
+  const int64_t n = c.dims.rows(), h = m.hidden, f = s.ffn;
   const LinearSlot& first = s.linears[0];
   const LinearSlot& down = s.linears.back();
   c.d_out.assign(dy, dy + n * h);
@@ -61,6 +63,10 @@ void mlp_backward_input(const spec::Model& m, const UnitSlots& s, const S* param
     }
     ops::linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
   }
+  if (s.tp > 1) {  // this rank's part of d_a: summed over tp, then finish_input_grad
+    std::copy(c.d_a.begin(), c.d_a.end(), dx);
+    return;
+  }
   norm_backward_input(m, s, params, dy, dx, c);
 }
 
@@ -70,7 +76,6 @@ void mlp_backward_weight(const spec::Model& m, const UnitSlots& s, S* grads, Uni
   linear_backward_weight(s.linears.back(), c.mid.data(), c.d_out.data(), grads, n);
   linear_backward_weight(s.linears[0], c.a.data(), c.d_pre.data(), grads, n);
   if (spec::gated(m.mlp)) linear_backward_weight(s.linears[1], c.a.data(), c.d_pre2.data(), grads, n);
-  norm_backward_weight(m, s, grads, c);
 }
 
 #define STAGECRAFT_INSTANTIATE(S)                                                                    \

@@ -9,13 +9,6 @@
 
 namespace stagecraft::executor {
 
-namespace {
-
-constexpr double kInitStd = 0.02;  // GPT-2
-
-bool is_output_projection(const std::string& linear) { return linear == "attn.out" || linear == "mlp.down"; }
-
-}  // namespace
 
 int64_t unit_count(const spec::Model& m) { return 2 * m.layers + 2; }
 
@@ -57,7 +50,8 @@ const char* to_string(UnitKind k) {
 
 ParamLayout::ParamLayout(const spec::Model& model) : ParamLayout(model, 0, unit_count(model)) {}
 
-ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end) : model_(model), begin_(begin), end_(end) {
+ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp, int64_t tp_index)
+    : model_(model), begin_(begin), end_(end), tp_(tp), tp_index_(tp_index) {
   if (model.layers <= 0 || model.hidden <= 0 || model.vocab <= 0) {
     throw std::invalid_argument("ParamLayout: model '" + model.name + "' has no layers, hidden or vocab");
   }
@@ -66,66 +60,25 @@ ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end) :
                                 ") is empty or outside [0, " + std::to_string(unit_count(model)) + ") of model '" +
                                 model.name + "'");
   }
+  if (tp < 1 || tp_index < 0 || tp_index >= tp) {
+    throw std::invalid_argument("ParamLayout: tp rank " + std::to_string(tp_index) + " is outside [0, " +
+                                std::to_string(tp) + ")");
+  }
   for (int64_t u = begin; u < end; ++u) {
     const int64_t first = size_;
-    add_unit(u);
+    for (const count::TensorSpec& t : count::unit_tensors(model, static_cast<int32_t>(u), tp)) add(u, t);
+    // a tied head without unit 0 keeps its own copy of the (vocab-parallel) table
+    if (u == unit_count(model) - 1 && model.tied_embeddings && !holds(0)) add(u, count::unit_tensors(model, 0, tp).front());
     unit_ranges_.push_back({first, size_});
   }
 }
 
-void ParamLayout::add(int64_t unit, std::string name, int64_t rows, int64_t cols, Init init, double init_std,
-                      bool decay) {
-  index_.emplace(name, tensors_.size());
-  tensors_.push_back({std::move(name), unit, size_, rows, cols, init, init_std, decay});
-  size_ += rows * cols;
-}
-
-void ParamLayout::add_norm(int64_t unit, const std::string& prefix) {
-  add(unit, prefix + ".w", 1, model_.hidden, Init::kOnes, 0, false);
-  if (model_.norm_has_bias()) add(unit, prefix + ".b", 1, model_.hidden, Init::kZeros, 0, false);
-}
-
-// The linears of one sublayer, taken from count::block_linears so shapes and counts agree.
-void ParamLayout::add_linears(int64_t unit, const std::string& prefix, const std::string& group) {
-  const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model_.layers));
-  for (const count::Linear& l : count::block_linears(model_)) {
-    if (l.name.rfind(group, 0) != 0) continue;
-    const double std = is_output_projection(l.name) ? out_std : kInitStd;
-    add(unit, prefix + l.name + ".w", l.in, l.out, Init::kNormal, std, true);
-    if (l.bias) add(unit, prefix + l.name + ".b", 1, l.out, Init::kZeros, 0, false);
-  }
-}
-
-void ParamLayout::add_unit(int64_t unit) {
-  const int64_t h = model_.hidden;
-  switch (unit_kind(model_, unit)) {
-    case UnitKind::kEmbedding:
-      add(unit, "embedding.wte", model_.vocab, h, Init::kNormal, kInitStd, true);
-      if (model_.position == spec::Position::kLearned) {
-        add(unit, "embedding.wpe", model_.position_rows(), h, Init::kNormal, kInitStd, true);
-      }
-      return;
-    case UnitKind::kAttention: {
-      const std::string prefix = "block." + std::to_string(unit_block(model_, unit)) + ".";
-      add_norm(unit, prefix + "attn.norm1");
-      add_linears(unit, prefix, "attn.");
-      return;
-    }
-    case UnitKind::kMlp: {
-      const std::string prefix = "block." + std::to_string(unit_block(model_, unit)) + ".";
-      add_norm(unit, prefix + "mlp.norm2");
-      add_linears(unit, prefix, "mlp.");
-      return;
-    }
-    case UnitKind::kHead:
-      add_norm(unit, "head.normf");
-      if (!model_.tied_embeddings) {
-        add(unit, "head.lm_head.w", h, model_.vocab, Init::kNormal, kInitStd, true);
-      } else if (!holds(0)) {
-        add(unit, "embedding.wte", model_.vocab, h, Init::kNormal, kInitStd, true);
-      }
-      return;
-  }
+void ParamLayout::add(int64_t unit, const count::TensorSpec& t) {
+  index_.emplace(t.name, tensors_.size());
+  TensorSlot slot{t.name, unit, size_, t.rows, t.cols, t.init, t.init_std, t.decay, t.replicated(), t,
+                  count::shard_map(model_, t, tp_, tp_index_)};
+  tensors_.push_back(std::move(slot));
+  size_ += t.elems();
 }
 
 const TensorSlot& ParamLayout::find(const std::string& name) const {
@@ -147,6 +100,20 @@ Range ParamLayout::unit_range(int64_t unit) const {
 
 bool ParamLayout::head_has_wte_copy() const {
   return model_.tied_embeddings && holds(unit_count(model_) - 1) && !holds(0);
+}
+
+std::vector<Range> ParamLayout::replicated_ranges() const {
+  std::vector<Range> out;
+  if (tp_ == 1) return out;
+  for (const TensorSlot& t : tensors_) {
+    if (!t.replicated) continue;
+    if (!out.empty() && out.back().end == t.offset) {
+      out.back().end = t.offset + t.size();
+    } else {
+      out.push_back(t.range());
+    }
+  }
+  return out;
 }
 
 std::vector<Range> ParamLayout::decayed_ranges() const {
@@ -174,8 +141,11 @@ void ParamLayout::init(std::span<Scalar> out, uint64_t seed, int64_t first) cons
     if (lo >= hi) continue;
     const uint64_t key = rng::combine(seed, rng::hash_name(t.name));
     for (int64_t p = lo; p < hi; ++p) {
-      double value = t.init == Init::kOnes ? 1.0 : 0.0;
-      if (t.init == Init::kNormal) value = t.init_std * rng::normal(key, static_cast<uint64_t>(p - t.offset));
+      const int64_t local = p - t.offset;
+      const int64_t global = t.map.global_index(t.spec, local / t.cols, local % t.cols);
+      double value = 0.0;  // padding rows and columns of a vocab-parallel table
+      if (global >= 0 && t.init == Init::kOnes) value = 1.0;
+      if (global >= 0 && t.init == Init::kNormal) value = t.init_std * rng::normal(key, static_cast<uint64_t>(global));
       out[static_cast<std::size_t>(p - first)] = static_cast<Scalar>(value);
     }
   }

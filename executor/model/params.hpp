@@ -2,16 +2,10 @@
 // buffer (so ZeRO sharding is slicing), which ranges take weight decay, and deterministic
 // initial values. It is not storage: callers own the buffers (params, grads, Adam moments).
 //
-// Units, the pipeline / ZeRO granularity of the Program lowering (L blocks):
-//   0        embedding           wte [V x C], wpe [S x C] (learned positions only)
-//   1 + 2i   block i attention   norm1.w, norm1.b?, qkv.w [C x (C+2KV)], qkv.b?, out.w [C x C], out.b?
-//   2 + 2i   block i MLP         norm2.w, norm2.b?, (gate.w [C x F], gate.b?)?, up.w [C x F], up.b?,
-//                                down.w [F x C], down.b?
-//   2L + 1   head                normf.w, normf.b?, then the LM head: untied "head.lm_head.w" [C x V];
-//                                tied: wte^T, a copy "embedding.wte" [V x C] when unit 0 is not in
-//                                the range (Megatron: its gradient is all-reduced with unit 0's)
-// Shapes: C hidden, F ffn_hidden, V vocab, S seq_len, KV kv_heads * head_dim. Matrices are
-// row-major [in x out] so y = x . W (+ b). "?" exists iff model.bias (norm bias: LayerNorm only).
+// The tensors, their names, shapes, tensor-parallel splits and initialisation are the tensor
+// table's (core/count/tensors.hpp), in its order, as tp rank `tp_index` of `tp` holds them. A
+// tied head whose layout lacks unit 0 also holds a copy "embedding.wte" of the (vocab-parallel)
+// table (Megatron: its gradient is all-reduced with unit 0's over the embedding group).
 #pragma once
 
 #include <cstdint>
@@ -20,11 +14,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/count/tensors.hpp"
+#include "core/program/units.hpp"
 #include "core/spec/model.hpp"
 
 namespace stagecraft::executor {
 
-enum class UnitKind { kEmbedding, kAttention, kMlp, kHead };
+using UnitKind = program::UnitKind;  // one unit numbering (core/program/units.hpp)
 
 int64_t unit_count(const spec::Model& m);                    // 2L + 2
 UnitKind unit_kind(const spec::Model& m, int64_t unit);      // throws std::out_of_range
@@ -39,7 +35,7 @@ struct Range {
   int64_t size() const { return end - begin; }
 };
 
-enum class Init { kNormal, kZeros, kOnes };
+using Init = count::Init;
 
 struct TensorSlot {
   std::string name;    // global name, e.g. "block.3.attn.qkv.w"; the tied head copy is "embedding.wte"
@@ -50,6 +46,9 @@ struct TensorSlot {
   Init init = Init::kZeros;
   double init_std = 0;  // for Init::kNormal
   bool decay = false;   // AdamW weight decay applies (matrices; not biases or norm weights)
+  bool replicated = true;  // the same on every tp rank (norms, row-parallel biases, positions)
+  count::TensorSpec spec;  // the table's row
+  count::ShardMap map;     // where this rank's shard sits in the unsharded tensor
 
   int64_t size() const { return rows * cols; }
   Range range() const { return {offset, offset + size()}; }
@@ -57,9 +56,10 @@ struct TensorSlot {
 
 class ParamLayout {
  public:
-  // Units [begin, end) of `model`; throws std::invalid_argument for an empty or outside range.
-  ParamLayout(const spec::Model& model, int64_t begin, int64_t end);
-  // Every unit of the model.
+  // Units [begin, end) of `model` on tp rank `tp_index` of `tp`; throws std::invalid_argument
+  // for an empty or outside range or a tp rank outside [0, tp).
+  ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp = 1, int64_t tp_index = 0);
+  // Every unit of the model, unsharded.
   explicit ParamLayout(const spec::Model& model);
 
   const spec::Model& model() const { return model_; }
@@ -67,6 +67,8 @@ class ParamLayout {
   int64_t end() const { return end_; }
   bool holds(int64_t unit) const { return unit >= begin_ && unit < end_; }
   int64_t size() const { return size_; }  // elements of the flat buffer
+  int64_t tp() const { return tp_; }
+  int64_t tp_index() const { return tp_index_; }
 
   const std::vector<TensorSlot>& tensors() const { return tensors_; }
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
@@ -76,24 +78,24 @@ class ParamLayout {
   bool head_has_wte_copy() const;
   // Ranges that take weight decay, merged where adjacent, in increasing order.
   std::vector<Range> decayed_ranges() const;
+  // Ranges of the tensors every tp rank holds whole (merged, increasing); empty when tp = 1.
+  std::vector<Range> replicated_ranges() const;
 
   // Writes the initial values of flat positions [first, first + out.size()) (a whole buffer or a
-  // ZeRO shard of it). Each value depends only on (seed, tensor name, element index), so a
-  // tensor starts the same whatever unit range holds it. GPT-2 init: matrices N(0, 0.02),
-  // output projections (attn.out.w, mlp.down.w) N(0, 0.02 / sqrt(2L)), biases 0, norm weights 1.
+  // ZeRO shard of it). Each value depends only on (seed, tensor name, element index in the
+  // unsharded tensor), so a tensor starts the same whatever unit range or tp rank holds it, and
+  // tp shards are slices of the unsharded values; padding is 0. The table's init (GPT-2's).
   template <typename Scalar>
   void init(std::span<Scalar> out, uint64_t seed, int64_t first = 0) const;
 
  private:
-  void add(int64_t unit, std::string name, int64_t rows, int64_t cols, Init init, double init_std, bool decay);
-  void add_unit(int64_t unit);
-  void add_norm(int64_t unit, const std::string& prefix);
-  void add_linears(int64_t unit, const std::string& prefix, const std::string& group);
+  void add(int64_t unit, const count::TensorSpec& t);
 
   spec::Model model_;
   int64_t begin_ = 0;
   int64_t end_ = 0;
   int64_t size_ = 0;
+  int64_t tp_ = 1, tp_index_ = 0;
   std::vector<TensorSlot> tensors_;
   std::vector<Range> unit_ranges_;  // indexed by unit - begin_
   std::unordered_map<std::string, std::size_t> index_;

@@ -91,5 +91,10 @@ template <typename S>
 void head_backward_input(const spec::Model& m, const UnitSlots& s, const S* params, S dloss, S* dx, UnitCache<S>& c);
 template <typename S>
 void head_backward_weight(const spec::Model& m, const UnitSlots& s, S* grads, UnitCache<S>& c);
+// tp > 1 (head.cpp): the local statistics [max | sum exp | target logit] (3N), and the loss from their reduction.
+template <typename S>
+void head_forward_partial(const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCache<S>& c);
+template <typename S>
+S head_finish_loss(const S* reduced, int64_t n, UnitCache<S>& c);
 
 }  // namespace stagecraft::executor::detail

@@ -24,15 +24,18 @@ std::string where(int64_t stage) { return "stage " + std::to_string(stage) + ": 
 
 }  // namespace
 
-StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp_index)
-    : prog_(&prog), stage_(stage), dp_(prog.plan.dp), dp_index_(dp_index), zero_stage_(prog.plan.zero.stage) {
-  if (stage < 0 || stage >= prog.plan.pp || dp_index < 0 || dp_index >= dp_) {
+StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp_index, int64_t tp_index)
+    : prog_(&prog), stage_(stage), dp_(prog.plan.dp), dp_index_(dp_index), tp_index_(tp_index),
+      zero_stage_(prog.plan.zero.stage) {
+  if (stage < 0 || stage >= prog.plan.pp || dp_index < 0 || dp_index >= dp_ || tp_index < 0 || tp_index >= prog.plan.tp) {
     throw ExecutorError("StageLayout: stage " + std::to_string(stage) + ", dp index " + std::to_string(dp_index) +
-                        " outside the plan's pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(dp_));
+                        ", tp index " + std::to_string(tp_index) + " outside the plan's pp " +
+                        std::to_string(prog.plan.pp) + " x dp " + std::to_string(dp_) + " x tp " +
+                        std::to_string(prog.plan.tp));
   }
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& info = prog.chunk(stage, c);
-    chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end);
+    chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end, prog.plan.tp, tp_index);
     offsets_.push_back(elems_);
     elems_ += chunks_.back().size();
   }
@@ -42,9 +45,12 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
     const int64_t off = offsets_[static_cast<std::size_t>(c)];
     for (const Range& r : chunk(c).decayed_ranges()) append_merged(decayed_, {off + r.begin, off + r.end});
     for (const TensorSlot& t : chunk(c).tensors()) {
-      if (zero3_gathers() && t.size() < threshold) append_merged(persistent_, {off + t.offset, off + t.offset + t.size()});
+      const Range r{off + t.offset, off + t.offset + t.size()};
+      if (zero3_gathers() && t.size() < threshold) append_merged(persistent_, r);
+      // the global norm counts a replicated tensor once, on tp rank 0, and the tied copy on stage 0
+      const bool tied_copy = t.name == "embedding.wte" && chunk(c).head_has_wte_copy();
+      if (tied_copy || (t.replicated && tp_index > 0)) append_merged(norm_excluded_, r);
     }
-    if (chunk(c).head_has_wte_copy()) norm_excluded_.push_back(tensor(c, "embedding.wte"));
   }
   for (const Range& r : persistent_) {
     persistent_prefix_.push_back(persistent_elems_);

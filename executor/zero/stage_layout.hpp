@@ -12,7 +12,9 @@
 //            rank, their gradients all-reduced and their Adam state replicated
 //   norm-excluded  the tied head's copy of the embedding table on the last stage (pp > 1): its
 //            gradient equals the table's own after the embedding all-reduce, so the global
-//            gradient norm counts it once, on stage 0
+//            gradient norm counts it once, on stage 0; and on tp ranks other than 0 the tensors
+//            every tp rank holds whole (norms, row-parallel biases, positions), counted on tp rank 0
+// Every tp rank of the stage has its own layout of the same shape: its shards of the tensors.
 // Construction checks every size against the Program's (chunk params, bucket elements) so a
 // disagreement between the lowering and the model math is an error, not a silent mismatch.
 #pragma once
@@ -29,11 +31,12 @@ namespace stagecraft::executor {
 class StageLayout {
  public:
   // Throws ExecutorError when the Program's sizes disagree with the model's layouts.
-  StageLayout(const program::Program& prog, int64_t stage, int64_t dp_index);
+  StageLayout(const program::Program& prog, int64_t stage, int64_t dp_index, int64_t tp_index);
 
   int64_t stage() const { return stage_; }
   int64_t dp() const { return dp_; }
   int64_t dp_index() const { return dp_index_; }
+  int64_t tp_index() const { return tp_index_; }
   int zero_stage() const { return zero_stage_; }
   bool zero3_gathers() const { return zero_stage_ == 3 && dp_ > 1; }
 
@@ -73,7 +76,7 @@ class StageLayout {
   int64_t chunk_of_unit(int64_t unit) const;
 
   const program::Program* prog_;
-  int64_t stage_ = 0, dp_ = 1, dp_index_ = 0;
+  int64_t stage_ = 0, dp_ = 1, dp_index_ = 0, tp_index_ = 0;
   int zero_stage_ = 0;
   std::vector<ParamLayout> chunks_;
   std::vector<int64_t> offsets_;

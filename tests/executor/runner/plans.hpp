@@ -17,6 +17,7 @@
 namespace stagecraft::executor::test {
 
 struct PlanSpec {
+  int tp = 1;
   int pp = 1, dp = 1, micro_batch = 1, micro_batches = 8;
   std::string schedule = "1f1b";
   int virtual_stages = 1;
@@ -30,7 +31,8 @@ struct PlanSpec {
   bool overlap_p2p = false;           // sends overlap the next compute (else it waits for them)
 
   std::string name() const {
-    std::string s = "pp" + std::to_string(pp) + "-dp" + std::to_string(dp) + "-" + schedule;
+    std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) + "pp" + std::to_string(pp) + "-dp" +
+                    std::to_string(dp) + "-" + schedule;
     if (virtual_stages > 1) s += "-v" + std::to_string(virtual_stages);
     s += "-zero" + std::to_string(zero);
     if (overlap >= 0) s += overlap ? "-overlap" : "-no-overlap";
@@ -59,7 +61,7 @@ inline spec::Plan make_plan(const PlanSpec& s) {
                          {"offload_optimizer", s.offload ? "cpu" : "none"},
                          {"keep_gathered_across_microbatches", s.keep_gathered}};
   if (s.overlap >= 0) zero["overlap_comm"] = s.overlap == 1;
-  const nlohmann::json j = {{"tp", 1},
+  const nlohmann::json j = {{"tp", s.tp},
                             {"pp", s.pp},
                             {"dp", s.dp},
                             {"micro_batch", s.micro_batch},
@@ -74,6 +76,36 @@ inline spec::Plan make_plan(const PlanSpec& s) {
 
 // One rank, the whole global batch as 8 micro-batches of one sequence, plain data flow.
 inline PlanSpec reference_plan() { return PlanSpec{}; }
+
+// The LLaMA family at the tiny model's sizes (SwiGLU, RMSNorm, RoPE, no biases, untied head) with
+// grouped-query attention, 4 query heads on 2 K/V heads: what tp 2 must split by heads.
+inline spec::Model tiny_llama_model() {
+  spec::Model m = tiny_model();
+  m.name = "tiny-llama-gqa";
+  m.kv_heads = 2, m.ffn_hidden = 128;
+  m.mlp = spec::Mlp::kSwiglu, m.norm = spec::Norm::kRmsNorm, m.position = spec::Position::kRope;
+  m.tied_embeddings = false, m.set_biases(false);
+  return m;
+}
+
+// The 4-rank tensor-parallel plans: tp 2 with dp 2 (ZeRO 0-3) and with pp 2 (every schedule),
+// tp 4 alone, and variants (recompute, zero-bubble, overlap, offload, persistence).
+inline std::vector<PlanSpec> tensor_parallel_matrix() {
+  std::vector<PlanSpec> out;
+  for (int zero = 0; zero <= 3; ++zero) out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = zero});
+  for (const auto& [schedule, v] : std::vector<std::pair<std::string, int>>{{"gpipe", 1}, {"1f1b", 1}, {"interleaved", 2}, {"zb-h1", 1}}) {
+    out.push_back({.tp = 2, .pp = 2, .micro_batches = 8, .schedule = schedule, .virtual_stages = v});
+  }
+  out.push_back({.tp = 4, .micro_batches = 8});
+  out.push_back({.tp = 4, .micro_batch = 2, .micro_batches = 4, .zero = 1});
+  out.push_back({.tp = 2, .pp = 2, .micro_batches = 8, .zero = 1, .recompute = "full"});
+  out.push_back({.tp = 2, .pp = 2, .micro_batch = 2, .micro_batches = 4, .schedule = "zb-h1", .zero = 2, .overlap_p2p = true});
+  out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .recompute = "full"});
+  out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 2, .overlap = 1});
+  out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .offload = true});
+  out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .persistence = 100000});
+  return out;
+}
 
 // Every 4-rank plan the equivalence test runs.
 inline std::vector<PlanSpec> equivalence_matrix() {

@@ -32,7 +32,7 @@ TEST(StageLayout, AgreesWithTheProgramForEveryTestPlan) {
     int64_t stage_total = 0;
     for (int64_t s = 0; s < prog.plan.pp; ++s) {
       for (int64_t d = 0; d < prog.plan.dp; ++d) {
-        const StageLayout l(prog, s, d);  // throws on any disagreement
+        const StageLayout l(prog, s, d, 0);  // throws on any disagreement
         EXPECT_EQ(l.padded_elems() % prog.plan.dp, 0) << spec.name();
         EXPECT_GE(l.padded_elems(), l.elems()) << spec.name();
         EXPECT_LT(l.padded_elems() - l.elems(), prog.plan.dp) << spec.name();
@@ -58,7 +58,7 @@ TEST(StageLayout, AgreesWithTheProgramForEveryTestPlan) {
 TEST(StageLayout, Zero3KeepsSmallTensorsWhole) {
   const program::Program prog =
       program::lower(test::tiny_model(), test::tiny_training(), test::make_plan({.dp = 4, .micro_batches = 2, .zero = 3}));
-  const StageLayout l(prog, 0, 1);
+  const StageLayout l(prog, 0, 1, 0);
   ASSERT_TRUE(l.zero3_gathers());
   EXPECT_EQ(l.own_shard().begin, l.shard_elems());
   // Tiny: norms and biases of 64 elements are persistent; qkv biases (192) and MLP up biases (256) are not.

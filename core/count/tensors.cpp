@@ -1,0 +1,135 @@
+#include "core/count/tensors.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stagecraft::count {
+
+using spec::Model;
+
+namespace {
+
+constexpr double kInitStd = 0.02;  // GPT-2
+
+int32_t unit_total(const Model& m) { return static_cast<int32_t>(2 * m.layers + 2); }
+
+bool is_output_projection(const std::string& linear) { return linear == "attn.out" || linear == "mlp.down"; }
+
+class UnitBuilder {
+ public:
+  UnitBuilder(const Model& m, int32_t unit, int64_t tp) : m_(m), unit_(unit), tp_(tp) {}
+
+  // Starts the next module and returns its index.
+  int8_t module() { return static_cast<int8_t>(next_module_++); }
+
+  void add(int8_t module, std::string name, int64_t rows, int64_t cols, int64_t global_rows, int64_t global_cols,
+           Split split, Init init, double std, bool decay) {
+    out_.push_back({std::move(name), unit_, module, rows, cols, global_rows, global_cols, split, init, std, decay});
+  }
+  // A replicated norm of `width`: its weight, and its bias when it has one.
+  void norm(const std::string& prefix, int64_t width) {
+    const int8_t mod = module();
+    add(mod, prefix + ".w", 1, width, 1, width, Split::kReplicated, Init::kOnes, 0, false);
+    if (m_.norm_has_bias()) add(mod, prefix + ".b", 1, width, 1, width, Split::kReplicated, Init::kZeros, 0, false);
+  }
+  // The block linears whose name starts with `group`, each one module (weight and bias).
+  void linears(const std::string& prefix, const char* group) {
+    const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(m_.layers));
+    for (const Linear& l : block_linears(m_)) {
+      if (l.name.rfind(group, 0) != 0) continue;
+      const Shard s = shard(m_, l, tp_);
+      const int8_t mod = module();
+      add(mod, prefix + l.name + ".w", s.in, s.out, l.in, l.out, l.split, Init::kNormal,
+          is_output_projection(l.name) ? out_std : kInitStd, true);
+      if (l.bias) {
+        const Split bias_split = l.split == Split::kRow ? Split::kReplicated : l.split;
+        add(mod, prefix + l.name + ".b", 1, s.bias, 1, l.out, bias_split, Init::kZeros, 0, false);
+      }
+    }
+  }
+  std::vector<TensorSpec> take() { return std::move(out_); }
+
+ private:
+  const Model& m_;
+  int32_t unit_;
+  int64_t tp_;
+  int next_module_ = 0;
+  std::vector<TensorSpec> out_;
+};
+
+}  // namespace
+
+int64_t vocab_per_rank(const Model& m, int64_t tp) { return (m.vocab + tp - 1) / tp; }
+
+std::vector<TensorSpec> unit_tensors(const Model& m, int32_t unit, int64_t tp) {
+  const int64_t h = m.hidden, vp = vocab_per_rank(m, tp);
+  UnitBuilder b(m, unit, tp);
+  if (unit == 0) {
+    b.add(b.module(), "embedding.wte", vp, h, m.vocab, h, Split::kVocabRows, Init::kNormal, kInitStd, true);
+    if (m.position == spec::Position::kLearned) {
+      const int64_t rows = m.position_rows();
+      b.add(b.module(), "embedding.wpe", rows, h, rows, h, Split::kReplicated, Init::kNormal, kInitStd, true);
+    }
+    if (m.embedding_norm) b.norm("embedding.norm", h);
+    return b.take();
+  }
+  if (unit == unit_total(m) - 1) {
+    b.norm("head.normf", h);
+    if (!m.tied_embeddings) {
+      const int8_t mod = b.module();
+      b.add(mod, "head.lm_head.w", h, vp, h, m.vocab, Split::kVocabColumns, Init::kNormal, kInitStd, true);
+      if (m.lm_head_bias) b.add(mod, "head.lm_head.b", 1, vp, 1, m.vocab, Split::kVocabColumns, Init::kZeros, 0, false);
+    }
+    return b.take();
+  }
+  const int64_t block = (unit - 1) / 2;
+  const std::string prefix = "block." + std::to_string(block) + ".";
+  if (unit % 2 == 1) {
+    b.norm(prefix + "attn.norm1", h);
+    if (m.qk_norm) {
+      b.norm(prefix + "attn.q_norm", m.head_dim());
+      b.norm(prefix + "attn.k_norm", m.head_dim());
+    }
+    b.linears(prefix, "attn.");
+    if (m.attn_norms == 2) b.norm(prefix + "attn.post_norm", h);
+    return b.take();
+  }
+  if (m.mlp_norms >= 1) b.norm(prefix + "mlp.norm2", h);
+  b.linears(prefix, "mlp.");
+  if (m.mlp_norms == 2) b.norm(prefix + "mlp.post_norm", h);
+  return b.take();
+}
+
+int64_t ShardMap::global_index(const TensorSpec& t, int64_t row, int64_t col) const {
+  if (row >= valid_rows) return -1;
+  for (const ColumnPiece& p : cols) {
+    if (col >= p.local && col < p.local + p.count) return (row0 + row) * t.global_cols + p.global + (col - p.local);
+  }
+  return -1;
+}
+
+ShardMap shard_map(const Model& m, const TensorSpec& t, int64_t tp, int64_t r) {
+  ShardMap s{0, t.rows, {{0, 0, t.cols}}};
+  switch (t.split) {
+    case Split::kReplicated: break;
+    case Split::kColumn: s.cols = {{0, r * t.cols, t.cols}}; break;
+    case Split::kRow: s.row0 = r * t.rows; break;
+    case Split::kQkv: {
+      const int64_t d = m.head_dim(), q = m.q_dim() / tp, kv_r = kv_heads_per_rank(m, tp);
+      // the first K/V head of this rank's queries: r * kv / t (one shared head when t > kv)
+      const int64_t kv0 = r * m.kv_heads / tp * d, kv_cols = kv_r * d;
+      s.cols = {{0, r * q, q}, {q, m.q_dim() + kv0, kv_cols}, {q + kv_cols, m.q_dim() + m.kv_dim() + kv0, kv_cols}};
+      break;
+    }
+    case Split::kVocabRows:
+      s.row0 = r * t.rows;
+      s.valid_rows = std::clamp<int64_t>(t.global_rows - r * t.rows, 0, t.rows);
+      break;
+    case Split::kVocabColumns:
+      s.cols = {{0, r * t.cols, std::clamp<int64_t>(t.global_cols - r * t.cols, 0, t.cols)}};
+      break;
+  }
+  return s;
+}
+
+}  // namespace stagecraft::count
