@@ -58,14 +58,14 @@ std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p
   if (a.backend == "cuda") {
     return "--backend cuda: the CUDA backend is not part of this build of stagecraft; use --backend cpu";
   }
+  if (const std::string why = executor::tp_unsupported(m, p); !why.empty()) {
+    return (p.file.empty() ? std::string("the plan") : p.file) + ": " + why;
+  }
   if (world != p.world()) {
     return (p.file.empty() ? std::string("the plan") : p.file) + " needs tp x pp x dp = " + std::to_string(p.tp) +
            " x " + std::to_string(p.pp) + " x " + std::to_string(p.dp) + " = " + std::to_string(p.world()) +
            " ranks, but this job has " + std::to_string(world) + "; start it with mpirun -n " +
            std::to_string(p.world());
-  }
-  if (const std::string why = executor::tp_unsupported(m, p); !why.empty()) {
-    return (p.file.empty() ? std::string("the plan") : p.file) + ": " + why;
   }
   if (a.steps < 1) return "--steps: expected at least 1, got " + std::to_string(a.steps);
   return "";

@@ -55,11 +55,12 @@ void Runner::Interpreter::post_send(int32_t i) {
   Pending& p = pending_[at(i)];
   MicroState& ms = micro(in);
   std::vector<float>& data = in.op == Op::kSendActivation ? ms.act : ms.grad;
-  if (static_cast<int64_t>(data.size()) != act_elems_) {
+  const int64_t want = prog_.plan.sequence_parallel ? piece_elems_ : act_elems_;
+  if (static_cast<int64_t>(data.size()) != want) {
     throw ExecutorError(where(i) + ": has " + std::to_string(data.size()) + " elements to send, expected " +
-                        std::to_string(act_elems_));
+                        std::to_string(want));
   }
-  if (tp_ == 1) {
+  if (tp_ == 1 || prog_.plan.sequence_parallel) {  // sequence parallel: the rank's shard already
     p.buffer = std::move(data);
   } else {
     const auto first = data.begin() + tp_index_ * piece_elems_;
@@ -204,24 +205,46 @@ using namespace interp;
 // vocabulary-parallel loss); after a backward it sums the partial dL/d(norm output), which
 // finish_input_grad completes; the all-gather after a receive rebuilds a scattered message; a
 // Recompute's re-issues the forward's traffic, its result unused (each unit keeps its own input).
+// Sequence parallelism: activations between units are sequence shards (rows [r N/t, (r+1) N/t)
+// on tp rank r); the all-gather before a unit rebuilds its whole input (or output gradient), the
+// reduce-scatter after it sums the partial output (or d(norm output)) and keeps the rank's rows;
+// once per step the norms' gradients, computed on each rank's rows, are summed over tp.
 
 void Runner::Interpreter::post_tp(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
   const Channel ch{Group::kTp, Lane::kTp};
-  if (in.op == Op::kTpReduceScatter || (in.op == Op::kTpAllGather && in.unit_begin >= 0)) {
-    throw ExecutorError(where(i) + ": sequence-parallel collectives are not run by the CPU executor");
-  }
-  if (in.flags & program::kFlagRecompute) {
-    p.buffer.assign(at(in.elems), 0.0f);
+  const std::vector<int64_t> counts(at(tp_), piece_elems_);
+  if (in.flags & program::kFlagNormGrads) {
+    p.buffer = runner_.state_.pack_reduced_grads(runner_.layout_.norms());
+    if (static_cast<int64_t>(p.buffer.size()) != in.elems) {
+      throw ExecutorError(where(i) + ": the stage's norms have " + std::to_string(p.buffer.size()) +
+                          " elements, the Program says " + std::to_string(in.elems));
+    }
     p.bytes = bytes_of(p.buffer);
     add_messages(p.bytes);
     p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
     return;
   }
+  if (in.flags & program::kFlagRecompute) {  // the forward's traffic again, on zeros
+    if (in.op == Op::kTpAllReduce) {
+      p.buffer.assign(at(in.elems), 0.0f);
+      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+    } else if (in.op == Op::kTpAllGather) {
+      p.buffer.assign(at(act_elems_), 0.0f);
+      p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer, counts));
+    } else {
+      p.buffer.assign(at(act_elems_), 0.0f);
+      p.piece.assign(at(piece_elems_), 0.0f);
+      p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer, p.piece, counts));
+    }
+    p.bytes = bytes_of(p.buffer);
+    add_messages(p.bytes + bytes_of(p.piece));
+    return;
+  }
   MicroState& ms = micro(in);
   std::vector<float>& data = (in.flags & program::kFlagGrad) ? ms.grad : ms.act;
-  if (in.op == Op::kTpAllGather) {  // scatter-gather: this rank's piece of a received message
+  if (in.op == Op::kTpAllGather) {  // this rank's piece: of a received message (scatter-gather) or a shard
     if (static_cast<int64_t>(data.size()) != piece_elems_) {
       throw ExecutorError(where(i) + ": has a piece of " + std::to_string(data.size()) + " elements, expected " +
                           std::to_string(piece_elems_));
@@ -231,7 +254,6 @@ void Runner::Interpreter::post_tp(int32_t i) {
     data.clear();
     p.bytes = bytes_of(p.buffer);
     add_messages(p.bytes);
-    const std::vector<int64_t> counts(at(tp_), piece_elems_);
     p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer, counts));
     return;
   }
@@ -246,6 +268,12 @@ void Runner::Interpreter::post_tp(int32_t i) {
   }
   p.buffer = std::move(data);
   p.bytes = bytes_of(p.buffer);
+  if (in.op == Op::kTpReduceScatter) {
+    p.piece.assign(at(piece_elems_), 0.0f);
+    add_messages(p.bytes + bytes_of(p.piece));
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer, p.piece, counts));
+    return;
+  }
   add_messages(p.bytes);
   p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
 }
@@ -301,9 +329,16 @@ void Runner::Interpreter::finish_loss_reduction(int32_t i, MicroState& ms) {
 void Runner::Interpreter::finish_tp(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
-  if (in.flags & program::kFlagRecompute) {
+  if (in.flags & program::kFlagNormGrads) {
+    runner_.state_.unpack_reduced_grads(runner_.layout_.norms(), p.buffer);
     add_messages(-bytes_of(p.buffer));
     p.buffer = {};
+    return;
+  }
+  if (in.flags & program::kFlagRecompute) {
+    add_messages(-(bytes_of(p.buffer) + bytes_of(p.piece)));
+    p.buffer = {};
+    p.piece = {};
     return;
   }
   MicroState& ms = micro(in);
@@ -312,20 +347,23 @@ void Runner::Interpreter::finish_tp(int32_t i) {
     finish_loss_reduction(i, ms);
     return;
   }
-  add_messages(-bytes_of(p.buffer));
-  if (in.op == Op::kTpAllGather || !grad) {  // a whole message, or the unit's summed output
-    (grad ? ms.grad : ms.act) = std::move(p.buffer);
-    p.buffer = {};
+  add_messages(-(bytes_of(p.buffer) + bytes_of(p.piece)));
+  const bool scattered = in.op == Op::kTpReduceScatter;
+  std::vector<float> result = std::move(scattered ? p.piece : p.buffer);
+  p.buffer = {};
+  p.piece = {};
+  if (in.op == Op::kTpAllGather || !grad) {  // a whole message or input, or the unit's summed output (or shard)
+    (grad ? ms.grad : ms.act) = std::move(result);
     return;
   }
-  // the unit's input gradient: its norm's backward on the summed d(norm output)
+  // the unit's input gradient (of its rows, when scattered): the norm's backward on the summed d(norm output)
   const Layer<float>& l = layer(in.chunk, in.unit_begin);
   UnitCache<float>& c = cache(ms, in.chunk, in.unit_begin);
-  std::vector<float> dx(at(l.input_size(c.dims)));
-  if (l.finish_input_grad(runner_.state_.chunk_params(in.chunk), p.buffer, dx, runner_.state_.chunk_grads(in.chunk), c)) {
+  const int64_t row0 = scattered ? tp_index_ * (tokens_ / tp_) : 0;
+  std::vector<float> dx(result.size());
+  if (l.finish_input_grad(runner_.state_.chunk_params(in.chunk), result, dx, runner_.state_.chunk_grads(in.chunk), c, row0)) {
     c.clear();
   }
-  p.buffer = {};
   ms.grad = std::move(dx);
   for (int32_t r : snapshot_after_[at(i)]) take_snapshot(r);
   maybe_retire(ms);

@@ -56,10 +56,6 @@ void fault_kill(int64_t rank, const std::string& where) {
 std::string tp_unsupported(const spec::Model& m, const spec::Plan& p) {
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);
-  if (p.sequence_parallel) {
-    return "/sequence_parallel: the CPU executor runs tensor parallelism without sequence parallelism; set it false "
-           "(simulate and search model it)";
-  }
   if (m.heads % p.tp != 0) return "/tp: " + t + " does not divide the model's " + std::to_string(m.heads) + " heads";
   if (m.kv_heads % p.tp != 0) {
     return "/tp: " + t + " does not divide the model's " + std::to_string(m.kv_heads) +
@@ -69,6 +65,10 @@ std::string tp_unsupported(const spec::Model& m, const spec::Plan& p) {
   if ((p.micro_batch * m.seq_len * m.hidden) % p.tp != 0) {
     return "/tp: " + t + " does not divide a micro-batch's activation (micro_batch x seq_len x hidden = " +
            std::to_string(p.micro_batch * m.seq_len * m.hidden) + " elements), which pipeline messages split over tp";
+  }
+  if (p.sequence_parallel && (p.micro_batch * m.seq_len) % p.tp != 0) {
+    return "/sequence_parallel: tp " + t + " does not divide a micro-batch's " + std::to_string(p.micro_batch * m.seq_len) +
+           " tokens (micro_batch x seq_len), which sequence parallelism splits over tp";
   }
   return "";
 }

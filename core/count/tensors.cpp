@@ -24,13 +24,17 @@ class UnitBuilder {
 
   void add(int8_t module, std::string name, int64_t rows, int64_t cols, int64_t global_rows, int64_t global_cols,
            Split split, Init init, double std, bool decay) {
-    out_.push_back({std::move(name), unit_, module, rows, cols, global_rows, global_cols, split, init, std, decay});
+    out_.push_back({std::move(name), unit_, module, rows, cols, global_rows, global_cols, split, init, std, decay, false});
   }
   // A replicated norm of `width`: its weight, and its bias when it has one.
   void norm(const std::string& prefix, int64_t width) {
     const int8_t mod = module();
     add(mod, prefix + ".w", 1, width, 1, width, Split::kReplicated, Init::kOnes, 0, false);
-    if (m_.norm_has_bias()) add(mod, prefix + ".b", 1, width, 1, width, Split::kReplicated, Init::kZeros, 0, false);
+    out_.back().norm = true;
+    if (m_.norm_has_bias()) {
+      add(mod, prefix + ".b", 1, width, 1, width, Split::kReplicated, Init::kZeros, 0, false);
+      out_.back().norm = true;
+    }
   }
   // The block linears whose name starts with `group`, each one module (weight and bias).
   void linears(const std::string& prefix, const char* group) {
@@ -98,6 +102,14 @@ std::vector<TensorSpec> unit_tensors(const Model& m, int32_t unit, int64_t tp) {
   b.linears(prefix, "mlp.");
   if (m.mlp_norms == 2) b.norm(prefix + "mlp.post_norm", h);
   return b.take();
+}
+
+int64_t norm_elems(const Model& m, int32_t unit_begin, int32_t unit_end) {
+  int64_t total = 0;
+  for (int32_t u = unit_begin; u < unit_end; ++u) {
+    for (const TensorSpec& t : unit_tensors(m, u, 1)) total += t.norm ? t.elems() : 0;
+  }
+  return total;
 }
 
 int64_t ShardMap::global_index(const TensorSpec& t, int64_t row, int64_t col) const {

@@ -56,6 +56,8 @@ struct TensorSpec {
   Init init = Init::kZeros;
   double init_std = 0;       // Init::kNormal
   bool decay = false;        // AdamW weight decay applies
+  bool norm = false;         // a norm's weight or bias (sequence parallelism computes its gradient per
+                             // sequence shard, so it is summed over tp once per step)
 
   int64_t elems() const { return rows * cols; }
   bool replicated() const { return split == Split::kReplicated; }
@@ -83,5 +85,8 @@ ShardMap shard_map(const spec::Model& m, const TensorSpec& t, int64_t tp, int64_
 
 // Vocabulary rows (or columns) of the LM tables on one of t ranks: ceil(V / t), Megatron's padding.
 int64_t vocab_per_rank(const spec::Model& m, int64_t tp);
+
+// Elements of the norms' weights and biases in units [unit_begin, unit_end) (one tp rank holds them whole).
+int64_t norm_elems(const spec::Model& m, int32_t unit_begin, int32_t unit_end);
 
 }  // namespace stagecraft::count

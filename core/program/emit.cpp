@@ -2,6 +2,7 @@
 #include <map>
 #include <optional>
 
+#include "core/count/tensors.hpp"
 #include "core/program/comm_rules.hpp"
 #include "core/program/lower_context.hpp"
 #include "core/program/param_tracker.hpp"
@@ -350,6 +351,25 @@ void Emitter::step_end() {
   flush(end_deferred_, last_compute_);
   if (tracker_) tracker_->release_all();
   int32_t grads_done = last_reduce_;
+  int32_t norm_grads = -1;
+  // Sequence parallelism: each tp rank computed its norms' gradients on its sequence shard; they
+  // are summed over tp after the data-parallel reductions (Megatron-LM's finalize_model_grads,
+  // _allreduce_layernorm_grads), on the whole of the stage's norms
+  if (plan_.tp > 1 && plan_.sequence_parallel) {
+    int64_t norms = 0;
+    for (int64_t c = 0; c < plan_.virtual_stages; ++c) {
+      const ChunkInfo& chunk = prog_.chunk(stage_, c);
+      norms += count::norm_elems(prog_.model, chunk.unit_begin, chunk.unit_end);
+    }
+    Instr in;
+    in.op = Op::kTpAllReduce;
+    in.lane = Lane::kTp;
+    in.group = Group::kTp;
+    in.flags = kFlagNormGrads;
+    in.elems = norms;
+    in.bytes = norms * prog_.reduce_bytes;
+    grads_done = norm_grads = add(in, {grads_done, last_compute_});
+  }
   if (prog_.placement.world() > 1) {
     Instr in;
     in.op = Op::kGradNormAllReduce;
@@ -357,7 +377,7 @@ void Emitter::step_end() {
     in.group = Group::kWorld;
     in.elems = 1;
     in.bytes = kGradNormBytes;  // one fp32 sum of squares
-    grads_done = add(in, {last_compute_});
+    grads_done = add(in, {last_compute_, norm_grads});  // the reductions are before it on its lane
   }
   int64_t stage_elems = 0;
   for (int64_t c = 0; c < plan_.virtual_stages; ++c) stage_elems += prog_.chunk(stage_, c).params;

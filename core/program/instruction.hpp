@@ -47,6 +47,7 @@ enum InstrFlags : uint8_t {
   kFlagOnHost = 2,      // OptimizerStep runs on the host CPU (offload)
   kFlagGrad = 4,        // a tensor-parallel collective of a backward pass: it moves a gradient (else an activation)
   kFlagRecompute = 8,   // a tensor-parallel collective of a Recompute: the forward's, re-issued
+  kFlagNormGrads = 16,  // sequence parallelism: the TpAllReduce of the norms' gradients, once per step
 };
 
 struct Instr {

@@ -101,6 +101,7 @@ void UnitCache<Scalar>::release_intermediates() {
   input_grad_done = false;
   input_grad_partial = false;
   norm_grad_pending = false;
+  norm_row0 = 0;
 }
 
 template <typename Scalar>
@@ -255,15 +256,21 @@ void Layer<Scalar>::backward_weight(std::span<Scalar> grads, UnitCache<Scalar>& 
 
 template <typename Scalar>
 bool Layer<Scalar>::finish_input_grad(std::span<const Scalar> params, std::span<const Scalar> d_a, std::span<Scalar> dx,
-                                      std::span<Scalar> grads, UnitCache<Scalar>& cache) const {
+                                      std::span<Scalar> grads, UnitCache<Scalar>& cache, int64_t row0) const {
   if (!cache.input_grad_partial) {
     throw std::logic_error("Layer " + unit_name(model_, unit_) + ": finish_input_grad without a partial input gradient");
   }
   check_buffer("params", params.size(), layout_size_);
   check_buffer("grads", grads.size(), layout_size_);
-  check_buffer("reduced input gradient", d_a.size(), cache.dims.rows() * model_.hidden);
-  check_buffer("input gradient", dx.size(), input_size(cache.dims));
+  const int64_t h = model_.hidden, rows = static_cast<int64_t>(d_a.size()) / h;
+  if (row0 < 0 || rows <= 0 || rows * h != static_cast<int64_t>(d_a.size()) || row0 + rows > cache.dims.rows()) {
+    throw std::invalid_argument("Layer " + unit_name(model_, unit_) + ": a reduced input gradient of " +
+                                std::to_string(d_a.size()) + " elements from row " + std::to_string(row0) +
+                                " does not fit " + std::to_string(cache.dims.rows()) + " rows of " + std::to_string(h));
+  }
+  check_buffer("input gradient", dx.size(), rows * h);
   cache.d_a.assign(d_a.begin(), d_a.end());
+  cache.norm_row0 = row0;
   const Scalar* residual = kind_ == UnitKind::kHead ? nullptr : cache.d_out.data();
   detail::norm_backward_input(model_, slots_, params.data(), residual, dx.data(), cache);
   cache.input_grad_partial = false;

@@ -65,6 +65,8 @@ struct UnitCache {
   bool input_grad_done = false;  // backward_input ran, backward_weight may run
   bool input_grad_partial = false;  // tp > 1: d_a is this rank's part; finish_input_grad completes it
   bool norm_grad_pending = false;   // tp > 1: backward_weight ran before d_a was complete
+  int64_t norm_row0 = 0;            // sequence parallelism: the rows [norm_row0, + d_a rows) the norm's
+                                    // backward covers (its shard); all rows otherwise
   std::vector<int32_t> tokens;   // embedding: inputs; head: targets [N]
   std::vector<Scalar> input;     // the unit input x [N, C] (kInputOnly)
   std::vector<Scalar> xhat;      // normalised input [N, C]
@@ -150,9 +152,11 @@ class Layer {
 
   // tp > 1 (reduces_input_grad): `d_a` is backward_input's output summed over the tp ranks; writes
   // dx = dL/dx and, if backward_weight already ran, the norm's weight gradient. Returns true when
-  // the cache is spent (every gradient of this micro-batch written).
+  // the cache is spent (every gradient of this micro-batch written). Sequence parallelism: `d_a`
+  // is rows [row0, row0 + R) of the sum (a reduce-scatter's piece), dx those rows of dL/dx, and the
+  // norm's weight gradient that of those rows only (summed over tp once per step).
   bool finish_input_grad(std::span<const Scalar> params, std::span<const Scalar> d_a, std::span<Scalar> dx,
-                         std::span<Scalar> grads, UnitCache<Scalar>& cache) const;
+                         std::span<Scalar> grads, UnitCache<Scalar>& cache, int64_t row0 = 0) const;
   // tp > 1 head: the loss (mean over rows) from the all-reduced [max | sum of exp | target logit]
   // (3N); keeps log(sum exp) per row for backward.
   Scalar finish_loss(std::span<const Scalar> reduced, UnitCache<Scalar>& cache) const;

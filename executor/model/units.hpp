@@ -40,19 +40,21 @@ void norm_forward(const spec::Model& m, const UnitSlots& s, const S* params, con
 }
 
 // dx = residual + d(norm input) from c.d_a; `residual` is dy for a sublayer, null for the head.
+// c.d_a covers rows [c.norm_row0, + its rows) (all rows but under sequence parallelism), and so
+// do dx and the residual's rows read.
 template <typename S>
 void norm_backward_input(const spec::Model& m, const UnitSlots& s, const S* params, const S* residual, S* dx,
                          const UnitCache<S>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden;
-  if (residual != nullptr) std::copy(residual, residual + n * h, dx);
-  ops::norm_backward_input(m.norm == spec::Norm::kLayerNorm, c.d_a.data(), params + s.norm_w, c.xhat.data(),
-                           c.rstd.data(), dx, n, h, residual != nullptr);
+  const int64_t h = m.hidden, n = static_cast<int64_t>(c.d_a.size()) / h, r0 = c.norm_row0;
+  if (residual != nullptr) std::copy(residual + r0 * h, residual + (r0 + n) * h, dx);
+  ops::norm_backward_input(m.norm == spec::Norm::kLayerNorm, c.d_a.data(), params + s.norm_w, c.xhat.data() + r0 * h,
+                           c.rstd.data() + r0, dx, n, h, residual != nullptr);
 }
 
 template <typename S>
 void norm_backward_weight(const spec::Model& m, const UnitSlots& s, S* grads, const UnitCache<S>& c) {
-  ops::norm_backward_weight(c.d_a.data(), c.xhat.data(), grads + s.norm_w, at(grads, s.norm_b), c.dims.rows(),
-                            m.hidden);
+  const int64_t h = m.hidden, n = static_cast<int64_t>(c.d_a.size()) / h;
+  ops::norm_backward_weight(c.d_a.data(), c.xhat.data() + c.norm_row0 * h, grads + s.norm_w, at(grads, s.norm_b), n, h);
 }
 
 template <typename S>

@@ -50,6 +50,7 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
       // the global norm counts a replicated tensor once, on tp rank 0, and the tied copy on stage 0
       const bool tied_copy = t.name == "embedding.wte" && chunk(c).head_has_wte_copy();
       if (tied_copy || (t.replicated && tp_index > 0)) append_merged(norm_excluded_, r);
+      if (t.spec.norm) append_merged(norms_, r);
     }
   }
   for (const Range& r : persistent_) {

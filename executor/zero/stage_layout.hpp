@@ -67,6 +67,8 @@ class StageLayout {
   const std::vector<Range>& decayed() const { return decayed_; }
   const std::vector<Range>& persistent() const { return persistent_; }
   const std::vector<Range>& norm_excluded() const { return norm_excluded_; }
+  // The norms' weights and biases (merged, increasing): what sequence parallelism sums over tp.
+  const std::vector<Range>& norms() const { return norms_; }
   int64_t persistent_elems() const { return persistent_elems_; }
   // Index of persistent position `pos` in the packed persistent buffers (pos must be persistent).
   int64_t persistent_index(int64_t pos) const;
@@ -81,7 +83,7 @@ class StageLayout {
   std::vector<ParamLayout> chunks_;
   std::vector<int64_t> offsets_;
   int64_t elems_ = 0, shard_ = 0;
-  std::vector<Range> decayed_, persistent_, norm_excluded_;
+  std::vector<Range> decayed_, persistent_, norm_excluded_, norms_;
   std::vector<int64_t> persistent_prefix_;  // packed index of each persistent range's first element
   int64_t persistent_elems_ = 0;
   std::vector<Range> allgather_pieces_;     // by param bucket index; empty ranges for other stages

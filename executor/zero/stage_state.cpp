@@ -71,6 +71,50 @@ float StageState::grad_at(int64_t pos) const {
   return grads_[at(pos)];
 }
 
+namespace {
+// Calls f(pos, where) for every position of `ranges`, with a pointer to where this rank keeps its
+// reduced gradient, or null where it keeps none.
+template <typename P, typename F>
+void for_reduced(const StageLayout& layout, bool into_shard, const std::vector<Range>& ranges, P grads, P shard,
+                 P persistent, F f) {
+  const Range own = layout.own_shard();
+  const std::vector<Range>& kept = layout.persistent();
+  std::size_t k = 0;  // the persistent range at or after pos
+  for (const Range& r : ranges) {
+    for (int64_t pos = r.begin; pos < r.end; ++pos) {
+      while (k < kept.size() && kept[k].end <= pos) ++k;
+      P where = nullptr;
+      if (k < kept.size() && kept[k].begin <= pos) {
+        where = persistent + layout.persistent_index(pos);
+      } else if (!into_shard) {
+        where = grads + pos;
+      } else if (pos >= own.begin && pos < own.end) {
+        where = shard + (pos - own.begin);
+      }
+      f(where);
+    }
+  }
+}
+}  // namespace
+
+std::vector<float> StageState::pack_reduced_grads(const std::vector<Range>& ranges) const {
+  std::vector<float> out;
+  for_reduced(layout_, reduces_into_shard(), ranges, grads_.data(), shard_grads_.data(), persistent_grads_.data(),
+              [&](const float* where) { out.push_back(where ? *where : 0.0f); });
+  return out;
+}
+
+void StageState::unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values) {
+  std::size_t k = 0;
+  for_reduced(layout_, reduces_into_shard(), ranges, grads_.data(), shard_grads_.data(), persistent_grads_.data(),
+              [&](float* where) {
+                if (k >= values.size()) throw ExecutorError("StageState: fewer values than positions to unpack");
+                if (where) *where = values[k];
+                ++k;
+              });
+  if (k != values.size()) throw ExecutorError("StageState: more values than positions to unpack");
+}
+
 double StageState::owned_grad_norm_sq() const {
   const Range own = layout_.own_shard();
   double sum = 0;

@@ -42,6 +42,11 @@ class StageState {
   std::span<float> shard_grads() { return shard_grads_; }
   std::span<float> persistent_grads() { return persistent_grads_; }
 
+  // The reduced gradients of `ranges` this rank holds — its shard's (ZeRO >= 1, dp > 1) and the
+  // persistent tensors', or all (ZeRO-0) — packed in order, 0 where it holds none; and back.
+  std::vector<float> pack_reduced_grads(const std::vector<Range>& ranges) const;
+  void unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values);
+
   // Start of a step: every gradient buffer to zero.
   void zero_grads();
   // Sum of squared gradients this rank owns for the global norm: its shard (ZeRO-0: its slice

@@ -1,4 +1,5 @@
 // Lowering: instruction counts, bytes, FLOPs and ZeRO traffic against hand counts.
+#include <algorithm>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -65,7 +66,16 @@ TEST(Lower, TensorParallelCollectivesPerLayer) {
   // Backward: head RS; attention and MLP AG + RS; embedding AG.
   EXPECT_EQ(count(sp.roles[0], Op::kTpAllGather), m * ((4 + 1) + (4 + 1)));
   EXPECT_EQ(count(sp.roles[0], Op::kTpReduceScatter), m * ((1 + 4) + (1 + 4)));
-  EXPECT_EQ(count(sp.roles[0], Op::kTpAllReduce), m * 1);
+  // the cross-entropy's all-reduce per micro-batch, and once per step the norms' gradients (each
+  // rank computed them on its sequence shard): 2 blocks x 2 norms + the final one, in the reduce dtype
+  EXPECT_EQ(count(sp.roles[0], Op::kTpAllReduce), m * 1 + 1);
+  const auto& list = sp.roles[0].instrs;
+  const auto norms = std::find_if(list.begin(), list.end(), [](const Instr& in) { return (in.flags & kFlagNormGrads) != 0; });
+  ASSERT_NE(norms, list.end());
+  EXPECT_EQ(norms->elems, (2 * 2 + 1) * count::norm_parameters(gpt(2)));
+  EXPECT_EQ(norms->bytes, norms->elems * sp.reduce_bytes);
+  EXPECT_EQ(norms->group, Group::kTp);
+  EXPECT_EQ(count(plain.roles[0], Op::kTpAllReduce), m * (6 + 5)) << "without sequence parallelism the norms' gradients are whole";
   // b = 1, s = 16, h = 64, bf16: each buffer S = b s h 2 bytes.
   for (const Instr& in : sp.roles[0].instrs) {
     if (in.op == Op::kTpAllGather) {

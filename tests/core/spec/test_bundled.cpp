@@ -66,6 +66,7 @@ TEST(Bundled, EveryPlanIsValidForItsCase) {
       {"demo-13b", "gpt3-13b", "demo-13b-1024", 8 * 8},
       {"tiny-pp2-dp2", "tiny", "tiny-cpu", 4},
       {"tiny-zero3", "tiny", "tiny-cpu", 2},
+      {"tiny-tp2-pp2-dp2", "tiny", "tiny-cpu", 8},
   };
   EXPECT_EQ(bundled_names(ConfigKind::kPlan).size(), std::size(cases)) << "a bundled plan without a case here";
   for (const Case& c : cases) {

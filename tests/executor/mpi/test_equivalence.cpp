@@ -234,6 +234,11 @@ TEST(MpiCheckpoint, ResumeIsBitForBitUnderEveryZeroStage) {
   expect_resume_is_exact({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3});
 }
 
+TEST(MpiCheckpoint, ResumeIsBitForBitWithTensorParallelism) {
+  expect_resume_is_exact({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .sequence_parallel = true});
+  expect_resume_is_exact({.tp = 2, .pp = 2, .micro_batches = 8, .zero = 1});
+}
+
 TEST(MpiCheckpoint, RejectsAnotherPlanAndACorruptFile) {
   const program::Program prog = lower({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 1});
   const Corpus corpus = corpus_for(prog);

@@ -29,6 +29,7 @@ struct PlanSpec {
   int64_t persistence = 100;          // elements; DeepSpeed's 1e5 keeps the whole tiny model whole
   int64_t reduce_bucket = 50000;      // below a stage's ~0.1M parameters: several buckets
   bool overlap_p2p = false;           // sends overlap the next compute (else it waits for them)
+  bool sequence_parallel = false;
 
   std::string name() const {
     std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) + "pp" + std::to_string(pp) + "-dp" +
@@ -41,6 +42,7 @@ struct PlanSpec {
     if (keep_gathered) s += "-keep-gathered";
     if (persistence != 100) s += "-persist" + std::to_string(persistence);
     if (overlap_p2p) s += "-p2p-overlap";
+    if (sequence_parallel) s += "-sp";
     return s;
   }
 };
@@ -70,6 +72,7 @@ inline spec::Plan make_plan(const PlanSpec& s) {
                             {"virtual_stages", s.virtual_stages},
                             {"recompute", s.recompute},
                             {"overlap_p2p", s.overlap_p2p},
+                            {"sequence_parallel", s.sequence_parallel},
                             {"zero", zero}};
   return spec::plan_from_json(j, "<test plan " + s.name() + ">");
 }
@@ -104,6 +107,14 @@ inline std::vector<PlanSpec> tensor_parallel_matrix() {
   out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 2, .overlap = 1});
   out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .offload = true});
   out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .persistence = 100000});
+  // sequence parallelism: every entry above again with it
+  const std::size_t n = out.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    PlanSpec p = out[k];
+    p.sequence_parallel = true;
+    out.push_back(p);
+  }
+  out.push_back({.tp = 2, .pp = 2, .micro_batch = 2, .micro_batches = 4, .recompute = "selective", .sequence_parallel = true});
   return out;
 }
 

@@ -2,6 +2,7 @@
 // every plan the executor runs, and ZeRO's shards must tile the stage buffer.
 #include <gtest/gtest.h>
 
+#include "core/count/tensors.hpp"
 #include "core/program/lower.hpp"
 #include "executor/zero/ranges.hpp"
 #include "executor/zero/stage_layout.hpp"
@@ -52,6 +53,44 @@ TEST(StageLayout, AgreesWithTheProgramForEveryTestPlan) {
     const int64_t full = ParamLayout(prog.model).size();
     const int64_t copies = prog.plan.pp > 1 ? prog.model.vocab * prog.model.hidden : 0;
     EXPECT_EQ(stage_total, full + copies) << spec.name() << ": every parameter on one stage (+ the tied copy)";
+  }
+}
+
+// Tensor parallelism: every tp rank's layout agrees with the Program (its shards), the ranks'
+// layouts have one shape, and the global norm leaves out, on tp ranks other than 0, exactly the
+// tensors every rank holds whole. Summed over the tp ranks (replicated tensors once, the vocab
+// tables' padding rows dropped) a stage's parameters are the unsharded stage's.
+TEST(StageLayout, EveryTensorParallelRankAgreesWithTheProgram) {
+  for (const test::PlanSpec& spec : test::tensor_parallel_matrix()) {
+    const program::Program prog = program::lower(test::tiny_model(), test::tiny_training(), test::make_plan(spec));
+    for (int64_t s = 0; s < prog.plan.pp; ++s) {
+      int64_t unique = 0;
+      for (int64_t t = 0; t < prog.plan.tp; ++t) {
+        const StageLayout l(prog, s, 0, t);  // throws on any disagreement
+        EXPECT_EQ(l.elems(), StageLayout(prog, s, 0, 0).elems()) << spec.name();
+        int64_t replicated = 0, padding = 0;
+        for (int64_t c = 0; c < l.chunk_count(); ++c) {
+          for (const TensorSlot& slot : l.chunk(c).tensors()) {
+            replicated += slot.replicated ? slot.size() : 0;
+            for (int64_t k = 0; k < slot.size(); ++k) padding += slot.map.global_index(slot.spec, k / slot.cols, k % slot.cols) < 0;
+          }
+        }
+        int64_t excluded = 0;
+        for (const Range& r : l.norm_excluded()) excluded += r.size();
+        const bool copy = prog.plan.pp > 1 && s == prog.plan.pp - 1;
+        const int64_t copy_elems = copy ? count::vocab_per_rank(prog.model, prog.plan.tp) * prog.model.hidden : 0;
+        EXPECT_EQ(excluded, (t > 0 ? replicated : 0) + copy_elems) << spec.name() << " tp " << t;
+        unique += l.elems() - padding - (t > 0 ? replicated : 0) - copy_elems;
+      }
+      // the unsharded stage (tp = 1), without its tied copy
+      const program::ChunkInfo& first = prog.chunk(s, 0);
+      const program::ChunkInfo& last = prog.chunk(s, prog.plan.virtual_stages - 1);
+      if (prog.plan.virtual_stages == 1) {
+        const ParamLayout whole(prog.model, first.unit_begin, last.unit_end);
+        const int64_t copy = whole.head_has_wte_copy() ? whole.find("embedding.wte").size() : 0;
+        EXPECT_EQ(unique, whole.size() - copy) << spec.name() << " stage " << s;
+      }
+    }
   }
 }
 
