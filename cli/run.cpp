@@ -117,7 +117,8 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.resume_dir = a.resume;
   o.save_dir = a.save;
   o.trace_path = a.trace;
-  o.cluster = a.cluster;
+  // the profile's own name (a file given by path records its name, which calibrate matches)
+  o.cluster = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, a.cluster)).name;
   const double tokens = static_cast<double>(prog.tokens_per_step());
   if (rank == 0) {
     o.on_step = [&a, tokens](const executor::StepStats& s) {

@@ -23,14 +23,17 @@
 # Usage: scripts/loop.sh [STAGECRAFT [WORKDIR]]
 #   STAGECRAFT  the binary (default ./build/cli/stagecraft)
 #   WORKDIR     where the traces, profiles and comparisons go (default: a new temporary directory)
-# Environment: LOOP_MPIRUN (default "mpirun -n 2 --oversubscribe"), LOOP_ROUNDS (default 3),
+# Environment: LOOP_DATA (the folder of plan-m4.json and plan-m8.json, and of model.json and the
+# trainings where they differ from tests/data/loop's; default tests/data/loop; tests/data/loop-tp
+# holds a tp 2 x pp 2 pair for 4 ranks and their machine profile, cluster.json, so calibration also
+# fits intra-node collectives from tensor-parallel traffic), LOOP_MPIRUN (default "mpirun -n 2 --oversubscribe"), LOOP_ROUNDS (default 3),
 # LOOP_STEPS (steps per run, default 6), LOOP_LIMIT, LOOP_BUSY (below). As root, Open MPI also needs
 # OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (set here when running as root).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 stagecraft="$(realpath -m "${1:-$root/build/cli/stagecraft}")"
 work="${2:-$(mktemp -d "${TMPDIR:-/tmp}/stagecraft-loop.XXXXXX")}"
-data="$root/tests/data/loop"
+data="$(realpath -m "${LOOP_DATA:-$root/tests/data/loop}")"  # the plans; model and trainings there or in tests/data/loop
 read -r -a mpirun <<< "${LOOP_MPIRUN:-mpirun -n 2 --oversubscribe}"
 rounds="${LOOP_ROUNDS:-3}"
 steps="${LOOP_STEPS:-6}"
@@ -59,16 +62,21 @@ step() {
   fi
 }
 
-model="$data/model.json"
+shared="$root/tests/data/loop"
+in_data() { if [ -f "$data/$1" ]; then echo "$data/$1"; else echo "$shared/$1"; fi; }
+model="$(in_data model.json)"
+# the machine's profile: the data folder's cluster.json, else the bundled cpu-local (2 ranks, 2 cores)
+cluster=cpu-local
+if [ -f "$data/cluster.json" ]; then cluster="$data/cluster.json"; fi
 # plan -> its training (global batch = micro-batch 1 × micro-batches × dp 1) and its runs' name
-declare -A training=([m4]="$data/training-batch4.json" [m8]="$data/training-batch8.json")
+declare -A training=([m4]="$(in_data training-batch4.json)" [m8]="$(in_data training-batch8.json)")
 declare -A run=([m4]=runA [m8]=runB)
 
 step probe "${mpirun[@]}" "$stagecraft" probe -e 4MiB -f 4 --trace probe.json
 for r in $(seq 1 "$rounds"); do
   for p in m4 m8; do
     step "${run[$p]}$r" "${mpirun[@]}" "$stagecraft" run --model "$model" --training "${training[$p]}" \
-      --plan "$data/plan-$p.json" --steps "$steps" --trace "${run[$p]}$r.json"
+      --plan "$data/plan-$p.json" --steps "$steps" --cluster "$cluster" --trace "${run[$p]}$r.json"
   done
 done
 
@@ -83,7 +91,7 @@ simulate_and_compare() {  # $1: before | after, $2: the cluster profile
   done
 }
 cut -d' ' -f1 /proc/loadavg > load-after-runs.txt 2> /dev/null || true
-simulate_and_compare before cpu-local
+simulate_and_compare before "$cluster"
 # Calibration learns from the A runs whose median step is within LOOP_BUSY (default 0.15) of the
 # median over the A runs; one further off ran while something else loaded the machine.
 mapfile -t calibration_runs < <(python3 - "$rounds" "${LOOP_BUSY:-0.15}" <<'SELECT'
@@ -100,7 +108,7 @@ for r, t in steps.items():
 SELECT
 )
 printf '%s\n' "${calibration_runs[@]}" > calibration-runs.txt
-step calibrate "$stagecraft" calibrate probe.json "${calibration_runs[@]}" --cluster cpu-local -o calibrated.json
+step calibrate "$stagecraft" calibrate probe.json "${calibration_runs[@]}" --cluster "$cluster" -o calibrated.json
 simulate_and_compare after calibrated.json
 
 python3 - "$limit" "$work" "$rounds" "$check" <<'SUMMARY'
