@@ -10,7 +10,7 @@
 namespace stagecraft::executor {
 
 
-int64_t unit_count(const spec::Model& m) { return 2 * m.layers + 2; }
+int64_t unit_count(const spec::Model& m) { return program::unit_count(m); }
 
 UnitKind unit_kind(const spec::Model& m, int64_t unit) {
   if (unit < 0 || unit >= unit_count(m)) {
