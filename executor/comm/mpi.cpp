@@ -245,27 +245,28 @@ Request MpiCommunicator::ireduce_scatter(Channel ch, std::span<const float> send
   return r;
 }
 
+namespace {
+// An in-place non-blocking all-reduce of `count` values of `type` by `op` on `comm`.
+void post_all_reduce(void* data, std::size_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, to_int(static_cast<int64_t>(count), "count"), type, op, comm, request));
+}
+}  // namespace
+
 Request MpiCommunicator::iall_reduce(Channel ch, std::span<float> buffer) {
-  Impl& m = *impl_;
-  Request r{m.acquire()};
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), to_int(static_cast<int64_t>(buffer.size()), "count"), MPI_FLOAT,
-                           MPI_SUM, m.channel(ch), &m.slot(r).request));
+  Request r{impl_->acquire()};
+  post_all_reduce(buffer.data(), buffer.size(), MPI_FLOAT, MPI_SUM, impl_->channel(ch), &impl_->slot(r).request);
   return r;
 }
 
 Request MpiCommunicator::iall_reduce(Channel ch, std::span<double> buffer) {
-  Impl& m = *impl_;
-  Request r{m.acquire()};
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), to_int(static_cast<int64_t>(buffer.size()), "count"),
-                           MPI_DOUBLE, MPI_SUM, m.channel(ch), &m.slot(r).request));
+  Request r{impl_->acquire()};
+  post_all_reduce(buffer.data(), buffer.size(), MPI_DOUBLE, MPI_SUM, impl_->channel(ch), &impl_->slot(r).request);
   return r;
 }
 
 Request MpiCommunicator::iall_reduce_max(Channel ch, std::span<float> buffer) {
-  Impl& m = *impl_;
-  Request r{m.acquire()};
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), to_int(static_cast<int64_t>(buffer.size()), "count"), MPI_FLOAT,
-                           MPI_MAX, m.channel(ch), &m.slot(r).request));
+  Request r{impl_->acquire()};
+  post_all_reduce(buffer.data(), buffer.size(), MPI_FLOAT, MPI_MAX, impl_->channel(ch), &impl_->slot(r).request);
   return r;
 }
 

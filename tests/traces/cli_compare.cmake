@@ -3,13 +3,7 @@
 # draw the PNG, and refuse a trace of another plan (exit 2). Variables: STAGECRAFT, PLAN (a plan
 # file), WORK (a scratch folder), PNG (ON when the build has Qt).
 file(MAKE_DIRECTORY ${WORK})
-function(run_ok)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\nstdout: ${out}\nstderr: ${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../run_ok.cmake)
 
 run_ok(${STAGECRAFT} simulate --model tiny --cluster cpu-local --training tiny-cpu --plan ${PLAN} --nodes 2
        --trace ${WORK}/sim.json)

@@ -7,13 +7,7 @@
 #   -DMPIEXEC=<mpiexec> -DNPFLAG=-n -DSTAGECRAFT=<exe> -DWORK=<scratch folder>
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
-function(run_ok)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\nstdout: ${out}\nstderr: ${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../../run_ok.cmake)
 set(plan tiny-tp2-pp2-dp2)
 run_ok(${MPIEXEC} ${NPFLAG} 8 --oversubscribe ${STAGECRAFT} run --model tiny --training tiny-cpu --plan ${plan}
        --steps 3 --trace ${WORK}/measured.json)
