@@ -8,6 +8,14 @@ using nlohmann::json;
 
 namespace {
 
+// A tensor-parallel collective's pass (instruction.hpp's flags), or null for any other instruction.
+const char* tp_pass(const Instr& in) {
+  if (in.lane != Lane::kTp) return nullptr;
+  if (in.flags & kFlagNormGrads) return "norm_grads";
+  if (in.flags & kFlagRecompute) return "recompute";
+  return (in.flags & kFlagGrad) ? "backward" : "forward";
+}
+
 std::string ranks_text(const RoleProgram& role) {
   const auto& r = role.ranks;
   std::ostringstream out;
@@ -46,6 +54,7 @@ std::string describe(const Program& prog, const RoleProgram& role, int32_t index
   if (in.op == Op::kOptimizerStep || (in.elems > 0 && is_compute(in.op))) out << " elems=" << in.elems;
   if (in.flags & kFlagOnHost) out << " on=host";
   if (in.op == Op::kOffloadCopy) out << ((in.flags & kFlagToHost) ? " to=host" : " to=device");
+  if (const char* pass = tp_pass(in)) out << " pass=" << pass;
   (void)prog;
   return out.str();
 }
@@ -91,6 +100,7 @@ json to_json(const Program& prog, std::optional<int64_t> rank) {
       if (in.flops > 0) j["flops"] = in.flops;
       if (in.flags & kFlagOnHost) j["on_host"] = true;
       if (in.op == Op::kOffloadCopy) j["to"] = (in.flags & kFlagToHost) ? "host" : "device";
+      if (const char* pass = tp_pass(in)) j["pass"] = pass;
       instrs.push_back(std::move(j));
     }
     roles.push_back({{"stage", role->stage}, {"ranks", role->ranks}, {"instructions", std::move(instrs)}});
