@@ -40,6 +40,7 @@ struct RunArgs {
   std::string cluster = "cpu-local";
   bool json = false;
   uint64_t seed = 1;
+  std::string data, data_format, data_order = "hashed";  // --data FILE; empty: the synthetic corpus
   double lr = 1e-3;
   bool skip_memory_check = false;
   TrainingArgs training_args;
@@ -68,6 +69,10 @@ std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p
            std::to_string(p.world());
   }
   if (a.steps < 1) return "--steps: expected at least 1, got " + std::to_string(a.steps);
+  if (a.data.empty() && a.data_order == "sequential") {
+    return "--data-order sequential: reads a file's windows in turn; give the file with --data";
+  }
+  if (a.data.empty() && !a.data_format.empty()) return "--data-format: describes a --data file; give one";
   return "";
 }
 
@@ -113,7 +118,7 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.runner.fault_rank = env_int("STAGECRAFT_FAULT_RANK", -1);
   o.runner.fault_step = env_int("STAGECRAFT_FAULT_STEP", 0) - 1;
   o.runner.fault_kind = fault_kind_from_env();
-  o.data = {"synthetic", a.seed};
+  o.data = {a.data.empty() ? "synthetic" : a.data, a.seed, a.data_order};
   o.resume_dir = a.resume;
   o.save_dir = a.save;
   o.trace_path = a.trace;
@@ -146,8 +151,19 @@ std::string memory_shortfall(const RunArgs& a, const program::Program& prog, int
          " available; use a smaller model or batch, more ranks (ZeRO, pp), or --skip-memory-check";
 }
 
-int run_training(const RunArgs& a, const World& world, const program::Program& prog) {
-  const executor::Corpus corpus = executor::Corpus::synthetic(prog.model.vocab, prog.model.seq_len, a.seed);
+// The tokens the run reads: the synthetic corpus, or --data as uint16 ids or text bytes
+// (--data-format; by default text for a .txt file, else uint16), in --data-order.
+executor::Corpus corpus_of(const RunArgs& a, const program::Program& prog) {
+  const int64_t v = prog.model.vocab, t = prog.model.seq_len;
+  if (a.data.empty()) return executor::Corpus::synthetic(v, t, a.seed);
+  const std::string format = !a.data_format.empty() ? a.data_format : a.data.ends_with(".txt") ? "text" : "uint16";
+  const executor::Corpus file = format == "text" ? executor::Corpus::from_text_file(a.data, v, t, a.seed)
+                                                 : executor::Corpus::from_token_file(a.data, v, t, a.seed);
+  const auto order = a.data_order == "sequential" ? executor::DataOrder::kSequential : executor::DataOrder::kHashed;
+  return file.in_order(order, prog.training.global_batch);
+}
+
+int run_training(const RunArgs& a, const World& world, const program::Program& prog, const executor::Corpus& corpus) {
   std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
   if (!a.skip_memory_check) {
     // Every rank checks its host; the job goes on only if every rank fits (agreed, so none waits).
@@ -226,8 +242,14 @@ int run_run(const RunArgs& a) {
   } catch (const spec::SpecError& e) {
     return fail_before_training(e.what());
   }
+  std::optional<executor::Corpus> corpus;
   try {
-    return run_training(a, world, *prog);
+    corpus = corpus_of(a, *prog);  // every rank reads the file alike: a bad one is refused by all
+  } catch (const executor::DataError& e) {
+    return fail_before_training(e.what());
+  }
+  try {
+    return run_training(a, world, *prog, *corpus);
   } catch (const executor::CheckpointError& e) {
     return fail_before_training(e.what());  // agreed on by every rank
   } catch (const spec::SpecError& e) {
@@ -256,6 +278,14 @@ Subcommand add_run(CLI::App& root) {
   app->add_option("--save", args->save, "write a checkpoint to this directory at the end")->check(writable_dir());
   app->add_option("--resume", args->resume, "continue from the checkpoint in this directory");
   app->add_option("--seed", args->seed, "parameter initialisation and synthetic data seed (default 1)");
+  app->add_option("--data", args->data, "train on this file: little-endian uint16 token ids, or text read as bytes")
+      ->check(CLI::ExistingFile);
+  app->add_option("--data-format", args->data_format, "uint16 or text (default: text for a .txt file, else uint16)")
+      ->check(CLI::IsMember({"uint16", "text"}));
+  app->add_option("--data-order", args->data_order,
+                  "hashed (default: each sequence a window at a hashed offset) or sequential (step t reads the "
+                  "global batch's windows of seq_len + 1 tokens from token t x batch x seq_len on, wrapping)")
+      ->check(CLI::IsMember({"hashed", "sequential"}));
   app->add_option("--lr", args->lr, "AdamW learning rate (default 1e-3)")->check(positive_finite());
   app->add_flag("--skip-memory-check", args->skip_memory_check,
                 "start even when the simulator's memory estimate exceeds what the host has available");

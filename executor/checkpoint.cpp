@@ -54,10 +54,12 @@ json essential(json j) {
 }
 
 json run_identity(const program::Program& prog, const CheckpointContext& ctx) {
+  json data = {{"source", ctx.data_source}, {"seed", ctx.data_seed}};
+  if (ctx.data_order != "hashed") data["order"] = ctx.data_order;  // checkpoints of the default order stay as they were
   return {{"plan", essential(spec::to_json(prog.plan))},
           {"model", essential(spec::to_json(prog.model))},
           {"training", essential(spec::to_json(prog.training))},
-          {"data", {{"source", ctx.data_source}, {"seed", ctx.data_seed}}},
+          {"data", data},
           {"world", prog.placement.world()}};
 }
 

@@ -33,6 +33,7 @@ namespace stagecraft::executor {
 struct CheckpointContext {
   std::string data_source = "synthetic";
   uint64_t data_seed = 0;
+  std::string data_order = "hashed";  // corpus.hpp's DataOrder; recorded when sequential
 };
 
 // DIR/manifest.json, read and checked field by field (no file is opened). Throws CheckpointError

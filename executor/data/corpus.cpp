@@ -94,6 +94,30 @@ Corpus Corpus::from_token_file(const std::string& path, int64_t vocab, int64_t s
   return Corpus(vocab, seq_len, seed, path, std::move(tokens));
 }
 
+const char* to_string(DataOrder order) { return order == DataOrder::kSequential ? "sequential" : "hashed"; }
+
+Corpus Corpus::in_order(DataOrder order, int64_t sequences_per_step) const {
+  if (order == DataOrder::kSequential && is_synthetic()) {
+    throw std::invalid_argument("the sequential data order reads a file's windows in turn; the synthetic corpus has none");
+  }
+  if (sequences_per_step < 1) {
+    throw std::invalid_argument(source_ + ": a step of " + std::to_string(sequences_per_step) + " sequences");
+  }
+  Corpus c = *this;
+  c.order_ = order;
+  c.step_sequences_ = sequences_per_step;
+  return c;
+}
+
+void Corpus::fill_sequential(int64_t step, int64_t sequence, int32_t* out) const {
+  const uint64_t n = tokens_.size();
+  // (t*B + j)*T modulo n: (window mod n) * T stays below 2^64 for files of up to 2^44 tokens
+  // at any seq_len below 2^20
+  const uint64_t window = static_cast<uint64_t>(step) * static_cast<uint64_t>(step_sequences_) + static_cast<uint64_t>(sequence);
+  const uint64_t start = (window % n) * static_cast<uint64_t>(seq_len_) % n;
+  for (int64_t k = 0; k <= seq_len_; ++k) out[k] = tokens_[static_cast<std::size_t>((start + static_cast<uint64_t>(k)) % n)];
+}
+
 double Corpus::synthetic_entropy() {
   double h = 0;
   for (double p : kSuccessorProbs) h -= p * std::log(p);
@@ -134,6 +158,8 @@ Batch Corpus::sample(int64_t step, int64_t first, int64_t count) const {
     const uint64_t key = rng::combine(step_key, static_cast<uint64_t>(first + j));
     if (is_synthetic()) {
       fill_synthetic(key, window.data());
+    } else if (order_ == DataOrder::kSequential) {
+      fill_sequential(step, first + j, window.data());
     } else {
       fill_window(key, window.data());
     }

@@ -29,6 +29,15 @@ class DataError : public std::runtime_error {
   int64_t byte_offset_;
 };
 
+// Which windows of a file corpus a step reads.
+//   hashed      sequence j of step t: the window at a hashed offset (a pure function of seed, t, j)
+//   sequential  step t's global batch of B sequences is the B consecutive windows of T + 1 tokens
+//               starting at token t*B*T: sequence j is tokens [(t*B + j)*T, (t*B + j)*T + T] of the
+//               file, positions taken modulo its length (wrapping at the end), so any framework can
+//               feed the same batches
+enum class DataOrder : uint8_t { kHashed, kSequential };
+const char* to_string(DataOrder order);
+
 struct Batch {
   int64_t sequences = 0;         // B
   int64_t seq = 0;               // T
@@ -49,8 +58,15 @@ class Corpus {
   // A raw file of little-endian uint16 token ids, each < vocab.
   static Corpus from_token_file(const std::string& path, int64_t vocab, int64_t seq_len, uint64_t seed);
 
+  // The same corpus reading its windows in `order`, the global batch being `sequences_per_step`
+  // sequences (what the sequential order needs). Throws std::invalid_argument for the synthetic
+  // corpus in sequential order, or a batch below 1.
+  Corpus in_order(DataOrder order, int64_t sequences_per_step) const;
+  DataOrder order() const { return order_; }
+
   // Sequence `sequence` of step `step`: the synthetic chain started from a hashed state, or a
-  // file window at a hashed offset. Pure: depends only on (seed, step, sequence).
+  // file window (at a hashed offset, or the sequential order's). Pure: depends only on (seed,
+  // order, step, sequence).
   Batch sample(int64_t step, int64_t sequence) const;
   // Sequences first .. first + count - 1 of step `step`, stacked (a micro-batch).
   Batch sample(int64_t step, int64_t first, int64_t count) const;
@@ -66,12 +82,15 @@ class Corpus {
   Corpus(int64_t vocab, int64_t seq_len, uint64_t seed, std::string source, std::vector<int32_t> tokens);
   void fill_synthetic(uint64_t key, int32_t* out) const;  // seq_len + 1 tokens
   void fill_window(uint64_t key, int32_t* out) const;     // seq_len + 1 tokens
+  void fill_sequential(int64_t step, int64_t sequence, int32_t* out) const;
 
   int64_t vocab_ = 0;
   int64_t seq_len_ = 0;
   uint64_t seed_ = 0;
   std::string source_;
   std::vector<int32_t> tokens_;  // file corpora; empty for the synthetic one
+  DataOrder order_ = DataOrder::kHashed;
+  int64_t step_sequences_ = 0;   // B, for the sequential order
 };
 
 }  // namespace stagecraft::executor

@@ -142,3 +142,35 @@ TEST(Corpus, TokenFileRejectsBadFilesNamingFileAndOffset) {
 
 }  // namespace
 }  // namespace stagecraft::executor
+
+namespace stagecraft::executor {
+namespace {
+
+// The sequential order, derived by hand: a file of ids 0 .. 49 (id i at position i), T = 4, a
+// global batch of B = 3. Sequence j of step t starts at token (t*B + j)*T, positions modulo 50.
+TEST(CorpusOrder, SequentialReadsTheGlobalBatchsWindowsInTurnAndWraps) {
+  std::vector<int> ids(50);
+  for (int i = 0; i < 50; ++i) ids[static_cast<std::size_t>(i)] = i;
+  const Corpus file = Corpus::from_token_file(write_file("sequential.bin", uint16_le(ids)), 64, 4, 9);
+  const Corpus seq = file.in_order(DataOrder::kSequential, 3);
+  EXPECT_EQ(seq.order(), DataOrder::kSequential);
+  // step 2, sequence 1: window (2*3 + 1) = 7 starts at 7*4 = 28
+  const Batch b = seq.sample(2, 1);
+  EXPECT_EQ(b.inputs, (std::vector<int32_t>{28, 29, 30, 31}));
+  EXPECT_EQ(b.targets, (std::vector<int32_t>{29, 30, 31, 32}));
+  // step 4, sequence 0: window 12 starts at 48 and wraps after id 49
+  const Batch w = seq.sample(4, 0);
+  EXPECT_EQ(w.inputs, (std::vector<int32_t>{48, 49, 0, 1}));
+  EXPECT_EQ(w.targets, (std::vector<int32_t>{49, 0, 1, 2}));
+  // a micro-batch of sequences 1 and 2 of step 0 is windows 1 and 2, stacked
+  const Batch mb = seq.sample(0, 1, 2);
+  EXPECT_EQ(mb.inputs, (std::vector<int32_t>{4, 5, 6, 7, 8, 9, 10, 11}));
+  // the hashed order is what it was
+  EXPECT_EQ(file.in_order(DataOrder::kHashed, 3).sample(2, 1).inputs, file.sample(2, 1).inputs);
+  EXPECT_THROW(Corpus::synthetic(64, 4, 1).in_order(DataOrder::kSequential, 3), std::invalid_argument);
+  EXPECT_THROW(file.in_order(DataOrder::kSequential, 0), std::invalid_argument);
+  EXPECT_STREQ(to_string(DataOrder::kSequential), "sequential");
+}
+
+}  // namespace
+}  // namespace stagecraft::executor
