@@ -179,22 +179,15 @@ except (OSError, ValueError):
     pass
 bad = [f"{p['name']} = {p['fitted']}" for p in report["parameters"]
        if p["status"].startswith("fitted") and not (math.isfinite(p["fitted"]) and p["fitted"] > 0)]
-if check == "improves":
-    if not_improved or bad:
+if check in ("improves", "robust"):
+    missed, verb = (not_improved, "reduce") if check == "improves" else (not_halved, "halve")
+    if missed or bad:
         print("\nloop: FAILED: " + "; ".join(
-            ([f"calibration did not reduce the error ({', '.join(not_improved)})"] if not_improved else []) +
+            ([f"calibration did not {verb} the error ({', '.join(missed)})"] if missed else []) +
             ([f"fitted parameters not finite and positive: {', '.join(bad)}"] if bad else [])))
         sys.exit(1)
-    print(f"\nloop: OK: calibration reduced every step-time error (largest after: {100 * worst:.1f}%), "
-          "fitted parameters finite and positive")
-    sys.exit(0)
-if check == "robust":
-    if not_halved or bad:
-        print("\nloop: FAILED: " + "; ".join(
-            ([f"calibration did not halve the error ({', '.join(not_halved)})"] if not_halved else []) +
-            ([f"fitted parameters not finite and positive: {', '.join(bad)}"] if bad else [])))
-        sys.exit(1)
-    print(f"\nloop: OK: calibration at least halved every step-time error (largest after: {100 * worst:.1f}%), "
+    done = "reduced" if check == "improves" else "at least halved"
+    print(f"\nloop: OK: calibration {done} every step-time error (largest after: {100 * worst:.1f}%), "
           "fitted parameters finite and positive")
     sys.exit(0)
 if worst > limit:
