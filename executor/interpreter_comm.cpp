@@ -193,12 +193,6 @@ void Runner::Interpreter::post_grad_norm(int32_t i) {
   p.requests.push_back(runner_.comm_.iall_reduce({Group::kWorld, Lane::kDpReduce}, p.norm));
 }
 
-}  // namespace stagecraft::executor
-
-namespace stagecraft::executor {
-
-using namespace interp;
-
 // ---- tensor parallelism ----------------------------------------------------------------------------
 // The Program's tp collectives (core/program/comm_rules.hpp says where they sit): the
 // all-reduce after a unit's forward sums the ranks' partial outputs (the head's reduces the
@@ -283,7 +277,7 @@ void Runner::Interpreter::post_tp(int32_t i) {
 void Runner::Interpreter::post_loss_reduction(int32_t i, MicroState& ms) {
   Pending& p = pending_[at(i)];
   const Channel ch{Group::kTp, Lane::kTp};
-  const int64_t n = prog_.plan.micro_batch * prog_.model.seq_len;
+  const int64_t n = tokens_;  // rows of the micro-batch
   if (static_cast<int64_t>(ms.act.size()) != 3 * n) {
     throw ExecutorError(where(i) + ": the head left " + std::to_string(ms.act.size()) + " loss statistics, expected " +
                         std::to_string(3 * n));

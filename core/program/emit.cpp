@@ -1,5 +1,7 @@
 // Expands one stage's schedule steps into instructions (see lower_context.hpp, docs/program.md).
 #include <map>
+#include <tuple>
+#include <utility>
 #include <optional>
 
 #include "core/count/tensors.hpp"
@@ -95,9 +97,10 @@ class Emitter {
   // tp > 1: the last instruction of each (chunk, micro-batch)'s forward — its backward's input
   // (the head's loss reduction) — and each backward-input segment's collective, which completes
   // the segment's input gradient (the norm's weight gradient needs it; zero-bubble W waits).
-  std::map<int64_t, int32_t> forward_end_, input_grad_collective_;
-  int64_t mb_key(const Step& s) const { return static_cast<int64_t>(s.chunk) * plan_.micro_batches + s.mb; }
-  int64_t seg_key(const Step& s, int32_t seg) const { return mb_key(s) * 4096 + seg; }
+  std::map<std::pair<int32_t, int32_t>, int32_t> forward_end_;                       // (chunk, mb)
+  std::map<std::tuple<int32_t, int32_t, int32_t>, int32_t> input_grad_collective_;   // (chunk, mb, segment)
+  static std::pair<int32_t, int32_t> mb_key(const Step& s) { return {s.chunk, s.mb}; }
+  static std::tuple<int32_t, int32_t, int32_t> seg_key(const Step& s, int32_t seg) { return {s.chunk, s.mb, seg}; }
 };
 
 int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
