@@ -90,10 +90,24 @@ class Reader {
   // sliding_window: the attention of each token reaches back this many tokens, so at longer sequences
   // its score FLOPs and memory are less than the whole-sequence attention costed.
   void warn_sliding_window(const char* key = "sliding_window") {
-    if (has(key)) warn(key, "is not modelled: attention is costed over the whole sequence");
+    if (!has(key)) return;
+    warn(key, "is not modelled: attention is costed over the whole sequence");
+    if (j_.at(key).is_number_integer()) m.sliding_window = std::max<int64_t>(0, j_.at(key).get<int64_t>());
   }
+  // rope_scaling: kept by type, so that the executor refuses what it does not compute.
   void note_rope_scaling() {
-    if (has("rope_scaling")) m.warnings.push_back(m.file + ": /rope_scaling: noted; it changes no cost Stagecraft models");
+    if (!has("rope_scaling")) return;
+    m.warnings.push_back(m.file + ": /rope_scaling: noted; it changes no cost Stagecraft models");
+    const json& s = j_.at("rope_scaling");
+    m.rope_scaling = s.is_object() && s.contains("rope_type") && s["rope_type"].is_string() ? s["rope_type"].get<std::string>()
+                     : s.is_object() && s.contains("type") && s["type"].is_string()        ? s["type"].get<std::string>()
+                                                                                            : std::string("unknown");
+  }
+  // The norms' epsilon (layer_norm_epsilon, rms_norm_eps, ...) and RoPE's base, as the family's
+  // config class defaults them.
+  void numerics(const char* eps_key, double eps_default, double theta_default = 10000.0) {
+    m.norm_eps = number_or(eps_key, eps_default);
+    m.rope_theta = number_or("rope_theta", theta_default);
   }
 
   // The activation of an MLP: `key`'s value must start with one of `accepted` (HF spells GELU
@@ -101,6 +115,7 @@ class Reader {
   void require_activation(const char* key, std::initializer_list<const char*> accepted, const std::string& expected) {
     if (!has(key)) return;
     const std::string act = r_.string(key);
+    m.gelu_exact = act == "gelu";  // transformers' "gelu" is the erf form; gelu_new and the rest are tanh
     for (const char* a : accepted) {
       if (act.rfind(a, 0) == 0) return;
     }
@@ -189,6 +204,8 @@ Model from_gpt2(const json& j, const std::string& file) {
   r.common(l, h, a, a, "n_inner", v);
   r.positions({"n_positions"});
   r.require_activation("activation_function", {"gelu"}, "a GELU variant (\"gelu_new\", \"gelu\")");
+  if (!r.has("activation_function")) m.gelu_exact = false;  // GPT2Config: gelu_new
+  r.numerics("layer_norm_epsilon", 1e-5);
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
   m.set_biases(true);
   return r.finish();
@@ -206,6 +223,7 @@ Model from_llama(const json& j, const std::string& file, const std::string& fami
   r.warn_sliding_window();
   r.note_rope_scaling();
   r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLP)");
+  r.numerics("rms_norm_eps", 1e-6);  // LlamaConfig, MistralConfig, Phi3Config
   m.mlp = Mlp::kSwiglu;
   m.norm = Norm::kRmsNorm;
   m.position = Position::kRope;
@@ -228,6 +246,7 @@ Model from_qwen(const json& j, const std::string& file, bool qwen3) {
   if (r.boolean_or("use_sliding_window", false)) r.warn_sliding_window();
   r.note_rope_scaling();
   r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLP)");
+  r.numerics("rms_norm_eps", 1e-6);  // Qwen2Config, Qwen3Config
   m.mlp = Mlp::kSwiglu;
   m.norm = Norm::kRmsNorm;
   m.position = Position::kRope;

@@ -112,6 +112,15 @@ void validate_model(const Model& m, const ModelKeys& k) {
                     "expected 0..64 extra rows of a learned position table (0 unless \"position\" is \"learned\"), got " +
                         std::to_string(m.position_offset));
   }
+  if (!(m.norm_eps > 0 && m.norm_eps < 1)) {
+    throw SpecError(m.file, "/norm_eps", "expected a positive epsilon below 1, got " + std::to_string(m.norm_eps));
+  }
+  if (!(m.rope_theta > 1 && std::isfinite(m.rope_theta))) {
+    throw SpecError(m.file, "/rope_theta", "expected a finite RoPE base above 1, got " + std::to_string(m.rope_theta));
+  }
+  if (m.sliding_window < 0) {
+    throw SpecError(m.file, "/sliding_window", "expected 0 (none) or a positive window, got " + std::to_string(m.sliding_window));
+  }
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     throw SpecError(m.file, "/" + k.kv_heads,
                     "expected a divisor of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
@@ -156,6 +165,11 @@ Model model_from_json(const json& j, const std::string& file) {
   m.mlp_norms = r.integer_or("mlp_norms", 1);
   m.embedding_norm = r.boolean_or("embedding_norm", false);
   m.position_offset = r.integer_or("position_offset", 0);
+  m.norm_eps = r.number_or("norm_eps", 1e-5);
+  m.rope_theta = r.number_or("rope_theta", 10000.0);
+  m.gelu_exact = r.choice_or("gelu_approx", {"tanh", "none"}, "tanh") == "none";
+  m.rope_scaling = r.string_or("rope_scaling", "");
+  m.sliding_window = r.integer_or("sliding_window", 0);
   // A learned position table has as many rows as the longest sequence; without max_positions that
   // is seq_len. RoPE has no table, so without the key it sets no limit.
   m.max_positions = r.integer_or("max_positions", m.position == Position::kLearned ? m.seq_len : 0);
@@ -236,6 +250,11 @@ json to_json(const Model& m) {
   if (m.mlp_norms != 1) j["mlp_norms"] = m.mlp_norms;
   if (m.embedding_norm) j["embedding_norm"] = true;
   if (m.position_offset != 0) j["position_offset"] = m.position_offset;
+  if (m.norm_eps != 1e-5) j["norm_eps"] = m.norm_eps;
+  if (m.rope_theta != 10000) j["rope_theta"] = m.rope_theta;
+  if (m.gelu_exact) j["gelu_approx"] = "none";
+  if (!m.rope_scaling.empty()) j["rope_scaling"] = m.rope_scaling;
+  if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
   // max_positions only where it says more than the loader's default (learned: seq_len; RoPE: none),
   // so a model.json read and written back is the same file.
   if (m.max_positions > 0 && m.max_positions != (m.position == Position::kLearned ? m.seq_len : 0)) {

@@ -66,6 +66,13 @@ struct Model {
   int64_t mlp_norms = 1;       // in the MLP unit: 0 (parallel, shares the attention's), 1, 2
   bool embedding_norm = false; // a norm on the token embeddings (BLOOM)
   int64_t position_offset = 0; // extra rows of a learned table before position 0 (OPT: 2)
+  // Numerics that change no shape or cost, only what the executor computes (Hugging Face:
+  // layer_norm_epsilon / rms_norm_eps, rope_theta, activation_function, rope_scaling, sliding_window).
+  double norm_eps = 1e-5;        // the norms' epsilon: rstd = 1 / sqrt(var + eps)
+  double rope_theta = 10000;     // RoPE's base: pair i of a head turns by t * theta^(-2i / head_dim)
+  bool gelu_exact = false;       // GELU as 0.5 x (1 + erf(x / sqrt 2)), not the tanh approximation
+  std::string rope_scaling;      // a RoPE scaling's type ("linear", "llama3", ...); "" when none
+  int64_t sliding_window = 0;    // tokens each query attends back (Mistral); 0: the whole sequence
   std::string source;         // where the values come from
   std::string file;           // the file it was loaded from ("" when built in code)
   // What the source file says that Stagecraft reads but does not model (Hugging Face keys such as

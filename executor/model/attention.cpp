@@ -19,8 +19,8 @@ template <typename S>
 void rope_qk(const spec::Model& m, const UnitSlots& s, Dims d, S* qkv, bool inverse) {
   if (m.position != spec::Position::kRope) return;
   const ops::AttentionShape a = shape_of(m, s, d);
-  ops::rope(qkv, d.rows(), d.seq, a.qkv_cols(), 0, a.heads, a.head_dim, inverse);
-  ops::rope(qkv, d.rows(), d.seq, a.qkv_cols(), a.hidden(), a.kv_heads, a.head_dim, inverse);
+  ops::rope(qkv, d.rows(), d.seq, a.qkv_cols(), 0, a.heads, a.head_dim, inverse, m.rope_theta);
+  ops::rope(qkv, d.rows(), d.seq, a.qkv_cols(), a.hidden(), a.kv_heads, a.head_dim, inverse, m.rope_theta);
 }
 
 }  // namespace

@@ -89,6 +89,11 @@ std::vector<std::string> unsupported_features(const spec::Model& m) {
   if (m.attn_norms == 2 || m.mlp_norms == 2) out.push_back("norms after the sublayers (attn_norms / mlp_norms)");
   if (m.embedding_norm) out.push_back("an embedding norm (embedding_norm)");
   if (m.lm_head_bias) out.push_back("an LM head bias (lm_head_bias)");
+  if (!m.rope_scaling.empty()) out.push_back("a RoPE scaling (rope_scaling \"" + m.rope_scaling + "\")");
+  if (m.sliding_window > 0 && m.seq_len > m.sliding_window) {
+    out.push_back("sliding-window attention shorter than the sequence (sliding_window " + std::to_string(m.sliding_window) +
+                  " < seq_len " + std::to_string(m.seq_len) + ")");
+  }
   return out;
 }
 

@@ -22,12 +22,12 @@ void mlp_forward(const spec::Model& m, const UnitSlots& s, const S* params, cons
     if (m.mlp == spec::Mlp::kSwiglu) {
       ops::swiglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f);
     } else {
-      ops::geglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f);
+      ops::geglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f, m.gelu_exact);
     }
   } else if (m.mlp == spec::Mlp::kRelu) {
     ops::relu_forward(c.pre.data(), c.mid.data(), n * f);
   } else {
-    ops::gelu_forward(c.pre.data(), c.mid.data(), n * f);
+    ops::gelu_forward(c.pre.data(), c.mid.data(), n * f, m.gelu_exact);
   }
   // row-parallel: the bias and the residual once, on tp rank 0
   ops::linear_forward(c.mid.data(), params + down.w, s.adds_residual ? at(params, down.b) : nullptr, y, n, f, h);
@@ -51,7 +51,7 @@ void mlp_backward_input(const spec::Model& m, const UnitSlots& s, const S* param
     if (m.mlp == spec::Mlp::kSwiglu) {
       ops::swiglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f);
     } else {
-      ops::geglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f);
+      ops::geglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f, m.gelu_exact);
     }
     ops::linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
     ops::linear_backward_input(c.d_pre2.data(), params + up.w, c.d_a.data(), n, h, f, true);
@@ -59,7 +59,7 @@ void mlp_backward_input(const spec::Model& m, const UnitSlots& s, const S* param
     if (m.mlp == spec::Mlp::kRelu) {
       ops::relu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f);
     } else {
-      ops::gelu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f);
+      ops::gelu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f, m.gelu_exact);
     }
     ops::linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
   }

@@ -36,8 +36,8 @@ using RowMap = Eigen::Map<RowVec<S>>;
 template <typename S>
 using ConstRowMap = Eigen::Map<const RowVec<S>>;
 
-constexpr double kNormEps = 1e-5;      // GPT-2 LayerNorm; LLaMA RMSNorm uses 1e-5 or 1e-6
-constexpr double kRopeBase = 10000.0;  // RoFormer / LLaMA
+// The norms' epsilon and RoPE's base are the model's (spec::Model::norm_eps, rope_theta: GPT-2's
+// LayerNorm 1e-5, LLaMA's RMSNorm 1e-5 or 1e-6; RoFormer's base 10000, Llama-3's 500000).
 
 // ---- linear: y [N, out] = x [N, in] . w [in, out] (+ b [out]) ----------------------------------
 
@@ -79,14 +79,15 @@ void linear_backward_weight(const S* x, const S* dy, S* dw, S* db, int64_t n, in
 // RMSNorm:   xhat = x * rstd,          rstd = 1/sqrt(mean(x^2) + eps), y = xhat * w.
 
 template <typename S>
-void norm_forward(bool layer_norm, const S* x, const S* w, const S* b, S* y, S* xhat, S* rstd, int64_t n, int64_t c) {
+void norm_forward(bool layer_norm, double eps, const S* x, const S* w, const S* b, S* y, S* xhat, S* rstd, int64_t n,
+                  int64_t c) {
   ConstRowMap<S> wm(w, c);
   for (int64_t r = 0; r < n; ++r) {
     ConstRowMap<S> xr(x + r * c, c);
     RowMap<S> hr(xhat + r * c, c);
     const S mean = layer_norm ? xr.mean() : S(0);
     hr = xr.array() - mean;
-    rstd[r] = S(1) / std::sqrt(hr.squaredNorm() / static_cast<S>(c) + static_cast<S>(kNormEps));
+    rstd[r] = S(1) / std::sqrt(hr.squaredNorm() / static_cast<S>(c) + static_cast<S>(eps));
     hr *= rstd[r];
     RowMap<S> yr(y + r * c, c);
     yr = hr.cwiseProduct(wm);
@@ -126,20 +127,34 @@ void norm_backward_weight(const S* dy, const S* xhat, S* dw, S* db, int64_t n, i
 
 // ---- activations (elementwise over `count`) -----------------------------------------------------
 
-// GELU, tanh approximation (GPT-2): 0.5 u (1 + tanh(k (u + 0.044715 u^3))), k = sqrt(2/pi).
+// GELU, tanh approximation (GPT-2's gelu_new): 0.5 u (1 + tanh(k (u + 0.044715 u^3))), k = sqrt(2/pi);
+// `exact`: 0.5 u (1 + erf(u / sqrt 2)) (transformers' "gelu", torch's approximate="none").
 template <typename S>
-void gelu_forward(const S* u, S* out, int64_t count) {
+void gelu_forward(const S* u, S* out, int64_t count, bool exact = false) {
   const S k = static_cast<S>(std::sqrt(2.0 / std::numbers::pi));
+  if (exact) {
+    for (int64_t i = 0; i < count; ++i) out[i] = S(0.5) * u[i] * (S(1) + std::erf(u[i] * static_cast<S>(std::numbers::sqrt2 / 2)));
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     const S x = u[i];
     out[i] = S(0.5) * x * (S(1) + std::tanh(k * (x + S(0.044715) * x * x * x)));
   }
 }
 
-// du = dout * gelu'(u) (overwrites du).
+// du = dout * gelu'(u) (overwrites du); exact: gelu'(u) = Phi(u) + u phi(u).
 template <typename S>
-void gelu_backward(const S* u, const S* dout, S* du, int64_t count) {
+void gelu_backward(const S* u, const S* dout, S* du, int64_t count, bool exact = false) {
   const S k = static_cast<S>(std::sqrt(2.0 / std::numbers::pi));
+  if (exact) {
+    const S inv_sqrt2pi = static_cast<S>(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
+    for (int64_t i = 0; i < count; ++i) {
+      const S x = u[i];
+      const S cdf = S(0.5) * (S(1) + std::erf(x * static_cast<S>(std::numbers::sqrt2 / 2)));
+      du[i] = dout[i] * (cdf + x * inv_sqrt2pi * std::exp(S(-0.5) * x * x));
+    }
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     const S x = u[i];
     const S t = std::tanh(k * (x + S(0.044715) * x * x * x));
@@ -181,18 +196,18 @@ void relu_backward(const S* u, const S* dout, S* du, int64_t count) {
 
 // GeGLU core (Gemma): out = gelu(gate) * up; d_gate = dout * up * gelu'(gate), d_up = dout * gelu(gate).
 template <typename S>
-void geglu_forward(const S* gate, const S* up, S* out, int64_t count) {
-  gelu_forward(gate, out, count);
+void geglu_forward(const S* gate, const S* up, S* out, int64_t count, bool exact = false) {
+  gelu_forward(gate, out, count, exact);
   for (int64_t i = 0; i < count; ++i) out[i] *= up[i];
 }
 template <typename S>
-void geglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count) {
-  gelu_forward(gate, d_up, count);  // d_up = gelu(gate), then times dout
+void geglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count, bool exact = false) {
+  gelu_forward(gate, d_up, count, exact);  // d_up = gelu(gate), then times dout
   for (int64_t i = 0; i < count; ++i) {
     d_gate[i] = dout[i] * up[i];
     d_up[i] *= dout[i];
   }
-  gelu_backward(gate, d_gate, d_gate, count);  // elementwise, so in place is safe
+  gelu_backward(gate, d_gate, d_gate, count, exact);  // elementwise, so in place is safe
 }
 
 // ---- RoPE ---------------------------------------------------------------------------------------
@@ -201,12 +216,13 @@ void geglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_u
 // gradient of rotated values to the gradient of the unrotated ones. Works in place on `heads`
 // heads starting at column `col0` of rows with stride `row_stride`; row r is position r mod T.
 template <typename S>
-void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d, bool inverse) {
+void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d, bool inverse,
+          double base) {
   const int64_t half = d / 2;
   std::vector<S> cos_t(static_cast<std::size_t>(seq * half)), sin_t(cos_t.size());
   for (int64_t t = 0; t < seq; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(t) * std::pow(kRopeBase, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      const double angle = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
       cos_t[static_cast<std::size_t>(t * half + i)] = static_cast<S>(std::cos(angle));
       sin_t[static_cast<std::size_t>(t * half + i)] = static_cast<S>(inverse ? -std::sin(angle) : std::sin(angle));
     }

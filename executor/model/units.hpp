@@ -35,7 +35,7 @@ void norm_forward(const spec::Model& m, const UnitSlots& s, const S* params, con
   resize(c.xhat, n * h);
   resize(c.rstd, n);
   resize(c.a, n * h);
-  ops::norm_forward(m.norm == spec::Norm::kLayerNorm, x, params + s.norm_w, at(params, s.norm_b), c.a.data(),
+  ops::norm_forward(m.norm == spec::Norm::kLayerNorm, m.norm_eps, x, params + s.norm_w, at(params, s.norm_b), c.a.data(),
                     c.xhat.data(), c.rstd.data(), n, h);
 }
 

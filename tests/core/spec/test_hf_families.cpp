@@ -54,6 +54,44 @@ TEST(HfFamilies, Gpt2) {
   expect_units_agree(m);
 }
 
+// The numerics the executor needs to compute what transformers computes: the norms' epsilon and
+// RoPE's base as the config (or its class's default) says, the GELU form, RoPE scaling and a
+// sliding window kept so that the executor can refuse what it does not compute.
+TEST(HfFamilies, NumericsAreReadWithTheConfigClassDefaults) {
+  json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 2}, {"n_embd", 64}, {"n_head", 4}, {"n_positions", 64}, {"vocab_size", 256}};
+  Model m = model_from_json(gpt2, "gpt2.json");
+  EXPECT_EQ(m.norm_eps, 1e-5);  // GPT2Config.layer_norm_epsilon
+  EXPECT_FALSE(m.gelu_exact);   // GPT2Config.activation_function: gelu_new
+  gpt2["layer_norm_epsilon"] = 1e-6;
+  gpt2["activation_function"] = "gelu";  // transformers' "gelu" is the erf form
+  m = model_from_json(gpt2, "gpt2.json");
+  EXPECT_EQ(m.norm_eps, 1e-6);
+  EXPECT_TRUE(m.gelu_exact);
+  json llama = {{"model_type", "llama"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"intermediate_size", 128},
+                {"num_attention_heads", 4}, {"vocab_size", 256}, {"max_position_embeddings", 64}};
+  m = model_from_json(llama, "llama.json");
+  EXPECT_EQ(m.norm_eps, 1e-6);       // LlamaConfig.rms_norm_eps
+  EXPECT_EQ(m.rope_theta, 10000.0);  // LlamaConfig.rope_theta
+  EXPECT_EQ(m.rope_scaling, "");
+  llama["rms_norm_eps"] = 1e-5;
+  llama["rope_theta"] = 500000.0;
+  llama["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  m = model_from_json(llama, "llama.json");
+  EXPECT_EQ(m.norm_eps, 1e-5);
+  EXPECT_EQ(m.rope_theta, 500000.0);
+  EXPECT_EQ(m.rope_scaling, "llama3");
+  // model.json carries them too, and writes back only what differs from the defaults
+  const json round = to_json(m);
+  EXPECT_FALSE(round.contains("norm_eps"));  // 1e-5 is model.json's default
+  EXPECT_EQ(model_from_json(round, "round.json").norm_eps, 1e-5);
+  json llama_default_eps = llama;
+  llama_default_eps.erase("rms_norm_eps");
+  EXPECT_EQ(to_json(model_from_json(llama_default_eps, "l.json"))["norm_eps"], 1e-6);  // LlamaConfig's, not ours
+  EXPECT_EQ(round["rope_theta"], 500000.0);
+  EXPECT_EQ(round["rope_scaling"], "llama3");
+  EXPECT_FALSE(to_json(model_from_json(gpt2, "gpt2.json")).contains("rope_theta"));
+}
+
 // ---- LLaMA / Mistral ----------------------------------------------------------------------------
 
 // meta-llama/Meta-Llama-3-8B

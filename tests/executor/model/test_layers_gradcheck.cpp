@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "executor/model/ops.hpp"
+
 #include "core/spec/model.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/model/params.hpp"
@@ -154,6 +156,38 @@ TEST(GradCheck, GegluWideHeadsQkvBiasEveryUnit) {
   m.qkv_bias = true;
   ASSERT_EQ(m.q_dim(), 16);
   check_every_unit(m);
+}
+
+// The two GELUs at u = 1: exact, Phi(1) = 0.8413447460685429 (the standard normal CDF's table value);
+// tanh (gelu_new), 0.5 (1 + tanh(sqrt(2/pi) * 1.044715)) = 0.8411919906082768.
+TEST(GeluForms, ExactIsTheNormalCdfTanhTheApproximation) {
+  const double u = 1.0;
+  double exact = 0, approx = 0;
+  ops::gelu_forward(&u, &exact, 1, true);
+  ops::gelu_forward(&u, &approx, 1, false);
+  EXPECT_NEAR(exact, 0.8413447460685429, 1e-15);
+  EXPECT_NEAR(approx, 0.5 * (1 + std::tanh(std::sqrt(2 / M_PI) * 1.044715)), 1e-15);
+  EXPECT_NEAR(approx, 0.8411919906082768, 1e-12);
+  // exact derivative at 1: Phi(1) + phi(1) = 0.8413447460685429 + 0.24197072451914337
+  double d = 0;
+  const double one = 1;
+  ops::gelu_backward(&u, &one, &d, 1, true);
+  EXPECT_NEAR(d, 0.8413447460685429 + 0.24197072451914337, 1e-15);
+}
+
+// transformers' numerics beyond the defaults: exact (erf) GELU, an RMSNorm epsilon of 1e-6 and a
+// RoPE base of 500000 (Llama-3) each take their own path through forward and backward.
+TEST(GradCheck, ExactGeluAndModelNumericsEveryUnit) {
+  spec::Model m = test::tiny_gpt();
+  m.name = "tiny-gpt-erf";
+  m.gelu_exact = true;
+  m.norm_eps = 1e-6;
+  check_every_unit(m);
+  spec::Model l = test::tiny_llama();
+  l.name = "tiny-llama-3";
+  l.rope_theta = 500000;
+  l.norm_eps = 1e-6;
+  check_every_unit(l);
 }
 
 TEST(ExecutorFeatures, NamesWhatItDoesNotRun) {
