@@ -38,6 +38,7 @@ Subcommand add_simulate(CLI::App& root);
 Subcommand add_search(CLI::App& root);    // search.cpp
 Subcommand add_results(CLI::App& root);   // results.cpp
 Subcommand add_export(CLI::App& root);    // export.cpp
+Subcommand add_eval(CLI::App& root);      // eval.cpp
 Subcommand add_compare(CLI::App& root);   // compare.cpp
 Subcommand add_calibrate(CLI::App& root); // calibrate.cpp
 Subcommand add_probe(CLI::App& root);     // probe.cpp

@@ -1,6 +1,9 @@
 // stagecraft export deepspeed --plan P --training T [--model M] [-o ds_config.json]
 // Writes the plan as a DeepSpeed config (planner/deepspeed.hpp) and warns, with DeepSpeed's own
 // reason, where DeepSpeed cannot run it as Stagecraft would (pipeline + ZeRO >= 2, ...).
+// stagecraft export hf --checkpoint DIR -o OUT [--dtype fp32|bf16]
+// Writes a Stagecraft checkpoint's parameters (every rank's shard gathered; the optimizer state
+// stays behind) as a Hugging Face folder (executor/hf_weights.hpp).
 #include <iostream>
 #include <memory>
 
@@ -10,6 +13,9 @@
 #include "core/spec/limits.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
+#include "executor/checkpoint.hpp"
+#include "executor/errors.hpp"
+#include "executor/hf_weights.hpp"
 #include "planner/deepspeed.hpp"
 
 namespace stagecraft::cli {
@@ -18,7 +24,26 @@ namespace {
 
 struct ExportArgs {
   std::string plan, training, model, output;
+  std::string checkpoint, hf_output, dtype = "fp32";
 };
+
+int run_export_hf(const ExportArgs& a) {
+  program::Program prog;
+  executor::ModelParams params;
+  try {
+    params = executor::read_checkpoint_params(a.checkpoint, &prog);
+  } catch (const executor::CheckpointError& e) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return kBadInput;
+  }
+  executor::hf::family_of(prog.model);  // SpecError (exit 2) before anything is written
+  refuse_overwriting_input(a.hf_output, {a.checkpoint}, "-o");
+  const auto dtype = a.dtype == "bf16" ? io::safetensors::Dtype::kBF16 : io::safetensors::Dtype::kF32;
+  executor::hf::write_folder(prog.model, params.values, a.hf_output, dtype);
+  std::cerr << "stagecraft: wrote " << a.hf_output << " (" << executor::hf::to_string(executor::hf::family_of(prog.model))
+            << ", " << params.values.size() << " parameters, " << a.dtype << ") from " << a.checkpoint << "\n";
+  return kOk;
+}
 
 int run_export(const ExportArgs& a) {
   using spec::ConfigKind;
@@ -58,7 +83,13 @@ Subcommand add_export(CLI::App& root) {
   ds->add_option("--training", a->training, "training file or bundled name")->required();
   ds->add_option("--model", a->model, "model file or bundled name (checks the plan against it)");
   ds->add_option("-o,--output", a->output, "where to write (default: stdout)")->check(writable_file());
-  return {app, [a]() { return run_export(*a); }};
+  CLI::App* hf = app->add_subcommand("hf", "Write a Stagecraft checkpoint's parameters as a Hugging Face folder");
+  hf->add_option("--checkpoint", a->checkpoint, "the folder `run --save` wrote")->required()->check(CLI::ExistingDirectory);
+  hf->add_option("-o,--output", a->hf_output, "the folder to write (config.json, model.safetensors, generation_config.json)")
+      ->required()
+      ->check(writable_dir());
+  hf->add_option("--dtype", a->dtype, "fp32 (default) or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  return {app, [a, hf]() { return hf->parsed() ? run_export_hf(*a) : run_export(*a); }};
 }
 
 }  // namespace stagecraft::cli

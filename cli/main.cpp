@@ -10,7 +10,7 @@
 // the full one over to it with execv: the same process (pid, environment, open files, the MPI
 // launcher's connection) and the same argv, so the command runs exactly as if `stagecraft-full`
 // had been started in the first place. The commands handed over:
-//   run, probe       always: the executor and the probe are MPI programs even on one rank
+//   run, probe, eval always: the executor and the probe are MPI programs even on one rank
 //   search           when started by an MPI launcher (planner::launched_under_mpi())
 //   compare --png, simulate --png    the drawing needs Qt (render/timeline_png.hpp)
 // The full executable is found next to this one through /proc/self/exe. In a build with neither
@@ -40,7 +40,7 @@ constexpr std::string_view kFullExecutable = STAGECRAFT_FULL_EXECUTABLE;
 
 bool needs_full(const CLI::App& command) {
   const std::string& name = command.get_name();
-  if (name == "run" || name == "probe") return true;
+  if (name == "run" || name == "probe" || name == "eval") return true;
   if (name == "search") return stagecraft::planner::launched_under_mpi();
   if (name == "compare" || name == "simulate") return command.count("--png") > 0;
   return false;

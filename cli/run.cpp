@@ -1,5 +1,8 @@
 // stagecraft run --model M --training T --plan P [--steps S] [--backend cpu|cuda] [--trace out.json]
-//                [--json] [--save DIR] [--resume DIR] [--seed N] [--lr X]
+//                [--json] [--save DIR] [--resume DIR] [--seed N] [--lr X] [--init-from HF_DIR]
+//                [--save-hf DIR [--save-hf-dtype fp32|bf16]]
+// --init-from starts from a Hugging Face checkpoint folder (executor/hf_weights.hpp; --model then
+// defaults to its config.json), --save-hf writes the trained parameters as one at the end.
 // Real training of the plan on the CPU executor, one process per rank under mpirun (SCHEMAS.md
 // "run --json"). Errors found before training (bad files, a world of the wrong size, a checkpoint
 // that does not match) are printed once, by rank 0, and every rank exits 2; an error during
@@ -23,6 +26,7 @@
 #include "core/spec/error.hpp"
 #include "core/spec/cluster.hpp"
 #include "executor/errors.hpp"
+#include "executor/hf_weights.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/train.hpp"
 #include "executor/world.hpp"
@@ -37,6 +41,7 @@ struct RunArgs {
   int64_t steps = 10;
   std::string backend = "cpu";
   std::string trace, save, resume;
+  std::string init_from, save_hf, save_hf_dtype = "fp32";  // Hugging Face folders in and out
   std::string cluster = "cpu-local";
   bool json = false;
   uint64_t seed = 1;
@@ -110,8 +115,10 @@ executor::FaultKind fault_kind_from_env() {
                         "expected throw, kill, kill-writing-checkpoint or kill-writing-manifest, got \"" + kind + "\"");
 }
 
-executor::TrainOptions train_options(const RunArgs& a, const program::Program& prog, int64_t rank) {
+executor::TrainOptions train_options(const RunArgs& a, const program::Program& prog, int64_t rank,
+                                     std::shared_ptr<executor::ParamSource> init) {
   executor::TrainOptions o;
+  o.runner.init_from = std::move(init);
   o.steps = a.steps;
   o.runner.adam.lr = a.lr;
   o.runner.init_seed = a.seed;
@@ -121,6 +128,8 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.data = {a.data.empty() ? "synthetic" : a.data, a.seed, a.data_order};
   o.resume_dir = a.resume;
   o.save_dir = a.save;
+  o.save_hf_dir = a.save_hf;
+  o.save_hf_dtype = a.save_hf_dtype == "bf16" ? io::safetensors::Dtype::kBF16 : io::safetensors::Dtype::kF32;
   o.trace_path = a.trace;
   // the profile's own name (a file given by path records its name, which calibrate matches)
   o.cluster = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, a.cluster)).name;
@@ -163,7 +172,8 @@ executor::Corpus corpus_of(const RunArgs& a, const program::Program& prog) {
   return file.in_order(order, prog.training.global_batch);
 }
 
-int run_training(const RunArgs& a, const World& world, const program::Program& prog, const executor::Corpus& corpus) {
+int run_training(const RunArgs& a, const World& world, const program::Program& prog, const executor::Corpus& corpus,
+                 std::shared_ptr<executor::ParamSource> init) {
   std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
   if (!a.skip_memory_check) {
     // Every rank checks its host; the job goes on only if every rank fits (agreed, so none waits).
@@ -176,11 +186,12 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
     }
     if (anyone_short > 0) return kImpossible;
   }
-  executor::TrainOptions options = train_options(a, prog, world.rank());
+  executor::TrainOptions options = train_options(a, prog, world.rank(), std::move(init));
   if (world.rank() == 0) {
     std::ostream& log = a.json ? std::cerr : std::cout;
     log << "stagecraft run: " << prog.model.name << ", " << spec::summary(prog.plan) << ", " << world.size()
-        << " rank(s), CPU executor (" << spec::to_string(prog.training.dtype) << ")\n";
+        << " rank(s), CPU executor (" << spec::to_string(prog.training.dtype) << ")"
+        << (a.init_from.empty() ? "" : ", parameters from " + a.init_from) << "\n";
   }
   executor::TrainReport r;
   try {
@@ -219,9 +230,13 @@ int run_run(const RunArgs& a) {
     return kBadInput;
   };
   std::optional<program::Program> prog;
+  std::shared_ptr<executor::ParamSource> init;
   try {
     using spec::ConfigKind;
-    const spec::Model m = load_model_arg(a.model);
+    if (a.model.empty() && a.init_from.empty()) {
+      throw spec::SpecError("--model", "", "required (or --init-from DIR, whose config.json then gives the model)");
+    }
+    const spec::Model m = load_model_arg(a.model.empty() ? a.init_from + "/config.json" : a.model);
     if (const std::vector<std::string> missing = executor::unsupported_features(m); !missing.empty()) {
       std::string list;
       for (const std::string& f : missing) list += (list.empty() ? "" : "; ") + f;
@@ -234,6 +249,12 @@ int run_run(const RunArgs& a) {
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
     if (const std::string why = precheck(a, m, p, world.size()); !why.empty()) return fail_before_training(why);
     prog = program::lower(m, executor::executed_training(t), p);
+    // Both checked before anything runs, so a bad checkpoint or an unexportable model writes nothing.
+    if (!a.save_hf.empty()) executor::hf::family_of(prog->model);
+    if (!a.init_from.empty() && !a.resume.empty()) {
+      throw spec::SpecError("--init-from", "", "starts a run from a Hugging Face checkpoint; --resume continues one: give one of them");
+    }
+    if (!a.init_from.empty()) init = std::make_shared<executor::hf::HfReader>(prog->model, a.init_from);
     if (t.dtype != prog->training.dtype && world.rank() == 0) {
       (a.json ? std::cerr : std::cout) << "stagecraft run: " << t.label() << " asks for " << spec::to_string(t.dtype)
                                        << "; the CPU executor computes and communicates in "
@@ -249,7 +270,7 @@ int run_run(const RunArgs& a) {
     return fail_before_training(e.what());
   }
   try {
-    return run_training(a, world, *prog, *corpus);
+    return run_training(a, world, *prog, *corpus, std::move(init));
   } catch (const executor::CheckpointError& e) {
     return fail_before_training(e.what());  // agreed on by every rank
   } catch (const spec::SpecError& e) {
@@ -265,7 +286,7 @@ int run_run(const RunArgs& a) {
 Subcommand add_run(CLI::App& root) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* app = root.add_subcommand("run", "Train the plan for real on the CPU executor (one process per rank, under mpirun)");
-  app->add_option("--model", args->model, "model file or bundled name")->required();
+  app->add_option("--model", args->model, "model file or bundled name (default with --init-from: its config.json)");
   app->add_option("--training", args->training, "training file or bundled name")->required();
   app->add_option("--plan", args->plan, "plan file or bundled name")->required();
   add_training_options(app, args->training_args);
@@ -277,6 +298,16 @@ Subcommand add_run(CLI::App& root) {
   app->add_flag("--json", args->json, "print one JSON document (SCHEMAS.md run --json); progress goes to stderr");
   app->add_option("--save", args->save, "write a checkpoint to this directory at the end")->check(writable_dir());
   app->add_option("--resume", args->resume, "continue from the checkpoint in this directory");
+  app->add_option("--init-from", args->init_from,
+                  "start from this Hugging Face checkpoint folder (config.json + model.safetensors or its index): "
+                  "GPT-2, LLaMA, Mistral, Qwen2")
+      ->check(CLI::ExistingDirectory);
+  app->add_option("--save-hf", args->save_hf,
+                  "write the trained parameters here at the end as a Hugging Face folder (config.json, "
+                  "model.safetensors, generation_config.json)")
+      ->check(writable_dir());
+  app->add_option("--save-hf-dtype", args->save_hf_dtype, "fp32 (default) or bf16: the dtype of --save-hf's tensors")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app->add_option("--seed", args->seed, "parameter initialisation and synthetic data seed (default 1)");
   app->add_option("--data", args->data, "train on this file: little-endian uint16 token ids, or text read as bytes")
       ->check(CLI::ExistingFile);

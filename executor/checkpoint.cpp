@@ -4,10 +4,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <regex>
 
 #include "core/io/file.hpp"
+#include "core/program/lower.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
 #include "core/spec/limits.hpp"
@@ -382,6 +386,38 @@ void load_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
   runner.state().load_owned_state(loaded.own);
   for (const auto& [d, state] : loaded.peers) runner.state().load_peer_shard(d, state);
   runner.set_steps_done(loaded.step);
+}
+
+ModelParams read_checkpoint_params(const std::string& dir, program::Program* prog_out) {
+  const Manifest manifest = read_manifest(fs::path(dir));
+  const fs::path manifest_path = fs::path(dir) / kManifest;
+  program::Program prog;
+  try {
+    const spec::Model m = spec::model_from_json(manifest.identity.at("model"), manifest_path.string() + "#/model");
+    const spec::Training t = spec::training_from_json(manifest.identity.at("training"), manifest_path.string() + "#/training");
+    const spec::Plan p = spec::plan_from_json(manifest.identity.at("plan"), manifest_path.string() + "#/plan");
+    prog = program::lower(m, t, p);
+  } catch (const spec::SpecError& e) {
+    throw CheckpointError(std::string("malformed checkpoint manifest: ") + e.what());
+  }
+  if (prog.placement.world() != manifest.world) {
+    throw CheckpointError(manifest_path.string() + ": /world: " + std::to_string(manifest.world) + ", but its plan has " +
+                          std::to_string(prog.placement.world()) + " ranks");
+  }
+  std::vector<std::string> records;
+  for (const ManifestEntry& e : manifest.ranks) {
+    const StageLayout layout(prog, prog.placement.stage_of(e.rank), prog.placement.dp_index_of(e.rank),
+                             prog.placement.tp_index_of(e.rank));
+    const int64_t opt = layout.zero_stage() >= 1 ? layout.own_shard().size() : layout.padded_elems();
+    const std::vector<float> state = read_rank_file(fs::path(dir), e, manifest.step, 3 * opt + 3 * layout.persistent_elems());
+    // The owned state starts with the parameters of the optimizer range (StageState::owned_state).
+    std::vector<float> params(static_cast<std::size_t>(layout.padded_elems()), std::numeric_limits<float>::quiet_NaN());
+    const Range range = layout.optimizer_range();
+    std::copy(state.begin(), state.begin() + range.size(), params.begin() + range.begin);
+    records.push_back(own_records(layout, params));
+  }
+  if (prog_out != nullptr) *prog_out = prog;
+  return assemble_model_params(prog, records);
 }
 
 }  // namespace stagecraft::executor

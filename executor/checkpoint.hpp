@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executor/model_params.hpp"
 #include "executor/runner.hpp"
 
 namespace stagecraft::executor {
@@ -57,5 +58,11 @@ Manifest parse_manifest(const std::string& text, const std::string& path);
 void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointContext& ctx);
 // Restores the state saved in `dir`; the runner's next step is the checkpoint's step.
 void load_checkpoint(Runner& runner, const std::string& dir, const CheckpointContext& ctx);
+
+// The whole model's parameters (model_params.hpp) from the checkpoint in `dir`, read and checked
+// (manifest, sizes, checksums) in one process, without the run's world: each rank file's own
+// shard placed as gather_model_params would. `prog` receives the Program lowered from the
+// manifest's model, training and plan. Throws CheckpointError naming the file.
+ModelParams read_checkpoint_params(const std::string& dir, program::Program* prog = nullptr);
 
 }  // namespace stagecraft::executor

@@ -29,10 +29,10 @@ T get(const std::string& blob, std::size_t& at) {
   return v;
 }
 
+}  // namespace
+
 // Records (name, first element, values) of the parts of this rank's shard inside each tensor.
-std::string own_records(Runner& runner) {
-  const StageLayout& layout = runner.layout();
-  const std::span<const float> params = runner.state().params();
+std::string own_records(const StageLayout& layout, std::span<const float> params) {
   std::string blob;
   for (int64_t c = 0; c < layout.chunk_count(); ++c) {
     const ParamLayout& chunk = layout.chunk(c);
@@ -51,6 +51,8 @@ std::string own_records(Runner& runner) {
   }
   return blob;
 }
+
+namespace {
 
 // Places one rank's records; `shards` is the whole model as that rank's tp index holds it, whose
 // shard maps say where each shard element sits in the unsharded tensor (padding is dropped).
@@ -80,10 +82,13 @@ void place_records(const std::string& blob, const ParamLayout& full, const Param
 }  // namespace
 
 ModelParams gather_model_params(Runner& runner) {
-  const std::vector<std::string> all = runner.comm().gather_to_root(own_records(runner));
+  const std::vector<std::string> all = runner.comm().gather_to_root(own_records(runner.layout(), runner.state().params()));
+  if (runner.comm().rank() != 0) return {};
+  return assemble_model_params(runner.program(), all);
+}
+
+ModelParams assemble_model_params(const program::Program& prog, const std::vector<std::string>& all) {
   ModelParams out;
-  if (runner.comm().rank() != 0) return out;
-  const program::Program& prog = runner.program();
   const ParamLayout full(prog.model);
   std::vector<ParamLayout> shards;  // by tp index
   for (int64_t t = 0; t < prog.plan.tp; ++t) shards.emplace_back(prog.model, 0, unit_count(prog.model), prog.plan.tp, t);

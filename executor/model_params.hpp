@@ -23,6 +23,12 @@ struct ModelParams {
 // Collective over the runner's communicator.
 ModelParams gather_model_params(Runner& runner);
 
+// The same assembly from parts: what one rank contributes (its own shard's positions of `params`,
+// the stage's padded flat buffer laid out by `layout`), and the whole model from every world
+// rank's contribution, in rank order (how `export hf` reads a checkpoint without running it).
+std::string own_records(const StageLayout& layout, std::span<const float> params);
+ModelParams assemble_model_params(const program::Program& prog, const std::vector<std::string>& records_by_rank);
+
 // FNV-1a (64-bit, core/text/hash.hpp) of the bytes of `values`, as 16 hex digits.
 std::string checksum(std::span<const float> values);
 

@@ -91,7 +91,11 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       state_(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_) {
   tracer_.start(comm_);
   memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);
-  state_.init_params(options_.init_seed);
+  if (options_.init_from) {
+    state_.init_params(*options_.init_from);
+  } else {
+    state_.init_params(options_.init_seed);
+  }
   interpreter_ = std::make_unique<Interpreter>(*this);
 }
 

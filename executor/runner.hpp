@@ -70,6 +70,8 @@ struct RunnerOptions {
   AdamWConfig adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
   double max_grad_norm = 1.0;
   uint64_t init_seed = 1;   // parameter initialisation (ParamLayout::init)
+  // When set, the initial parameters come from here instead (a Hugging Face checkpoint).
+  std::shared_ptr<ParamSource> init_from;
   bool trace = false;
   // Test-only fault switch: on world rank fault_rank, during step index fault_step (0-based;
   // messages number steps from 1) or in the checkpoint written at the end, do fault_kind.

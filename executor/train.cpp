@@ -2,6 +2,7 @@
 
 #include "core/spec/error.hpp"
 #include "executor/errors.hpp"
+#include "executor/hf_weights.hpp"
 #include "executor/model_params.hpp"
 
 namespace stagecraft::executor {
@@ -45,6 +46,14 @@ TrainReport train(const program::Program& prog, Communicator& comm, const Corpus
       } catch (const spec::SpecError& e) {
         throw OutputError(std::string("cannot write the trace: ") + e.what());
       }
+    }
+  }
+  // After every collective of the run: a failure here is rank 0's alone (OutputError).
+  if (comm.rank() == 0 && !options.save_hf_dir.empty()) {
+    try {
+      hf::write_folder(prog.model, params.values, options.save_hf_dir, options.save_hf_dtype);
+    } catch (const spec::SpecError& e) {
+      throw OutputError(std::string("cannot write the Hugging Face folder: ") + e.what());
     }
   }
   return report;

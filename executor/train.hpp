@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/program/program.hpp"
+#include "core/io/safetensors.hpp"
 #include "executor/checkpoint.hpp"
 #include "executor/runner.hpp"
 
@@ -22,6 +23,8 @@ struct TrainOptions {
   CheckpointContext data;     // recorded in / checked against checkpoints
   std::string resume_dir;     // empty: start from the initial parameters
   std::string save_dir;       // empty: no checkpoint at the end
+  std::string save_hf_dir;    // empty: no Hugging Face folder at the end (rank 0 writes it)
+  io::safetensors::Dtype save_hf_dtype = io::safetensors::Dtype::kF32;
   std::string trace_path;     // empty: no trace (rank 0 writes it)
   std::string cluster = "cpu-local";  // the profile describing the machines, recorded in the trace
   std::function<void(const StepStats&)> on_step;  // every rank, after each step

@@ -54,6 +54,15 @@ struct TensorSlot {
   Range range() const { return {offset, offset + size()}; }
 };
 
+// Initial parameter values from elsewhere than the seeded initialisation (a Hugging Face
+// checkpoint, hf_weights.hpp): fills positions [lo, hi) of one tensor as `t` holds it (its tp
+// shard, local row-major positions; padding 0). Called only for the positions a rank keeps.
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  virtual void read(const TensorSlot& t, int64_t lo, int64_t hi, std::span<float> out) = 0;
+};
+
 class ParamLayout {
  public:
   // Units [begin, end) of `model` on tp rank `tp_index` of `tp`; throws std::invalid_argument

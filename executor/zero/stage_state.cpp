@@ -45,6 +45,34 @@ StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& m
 
 void StageState::init_params(uint64_t seed) {
   for (int64_t c = 0; c < layout_.chunk_count(); ++c) layout_.chunk(c).init<float>(chunk_params(c), seed);
+  finish_init();
+}
+
+void StageState::init_params(ParamSource& source) {
+  std::vector<Range> kept;
+  if (layout_.zero3_gathers()) {
+    kept = subtract(layout_.persistent(), {layout_.own_shard()});  // each position read once
+    kept.push_back(layout_.own_shard());
+  }
+  for (int64_t c = 0; c < layout_.chunk_count(); ++c) {
+    for (const TensorSlot& t : layout_.chunk(c).tensors()) {
+      const Range tr{layout_.chunk_offset(c) + t.offset, layout_.chunk_offset(c) + t.offset + t.size()};
+      const std::vector<Range> pieces = layout_.zero3_gathers() ? [&] {
+        std::vector<Range> out;
+        for (const Range& k : kept) {
+          if (const Range i = intersect(tr, k); i.size() > 0) out.push_back(i);
+        }
+        return out;
+      }() : std::vector<Range>{tr};
+      for (const Range& r : pieces) {
+        source.read(t, r.begin - tr.begin, r.end - tr.begin, std::span<float>(params_).subspan(at(r.begin), at(r.size())));
+      }
+    }
+  }
+  finish_init();
+}
+
+void StageState::finish_init() {
   if (layout_.zero3_gathers()) release({0, layout_.padded_elems()});
   if (offload_) {
     const Range opt = layout_.optimizer_range();

@@ -31,6 +31,9 @@ class StageState {
 
   // Plan-independent initial values (ParamLayout::init) of the positions this rank keeps.
   void init_params(uint64_t seed);
+  // The same positions from `source`, read tensor by tensor: a ZeRO-3 rank reads only its shard
+  // and the persistent tensors, every other rank its stage's tensors (its tp shard of them).
+  void init_params(ParamSource& source);
 
   std::span<float> params() { return params_; }
   std::span<const float> params() const { return params_; }
@@ -73,6 +76,7 @@ class StageState {
   const StageLayout& layout() const { return layout_; }
 
  private:
+  void finish_init();
   // Optimizer-range positions that are not persistent (the persistent ones step separately).
   std::vector<Range> sharded_ranges() const;
   float grad_at(int64_t pos) const;
