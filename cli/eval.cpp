@@ -1,9 +1,12 @@
 // stagecraft eval --weights DIR --data FILE [--model M] [--sequences N] [--seq-len T]
-//                 [--data-format uint16|text] [--json]
+//                 [--data-format uint16|text] [--plan P] [--json]
 // The mean cross-entropy of a Hugging Face checkpoint folder's model on the first N windows of
 // T + 1 tokens of FILE (window j: tokens [j*T, j*T + T], the sequential order of `run
 // --data-order sequential`), and each window's, forward only (executor/evaluate.hpp). Under
-// mpirun the windows are dealt over the ranks. Bad input (a checkpoint that does not match the
+// mpirun the windows are dealt over the ranks, each holding the whole model; with --plan, the
+// plan's layout (tp, pp, dp, ZeRO stage, schedule) runs a forward-only Program of it instead
+// (program::LowerOptions::forward_only), one window per micro-batch, N / dp per replica, each
+// rank reading only the checkpoint bytes it keeps. Bad input (a checkpoint that does not match the
 // model, a data file with ids past the vocabulary) exits 2 before anything is computed.
 #include <cmath>
 #include <iostream>
@@ -19,18 +22,93 @@
 #include "executor/evaluate.hpp"
 #include "executor/hf_weights.hpp"
 #include "executor/model/layers.hpp"
+#include "executor/runner.hpp"
 #include "executor/world.hpp"
+#include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
+#include "core/spec/plan.hpp"
 
 namespace stagecraft::cli {
 
 namespace {
 
 struct EvalArgs {
-  std::string model, weights, data, data_format, log_probs;
+  std::string model, weights, data, data_format, log_probs, plan;
   int64_t sequences = 8;
   int64_t seq_len = 0;
   bool json = false;
 };
+
+int print_result(const EvalArgs& a, const spec::Model& m, const executor::EvalResult& r, int64_t ranks, int64_t bytes_read) {
+  if (a.json) {
+    const nlohmann::json j = {{"model", m.name},
+                              {"weights", a.weights},
+                              {"data", a.data},
+                              {"windows", a.sequences},
+                              {"seq_len", m.seq_len},
+                              {"tokens", r.tokens},
+                              {"mean_loss", r.mean},
+                              {"perplexity", std::exp(r.mean)},
+                              {"losses", r.losses},
+                              {"ranks", ranks},
+                              {"plan", a.plan.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.plan)},
+                              {"bytes_read", bytes_read}};
+    std::cout << j.dump(1) << "\n";
+    return kOk;
+  }
+  std::cout << "stagecraft eval: " << m.name << " from " << a.weights << " on " << a.data << ": " << a.sequences
+            << " window(s) of " << m.seq_len << " tokens, " << ranks << " rank(s)"
+            << (a.plan.empty() ? "" : ", plan " + a.plan + " (forward only)") << "\n";
+  std::cout.precision(6);
+  std::cout << "mean cross-entropy " << r.mean << " nats/token over " << r.tokens << " tokens (perplexity "
+            << std::exp(r.mean) << ")\n";
+  for (std::size_t j = 0; j < r.losses.size(); ++j) std::cout << "  window " << j << "  " << r.losses[j] << "\n";
+  return kOk;
+}
+
+// The plan's forward-only Program, one step: window j is sequence j of step 0 (dp rank j / m,
+// micro-batch j mod m), so the micro-batch losses in dp-major order are the windows' losses.
+int run_plan_eval(const EvalArgs& a, const executor::World& world, const program::Program& prog,
+                  const executor::Corpus& corpus, std::shared_ptr<executor::hf::HfReader> reader) {
+  executor::EvalResult r;
+  int64_t bytes = 0;
+  try {
+    std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
+    executor::RunnerOptions o;
+    o.init_from = reader;
+    executor::Runner runner(prog, *comm, corpus, o);
+    const executor::StepStats s = runner.step();
+    r.losses = s.micro_batch_losses;
+    r.mean = s.loss;
+    r.tokens = prog.tokens_per_step();
+    bytes = static_cast<int64_t>(comm->all_reduce_sum(static_cast<double>(reader->bytes_read())));
+  } catch (const std::exception& e) {
+    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    return world.abort(3);
+  }
+  if (world.rank() != 0) return kOk;
+  return print_result(a, prog.model, r, world.size(), bytes);
+}
+
+// The forward-only Program of `plan`'s layout over `windows` windows, micro-batches of one window.
+program::Program eval_program(const spec::Model& m, spec::Plan plan, int64_t windows) {
+  if (windows % plan.dp != 0) {
+    throw spec::SpecError("--sequences", "", "expected a multiple of the plan's dp " + std::to_string(plan.dp) + " (" +
+                                                 plan.file + "), got " + std::to_string(windows));
+  }
+  plan.micro_batch = 1;
+  plan.micro_batches = windows / plan.dp;
+  spec::Training t;
+  t.global_batch = windows;
+  t.seq_len = m.seq_len;
+  t.dtype = executor::kCpuDtype;
+  t.attention = "unfused";
+  t.source = "stagecraft eval: " + std::to_string(windows) + " windows";
+  if (const std::string why = executor::tp_unsupported(m, plan); !why.empty()) throw spec::SpecError(plan.file, "", why);
+  program::LowerOptions o;
+  o.forward_only = true;
+  return program::lower(m, t, plan, o);
+}
 
 int run_eval(const EvalArgs& a) {
   const executor::World world;
@@ -39,6 +117,8 @@ int run_eval(const EvalArgs& a) {
     return kBadInput;
   };
   spec::Model m;
+  std::optional<program::Program> prog;
+  std::shared_ptr<executor::hf::HfReader> reader;
   std::vector<float> params;
   std::optional<executor::Corpus> corpus;
   int64_t bytes_read = 0;
@@ -57,16 +137,28 @@ int run_eval(const EvalArgs& a) {
       for (const std::string& f : missing) list += (list.empty() ? "" : "; ") + f;
       throw spec::SpecError(m.file.empty() ? a.model : m.file, "", "the CPU executor does not run " + list);
     }
-    executor::hf::HfReader reader(m, a.weights);
-    const executor::ParamLayout layout(m);
-    params.assign(static_cast<std::size_t>(layout.size()), 0.0f);
-    for (const executor::TensorSlot& t : layout.tensors()) {
-      reader.read(t, 0, t.size(), std::span<float>(params).subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size())));
+    if (!a.plan.empty()) {
+      if (!a.log_probs.empty()) throw spec::SpecError("--log-probs", "", "writes one process's log-probabilities: drop --plan");
+      const spec::Plan plan = spec::load_plan(spec::resolve_config(spec::ConfigKind::kPlan, a.plan));
+      if (plan.world() != world.size()) {
+        throw spec::SpecError(plan.file, "", "needs tp x pp x dp = " + std::to_string(plan.world()) + " ranks, this job has " +
+                                                 std::to_string(world.size()) + "; start it with mpirun -n " +
+                                                 std::to_string(plan.world()));
+      }
+      prog = eval_program(m, plan, a.sequences);
+      reader = std::make_shared<executor::hf::HfReader>(prog->model, a.weights);
     }
-    bytes_read = reader.bytes_read();
     const std::string format = !a.data_format.empty() ? a.data_format : a.data.ends_with(".txt") ? "text" : "uint16";
     corpus = format == "text" ? executor::Corpus::from_text_file(a.data, m.vocab, m.seq_len, 0)
                               : executor::Corpus::from_token_file(a.data, m.vocab, m.seq_len, 0);
+    if (prog) return run_plan_eval(a, world, *prog, corpus->in_order(executor::DataOrder::kSequential, a.sequences), reader);
+    executor::hf::HfReader whole(m, a.weights);
+    const executor::ParamLayout layout(m);
+    params.assign(static_cast<std::size_t>(layout.size()), 0.0f);
+    for (const executor::TensorSlot& t : layout.tensors()) {
+      whole.read(t, 0, t.size(), std::span<float>(params).subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size())));
+    }
+    bytes_read = whole.bytes_read();
     if (!a.log_probs.empty() && world.size() != 1) {
       throw spec::SpecError("--log-probs", "", "writes one process's log-probabilities: run eval on one rank for it");
     }
@@ -95,28 +187,7 @@ int run_eval(const EvalArgs& a) {
     return world.abort(3);
   }
   if (world.rank() != 0) return kOk;
-  if (a.json) {
-    const nlohmann::json j = {{"model", m.name},
-                              {"weights", a.weights},
-                              {"data", a.data},
-                              {"windows", a.sequences},
-                              {"seq_len", m.seq_len},
-                              {"tokens", r.tokens},
-                              {"mean_loss", r.mean},
-                              {"perplexity", std::exp(r.mean)},
-                              {"losses", r.losses},
-                              {"ranks", world.size()},
-                              {"bytes_read", bytes_read}};
-    std::cout << j.dump(1) << "\n";
-    return kOk;
-  }
-  std::cout << "stagecraft eval: " << m.name << " from " << a.weights << " on " << a.data << ": " << a.sequences
-            << " window(s) of " << m.seq_len << " tokens, " << world.size() << " rank(s)\n";
-  std::cout.precision(6);
-  std::cout << "mean cross-entropy " << r.mean << " nats/token over " << r.tokens << " tokens (perplexity "
-            << std::exp(r.mean) << ")\n";
-  for (std::size_t j = 0; j < r.losses.size(); ++j) std::cout << "  window " << j << "  " << r.losses[j] << "\n";
-  return kOk;
+  return print_result(a, m, r, world.size(), bytes_read);
 }
 
 }  // namespace
@@ -137,6 +208,9 @@ Subcommand add_eval(CLI::App& root) {
   app->add_option("--seq-len", args->seq_len, "tokens per window T (default: the model's seq_len)")
       ->check(positive_int(int64_t{1} << 24));
   app->add_flag("--json", args->json, "print one JSON document: mean_loss, losses, tokens, ...");
+  app->add_option("--plan", args->plan,
+                  "score under this plan's layout (tp, pp, dp, ZeRO stage, schedule), forward only, one window per "
+                  "micro-batch; run under mpirun -n tp x pp x dp");
   app->add_option("--log-probs", args->log_probs,
                   "also write log softmax of the logits here: float32 little-endian [sequences, T, vocab] (one rank)")
       ->check(writable_file());

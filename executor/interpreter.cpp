@@ -69,6 +69,7 @@ void Runner::Interpreter::reset(int64_t step) {
   done_ = 0;
   micro_.assign(at(prog_.plan.virtual_stages * prog_.plan.micro_batches), MicroState{});
   weighted_loss_ = 0;
+  micro_losses_.clear();
   norm_sq_ = 0;
   norm_known_ = false;
   compute_seconds_ = 0;
@@ -92,7 +93,7 @@ Runner::Interpreter::Outcome Runner::Interpreter::run(int64_t step) {
     std::this_thread::yield();
   }
   check_step_end();
-  return {weighted_loss_, norm_sq_, compute_seconds_};
+  return {weighted_loss_, norm_sq_, compute_seconds_, micro_losses_};
 }
 
 // Starts the lane's next instructions while they are ready: at most one compute per round, and
@@ -250,7 +251,7 @@ void Runner::Interpreter::check_step_end() const {
     }
   }
   for (const MicroState& ms : micro_) {
-    if (ms.active) {
+    if (ms.active && !prog_.forward_only) {  // a forward-only Program keeps them until the next step
       throw ExecutorError("rank " + std::to_string(runner_.rank_) + ": step " + std::to_string(step_) +
                           " ended with a micro-batch's activations still held (forward without backward)");
     }

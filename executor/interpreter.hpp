@@ -33,6 +33,8 @@ class Runner::Interpreter {
     double weighted_loss = 0;     // sum over this rank's micro-batches of loss / (m * dp)
     double grad_norm_sq = 0;      // global
     double compute_seconds = 0;
+    // Each micro-batch loss this rank computed (the last stage's tp rank 0): (micro-batch, loss).
+    std::vector<std::pair<int32_t, double>> micro_losses;
   };
   Outcome run(int64_t step);
 
@@ -144,6 +146,7 @@ class Runner::Interpreter {
   std::size_t done_ = 0;
   std::vector<MicroState> micro_;  // [chunk * micro_batches + mb]
   double weighted_loss_ = 0;
+  std::vector<std::pair<int32_t, double>> micro_losses_;
   double norm_sq_ = 0;
   bool norm_known_ = false;
   double compute_seconds_ = 0;

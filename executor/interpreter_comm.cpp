@@ -317,7 +317,10 @@ void Runner::Interpreter::finish_loss_reduction(int32_t i, MicroState& ms) {
                          std::to_string(runner_.rank_) + "): the loss is " + std::to_string(loss) +
                          "; the training diverged (a smaller --lr?) and stops before the optimizer uses it");
   }
-  if (tp_index_ == 0) weighted_loss_ += static_cast<double>(loss) * loss_weight_;  // counted once per tp group
+  if (tp_index_ == 0) {  // counted once per tp group
+    weighted_loss_ += static_cast<double>(loss) * loss_weight_;
+    micro_losses_.emplace_back(in.mb, static_cast<double>(loss));
+  }
 }
 
 void Runner::Interpreter::finish_tp(int32_t i) {

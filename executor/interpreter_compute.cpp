@@ -68,6 +68,7 @@ void Runner::Interpreter::forward(const Instr& in) {
                            "; the training diverged (a smaller --lr?) and stops before the optimizer uses it");
     }
     weighted_loss_ += static_cast<double>(x.at(0)) * loss_weight_;
+    micro_losses_.emplace_back(in.mb, static_cast<double>(x.at(0)));
     x.clear();
   }
   ms.act = std::move(x);

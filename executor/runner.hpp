@@ -88,6 +88,9 @@ struct StepStats {
   double grad_norm = 0;    // global gradient norm before clipping
   double seconds = 0;      // wall time of the step, the slowest rank's
   double compute_seconds = 0;  // this rank's time inside compute instructions
+  // A forward-only Program (scoring): every micro-batch's mean loss, micro-batch m of dp rank d
+  // at d * micro_batches + m (every rank has them); empty for a training step.
+  std::vector<double> micro_batch_losses;
 };
 
 class Runner {
@@ -115,6 +118,7 @@ class Runner {
 
  private:
   class Interpreter;  // one step's lanes, in-flight requests and micro-batch activations
+  std::vector<double> gather_micro_losses(const std::vector<std::pair<int32_t, double>>& mine);
 
   const program::Program& prog_;
   Communicator& comm_;

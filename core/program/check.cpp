@@ -47,7 +47,7 @@ void check_local(const Program& prog, const RoleProgram& role) {
     }
   }
   for (const auto& [key, c] : seen) {
-    if (c[1] == 0 && (c[2] == 0 || c[3] == 0)) {
+    if (!prog.forward_only && c[1] == 0 && (c[2] == 0 || c[3] == 0)) {
       throw ProgramError("program check: rank " + std::to_string(rank) + ": micro-batch " + std::to_string(key.second) +
                          " chunk " + std::to_string(key.first) + " runs forward but never completes its backward");
     }

@@ -353,6 +353,7 @@ void Emitter::flush(std::vector<Deferred>& list, int32_t dep) {
 void Emitter::step_end() {
   flush(end_deferred_, last_compute_);
   if (tracker_) tracker_->release_all();
+  if (prog_.forward_only) return;  // no gradients: nothing to reduce, clip or step
   int32_t grads_done = last_reduce_;
   int32_t norm_grads = -1;
   // Sequence parallelism: each tp rank computed its norms' gradients on its sequence shard; they

@@ -102,7 +102,7 @@ Context make_context(Program& prog) {
 
 }  // namespace
 
-Program lower(const spec::Model& model_in, const spec::Training& training, const spec::Plan& plan) {
+Program lower(const spec::Model& model_in, const spec::Training& training, const spec::Plan& plan, LowerOptions options) {
   const spec::Model model = spec::with_training_length(model_in, training);
   spec::validate_plan(plan, model, training, plan.world());
   Program prog;
@@ -110,6 +110,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.training = training;
   prog.plan = plan;
   prog.placement = Placement{plan.tp, plan.pp, plan.dp};
+  prog.forward_only = options.forward_only;
   prog.param_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
   prog.reduce_bytes = training.reduce_bytes();
   prog.activation_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
@@ -125,7 +126,10 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   }
   plan_chunks(prog, cx);
 
-  const std::vector<std::vector<Step>> steps = schedule_steps(prog.plan);
+  std::vector<std::vector<Step>> steps = schedule_steps(prog.plan);
+  if (options.forward_only) {
+    for (std::vector<Step>& stage : steps) std::erase_if(stage, [](const Step& s) { return s.pass != Pass::kForward; });
+  }
   prog.roles.resize(static_cast<std::size_t>(plan.pp));
   prog.rank_role.resize(static_cast<std::size_t>(plan.world()));
   int32_t next_id = 0;

@@ -6,8 +6,15 @@
 
 namespace stagecraft::program {
 
+struct LowerOptions {
+  // The forward passes only (scoring a model: `stagecraft eval --plan`): each stage's schedule
+  // keeps its forward steps in their order, with their receives, sends, tp collectives and ZeRO-3
+  // gathers and releases; no backward, gradient reduction, gradient norm or optimizer step.
+  bool forward_only = false;
+};
+
 // Validates the plan against the model and training (tp*pp*dp ranks) and lowers it.
 // Throws spec::SpecError for an invalid plan.
-Program lower(const spec::Model& model, const spec::Training& training, const spec::Plan& plan);
+Program lower(const spec::Model& model, const spec::Training& training, const spec::Plan& plan, LowerOptions options = {});
 
 }  // namespace stagecraft::program

@@ -101,6 +101,7 @@ struct Program {
   int64_t param_bytes = 2;          // bytes per parameter / gradient element in communication
   int64_t activation_bytes = 2;     // bytes per activation element
   int64_t reduce_bytes = 2;         // bytes per gradient element in the data-parallel reduction (framework's reduce dtype)
+  bool forward_only = false;        // lowered with LowerOptions::forward_only: no backward, no optimizer
 
   const RoleProgram& role_of(int64_t rank) const { return roles[static_cast<std::size_t>(rank_role[rank])]; }
   std::span<const Instr> rank(int64_t r) const { return role_of(r).instrs; }

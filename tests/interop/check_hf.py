@@ -90,6 +90,14 @@ def tokens(n=4096, seed=3):
     return torch.randint(0, VOCAB, (n,), generator=torch.Generator().manual_seed(seed)).numpy().astype("<u2")
 
 
+def data_file(args):
+    """The tokens every case reads, and the uint16 file stagecraft reads them from."""
+    tok = tokens()
+    path = os.path.join(args.work, "data.bin")
+    tok.tofile(path)
+    return tok, path
+
+
 def windows(tok, first, count):
     return torch.stack([torch.tensor(tok[j * T:j * T + T + 1].astype(np.int64)) for j in range(first, first + count)])
 
@@ -117,9 +125,9 @@ def training_file(work):
                                                              "optimizer": "adamw", "attention": "unfused"})
 
 
-def plan_file(work, name, pp, dp, zero, micro_batch, micro_batches, stage_layers=None):
-    plan = {"tp": 1, "pp": pp, "dp": dp, "micro_batch": micro_batch, "micro_batches": micro_batches,
-            "schedule": "1f1b", "virtual_stages": 1, "sequence_parallel": False, "recompute": "none",
+def plan_file(work, name, pp, dp, zero, micro_batch, micro_batches, stage_layers=None, tp=1, sequence_parallel=False):
+    plan = {"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch, "micro_batches": micro_batches,
+            "schedule": "1f1b", "virtual_stages": 1, "sequence_parallel": sequence_parallel, "recompute": "none",
             "zero": {"stage": zero, "prefetch_bucket": 2000, "reduce_bucket": 5000, "allgather_bucket": 5000,
                      "max_live_parameters": 10000, "max_reuse_distance": 5000, "param_persistence_threshold": 40,
                      "overlap_comm": True, "offload_optimizer": "none", "keep_gathered_across_microbatches": False}}
@@ -129,9 +137,7 @@ def plan_file(work, name, pp, dp, zero, micro_batch, micro_batches, stage_layers
 
 
 def case_eval(args):
-    tok = tokens()
-    data = os.path.join(args.work, "data.bin")
-    tok.tofile(data)
+    tok, data = data_file(args)
     for name, build in MODELS.items():
         model = build()
         d = os.path.join(args.work, name)
@@ -148,6 +154,15 @@ def case_eval(args):
             out2 = json.loads(run(args, ["eval", "--weights", d, "--data", data, "--sequences", str(n), "--seq-len",
                                          str(T), "--json"], ranks=2).stdout)
             check(out2["losses"] == out["losses"], f"eval {name} on 2 ranks: the same per-window losses")
+            plans = {"pp2 x dp2 ZeRO-3": plan_file(args.work, "eval-pp2-dp2-z3", 2, 2, 3, 1, 3, [1, 1]),
+                     "tp2 x dp2 sequence-parallel": plan_file(args.work, "eval-tp2-dp2", 1, 2, 1, 1, 3, tp=2,
+                                                                sequence_parallel=True)}
+            for label, plan in plans.items():
+                out3 = json.loads(run(args, ["eval", "--weights", d, "--data", data, "--sequences", str(n), "--seq-len",
+                                             str(T), "--plan", plan, "--json"], ranks=4).stdout)
+                worst = max(abs(a - b) / abs(b) for a, b in zip(out3["losses"], ref))
+                check(worst <= TOL, f"eval {name} --plan {label} (4 ranks, forward-only Program): per-window loss "
+                                    f"within {worst:.2e} relative of transformers")
 
 
 def reference_step(model, tok):
@@ -200,18 +215,18 @@ def compare_params(name, label, saved_dir, ref_state, grads, before):
 
 
 def case_step(args, ranks):
-    tok = tokens()
-    data = os.path.join(args.work, "data.bin")
-    tok.tofile(data)
+    tok, data = data_file(args)
     training = training_file(args.work)
     if ranks == 1:
-        plan, label = plan_file(args.work, "plan-1", 1, 1, 0, 4, 2), "step, 1 rank"
+        plans = [(plan_file(args.work, "plan-1", 1, 1, 0, 4, 2), "step, 1 rank")]
     else:
-        plan, label = plan_file(args.work, "plan-pp2-dp2-z3", 2, 2, 3, 1, 4, [1, 1]), "step, pp2 x dp2 ZeRO-3"
-    for name, build in MODELS.items():
+        plans = [(plan_file(args.work, "plan-pp2-dp2-z3", 2, 2, 3, 1, 4, [1, 1]), "step, pp2 x dp2 ZeRO-3"),
+                 (plan_file(args.work, "plan-tp2-dp2-sp", 1, 2, 1, 2, 2, tp=2, sequence_parallel=True),
+                  "step, tp2 x dp2 sequence-parallel ZeRO-1")]
+    for (plan, label), (name, build) in [(p, m) for p in plans for m in MODELS.items()]:
         model = build()
         d = os.path.join(args.work, name)
-        out_dir = os.path.join(args.work, name + f"-step-{ranks}")
+        out_dir = os.path.join(args.work, name + "-" + os.path.basename(plan)[:-5])
         model.save_pretrained(d, safe_serialization=True)
         out = json.loads(run(args, ["run", "--init-from", d, "--training", training, "--plan", plan, "--steps", "1",
                                     "--data", data, "--data-order", "sequential", "--lr", str(LR), "--save-hf", out_dir,
@@ -224,9 +239,7 @@ def case_step(args, ranks):
 
 
 def case_export(args):
-    tok = tokens()
-    data = os.path.join(args.work, "data.bin")
-    tok.tofile(data)
+    tok, data = data_file(args)
     training = training_file(args.work)
     plan = plan_file(args.work, "plan-dp2-z3", 1, 2, 3, 2, 2)
     model_json = write_json(os.path.join(args.work, "tiny-llama.json"), {
@@ -323,9 +336,7 @@ def corrupt(src, dst, how):
 
 
 def case_bad(args):
-    tok = tokens()
-    data = os.path.join(args.work, "data.bin")
-    tok.tofile(data)
+    tok, data = data_file(args)
     training = training_file(args.work)
     plan = plan_file(args.work, "plan-1", 1, 1, 0, 4, 2)
     good = os.path.join(args.work, "good")

@@ -156,6 +156,41 @@ TEST(Lower, Zero3GathersEveryPassWhenNothingIsReused) {
   }
 }
 
+// Forward only (scoring): per rank, the schedule's forward passes and nothing of the backward.
+// Hand count for pp 2 x dp 2 x tp 2, ZeRO-3, m = 4, every unit its own bucket: each stage runs
+// m forwards of its units; each of its buckets is gathered (and released) once per micro-batch;
+// stage 0 sends m activations, stage 1 receives m; no gradient reductions, no norm, no step.
+TEST(Lower, ForwardOnlyKeepsTheForwardPassesAndNothingElse) {
+  const int64_t m = 4;
+  const spec::Model model = gpt(4, false);
+  spec::Plan p = spec::plan_from_json({{"pp", 2}, {"dp", 2}, {"tp", 2}, {"micro_batches", m},
+                                       {"zero", {{"stage", 3}, {"prefetch_bucket", 1}, {"param_persistence_threshold", 0},
+                                                 {"max_reuse_distance", 0}}}},
+                                      "plan.json");
+  LowerOptions o;
+  o.forward_only = true;
+  const Program prog = lower(model, test::training(m * 2), p, o);
+  EXPECT_TRUE(prog.forward_only);
+  check(prog);
+  for (const RoleProgram& r : prog.roles) {
+    SCOPED_TRACE("stage " + std::to_string(r.stage));
+    int64_t buckets = 0;
+    for (const Bucket& b : prog.param_buckets) buckets += b.stage == r.stage ? 1 : 0;
+    EXPECT_EQ(count(r, Op::kGatherParams), m * buckets);
+    EXPECT_EQ(count(r, Op::kReleaseParams), m * buckets);
+    for (Op op : {Op::kBackward, Op::kBackwardInput, Op::kBackwardWeight, Op::kReduceScatterGrads, Op::kAllReduceGrads,
+                  Op::kGradNormAllReduce, Op::kOptimizerStep, Op::kRecvGrad, Op::kSendGrad}) {
+      EXPECT_EQ(count(r, op), 0) << static_cast<int>(op);
+    }
+    EXPECT_EQ(count(r, r.stage == 0 ? Op::kSendActivation : Op::kRecvActivation), m);
+    int64_t forward_units = 0;
+    for (const Instr& in : r.instrs) forward_units += in.op == Op::kForward ? in.unit_end - in.unit_begin : 0;
+    const ChunkInfo& c = prog.chunk(r.stage, 0);
+    EXPECT_EQ(forward_units, m * (c.unit_end - c.unit_begin));
+  }
+  EXPECT_NE(fingerprint(prog), fingerprint(lower(model, test::training(m * 2), p)));
+}
+
 TEST(Lower, Zero3ReuseAndKeepGatheredSaveTraffic) {
   const int64_t m = 4;
   auto gathers = [&](nlohmann::json zero) {
