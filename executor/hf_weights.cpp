@@ -94,10 +94,7 @@ const char* to_string(Family f) {
 }
 
 Family family_of(const Model& m) {
-  std::vector<std::string> why;
-  if (!executor::unsupported_features(m).empty()) {
-    for (const std::string& f : executor::unsupported_features(m)) why.push_back(f);
-  }
+  const std::vector<std::string> why = executor::unsupported_features(m);
   const bool gpt2 = m.position == spec::Position::kLearned && m.norm == spec::Norm::kLayerNorm && m.mlp == spec::Mlp::kGelu &&
                     m.kv_heads == m.heads && m.head_size == 0 && m.qkv_bias && m.out_bias && m.mlp_bias && m.norm_bias &&
                     m.position_offset == 0;
