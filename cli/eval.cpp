@@ -16,6 +16,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "cli/memory_check.hpp"
 #include "core/io/file.hpp"
 #include "core/spec/error.hpp"
 #include "executor/errors.hpp"
@@ -37,7 +38,11 @@ struct EvalArgs {
   int64_t sequences = 8;
   int64_t seq_len = 0;
   bool json = false;
+  bool skip_memory_check = false;
 };
+
+constexpr const char* kMemoryAdvice =
+    "score it under a plan over more ranks (--plan with pp, tp or ZeRO-3, under mpirun), or --skip-memory-check";
 
 int print_result(const EvalArgs& a, const spec::Model& m, const executor::EvalResult& r, int64_t ranks, int64_t bytes_read) {
   if (a.json) {
@@ -74,6 +79,9 @@ int run_plan_eval(const EvalArgs& a, const executor::World& world, const program
   int64_t bytes = 0;
   try {
     std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
+    if (!a.skip_memory_check && !memory_fits_everywhere(*comm, memory_shortfall(prog, "cpu-local", world.size(), kMemoryAdvice))) {
+      return kImpossible;
+    }
     executor::RunnerOptions o;
     o.init_from = reader;
     executor::Runner runner(prog, *comm, corpus, o);
@@ -121,6 +129,7 @@ int run_eval(const EvalArgs& a) {
   std::shared_ptr<executor::hf::HfReader> reader;
   std::vector<float> params;
   std::optional<executor::Corpus> corpus;
+  std::unique_ptr<executor::Communicator> comm;  // the windows' ranks (no plan)
   int64_t bytes_read = 0;
   try {
     m = load_model_arg(a.model.empty() ? a.weights + "/config.json" : a.model);
@@ -152,16 +161,22 @@ int run_eval(const EvalArgs& a) {
     corpus = format == "text" ? executor::Corpus::from_text_file(a.data, m.vocab, m.seq_len, 0)
                               : executor::Corpus::from_token_file(a.data, m.vocab, m.seq_len, 0);
     if (prog) return run_plan_eval(a, world, *prog, corpus->in_order(executor::DataOrder::kSequential, a.sequences), reader);
+    if (!a.log_probs.empty() && world.size() != 1) {
+      throw spec::SpecError("--log-probs", "", "writes one process's log-probabilities: run eval on one rank for it");
+    }
     executor::hf::HfReader whole(m, a.weights);
+    comm = world.communicator(program::Placement{1, 1, world.size()});
+    if (!a.skip_memory_check) {
+      // each rank holds the whole model and one window's forward: a one-rank plan's forward-only Program
+      const program::Program one = eval_program(m, spec::plan_from_json(nlohmann::json::object(), "a one-rank plan"), 1);
+      if (!memory_fits_everywhere(*comm, memory_shortfall(one, "cpu-local", world.size(), kMemoryAdvice))) return kImpossible;
+    }
     const executor::ParamLayout layout(m);
     params.assign(static_cast<std::size_t>(layout.size()), 0.0f);
     for (const executor::TensorSlot& t : layout.tensors()) {
       whole.read(t, 0, t.size(), std::span<float>(params).subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size())));
     }
     bytes_read = whole.bytes_read();
-    if (!a.log_probs.empty() && world.size() != 1) {
-      throw spec::SpecError("--log-probs", "", "writes one process's log-probabilities: run eval on one rank for it");
-    }
   } catch (const spec::SpecError& e) {
     return fail(e.what());
   } catch (const executor::DataError& e) {
@@ -169,7 +184,6 @@ int run_eval(const EvalArgs& a) {
   }
   executor::EvalResult r;
   try {
-    std::unique_ptr<executor::Communicator> comm = world.communicator(program::Placement{1, 1, world.size()});
     std::vector<float> logp;
     r = executor::evaluate(m, params, *corpus, a.sequences, *comm, a.log_probs.empty() ? nullptr : &logp);
     if (!a.log_probs.empty()) {
@@ -208,6 +222,8 @@ Subcommand add_eval(CLI::App& root) {
   app->add_option("--seq-len", args->seq_len, "tokens per window T (default: the model's seq_len)")
       ->check(positive_int(int64_t{1} << 24));
   app->add_flag("--json", args->json, "print one JSON document: mean_loss, losses, tokens, ...");
+  app->add_flag("--skip-memory-check", args->skip_memory_check,
+                "start even when the simulator's memory estimate exceeds what the host has available");
   app->add_option("--plan", args->plan,
                   "score under this plan's layout (tp, pp, dp, ZeRO stage, schedule), forward only, one window per "
                   "micro-batch; run under mpirun -n tp x pp x dp");

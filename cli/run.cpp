@@ -21,6 +21,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "cli/memory_check.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
@@ -30,7 +31,6 @@
 #include "executor/model/layers.hpp"
 #include "executor/train.hpp"
 #include "executor/world.hpp"
-#include "sim/simulator.hpp"
 
 namespace stagecraft::cli {
 
@@ -142,24 +142,6 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   return o;
 }
 
-// The executor's memory per rank, estimated before anything is allocated by the simulator's
-// memory model (the same Program on the run's cluster profile, which for the CPU executor is
-// cpu-local: fp32 everywhere). Measured on gpt2-124m, tiny-cpu, tiny-zero3 (2 ranks): estimate
-// 6.1 GB per rank, resident 5.8 GB. "" when it fits in what this host has available.
-std::string memory_shortfall(const RunArgs& a, const program::Program& prog, int64_t world) {
-  spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, a.cluster));
-  c.nodes = std::max<int64_t>(c.nodes, (prog.placement.world() + c.gpus_per_node - 1) / c.gpus_per_node);
-  const sim::SimResult r = sim::simulate(prog, c);
-  const double per_rank = static_cast<double>(r.metrics.peak_memory_bytes);
-  const double available = host_available_bytes();
-  const int64_t local = ranks_on_this_host(world);
-  if (available < 0 || per_rank * static_cast<double>(local) <= available) return "";
-  return "this run needs about " + short_bytes(per_rank) + " per rank (the simulator's memory model of this plan on " +
-         c.name + "), " + std::to_string(local) + " rank(s) on this host need " +
-         short_bytes(per_rank * static_cast<double>(local)) + ", and the host has " + short_bytes(available) +
-         " available; use a smaller model or batch, more ranks (ZeRO, pp), or --skip-memory-check";
-}
-
 // The tokens the run reads: the synthetic corpus, or --data as uint16 ids or text bytes
 // (--data-format; by default text for a .txt file, else uint16), in --data-order.
 executor::Corpus corpus_of(const RunArgs& a, const program::Program& prog) {
@@ -176,15 +158,9 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
                  std::shared_ptr<executor::ParamSource> init) {
   std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
   if (!a.skip_memory_check) {
-    // Every rank checks its host; the job goes on only if every rank fits (agreed, so none waits).
-    const std::string why = memory_shortfall(a, prog, world.size());
-    const double anyone_short = comm->all_reduce_max(why.empty() ? 0.0 : 1.0);
-    const double rank0_short = comm->all_reduce_max(world.rank() == 0 && !why.empty() ? 1.0 : 0.0);
-    if (!why.empty() && (world.rank() == 0 || rank0_short == 0)) {
-      std::cerr << "stagecraft: error: " << (world.rank() == 0 ? "" : "rank " + std::to_string(world.rank()) + ": ") << why
-                << std::endl;
-    }
-    if (anyone_short > 0) return kImpossible;
+    const std::string why = memory_shortfall(prog, a.cluster, world.size(),
+                                             "use a smaller model or batch, more ranks (ZeRO, pp), or --skip-memory-check");
+    if (!memory_fits_everywhere(*comm, why)) return kImpossible;
   }
   executor::TrainOptions options = train_options(a, prog, world.rank(), std::move(init));
   if (world.rank() == 0) {

@@ -90,7 +90,7 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       rank_(checked_rank(prog, comm, corpus)),
       tracer_(options.trace),
       layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_), prog.placement.tp_index_of(rank_)),
-      state_(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_) {
+      state_(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_, prog.forward_only) {
   tracer_.start(comm_);
   memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);
   if (options_.init_from) {

@@ -31,8 +31,9 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
                                                      prog.activation_bytes);
   trace::MemoryBytes m;
   m[MemoryKind::kParams] = ms.params + fp8_state_bytes(prog.model, prog.plan.tp, blocks, prog.training.dtype);
-  m[MemoryKind::kGrads] = ms.grads;
-  m[MemoryKind::kOptimizer] = ms.optimizer;
+  // a forward-only Program (scoring) computes no gradient and keeps no optimizer state
+  m[MemoryKind::kGrads] = prog.forward_only ? 0 : ms.grads;
+  m[MemoryKind::kOptimizer] = prog.forward_only ? 0 : ms.optimizer;
   m[MemoryKind::kBuffers] = comm_buffer_bytes(message, pl.pp, z, pl.dp, stage_params, prog.param_bytes);
   m[MemoryKind::kReserved] = cluster.gpu.reserved_bytes;
   return m;

@@ -18,21 +18,23 @@ int64_t bytes_of(const std::vector<float>& v) { return static_cast<int64_t>(v.si
 
 }  // namespace
 
-StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& memory)
-    : layout_(layout), offload_(offload), memory_(memory) {
-  const int64_t padded = layout.padded_elems(), opt = layout.optimizer_range().size();
-  const int64_t persistent = layout.persistent_elems();
+StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only)
+    : layout_(layout), offload_(offload && !forward_only), memory_(memory) {
+  const int64_t padded = layout.padded_elems();
   params_.assign(at(padded), 0.0f);
-  grads_.assign(at(padded), 0.0f);
-  if (reduces_into_shard()) shard_grads_.assign(at(layout.shard_elems()), 0.0f);
-  m_.assign(at(opt), 0.0f);
-  v_.assign(at(opt), 0.0f);
-  persistent_grads_.assign(at(persistent), 0.0f);
-  persistent_m_.assign(at(persistent), 0.0f);
-  persistent_v_.assign(at(persistent), 0.0f);
-  if (offload_) {
-    host_params_.assign(at(opt), 0.0f);
-    host_grads_.assign(at(opt), 0.0f);
+  if (!forward_only) {
+    const int64_t opt = layout.optimizer_range().size(), persistent = layout.persistent_elems();
+    grads_.assign(at(padded), 0.0f);
+    if (reduces_into_shard()) shard_grads_.assign(at(layout.shard_elems()), 0.0f);
+    m_.assign(at(opt), 0.0f);
+    v_.assign(at(opt), 0.0f);
+    persistent_grads_.assign(at(persistent), 0.0f);
+    persistent_m_.assign(at(persistent), 0.0f);
+    persistent_v_.assign(at(persistent), 0.0f);
+    if (offload_) {
+      host_params_.assign(at(opt), 0.0f);
+      host_grads_.assign(at(opt), 0.0f);
+    }
   }
   // ZeRO-3 keeps its shard and the persistent tensors; gathered buckets count when gathered.
   int64_t kept = padded;

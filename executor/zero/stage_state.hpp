@@ -27,7 +27,9 @@ namespace stagecraft::executor {
 
 class StageState {
  public:
-  StageState(const StageLayout& layout, bool offload, MemoryTracker& memory);
+  // `forward_only` (a forward-only Program, which computes no gradient and takes no step): only
+  // the parameters are allocated.
+  StageState(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only = false);
 
   // Plan-independent initial values (ParamLayout::init) of the positions this rank keeps.
   void init_params(uint64_t seed);

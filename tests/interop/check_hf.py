@@ -355,6 +355,35 @@ def case_bad(args):
               f"writes nothing: {p.stderr.strip()}")
         p = run(args, ["eval", "--weights", bad, "--data", data, "--seq-len", str(T)], expect=2)
         check("model.safetensors" in p.stderr, f"bad checkpoint ({how}): eval exits 2 naming the file")
+    # A Llama-2-70B-shaped checkpoint (a sparse file: the header is real, the 138 GB of bf16 data
+    # are holes) is refused by eval's memory check before a byte of it is read: exit 1, naming --plan.
+    big = os.path.join(args.work, "llama-70b")
+    os.makedirs(big)
+    h, f, layers, vocab, kv = 8192, 28672, 80, VOCAB, 1024
+    shapes = {"model.embed_tokens.weight": [vocab, h], "model.norm.weight": [h], "lm_head.weight": [vocab, h]}
+    for i in range(layers):
+        p_ = f"model.layers.{i}."
+        shapes.update({p_ + "input_layernorm.weight": [h], p_ + "post_attention_layernorm.weight": [h],
+                       p_ + "self_attn.q_proj.weight": [h, h], p_ + "self_attn.k_proj.weight": [kv, h],
+                       p_ + "self_attn.v_proj.weight": [kv, h], p_ + "self_attn.o_proj.weight": [h, h],
+                       p_ + "mlp.gate_proj.weight": [f, h], p_ + "mlp.up_proj.weight": [f, h],
+                       p_ + "mlp.down_proj.weight": [h, f]})
+    header, at = {}, 0
+    for name, shape in shapes.items():
+        n = 2 * int(np.prod(shape))
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + n]}
+        at += n
+    text = json.dumps(header).encode()
+    with open(os.path.join(big, "model.safetensors"), "wb") as out:
+        out.write(struct.pack("<Q", len(text)) + text)
+        out.truncate(8 + len(text) + at)
+    write_json(os.path.join(big, "config.json"), {
+        "model_type": "llama", "num_hidden_layers": layers, "hidden_size": h, "intermediate_size": f,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": vocab, "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False})
+    p = run(args, ["eval", "--weights", big, "--data", data, "--seq-len", str(T)], expect=1)
+    check("needs about" in p.stderr and "--plan" in p.stderr,
+          f"eval of a {at / 1e9:.0f} GB (bf16) checkpoint this host cannot hold: exit 1 before reading it: {p.stderr.strip()}")
 
 
 def main():

@@ -13,6 +13,7 @@
 #include "core/spec/bundled.hpp"
 #include "sim/costs.hpp"
 #include "sim/models/collectives.hpp"
+#include "sim/models/memory.hpp"
 #include "sim/symmetry.hpp"
 
 namespace stagecraft::sim {
@@ -84,6 +85,26 @@ TEST(Simulator, ComputeTimeIsFlopsOverPeak) {
   EXPECT_NEAR(r.metrics.step_time_s, flops / 1e14, 2e-9);
   EXPECT_NEAR(r.metrics.model_tflops_per_gpu, flops / r.metrics.step_time_s / 1e12, 1e-9);
   EXPECT_NEAR(r.metrics.mfu, r.metrics.model_tflops_per_gpu * 1e12 / 1e14, 1e-12);
+}
+
+// The same Program the executor scores with (`eval --plan`): a forward-only lowering is timed as
+// its forward FLOPs over the peak, no backward and no optimizer.
+TEST(Simulator, ForwardOnlyProgramIsItsForwardFlopsOverPeak) {
+  const spec::Model m = blocks_model(2);
+  spec::Plan p = spec::plan_from_json({{"micro_batches", 1}}, "plan.json");
+  spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", 1}, {"dtype", "bf16"}}, "training.json");
+  program::LowerOptions o;
+  o.forward_only = true;
+  const program::Program fwd = program::lower(m, t, p, o);
+  const SimResult r = free_comm(fwd, 1);
+  EXPECT_NEAR(r.metrics.step_time_s, 128 * count::flops_per_token_fwd(m) / 1e14, 2e-9);
+  // No gradients and no optimizer state: bf16 ZeRO-0 keeps 2 bytes of gradient and 12 of Adam
+  // state (fp32 master, m, v) per parameter that a training step holds and scoring does not.
+  const SimResult train = free_comm(program::lower(m, t, p), 1);
+  const ModelStates ms = model_states(fwd.chunk(0, 0).params, 0, p.zero, 1, t.dtype);
+  EXPECT_EQ(ms.grads + ms.optimizer, 14 * fwd.chunk(0, 0).params);
+  EXPECT_GE(train.metrics.peak_memory_bytes - r.metrics.peak_memory_bytes, ms.grads + ms.optimizer);
+  EXPECT_GE(r.metrics.peak_memory_bytes, ms.params);
 }
 
 TEST(Simulator, PipelineSendTakesLatencyPlusBytesOverLink) {

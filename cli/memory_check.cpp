@@ -1,0 +1,39 @@
+#include "cli/memory_check.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+#include "cli/checks.hpp"
+#include "cli/common.hpp"
+#include "core/spec/bundled.hpp"
+#include "core/spec/cluster.hpp"
+#include "sim/simulator.hpp"
+
+namespace stagecraft::cli {
+
+std::string memory_shortfall(const program::Program& prog, const std::string& cluster, int64_t world,
+                             const std::string& advice) {
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, cluster));
+  c.nodes = std::max<int64_t>(c.nodes, (prog.placement.world() + c.gpus_per_node - 1) / c.gpus_per_node);
+  const sim::SimResult r = sim::simulate(prog, c);
+  const double per_rank = static_cast<double>(r.metrics.peak_memory_bytes);
+  const double available = host_available_bytes();
+  const int64_t local = ranks_on_this_host(world);
+  if (available < 0 || per_rank * static_cast<double>(local) <= available) return "";
+  return "this " + std::string(prog.forward_only ? "evaluation" : "run") + " needs about " + short_bytes(per_rank) +
+         " per rank (the simulator's memory model of this plan on " + c.name + "), " + std::to_string(local) +
+         " rank(s) on this host need " + short_bytes(per_rank * static_cast<double>(local)) + ", and the host has " +
+         short_bytes(available) + " available; " + advice;
+}
+
+bool memory_fits_everywhere(executor::Communicator& comm, const std::string& why) {
+  const double anyone_short = comm.all_reduce_max(why.empty() ? 0.0 : 1.0);
+  const double rank0_short = comm.all_reduce_max(comm.rank() == 0 && !why.empty() ? 1.0 : 0.0);
+  if (!why.empty() && (comm.rank() == 0 || rank0_short == 0)) {
+    std::cerr << "stagecraft: error: " << (comm.rank() == 0 ? "" : "rank " + std::to_string(comm.rank()) + ": ") << why
+              << std::endl;
+  }
+  return anyone_short == 0;
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,24 @@
+// Whether a CPU-executor job fits in its hosts' memory, checked before anything is allocated
+// (`run`, `eval`): the simulator's memory model of the very Program the ranks will interpret, on
+// the cluster profile that describes these machines (cpu-local: fp32 everywhere). Measured on
+// gpt2-124m, tiny-cpu, tiny-zero3 (2 ranks): estimate 6.1 GB per rank, resident 5.8 GB.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/program/program.hpp"
+#include "executor/comm/communicator.hpp"
+
+namespace stagecraft::cli {
+
+// "" when the ranks of `prog` on this host fit in what it has available; else why not, ending
+// with `advice` (what to do instead).
+std::string memory_shortfall(const program::Program& prog, const std::string& cluster, int64_t world,
+                             const std::string& advice);
+
+// Every rank checks its host; the job goes on only if every rank fits, agreed over `comm` so no
+// rank waits for one that stopped. Prints the reason once (rank 0's, else the first rank's).
+bool memory_fits_everywhere(executor::Communicator& comm, const std::string& why);
+
+}  // namespace stagecraft::cli
