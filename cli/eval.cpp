@@ -18,16 +18,16 @@
 #include "cli/common.hpp"
 #include "cli/memory_check.hpp"
 #include "core/io/file.hpp"
+#include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
+#include "core/spec/plan.hpp"
 #include "executor/errors.hpp"
 #include "executor/evaluate.hpp"
 #include "executor/hf_weights.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/runner.hpp"
 #include "executor/world.hpp"
-#include "core/program/lower.hpp"
-#include "core/spec/bundled.hpp"
-#include "core/spec/plan.hpp"
 
 namespace stagecraft::cli {
 
