@@ -157,9 +157,7 @@ int run_eval(const EvalArgs& a) {
       prog = eval_program(m, plan, a.sequences);
       reader = std::make_shared<executor::hf::HfReader>(prog->model, a.weights);
     }
-    const std::string format = !a.data_format.empty() ? a.data_format : a.data.ends_with(".txt") ? "text" : "uint16";
-    corpus = format == "text" ? executor::Corpus::from_text_file(a.data, m.vocab, m.seq_len, 0)
-                              : executor::Corpus::from_token_file(a.data, m.vocab, m.seq_len, 0);
+    corpus = executor::Corpus::from_file(a.data, a.data_format, m.vocab, m.seq_len, 0);
     if (prog) return run_plan_eval(a, world, *prog, corpus->in_order(executor::DataOrder::kSequential, a.sequences), reader);
     if (!a.log_probs.empty() && world.size() != 1) {
       throw spec::SpecError("--log-probs", "", "writes one process's log-probabilities: run eval on one rank for it");

@@ -147,9 +147,7 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
 executor::Corpus corpus_of(const RunArgs& a, const program::Program& prog) {
   const int64_t v = prog.model.vocab, t = prog.model.seq_len;
   if (a.data.empty()) return executor::Corpus::synthetic(v, t, a.seed);
-  const std::string format = !a.data_format.empty() ? a.data_format : a.data.ends_with(".txt") ? "text" : "uint16";
-  const executor::Corpus file = format == "text" ? executor::Corpus::from_text_file(a.data, v, t, a.seed)
-                                                 : executor::Corpus::from_token_file(a.data, v, t, a.seed);
+  const executor::Corpus file = executor::Corpus::from_file(a.data, a.data_format, v, t, a.seed);
   const auto order = a.data_order == "sequential" ? executor::DataOrder::kSequential : executor::DataOrder::kHashed;
   return file.in_order(order, prog.training.global_batch);
 }

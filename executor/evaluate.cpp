@@ -1,11 +1,9 @@
 #include "executor/evaluate.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "executor/errors.hpp"
 #include "executor/model/layers.hpp"
 
 namespace stagecraft::executor {
@@ -24,7 +22,7 @@ EvalResult evaluate(const spec::Model& m, std::span<const float> params, const C
   const Corpus seq = corpus.in_order(DataOrder::kSequential, windows);
   std::vector<Layer<float>> units;
   for (int64_t u = 0; u < unit_count(m); ++u) units.emplace_back(layout, u);
-  std::vector<double> mine(static_cast<std::size_t>(windows), 0.0);
+  std::vector<std::pair<int64_t, double>> mine;  // (window, loss) of the windows this rank scores
   const int64_t T = m.seq_len, C = m.hidden;
   std::vector<float> x(static_cast<std::size_t>(T * C)), y(x.size());
   for (int64_t j = comm.rank(); j < windows; j += comm.size()) {
@@ -36,7 +34,7 @@ EvalResult evaluate(const spec::Model& m, std::span<const float> params, const C
       std::span<float> out = head ? std::span<float>(y.data(), 1) : std::span<float>(y);
       units[u].forward(tb, params, u == 0 ? std::span<const float>() : std::span<const float>(x), out, cache);
       if (head) {
-        mine[static_cast<std::size_t>(j)] = static_cast<double>(y[0]);
+        mine.emplace_back(j, static_cast<double>(y[0]));
         if (log_probs != nullptr) {  // the cache holds the softmax [T, V]
           float* dst = log_probs->data() + j * T * m.vocab;
           for (int64_t i = 0; i < T * m.vocab; ++i) dst[i] = std::log(cache.probs[static_cast<std::size_t>(i)]);
@@ -46,24 +44,8 @@ EvalResult evaluate(const spec::Model& m, std::span<const float> params, const C
       }
     }
   }
-  // Every window's loss is on exactly one rank: a sum over ranks places them all (text, exactly).
-  std::string blob(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
-  const std::vector<std::string> all = comm.gather_to_root(blob);
-  std::string merged;
-  if (comm.rank() == 0) {
-    std::vector<double> losses(mine.size(), 0.0);
-    for (std::size_t r = 0; r < all.size(); ++r) {
-      if (all[r].size() != blob.size()) throw CommError("evaluate: rank " + std::to_string(r) + " sent a wrong-sized result");
-      for (int64_t j = static_cast<int64_t>(r); j < windows; j += static_cast<int64_t>(all.size())) {
-        std::memcpy(&losses[static_cast<std::size_t>(j)], all[r].data() + j * static_cast<int64_t>(sizeof(double)), sizeof(double));
-      }
-    }
-    merged.assign(reinterpret_cast<const char*>(losses.data()), losses.size() * sizeof(double));
-  }
-  merged = comm.broadcast_from_root(merged);
   EvalResult r;
-  r.losses.resize(mine.size());
-  std::memcpy(r.losses.data(), merged.data(), merged.size());
+  r.losses = all_gather_slots(comm, mine, windows);  // every window's loss is on exactly one rank
   double sum = 0;
   for (double l : r.losses) sum += l;
   r.mean = sum / static_cast<double>(windows);

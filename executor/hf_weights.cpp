@@ -7,6 +7,7 @@
 
 #include "core/io/file.hpp"
 #include "core/spec/error.hpp"
+#include "core/text/format.hpp"
 #include "executor/model/layers.hpp"
 
 namespace stagecraft::executor::hf {
@@ -42,12 +43,6 @@ std::string block_name(Family f, int64_t i, const std::string& what) {
   throw std::logic_error("hf: no " + std::string(to_string(f)) + " tensor for " + what);
 }
 
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // What of config.json must agree with the run's model, as (field, config's value, model's value).
 std::vector<std::string> config_differences(const Model& hf, const Model& m) {
   std::vector<std::string> out;
@@ -70,8 +65,8 @@ std::vector<std::string> config_differences(const Model& hf, const Model& m) {
   check("qkv_bias", yes(hf.qkv_bias), yes(m.qkv_bias));
   check("out_bias", yes(hf.out_bias), yes(m.out_bias));
   check("mlp_bias", yes(hf.mlp_bias), yes(m.mlp_bias));
-  check("norm_eps", fmt(hf.norm_eps), fmt(m.norm_eps));
-  if (m.position == spec::Position::kRope) check("rope_theta", fmt(hf.rope_theta), fmt(m.rope_theta));
+  check("norm_eps", text::fmt("%g", hf.norm_eps), text::fmt("%g", m.norm_eps));
+  if (m.position == spec::Position::kRope) check("rope_theta", text::fmt("%g", hf.rope_theta), text::fmt("%g", m.rope_theta));
   if (m.mlp == spec::Mlp::kGelu) check("gelu_approx", hf.gelu_exact ? "none" : "tanh", m.gelu_exact ? "none" : "tanh");
   return out;
 }

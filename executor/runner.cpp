@@ -5,8 +5,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <limits>
 #include <string>
 
 #include "core/program/check.hpp"
@@ -105,32 +103,9 @@ Runner::~Runner() = default;
 
 std::vector<double> Runner::gather_micro_losses(const std::vector<std::pair<int32_t, double>>& mine) {
   const int64_t m = prog_.plan.micro_batches, dp_index = prog_.placement.dp_index_of(rank_);
-  std::string blob;
-  for (const auto& [mb, loss] : mine) {
-    const int64_t slot = dp_index * m + mb;
-    blob.append(reinterpret_cast<const char*>(&slot), sizeof slot);
-    blob.append(reinterpret_cast<const char*>(&loss), sizeof loss);
-  }
-  const std::vector<std::string> all = comm_.gather_to_root(blob);
-  std::string merged;
-  if (comm_.rank() == 0) {
-    std::vector<double> losses(static_cast<std::size_t>(prog_.plan.dp * m), std::numeric_limits<double>::quiet_NaN());
-    for (const std::string& b : all) {
-      for (std::size_t at = 0; at + sizeof(int64_t) + sizeof(double) <= b.size(); at += sizeof(int64_t) + sizeof(double)) {
-        int64_t slot = 0;
-        double loss = 0;
-        std::memcpy(&slot, b.data() + at, sizeof slot);
-        std::memcpy(&loss, b.data() + at + sizeof slot, sizeof loss);
-        if (slot < 0 || slot >= static_cast<int64_t>(losses.size())) throw ExecutorError("a micro-batch loss outside the step");
-        losses[static_cast<std::size_t>(slot)] = loss;
-      }
-    }
-    merged.assign(reinterpret_cast<const char*>(losses.data()), losses.size() * sizeof(double));
-  }
-  merged = comm_.broadcast_from_root(merged);
-  std::vector<double> out(merged.size() / sizeof(double));
-  std::memcpy(out.data(), merged.data(), merged.size());
-  return out;
+  std::vector<std::pair<int64_t, double>> slots;
+  for (const auto& [mb, loss] : mine) slots.emplace_back(dp_index * m + mb, loss);
+  return all_gather_slots(comm_, slots, prog_.plan.dp * m);
 }
 
 StepStats Runner::step() {

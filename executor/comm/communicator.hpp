@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/program/instruction.hpp"
@@ -74,5 +75,9 @@ class Communicator {
   // Rank 0's blob on every rank.
   virtual std::string broadcast_from_root(const std::string& blob) = 0;
 };
+
+// Values that ranks hold at some of `n` slots, assembled on every rank: slot i holds the value a
+// rank gave for i (NaN where none did). Collective. Throws CommError for a slot outside [0, n).
+std::vector<double> all_gather_slots(Communicator& comm, const std::vector<std::pair<int64_t, double>>& mine, int64_t n);
 
 }  // namespace stagecraft::executor

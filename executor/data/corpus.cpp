@@ -169,4 +169,10 @@ Batch Corpus::sample(int64_t step, int64_t first, int64_t count) const {
   return b;
 }
 
+Corpus Corpus::from_file(const std::string& path, const std::string& format, int64_t vocab, int64_t seq_len,
+                         uint64_t seed) {
+  const bool text = format.empty() ? path.ends_with(".txt") : format == "text";
+  return text ? from_text_file(path, vocab, seq_len, seed) : from_token_file(path, vocab, seq_len, seed);
+}
+
 }  // namespace stagecraft::executor

@@ -58,6 +58,9 @@ class Corpus {
   // A raw file of little-endian uint16 token ids, each < vocab.
   static Corpus from_token_file(const std::string& path, int64_t vocab, int64_t seq_len, uint64_t seed);
 
+  // A file as `format` says: "uint16" or "text"; "" chooses text for a .txt file, else uint16.
+  static Corpus from_file(const std::string& path, const std::string& format, int64_t vocab, int64_t seq_len,
+                          uint64_t seed);
   // The same corpus reading its windows in `order`, the global batch being `sequences_per_step`
   // sequences (what the sequential order needs). Throws std::invalid_argument for the synthetic
   // corpus in sequential order, or a batch below 1.
