@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ struct SearchOptions {
   std::string version = "unknown";      // recorded in the store
   const std::atomic<bool>* cancel = nullptr;           // set (e.g. by SIGINT) to stop after the batch in flight
   std::function<void(const Progress&)> on_progress;    // rank 0, after every batch
+  // Rank 0, after every batch, before on_progress: the plans that batch simulated (or reused from
+  // the store), in evaluation order — what a live view appends. The span is valid during the call.
+  // Both callbacks run on the thread that called search().
+  std::function<void(std::span<const Evaluated> fresh, const Progress&)> on_batch;
   Shard* shard = nullptr;               // null: this process alone
 };
 

@@ -136,6 +136,27 @@ TEST(Search, CtrlCStopsCleanlyWithWhatWasFound) {
   EXPECT_NE(early.reason.find("interrupted"), std::string::npos) << early.reason;
 }
 
+// on_batch hands over each batch's simulated plans as they come: concatenated in call order they
+// are the result's `evaluated`, key by key, and each call comes with that batch's progress.
+TEST(Search, BatchesStreamEveryEvaluatedPlanInOrder) {
+  const Space space = test::medium_space(exhaustive_limits());
+  SearchOptions o;
+  o.threads = 2;
+  o.batch = 4;
+  std::vector<std::string> streamed;
+  std::vector<int64_t> counts_seen;
+  o.on_batch = [&](std::span<const Evaluated> fresh, const Progress& p) {
+    for (const Evaluated& e : fresh) streamed.push_back(e.key);
+    counts_seen.push_back(p.evaluated);
+    EXPECT_EQ(p.evaluated, static_cast<int64_t>(streamed.size())) << "progress counts what was streamed";
+  };
+  const SearchResult r = search(space, o);
+  ASSERT_EQ(streamed.size(), r.evaluated.size());
+  for (std::size_t i = 0; i < streamed.size(); ++i) EXPECT_EQ(streamed[i], r.evaluated[i].key) << i;
+  ASSERT_GT(counts_seen.size(), 1u) << "a batch of 4 over this space takes several batches";
+  EXPECT_TRUE(std::is_sorted(counts_seen.begin(), counts_seen.end()));
+}
+
 TEST(Search, ResumeReusesEveryStoredPlan) {
   const std::string db = temp_path("resume.sqlite");
   remove_db(db);

@@ -1,0 +1,180 @@
+// The interactive timeline's data (traces/timeline_model.hpp), against brute force over the trace.
+#include "traces/timeline_model.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "fixtures.hpp"
+#include "support.hpp"
+
+namespace stagecraft::traces {
+namespace {
+
+struct Case {
+  test::Scenario s;
+  Trace trace;
+  ProgramContext pc;
+};
+
+Case simulated(const char* plan, int64_t gpus, bool full) {
+  Case c{test::bundled("tiny", "tiny-cpu", plan), {}, {}};
+  const sim::SimResult r = test::simulate(c.s, test::cpu_cluster(gpus), full);
+  c.trace = test::as_trace(r.trace, "sim.json");
+  c.pc = ProgramContext{c.s.program, c.s.training, "test"};
+  return c;
+}
+
+TEST(TimelineModel, OneRowPerRankAndLaneWithEveryEventSortedByStart) {
+  const Case c = simulated("tiny-pp2-dp2", 4, true);
+  const TimelineModel m(c.trace, &c.pc);
+  std::set<std::pair<int64_t, int>> pairs;
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const trace::Event& e : c.trace.data.events) {
+    pairs.insert({e.rank, static_cast<int>(e.lane)});
+    first = std::min(first, e.start_ns);
+    last = std::max(last, e.end_ns);
+  }
+  ASSERT_EQ(m.rows().size(), pairs.size());
+  auto it = pairs.begin();
+  std::size_t events = 0;
+  for (const TimelineRow& r : m.rows()) {
+    EXPECT_EQ(r.rank, it->first);
+    EXPECT_EQ(static_cast<int>(r.lane), it->second);
+    ++it;
+    EXPECT_TRUE(std::is_sorted(r.start.begin(), r.start.end())) << r.label;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const trace::Event& e = c.trace.data.events[r.source[i]];
+      EXPECT_EQ(r.start[i], e.start_ns - first);
+      EXPECT_EQ(r.end[i], e.end_ns - first);
+      EXPECT_EQ(r.instr[i], e.instr);
+      EXPECT_EQ(r.op[i], e.op);
+    }
+    events += r.size();
+  }
+  EXPECT_EQ(events, c.trace.data.events.size()) << "a simulated trace is one step";
+  EXPECT_EQ(m.event_count(), events);
+  EXPECT_EQ(m.origin_ns(), first);
+  EXPECT_EQ(m.end_ns(), last - first);
+  EXPECT_EQ(m.rows().front().label, "rank 0 compute");
+}
+
+// Brute force: the events meeting [t0, t1) are exactly visible()'s range; event_at agrees with a
+// scan; outside every interval there is no event.
+TEST(TimelineModel, VisibleRangesAndHitTestsEqualAScan) {
+  const Case c = simulated("tiny-pp2-dp2", 4, true);
+  const TimelineModel m(c.trace, &c.pc);
+  const int64_t T = m.end_ns();
+  for (std::size_t row = 0; row < m.rows().size(); ++row) {
+    const TimelineRow& r = m.rows()[row];
+    for (int k = 0; k < 40; ++k) {
+      const int64_t t0 = T * k / 40, t1 = t0 + T / 13 + 1;
+      const auto [f, l] = m.visible(row, t0, t1);
+      std::size_t expect = 0;
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        const bool meets = r.start[i] < t1 && (r.end[i] > t0 || (r.end[i] == t0 && r.start[i] == t0));
+        expect += meets;
+        if (meets) {
+          EXPECT_GE(i, f) << r.label;
+          EXPECT_LT(i, l) << r.label;
+        }
+      }
+      EXPECT_LE(expect, l - f);
+      const int64_t t = t0 + 7;
+      const std::optional<std::size_t> hit = m.event_at(row, t);
+      std::optional<std::size_t> scan;
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        if (r.start[i] <= t && t < r.end[i]) scan = i;   // the latest-starting one
+      }
+      EXPECT_EQ(hit, scan) << r.label << " at " << t;
+    }
+  }
+}
+
+// Level of detail: at every zoom the columns' busy time sums to the events' busy time within the
+// range (each event's overlap counted once), a column never holds more than its width on a row
+// whose intervals do not overlap, and the dominant op of a column inside one long event is its op.
+TEST(TimelineModel, ColumnsKeepEveryNanosecondOfBusyTimeAtEveryZoom) {
+  const Case c = simulated("tiny-pp2-dp2", 4, true);
+  const TimelineModel m(c.trace, &c.pc);
+  const int64_t T = m.end_ns();
+  for (std::size_t row = 0; row < m.rows().size(); ++row) {
+    const TimelineRow& r = m.rows()[row];
+    bool disjoint = true;
+    for (std::size_t i = 1; i < r.size(); ++i) disjoint = disjoint && r.start[i] >= r.end[i - 1];
+    for (const int n : {1, 7, 50, 333, 1600, 20000}) {
+      for (const auto& [t0, t1] : std::vector<std::pair<int64_t, int64_t>>{{0, T}, {T / 3, T / 3 + T / 17 + 1}}) {
+        const std::vector<TimelineColumn> cols = m.columns(row, t0, t1, n);
+        ASSERT_EQ(cols.size(), static_cast<std::size_t>(n));
+        int64_t sum = 0, expect = 0;
+        for (const TimelineColumn& col : cols) sum += col.busy_ns;
+        for (std::size_t i = 0; i < r.size(); ++i) expect += std::max<int64_t>(0, std::min(r.end[i], t1) - std::max(r.start[i], t0));
+        EXPECT_EQ(sum, expect) << r.label << " n=" << n;
+        if (disjoint) {
+          const double width = static_cast<double>(t1 - t0) / n;
+          for (const TimelineColumn& col : cols) EXPECT_LE(col.busy_ns, static_cast<int64_t>(width) + 1);
+          EXPECT_EQ(m.busy_in(row, t0, t1), expect) << "disjoint: the union is the sum";
+        }
+      }
+    }
+    // the longest event: a column strictly inside it is dominated by its op
+    const auto longest = std::max_element(r.start.begin(), r.start.end(), [&](const int64_t& a, const int64_t& b) {
+      return r.end[&a - r.start.data()] - a < r.end[&b - r.start.data()] - b;
+    }) - r.start.begin();
+    const int64_t s = r.start[static_cast<std::size_t>(longest)], e = r.end[static_cast<std::size_t>(longest)];
+    if (disjoint && e - s >= 1000) {
+      const std::vector<TimelineColumn> cols = m.columns(row, s, e, 10);
+      EXPECT_EQ(cols[5].dominant, static_cast<int>(r.op[static_cast<std::size_t>(longest)])) << r.label;
+      EXPECT_EQ(cols[5].busy_ns, (e - s) * 6 / 10 - (e - s) * 5 / 10);
+    }
+  }
+}
+
+// A receive waits until its send starts: busy_from is that send's start on the peer's row.
+TEST(TimelineModel, ReceivesTransferOnlyFromTheirSendsStart) {
+  const Case c = simulated("tiny-pp2-dp2", 4, true);
+  const TimelineModel m(c.trace, &c.pc);
+  std::map<program::MessageKey, int64_t> send_start;
+  for (const TimelineRow& r : m.rows()) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (!program::is_send(r.op[i])) continue;
+      const program::Instr* in = c.pc.find(r.rank, r.instr[i]);
+      ASSERT_NE(in, nullptr);
+      send_start[program::message_of(c.pc.program.placement, r.rank, *in)] = r.start[i];
+    }
+  }
+  int receives = 0, waiting = 0;
+  for (const TimelineRow& r : m.rows()) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (!program::is_recv(r.op[i])) {
+        EXPECT_EQ(r.busy_from[i], r.start[i]);
+        continue;
+      }
+      const program::Instr* in = c.pc.find(r.rank, r.instr[i]);
+      const int64_t sent = send_start.at(program::message_of(c.pc.program.placement, r.rank, *in));
+      EXPECT_EQ(r.busy_from[i], std::clamp(sent, r.start[i], r.end[i]));
+      ++receives;
+      waiting += r.busy_from[i] > r.start[i];
+    }
+  }
+  EXPECT_GT(receives, 0);
+  EXPECT_GT(waiting, 0) << "pp2: some receive is posted before its send";
+  const TimelineModel plain(c.trace, nullptr);
+  for (const TimelineRow& r : plain.rows()) EXPECT_EQ(r.busy_from, r.start) << "without the Program nothing is matched";
+}
+
+TEST(TimelineModel, KernelLevelTracesAreRefusedWithTheFile) {
+  const Trace k = read_trace_files({test::data_path("kineto/handwritten_rank0.json")});
+  try {
+    const TimelineModel m(k, nullptr);
+    FAIL() << "kernel-level trace accepted";
+  } catch (const spec::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("handwritten_rank0.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::traces
