@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/program/instruction.hpp"
+
 namespace stagecraft::render {
 
 struct Rgb {
@@ -38,6 +40,47 @@ constexpr Rgb colour_of(std::string_view kind) {
     if (k.kind == kind) return k.colour;
   }
   return kOtherColour;
+}
+
+// The colour of each Program op, in families so that a legend stays short and the GUI tells apart
+// what one trace kind lumps together (TpAllGather and ZeRO's GatherParams are both "gather";
+// Backward and BackwardInput both "backward"). Colours from Paul Tol's colour-blind-safe schemes
+// (https://personal.sron.nl/~pault/, "bright", "muted" and "light"), one hue per family, lighter or
+// darker within it.
+struct OpStyle {
+  program::Op op;
+  Rgb colour;
+  std::string_view family;
+};
+
+inline constexpr std::array<OpStyle, program::kOpCount> kOpStyles = {{
+    {program::Op::kForward, {68, 119, 170}, "forward"},
+    {program::Op::kBackward, {238, 102, 119}, "backward"},
+    {program::Op::kBackwardInput, {204, 102, 119}, "backward (input)"},
+    {program::Op::kBackwardWeight, {221, 170, 51}, "backward (weight)"},
+    {program::Op::kRecompute, {153, 119, 0}, "recompute"},
+    {program::Op::kSendActivation, {34, 136, 51}, "pipeline send"},
+    {program::Op::kRecvActivation, {119, 187, 119}, "pipeline receive"},
+    {program::Op::kSendGrad, {17, 119, 51}, "pipeline send"},
+    {program::Op::kRecvGrad, {102, 170, 119}, "pipeline receive"},
+    {program::Op::kGatherParams, {170, 51, 119}, "ZeRO gather"},
+    {program::Op::kReleaseParams, {221, 170, 204}, "ZeRO release"},
+    {program::Op::kReduceScatterGrads, {68, 170, 153}, "gradient reduce"},
+    {program::Op::kAllReduceGrads, {102, 204, 238}, "gradient reduce"},
+    {program::Op::kAllGatherParams, {51, 34, 136}, "ZeRO gather"},
+    {program::Op::kOptimizerStep, {102, 102, 119}, "optimizer"},
+    {program::Op::kOffloadCopy, {153, 153, 51}, "offload"},
+    {program::Op::kTpAllReduce, {119, 136, 170}, "tensor parallel"},
+    {program::Op::kTpReduceScatter, {153, 170, 204}, "tensor parallel"},
+    {program::Op::kTpAllGather, {85, 102, 136}, "tensor parallel"},
+    {program::Op::kGradNormAllReduce, {187, 187, 187}, "gradient norm"},
+}};
+
+constexpr const OpStyle& style_of(program::Op op) {
+  for (const OpStyle& s : kOpStyles) {
+    if (s.op == op) return s;
+  }
+  return kOpStyles[0];
 }
 
 }  // namespace stagecraft::render

@@ -1,0 +1,431 @@
+#include "gui/app/main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDir>
+#include <QEventLoop>
+#include <QTimer>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTextBrowser>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include "core/program/format.hpp"
+#include "core/text/format.hpp"
+#include "gui/views/explain_view.hpp"
+#include "gui/views/export.hpp"
+#include "gui/views/inputs_panel.hpp"
+#include "gui/views/pareto_view.hpp"
+#include "gui/views/plan_table_view.hpp"
+#include "gui/views/timeline_view.hpp"
+#include "planner/report.hpp"
+#include "sim/report.hpp"
+
+namespace stagecraft::gui {
+
+namespace {
+QString html_escaped(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  worker_ = new SearchWorker(this);
+  jobs_ = new PlanJobs(this);
+  model_ = new PlanTableModel(this);
+  axis_ = new TimeAxis(this);
+
+  inputs_ = new InputsPanel;
+  auto* inputs_dock = new QDockWidget(QStringLiteral("Inputs"), this);
+  inputs_dock->setObjectName(QStringLiteral("inputs"));
+  auto* inputs_scroll = new QScrollArea;
+  inputs_scroll->setWidget(inputs_);
+  inputs_scroll->setWidgetResizable(true);
+  inputs_dock->setWidget(inputs_scroll);
+  inputs_scroll->setMinimumWidth(330);
+  inputs_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::LeftDockWidgetArea, inputs_dock);
+
+  table_ = new PlanTableView(model_);
+  pareto_ = new ParetoView;
+  explain_ = new ExplainView;
+  explain_->clear_result(QStringLiteral("Search to see why the best plan wins."));
+  plan_tabs_ = new QTabWidget;
+  plan_tabs_->addTab(table_, QStringLiteral("Plans"));
+  plan_tabs_->addTab(pareto_, QStringLiteral("Pareto"));
+  plan_tabs_->addTab(explain_, QStringLiteral("Why"));
+
+  // the step of the selected plan: timeline over memory
+  timeline_ = new TimelineView(axis_);
+  memory_ = new MemoryView(axis_);
+  step_title_ = new QLabel(QStringLiteral("No plan selected"));
+  step_title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  schedule_ = new QCheckBox(QStringLiteral("schedule view"));
+  schedule_->setToolTip(QStringLiteral("compute rows only, with micro-batch numbers (as the papers draw schedules)"));
+  connect(schedule_, &QCheckBox::toggled, timeline_, &TimelineView::set_schedule);
+  auto* fit = new QPushButton(QStringLiteral("Fit"));
+  fit->setToolTip(QStringLiteral("show the whole step (F)"));
+  connect(fit, &QPushButton::clicked, axis_, &TimeAxis::fit);
+  memory_rank_ = new QComboBox;
+  memory_rank_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  memory_rank_->setToolTip(QStringLiteral("whose memory is drawn under the timeline"));
+  connect(memory_rank_, &QComboBox::activated, this, [this](int i) { memory_->set_rank(memory_rank_->itemData(i).toLongLong()); });
+  auto* step_bar = new QHBoxLayout;
+  step_bar->addWidget(step_title_, 1);
+  step_bar->addWidget(schedule_);
+  step_bar->addWidget(new QLabel(QStringLiteral("memory of")));
+  step_bar->addWidget(memory_rank_);
+  step_bar->addWidget(fit);
+  auto* timeline_scroll = new QScrollArea;
+  timeline_scroll->setWidget(timeline_);
+  timeline_scroll->setWidgetResizable(true);
+  timeline_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  auto* step = new QWidget;
+  auto* step_layout = new QVBoxLayout(step);
+  step_layout->setContentsMargins(0, 0, 0, 0);
+  step_layout->addLayout(step_bar);
+  auto* step_split = new QSplitter(Qt::Vertical);
+  step_split->addWidget(timeline_scroll);
+  step_split->addWidget(memory_);
+  step_split->setStretchFactor(0, 3);
+  step_split->setStretchFactor(1, 1);
+  step_layout->addWidget(step_split, 1);
+
+  auto* explore = new QSplitter(Qt::Vertical);
+  explore->addWidget(plan_tabs_);
+  explore->addWidget(step);
+  explore->setStretchFactor(0, 2);
+  explore->setStretchFactor(1, 3);
+  auto* workspaces = new QTabWidget;
+  workspaces->addTab(explore, QStringLiteral("Explore"));
+  setCentralWidget(workspaces);
+
+  details_ = new QTextBrowser;
+  details_->setOpenLinks(false);
+  details_->setMinimumWidth(340);
+  auto* details_dock = new QDockWidget(QStringLiteral("Details"), this);
+  details_dock->setObjectName(QStringLiteral("details"));
+  details_dock->setWidget(details_);
+  details_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::RightDockWidgetArea, details_dock);
+
+  // toolbar: search, stop, progress
+  auto* bar = addToolBar(QStringLiteral("Search"));
+  bar->setObjectName(QStringLiteral("search"));
+  bar->setMovable(false);
+  search_action_ = bar->addAction(QStringLiteral("▶ Search"), this, &MainWindow::start_search);
+  search_action_->setShortcut(QKeySequence(QStringLiteral("Ctrl+R")));
+  search_action_->setToolTip(QStringLiteral("search the plan space (Ctrl+R)"));
+  stop_action_ = bar->addAction(QStringLiteral("■ Stop"), this, &MainWindow::stop_search);
+  stop_action_->setShortcut(QKeySequence(Qt::Key_Escape));
+  stop_action_->setToolTip(QStringLiteral("stop after the batch in flight, keeping what was found (Esc)"));
+  stop_action_->setEnabled(false);
+  progress_ = new QProgressBar;
+  progress_->setMaximumWidth(260);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_->setTextVisible(false);
+  bar->addSeparator();
+  bar->addWidget(progress_);
+  progress_label_ = new QLabel(QStringLiteral("  ready"));
+  bar->addWidget(progress_label_);
+
+  build_menus();
+
+  connect(inputs_, &InputsPanel::changed, this, [this] {
+    search_action_->setEnabled(!worker_->running() && inputs_->loaded().has_value());
+    search_action_->setToolTip(inputs_->loaded() ? QStringLiteral("search the plan space (Ctrl+R)") : inputs_->error());
+    update_title();
+  });
+  connect(worker_, &SearchWorker::batch, this, &MainWindow::on_batch);
+  connect(worker_, &SearchWorker::finished, this, &MainWindow::on_finished);
+  connect(worker_, &SearchWorker::failed, this, [this](const QString& why) {
+    inputs_->set_enabled_inputs(true);
+    search_action_->setEnabled(inputs_->loaded().has_value());
+    stop_action_->setEnabled(false);
+    progress_->setRange(0, 1);
+    progress_label_->setText(QStringLiteral("  search failed: ") + why);
+    emit search_done();
+  });
+  connect(table_, &PlanTableView::plan_selected, this, &MainWindow::select_plan);
+  connect(pareto_, &ParetoView::plan_selected, this, &MainWindow::select_plan);
+  connect(pareto_, &ParetoView::rectangle_selected, this, [this](std::unordered_set<std::string> keys) {
+    table_->proxy()->set_keys(std::move(keys));
+    statusBar()->showMessage(QStringLiteral("table: the %1 plans inside the rectangle (Pareto tab: click empty space to clear)")
+                                 .arg(table_->proxy()->rowCount()));
+  });
+  connect(explain_, &ExplainView::plan_selected, this, &MainWindow::select_plan);
+  connect(jobs_, &PlanJobs::ready, this, &MainWindow::on_view);
+  connect(jobs_, &PlanJobs::failed, this, [this](const QString& key, const QString& why) {
+    step_title_->setText(QStringLiteral("%1: could not simulate: %2").arg(key, why));
+  });
+  connect(timeline_, &TimelineView::instruction_selected, this, [this](int row, qulonglong index) {
+    show_instruction(row, static_cast<std::size_t>(index));
+  });
+  connect(memory_, &MemoryView::instruction_clicked, this, [this](qlonglong rank, int instr) {
+    if (!view_) return;
+    const traces::TimelineModel& m = view_->timeline;
+    for (std::size_t r = 0; r < m.rows().size(); ++r) {
+      if (m.rows()[r].rank != rank) continue;
+      const auto& ids = m.rows()[r].instr;
+      const auto it = std::find(ids.begin(), ids.end(), instr);
+      if (it == ids.end()) continue;
+      const TimelineMark mark{static_cast<int>(r), static_cast<std::size_t>(it - ids.begin())};
+      timeline_->select(mark);
+      show_instruction(mark.row, mark.index);
+      return;
+    }
+  });
+  resize(1500, 950);
+  update_title();
+  search_action_->setEnabled(inputs_->loaded().has_value());
+}
+
+MainWindow::~MainWindow() = default;
+
+std::string MainWindow::command() const { return search_command(inputs_->inputs()); }
+
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+  file->addAction(QStringLiteral("Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
+  QMenu* search = menuBar()->addMenu(QStringLiteral("&Search"));
+  search->addAction(search_action_);
+  search->addAction(stop_action_);
+  search->addAction(QStringLiteral("Copy as command"), QKeySequence(QStringLiteral("Ctrl+Shift+C")), this, [this] {
+    QApplication::clipboard()->setText(QString::fromStdString(command()));
+    statusBar()->showMessage(QStringLiteral("copied: ") + QString::fromStdString(command()), 8000);
+  });
+  QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+  view->addAction(QStringLiteral("Fit step"), QKeySequence(Qt::Key_F), axis_, &TimeAxis::fit);
+  view->addAction(QStringLiteral("Schedule view"), this, [this] { schedule_->toggle(); });
+  QMenu* ex = menuBar()->addMenu(QStringLiteral("&Export"));
+  for (const char* what : {"Plan JSON…", "DeepSpeed JSON…", "Simulated trace (Perfetto)…", "Search JSON…", "Table CSV…",
+                           "Step image (PNG or SVG)…"}) {
+    const QString w = QString::fromUtf8(what);
+    ex->addAction(w, this, [this, w] { export_with_dialog(w); });
+  }
+}
+
+void MainWindow::export_with_dialog(const QString& what) {
+  const planner::Evaluated* e = nullptr;
+  if (const int row = model_->row_of(selected_); row >= 0) e = &model_->plan(row);
+  const bool needs_plan = !what.startsWith(QStringLiteral("Search")) && !what.startsWith(QStringLiteral("Table"));
+  if (needs_plan && !e) {
+    QMessageBox::information(this, QStringLiteral("Export"), QStringLiteral("Select a plan first."));
+    return;
+  }
+  if (what.startsWith(QStringLiteral("Search")) && !result_) {
+    QMessageBox::information(this, QStringLiteral("Export"), QStringLiteral("Run a search first."));
+    return;
+  }
+  if (what.startsWith(QStringLiteral("DeepSpeed"))) {
+    const std::vector<std::string> warnings = deepspeed_warnings(*e, space_->training());
+    if (!warnings.empty()) {
+      QString text = QStringLiteral("DeepSpeed cannot run this plan exactly as simulated:\n");
+      for (const std::string& w : warnings) text += QStringLiteral("\n• ") + QString::fromStdString(w);
+      if (QMessageBox::warning(this, QStringLiteral("DeepSpeed export"), text, QMessageBox::Save | QMessageBox::Cancel) !=
+          QMessageBox::Save) {
+        return;
+      }
+    }
+  }
+  const QString path = QFileDialog::getSaveFileName(this, what);
+  if (path.isEmpty()) return;
+  try {
+    const std::string p = path.toStdString();
+    if (what.startsWith(QStringLiteral("Plan"))) {
+      export_plan(p, *e, "stagecraft-gui: " + e->key + " for " + space_->model().name + " on " + std::to_string(space_->gpus()) +
+                             " GPUs of " + space_->cluster().name);
+    } else if (what.startsWith(QStringLiteral("DeepSpeed"))) {
+      export_deepspeed(p, *e, space_->training());
+    } else if (what.startsWith(QStringLiteral("Simulated")) && view_) {
+      export_trace(p, *view_);
+    } else if (what.startsWith(QStringLiteral("Search"))) {
+      export_search(p, *result_);
+    } else if (what.startsWith(QStringLiteral("Table"))) {
+      export_csv(p, *table_->proxy());
+    } else if (view_) {
+      export_step_image(p, *view_, timeline_->style(), axis_->window(), memory_->rank(), QSize(1600, 900));
+    }
+    statusBar()->showMessage(QStringLiteral("wrote ") + path, 8000);
+  } catch (const std::exception& ex) {
+    QMessageBox::critical(this, what, QString::fromStdString(ex.what()));
+  }
+}
+
+void MainWindow::update_title() {
+  const Inputs in = inputs_->inputs();
+  QString t = QStringLiteral("Stagecraft — %1 · %2 × %3 nodes · %4")
+                  .arg(QString::fromStdString(in.model), QString::fromStdString(in.cluster))
+                  .arg(in.nodes)
+                  .arg(QString::fromStdString(in.training));
+  if (const auto& l = inputs_->loaded()) t += QStringLiteral(" (%1 GPUs)").arg(l->space->gpus());
+  setWindowTitle(t);
+}
+
+void MainWindow::start_search() {
+  if (worker_->running()) return;
+  const auto& l = inputs_->loaded();
+  if (!l) {
+    progress_label_->setText(QStringLiteral("  cannot search: ") + inputs_->error());
+    return;
+  }
+  model_->clear();
+  result_.reset();
+  selected_.clear();
+  view_.reset();
+  timeline_->set_view(nullptr);
+  memory_->set_view(nullptr);
+  table_->proxy()->set_keys(std::nullopt);
+  explain_->clear_result(QStringLiteral("searching…"));
+  pareto_->set_plans({}, {}, l->space->cluster().gpu.memory_bytes);
+  inputs_->set_enabled_inputs(false);
+  search_action_->setEnabled(false);
+  stop_action_->setEnabled(true);
+  stop_action_->setText(QStringLiteral("■ Stop"));
+  progress_->setRange(0, 0);   // indeterminate until the first batch reports
+  progress_label_->setText(QStringLiteral("  enumerating and pruning…"));
+  statusBar()->clearMessage();
+  worker_->start(l->space, inputs_->inputs());
+}
+
+void MainWindow::stop_search() {
+  if (!worker_->running()) return;
+  worker_->stop();
+  stop_action_->setEnabled(false);
+  stop_action_->setText(QStringLiteral("Stopping after this batch…"));
+  progress_label_->setText(QStringLiteral("  stopping after this batch…"));
+}
+
+void MainWindow::on_batch(const PlanBatch& rows, const planner::Progress& p) {
+  model_->append(*rows);
+  progress_->setRange(0, static_cast<int>(std::min<int64_t>(p.evaluated + p.remaining, 1 << 30)));
+  progress_->setValue(static_cast<int>(std::min<int64_t>(p.evaluated, 1 << 30)));
+  QString text = QStringLiteral("  %1 simulated · ≤ %2 left").arg(p.evaluated).arg(p.remaining);
+  if (p.best_step_time_s > 0) text += QStringLiteral(" · best %1 s").arg(p.best_step_time_s, 0, 'f', 3);
+  progress_label_->setText(text);
+}
+
+void MainWindow::on_finished(const SearchResultPtr& r, const SpacePtr& space) {
+  result_ = r;
+  space_ = space;
+  model_->set_result(*r);
+  pareto_->set_plans(r->evaluated, r->pareto, r->capacity_bytes);
+  explain_->set_result(*r);
+  inputs_->set_enabled_inputs(true);
+  search_action_->setEnabled(inputs_->loaded().has_value());
+  stop_action_->setEnabled(false);
+  stop_action_->setText(QStringLiteral("■ Stop"));
+  progress_->setRange(0, 1);
+  progress_->setValue(1);
+  QString done = r->interrupted ? QStringLiteral("  stopped: ") : QStringLiteral("  done: ");
+  done += QStringLiteral("%1 simulated in %2 s").arg(r->counts.evaluated).arg(r->seconds, 0, 'f', 2);
+  if (r->interrupted) done += QStringLiteral(", %1 not explored").arg(r->counts.unexplored);
+  progress_label_->setText(done);
+  statusBar()->showMessage(QString::fromStdString(planner::format_counts(*r)));
+  if (r->top.empty()) {
+    step_title_->setText(QStringLiteral("No plan: ") + QString::fromStdString(r->reason));
+  } else {
+    select_plan(QString::fromStdString(r->top.front().key));
+  }
+  emit search_done();
+}
+
+void MainWindow::select_plan(const QString& qkey) {
+  const std::string key = qkey.toStdString();
+  const int row = model_->row_of(key);
+  if (row < 0 || (key == selected_ && view_)) return;
+  selected_ = key;
+  table_->select_key(key);
+  pareto_->select_key(key);
+  const planner::Evaluated& e = model_->plan(row);
+  step_title_->setText(QStringLiteral("simulating %1 …").arg(qkey));
+  QString html = QStringLiteral("<h3>%1</h3><pre style=\"white-space: pre-wrap\">").arg(html_escaped(key));
+  html += html_escaped(sim::report_text(e.metrics, e.plan, space_ ? space_->gpus() : e.plan.tp * e.plan.pp * e.plan.dp,
+                                         space_ ? space_->cluster().name : std::string())) + QStringLiteral("</pre>");
+  details_->setHtml(html);
+  if (!space_) space_ = inputs_->loaded() ? inputs_->loaded()->space : nullptr;
+  if (space_) jobs_->request(space_, e.plan, key);
+}
+
+void MainWindow::on_view(const PlanViewPtr& v) {
+  view_ = v;
+  const sim::Metrics& m = v->sim.metrics;
+  step_title_->setText(QStringLiteral("<b>%1</b> — simulated step %2 s · %3 events · %4 simulated rank(s)")
+                           .arg(html_escaped(v->key))
+                           .arg(m.step_time_s, 0, 'f', 3)
+                           .arg(v->timeline.event_count())
+                           .arg(m.simulated_ranks));
+  timeline_->set_view(v);
+  memory_->set_view(v);
+  memory_rank_->clear();
+  for (const trace::MemorySample& s : v->sim.rank_peaks) {
+    memory_rank_->addItem(QStringLiteral("rank %1 (peak %2)").arg(s.rank).arg(QString::fromStdString(text::short_bytes(static_cast<double>(s.total())))),
+                          static_cast<qlonglong>(s.rank));
+    if (s.rank == m.peak_rank) memory_rank_->setCurrentIndex(memory_rank_->count() - 1);
+  }
+  emit step_ready();
+}
+
+void MainWindow::show_instruction(int row, std::size_t index) {
+  if (!view_) return;
+  const traces::TimelineRow& r = view_->timeline.rows().at(static_cast<std::size_t>(row));
+  const program::Program& prog = view_->context.program;
+  const program::RoleProgram& role = prog.role_of(r.rank);
+  QString html = QStringLiteral("<h3>%1</h3><pre style=\"white-space: pre-wrap\">%2</pre>")
+                     .arg(html_escaped(view_->describe(static_cast<std::size_t>(row), index)),
+                          html_escaped(view_->tooltip(static_cast<std::size_t>(row), index)));
+  const auto deps = role.deps_of(role.instrs.at(static_cast<std::size_t>(r.instr[index] - role.first_id)));
+  if (!deps.empty()) {
+    html += QStringLiteral("<p><b>waits for</b></p><pre style=\"white-space: pre-wrap\">");
+    for (const int32_t d : deps) html += html_escaped(program::describe(prog, role, d)) + QStringLiteral("\n");
+    html += QStringLiteral("</pre>");
+  }
+  details_->setHtml(html);
+}
+
+void MainWindow::save_screenshots(const QString& dir) {
+  QDir().mkpath(dir);
+  const char* const names[] = {"plans", "pareto", "why"};
+  for (int i = 0; i < plan_tabs_->count() && i < 3; ++i) {
+    plan_tabs_->setCurrentIndex(i);
+    QApplication::processEvents();
+    grab().save(QDir(dir).filePath(QStringLiteral("gui-%1.png").arg(QString::fromUtf8(names[i]))));
+  }
+  plan_tabs_->setCurrentIndex(0);
+  // The schedule view shows a pipeline: the best simulated plan with pp >= 2 when this one has none.
+  const std::string shown = selected_;
+  if (view_ && view_->plan.pp == 1 && result_) {
+    const planner::Evaluated* piped = nullptr;
+    for (const planner::Evaluated& e : result_->evaluated) {
+      if (e.plan.pp >= 2 && e.metrics.fits && (!piped || planner::better(e, *piped))) piped = &e;
+    }
+    if (piped) {
+      QEventLoop wait;
+      connect(this, &MainWindow::step_ready, &wait, &QEventLoop::quit);
+      QTimer::singleShot(20000, &wait, &QEventLoop::quit);
+      select_plan(QString::fromStdString(piped->key));
+      wait.exec();
+    }
+  }
+  schedule_->setChecked(true);
+  QApplication::processEvents();
+  grab().save(QDir(dir).filePath(QStringLiteral("gui-schedule.png")));
+  schedule_->setChecked(false);
+  if (selected_ != shown) select_plan(QString::fromStdString(shown));
+}
+
+}  // namespace stagecraft::gui

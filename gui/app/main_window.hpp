@@ -1,0 +1,105 @@
+// The main window (docs/gui.md "Main window"): the inputs dock on the left; the Explore
+// workspace — Plans | Pareto | Why over the selected plan's step (timeline over memory, one time
+// axis); the details dock; Search / Stop with progress in the toolbar; the search's counts in the
+// status bar. One selection: choosing a plan anywhere (table, scatter, explanation) selects it in
+// every view and simulates its step.
+#pragma once
+
+#include <QMainWindow>
+
+#include <memory>
+#include <string>
+
+#include "gui/jobs/plan_job.hpp"
+#include "gui/jobs/search_worker.hpp"
+#include "gui/model/plan_table_model.hpp"
+
+class QAction;
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QProgressBar;
+class QTabWidget;
+class QTextBrowser;
+
+namespace stagecraft::gui {
+
+class ExplainView;
+class InputsPanel;
+class MemoryView;
+class ParetoView;
+class PlanTableView;
+class TimeAxis;
+class TimelineView;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  InputsPanel* inputs() const { return inputs_; }
+  PlanTableModel* table_model() const { return model_; }
+  PlanTableView* table() const { return table_; }
+  ParetoView* pareto() const { return pareto_; }
+  ExplainView* explain() const { return explain_; }
+  TimelineView* timeline() const { return timeline_; }
+  MemoryView* memory() const { return memory_; }
+  TimeAxis* time_axis() const { return axis_; }
+  SearchWorker* worker() const { return worker_; }
+  PlanJobs* jobs() const { return jobs_; }
+  QTabWidget* plan_tabs() const { return plan_tabs_; }
+  QProgressBar* progress() const { return progress_; }
+  QTextBrowser* details() const { return details_; }
+  const SearchResultPtr& result() const { return result_; }
+  const std::string& selected_key() const { return selected_; }
+
+  // The `stagecraft search …` command of the current inputs (also on the clipboard via the menu).
+  std::string command() const;
+
+ public slots:
+  void start_search();
+  void stop_search();
+  void select_plan(const QString& key);
+  // Saves a PNG of the window with each plan tab in front, and of the schedule view, into `dir`.
+  void save_screenshots(const QString& dir);
+
+ signals:
+  // The selected plan's step is on screen.
+  void step_ready();
+  void search_done();
+
+ private:
+  void on_batch(const PlanBatch& rows, const planner::Progress& p);
+  void on_finished(const SearchResultPtr& r, const SpacePtr& space);
+  void on_view(const PlanViewPtr& v);
+  void show_instruction(int row, std::size_t index);
+  void update_title();
+  void build_menus();
+  void export_with_dialog(const QString& what);
+
+  InputsPanel* inputs_ = nullptr;
+  PlanTableModel* model_ = nullptr;
+  PlanTableView* table_ = nullptr;
+  ParetoView* pareto_ = nullptr;
+  ExplainView* explain_ = nullptr;
+  TimeAxis* axis_ = nullptr;
+  TimelineView* timeline_ = nullptr;
+  MemoryView* memory_ = nullptr;
+  QTabWidget* plan_tabs_ = nullptr;
+  QTextBrowser* details_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QLabel* progress_label_ = nullptr;
+  QLabel* step_title_ = nullptr;
+  QCheckBox* schedule_ = nullptr;
+  QComboBox* memory_rank_ = nullptr;
+  QAction *search_action_ = nullptr, *stop_action_ = nullptr;
+  SearchWorker* worker_ = nullptr;
+  PlanJobs* jobs_ = nullptr;
+  SearchResultPtr result_;
+  SpacePtr space_;
+  PlanViewPtr view_;
+  std::string selected_;
+};
+
+}  // namespace stagecraft::gui

@@ -1,0 +1,139 @@
+#include "gui/render/paint_timeline.hpp"
+
+#include <QFontMetrics>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gui/render/palette.hpp"
+
+namespace stagecraft::gui {
+
+double TimeWindow::x_of(int64_t t, int left, int width) const {
+  return left + static_cast<double>(t - t0) / static_cast<double>(std::max<int64_t>(1, t1 - t0)) * width;
+}
+
+int64_t TimeWindow::t_of(double x, int left, int width) const {
+  return t0 + static_cast<int64_t>(std::llround((x - left) / std::max(1, width) * static_cast<double>(t1 - t0)));
+}
+
+TimelineLayout layout_timeline(const traces::TimelineModel& m, const TimelineStyle& style) {
+  TimelineLayout l;
+  int y = style.ruler_height;
+  int64_t rank = -1;
+  for (std::size_t i = 0; i < m.rows().size(); ++i) {
+    const traces::TimelineRow& r = m.rows()[i];
+    const bool compute = r.lane == program::Lane::kCompute;
+    if (style.schedule && !compute) continue;
+    TimelineLayout::Row row;
+    row.model_row = static_cast<int>(i);
+    row.first_of_rank = r.rank != rank;
+    if (row.first_of_rank && rank >= 0) y += style.rank_gap;
+    rank = r.rank;
+    row.y = y;
+    row.height = style.schedule ? style.schedule_height : compute ? style.compute_height : style.lane_height;
+    y += row.height + 1;
+    l.rows.push_back(row);
+  }
+  l.height = y + 2;
+  return l;
+}
+
+int row_at(const TimelineLayout& layout, int y) {
+  for (const TimelineLayout::Row& r : layout.rows) {
+    if (y >= r.y && y < r.y + r.height) return r.model_row;
+  }
+  return -1;
+}
+
+namespace {
+
+void paint_ruler(QPainter& g, const QRect& area, const TimelineStyle& style, const TimeWindow& w, int plot_left, int plot_width) {
+  g.setPen(QColor(90, 90, 90));
+  const int base = area.top() + style.ruler_height - 4;
+  g.drawLine(plot_left, base, plot_left + plot_width, base);
+  const QFontMetrics fm(g.font());
+  for (const TimeTick& t : time_ticks(w.t0, w.t1, std::max(2, plot_width / 110))) {
+    const int x = static_cast<int>(std::lround(w.x_of(t.t, plot_left, plot_width)));
+    g.drawLine(x, base - 4, x, base);
+    g.drawText(x + 2, base - 5, t.label);
+  }
+  (void)fm;
+}
+
+}  // namespace
+
+void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel& m, const TimelineLayout& layout,
+                    const TimelineStyle& style, const TimeWindow& w, std::optional<TimelineMark> selected) {
+  g.save();
+  g.setClipRect(area);
+  g.fillRect(area, Qt::white);
+  const int plot_left = area.left() + style.label_width;
+  const int plot_width = std::max(1, area.width() - style.label_width - 4);
+  paint_ruler(g, area, style, w, plot_left, plot_width);
+  const QFontMetrics fm(g.font());
+  g.setRenderHint(QPainter::Antialiasing, false);
+  for (const TimelineLayout::Row& lr : layout.rows) {
+    const traces::TimelineRow& r = m.rows()[static_cast<std::size_t>(lr.model_row)];
+    const int top = area.top() + lr.y;
+    if (top > area.bottom()) break;
+    if (top + lr.height < area.top()) continue;
+    // label gutter and row background
+    g.fillRect(QRect(plot_left, top, plot_width, lr.height), QColor(246, 246, 246));
+    g.setPen(QColor(40, 40, 40));
+    const QString label = style.schedule ? QStringLiteral("rank %1").arg(r.rank)
+                                         : (lr.first_of_rank ? QStringLiteral("rank %1 ").arg(r.rank) : QString()) +
+                                               QString::fromUtf8(program::to_string(r.lane));
+    g.drawText(QRect(area.left() + 4, top, style.label_width - 8, lr.height), Qt::AlignVCenter | Qt::AlignRight,
+               fm.elidedText(label, Qt::ElideLeft, style.label_width - 8));
+    const auto [first, last] = m.visible(static_cast<std::size_t>(lr.model_row), w.t0, w.t1);
+    if (last - first > static_cast<std::size_t>(plot_width)) {
+      // level of detail: per pixel column, the dominant op as tall as the column is busy
+      const std::vector<traces::TimelineColumn> cols = m.columns(static_cast<std::size_t>(lr.model_row), w.t0, w.t1, plot_width);
+      const double col_ns = static_cast<double>(w.t1 - w.t0) / plot_width;
+      for (int c = 0; c < plot_width; ++c) {
+        const traces::TimelineColumn& col = cols[static_cast<std::size_t>(c)];
+        if (col.dominant < 0) continue;
+        const double frac = std::min(1.0, static_cast<double>(col.busy_ns) / col_ns);
+        const int h = std::max(1, static_cast<int>(std::lround(frac * lr.height)));
+        g.fillRect(QRect(plot_left + c, top + lr.height - h, 1, h), op_colour(static_cast<program::Op>(col.dominant)));
+      }
+      continue;
+    }
+    for (std::size_t i = first; i < last; ++i) {
+      const double xs = w.x_of(r.start[i], plot_left, plot_width), xe = w.x_of(r.end[i], plot_left, plot_width);
+      const int x0 = static_cast<int>(std::floor(std::max<double>(xs, plot_left)));
+      const int x1 = std::max(x0 + 1, static_cast<int>(std::ceil(std::min<double>(xe, plot_left + plot_width))));
+      const program::Op op = r.op[i];
+      if (program::is_recv(op) && r.busy_from[i] > r.start[i]) {
+        const int xb = std::clamp(static_cast<int>(std::lround(w.x_of(r.busy_from[i], plot_left, plot_width))), x0, x1);
+        g.fillRect(QRect(x0, top + lr.height / 4, xb - x0, lr.height - lr.height / 2), waiting_colour(op));
+        if (x1 > xb) g.fillRect(QRect(xb, top, x1 - xb, lr.height), op_colour(op));
+      } else {
+        QColor c = op_colour(op);
+        if (style.schedule && r.chunk[i] > 0) c = c.lighter(100 + 25 * r.chunk[i]);
+        g.fillRect(QRect(x0, top, x1 - x0, lr.height), c);
+      }
+      if (style.schedule && x1 - x0 >= 14 && r.mb[i] >= 0 && !op_letter(op).isEmpty()) {
+        g.setPen(Qt::white);
+        const QString cell = x1 - x0 >= 26 ? op_letter(op) + QString::number(r.mb[i]) : QString::number(r.mb[i]);
+        g.drawText(QRect(x0, top, x1 - x0, lr.height), Qt::AlignCenter, cell);
+      }
+    }
+  }
+  if (selected && selected->row >= 0) {
+    for (const TimelineLayout::Row& lr : layout.rows) {
+      if (lr.model_row != selected->row) continue;
+      const traces::TimelineRow& r = m.rows()[static_cast<std::size_t>(lr.model_row)];
+      if (selected->index >= r.size()) break;
+      const int x0 = static_cast<int>(std::floor(w.x_of(r.start[selected->index], plot_left, plot_width)));
+      const int x1 = std::max(x0 + 2, static_cast<int>(std::ceil(w.x_of(r.end[selected->index], plot_left, plot_width))));
+      g.setPen(QPen(Qt::black, 2));
+      g.setBrush(Qt::NoBrush);
+      g.drawRect(QRect(x0 - 1, area.top() + lr.y - 1, x1 - x0 + 2, lr.height + 2));
+    }
+  }
+  g.restore();
+}
+
+}  // namespace stagecraft::gui

@@ -1,0 +1,111 @@
+#include "gui/views/export.hpp"
+
+#include <QFile>
+#include <QImage>
+#include <QPainter>
+#include <QSvgGenerator>
+#include <QTextStream>
+
+#include <stdexcept>
+
+#include "core/io/file.hpp"
+#include "core/text/format.hpp"
+#include "core/trace/trace.hpp"
+#include "gui/model/plan_table_model.hpp"
+#include "gui/render/paint_memory.hpp"
+#include "planner/deepspeed.hpp"
+#include "planner/report.hpp"
+
+namespace stagecraft::gui {
+
+void export_plan(const std::string& path, const planner::Evaluated& e, const std::string& source) {
+  spec::Plan p = e.plan;
+  p.source = source;
+  io::write_file(path, spec::to_json(p).dump(2) + "\n");
+}
+
+std::vector<std::string> deepspeed_warnings(const planner::Evaluated& e, const spec::Training& t) {
+  return planner::to_deepspeed(e.plan, t).warnings;
+}
+
+void export_deepspeed(const std::string& path, const planner::Evaluated& e, const spec::Training& t) {
+  io::write_file(path, planner::to_deepspeed(e.plan, t).config.dump(2) + "\n");
+}
+
+void export_trace(const std::string& path, const PlanView& v) { trace::write_trace(v.sim.trace, path); }
+
+void export_search(const std::string& path, const planner::SearchResult& r) {
+  io::write_file(path, planner::to_json(r, std::nullopt).dump(2) + "\n");
+}
+
+void export_csv(const std::string& path, const QAbstractItemModel& m) {
+  static const char* const names[PlanTableModel::kColumnCount] = {
+      "rank", "key", "step_time_s", "tokens_per_s", "mfu", "bubble_fraction", "exposed_comm_s", "compute_s",
+      "peak_memory_bytes", "tp", "pp", "dp", "micro_batch_x_micro_batches", "schedule", "zero_stage", "recompute",
+      "sequence_parallel", "fits"};
+  std::string out;
+  for (int c = 0; c < m.columnCount(); ++c) out += std::string(c ? "," : "") + names[c];
+  out += "\n";
+  for (int r = 0; r < m.rowCount(); ++r) {
+    for (int c = 0; c < m.columnCount(); ++c) {
+      const QModelIndex i = m.index(r, c);
+      QString cell;
+      if (c == PlanTableModel::kRank) {
+        const double rank = m.data(i, kRawRole).toDouble();
+        cell = rank < 1e17 ? QString::number(static_cast<qlonglong>(rank)) : QString();
+      } else if (c == PlanTableModel::kMicro || c == PlanTableModel::kSchedule || c == PlanTableModel::kRecompute ||
+                 c == PlanTableModel::kSp || c == PlanTableModel::kFits || c == PlanTableModel::kPlan) {
+        cell = m.data(i, Qt::DisplayRole).toString();
+      } else {
+        cell = QString::number(m.data(i, kRawRole).toDouble(), 'g', 12);
+      }
+      if (cell.contains(',') || cell.contains('"')) cell = '"' + cell.replace('"', QStringLiteral("\"\"")) + '"';
+      if (c) out += ',';
+      out += cell.toStdString();
+    }
+    out += "\n";
+  }
+  io::write_file(path, out);
+}
+
+namespace {
+
+void paint_step(QPainter& g, const PlanView& v, const TimelineStyle& style, const TimeWindow& w, int64_t rank, QSize size,
+                const TimelineLayout& layout, int memory_height) {
+  paint_timeline(g, QRect(0, 0, size.width(), layout.height), v.timeline, layout, style, w);
+  const MemoryStack s = v.memory(rank);
+  std::string note = "rank " + std::to_string(rank) + " peak " + text::short_bytes(static_cast<double>(s.peak_bytes()));
+  paint_memory(g, QRect(0, layout.height, size.width(), memory_height), style, s, v.cluster.gpu.memory_bytes, w, note);
+}
+
+}  // namespace
+
+void export_step_image(const std::string& path, const PlanView& v, TimelineStyle style, const TimeWindow& window,
+                       int64_t rank, QSize size) {
+  const TimelineLayout layout = layout_timeline(v.timeline, style);
+  const int memory_height = std::max(120, size.height() - layout.height);
+  const QSize full(size.width(), layout.height + memory_height);
+  const QString file = QString::fromStdString(path);
+  if (file.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+    QSvgGenerator svg;
+    svg.setFileName(file);
+    svg.setSize(full);
+    svg.setViewBox(QRect(QPoint(0, 0), full));
+    svg.setTitle(QString::fromStdString("Stagecraft: " + v.key));
+    QPainter g;
+    if (!g.begin(&svg)) throw std::runtime_error(path + ": cannot write the SVG");
+    paint_step(g, v, style, window, rank, full, layout, memory_height);
+    g.end();
+    if (!QFile::exists(file)) throw std::runtime_error(path + ": cannot write the SVG");
+    return;
+  }
+  QImage image(full, QImage::Format_RGB32);
+  image.fill(Qt::white);
+  {
+    QPainter g(&image);
+    paint_step(g, v, style, window, rank, full, layout, memory_height);
+  }
+  if (!image.save(file, "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
+}
+
+}  // namespace stagecraft::gui
