@@ -181,7 +181,10 @@ void PlanTableModel::rerank() {
 std::unordered_set<std::string> keys_where(const std::vector<planner::Evaluated>& plans, const std::string& where) {
   planner::Store store(":memory:", false);
   bool resumed = false;
-  const int64_t id = store.start_search(nlohmann::json::object(), "gui", 1, false, &resumed);
+  // The search row's identity columns are not what the filter reads; the plans' columns are.
+  const nlohmann::json inputs = {{"model", {{"name", "gui"}}}, {"cluster", {{"name", "gui"}}}, {"gpus", 0},
+                                 {"training", {{"global_batch", 0}}}};
+  const int64_t id = store.start_search(inputs, "gui", 1, false, &resumed);
   std::vector<const planner::Evaluated*> rows;
   rows.reserve(plans.size());
   for (const planner::Evaluated& e : plans) rows.push_back(&e);

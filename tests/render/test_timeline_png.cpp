@@ -47,5 +47,24 @@ TEST(Colours, EveryKindOnceAndOthersGrey) {
   EXPECT_EQ(colour_of("no such kind"), kOtherColour);
 }
 
+// The op palette: every op once, in Op order; ops of different families never share a colour, so
+// the collectives one trace kind lumps together are told apart (tensor-parallel vs ZeRO gathers,
+// backward vs its input half).
+TEST(Colours, EveryOpHasItsOwnStyleAndFamiliesDoNotShareColours) {
+  for (int i = 0; i < program::kOpCount; ++i) {
+    EXPECT_EQ(static_cast<int>(kOpStyles[static_cast<std::size_t>(i)].op), i);
+    EXPECT_EQ(style_of(static_cast<program::Op>(i)).op, static_cast<program::Op>(i));
+  }
+  for (const OpStyle& a : kOpStyles) {
+    for (const OpStyle& b : kOpStyles) {
+      if (a.op != b.op) {
+        EXPECT_FALSE(a.colour == b.colour) << program::to_string(a.op) << " and " << program::to_string(b.op);
+      }
+    }
+  }
+  EXPECT_NE(style_of(program::Op::kTpAllGather).family, style_of(program::Op::kGatherParams).family);
+  EXPECT_EQ(style_of(program::Op::kSendActivation).family, style_of(program::Op::kSendGrad).family);
+}
+
 }  // namespace
 }  // namespace stagecraft::render

@@ -1,0 +1,296 @@
+// The views through their widgets: the timeline's pixels, zoom, pan and hit tests, the schedule
+// view, the memory chart's capacity line and peak, the Pareto scatter's series and capacity line,
+// the main window end to end, and the exports.
+#include <QImage>
+#include <QPainter>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QWheelEvent>
+#include <QXmlStreamReader>
+
+#include <cmath>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/spec/plan.hpp"
+#include "core/trace/trace.hpp"
+#include "gui/app/main_window.hpp"
+#include "gui/render/paint_memory.hpp"
+#include "gui/render/paint_timeline.hpp"
+#include "gui/render/palette.hpp"
+#include "gui/views/export.hpp"
+#include "gui/views/inputs_panel.hpp"
+#include "gui/views/pareto_view.hpp"
+#include "gui/views/plan_table_view.hpp"
+#include "gui/views/timeline_view.hpp"
+#include "gui_support.hpp"
+
+namespace stagecraft::gui {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+QImage paint(const PlanView& v, const TimelineStyle& style, const TimeWindow& w, QSize size) {
+  QImage img(size, QImage::Format_RGB32);
+  img.fill(Qt::white);
+  QPainter g(&img);
+  paint_timeline(g, QRect(QPoint(0, 0), size), v.timeline, layout_timeline(v.timeline, style), style, w);
+  return img;
+}
+
+// The longest event of a row.
+std::size_t longest(const traces::TimelineRow& r) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < r.size(); ++i) {
+    if (r.end[i] - r.start[i] > r.end[best] - r.start[best]) best = i;
+  }
+  return best;
+}
+
+// Pixel probes: the centre of a bar has its op's colour; along rank 0's compute row the share of
+// forward-coloured pixels is forward busy time over the step (±2%).
+TEST(Timeline, BarsArePaintedInTheirOpsColourWhereTheyRun) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  const TimelineStyle style;
+  const TimelineLayout layout = layout_timeline(v->timeline, style);
+  const TimeWindow w{0, v->timeline.end_ns()};
+  const QSize size(1200, layout.height);
+  const QImage img = paint(*v, style, w, size);
+  const int plot_width = size.width() - style.label_width - 4;
+  const int row = v->timeline.row_of(0, program::Lane::kCompute);
+  ASSERT_GE(row, 0);
+  const traces::TimelineRow& r = v->timeline.rows()[static_cast<std::size_t>(row)];
+  const TimelineLayout::Row& lr = layout.rows.front();
+  ASSERT_EQ(lr.model_row, row);
+  const std::size_t i = longest(r);
+  const int x = static_cast<int>(w.x_of((r.start[i] + r.end[i]) / 2, style.label_width, plot_width));
+  const int y = lr.y + lr.height / 2;
+  EXPECT_EQ(QColor(img.pixel(x, y)), op_colour(r.op[i])) << "at the centre of #" << r.instr[i];
+
+  int64_t forward_ns = 0;
+  for (std::size_t k = 0; k < r.size(); ++k) {
+    if (r.op[k] == program::Op::kForward) forward_ns += r.end[k] - r.start[k];
+  }
+  int forward_px = 0;
+  for (int px = style.label_width; px < style.label_width + plot_width; ++px) forward_px += QColor(img.pixel(px, y)) == op_colour(program::Op::kForward);
+  const double expect = static_cast<double>(forward_ns) / static_cast<double>(w.t1 - w.t0);
+  EXPECT_NEAR(static_cast<double>(forward_px) / plot_width, expect, 0.02);
+  ASSERT_GT(expect, 0.05);
+}
+
+TEST(Timeline, WheelZoomHalvesTheSpanAboutTheCursorAndKeysPanAndFit) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  TimeAxis axis;
+  TimelineView view(&axis);
+  view.resize(1000, 300);
+  view.set_view(v);
+  const int64_t T = v->timeline.end_ns();
+  ASSERT_EQ(axis.window().t0, 0);
+  ASSERT_EQ(axis.window().t1, T);
+  const QPointF at(600, 40);
+  const int64_t before = axis.window().t_of(at.x(), view.style().label_width, 1000 - view.style().label_width - 4);
+  QWheelEvent wheel(at, view.mapToGlobal(at), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+  QApplication::sendEvent(&view, &wheel);
+  const TimeWindow& w = axis.window();
+  EXPECT_NEAR(static_cast<double>(w.t1 - w.t0), T / 2.0, 1.0);
+  const int64_t after = w.t_of(at.x(), view.style().label_width, 1000 - view.style().label_width - 4);
+  const double ns_per_px = static_cast<double>(w.t1 - w.t0) / (1000 - view.style().label_width - 4);
+  EXPECT_NEAR(static_cast<double>(after - before), 0.0, ns_per_px) << "the time under the cursor stays under it";
+  const int64_t t0 = w.t0, span = w.t1 - w.t0;
+  QTest::keyClick(&view, Qt::Key_D);
+  EXPECT_EQ(axis.window().t0, std::min<int64_t>(t0 + std::llround(span * 0.25), T - span)) << "D pans a quarter of the view later";
+  QTest::keyClick(&view, Qt::Key_F);
+  EXPECT_EQ(axis.window().t0, 0);
+  EXPECT_EQ(axis.window().t1, T);
+}
+
+// Hovering over the middle of a bar names that instruction; the tooltip carries its id and op.
+TEST(Timeline, HitTestAndTooltipNameTheInstructionUnderTheCursor) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  TimeAxis axis;
+  TimelineView view(&axis);
+  view.resize(1000, 300);
+  view.set_view(v);
+  const TimelineLayout::Row& lr = view.layout().rows.front();
+  const traces::TimelineRow& r = v->timeline.rows()[static_cast<std::size_t>(lr.model_row)];
+  const std::size_t i = longest(r);
+  const QPoint pos(static_cast<int>(view.x_of((r.start[i] + r.end[i]) / 2)), lr.y + lr.height / 2);
+  const std::optional<TimelineMark> hit = view.event_at(pos);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->row, lr.model_row);
+  EXPECT_EQ(hit->index, i);
+  const std::string tip = v->tooltip(static_cast<std::size_t>(hit->row), hit->index);
+  EXPECT_NE(tip.find("#" + std::to_string(r.instr[i]) + " " + program::to_string(r.op[i])), std::string::npos) << tip;
+  EXPECT_NE(tip.find("rank 0 compute"), std::string::npos) << tip;
+  QSignalSpy selected(&view, &TimelineView::instruction_selected);
+  QTest::mouseClick(&view, Qt::LeftButton, Qt::NoModifier, pos);
+  ASSERT_EQ(selected.count(), 1);
+  EXPECT_EQ(selected.at(0).at(1).toULongLong(), i);
+  EXPECT_FALSE(view.event_at(QPoint(10, pos.y())).has_value()) << "the label gutter holds no event";
+}
+
+// Schedule view: one compute row per simulated stage, and each stage runs every micro-batch's
+// forward once, labelled with its number in a wide enough cell.
+TEST(Timeline, TheScheduleViewHasAComputeRowPerStageWithEveryMicroBatch) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  TimelineStyle style;
+  style.schedule = true;
+  const TimelineLayout layout = layout_timeline(v->timeline, style);
+  ASSERT_EQ(static_cast<int64_t>(layout.rows.size()), v->plan.pp) << "one replica: a rank per stage";
+  for (const TimelineLayout::Row& lr : layout.rows) {
+    const traces::TimelineRow& r = v->timeline.rows()[static_cast<std::size_t>(lr.model_row)];
+    EXPECT_EQ(r.lane, program::Lane::kCompute);
+    std::multiset<int32_t> forwards;
+    for (std::size_t k = 0; k < r.size(); ++k) {
+      if (r.op[k] == program::Op::kForward) forwards.insert(r.mb[k]);
+    }
+    std::multiset<int32_t> expect;
+    for (int32_t mb = 0; mb < v->plan.micro_batches; ++mb) expect.insert(mb);
+    EXPECT_EQ(forwards, expect) << r.label;
+  }
+}
+
+// The capacity line is drawn at the GPU's memory, and the tallest drawn column is the peak.
+TEST(Memory, CapacityLineAndPeakAreWhereTheNumbersSay) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  const MemoryStack s = v->memory(v->sim.metrics.peak_rank);
+  const TimelineStyle style;
+  const QSize size(1000, 300);
+  const int64_t capacity = v->cluster.gpu.memory_bytes;
+  QImage img(size, QImage::Format_RGB32);
+  QPainter g(&img);
+  paint_memory(g, QRect(QPoint(0, 0), size), style, s, capacity, TimeWindow{0, v->timeline.end_ns()}, "note");
+  g.end();
+  const MemoryPlot p = memory_plot(QRect(QPoint(0, 0), size), style, s, capacity);
+  const int y = p.y_of(static_cast<double>(capacity));
+  int red = 0;
+  for (int x = p.left; x < p.left + p.width; ++x) red += QColor(img.pixel(x, y)) == QColor(200, 0, 0);
+  EXPECT_GT(red, p.width / 3) << "a dashed line along the capacity";
+  EXPECT_DOUBLE_EQ(p.max_bytes, 1.08 * static_cast<double>(std::max(capacity, s.peak_bytes())));
+}
+
+TEST(Pareto, PointsFrontAndCapacityAreTheSearchs) {
+  Inputs in = test::tiny_inputs();
+  in.top_k = 20;
+  const Loaded l = load(in);
+  const planner::SearchResult r = planner::search(*l.space, test::options_of(in));
+  ParetoView view;
+  view.resize(1000, 600);
+  view.set_plans(r.evaluated, r.pareto, r.capacity_bytes);
+  view.show();
+  QApplication::processEvents();
+  int points = 0;
+  for (const QScatterSeries* s : view.point_series()) points += static_cast<int>(s->count());
+  EXPECT_EQ(points, static_cast<int>(r.evaluated.size()));
+  // the step line: one corner per front plan, joined by one extra point between neighbours
+  ASSERT_FALSE(r.pareto.empty());
+  EXPECT_EQ(view.front_series()->count(), static_cast<int>(2 * r.pareto.size() - 1));
+  std::vector<planner::Evaluated> f = r.pareto;
+  std::sort(f.begin(), f.end(), [](const auto& a, const auto& b) { return a.metrics.peak_memory_bytes < b.metrics.peak_memory_bytes; });
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const QPointF c = view.front_series()->at(static_cast<int>(2 * i));
+    EXPECT_DOUBLE_EQ(c.x(), static_cast<double>(f[i].metrics.peak_memory_bytes) / kGiB);
+    EXPECT_DOUBLE_EQ(c.y(), f[i].metrics.step_time_s);
+  }
+  EXPECT_DOUBLE_EQ(view.capacity_series()->at(0).x(), static_cast<double>(r.capacity_bytes) / kGiB);
+  // selection ring and rectangle brushing
+  view.select_key(r.top[0].key);
+  ASSERT_EQ(view.selection_series()->count(), 1);
+  EXPECT_DOUBLE_EQ(view.selection_series()->at(0).y(), r.top[0].metrics.step_time_s);
+  const QPointF at = view.position_of(static_cast<double>(r.top[0].metrics.peak_memory_bytes) / kGiB, r.top[0].metrics.step_time_s);
+  const std::unordered_set<std::string> inside = view.keys_in_rect(QRectF(at - QPointF(1, 1), at + QPointF(1, 1)));
+  EXPECT_TRUE(inside.count(r.top[0].key));
+}
+
+// End to end: search, the best plan selected everywhere, its step drawn, the copied command.
+TEST(MainWindow, ASearchSelectsTheBestPlanAndShowsItsStep) {
+  MainWindow w;
+  w.inputs()->set_inputs(test::tiny_inputs());
+  ASSERT_TRUE(w.inputs()->loaded().has_value()) << w.inputs()->error().toStdString();
+  w.resize(1400, 900);
+  w.show();
+  QSignalSpy ready(&w, &MainWindow::step_ready);
+  w.start_search();
+  ASSERT_TRUE(test::wait_for([&] { return ready.count() >= 1; }));
+  ASSERT_TRUE(w.result());
+  const planner::Evaluated& best = w.result()->top.front();
+  EXPECT_EQ(w.selected_key(), best.key);
+  EXPECT_EQ(w.table()->selected_key(), best.key);
+  ASSERT_TRUE(w.timeline()->view());
+  EXPECT_EQ(w.timeline()->view()->key, best.key);
+  EXPECT_EQ(w.timeline()->view()->sim.metrics.step_time_s, best.metrics.step_time_s) << "the step drawn is the row's";
+  EXPECT_EQ(w.memory()->stack().peak_bytes(), best.metrics.peak_memory_bytes);
+  EXPECT_EQ(w.table_model()->rowCount(), static_cast<int>(w.result()->evaluated.size()));
+  EXPECT_EQ(w.command(), search_command(w.inputs()->inputs()));
+  // another plan from the table: every view follows
+  const planner::Evaluated& second = w.result()->top.at(1);
+  w.select_plan(QString::fromStdString(second.key));
+  ASSERT_TRUE(test::wait_for([&] { return ready.count() >= 2; }));
+  EXPECT_EQ(w.timeline()->view()->key, second.key);
+  EXPECT_EQ(w.table()->selected_key(), second.key);
+  ASSERT_EQ(w.pareto()->selection_series()->count(), 1);
+  EXPECT_DOUBLE_EQ(w.pareto()->selection_series()->at(0).y(), second.metrics.step_time_s);
+}
+
+TEST(MainWindow, AnUncheckedAxisDisablesSearchWithTheReason) {
+  MainWindow w;
+  w.inputs()->set_inputs(test::tiny_inputs());
+  for (const char* z : {"0", "1", "2", "3"}) w.inputs()->set_checked("zero", z, false);
+  EXPECT_FALSE(w.inputs()->loaded().has_value());
+  EXPECT_TRUE(w.inputs()->error().contains(QStringLiteral("--zero"))) << w.inputs()->error().toStdString();
+  w.inputs()->set_checked("zero", "1", true);
+  EXPECT_TRUE(w.inputs()->loaded().has_value());
+  EXPECT_EQ(w.inputs()->inputs().limits.zero, std::vector<int>{1});
+}
+
+TEST(Export, EachFileReadsBackAsWhatWasShown) {
+  Inputs in = test::tiny_inputs();
+  const Loaded l = load(in);
+  const planner::SearchResult r = planner::search(*l.space, test::options_of(in));
+  const planner::Evaluated& best = r.top.front();
+  const PlanViewPtr v = simulate_view(*l.space, best.plan, best.key);
+  QTemporaryDir dir;
+  const std::string d = dir.path().toStdString();
+  export_plan(d + "/plan.json", best, "test");
+  spec::Plan back = spec::load_plan(d + "/plan.json");
+  EXPECT_EQ(back.source, "test");
+  back.source = best.plan.source;
+  back.file = best.plan.file;
+  EXPECT_EQ(spec::to_json(back), spec::to_json(best.plan)) << "the plan the table shows, field by field";
+  export_trace(d + "/trace.json", *v);
+  EXPECT_EQ(trace::read_trace(d + "/trace.json").events.size(), v->sim.trace.events.size());
+  PlanTableModel model;
+  model.set_result(r);
+  export_csv(d + "/plans.csv", model);
+  std::ifstream csv(d + "/plans.csv");
+  std::string line;
+  int lines = 0;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("rank,key,step_time_s,", 0), 0u) << line;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, model.rowCount());
+  const TimelineStyle style;
+  const TimeWindow w{0, v->timeline.end_ns()};
+  export_step_image(d + "/step.png", *v, style, w, 0, QSize(1200, 500));
+  const QImage png(QString::fromStdString(d + "/step.png"));
+  EXPECT_EQ(png.width(), 1200);
+  EXPECT_GE(png.height(), 500);
+  export_step_image(d + "/step.svg", *v, style, w, 0, QSize(1200, 500));
+  QFile svg(QString::fromStdString(d + "/step.svg"));
+  ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
+  QXmlStreamReader xml(&svg);
+  int rects = 0, paths = 0;
+  while (!xml.atEnd()) {
+    xml.readNext();
+    if (xml.isStartElement()) {
+      rects += xml.name() == QStringLiteral("rect");
+      paths += xml.name() == QStringLiteral("path") || xml.name() == QStringLiteral("polygon");
+    }
+  }
+  EXPECT_FALSE(xml.hasError()) << xml.errorString().toStdString();
+  EXPECT_GT(rects + paths, static_cast<int>(v->timeline.rows().size())) << "at least a shape per row";
+}
+
+}  // namespace
+}  // namespace stagecraft::gui
