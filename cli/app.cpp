@@ -20,7 +20,7 @@ int run_cli(int argc, char** argv, const HandOff& hand_off) {
   app.set_version_flag("--version", version);
   app.require_subcommand(1);
   std::vector<Subcommand> commands = {add_info(app), add_program(app), add_simulate(app), add_run(app), add_eval(app), add_demo(app),
-                                      add_search(app), add_results(app), add_export(app),
+                                      add_search(app), add_sweep(app), add_results(app), add_export(app),
                                       add_compare(app), add_calibrate(app), add_probe(app)};
 
   // A first word that names no command ("stagecraft explore") is said so, with the list.

@@ -153,6 +153,15 @@ void warn_training_length(const spec::Model& m, const spec::Training* t) {
   std::cerr << "stagecraft: warning: " << m.length_note << "\n";
 }
 
+void add_set_option(CLI::App* app, std::vector<std::string>& sets) {
+  app->add_option("--set", sets,
+                  "what-if: override a cluster or training field, e.g. --set cluster.inter_node.nic_bandwidth_Bps=200Gbps "
+                  "--set cluster.inter_node.nics_per_node=4 (repeatable; validated as if it were in the file)")
+      ->take_all()
+      ->expected(1, 1)
+      ->allow_extra_args(false);
+}
+
 void add_training_options(CLI::App* app, TrainingArgs& a) {
   app->add_option("--seq-len", a.seq_len,
                   "tokens per sequence (default: the training file's seq_len, else the model's; a Hugging Face "

@@ -37,6 +37,7 @@ Subcommand add_run(CLI::App& root);
 Subcommand add_simulate(CLI::App& root);
 Subcommand add_search(CLI::App& root);    // search.cpp
 Subcommand add_results(CLI::App& root);   // results.cpp
+Subcommand add_sweep(CLI::App& root);     // sweep.cpp
 Subcommand add_export(CLI::App& root);    // export.cpp
 Subcommand add_eval(CLI::App& root);      // eval.cpp
 Subcommand add_compare(CLI::App& root);   // compare.cpp
@@ -60,6 +61,8 @@ struct TrainingArgs {
   CLI::Option* dtype_option = nullptr;
 };
 void add_training_options(CLI::App* app, TrainingArgs& a);
+// --set KEY=VALUE (repeatable): what-if overrides of cluster and training fields (core/spec/overrides.hpp).
+void add_set_option(CLI::App* app, std::vector<std::string>& sets);
 // The training with the options given on the command line in place (recorded for messages).
 spec::Training with_training_args(spec::Training t, const TrainingArgs& a);
 

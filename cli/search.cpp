@@ -19,6 +19,7 @@
 #include "core/spec/limits.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
+#include "core/spec/overrides.hpp"
 #include "planner/deepspeed.hpp"
 #include "planner/explain.hpp"
 #include "planner/pool.hpp"
@@ -54,6 +55,7 @@ struct SearchArgs {
   std::vector<double> reduce_bucket, prefetch_bucket, max_live;
   TrainingArgs training_args;
   CostArgs cost_args;
+  std::vector<std::string> set;
 };
 
 template <typename T>
@@ -265,7 +267,8 @@ int run_search(const SearchArgs& a) {
   const std::optional<planner::Objective> objective = planner::parse_objective(a.objective);
   if (!objective) throw spec::SpecError("--objective", "", "expected time or cost, got \"" + a.objective + "\"");
   const spec::Model m = load_model_arg(a.model);
-  spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
+  const std::vector<spec::Override> overrides = spec::parse_overrides(a.set);
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster), overrides);
   apply_price(c, a.cost_args);
   const std::vector<std::pair<int64_t, int64_t>> sizes = sizes_of(a, c);
   if (sizes.size() > 1 && !a.deepspeed.empty()) {
@@ -275,7 +278,7 @@ int run_search(const SearchArgs& a) {
   if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, sizes.front().second, m.layers, hf_args(m));
   if (a.training.empty() && !ds) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
   spec::Training t = with_training_args(
-      a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)),
+      a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training), overrides),
       a.training_args);
   warn_training_length(m, &t);
   if (ds && ds->training.global_batch != t.global_batch) {
@@ -403,6 +406,7 @@ Subcommand add_search(CLI::App& root) {
   app->add_option("--cluster", a->cluster, "cluster file or bundled name")->required();
   app->add_option("--training", a->training, "training file or bundled name (default with --deepspeed: its batch and precision)");
   add_training_options(app, a->training_args);
+  add_set_option(app, a->set);
   app->add_option("--nodes", a->nodes,
                   "number of nodes (default: the cluster file's); several, e.g. 4,8,16, search each size and compare "
                   "their time and cost")

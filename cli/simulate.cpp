@@ -11,6 +11,7 @@
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
+#include "core/spec/overrides.hpp"
 #include "core/trace/trace.hpp"
 #include "planner/deepspeed.hpp"
 #include "render/timeline_png.hpp"
@@ -35,6 +36,7 @@ struct SimulateArgs {
   bool no_error_bars = false;
   TrainingArgs training_args;
   CostArgs cost_args;
+  std::vector<std::string> set;
 };
 
 int run_simulate(const SimulateArgs& a) {
@@ -44,7 +46,8 @@ int run_simulate(const SimulateArgs& a) {
     return kImpossible;
   }
   const spec::Model m = load_model_arg(a.model);
-  spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster));
+  const std::vector<spec::Override> overrides = spec::parse_overrides(a.set);
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster), overrides);
   if (a.nodes > 0) c.nodes = a.nodes;
   apply_price(c, a.cost_args);
   spec::Training t;
@@ -62,7 +65,7 @@ int run_simulate(const SimulateArgs& a) {
   } else {
     if (a.training.empty()) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
     if (a.plan.empty()) throw spec::SpecError("--plan", "", "expected a plan file or bundled name (or --deepspeed)");
-    t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training));
+    t = spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training), overrides);
     p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
   }
   t = with_training_args(std::move(t), a.training_args);
@@ -161,6 +164,7 @@ Subcommand add_simulate(CLI::App& root) {
   // The config's train_batch_size and fp16/bf16 sections say these; --seq-len it does not.
   args->training_args.global_batch_option->excludes(deepspeed);
   args->training_args.dtype_option->excludes(deepspeed);
+  add_set_option(app, args->set);
   app->add_option("--nodes", args->nodes, "number of nodes (default: the cluster file's)")->check(positive_int(spec::limits::kGpus));
   app->add_option("--gpus", args->gpus, "GPUs in use, filling nodes in order (default: all of the cluster's)")
       ->check(positive_int(spec::limits::kGpus));

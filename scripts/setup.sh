@@ -29,7 +29,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libeigen3-dev libcli11-dev libsqlite3-dev
   libopenmpi-dev openmpi-bin
-  qt6-base-dev qt6-charts-dev libqt6opengl6-dev libxkbcommon-dev
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libxkbcommon-dev fonts-dejavu-core
   python3 python3-venv python3-torch python3-numpy
   clang libclang-rt-14-dev
 )

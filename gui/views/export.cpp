@@ -3,7 +3,9 @@
 #include <QFile>
 #include <QImage>
 #include <QPainter>
+#if defined(STAGECRAFT_GUI_SVG)
 #include <QSvgGenerator>
+#endif
 #include <QTextStream>
 
 #include <stdexcept>
@@ -87,6 +89,9 @@ void export_step_image(const std::string& path, const PlanView& v, TimelineStyle
   const QSize full(size.width(), layout.height + memory_height);
   const QString file = QString::fromStdString(path);
   if (file.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+#if !defined(STAGECRAFT_GUI_SVG)
+    throw std::runtime_error(path + ": this stagecraft-gui was built without Qt Svg (qt6-svg-dev); save a .png");
+#else
     QSvgGenerator svg;
     svg.setFileName(file);
     svg.setSize(full);
@@ -98,6 +103,7 @@ void export_step_image(const std::string& path, const PlanView& v, TimelineStyle
     g.end();
     if (!QFile::exists(file)) throw std::runtime_error(path + ": cannot write the SVG");
     return;
+#endif
   }
   QImage image(full, QImage::Format_RGB32);
   image.fill(Qt::white);
