@@ -39,8 +39,14 @@ Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector
     SweepCell& cell = s.points[i].cells[j];
     try {
       const spec::Model model = spec::with_training_length(in.model, at[i].training);
-      spec::validate_plan(plans[j].plan, model, at[i].training, at[i].cluster.gpus());
-      const program::Program prog = program::lower(model, at[i].training, plans[j].plan);
+      spec::Plan plan = plans[j].plan;
+      if (axis.key() == "cluster.nodes") {
+        const AdaptedPlan a = adapt_plan(plan, at[i].training.global_batch, at[i].cluster.gpus(), at[i].cluster.gpus_per_node);
+        if (!a.plan) throw spec::SpecError("--vary", "", a.reason);
+        plan = *a.plan;
+      }
+      spec::validate_plan(plan, model, at[i].training, at[i].cluster.gpus());
+      const program::Program prog = program::lower(model, at[i].training, plan);
       cell.metrics = sim::simulate(prog, at[i].cluster).metrics;
       cell.ok = true;
     } catch (const std::exception& e) {
@@ -57,6 +63,45 @@ Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector
     if (i > 0 && p.best != s.points[i - 1].best) s.changes.push_back(i);
   }
   return s;
+}
+
+AdaptedPlan adapt_plan(const spec::Plan& plan, int64_t global_batch, int64_t gpus, int64_t gpus_per_node) {
+  const auto works = [&](int64_t g) {
+    const int64_t shard = plan.tp * plan.pp;
+    if (g <= 0 || g % shard != 0) return false;
+    const int64_t dp = g / shard;
+    return global_batch % (dp * plan.micro_batch) == 0;
+  };
+  AdaptedPlan out;
+  if (works(gpus)) {
+    spec::Plan p = plan;
+    p.dp = gpus / (plan.tp * plan.pp);
+    p.micro_batches = global_batch / (p.dp * plan.micro_batch);
+    out.plan = p;
+    return out;
+  }
+  const int64_t shard = plan.tp * plan.pp;
+  if (gpus % shard != 0) {
+    out.reason = std::to_string(gpus) + " GPUs are not a multiple of tp x pp = " + std::to_string(shard);
+  } else {
+    const int64_t dp = gpus / shard;
+    out.reason = "the global batch " + std::to_string(global_batch) + " / (dp " + std::to_string(dp) + " x micro-batch " +
+                 std::to_string(plan.micro_batch) + ") is not a whole number of micro-batches";
+  }
+  const int64_t step = std::max<int64_t>(1, gpus_per_node);
+  std::optional<int64_t> below, above;
+  for (int64_t g = (gpus / step) * step; g >= step && !below; g -= step) {
+    if (g < gpus && works(g)) below = g;
+  }
+  for (int64_t g = (gpus / step + 1) * step; g <= gpus * 8 && !above; g += step) {
+    if (works(g)) above = g;
+  }
+  if (below || above) {
+    out.reason += "; nearest GPU counts that work:";
+    if (below) out.reason += " " + std::to_string(*below);
+    if (above) out.reason += std::string(below ? "," : "") + " " + std::to_string(*above);
+  }
+  return out;
 }
 
 std::vector<std::string> range_values(const std::string& text, const std::string& option) {

@@ -5,13 +5,15 @@
 // cluster and training files are read again with the base overrides and axis = v (so each value
 // is validated by the loader, core/spec/overrides.hpp), every plan is checked against the GPU
 // count (spec::validate_plan), lowered and simulated (sim::simulate, the call `simulate` makes).
-// A plan that cannot run at a point (too few GPUs, an invalid value) keeps the reason instead of
-// a time. At each point the winner is the fastest plan that fits (ties: the earlier plan); a
+// Sweeping cluster.nodes keeps each plan's tp, pp and micro-batch size and derives dp and the
+// micro-batch count (adapt_plan). A plan that cannot run at a point (a GPU count it does not
+// divide, too few GPUs) keeps the reason instead of a time. At each point the winner is the fastest plan that fits (ties: the earlier plan); a
 // change of winner between neighbouring points is reported as lying between their values.
 // The points x plans simulations run in parallel; the results do not depend on the thread count.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,16 @@ struct Sweep {
   std::vector<SweepPoint> points;
   std::vector<std::size_t> changes;   // i: the winner at points[i] differs from points[i - 1]'s
 };
+
+// The plan on another GPU count, keeping its tensor and pipeline sizes, micro-batch size, schedule
+// and everything else: dp = G / (tp·pp), micro-batches = B / (dp·mb). When either is not a whole
+// number, no plan and the reason, with the nearest GPU counts (multiples of `gpus_per_node`) at
+// which it works.
+struct AdaptedPlan {
+  std::optional<spec::Plan> plan;
+  std::string reason;
+};
+AdaptedPlan adapt_plan(const spec::Plan& plan, int64_t global_batch, int64_t gpus, int64_t gpus_per_node);
 
 // values: JSON values (spec::parse_value of each text). Throws SpecError for an axis key that is
 // not a cluster or training field.

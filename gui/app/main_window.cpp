@@ -33,6 +33,7 @@
 #include "gui/views/pareto_view.hpp"
 #include "gui/views/plan_table_view.hpp"
 #include "gui/views/timeline_view.hpp"
+#include "gui/views/whatif_panel.hpp"
 #include "planner/report.hpp"
 #include "sim/report.hpp"
 
@@ -121,6 +122,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   details_dock->setWidget(details_);
   details_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
   addDockWidget(Qt::RightDockWidgetArea, details_dock);
+  whatif_ = new WhatIfPanel;
+  auto* whatif_dock = new QDockWidget(QStringLiteral("What-if"), this);
+  whatif_dock->setObjectName(QStringLiteral("whatif"));
+  whatif_dock->setWidget(whatif_);
+  whatif_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::BottomDockWidgetArea, whatif_dock);
 
   // toolbar: search, stop, progress
   auto* bar = addToolBar(QStringLiteral("Search"));
@@ -169,6 +176,26 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(explain_, &ExplainView::plan_selected, this, &MainWindow::select_plan);
   connect(jobs_, &PlanJobs::ready, this, &MainWindow::on_view);
+  connect(whatif_, &WhatIfPanel::show_step, this, [this](const PlanViewPtr& modified) {
+    const PlanViewPtr& v = modified ? modified : view_;
+    timeline_->set_view(v);
+    memory_->set_view(v);
+    if (v) {
+      step_title_->setText(QStringLiteral("<b>%1</b> — %2 step %3 s")
+                               .arg(html_escaped(v->key), modified ? QStringLiteral("what-if") : QStringLiteral("simulated"))
+                               .arg(v->sim.metrics.step_time_s, 0, 'f', 3));
+    }
+  });
+  connect(whatif_, &WhatIfPanel::replan, this, [this](std::vector<spec::Override> edits, int64_t nodes) {
+    Inputs in = inputs_->inputs();
+    for (const spec::Override& e : edits) {
+      std::erase_if(in.overrides, [&](const spec::Override& o) { return o.key() == e.key(); });
+      in.overrides.push_back(e);
+    }
+    in.nodes = nodes;
+    inputs_->set_inputs(in);
+    start_search();
+  });
   connect(jobs_, &PlanJobs::failed, this, [this](const QString& key, const QString& why) {
     step_title_->setText(QStringLiteral("%1: could not simulate: %2").arg(key, why));
   });
@@ -299,7 +326,8 @@ void MainWindow::start_search() {
   progress_->setRange(0, 0);   // indeterminate until the first batch reports
   progress_label_->setText(QStringLiteral("  enumerating and pruning…"));
   statusBar()->clearMessage();
-  worker_->start(l->space, inputs_->inputs());
+  searched_ = inputs_->inputs();
+  worker_->start(l->space, searched_);
 }
 
 void MainWindow::stop_search() {
@@ -363,6 +391,17 @@ void MainWindow::select_plan(const QString& qkey) {
 
 void MainWindow::on_view(const PlanViewPtr& v) {
   view_ = v;
+  if (result_ && space_) {
+    std::vector<planner::SweepPlan> top;
+    for (std::size_t row : planner::table_rows(result_->top)) {
+      if (top.size() == 5) break;
+      top.push_back({result_->top[row].key, result_->top[row].plan});
+    }
+    if (std::none_of(top.begin(), top.end(), [&](const planner::SweepPlan& p) { return p.key == v->key; })) {
+      top.insert(top.begin(), {v->key, v->plan});
+    }
+    if (const int row = model_->row_of(v->key); row >= 0) whatif_->set_context(searched_, space_->cluster(), model_->plan(row), top);
+  }
   const sim::Metrics& m = v->sim.metrics;
   step_title_->setText(QStringLiteral("<b>%1</b> — simulated step %2 s · %3 events · %4 simulated rank(s)")
                            .arg(html_escaped(v->key))

@@ -31,6 +31,7 @@ class ParetoView;
 class PlanTableView;
 class TimeAxis;
 class TimelineView;
+class WhatIfPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -51,6 +52,7 @@ class MainWindow : public QMainWindow {
   QTabWidget* plan_tabs() const { return plan_tabs_; }
   QProgressBar* progress() const { return progress_; }
   QTextBrowser* details() const { return details_; }
+  WhatIfPanel* whatif() const { return whatif_; }
   const SearchResultPtr& result() const { return result_; }
   const std::string& selected_key() const { return selected_; }
 
@@ -88,6 +90,8 @@ class MainWindow : public QMainWindow {
   MemoryView* memory_ = nullptr;
   QTabWidget* plan_tabs_ = nullptr;
   QTextBrowser* details_ = nullptr;
+  WhatIfPanel* whatif_ = nullptr;
+  Inputs searched_;
   QProgressBar* progress_ = nullptr;
   QLabel* progress_label_ = nullptr;
   QLabel* step_title_ = nullptr;

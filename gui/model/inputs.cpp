@@ -16,10 +16,10 @@ Loaded load(const Inputs& in) {
   using spec::ConfigKind;
   Loaded l;
   l.model = spec::load_model(spec::resolve_config(ConfigKind::kModel, in.model));
-  l.cluster = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, in.cluster));
+  l.cluster = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, in.cluster), in.overrides);
   if (in.nodes < 0) throw spec::SpecError("--nodes", "", "expected a number of nodes >= 1, got " + std::to_string(in.nodes));
   if (in.nodes > 0) l.cluster.nodes = in.nodes;
-  l.training = spec::load_training(spec::resolve_config(ConfigKind::kTraining, in.training));
+  l.training = spec::load_training(spec::resolve_config(ConfigKind::kTraining, in.training), in.overrides);
   l.space = std::make_shared<const planner::Space>(l.model, l.cluster, l.training, l.cluster.gpus(), in.limits);
   return l;
 }
@@ -47,6 +47,7 @@ std::string search_command(const Inputs& in) {
   out << "stagecraft search --model " << quoted(in.model) << " --cluster " << quoted(in.cluster) << " --training "
       << quoted(in.training);
   if (in.nodes > 0) out << " --nodes " << in.nodes;
+  for (const spec::Override& o : in.overrides) out << " --set " << quoted(o.text);
   out << " --top " << in.top_k;
   if (in.pareto_window != 0.1) out << " --pareto-window " << in.pareto_window;
   const planner::SpaceLimits& l = in.limits;

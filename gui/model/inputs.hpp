@@ -11,6 +11,7 @@
 
 #include "core/spec/cluster.hpp"
 #include "core/spec/model.hpp"
+#include "core/spec/overrides.hpp"
 #include "core/spec/training.hpp"
 #include "planner/space.hpp"
 
@@ -27,6 +28,7 @@ struct Inputs {
   int threads = 0;              // 0: one per core
   std::string db;               // results store ("" for none)
   bool resume = false;
+  std::vector<spec::Override> overrides;   // what-if edits of cluster and training fields (--set)
 };
 
 // The bundled demo case (`stagecraft demo`): GPT-3 13B on 8 DGX-H100 nodes, batch 1024.

@@ -166,9 +166,11 @@ void InputsPanel::reload() {
     show_error(model_info_, error_);
   }
   try {
-    spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, in.cluster));
+    spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, in.cluster), base_.overrides);
     c.nodes = in.nodes;
-    show_info(cluster_info_, QString::fromStdString(cluster_summary(c)));
+    QString text = QString::fromStdString(cluster_summary(c));
+    for (const spec::Override& o : base_.overrides) text += QStringLiteral("\nwhat-if: --set ") + QString::fromStdString(o.text);
+    show_info(cluster_info_, text);
   } catch (const std::exception& e) {
     if (error_.isEmpty()) error_ = QString::fromStdString(e.what());
     show_error(cluster_info_, QString::fromStdString(e.what()));

@@ -79,15 +79,21 @@ TEST(Sweep, EachPointIsTheSimulationOfTheOverriddenCluster) {
 
 TEST(Sweep, APlanThatCannotRunAtAPointSaysWhy) {
   SweepInputs in = demo_inputs();
-  const spec::Override axis = spec::parse_override("cluster.nodes=0");
+  const spec::Override axis = spec::parse_override("cluster.gpus_per_node=0");
   const Sweep s = sweep(in, axis, {"8", "4"}, demo_plans(), 1);
   EXPECT_TRUE(s.points[0].cells[0].ok);
-  ASSERT_FALSE(s.points[1].cells[0].ok) << "64 GPUs of plan on 4 nodes x 8 GPUs";
+  ASSERT_FALSE(s.points[1].cells[0].ok) << "a 64-GPU plan on 8 nodes x 4 GPUs";
   EXPECT_NE(s.points[1].cells[0].error.find("32"), std::string::npos) << s.points[1].cells[0].error;
   EXPECT_EQ(s.points[1].best, -1);
   EXPECT_EQ(s.changes, std::vector<std::size_t>{1});
   // a value the loader refuses stops the sweep with its message
   EXPECT_THROW(sweep(in, axis, {"8", "0"}, demo_plans(), 1), spec::SpecError);
+  // the node count adapts each plan: 16 nodes = 128 GPUs, dp doubles, micro-batches halve
+  const Sweep n = sweep(in, spec::parse_override("cluster.nodes=0"), {"8", "16", "12"}, demo_plans(), 1);
+  ASSERT_TRUE(n.points[1].cells[1].ok) << n.points[1].cells[1].error;
+  EXPECT_LT(n.points[1].cells[1].metrics.step_time_s, n.points[0].cells[1].metrics.step_time_s) << "twice the GPUs";
+  EXPECT_FALSE(n.points[2].cells[1].ok) << "96 GPUs: 1024 / (96 x 4) micro-batches";
+  EXPECT_NE(n.points[2].cells[1].error.find("not a whole number"), std::string::npos) << n.points[2].cells[1].error;
 }
 
 TEST(Sweep, RangesAreSpacedAsDocumented) {
@@ -96,6 +102,39 @@ TEST(Sweep, RangesAreSpacedAsDocumented) {
   for (const char* bad : {"1:2", "1:2:1", "0:10:3:log", "a:2:3", "1:1:3", "1:2:3:lin", "1:2:100"}) {
     EXPECT_THROW(range_values(bad, "--range"), spec::SpecError) << bad;
   }
+}
+
+}  // namespace
+}  // namespace stagecraft::planner
+
+namespace stagecraft::planner {
+namespace {
+
+// The demo's ZeRO-3 plan (tp1 pp1 dp64 mb4x4, batch 1024) on other GPU counts: 128 GPUs give
+// dp 128 and 1024 / (128 · 4) = 2 micro-batches; 96 GPUs give dp 96 and 1024 / 384 = 2.67, refused
+// with the nearest counts on 8-GPU nodes that work (64: 4 micro-batches, 128: 2).
+TEST(AdaptPlan, KeepsTheShapeAndDerivesDpAndMicroBatches) {
+  spec::Plan p;
+  p.tp = 1;
+  p.pp = 1;
+  p.dp = 64;
+  p.micro_batch = 4;
+  p.micro_batches = 4;
+  const AdaptedPlan a = adapt_plan(p, 1024, 128, 8);
+  ASSERT_TRUE(a.plan.has_value()) << a.reason;
+  EXPECT_EQ(a.plan->dp, 128);
+  EXPECT_EQ(a.plan->micro_batches, 2);
+  EXPECT_EQ(a.plan->micro_batch, 4);
+  const AdaptedPlan b = adapt_plan(p, 1024, 96, 8);
+  EXPECT_FALSE(b.plan.has_value());
+  EXPECT_NE(b.reason.find("1024 / (dp 96 x micro-batch 4)"), std::string::npos) << b.reason;
+  EXPECT_NE(b.reason.find("nearest GPU counts that work: 64, 128"), std::string::npos) << b.reason;
+  p.tp = 8;
+  p.pp = 2;
+  p.dp = 4;
+  p.micro_batch = 1;
+  p.micro_batches = 256;
+  EXPECT_NE(adapt_plan(p, 1024, 72, 8).reason.find("not a multiple of tp x pp = 16"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,116 @@
+#include "gui/model/whatif.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <stdexcept>
+
+#include "core/spec/bundled.hpp"
+#include "core/text/format.hpp"
+#include "planner/space.hpp"
+
+namespace stagecraft::gui {
+
+const std::vector<WhatIfField>& whatif_fields() {
+  static const std::vector<WhatIfField> fields = {
+      {"cluster.inter_node.nic_bandwidth_Bps", "IB bandwidth per NIC", "Gb/s", 1e9 / 8, false, 1, 3200},
+      {"cluster.inter_node.nics_per_node", "NICs per node", "", 1, true, 1, 64},
+      {"cluster.inter_node.latency_ns", "inter-node latency", "us", 1e3, false, 0.1, 1000},
+      {"cluster.intra_node.bandwidth_Bps", "NVLink bandwidth per GPU", "GB/s", 1e9, false, 1, 5000},
+      {"cluster.gpu.memory_bytes", "GPU memory", "GiB", 1024.0 * 1024 * 1024, false, 1, 1024},
+      {"cluster.nodes", "nodes", "", 1, true, 1, 100000},
+  };
+  return fields;
+}
+
+const WhatIfField& whatif_field(const std::string& key) {
+  for (const WhatIfField& f : whatif_fields()) {
+    if (f.key == key) return f;
+  }
+  throw std::out_of_range("no what-if field " + key);
+}
+
+double field_value(const spec::Cluster& c, const WhatIfField& f) {
+  double v = 0;
+  if (f.key == "cluster.inter_node.nic_bandwidth_Bps") v = c.inter_node.nic_bandwidth_Bps;
+  if (f.key == "cluster.inter_node.nics_per_node") v = static_cast<double>(c.inter_node.nics_per_node);
+  if (f.key == "cluster.inter_node.latency_ns") v = c.inter_node.latency_ns;
+  if (f.key == "cluster.intra_node.bandwidth_Bps") v = c.intra_node.bandwidth_Bps;
+  if (f.key == "cluster.gpu.memory_bytes") v = static_cast<double>(c.gpu.memory_bytes);
+  if (f.key == "cluster.nodes") v = static_cast<double>(c.nodes);
+  return v / f.scale;
+}
+
+spec::Override field_override(const WhatIfField& f, double shown) {
+  const double v = shown * f.scale;
+  const bool whole = f.integer || f.key == "cluster.gpu.memory_bytes" || f.key == "cluster.inter_node.latency_ns";
+  return spec::parse_override(f.key + "=" + (whole ? std::to_string(std::llround(v)) : text::fmt("%.17g", v)));
+}
+
+namespace {
+
+// The edits that are not the node count (which --nodes sets) and the node count, if edited.
+Inputs with_edits(const Inputs& inputs, const std::vector<spec::Override>& edits) {
+  Inputs in = inputs;
+  for (const spec::Override& o : edits) {
+    if (o.key() == "cluster.nodes") {
+      in.nodes = o.value.is_number_integer() ? o.value.get<int64_t>() : static_cast<int64_t>(o.value.get<double>());
+    } else {
+      in.overrides.push_back(o);
+    }
+  }
+  return in;
+}
+
+}  // namespace
+
+WhatIfResult evaluate_whatif(const Inputs& inputs, const std::vector<spec::Override>& edits, const planner::Evaluated& plan) {
+  WhatIfResult r;
+  r.key = plan.key;
+  r.base = plan.metrics;
+  try {
+    const Inputs in = with_edits(inputs, edits);
+    Inputs free = in;
+    free.limits = {};
+    const Loaded l = load(free);
+    spec::Plan p = plan.plan;
+    if (l.cluster.gpus() != p.tp * p.pp * p.dp) {
+      const planner::AdaptedPlan a = planner::adapt_plan(p, l.training.global_batch, l.cluster.gpus(), l.cluster.gpus_per_node);
+      if (!a.plan) {
+        r.error = a.reason;
+        return r;
+      }
+      r.plan_note = "keeping tp " + std::to_string(p.tp) + ", pp " + std::to_string(p.pp) + " and micro-batch " +
+                    std::to_string(p.micro_batch) + ": dp " + std::to_string(p.dp) + " -> " + std::to_string(a.plan->dp) +
+                    ", micro-batches " + std::to_string(p.micro_batches) + " -> " + std::to_string(a.plan->micro_batches);
+      p = *a.plan;
+    }
+    r.view = simulate_view(*l.space, p, plan.key);
+    r.modified = r.view->sim.metrics;
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  return r;
+}
+
+planner::Sweep whatif_sweep(const Inputs& inputs, const std::vector<spec::Override>& edits, const WhatIfField& field, double lo,
+                            double hi, int n, const std::vector<planner::SweepPlan>& plans) {
+  const Inputs in = with_edits(inputs, edits);
+  planner::SweepInputs s;
+  s.model = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, in.model));
+  s.cluster_path = spec::resolve_config(spec::ConfigKind::kCluster, in.cluster);
+  s.training_path = spec::resolve_config(spec::ConfigKind::kTraining, in.training);
+  s.base = in.overrides;
+  s.nodes = in.nodes;
+  std::vector<std::string> values;
+  for (int i = 0; i < n; ++i) {
+    const double f = n > 1 ? static_cast<double>(i) / (n - 1) : 0;
+    const double shown = lo > 0 && hi > 0 ? lo * std::pow(hi / lo, f) : lo + (hi - lo) * f;
+    const spec::Override o = field_override(field, field.integer ? std::round(shown) : shown);
+    values.push_back(o.text.substr(o.text.find('=') + 1));
+  }
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return planner::sweep(s, spec::parse_override(field.key + "=0"), values, plans, std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1));
+}
+
+}  // namespace stagecraft::gui
