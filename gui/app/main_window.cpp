@@ -1,5 +1,8 @@
 #include "gui/app/main_window.hpp"
 
+#include <set>
+#include <tuple>
+
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
@@ -392,10 +395,19 @@ void MainWindow::select_plan(const QString& qkey) {
 void MainWindow::on_view(const PlanViewPtr& v) {
   view_ = v;
   if (result_ && space_) {
+    // The sweep compares shapes: the best fitting plan of each (tp, pp, ZeRO stage, schedule), best first.
+    std::vector<const planner::Evaluated*> fitting;
+    for (const planner::Evaluated& e : result_->evaluated) {
+      if (e.metrics.fits && !e.metrics.failed) fitting.push_back(&e);
+    }
+    std::sort(fitting.begin(), fitting.end(), [](const auto* a, const auto* b) { return planner::better(*a, *b); });
     std::vector<planner::SweepPlan> top;
-    for (std::size_t row : planner::table_rows(result_->top)) {
+    std::set<std::tuple<int64_t, int64_t, int, int>> shapes;
+    for (const planner::Evaluated* e : fitting) {
       if (top.size() == 5) break;
-      top.push_back({result_->top[row].key, result_->top[row].plan});
+      if (shapes.insert({e->plan.tp, e->plan.pp, e->plan.zero.stage, static_cast<int>(e->plan.schedule)}).second) {
+        top.push_back({e->key, e->plan});
+      }
     }
     if (std::none_of(top.begin(), top.end(), [&](const planner::SweepPlan& p) { return p.key == v->key; })) {
       top.insert(top.begin(), {v->key, v->plan});
@@ -438,6 +450,8 @@ void MainWindow::show_instruction(int row, std::size_t index) {
 
 void MainWindow::save_screenshots(const QString& dir) {
   QDir().mkpath(dir);
+  resize(1700, 1150);
+  QApplication::processEvents();
   const char* const names[] = {"plans", "pareto", "why"};
   for (int i = 0; i < plan_tabs_->count() && i < 3; ++i) {
     plan_tabs_->setCurrentIndex(i);
@@ -464,7 +478,23 @@ void MainWindow::save_screenshots(const QString& dir) {
   QApplication::processEvents();
   grab().save(QDir(dir).filePath(QStringLiteral("gui-schedule.png")));
   schedule_->setChecked(false);
-  if (selected_ != shown) select_plan(QString::fromStdString(shown));
+  if (selected_ != shown) {
+    QEventLoop wait;
+    connect(this, &MainWindow::step_ready, &wait, &QEventLoop::quit);
+    QTimer::singleShot(20000, &wait, &QEventLoop::quit);
+    select_plan(QString::fromStdString(shown));
+    wait.exec();
+  }
+  // the what-if sweep of the inter-node bandwidth for the top plans
+  {
+    QEventLoop wait;
+    connect(whatif_, &WhatIfPanel::sweep_done, &wait, &QEventLoop::quit);
+    QTimer::singleShot(60000, &wait, &QEventLoop::quit);
+    whatif_->run_sweep("cluster.inter_node.nic_bandwidth_Bps", 25, 800, 8);
+    wait.exec();
+    QApplication::processEvents();
+    grab().save(QDir(dir).filePath(QStringLiteral("gui-whatif.png")));
+  }
 }
 
 }  // namespace stagecraft::gui

@@ -126,6 +126,7 @@ WhatIfPanel::WhatIfPanel(QWidget* parent) : QWidget(parent) {
   sweep_note_->setWordWrap(true);
   chart_ = new QChartView;
   chart_->chart()->setAnimationOptions(QChart::NoAnimation);
+  chart_->chart()->legend()->setAlignment(Qt::AlignRight);
   chart_->setMinimumHeight(220);
   chart_->setRenderHint(QPainter::Antialiasing, true);
 
@@ -300,7 +301,10 @@ void WhatIfPanel::draw_sweep(const WhatIfField& f) {
   chart->addAxis(ay, Qt::AlignLeft);
   for (std::size_t j = 0; j < s.plans.size(); ++j) {
     auto* line = new QLineSeries;
-    line->setName(QStringLiteral("[%1] %2").arg(j + 1).arg(QString::fromStdString(s.plans[j].key).left(46)));
+    // "[1] tp1 pp1 dp64 mb4x4 1f1b zero3": the shape, without the bucket sizes
+    QStringList words = QString::fromStdString(s.plans[j].key).split(' ');
+    while (words.size() > 6) words.removeLast();
+    line->setName(QStringLiteral("[%1] %2").arg(j + 1).arg(words.join(' ')));
     for (std::size_t i = 0; i < s.points.size(); ++i) {
       const planner::SweepCell& c = s.points[i].cells[j];
       if (!c.ok) continue;
