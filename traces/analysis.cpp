@@ -19,10 +19,7 @@ using sim::union_of;
 
 // As the simulator accounts its lanes: the compute lane is compute, the traffic lanes
 // (program::traffic_of) communication, the rest (offload copies, releases) neither.
-Category lane_category(const trace::Event& e) {
-  if (e.lane == Lane::kCompute) return Category::kCompute;
-  return program::traffic_of(e.lane, e.op) != program::Traffic::kNone ? Category::kCommunication : Category::kOther;
-}
+Category lane_category(const trace::Event& e) { return category_of(e.lane, e.op); }
 
 KernelClass event_class(const trace::Event& e) {
   if (e.lane == Lane::kOffload) return KernelClass::kMemory;
@@ -94,6 +91,30 @@ void kernel_activities(const Trace& t, std::vector<Activity>& out) {
 
 }  // namespace
 
+Category category_of(program::Lane lane, program::Op op) {
+  if (lane == Lane::kCompute) return Category::kCompute;
+  return program::traffic_of(lane, op) != program::Traffic::kNone ? Category::kCommunication : Category::kOther;
+}
+
+Breakdown partition(const std::vector<std::pair<int64_t, int64_t>>& compute,
+                    const std::vector<std::pair<int64_t, int64_t>>& comm, int64_t t0, int64_t t1, bool clip) {
+  const auto clipped = [&](const std::vector<std::pair<int64_t, int64_t>>& v) {
+    std::vector<Interval> out;
+    for (const auto& [b, e] : v) {
+      const int64_t lo = clip ? std::max(b, t0) : b, hi = clip ? std::min(e, t1) : e;
+      if (hi > lo) out.push_back({lo, hi});
+    }
+    return union_of(std::move(out));
+  };
+  const std::vector<Interval> c = clipped(compute), m = clipped(comm);
+  Breakdown b;
+  b.step_s = static_cast<double>(t1 - t0) * 1e-9;
+  b.compute_s = static_cast<double>(length(c)) * 1e-9;
+  b.exposed_comm_s = static_cast<double>(length(m) - overlap(m, c)) * 1e-9;
+  b.bubble_s = std::max(0.0, b.step_s - b.compute_s - b.exposed_comm_s);
+  return b;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -136,23 +157,18 @@ double step_time_s(const Trace& t, const std::vector<Activity>& acts) {
 
 std::map<int64_t, Breakdown> breakdown_by_rank(const Trace& t, const std::vector<Activity>& acts) {
   const auto spans = step_spans(t, acts);
-  std::map<std::pair<int64_t, int32_t>, std::pair<std::vector<Interval>, std::vector<Interval>>> by_rank_step;
+  using Spans = std::vector<std::pair<int64_t, int64_t>>;
+  std::map<std::pair<int64_t, int32_t>, std::pair<Spans, Spans>> by_rank_step;
   for (const Activity& a : acts) {
     auto& [compute, comm] = by_rank_step[{a.rank, a.step}];
-    if (a.category == Category::kCompute) compute.push_back({a.start_ns, a.end_ns});
-    if (a.category == Category::kCommunication) comm.push_back({a.busy_from_ns, a.end_ns});
+    if (a.category == Category::kCompute) compute.emplace_back(a.start_ns, a.end_ns);
+    if (a.category == Category::kCommunication) comm.emplace_back(a.busy_from_ns, a.end_ns);
   }
   std::map<int64_t, std::vector<Breakdown>> per_step;
   for (const auto& [key, lists] : by_rank_step) {
     const auto span = spans.find(key.second);
     if (span == spans.end()) continue;
-    const std::vector<Interval> c = union_of(lists.first), m = union_of(lists.second);
-    Breakdown b;
-    b.step_s = static_cast<double>(span->second.second - span->second.first) * 1e-9;
-    b.compute_s = static_cast<double>(length(c)) * 1e-9;
-    b.exposed_comm_s = static_cast<double>(length(m) - overlap(m, c)) * 1e-9;
-    b.bubble_s = std::max(0.0, b.step_s - b.compute_s - b.exposed_comm_s);
-    per_step[key.first].push_back(b);
+    per_step[key.first].push_back(partition(lists.first, lists.second, span->second.first, span->second.second, false));
   }
   std::map<int64_t, Breakdown> out;
   for (const auto& entry : per_step) {

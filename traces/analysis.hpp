@@ -50,6 +50,19 @@ struct Breakdown {
   double bubble_s = 0;
 };
 
+// The category of an instruction-level event, as the simulator accounts its lanes: the compute
+// lane is compute, the traffic lanes (program::traffic_of) communication, the rest (offload
+// copies, releases) neither.
+Category category_of(program::Lane lane, program::Op op);
+
+// The partition of a window [t0, t1) of one rank: compute = |C|, exposed = |M| − |M ∩ C|, bubble =
+// the rest, with C and M the rank's compute and communication intervals (receives from their
+// send's start) clipped to the window. breakdown_by_rank applies it to each step's span without
+// clipping (`clip` false: a measured kernel may run past its ProfilerStep annotation and still
+// counts).
+Breakdown partition(const std::vector<std::pair<int64_t, int64_t>>& compute,
+                    const std::vector<std::pair<int64_t, int64_t>>& comm, int64_t t0, int64_t t1, bool clip = true);
+
 // Span of each step over every rank (ProfilerStep spans when the trace has them).
 std::map<int32_t, std::pair<int64_t, int64_t>> step_spans(const Trace& t, const std::vector<Activity>& acts);
 double step_time_s(const Trace& t, const std::vector<Activity>& acts);  // median over steps

@@ -149,6 +149,27 @@ std::vector<TimelineColumn> TimelineModel::columns(std::size_t row, int64_t t0, 
   return out;
 }
 
+Breakdown TimelineModel::breakdown_in(int64_t rank, int64_t t0, int64_t t1) const {
+  std::vector<std::pair<int64_t, int64_t>> compute, comm;
+  for (const TimelineRow& r : rows_) {
+    if (r.rank != rank) continue;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const Category c = category_of(r.lane, r.op[i]);
+      if (c == Category::kCompute) compute.emplace_back(r.start[i], r.end[i]);
+      if (c == Category::kCommunication) comm.emplace_back(r.busy_from[i], r.end[i]);
+    }
+  }
+  return partition(compute, comm, t0, t1);
+}
+
+std::vector<int64_t> TimelineModel::op_time_in(std::size_t row, int64_t t0, int64_t t1) const {
+  std::vector<int64_t> out(program::kOpCount, 0);
+  const TimelineRow& r = rows_.at(row);
+  const auto [first, last] = visible(row, t0, t1);
+  for (std::size_t i = first; i < last; ++i) out[static_cast<std::size_t>(r.op[i])] += std::max<int64_t>(0, std::min(r.end[i], t1) - std::max(r.start[i], t0));
+  return out;
+}
+
 int64_t TimelineModel::busy_in(std::size_t row, int64_t t0, int64_t t1) const { return union_length(rows_.at(row), t0, t1); }
 
 }  // namespace stagecraft::traces

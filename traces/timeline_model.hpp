@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/program/instruction.hpp"
+#include "traces/analysis.hpp"
 #include "traces/io/trace_io.hpp"
 #include "traces/program_context.hpp"
 
@@ -73,6 +74,11 @@ class TimelineModel {
   std::vector<TimelineColumn> columns(std::size_t row, int64_t t0, int64_t t1, int n) const;
   // Busy time of a row inside [t0, t1) (union of its intervals clipped to the range).
   int64_t busy_in(std::size_t row, int64_t t0, int64_t t1) const;
+  // The partition of [t0, t1) on one rank (traces::partition, the rule of breakdown_by_rank):
+  // over the whole step it is that rank's breakdown.
+  Breakdown breakdown_in(int64_t rank, int64_t t0, int64_t t1) const;
+  // Per op, the summed time of the row's events inside [t0, t1) (ns; index program::Op).
+  std::vector<int64_t> op_time_in(std::size_t row, int64_t t0, int64_t t1) const;
 
  private:
   std::vector<TimelineRow> rows_;

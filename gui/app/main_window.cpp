@@ -37,6 +37,8 @@
 #include "gui/views/plan_table_view.hpp"
 #include "gui/views/timeline_view.hpp"
 #include "gui/views/whatif_panel.hpp"
+#include "gui/render/palette.hpp"
+#include <numeric>
 #include "planner/report.hpp"
 #include "sim/report.hpp"
 
@@ -202,6 +204,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(jobs_, &PlanJobs::failed, this, [this](const QString& key, const QString& why) {
     step_title_->setText(QStringLiteral("%1: could not simulate: %2").arg(key, why));
   });
+  connect(timeline_, &TimelineView::range_selected, this, &MainWindow::show_range);
   connect(timeline_, &TimelineView::instruction_selected, this, [this](int row, qulonglong index) {
     show_instruction(row, static_cast<std::size_t>(index));
   });
@@ -445,6 +448,46 @@ void MainWindow::show_instruction(int row, std::size_t index) {
     for (const int32_t d : deps) html += html_escaped(program::describe(prog, role, d)) + QStringLiteral("\n");
     html += QStringLiteral("</pre>");
   }
+  details_->setHtml(html);
+}
+
+void MainWindow::show_range() {
+  const PlanViewPtr& v = timeline_->view();
+  if (!v || !axis_->range()) return;
+  const auto [t0, t1] = *axis_->range();
+  const traces::TimelineModel& m = v->timeline;
+  QString html = QStringLiteral("<h3>%1 to %2 (%3)</h3>").arg(time_text(static_cast<double>(t0)), time_text(static_cast<double>(t1)),
+                                                            time_text(static_cast<double>(t1 - t0)));
+  html += QStringLiteral("<table cellspacing=\"4\"><tr><th>rank</th><th>compute</th><th>exposed comm</th><th>bubble</th></tr>");
+  std::vector<int64_t> ranks;
+  for (const traces::TimelineRow& r : m.rows()) {
+    if (ranks.empty() || ranks.back() != r.rank) ranks.push_back(r.rank);
+  }
+  for (int64_t rank : ranks) {
+    const traces::Breakdown b = m.breakdown_in(rank, t0, t1);
+    html += QStringLiteral("<tr><td>%1</td><td>%2</td><td>%3</td><td>%4</td></tr>")
+                .arg(rank)
+                .arg(time_text(b.compute_s * 1e9), time_text(b.exposed_comm_s * 1e9), time_text(b.bubble_s * 1e9));
+  }
+  html += QStringLiteral("</table><p><b>busy time per row</b> (largest ops)</p><table cellspacing=\"4\">");
+  for (std::size_t r = 0; r < m.rows().size(); ++r) {
+    const int64_t busy = m.busy_in(r, t0, t1);
+    if (busy == 0) continue;
+    std::vector<int64_t> ops = m.op_time_in(r, t0, t1);
+    std::vector<int> order(ops.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return ops[static_cast<std::size_t>(a)] > ops[static_cast<std::size_t>(b)]; });
+    QString top;
+    for (int k = 0; k < 3 && ops[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] > 0; ++k) {
+      top += QStringLiteral("%1%2 %3").arg(k ? QStringLiteral(", ") : QString(), QString::fromUtf8(program::to_string(static_cast<program::Op>(order[static_cast<std::size_t>(k)]))),
+                                          time_text(static_cast<double>(ops[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])])));
+    }
+    html += QStringLiteral("<tr><td>%1</td><td>%2 (%3%)</td><td>%4</td></tr>")
+                .arg(html_escaped(m.rows()[r].label), time_text(static_cast<double>(busy)))
+                .arg(100.0 * static_cast<double>(busy) / static_cast<double>(t1 - t0), 0, 'f', 1)
+                .arg(top);
+  }
+  html += QStringLiteral("</table>");
   details_->setHtml(html);
 }
 

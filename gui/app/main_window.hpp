@@ -76,6 +76,11 @@ class MainWindow : public QMainWindow {
   void on_finished(const SearchResultPtr& r, const SpacePtr& space);
   void on_view(const PlanViewPtr& v);
   void show_instruction(int row, std::size_t index);
+ public:
+  // Details of the selected time range: each rank's partition of it, each row's busy time and ops.
+  void show_range();
+
+ private:
   void update_title();
   void build_menus();
   void export_with_dialog(const QString& what);

@@ -7,6 +7,9 @@
 #include <QObject>
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
 #include <memory>
 #include <string>
 
@@ -35,6 +38,11 @@ struct PlanView {
   std::string describe(std::size_t row, std::size_t index) const;
   // The hover text of an event: what, where, how long, when, and its rate.
   std::string tooltip(std::size_t row, std::size_t index) const;
+  // A pipeline send's receive, or a receive's send (matched by the Program's message identity),
+  // as (row, index); nullopt for other events and messages whose peer was not simulated.
+  std::optional<std::pair<std::size_t, std::size_t>> peer(std::size_t row, std::size_t index) const;
+
+  std::map<std::pair<std::size_t, std::size_t>, std::pair<std::size_t, std::size_t>> peers;   // both directions
 };
 using PlanViewPtr = std::shared_ptr<const PlanView>;
 

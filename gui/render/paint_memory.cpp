@@ -25,7 +25,7 @@ MemoryPlot memory_plot(const QRect& area, const TimelineStyle& style, const Memo
 }
 
 void paint_memory(QPainter& g, const QRect& area, const TimelineStyle& style, const MemoryStack& s, int64_t capacity_bytes,
-                  const TimeWindow& w, const std::string& peak_note) {
+                  const TimeWindow& w, const std::string& peak_note, std::optional<std::pair<int64_t, int64_t>> range) {
   g.save();
   g.setClipRect(area);
   g.fillRect(area, Qt::white);
@@ -62,6 +62,11 @@ void paint_memory(QPainter& g, const QRect& area, const TimelineStyle& style, co
       if (y0 > y1) g.fillRect(QRect(p.left + c, y1, 1, y0 - y1), memory_colour(k));
       below += v;
     }
+  }
+  if (range) {
+    const int x0 = static_cast<int>(std::lround(std::max<double>(p.left, w.x_of(range->first, p.left, p.width))));
+    const int x1 = static_cast<int>(std::lround(std::min<double>(p.left + p.width, w.x_of(range->second, p.left, p.width))));
+    if (x1 > x0) g.fillRect(QRect(x0, p.top, x1 - x0, p.height), QColor(255, 200, 0, 60));
   }
   // capacity
   if (capacity_bytes > 0) {

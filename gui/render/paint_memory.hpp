@@ -10,6 +10,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <string>
 
 #include "core/trace/memory.hpp"
@@ -32,6 +34,7 @@ struct MemoryPlot {
 MemoryPlot memory_plot(const QRect& area, const TimelineStyle& style, const MemoryStack& s, int64_t capacity_bytes);
 
 void paint_memory(QPainter& g, const QRect& area, const TimelineStyle& style, const MemoryStack& s, int64_t capacity_bytes,
-                  const TimeWindow& window, const std::string& peak_note);
+                  const TimeWindow& window, const std::string& peak_note,
+                  std::optional<std::pair<int64_t, int64_t>> range = std::nullopt);
 
 }  // namespace stagecraft::gui

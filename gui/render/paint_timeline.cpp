@@ -64,7 +64,8 @@ void paint_ruler(QPainter& g, const QRect& area, const TimelineStyle& style, con
 }  // namespace
 
 void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel& m, const TimelineLayout& layout,
-                    const TimelineStyle& style, const TimeWindow& w, std::optional<TimelineMark> selected) {
+                    const TimelineStyle& style, const TimeWindow& w, const TimelineOverlay& overlay) {
+  const std::optional<TimelineMark>& selected = overlay.selected;
   g.save();
   g.setClipRect(area);
   g.fillRect(area, Qt::white);
@@ -121,6 +122,40 @@ void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel&
       }
     }
   }
+  if (overlay.range) {
+    const int x0 = static_cast<int>(std::lround(std::max<double>(plot_left, w.x_of(overlay.range->first, plot_left, plot_width))));
+    const int x1 = static_cast<int>(std::lround(std::min<double>(plot_left + plot_width, w.x_of(overlay.range->second, plot_left, plot_width))));
+    if (x1 > x0) {
+      g.fillRect(QRect(x0, area.top() + style.ruler_height, x1 - x0, layout.height - style.ruler_height), QColor(255, 200, 0, 60));
+      g.setPen(QColor(200, 140, 0));
+      g.drawLine(x0, area.top() + style.ruler_height, x0, area.top() + layout.height);
+      g.drawLine(x1, area.top() + style.ruler_height, x1, area.top() + layout.height);
+    }
+  }
+  const auto centre_y = [&](int model_row) {
+    for (const TimelineLayout::Row& lr : layout.rows) {
+      if (lr.model_row == model_row) return area.top() + lr.y + lr.height / 2;
+    }
+    return -1;
+  };
+  g.setRenderHint(QPainter::Antialiasing, true);
+  for (const auto& [from, to] : overlay.arrows) {
+    const int y0 = centre_y(from.row), y1 = centre_y(to.row);
+    if (y0 < 0 || y1 < 0) continue;
+    const traces::TimelineRow& rs = m.rows()[static_cast<std::size_t>(from.row)];
+    const traces::TimelineRow& rr = m.rows()[static_cast<std::size_t>(to.row)];
+    const QPointF a(w.x_of(rs.start[from.index], plot_left, plot_width), y0);
+    const QPointF b(w.x_of(rr.end[to.index], plot_left, plot_width), y1);
+    g.setPen(QPen(QColor(20, 20, 20), 1.5));
+    g.drawLine(a, b);
+    const QPointF d = b - a;
+    const double len = std::max(1.0, std::hypot(d.x(), d.y()));
+    const QPointF u(d.x() / len, d.y() / len), n(-u.y(), u.x());
+    g.setBrush(QColor(20, 20, 20));
+    const QPointF head[3] = {b, b - 8 * u + 4 * n, b - 8 * u - 4 * n};
+    g.drawPolygon(head, 3);
+  }
+  g.setRenderHint(QPainter::Antialiasing, false);
   if (selected && selected->row >= 0) {
     for (const TimelineLayout::Row& lr : layout.rows) {
       if (lr.model_row != selected->row) continue;

@@ -55,8 +55,16 @@ struct TimelineMark {
   std::size_t index = 0;
 };
 
+// What is drawn over the bars: the selected event outlined, a selected time range shaded, and
+// arrows from each send's start to its receive's end (a selected pipeline message).
+struct TimelineOverlay {
+  std::optional<TimelineMark> selected;
+  std::optional<std::pair<int64_t, int64_t>> range;
+  std::vector<std::pair<TimelineMark, TimelineMark>> arrows;   // (send, receive)
+};
+
 void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel& m, const TimelineLayout& layout,
-                    const TimelineStyle& style, const TimeWindow& window, std::optional<TimelineMark> selected = {});
+                    const TimelineStyle& style, const TimeWindow& window, const TimelineOverlay& overlay = {});
 
 // The model row under y (in area coordinates), or -1.
 int row_at(const TimelineLayout& layout, int y);

@@ -31,6 +31,13 @@ void TimeAxis::set_window(int64_t t0, int64_t t1) {
   emit changed();
 }
 
+void TimeAxis::set_range(std::optional<std::pair<int64_t, int64_t>> range) {
+  if (range && range->second < range->first) std::swap(range->first, range->second);
+  if (range == range_) return;
+  range_ = range;
+  emit range_changed();
+}
+
 void TimeAxis::zoom(double factor, int64_t anchor) {
   const double span = static_cast<double>(window_.t1 - window_.t0);
   const double left = static_cast<double>(anchor - window_.t0) / span;   // where the anchor sits, 0..1
@@ -49,6 +56,7 @@ TimelineView::TimelineView(TimeAxis* axis, QWidget* parent) : QWidget(parent), a
   setFocusPolicy(Qt::StrongFocus);
   setAttribute(Qt::WA_OpaquePaintEvent);
   connect(axis_, &TimeAxis::changed, this, qOverload<>(&QWidget::update));
+  connect(axis_, &TimeAxis::range_changed, this, qOverload<>(&QWidget::update));
 }
 
 void TimelineView::set_view(PlanViewPtr view) {
@@ -99,7 +107,17 @@ void TimelineView::paintEvent(QPaintEvent*) {
     g.drawText(rect(), Qt::AlignCenter, QStringLiteral("Select a plan to see one simulated step"));
     return;
   }
-  paint_timeline(g, rect(), view_->timeline, layout_, style_, axis_->window(), selected_);
+  TimelineOverlay overlay;
+  overlay.selected = selected_;
+  overlay.range = axis_->range();
+  if (selected_) {
+    if (const auto peer = view_->peer(static_cast<std::size_t>(selected_->row), selected_->index)) {
+      const TimelineMark other{static_cast<int>(peer->first), peer->second};
+      const bool is_send = program::is_send(view_->timeline.rows()[static_cast<std::size_t>(selected_->row)].op[selected_->index]);
+      overlay.arrows.push_back(is_send ? std::make_pair(*selected_, other) : std::make_pair(other, *selected_));
+    }
+  }
+  paint_timeline(g, rect(), view_->timeline, layout_, style_, axis_->window(), overlay);
 }
 
 bool TimelineView::event(QEvent* e) {
@@ -128,6 +146,8 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
   press_ = e->pos();
   press_t0_ = axis_->window().t0;
   dragged_ = false;
+  ranging_ = (e->modifiers() & Qt::ShiftModifier) && e->button() == Qt::LeftButton;
+  if (ranging_) range_from_ = axis_->window().t_of(e->position().x(), plot_left(), plot_width());
 }
 
 void TimelineView::mouseMoveEvent(QMouseEvent* e) {
@@ -135,6 +155,10 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
   const int dx = e->pos().x() - press_.x();
   if (std::abs(dx) > 3) dragged_ = true;
   if (!dragged_) return;
+  if (ranging_) {
+    axis_->set_range(std::make_pair(range_from_, axis_->window().t_of(e->position().x(), plot_left(), plot_width())));
+    return;
+  }
   const TimeWindow& w = axis_->window();
   const double ns_per_px = static_cast<double>(w.t1 - w.t0) / plot_width();
   const auto t0 = press_t0_ - static_cast<int64_t>(std::llround(dx * ns_per_px));
@@ -142,7 +166,14 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
 }
 
 void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
+  if (ranging_ && dragged_) {
+    ranging_ = false;
+    emit range_selected();
+    return;
+  }
+  ranging_ = false;
   if (dragged_ || e->button() != Qt::LeftButton) return;
+  axis_->set_range(std::nullopt);
   selected_ = event_at(e->pos());
   update();
   if (selected_) emit instruction_selected(selected_->row, selected_->index);
@@ -167,6 +198,7 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
     case Qt::Key_A: axis_->pan(-0.25); break;
     case Qt::Key_D: axis_->pan(0.25); break;
     case Qt::Key_F: axis_->fit(); break;
+    case Qt::Key_Escape: axis_->set_range(std::nullopt); break;
     default: QWidget::keyPressEvent(e); return;
   }
   e->accept();
@@ -175,6 +207,7 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
 MemoryView::MemoryView(TimeAxis* axis, QWidget* parent) : QWidget(parent), axis_(axis) {
   setAttribute(Qt::WA_OpaquePaintEvent);
   connect(axis_, &TimeAxis::changed, this, qOverload<>(&QWidget::update));
+  connect(axis_, &TimeAxis::range_changed, this, qOverload<>(&QWidget::update));
   setMinimumHeight(140);
 }
 
@@ -217,7 +250,7 @@ void MemoryView::paintEvent(QPaintEvent*) {
     g.fillRect(rect(), Qt::white);
     return;
   }
-  paint_memory(g, rect(), style_, stack_, view_->cluster.gpu.memory_bytes, axis_->window(), peak_note());
+  paint_memory(g, rect(), style_, stack_, view_->cluster.gpu.memory_bytes, axis_->window(), peak_note(), axis_->range());
 }
 
 void MemoryView::mousePressEvent(QMouseEvent* e) {

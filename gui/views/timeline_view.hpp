@@ -26,11 +26,16 @@ class TimeAxis : public QObject {
   // Zooms by `factor` (< 1 zooms in) keeping time `anchor` at the same place.
   void zoom(double factor, int64_t anchor);
   void pan(double fraction);                    // of the visible span; positive moves later
+  // A selected time range (Shift + drag on the timeline), shaded on every view of this axis.
+  const std::optional<std::pair<int64_t, int64_t>>& range() const { return range_; }
+  void set_range(std::optional<std::pair<int64_t, int64_t>> range);
 
  signals:
   void changed();
+  void range_changed();
 
  private:
+  std::optional<std::pair<int64_t, int64_t>> range_;
   TimeWindow window_;
   int64_t end_ns_ = 1;
 };
@@ -56,6 +61,7 @@ class TimelineView : public QWidget {
 
  signals:
   void instruction_selected(int row, qulonglong index);
+  void range_selected();   // Shift + drag ended: TimeAxis::range() holds it
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -79,6 +85,8 @@ class TimelineView : public QWidget {
   QPoint press_;
   int64_t press_t0_ = 0;
   bool dragged_ = false;
+  bool ranging_ = false;
+  int64_t range_from_ = 0;
 };
 
 class MemoryView : public QWidget {

@@ -130,6 +130,48 @@ TEST(Timeline, HitTestAndTooltipNameTheInstructionUnderTheCursor) {
   EXPECT_FALSE(view.event_at(QPoint(10, pos.y())).has_value()) << "the label gutter holds no event";
 }
 
+// Shift + drag selects a time range on the shared axis; a plain click clears it. Each receive's
+// peer is its send (the arrow drawn for a selected message): the send's start is where the
+// receive stops waiting.
+TEST(Timeline, ShiftDragSelectsARangeAndMessagesPairSendsWithReceives) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  TimeAxis axis;
+  TimelineView view(&axis);
+  view.resize(1000, 300);
+  view.set_view(v);
+  const int y = view.layout().rows.front().y + 5;
+  QSignalSpy ranged(&view, &TimelineView::range_selected);
+  QTest::mousePress(&view, Qt::LeftButton, Qt::ShiftModifier, QPoint(300, y));
+  QMouseEvent move(QEvent::MouseMove, QPointF(600, y), view.mapToGlobal(QPointF(600, y)), Qt::NoButton, Qt::LeftButton, Qt::ShiftModifier);
+  QApplication::sendEvent(&view, &move);
+  QTest::mouseRelease(&view, Qt::LeftButton, Qt::ShiftModifier, QPoint(600, y));
+  ASSERT_EQ(ranged.count(), 1);
+  ASSERT_TRUE(axis.range().has_value());
+  const int width = 1000 - view.style().label_width - 4;
+  EXPECT_EQ(axis.range()->first, axis.window().t_of(300, view.style().label_width, width));
+  EXPECT_EQ(axis.range()->second, axis.window().t_of(600, view.style().label_width, width));
+  QTest::mouseClick(&view, Qt::LeftButton, Qt::NoModifier, QPoint(700, y));
+  EXPECT_FALSE(axis.range().has_value());
+
+  int pairs = 0;
+  for (std::size_t r = 0; r < v->timeline.rows().size(); ++r) {
+    const traces::TimelineRow& row = v->timeline.rows()[r];
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (!program::is_recv(row.op[i])) continue;
+      const auto peer = v->peer(r, i);
+      ASSERT_TRUE(peer.has_value()) << "every receive of one replica has its send simulated";
+      const traces::TimelineRow& sr = v->timeline.rows()[peer->first];
+      EXPECT_TRUE(program::is_send(sr.op[peer->second]));
+      EXPECT_NE(sr.rank, row.rank);
+      EXPECT_EQ(row.busy_from[i], std::clamp(sr.start[peer->second], row.start[i], row.end[i]));
+      EXPECT_EQ(v->peer(peer->first, peer->second), std::make_pair(r, i));
+      ++pairs;
+    }
+  }
+  // pp 2, one boundary: per micro-batch stage 1 receives an activation and stage 0 a gradient
+  EXPECT_EQ(pairs, 2 * (v->plan.pp - 1) * v->plan.micro_batches);
+}
+
 // Schedule view: one compute row per simulated stage, and each stage runs every micro-batch's
 // forward once, labelled with its number in a wide enough cell.
 TEST(Timeline, TheScheduleViewHasAComputeRowPerStageWithEveryMicroBatch) {

@@ -178,3 +178,38 @@ TEST(TimelineModel, KernelLevelTracesAreRefusedWithTheFile) {
 
 }  // namespace
 }  // namespace stagecraft::traces
+
+namespace stagecraft::traces {
+namespace {
+
+// A window's partition is the rule of breakdown_by_rank: over the whole step, each rank's
+// compute / exposed / bubble equal it exactly; over halves they add up to the whole.
+TEST(TimelineModel, AWindowsPartitionIsTheStepsBreakdownRule) {
+  const test::Scenario s = test::bundled("tiny", "tiny-cpu", "tiny-pp2-dp2");
+  const sim::SimResult r = test::simulate(s, test::cpu_cluster(4), true);
+  const Trace t = test::as_trace(r.trace, "sim.json");
+  const ProgramContext pc{s.program, s.training, "test"};
+  const TimelineModel m(t, &pc);
+  const std::map<int64_t, Breakdown> whole = breakdown_by_rank(t, activities(t, Level::kInstruction, &pc));
+  ASSERT_EQ(whole.size(), 4u);
+  const int64_t T = m.end_ns(), half = T / 2;
+  for (const auto& [rank, b] : whole) {
+    const Breakdown w = m.breakdown_in(rank, 0, T);
+    EXPECT_DOUBLE_EQ(w.step_s, b.step_s);
+    EXPECT_DOUBLE_EQ(w.compute_s, b.compute_s) << rank;
+    EXPECT_DOUBLE_EQ(w.exposed_comm_s, b.exposed_comm_s) << rank;
+    EXPECT_DOUBLE_EQ(w.bubble_s, b.bubble_s) << rank;
+    const Breakdown a = m.breakdown_in(rank, 0, half), z = m.breakdown_in(rank, half, T);
+    EXPECT_NEAR(a.compute_s + z.compute_s, w.compute_s, 1e-12);
+    EXPECT_NEAR(a.exposed_comm_s + z.exposed_comm_s, w.exposed_comm_s, 1e-12);
+    EXPECT_NEAR(a.step_s + z.step_s, w.step_s, 1e-12);
+  }
+  // per-op time inside a window: the compute row's ops over the whole step sum to its busy time
+  const int row = m.row_of(0, program::Lane::kCompute);
+  int64_t sum = 0;
+  for (int64_t v : m.op_time_in(static_cast<std::size_t>(row), 0, T)) sum += v;
+  EXPECT_EQ(sum, m.rows()[static_cast<std::size_t>(row)].busy_ns);
+}
+
+}  // namespace
+}  // namespace stagecraft::traces
