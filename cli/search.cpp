@@ -302,7 +302,7 @@ int run_search(const SearchArgs& a) {
   if (ds) {
     const planner::Space& space = *runs.front().space;
     spec::validate_plan(ds->plan, m, t, runs.front().gpus);
-    baseline = planner::Baseline{"your DeepSpeed config " + a.deepspeed, ds->plan, planner::simulate_plan(space, ds->plan)};
+    baseline = planner::Baseline{"DeepSpeed config " + a.deepspeed, ds->plan, planner::simulate_plan(space, ds->plan)};
     if (root && !a.json) {
       for (const std::string& d : ds->defaults) std::cerr << "stagecraft: " << a.deepspeed << ": " << d << "\n";
     }

@@ -71,7 +71,27 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   explain_->clear_result(QStringLiteral("Search to see why the best plan wins."));
   plan_tabs_ = new QTabWidget;
   plan_tabs_->addTab(table_, QStringLiteral("Plans"));
-  plan_tabs_->addTab(pareto_, QStringLiteral("Pareto"));
+  auto* pareto_tab = new QWidget;
+  auto* pareto_bar = new QHBoxLayout;
+  auto* colour_by = new QComboBox;
+  for (const char* axis : {"zero", "tp", "pp", "schedule", "recompute"}) colour_by->addItem(QString::fromUtf8(axis));
+  colour_by->setToolTip(QStringLiteral("the plan axis that colours the points"));
+  connect(colour_by, &QComboBox::currentTextChanged, this, [this](const QString& axis) {
+    pareto_->set_colour_by(axis.toStdString());
+    pareto_->select_key(selected_);
+  });
+  auto* clear_brush = new QPushButton(QStringLiteral("Show all plans in the table"));
+  clear_brush->setToolTip(QStringLiteral("drag a rectangle on the chart to keep only the plans inside it in the table"));
+  connect(clear_brush, &QPushButton::clicked, this, [this] { table_->proxy()->set_keys(std::nullopt); });
+  pareto_bar->addWidget(new QLabel(QStringLiteral("colour by")));
+  pareto_bar->addWidget(colour_by);
+  pareto_bar->addStretch(1);
+  pareto_bar->addWidget(clear_brush);
+  auto* pareto_layout = new QVBoxLayout(pareto_tab);
+  pareto_layout->setContentsMargins(0, 0, 0, 0);
+  pareto_layout->addLayout(pareto_bar);
+  pareto_layout->addWidget(pareto_, 1);
+  plan_tabs_->addTab(pareto_tab, QStringLiteral("Pareto"));
   plan_tabs_->addTab(explain_, QStringLiteral("Why"));
 
   // the step of the selected plan: timeline over memory
@@ -176,7 +196,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(pareto_, &ParetoView::plan_selected, this, &MainWindow::select_plan);
   connect(pareto_, &ParetoView::rectangle_selected, this, [this](std::unordered_set<std::string> keys) {
     table_->proxy()->set_keys(std::move(keys));
-    statusBar()->showMessage(QStringLiteral("table: the %1 plans inside the rectangle (Pareto tab: click empty space to clear)")
+    statusBar()->showMessage(QStringLiteral("table: the %1 plans inside the rectangle (Pareto tab: \"Show all plans\" to clear)")
                                  .arg(table_->proxy()->rowCount()));
   });
   connect(explain_, &ExplainView::plan_selected, this, &MainWindow::select_plan);
@@ -316,7 +336,9 @@ void MainWindow::start_search() {
     progress_label_->setText(QStringLiteral("  cannot search: ") + inputs_->error());
     return;
   }
+  model_->set_baseline(l->baseline);
   model_->clear();
+  baseline_ = l->baseline;
   result_.reset();
   selected_.clear();
   view_.reset();
@@ -324,7 +346,7 @@ void MainWindow::start_search() {
   memory_->set_view(nullptr);
   table_->proxy()->set_keys(std::nullopt);
   explain_->clear_result(QStringLiteral("searching…"));
-  pareto_->set_plans({}, {}, l->space->cluster().gpu.memory_bytes);
+  pareto_->set_plans({}, {}, l->space->cluster().gpu.memory_bytes, std::nullopt);
   inputs_->set_enabled_inputs(false);
   search_action_->setEnabled(false);
   stop_action_->setEnabled(true);
@@ -357,8 +379,8 @@ void MainWindow::on_finished(const SearchResultPtr& r, const SpacePtr& space) {
   result_ = r;
   space_ = space;
   model_->set_result(*r);
-  pareto_->set_plans(r->evaluated, r->pareto, r->capacity_bytes);
-  explain_->set_result(*r);
+  pareto_->set_plans(r->evaluated, r->pareto, r->capacity_bytes, baseline_);
+  explain_->set_result(*r, baseline_);
   inputs_->set_enabled_inputs(true);
   search_action_->setEnabled(inputs_->loaded().has_value());
   stop_action_->setEnabled(false);

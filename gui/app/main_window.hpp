@@ -107,6 +107,7 @@ class MainWindow : public QMainWindow {
   PlanJobs* jobs_ = nullptr;
   SearchResultPtr result_;
   SpacePtr space_;
+  std::optional<planner::Baseline> baseline_;
   PlanViewPtr view_;
   std::string selected_;
 };

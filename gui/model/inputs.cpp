@@ -7,6 +7,8 @@
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "core/text/format.hpp"
+#include "planner/deepspeed.hpp"
+#include "planner/search.hpp"
 
 namespace stagecraft::gui {
 
@@ -21,6 +23,21 @@ Loaded load(const Inputs& in) {
   if (in.nodes > 0) l.cluster.nodes = in.nodes;
   l.training = spec::load_training(spec::resolve_config(ConfigKind::kTraining, in.training), in.overrides);
   l.space = std::make_shared<const planner::Space>(l.model, l.cluster, l.training, l.cluster.gpus(), in.limits);
+  if (!in.deepspeed.empty()) {
+    // as `search --deepspeed` reads it: DeepSpeed's batch must be the training's
+    planner::HfTrainerArgs hf;
+    hf.hidden_size = l.model.hidden;
+    const planner::DeepSpeedImport ds = planner::load_deepspeed(in.deepspeed, l.cluster.gpus(), l.model.layers, hf);
+    if (ds.training.global_batch != l.training.global_batch) {
+      throw spec::SpecError(in.deepspeed, "/train_batch_size",
+                            "expected the global batch of " + l.training.label() + " (" + std::to_string(l.training.global_batch) +
+                                "), got " + std::to_string(ds.training.global_batch));
+    }
+    spec::validate_plan(ds.plan, l.space->model(), l.training, l.cluster.gpus());
+    l.baseline = planner::Baseline{"DeepSpeed config " + in.deepspeed, ds.plan, planner::simulate_plan(*l.space, ds.plan)};
+    l.baseline_notes = ds.defaults;
+    for (const std::string& w : ds.warnings) l.baseline_notes.push_back("warning: " + w);
+  }
   return l;
 }
 
@@ -67,6 +84,7 @@ std::string search_command(const Inputs& in) {
   list(out, "--reduce-bucket", l.reduce_bucket, [](int64_t v) { return planner::short_elems(v); });
   list(out, "--prefetch-bucket", l.prefetch_bucket, [](int64_t v) { return planner::short_elems(v); });
   list(out, "--max-live-parameters", l.max_live_parameters, [](int64_t v) { return planner::short_elems(v); });
+  if (!in.deepspeed.empty()) out << " --deepspeed " << quoted(in.deepspeed);
   if (in.threads > 0) out << " --threads " << in.threads;
   if (!in.db.empty()) out << " --db " << quoted(in.db) << (in.resume ? " --resume" : "");
   return out.str();

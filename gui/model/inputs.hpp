@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/spec/model.hpp"
 #include "core/spec/overrides.hpp"
 #include "core/spec/training.hpp"
+#include "planner/report.hpp"
 #include "planner/space.hpp"
 
 namespace stagecraft::gui {
@@ -29,6 +31,7 @@ struct Inputs {
   std::string db;               // results store ("" for none)
   bool resume = false;
   std::vector<spec::Override> overrides;   // what-if edits of cluster and training fields (--set)
+  std::string deepspeed;        // a ds_config.json to compare with (--deepspeed), "" for none
 };
 
 // The bundled demo case (`stagecraft demo`): GPT-3 13B on 8 DGX-H100 nodes, batch 1024.
@@ -39,6 +42,8 @@ struct Loaded {
   spec::Cluster cluster;
   spec::Training training;
   std::shared_ptr<const planner::Space> space;
+  std::optional<planner::Baseline> baseline;   // the DeepSpeed config, simulated
+  std::vector<std::string> baseline_notes;     // DeepSpeed's defaults it filled in, and its warnings
 };
 
 // Throws spec::SpecError (file, JSON pointer, what was expected) for a file that does not load,

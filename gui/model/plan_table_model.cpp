@@ -81,7 +81,9 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
   const planner::Evaluated& e = rows_[static_cast<std::size_t>(index.row())];
   const int rank = rank_[static_cast<std::size_t>(index.row())];
   switch (role) {
-    case Qt::DisplayRole: return text(e, index.column(), rank);
+    case Qt::DisplayRole:
+      if (index.row() == baseline_row_ && index.column() == kRank) return QStringLiteral("★");
+      return text(e, index.column(), rank);
     case kRawRole:
       if (index.column() == kPlan) return q(e.key);
       return raw(e, index.column(), rank);
@@ -93,6 +95,7 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
       return QVariantList{static_cast<qlonglong>(e.metrics.peak_memory_bytes), static_cast<qlonglong>(e.metrics.capacity_bytes)};
     case Qt::ToolTipRole:
       if (index.column() == kPlan) return q(e.key);
+      if (index.row() == baseline_row_) return q(e.plan.source);
       if (index.column() == kSplit) {
         const sim::TimeBreakdown& t = e.metrics.time;
         return q(text::fmt("compute %.3f s", t.compute_s) + text::fmt(" · exposed communication %.3f s", t.exposed_comm_s) +
@@ -133,7 +136,33 @@ void PlanTableModel::clear() {
   rank_.clear();
   by_key_.clear();
   front_.clear();
+  baseline_row_ = -1;
+  if (baseline_) {
+    baseline_row_ = 0;
+    by_key_[baseline_->key] = 0;
+    rows_.push_back(*baseline_);
+    rank_.push_back(0);
+  }
   endResetModel();
+}
+
+void PlanTableModel::set_baseline(const std::optional<planner::Baseline>& b) {
+  if (b) {
+    planner::Evaluated e;
+    e.plan = b->plan;
+    e.plan.source = b->name;
+    e.key = "baseline: " + planner::plan_key(b->plan);
+    e.metrics = b->metrics;
+    baseline_ = e;
+  } else {
+    baseline_.reset();
+  }
+  std::vector<planner::Evaluated> keep;
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    if (static_cast<int>(i) != baseline_row_) keep.push_back(rows_[i]);
+  }
+  clear();
+  append(keep);
 }
 
 void PlanTableModel::append(std::span<const planner::Evaluated> rows) {
@@ -150,7 +179,13 @@ void PlanTableModel::append(std::span<const planner::Evaluated> rows) {
 
 void PlanTableModel::set_result(const planner::SearchResult& r) {
   beginResetModel();
-  rows_ = r.evaluated;
+  rows_.clear();
+  baseline_row_ = -1;
+  if (baseline_) {
+    baseline_row_ = 0;
+    rows_.push_back(*baseline_);
+  }
+  rows_.insert(rows_.end(), r.evaluated.begin(), r.evaluated.end());
   rank_.assign(rows_.size(), 0);
   by_key_.clear();
   for (std::size_t i = 0; i < rows_.size(); ++i) by_key_[rows_[i].key] = static_cast<int>(i);
@@ -170,7 +205,7 @@ bool PlanTableModel::on_front(int row) const { return front_.count(rows_.at(stat
 void PlanTableModel::rerank() {
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < rows_.size(); ++i) {
-    if (rows_[i].metrics.fits && !rows_[i].metrics.failed) order.push_back(i);
+    if (rows_[i].metrics.fits && !rows_[i].metrics.failed && static_cast<int>(i) != baseline_row_) order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return planner::better(rows_[a], rows_[b]); });
   std::fill(rank_.begin(), rank_.end(), 0);
@@ -253,6 +288,7 @@ bool PlanFilterProxy::filterAcceptsRow(int source_row, const QModelIndex&) const
   const PlanTableModel* t = table();
   if (!t) return true;
   const planner::Evaluated& e = t->plan(source_row);
+  if (t->is_baseline(source_row)) return true;   // pinned
   if (fits_only_ && !e.metrics.fits) return false;
   if (front_only_ && !t->on_front(source_row)) return false;
   if (!text_.isEmpty() && !QString::fromStdString(e.key).contains(text_, Qt::CaseInsensitive)) return false;
@@ -262,6 +298,11 @@ bool PlanFilterProxy::filterAcceptsRow(int source_row, const QModelIndex&) const
 }
 
 bool PlanFilterProxy::lessThan(const QModelIndex& a, const QModelIndex& b) const {
+  // the baseline row first in either order
+  if (const PlanTableModel* t = table()) {
+    if (t->is_baseline(a.row())) return sortOrder() == Qt::AscendingOrder;
+    if (t->is_baseline(b.row())) return sortOrder() != Qt::AscendingOrder;
+  }
   const QVariant va = sourceModel()->data(a, kRawRole), vb = sourceModel()->data(b, kRawRole);
   if (va.typeId() == QMetaType::QString) return va.toString() < vb.toString();
   const double x = va.toDouble(), y = vb.toDouble();

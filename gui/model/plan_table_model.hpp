@@ -25,6 +25,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "planner/report.hpp"
 #include "planner/search.hpp"
 
 namespace stagecraft::gui {
@@ -51,6 +52,10 @@ class PlanTableModel : public QAbstractTableModel {
   void append(std::span<const planner::Evaluated> rows);
   // Replaces every row with the result's `evaluated`, marks its Pareto front.
   void set_result(const planner::SearchResult& r);
+  // The ★ row: a user's plan (a DeepSpeed config), pinned first whatever the sort, never ranked.
+  // Its key is "baseline: " + its plan key. nullopt removes it.
+  void set_baseline(const std::optional<planner::Baseline>& b);
+  bool is_baseline(int row) const { return row == baseline_row_; }
 
   const planner::Evaluated& plan(int row) const { return rows_.at(static_cast<std::size_t>(row)); }
   const std::vector<planner::Evaluated>& plans() const { return rows_; }
@@ -65,6 +70,8 @@ class PlanTableModel : public QAbstractTableModel {
   std::vector<int> rank_;
   std::unordered_map<std::string, int> by_key_;
   std::unordered_set<std::string> front_;
+  std::optional<planner::Evaluated> baseline_;
+  int baseline_row_ = -1;
 };
 
 class PlanFilterProxy : public QSortFilterProxyModel {

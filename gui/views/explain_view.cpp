@@ -29,14 +29,16 @@ void ExplainView::clear_result(const QString& why) {
   item->setFirstColumnSpanned(true);
 }
 
-void ExplainView::set_result(const planner::SearchResult& r) {
+void ExplainView::set_result(const planner::SearchResult& r, const std::optional<planner::Baseline>& baseline) {
   clear();
   if (r.top.empty()) {
     clear_result(QString::fromStdString(r.reason.empty() ? "no plan" : r.reason));
     return;
   }
   const planner::Explanation e = planner::explain(r);
-  for (const std::string& line : {e.limit, e.memory}) {
+  std::vector<std::string> head = {e.limit, e.memory};
+  if (baseline) head.insert(head.begin(), planner::compare_with_baseline(r, *baseline));
+  for (const std::string& line : head) {
     auto* item = new QTreeWidgetItem(this);
     item->setText(0, QString::fromStdString(line));
     item->setToolTip(0, QString::fromStdString(line));

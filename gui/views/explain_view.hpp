@@ -6,7 +6,10 @@
 
 #include <QTreeWidget>
 
+#include <optional>
+
 #include "planner/explain.hpp"
+#include "planner/report.hpp"
 
 namespace stagecraft::gui {
 
@@ -14,7 +17,8 @@ class ExplainView : public QTreeWidget {
   Q_OBJECT
  public:
   explicit ExplainView(QWidget* parent = nullptr);
-  void set_result(const planner::SearchResult& r);   // empty when r.top is
+  // With a baseline, its comparison with the best plan comes first (planner::compare_with_baseline).
+  void set_result(const planner::SearchResult& r, const std::optional<planner::Baseline>& baseline = std::nullopt);
   void clear_result(const QString& why);
 
  signals:

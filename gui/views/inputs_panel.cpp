@@ -14,6 +14,7 @@
 
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
+#include "planner/space.hpp"
 
 namespace stagecraft::gui {
 
@@ -83,6 +84,15 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(QStringLiteral("Training"), with_open(training_, QStringLiteral("JSON (*.json)")));
   training_info_ = info_label();
   form->addRow(training_info_);
+  deepspeed_ = new QComboBox;
+  deepspeed_->setEditable(true);
+  deepspeed_->setInsertPolicy(QComboBox::NoInsert);
+  deepspeed_->setToolTip(QStringLiteral("a DeepSpeed ds_config.json: simulated and shown as the ★ row to compare with"));
+  deepspeed_->lineEdit()->setPlaceholderText(QStringLiteral("none (a ds_config.json)"));
+  connect(deepspeed_, &QComboBox::currentTextChanged, this, [this] { refresh_chip_limits(); });
+  form->addRow(QStringLiteral("Baseline"), with_open(deepspeed_, QStringLiteral("DeepSpeed config (*.json)")));
+  deepspeed_info_ = info_label();
+  form->addRow(deepspeed_info_);
 
   auto* axes_title = new QLabel(QStringLiteral("<b>Plan space</b> (checked values are searched)"));
   chips_ = new QGridLayout;
@@ -125,6 +135,7 @@ void InputsPanel::set_inputs(const Inputs& in) {
   nodes_->setValue(static_cast<int>(in.nodes > 0 ? in.nodes : 1));
   top_->setValue(static_cast<int>(in.top_k));
   threads_->setValue(in.threads);
+  deepspeed_->setEditText(QString::fromStdString(in.deepspeed));
   loading_ = false;
   axes_.clear();
   reload();
@@ -138,6 +149,7 @@ Inputs InputsPanel::inputs() const {
   in.nodes = nodes_->value();
   in.top_k = top_->value();
   in.threads = threads_->value();
+  in.deepspeed = deepspeed_->currentText().trimmed().toStdString();
   try {
     in.limits = limits_of(axes_, base_.limits);
   } catch (const spec::SpecError&) {
@@ -150,6 +162,7 @@ void InputsPanel::reload() {
   if (loading_) return;
   Inputs in = inputs();
   in.limits = {};
+  in.deepspeed.clear();   // read with the limits, below
   std::optional<Loaded> free_space;
   error_.clear();
   show_info(model_info_, {});
@@ -252,7 +265,21 @@ void InputsPanel::refresh_chip_limits() {
   try {
     Inputs in = inputs();
     in.limits = limits_of(axes_, base_.limits);
-    loaded_ = load(in);
+    show_info(deepspeed_info_, {});
+    try {
+      loaded_ = load(in);
+    } catch (const std::exception& e) {
+      if (!in.deepspeed.empty() && std::string(e.what()).find(in.deepspeed) != std::string::npos) {
+        show_error(deepspeed_info_, QString::fromStdString(e.what()));
+      }
+      throw;
+    }
+    if (loaded_->baseline) {
+      QString text = QString::fromStdString(planner::plan_key(loaded_->baseline->plan)) +
+                     QStringLiteral(": %1 s per step").arg(loaded_->baseline->metrics.step_time_s, 0, 'f', 3);
+      for (const std::string& n : loaded_->baseline_notes) text += QStringLiteral("\n") + QString::fromStdString(n);
+      show_info(deepspeed_info_, text);
+    }
     const std::string empty = loaded_->space->why_empty();
     if (!empty.empty()) {
       loaded_.reset();
@@ -280,7 +307,7 @@ void InputsPanel::set_checked(const std::string& axis, const std::string& value,
 }
 
 void InputsPanel::set_enabled_inputs(bool on) {
-  for (QWidget* w : std::initializer_list<QWidget*>{model_, cluster_, training_, nodes_, top_, threads_}) w->setEnabled(on);
+  for (QWidget* w : std::initializer_list<QWidget*>{model_, cluster_, training_, deepspeed_, nodes_, top_, threads_}) w->setEnabled(on);
   for (auto& row : chip_buttons_) {
     for (QToolButton* b : row) b->setEnabled(on);
   }

@@ -46,7 +46,8 @@ class InputsPanel : public QWidget {
   void refresh_chip_limits();
   QComboBox* picker(spec::ConfigKind kind);
 
-  QComboBox *model_ = nullptr, *cluster_ = nullptr, *training_ = nullptr;
+  QComboBox *model_ = nullptr, *cluster_ = nullptr, *training_ = nullptr, *deepspeed_ = nullptr;
+  QLabel* deepspeed_info_ = nullptr;
   QSpinBox *nodes_ = nullptr, *top_ = nullptr, *threads_ = nullptr;
   QLabel *model_info_ = nullptr, *cluster_info_ = nullptr, *training_info_ = nullptr, *axes_error_ = nullptr;
   QGridLayout* chips_ = nullptr;

@@ -14,7 +14,6 @@ namespace stagecraft::gui {
 
 namespace {
 constexpr double kGiB = 1024.0 * 1024 * 1024;
-const QColor kZeroColours[] = {QColor(68, 119, 170), QColor(34, 136, 51), QColor(204, 187, 68), QColor(170, 51, 119)};
 }  // namespace
 
 ParetoView::ParetoView(QWidget* parent) : QChartView(parent) {
@@ -28,8 +27,35 @@ ParetoView::ParetoView(QWidget* parent) : QChartView(parent) {
   band_ = new QRubberBand(QRubberBand::Rectangle, this);
 }
 
+void ParetoView::set_colour_by(const std::string& axis) {
+  colour_by_ = axis;
+  const std::vector<planner::Evaluated> plans = plans_, front = front_plans_;
+  set_plans(plans, front, capacity_bytes_, baseline_);
+}
+
+namespace {
+
+// The value a plan takes on an axis, and a sort key for the series order.
+std::pair<double, std::string> axis_value(const planner::Evaluated& e, const std::string& axis) {
+  const spec::Plan& p = e.plan;
+  if (axis == "tp") return {static_cast<double>(p.tp), "tp " + std::to_string(p.tp)};
+  if (axis == "pp") return {static_cast<double>(p.pp), "pp " + std::to_string(p.pp)};
+  if (axis == "schedule") return {static_cast<double>(p.schedule), spec::to_string(p.schedule)};
+  if (axis == "recompute") return {static_cast<double>(p.recompute), std::string("recompute ") + spec::to_string(p.recompute)};
+  return {static_cast<double>(p.zero.stage), "ZeRO " + std::to_string(p.zero.stage)};
+}
+
+const QColor kPalette[] = {QColor(68, 119, 170), QColor(34, 136, 51), QColor(204, 187, 68), QColor(170, 51, 119),
+                           QColor(102, 204, 238), QColor(238, 102, 119), QColor(119, 119, 119)};
+
+}  // namespace
+
 void ParetoView::set_plans(const std::vector<planner::Evaluated>& plans, const std::vector<planner::Evaluated>& front,
-                           int64_t capacity_bytes) {
+                           int64_t capacity_bytes, const std::optional<planner::Baseline>& baseline) {
+  plans_ = plans;
+  front_plans_ = front;
+  capacity_bytes_ = capacity_bytes;
+  baseline_ = baseline;
   QChart* chart = this->chart();
   chart->removeAllSeries();
   for (QAbstractAxis* a : chart->axes()) {
@@ -38,19 +64,20 @@ void ParetoView::set_plans(const std::vector<planner::Evaluated>& plans, const s
   }
   points_.clear();
   all_.clear();
-  std::map<int, QScatterSeries*> by_zero;
+  std::map<std::pair<double, int>, QScatterSeries*> by_value;   // (axis value, does not fit)
+  std::map<double, int> colour_index;
   double max_x = static_cast<double>(capacity_bytes) / kGiB, max_y = 0, min_y = INFINITY;
   for (const planner::Evaluated& e : plans) {
     if (e.metrics.failed) continue;
-    const int z = e.plan.zero.stage;
+    const auto [value, name] = axis_value(e, colour_by_);
     const bool fits = e.metrics.fits;
-    const int series_key = z * 2 + (fits ? 0 : 1);
-    QScatterSeries*& s = by_zero[series_key];
+    QScatterSeries*& s = by_value[{value, fits ? 0 : 1}];
     if (!s) {
       s = new QScatterSeries;
-      s->setName(QStringLiteral("ZeRO %1%2").arg(z).arg(fits ? QString() : QStringLiteral(" (does not fit)")));
+      s->setName(QString::fromStdString(name) + (fits ? QString() : QStringLiteral(" (does not fit)")));
       s->setMarkerSize(fits ? 8 : 7);
-      const QColor c = kZeroColours[std::clamp(z, 0, 3)];
+      const int ci = colour_index.emplace(value, static_cast<int>(colour_index.size())).first->second;
+      const QColor c = kPalette[ci % 7];
       s->setColor(fits ? c : QColor(Qt::white));
       s->setBorderColor(fits ? c.darker(130) : QColor(200, 0, 0));
     }
@@ -77,7 +104,13 @@ void ParetoView::set_plans(const std::vector<planner::Evaluated>& plans, const s
   ay->applyNiceNumbers();
   chart->addAxis(ax, Qt::AlignBottom);
   chart->addAxis(ay, Qt::AlignLeft);
-  for (auto& [k, s] : by_zero) {
+  if (baseline && !baseline->metrics.failed) {
+    const double x = static_cast<double>(baseline->metrics.peak_memory_bytes) / kGiB, y = baseline->metrics.step_time_s;
+    max_x = std::max(max_x, x);
+    max_y = std::max(max_y, y);
+    min_y = std::min(min_y, y);
+  }
+  for (auto& [k, s] : by_value) {
     chart->addSeries(s);
     s->attachAxis(ax);
     s->attachAxis(ay);
@@ -110,6 +143,21 @@ void ParetoView::set_plans(const std::vector<planner::Evaluated>& plans, const s
   chart->addSeries(capacity_);
   capacity_->attachAxis(ax);
   capacity_->attachAxis(ay);
+  baseline_series_ = nullptr;
+  if (baseline && !baseline->metrics.failed) {
+    baseline_series_ = new QScatterSeries;
+    baseline_series_->setName(QStringLiteral("★ baseline"));
+    baseline_series_->setMarkerShape(QScatterSeries::MarkerShapeStar);
+    baseline_series_->setMarkerSize(18);
+    baseline_series_->setColor(QColor(240, 140, 0));
+    baseline_series_->setBorderColor(Qt::black);
+    const double x = static_cast<double>(baseline->metrics.peak_memory_bytes) / kGiB;
+    baseline_series_->append(x, baseline->metrics.step_time_s);
+    all_.push_back({x, baseline->metrics.step_time_s, "baseline: " + planner::plan_key(baseline->plan)});
+    chart->addSeries(baseline_series_);
+    baseline_series_->attachAxis(ax);
+    baseline_series_->attachAxis(ay);
+  }
   selected_ = new QScatterSeries;
   selected_->setName(QStringLiteral("selected"));
   selected_->setMarkerSize(16);

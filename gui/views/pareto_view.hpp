@@ -9,10 +9,12 @@
 #include <QtCharts/QLineSeries>
 #include <QtCharts/QScatterSeries>
 
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
+#include "planner/report.hpp"
 #include "planner/search.hpp"
 
 namespace stagecraft::gui {
@@ -23,7 +25,12 @@ class ParetoView : public QChartView {
   explicit ParetoView(QWidget* parent = nullptr);
 
   void set_plans(const std::vector<planner::Evaluated>& plans, const std::vector<planner::Evaluated>& front,
-                 int64_t capacity_bytes);
+                 int64_t capacity_bytes, const std::optional<planner::Baseline>& baseline = std::nullopt);
+  // Which plan axis gives the points their colour (a series per value): "zero", "tp", "pp",
+  // "schedule", "recompute". Redraws.
+  void set_colour_by(const std::string& axis);
+  const std::string& colour_by() const { return colour_by_; }
+  QScatterSeries* baseline_series() const { return baseline_series_; }
   void select_key(const std::string& key);
 
   // For tests and exports.
@@ -53,6 +60,11 @@ class ParetoView : public QChartView {
     std::string key;
   };
   std::vector<Point> all_;
+  std::string colour_by_ = "zero";
+  std::vector<planner::Evaluated> plans_, front_plans_;
+  int64_t capacity_bytes_ = 0;
+  std::optional<planner::Baseline> baseline_;
+  QScatterSeries* baseline_series_ = nullptr;
   std::vector<QScatterSeries*> points_;
   QLineSeries* front_ = nullptr;
   QLineSeries* capacity_ = nullptr;

@@ -275,6 +275,38 @@ TEST(MainWindow, ASearchSelectsTheBestPlanAndShowsItsStep) {
   EXPECT_DOUBLE_EQ(w.pareto()->selection_series()->at(0).y(), second.metrics.step_time_s);
 }
 
+// A DeepSpeed config as the baseline: the ★ row pinned first whatever the sort, never ranked, with
+// the numbers `simulate --deepspeed` gives; a star on the scatter; the command names it.
+TEST(MainWindow, ADeepSpeedBaselineIsThePinnedStarRow) {
+  MainWindow w;
+  Inputs in = test::tiny_inputs();
+  in.deepspeed = std::string(STAGECRAFT_TEST_DATA) + "/../planner/data/ds_minimal.json";
+  w.inputs()->set_inputs(in);
+  ASSERT_TRUE(w.inputs()->loaded().has_value()) << w.inputs()->error().toStdString();
+  const std::optional<planner::Baseline>& b = w.inputs()->loaded()->baseline;
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->plan.zero.stage, 3) << "ds_minimal.json: stage 3";
+  EXPECT_EQ(b->metrics.step_time_s, planner::simulate_plan(*w.inputs()->loaded()->space, b->plan).step_time_s);
+  QSignalSpy done(&w, &MainWindow::search_done);
+  w.start_search();
+  ASSERT_TRUE(test::wait_for([&] { return done.count() >= 1; }));
+  PlanTableModel* m = w.table_model();
+  ASSERT_TRUE(m->is_baseline(0));
+  EXPECT_EQ(m->rank_of(0), 0);
+  EXPECT_EQ(m->data(m->index(0, PlanTableModel::kRank), Qt::DisplayRole).toString(), QStringLiteral("★"));
+  EXPECT_EQ(m->rowCount(), static_cast<int>(w.result()->evaluated.size()) + 1);
+  for (const Qt::SortOrder order : {Qt::AscendingOrder, Qt::DescendingOrder}) {
+    w.table()->proxy()->sort(PlanTableModel::kStep, order);
+    EXPECT_TRUE(m->is_baseline(w.table()->proxy()->mapToSource(w.table()->proxy()->index(0, 0)).row())) << "pinned first";
+  }
+  w.table()->proxy()->set_fits_only(true);
+  w.table()->proxy()->set_text(QStringLiteral("no such key"));
+  EXPECT_EQ(w.table()->proxy()->rowCount(), 1) << "filters keep the baseline";
+  ASSERT_NE(w.pareto()->baseline_series(), nullptr);
+  EXPECT_DOUBLE_EQ(w.pareto()->baseline_series()->at(0).y(), b->metrics.step_time_s);
+  EXPECT_NE(w.command().find("--deepspeed "), std::string::npos) << w.command();
+}
+
 TEST(MainWindow, AnUncheckedAxisDisablesSearchWithTheReason) {
   MainWindow w;
   w.inputs()->set_inputs(test::tiny_inputs());
