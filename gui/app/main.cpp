@@ -11,8 +11,12 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <memory>
 
+#include "core/spec/bundled.hpp"
 #include "gui/app/main_window.hpp"
+#include "planner/space.hpp"
+#include "gui/views/compare_view.hpp"
 #include "gui/views/inputs_panel.hpp"
 
 int main(int argc, char** argv) {
@@ -36,9 +40,12 @@ int main(int argc, char** argv) {
   const QCommandLineOption search({QStringLiteral("search")}, QStringLiteral("search at start"));
   const QCommandLineOption shots({QStringLiteral("screenshots")}, QStringLiteral("save PNGs of the views into DIR, then quit"),
                                  QStringLiteral("DIR"));
+  const QCommandLineOption plan({QStringLiteral("plan")}, QStringLiteral("a plan to show (after the search, if one runs)"), QStringLiteral("P"));
+  const QCommandLineOption measured({QStringLiteral("measured")},
+                                    QStringLiteral("a measured trace of --plan to compare (repeat for one file per rank)"), QStringLiteral("FILE"));
   const QCommandLineOption quit_after({QStringLiteral("quit-after")}, QStringLiteral("quit after MS milliseconds whatever happened"),
                                       QStringLiteral("MS"));
-  for (const auto& o : {model, cluster, training, nodes, demo, search, shots, quit_after}) p.addOption(o);
+  for (const auto& o : {model, cluster, training, nodes, demo, search, shots, plan, measured, quit_after}) p.addOption(o);
   p.process(app);
 
   stagecraft::gui::MainWindow w;
@@ -49,6 +56,40 @@ int main(int argc, char** argv) {
   if (p.isSet(nodes)) in.nodes = p.value(nodes).toLongLong();
   w.inputs()->set_inputs(in);
   w.show();
+  const bool searching = p.isSet(demo) || p.isSet(search) || (p.isSet(shots) && !p.isSet(plan));
+  if (p.isSet(measured)) {
+    std::vector<std::string> files;
+    for (const QString& f : p.values(measured)) files.push_back(f.toStdString());
+    // once the plan's step is simulated: load the measured trace against it (once)
+    auto loaded = std::make_shared<bool>(false);
+    std::string key;   // the measured trace is of --plan: wait for its step
+    if (p.isSet(plan)) {
+      try {
+        key = stagecraft::planner::plan_key(stagecraft::spec::load_plan(
+            stagecraft::spec::resolve_config(stagecraft::spec::ConfigKind::kPlan, p.value(plan).toStdString())));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "stagecraft-gui: %s\n", e.what());
+        return 2;
+      }
+    }
+    QObject::connect(&w, &stagecraft::gui::MainWindow::step_ready, &w, [&w, files, loaded, key] {
+      if (*loaded || (!key.empty() && w.selected_key() != key)) return;
+      *loaded = true;
+      if (!w.compare()->load_measured(files)) {
+        std::fprintf(stderr, "stagecraft-gui: %s\n", w.compare()->error().toLocal8Bit().constData());
+      }
+    }, Qt::DirectConnection);
+  }
+  if (p.isSet(plan)) {
+    const std::string name = p.value(plan).toStdString();
+    if (searching) {
+      QObject::connect(&w, &stagecraft::gui::MainWindow::search_done, &w, [&w, name] { w.open_plan(name); });
+    } else {
+      QTimer::singleShot(0, &w, [&w, name] {
+        if (!w.open_plan(name)) QApplication::exit(2);
+      });
+    }
+  }
   if (p.isSet(shots)) {
     const QString dir = p.value(shots);
     QObject::connect(&w, &stagecraft::gui::MainWindow::step_ready, &w, [&w, dir] {
@@ -59,13 +100,13 @@ int main(int argc, char** argv) {
       });
     });
     QObject::connect(&w, &stagecraft::gui::MainWindow::search_done, &w, [&w] {
-      if (!w.result() || w.result()->top.empty()) {
+      if (w.result() && w.result()->top.empty()) {
         std::fprintf(stderr, "stagecraft-gui: the search found no plan; no screenshots\n");
         QApplication::exit(1);
       }
     });
   }
   if (p.isSet(quit_after)) QTimer::singleShot(p.value(quit_after).toInt(), &app, [] { QApplication::exit(3); });
-  if (p.isSet(demo) || p.isSet(search) || p.isSet(shots)) QTimer::singleShot(0, &w, &stagecraft::gui::MainWindow::start_search);
+  if (searching) QTimer::singleShot(0, &w, &stagecraft::gui::MainWindow::start_search);
   return QApplication::exec();
 }

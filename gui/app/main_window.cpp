@@ -29,6 +29,7 @@
 #include <QVBoxLayout>
 
 #include "core/program/format.hpp"
+#include "core/spec/bundled.hpp"
 #include "core/text/format.hpp"
 #include "gui/views/explain_view.hpp"
 #include "gui/views/export.hpp"
@@ -37,6 +38,7 @@
 #include "gui/views/plan_table_view.hpp"
 #include "gui/views/timeline_view.hpp"
 #include "gui/views/whatif_panel.hpp"
+#include "gui/views/compare_view.hpp"
 #include "gui/render/palette.hpp"
 #include <numeric>
 #include "planner/report.hpp"
@@ -135,9 +137,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   explore->addWidget(step);
   explore->setStretchFactor(0, 2);
   explore->setStretchFactor(1, 3);
-  auto* workspaces = new QTabWidget;
-  workspaces->addTab(explore, QStringLiteral("Explore"));
-  setCentralWidget(workspaces);
+  workspaces_ = new QTabWidget;
+  workspaces_->addTab(explore, QStringLiteral("Explore"));
+  compare_ = new CompareView;
+  workspaces_->addTab(compare_, QStringLiteral("Compare"));
+  setCentralWidget(workspaces_);
 
   details_ = new QTextBrowser;
   details_->setOpenLinks(false);
@@ -417,13 +421,38 @@ void MainWindow::select_plan(const QString& qkey) {
   if (space_) jobs_->request(space_, e.plan, key);
 }
 
+bool MainWindow::open_plan(const std::string& name) {
+  const auto& l = inputs_->loaded();
+  if (!l) {
+    statusBar()->showMessage(QStringLiteral("cannot open a plan: ") + inputs_->error());
+    return false;
+  }
+  try {
+    const spec::Plan plan = spec::load_plan(spec::resolve_config(spec::ConfigKind::kPlan, name));
+    spec::validate_plan(plan, l->space->model(), l->space->training(), l->space->gpus());
+    planner::Evaluated e;
+    e.plan = plan;
+    e.key = planner::plan_key(plan);
+    e.metrics = planner::simulate_plan(*l->space, plan);
+    if (!space_) space_ = l->space;
+    if (model_->row_of(e.key) < 0) model_->append(std::span<const planner::Evaluated>(&e, 1));
+    select_plan(QString::fromStdString(e.key));
+    return true;
+  } catch (const std::exception& ex) {
+    statusBar()->showMessage(QString::fromStdString(ex.what()));
+    return false;
+  }
+}
+
 void MainWindow::on_view(const PlanViewPtr& v) {
   view_ = v;
-  if (result_ && space_) {
+  compare_->set_simulated(v);
+  if (space_) {
     // The sweep compares shapes: the best fitting plan of each (tp, pp, ZeRO stage, schedule), best first.
     std::vector<const planner::Evaluated*> fitting;
-    for (const planner::Evaluated& e : result_->evaluated) {
-      if (e.metrics.fits && !e.metrics.failed) fitting.push_back(&e);
+    for (int row = 0; row < model_->rowCount(); ++row) {
+      const planner::Evaluated& e = model_->plan(row);
+      if (e.metrics.fits && !e.metrics.failed && !model_->is_baseline(row)) fitting.push_back(&e);
     }
     std::sort(fitting.begin(), fitting.end(), [](const auto* a, const auto* b) { return planner::better(*a, *b); });
     std::vector<planner::SweepPlan> top;
@@ -437,7 +466,8 @@ void MainWindow::on_view(const PlanViewPtr& v) {
     if (std::none_of(top.begin(), top.end(), [&](const planner::SweepPlan& p) { return p.key == v->key; })) {
       top.insert(top.begin(), {v->key, v->plan});
     }
-    if (const int row = model_->row_of(v->key); row >= 0) whatif_->set_context(searched_, space_->cluster(), model_->plan(row), top);
+    const Inputs& inputs = result_ ? searched_ : inputs_->inputs();
+    if (const int row = model_->row_of(v->key); row >= 0) whatif_->set_context(inputs, space_->cluster(), model_->plan(row), top);
   }
   const sim::Metrics& m = v->sim.metrics;
   step_title_->setText(QStringLiteral("<b>%1</b> — simulated step %2 s · %3 events · %4 simulated rank(s)")
@@ -550,8 +580,14 @@ void MainWindow::save_screenshots(const QString& dir) {
     select_plan(QString::fromStdString(shown));
     wait.exec();
   }
+  if (compare_->data()) {
+    workspaces_->setCurrentWidget(compare_);
+    QApplication::processEvents();
+    grab().save(QDir(dir).filePath(QStringLiteral("gui-compare.png")));
+    workspaces_->setCurrentIndex(0);
+  }
   // the what-if sweep of the inter-node bandwidth for the top plans
-  {
+  if (result_) {
     QEventLoop wait;
     connect(whatif_, &WhatIfPanel::sweep_done, &wait, &QEventLoop::quit);
     QTimer::singleShot(60000, &wait, &QEventLoop::quit);

@@ -32,6 +32,7 @@ class PlanTableView;
 class TimeAxis;
 class TimelineView;
 class WhatIfPanel;
+class CompareView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -53,6 +54,8 @@ class MainWindow : public QMainWindow {
   QProgressBar* progress() const { return progress_; }
   QTextBrowser* details() const { return details_; }
   WhatIfPanel* whatif() const { return whatif_; }
+  CompareView* compare() const { return compare_; }
+  QTabWidget* workspaces() const { return workspaces_; }
   const SearchResultPtr& result() const { return result_; }
   const std::string& selected_key() const { return selected_; }
 
@@ -63,6 +66,9 @@ class MainWindow : public QMainWindow {
   void start_search();
   void stop_search();
   void select_plan(const QString& key);
+  // A plan file (or bundled name) of the current inputs: simulated, added to the table, selected.
+  // False with the loader's message in the status bar when it does not load or fit the inputs.
+  bool open_plan(const std::string& plan);
   // Saves a PNG of the window with each plan tab in front, and of the schedule view, into `dir`.
   void save_screenshots(const QString& dir);
 
@@ -96,6 +102,8 @@ class MainWindow : public QMainWindow {
   QTabWidget* plan_tabs_ = nullptr;
   QTextBrowser* details_ = nullptr;
   WhatIfPanel* whatif_ = nullptr;
+  CompareView* compare_ = nullptr;
+  QTabWidget* workspaces_ = nullptr;
   Inputs searched_;
   QProgressBar* progress_ = nullptr;
   QLabel* progress_label_ = nullptr;

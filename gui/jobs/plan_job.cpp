@@ -24,6 +24,29 @@ std::string duration(double ns) {
 }
 }  // namespace
 
+void match_messages(PlanView& v) {
+  v.peers.clear();
+  std::map<std::pair<program::MessageKey, int>, std::pair<std::size_t, std::size_t>> open;   // (message, is_recv)
+  for (std::size_t r = 0; r < v.timeline.rows().size(); ++r) {
+    const traces::TimelineRow& row = v.timeline.rows()[r];
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const bool send = program::is_send(row.op[i]), recv = program::is_recv(row.op[i]);
+      if (!send && !recv) continue;
+      const program::Instr* in = v.context.find(row.rank, row.instr[i]);
+      if (!in) continue;
+      const program::MessageKey key = program::message_of(v.context.program.placement, row.rank, *in);
+      const auto other = open.find({key, send ? 1 : 0});
+      if (other != open.end()) {
+        v.peers[{r, i}] = other->second;
+        v.peers[other->second] = {r, i};
+        open.erase(other);
+      } else {
+        open[{key, send ? 0 : 1}] = {r, i};
+      }
+    }
+  }
+}
+
 PlanViewPtr simulate_view(const planner::Space& space, const spec::Plan& plan, const std::string& key) {
   auto v = std::make_shared<PlanView>();
   v->key = key;
@@ -37,25 +60,7 @@ PlanViewPtr simulate_view(const planner::Space& space, const spec::Plan& plan, c
   v->sim = sim::simulate(v->context.program, space.cluster(), o);
   v->trace = traces::from_core(v->sim.trace, "simulated");
   v->timeline = traces::TimelineModel(v->trace, &v->context);
-  std::map<std::pair<program::MessageKey, int>, std::pair<std::size_t, std::size_t>> open;   // (message, is_recv)
-  for (std::size_t r = 0; r < v->timeline.rows().size(); ++r) {
-    const traces::TimelineRow& row = v->timeline.rows()[r];
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      const bool send = program::is_send(row.op[i]), recv = program::is_recv(row.op[i]);
-      if (!send && !recv) continue;
-      const program::Instr* in = v->context.find(row.rank, row.instr[i]);
-      if (!in) continue;
-      const program::MessageKey key = program::message_of(v->context.program.placement, row.rank, *in);
-      const auto other = open.find({key, send ? 1 : 0});
-      if (other != open.end()) {
-        v->peers[{r, i}] = other->second;
-        v->peers[other->second] = {r, i};
-        open.erase(other);
-      } else {
-        open[{key, send ? 0 : 1}] = {r, i};
-      }
-    }
-  }
+  match_messages(*v);
   return v;
 }
 

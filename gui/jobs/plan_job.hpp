@@ -46,6 +46,9 @@ struct PlanView {
 };
 using PlanViewPtr = std::shared_ptr<const PlanView>;
 
+// Fills v.peers from its timeline and Program.
+void match_messages(PlanView& v);
+
 // Throws what lowering and simulation throw (spec::SpecError, sim::SimError).
 PlanViewPtr simulate_view(const planner::Space& space, const spec::Plan& plan, const std::string& key);
 

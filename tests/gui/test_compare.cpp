@@ -1,0 +1,96 @@
+// The Compare workspace: a trace against itself has no error; a rank made slower is the culprit
+// the grid points at; a trace of another plan is refused and changes nothing; calibrating from a
+// measured trace and using the fitted profile brings the simulated step closer.
+#include <QTableWidget>
+
+#include <gtest/gtest.h>
+
+#include "core/program/lower.hpp"
+#include "core/spec/bundled.hpp"
+#include "gui/views/compare_view.hpp"
+#include "gui/views/timeline_view.hpp"
+#include "gui_support.hpp"
+#include "sim/simulator.hpp"
+
+namespace stagecraft::gui {
+namespace {
+
+// A "measured" trace: the plan simulated on `cluster` for every rank (full), named measured.
+traces::Trace measured_of(const PlanView& v, const spec::Cluster& cluster) {
+  sim::SimOptions o;
+  o.record_trace = true;
+  o.full = true;
+  trace::Trace t = sim::simulate(v.context.program, cluster, o).trace;
+  t.source = "measured";
+  return traces::from_core(t, "measured.json");
+}
+
+TEST(Compare, ATraceAgainstItselfHasNoError) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  CompareView view;
+  view.set_simulated(v);
+  ASSERT_TRUE(view.set_measured(measured_of(*v, v->cluster))) << view.error().toStdString();
+  const traces::Comparison& c = view.data()->comparison;
+  EXPECT_DOUBLE_EQ(c.step_error(), 0.0);
+  for (const auto& [kind, k] : c.kinds) EXPECT_DOUBLE_EQ(k.error(), 0.0) << kind;
+  EXPECT_EQ(view.kinds_table()->rowCount(), static_cast<int>(c.kinds.size()));
+  ASSERT_TRUE(view.data()->measured);
+  EXPECT_EQ(view.measured_timeline()->view()->timeline.end_ns(), v->timeline.end_ns());
+}
+
+// Rank 3's compute 30% slower: the grid's culprit cell is rank 3 on a compute kind, and the worst
+// items are rank 3's.
+TEST(Compare, ASlowRankIsTheCulpritTheGridMarks) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  traces::Trace m = measured_of(*v, v->cluster);
+  for (trace::Event& e : m.data.events) {
+    if (e.rank == 3 && e.lane == program::Lane::kCompute) e.end_ns = e.start_ns + (e.end_ns - e.start_ns) * 13 / 10;
+  }
+  CompareView view;
+  view.set_simulated(v);
+  ASSERT_TRUE(view.set_measured(m)) << view.error().toStdString();
+  const ErrorGrid& g = view.data()->grid;
+  ASSERT_GE(g.worst_rank, 0);
+  EXPECT_EQ(g.ranks[static_cast<std::size_t>(g.worst_rank)], 3);
+  const std::string& kind = g.kinds[static_cast<std::size_t>(g.worst_kind)];
+  EXPECT_TRUE(kind == "forward" || kind == "backward" || kind == "optimizer") << kind;
+  EXPECT_NEAR(g.error[static_cast<std::size_t>(g.worst_rank)][static_cast<std::size_t>(g.worst_kind)], 1 / 1.3 - 1, 0.01)
+      << "simulated / measured − 1 = 1/1.3 − 1";
+  ASSERT_FALSE(view.data()->comparison.worst.empty());
+  EXPECT_EQ(view.data()->comparison.worst.front().rank, 3);
+  EXPECT_TRUE(view.grid_table()->item(g.worst_rank, g.worst_kind)->text().contains(QStringLiteral("◀")));
+}
+
+TEST(Compare, ATraceOfAnotherPlanIsRefusedAndChangesNothing) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  const PlanViewPtr other = test::tiny_view("tiny-zero3");
+  CompareView view;
+  view.set_simulated(v);
+  ASSERT_TRUE(view.set_measured(measured_of(*v, v->cluster)));
+  const double before = view.data()->comparison.step_measured_s;
+  EXPECT_FALSE(view.set_measured(measured_of(*other, other->cluster)));
+  EXPECT_FALSE(view.error().isEmpty());
+  EXPECT_EQ(view.data()->comparison.step_measured_s, before);
+}
+
+// Measured on a cluster whose GEMMs run at 70% of the profile's efficiency: the profile's step is
+// too fast; calibrated on the measured trace, the re-simulated step's error is smaller.
+TEST(Compare, CalibratingAndUsingTheFitBringsTheStepCloser) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  spec::Cluster truth = v->cluster;
+  for (auto& [flops, eff] : truth.gpu.matmul_efficiency) eff *= 0.7;
+  CompareView view;
+  view.set_simulated(v);
+  ASSERT_TRUE(view.set_measured(measured_of(*v, truth)));
+  const double before = view.data()->comparison.step_error();
+  ASSERT_LT(before, -0.05) << "the profile is faster than the truth";
+  ASSERT_TRUE(view.calibrate()) << view.error().toStdString();
+  ASSERT_TRUE(view.calibration()->fitted_any());
+  ASSERT_TRUE(view.use_calibrated()) << view.error().toStdString();
+  const double after = view.data()->comparison.step_error();
+  EXPECT_LT(std::fabs(after), std::fabs(before));
+  EXPECT_DOUBLE_EQ(view.error_before(), before);
+}
+
+}  // namespace
+}  // namespace stagecraft::gui
