@@ -108,7 +108,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   fit->setToolTip(QStringLiteral("show the whole step (F)"));
   connect(fit, &QPushButton::clicked, axis_, &TimeAxis::fit);
   memory_rank_ = new QComboBox;
-  memory_rank_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  memory_rank_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  memory_rank_->setMinimumContentsLength(22);
   memory_rank_->setToolTip(QStringLiteral("whose memory is drawn under the timeline"));
   connect(memory_rank_, &QComboBox::activated, this, [this](int i) { memory_->set_rank(memory_rank_->itemData(i).toLongLong()); });
   auto* step_bar = new QHBoxLayout;
