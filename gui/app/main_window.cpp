@@ -170,6 +170,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   stop_action_->setShortcut(QKeySequence(Qt::Key_Escape));
   stop_action_->setToolTip(QStringLiteral("stop after the batch in flight, keeping what was found (Esc)"));
   stop_action_->setEnabled(false);
+  resume_action_ = bar->addAction(QStringLiteral("↻ Resume"), this, &MainWindow::resume_search);
+  resume_action_->setToolTip(QStringLiteral("continue the stopped search from the results db, reusing its plans (--resume)"));
+  resume_action_->setVisible(false);
   progress_ = new QProgressBar;
   progress_->setMaximumWidth(260);
   progress_->setRange(0, 1);
@@ -360,7 +363,15 @@ void MainWindow::start_search() {
   progress_label_->setText(QStringLiteral("  enumerating and pruning…"));
   statusBar()->clearMessage();
   searched_ = inputs_->inputs();
+  searched_.resume = resume_next_ && !searched_.db.empty();
+  resume_next_ = false;
+  resume_action_->setVisible(false);
   worker_->start(l->space, searched_);
+}
+
+void MainWindow::resume_search() {
+  resume_next_ = true;
+  start_search();
 }
 
 void MainWindow::stop_search() {
@@ -395,6 +406,8 @@ void MainWindow::on_finished(const SearchResultPtr& r, const SpacePtr& space) {
   QString done = r->interrupted ? QStringLiteral("  stopped: ") : QStringLiteral("  done: ");
   done += QStringLiteral("%1 simulated in %2 s").arg(r->counts.evaluated).arg(r->seconds, 0, 'f', 2);
   if (r->interrupted) done += QStringLiteral(", %1 not explored").arg(r->counts.unexplored);
+  if (r->resumed) done += QStringLiteral(" (resumed: %1 plans reused from the results db)").arg(r->counts.reused);
+  resume_action_->setVisible(r->interrupted && !searched_.db.empty());
   progress_label_->setText(done);
   statusBar()->showMessage(QString::fromStdString(planner::format_counts(*r)));
   if (r->top.empty()) {

@@ -64,6 +64,9 @@ class MainWindow : public QMainWindow {
 
  public slots:
   void start_search();
+  // Continues the latest search with the same inputs in the results store, reusing its plans
+  // (--resume); only with a results db.
+  void resume_search();
   void stop_search();
   void select_plan(const QString& key);
   // A plan file (or bundled name) of the current inputs: simulated, added to the table, selected.
@@ -110,7 +113,8 @@ class MainWindow : public QMainWindow {
   QLabel* step_title_ = nullptr;
   QCheckBox* schedule_ = nullptr;
   QComboBox* memory_rank_ = nullptr;
-  QAction *search_action_ = nullptr, *stop_action_ = nullptr;
+  QAction *search_action_ = nullptr, *stop_action_ = nullptr, *resume_action_ = nullptr;
+  bool resume_next_ = false;
   SearchWorker* worker_ = nullptr;
   PlanJobs* jobs_ = nullptr;
   SearchResultPtr result_;

@@ -113,6 +113,11 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   threads_->setToolTip(QStringLiteral("search threads (auto: cores − 1, one left for the window)"));
   connect(threads_, &QSpinBox::valueChanged, this, [this] { emit changed(); });
   options->addRow(QStringLiteral("Threads"), threads_);
+  db_ = new QLineEdit;
+  db_->setPlaceholderText(QStringLiteral("none (a .sqlite file)"));
+  db_->setToolTip(QStringLiteral("record the search and every simulated plan in this SQLite file (--db); a stopped search can then be resumed"));
+  connect(db_, &QLineEdit::editingFinished, this, [this] { emit changed(); });
+  options->addRow(QStringLiteral("Results db"), db_);
 
   auto* v = new QVBoxLayout(this);
   v->addLayout(form);
@@ -136,6 +141,7 @@ void InputsPanel::set_inputs(const Inputs& in) {
   top_->setValue(static_cast<int>(in.top_k));
   threads_->setValue(in.threads);
   deepspeed_->setEditText(QString::fromStdString(in.deepspeed));
+  db_->setText(QString::fromStdString(in.db));
   loading_ = false;
   axes_.clear();
   reload();
@@ -150,6 +156,8 @@ Inputs InputsPanel::inputs() const {
   in.top_k = top_->value();
   in.threads = threads_->value();
   in.deepspeed = deepspeed_->currentText().trimmed().toStdString();
+  in.db = db_->text().trimmed().toStdString();
+  in.resume = false;
   try {
     in.limits = limits_of(axes_, base_.limits);
   } catch (const spec::SpecError&) {
@@ -307,7 +315,7 @@ void InputsPanel::set_checked(const std::string& axis, const std::string& value,
 }
 
 void InputsPanel::set_enabled_inputs(bool on) {
-  for (QWidget* w : std::initializer_list<QWidget*>{model_, cluster_, training_, deepspeed_, nodes_, top_, threads_}) w->setEnabled(on);
+  for (QWidget* w : std::initializer_list<QWidget*>{model_, cluster_, training_, deepspeed_, nodes_, top_, threads_, db_}) w->setEnabled(on);
   for (auto& row : chip_buttons_) {
     for (QToolButton* b : row) b->setEnabled(on);
   }

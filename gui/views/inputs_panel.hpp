@@ -16,6 +16,7 @@
 class QComboBox;
 class QGridLayout;
 class QLabel;
+class QLineEdit;
 class QSpinBox;
 class QToolButton;
 class QVBoxLayout;
@@ -49,6 +50,7 @@ class InputsPanel : public QWidget {
   QComboBox *model_ = nullptr, *cluster_ = nullptr, *training_ = nullptr, *deepspeed_ = nullptr;
   QLabel* deepspeed_info_ = nullptr;
   QSpinBox *nodes_ = nullptr, *top_ = nullptr, *threads_ = nullptr;
+  QLineEdit* db_ = nullptr;
   QLabel *model_info_ = nullptr, *cluster_info_ = nullptr, *training_info_ = nullptr, *axes_error_ = nullptr;
   QGridLayout* chips_ = nullptr;
   std::vector<std::vector<QToolButton*>> chip_buttons_;

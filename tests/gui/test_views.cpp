@@ -307,6 +307,38 @@ TEST(MainWindow, ADeepSpeedBaselineIsThePinnedStarRow) {
   EXPECT_NE(w.command().find("--deepspeed "), std::string::npos) << w.command();
 }
 
+// With a results db, a stopped search resumes: its plans are reused and the answer is the one an
+// uninterrupted search gives.
+TEST(MainWindow, AStoppedSearchResumesFromTheResultsDb) {
+  QTemporaryDir dir;
+  Inputs in = demo_inputs();
+  in.threads = 1;
+  const Loaded l = load(in);
+  const planner::SearchResult direct = planner::search(*l.space, test::options_of(in));
+  in.db = dir.path().toStdString() + "/results.sqlite";
+  MainWindow w;
+  w.inputs()->set_inputs(in);
+  ASSERT_TRUE(w.inputs()->loaded().has_value()) << w.inputs()->error().toStdString();
+  QSignalSpy done(&w, &MainWindow::search_done);
+  const QMetaObject::Connection stop = QObject::connect(w.worker(), &SearchWorker::batch, &w, [&w] { w.stop_search(); });
+  w.start_search();
+  ASSERT_TRUE(test::wait_for([&] { return done.count() == 1; }, 60000));
+  QObject::disconnect(stop);
+  ASSERT_TRUE(w.result()->interrupted);
+  const int64_t first = w.result()->counts.evaluated;
+  w.resume_search();
+  ASSERT_TRUE(test::wait_for([&] { return done.count() == 2; }, 60000));
+  const planner::SearchResult& r = *w.result();
+  EXPECT_TRUE(r.resumed);
+  EXPECT_FALSE(r.interrupted);
+  EXPECT_EQ(r.counts.reused, first) << "every plan of the stopped search is reused";
+  ASSERT_EQ(r.top.size(), direct.top.size());
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    EXPECT_EQ(r.top[i].key, direct.top[i].key) << i;
+    EXPECT_EQ(r.top[i].metrics.step_time_s, direct.top[i].metrics.step_time_s) << i;
+  }
+}
+
 TEST(MainWindow, AnUncheckedAxisDisablesSearchWithTheReason) {
   MainWindow w;
   w.inputs()->set_inputs(test::tiny_inputs());
