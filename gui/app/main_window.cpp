@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include <QAction>
+#include <QChartView>
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
@@ -274,7 +275,7 @@ void MainWindow::build_menus() {
   view->addAction(QStringLiteral("Schedule view"), this, [this] { schedule_->toggle(); });
   QMenu* ex = menuBar()->addMenu(QStringLiteral("&Export"));
   for (const char* what : {"Plan JSON…", "DeepSpeed JSON…", "Simulated trace (Perfetto)…", "Search JSON…", "Table CSV…",
-                           "Step image (PNG or SVG)…"}) {
+                           "Step image (PNG or SVG)…", "Pareto chart (PNG or SVG)…", "Sweep chart (PNG or SVG)…"}) {
     const QString w = QString::fromUtf8(what);
     ex->addAction(w, this, [this, w] { export_with_dialog(w); });
   }
@@ -283,7 +284,8 @@ void MainWindow::build_menus() {
 void MainWindow::export_with_dialog(const QString& what) {
   const planner::Evaluated* e = nullptr;
   if (const int row = model_->row_of(selected_); row >= 0) e = &model_->plan(row);
-  const bool needs_plan = !what.startsWith(QStringLiteral("Search")) && !what.startsWith(QStringLiteral("Table"));
+  const bool needs_plan = !what.startsWith(QStringLiteral("Search")) && !what.startsWith(QStringLiteral("Table")) &&
+                          !what.startsWith(QStringLiteral("Pareto")) && !what.startsWith(QStringLiteral("Sweep"));
   if (needs_plan && !e) {
     QMessageBox::information(this, QStringLiteral("Export"), QStringLiteral("Select a plan first."));
     return;
@@ -318,6 +320,10 @@ void MainWindow::export_with_dialog(const QString& what) {
       export_search(p, *result_);
     } else if (what.startsWith(QStringLiteral("Table"))) {
       export_csv(p, *table_->proxy());
+    } else if (what.startsWith(QStringLiteral("Pareto"))) {
+      export_widget_image(p, *pareto_);
+    } else if (what.startsWith(QStringLiteral("Sweep"))) {
+      export_widget_image(p, *whatif_->sweep_chart());
     } else if (view_) {
       export_step_image(p, *view_, timeline_->style(), axis_->window(), memory_->rank(), QSize(1600, 900));
     }

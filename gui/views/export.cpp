@@ -114,4 +114,25 @@ void export_step_image(const std::string& path, const PlanView& v, TimelineStyle
   if (!image.save(file, "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
 }
 
+void export_widget_image(const std::string& path, QWidget& widget) {
+  const QString file = QString::fromStdString(path);
+  if (file.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+#if !defined(STAGECRAFT_GUI_SVG)
+    throw std::runtime_error(path + ": this stagecraft-gui was built without Qt Svg (qt6-svg-dev); save a .png");
+#else
+    QSvgGenerator svg;
+    svg.setFileName(file);
+    svg.setSize(widget.size());
+    svg.setViewBox(QRect(QPoint(0, 0), widget.size()));
+    QPainter g;
+    if (!g.begin(&svg)) throw std::runtime_error(path + ": cannot write the SVG");
+    widget.render(&g);
+    g.end();
+    if (!QFile::exists(file)) throw std::runtime_error(path + ": cannot write the SVG");
+    return;
+#endif
+  }
+  if (!widget.grab().save(file, "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
+}
+
 }  // namespace stagecraft::gui

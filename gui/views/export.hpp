@@ -8,6 +8,7 @@
 
 #include <QAbstractItemModel>
 #include <QSize>
+#include <QWidget>
 
 #include <string>
 #include <vector>
@@ -29,5 +30,9 @@ void export_csv(const std::string& path, const QAbstractItemModel& rows);
 // The timeline (and the memory of `rank` under it) of a plan over `window`, at `size` pixels.
 void export_step_image(const std::string& path, const PlanView& v, TimelineStyle style, const TimeWindow& window,
                        int64_t rank, QSize size);
+
+// A chart (the Pareto scatter, the what-if sweep) as PNG or SVG by extension, rendered by the
+// widget's own paint at its current size.
+void export_widget_image(const std::string& path, QWidget& widget);
 
 }  // namespace stagecraft::gui

@@ -397,6 +397,18 @@ TEST(Export, EachFileReadsBackAsWhatWasShown) {
   }
   EXPECT_FALSE(xml.hasError()) << xml.errorString().toStdString();
   EXPECT_GT(rects + paths, static_cast<int>(v->timeline.rows().size())) << "at least a shape per row";
+  // a chart, by the widget's own paint
+  ParetoView pareto;
+  pareto.resize(800, 500);
+  pareto.set_plans(r.evaluated, r.pareto, r.capacity_bytes);
+  export_widget_image(d + "/pareto.png", pareto);
+  EXPECT_EQ(QImage(QString::fromStdString(d + "/pareto.png")).size(), QSize(800, 500));
+  export_widget_image(d + "/pareto.svg", pareto);
+  QFile chart(QString::fromStdString(d + "/pareto.svg"));
+  ASSERT_TRUE(chart.open(QIODevice::ReadOnly));
+  QXmlStreamReader chart_xml(&chart);
+  while (!chart_xml.atEnd()) chart_xml.readNext();
+  EXPECT_FALSE(chart_xml.hasError()) << chart_xml.errorString().toStdString();
 #else
   EXPECT_THROW(export_step_image(d + "/step.svg", *v, style, w, 0, QSize(1200, 500)), std::runtime_error);
 #endif
