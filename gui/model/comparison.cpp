@@ -55,6 +55,40 @@ CompareData compare_data(const PlanViewPtr& simulated, const traces::Trace& meas
   return d;
 }
 
+QColor error_colour(double e) {
+  if (!std::isfinite(e)) return QColor(225, 225, 225);
+  const double t = std::clamp(std::fabs(e) / 0.5, 0.0, 1.0);
+  const QColor end = e < 0 ? QColor(68, 119, 170) : QColor(204, 68, 68);
+  return QColor(static_cast<int>(std::lround(255 + (end.red() - 255) * t)), static_cast<int>(std::lround(255 + (end.green() - 255) * t)),
+                static_cast<int>(std::lround(255 + (end.blue() - 255) * t)));
+}
+
+Overlay overlay_of(const CompareData& d) {
+  Overlay o;
+  if (!d.measured) return o;
+  std::map<int64_t, int64_t> counterpart;   // measured rank -> simulated rank
+  for (const traces::RankComparison& r : d.comparison.ranks) counterpart[r.rank] = r.simulated_rank;
+  std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> sim;   // (rank, instr) -> interval
+  for (const traces::TimelineRow& r : d.simulated->timeline.rows()) {
+    for (std::size_t i = 0; i < r.size(); ++i) sim[{r.rank, r.instr[i]}] = {r.start[i], r.end[i]};
+  }
+  for (const traces::TimelineRow& r : d.measured->timeline.rows()) {
+    std::vector<std::optional<std::pair<int64_t, int64_t>>> ghosts(r.size());
+    std::vector<double> errors(r.size(), NAN);
+    const auto c = counterpart.find(r.rank);
+    for (std::size_t i = 0; c != counterpart.end() && i < r.size(); ++i) {
+      const auto s = sim.find({c->second, r.instr[i]});
+      if (s == sim.end()) continue;
+      ghosts[i] = s->second;
+      const double measured = static_cast<double>(r.end[i] - r.start[i]);
+      if (measured > 0) errors[i] = static_cast<double>(s->second.second - s->second.first) / measured - 1;
+    }
+    o.ghost.push_back(std::move(ghosts));
+    o.error.push_back(std::move(errors));
+  }
+  return o;
+}
+
 PlanViewPtr resimulate(const PlanView& v, const spec::Cluster& cluster) {
   auto out = std::make_shared<PlanView>();
   out->key = v.key;

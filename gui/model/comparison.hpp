@@ -5,7 +5,10 @@
 // slow too; the compute kinds do not wait).
 #pragma once
 
+#include <QColor>
+
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +42,19 @@ struct CompareData {
 CompareData compare_data(const PlanViewPtr& simulated, const traces::Trace& measured, int32_t step);
 
 ErrorGrid error_grid(const traces::Comparison& c);
+
+// Diverging colour of an error: blue where the simulator is fast (< 0), red where slow, white at 0,
+// saturating at ±50%; light grey when there is none.
+QColor error_colour(double error);
+
+// For the overlay: each measured event's simulated counterpart (same instruction id on the
+// simulated rank standing for its rank), as (start, end) on the simulated step's time axis, and
+// its error simulated / measured − 1. Index [row][event] of d.measured's timeline.
+struct Overlay {
+  std::vector<std::vector<std::optional<std::pair<int64_t, int64_t>>>> ghost;
+  std::vector<std::vector<double>> error;   // NaN: no counterpart
+};
+Overlay overlay_of(const CompareData& d);
 
 // The plan re-simulated on a cluster (the calibrated one).
 PlanViewPtr resimulate(const PlanView& v, const spec::Cluster& cluster);

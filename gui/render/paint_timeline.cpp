@@ -113,7 +113,19 @@ void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel&
       } else {
         QColor c = op_colour(op);
         if (style.schedule && r.chunk[i] > 0) c = c.lighter(100 + 25 * r.chunk[i]);
+        if (overlay.colour) {
+          if (const std::optional<QColor> e = overlay.colour(static_cast<std::size_t>(lr.model_row), i)) c = *e;
+        }
         g.fillRect(QRect(x0, top, x1 - x0, lr.height), c);
+      }
+      if (overlay.ghost) {
+        if (const auto s = overlay.ghost(static_cast<std::size_t>(lr.model_row), i)) {
+          const int g0 = static_cast<int>(std::floor(w.x_of(s->first, plot_left, plot_width)));
+          const int g1 = std::max(g0 + 1, static_cast<int>(std::ceil(w.x_of(s->second, plot_left, plot_width))));
+          g.setPen(QColor(30, 30, 30));
+          g.setBrush(Qt::NoBrush);
+          g.drawRect(QRect(g0, top, g1 - g0 - 1, std::max(2, lr.height / 3)));
+        }
       }
       if (style.schedule && x1 - x0 >= 14 && r.mb[i] >= 0 && !op_letter(op).isEmpty()) {
         g.setPen(Qt::white);

@@ -10,10 +10,12 @@
 // op, as tall as the column is busy — so no busy time disappears at any zoom.
 #pragma once
 
+#include <QColor>
 #include <QPainter>
 #include <QRect>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -61,6 +63,10 @@ struct TimelineOverlay {
   std::optional<TimelineMark> selected;
   std::optional<std::pair<int64_t, int64_t>> range;
   std::vector<std::pair<TimelineMark, TimelineMark>> arrows;   // (send, receive)
+  // Overlay mode (Compare): a colour per event in place of its op's (its error), and a ghost per
+  // event — the simulated counterpart's interval — outlined in the row's upper part.
+  std::function<std::optional<QColor>(std::size_t row, std::size_t index)> colour;
+  std::function<std::optional<std::pair<int64_t, int64_t>>(std::size_t row, std::size_t index)> ghost;
 };
 
 void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel& m, const TimelineLayout& layout,

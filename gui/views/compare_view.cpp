@@ -1,5 +1,6 @@
 #include "gui/views/compare_view.hpp"
 
+#include <QCheckBox>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -25,15 +26,6 @@ namespace {
 QString percent(double e) {
   if (!std::isfinite(e)) return QStringLiteral("—");
   return QString::fromStdString(text::fmt("%+.1f%%", e * 100));
-}
-
-// Diverging: blue where the simulator is fast (error < 0), red where slow, white at 0; ±50% saturates.
-QColor error_colour(double e) {
-  if (!std::isfinite(e)) return QColor(240, 240, 240);
-  const double t = std::clamp(std::fabs(e) / 0.5, 0.0, 1.0);
-  const QColor end = e < 0 ? QColor(68, 119, 170) : QColor(204, 68, 68);
-  return QColor(static_cast<int>(255 + (end.red() - 255) * t), static_cast<int>(255 + (end.green() - 255) * t),
-                static_cast<int>(255 + (end.blue() - 255) * t));
 }
 
 QTableWidgetItem* cell(const QString& text) {
@@ -74,12 +66,17 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   calibrate_ = new QPushButton(QStringLiteral("Calibrate from measured"));
   calibrate_->setEnabled(false);
   connect(calibrate_, &QPushButton::clicked, this, &CompareView::calibrate);
+  overlay_ = new QCheckBox(QStringLiteral("overlay"));
+  overlay_->setToolTip(QStringLiteral("measured bars coloured by their error (simulated / measured − 1; blue: the simulator is fast), "
+                                      "each with its simulated counterpart outlined"));
+  connect(overlay_, &QCheckBox::toggled, this, &CompareView::apply_overlay);
   use_ = new QPushButton(QStringLiteral("Use calibrated"));
   use_->setEnabled(false);
   connect(use_, &QPushButton::clicked, this, &CompareView::use_calibrated);
   auto* bar = new QHBoxLayout;
   bar->addWidget(load);
   bar->addWidget(step_);
+  bar->addWidget(overlay_);
   bar->addWidget(banner_, 1);
   bar->addWidget(calibrate_);
   bar->addWidget(use_);
@@ -192,6 +189,7 @@ void CompareView::set_step(int32_t step) {
     data_->measured = v;
     data_->step = step;
     meas_view_->set_view(v);
+    apply_overlay();
     axis_->set_end(std::max(simulated_->timeline.end_ns(), v->timeline.end_ns()));
   }
 }
@@ -222,6 +220,7 @@ void CompareView::fill() {
   step_->blockSignals(false);
   sim_view_->set_view(d.simulated);
   meas_view_->set_view(d.measured);
+  apply_overlay();
   axis_->set_end(std::max(d.simulated->timeline.end_ns(), d.measured ? d.measured->timeline.end_ns() : 0));
   QString summary = QStringLiteral("step: simulated %1, measured %2, error %3 · %4 items matched (%5 level)")
                         .arg(QString::fromStdString(traces::seconds_text(c.step_simulated_s)),
@@ -294,6 +293,19 @@ void CompareView::fill() {
   calibrate_->setEnabled(!measured_->kernel_level());
   calibrate_->setToolTip(measured_->kernel_level() ? QStringLiteral("PyTorch profiler traces carry no Program: calibrate from a Stagecraft run's trace")
                                                    : QStringLiteral("fit the profile's parameters to the measured instructions"));
+}
+
+void CompareView::set_overlay(bool on) { overlay_->setChecked(on); }
+
+void CompareView::apply_overlay() {
+  if (!overlay_->isChecked() || !data_ || !data_->measured) {
+    meas_view_->set_overlay({}, {});
+    return;
+  }
+  auto o = std::make_shared<const Overlay>(overlay_of(*data_));
+  meas_view_->set_overlay(
+      [o](std::size_t row, std::size_t i) -> std::optional<QColor> { return error_colour(o->error.at(row).at(i)); },
+      [o](std::size_t row, std::size_t i) { return o->ghost.at(row).at(i); });
 }
 
 void CompareView::select_item(int index) {

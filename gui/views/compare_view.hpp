@@ -16,6 +16,7 @@
 
 #include "gui/model/comparison.hpp"
 
+class QCheckBox;
 class QLabel;
 class QListWidget;
 class QPushButton;
@@ -52,7 +53,8 @@ class CompareView : public QWidget {
   QListWidget* worst_list() const { return worst_; }
   TimelineView* simulated_timeline() const { return sim_view_; }
   TimelineView* measured_timeline() const { return meas_view_; }
-  double error_before() const { return error_before_; }   // step-time error before "Use calibrated"
+  double error_before() const { return error_before_; }
+  void set_overlay(bool on);   // step-time error before "Use calibrated"
 
  signals:
   void compared();
@@ -61,6 +63,7 @@ class CompareView : public QWidget {
   bool refresh();
   void fill();
   void select_item(int index);
+  void apply_overlay();
 
   PlanViewPtr simulated_;
   std::optional<traces::Trace> measured_;
@@ -75,6 +78,7 @@ class CompareView : public QWidget {
   QTableWidget *kinds_ = nullptr, *ranks_ = nullptr, *grid_ = nullptr, *params_ = nullptr;
   QListWidget* worst_ = nullptr;
   QPushButton *calibrate_ = nullptr, *use_ = nullptr;
+  QCheckBox* overlay_ = nullptr;
 };
 
 }  // namespace stagecraft::gui

@@ -81,6 +81,13 @@ void TimelineView::select(std::optional<TimelineMark> mark) {
   update();
 }
 
+void TimelineView::set_overlay(std::function<std::optional<QColor>(std::size_t, std::size_t)> colour,
+                               std::function<std::optional<std::pair<int64_t, int64_t>>(std::size_t, std::size_t)> ghost) {
+  overlay_colour_ = std::move(colour);
+  overlay_ghost_ = std::move(ghost);
+  update();
+}
+
 QSize TimelineView::sizeHint() const { return {900, std::max(120, layout_.height)}; }
 
 double TimelineView::x_of(int64_t t) const { return axis_->window().x_of(t, plot_left(), plot_width()); }
@@ -110,6 +117,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
   TimelineOverlay overlay;
   overlay.selected = selected_;
   overlay.range = axis_->range();
+  overlay.colour = overlay_colour_;
+  overlay.ghost = overlay_ghost_;
   if (selected_) {
     if (const auto peer = view_->peer(static_cast<std::size_t>(selected_->row), selected_->index)) {
       const TimelineMark other{static_cast<int>(peer->first), peer->second};

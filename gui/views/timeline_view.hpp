@@ -53,6 +53,9 @@ class TimelineView : public QWidget {
   const TimelineLayout& layout() const { return layout_; }
   std::optional<TimelineMark> selected() const { return selected_; }
   void select(std::optional<TimelineMark> mark);
+  // Overlay mode: colours and ghosts per event (TimelineOverlay); empty functions turn it off.
+  void set_overlay(std::function<std::optional<QColor>(std::size_t, std::size_t)> colour,
+                   std::function<std::optional<std::pair<int64_t, int64_t>>(std::size_t, std::size_t)> ghost);
   // The event under a widget position, if any.
   std::optional<TimelineMark> event_at(const QPoint& pos) const;
   // The x of time t (ns from the step's origin) in widget coordinates.
@@ -82,6 +85,8 @@ class TimelineView : public QWidget {
   TimelineStyle style_;
   TimelineLayout layout_;
   std::optional<TimelineMark> selected_;
+  std::function<std::optional<QColor>(std::size_t, std::size_t)> overlay_colour_;
+  std::function<std::optional<std::pair<int64_t, int64_t>>(std::size_t, std::size_t)> overlay_ghost_;
   QPoint press_;
   int64_t press_t0_ = 0;
   bool dragged_ = false;

@@ -59,6 +59,33 @@ TEST(Compare, ASlowRankIsTheCulpritTheGridMarks) {
   ASSERT_FALSE(view.data()->comparison.worst.empty());
   EXPECT_EQ(view.data()->comparison.worst.front().rank, 3);
   EXPECT_TRUE(view.grid_table()->item(g.worst_rank, g.worst_kind)->text().contains(QStringLiteral("◀")));
+
+  // overlay: rank 3's compute bars take the colour of their error, 1/1.3 − 1
+  view.resize(1600, 900);
+  view.set_overlay(true);
+  TimelineView* mv = view.measured_timeline();
+  mv->resize(1000, mv->layout().height);
+  const QImage img = mv->grab().toImage();
+  const traces::TimelineModel& tm = mv->view()->timeline;
+  const int row = tm.row_of(3, program::Lane::kCompute);
+  ASSERT_GE(row, 0);
+  const traces::TimelineRow& r = tm.rows()[static_cast<std::size_t>(row)];
+  std::size_t longest = 0;
+  for (std::size_t i = 1; i < r.size(); ++i) {
+    if (r.end[i] - r.start[i] > r.end[longest] - r.start[longest]) longest = i;
+  }
+  const auto lr = std::find_if(mv->layout().rows.begin(), mv->layout().rows.end(), [&](const auto& x) { return x.model_row == row; });
+  ASSERT_NE(lr, mv->layout().rows.end());
+  const QColor got(img.pixel(static_cast<int>(mv->x_of((r.start[longest] + r.end[longest]) / 2)), lr->y + lr->height * 3 / 4));
+  const QColor want = error_colour(1 / 1.3 - 1);
+  EXPECT_NEAR(got.red(), want.red(), 3);
+  EXPECT_NEAR(got.green(), want.green(), 3);
+  EXPECT_NEAR(got.blue(), want.blue(), 3);
+  // a rank on time is white: rank 0's compute error is 0
+  const int row0 = tm.row_of(0, program::Lane::kCompute);
+  const traces::TimelineRow& r0 = tm.rows()[static_cast<std::size_t>(row0)];
+  const auto lr0 = std::find_if(mv->layout().rows.begin(), mv->layout().rows.end(), [&](const auto& x) { return x.model_row == row0; });
+  EXPECT_EQ(QColor(img.pixel(static_cast<int>(mv->x_of((r0.start[0] + r0.end[0]) / 2)), lr0->y + lr0->height * 3 / 4)), error_colour(0.0));
 }
 
 TEST(Compare, ATraceOfAnotherPlanIsRefusedAndChangesNothing) {
