@@ -105,6 +105,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   schedule_ = new QCheckBox(QStringLiteral("schedule view"));
   schedule_->setToolTip(QStringLiteral("compute rows only, with micro-batch numbers (as the papers draw schedules)"));
   connect(schedule_, &QCheckBox::toggled, timeline_, &TimelineView::set_schedule);
+  critical_ = new QCheckBox(QStringLiteral("critical path"));
+  critical_->setToolTip(QStringLiteral("the chain of instructions that sets the step's length; the other bars faded"));
+  connect(critical_, &QCheckBox::toggled, this, [this](bool on) {
+    timeline_->set_critical_path(on);
+    show_critical_path();
+  });
   auto* fit = new QPushButton(QStringLiteral("Fit"));
   fit->setToolTip(QStringLiteral("show the whole step (F)"));
   connect(fit, &QPushButton::clicked, axis_, &TimeAxis::fit);
@@ -116,6 +122,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* step_bar = new QHBoxLayout;
   step_bar->addWidget(step_title_, 1);
   step_bar->addWidget(schedule_);
+  step_bar->addWidget(critical_);
   step_bar->addWidget(new QLabel(QStringLiteral("memory of")));
   step_bar->addWidget(memory_rank_);
   step_bar->addWidget(fit);
@@ -523,6 +530,32 @@ void MainWindow::show_instruction(int row, std::size_t index) {
   details_->setHtml(html);
 }
 
+void MainWindow::show_critical_path() {
+  const auto& p = timeline_->critical_path();
+  if (!p || !timeline_->view()) return;
+  const traces::TimelineModel& m = timeline_->view()->timeline;
+  QString html = QStringLiteral("<h3>critical path: %1 instructions, %2</h3><p>compute %3 · communication %4 · other %5 · "
+                                "waiting no dependency explains %6</p><pre style=\"white-space: pre-wrap\">")
+                     .arg(p->steps.size())
+                     .arg(time_text(static_cast<double>(p->end_ns)), time_text(static_cast<double>(p->compute_ns)),
+                          time_text(static_cast<double>(p->communication_ns)), time_text(static_cast<double>(p->other_ns)),
+                          time_text(static_cast<double>(p->wait_ns)));
+  // runs of consecutive instructions on one row collapse into one line (the long members stand out)
+  for (std::size_t k = 0; k < p->steps.size();) {
+    std::size_t e = k;
+    int64_t busy = 0;
+    while (e < p->steps.size() && p->steps[e].row == p->steps[k].row) busy += p->steps[e++].busy_ns;
+    const traces::TimelineRow& r = m.rows()[p->steps[k].row];
+    html += html_escaped(r.label) + QStringLiteral(": ") + QString::number(e - k) + QStringLiteral(" instruction(s) from ") +
+            time_text(static_cast<double>(p->steps[k].from_ns)) + QStringLiteral(", busy ") + time_text(static_cast<double>(busy)) +
+            QStringLiteral(", first ") + html_escaped(timeline_->view()->describe(p->steps[k].row, p->steps[k].index).substr(0, 40)) +
+            QStringLiteral("\n");
+    k = e;
+  }
+  html += QStringLiteral("</pre>");
+  details_->setHtml(html);
+}
+
 void MainWindow::show_range() {
   const PlanViewPtr& v = timeline_->view();
   if (!v || !axis_->range()) return;
@@ -593,6 +626,10 @@ void MainWindow::save_screenshots(const QString& dir) {
   QApplication::processEvents();
   grab().save(QDir(dir).filePath(QStringLiteral("gui-schedule.png")));
   schedule_->setChecked(false);
+  critical_->setChecked(true);
+  QApplication::processEvents();
+  grab().save(QDir(dir).filePath(QStringLiteral("gui-critical.png")));
+  critical_->setChecked(false);
   if (selected_ != shown) {
     QEventLoop wait;
     connect(this, &MainWindow::step_ready, &wait, &QEventLoop::quit);

@@ -88,6 +88,7 @@ class MainWindow : public QMainWindow {
  public:
   // Details of the selected time range: each rank's partition of it, each row's busy time and ops.
   void show_range();
+  void show_critical_path();
 
  private:
   void update_title();
@@ -112,6 +113,7 @@ class MainWindow : public QMainWindow {
   QLabel* progress_label_ = nullptr;
   QLabel* step_title_ = nullptr;
   QCheckBox* schedule_ = nullptr;
+  QCheckBox* critical_ = nullptr;
   QComboBox* memory_rank_ = nullptr;
   QAction *search_action_ = nullptr, *stop_action_ = nullptr, *resume_action_ = nullptr;
   bool resume_next_ = false;

@@ -8,6 +8,8 @@
 #include <QWheelEvent>
 
 #include <algorithm>
+#include <memory>
+#include <set>
 #include <cmath>
 
 #include "core/program/format.hpp"
@@ -60,13 +62,33 @@ TimelineView::TimelineView(TimeAxis* axis, QWidget* parent) : QWidget(parent), a
 }
 
 void TimelineView::set_view(PlanViewPtr view) {
+  const bool critical = critical_.has_value();
   view_ = std::move(view);
   selected_.reset();
+  set_critical_path(critical);
   layout_ = view_ ? layout_timeline(view_->timeline, style_) : TimelineLayout{};
   if (view_) axis_->set_end(view_->timeline.end_ns());
   setMinimumHeight(std::min(layout_.height, 420));
   updateGeometry();
   update();
+}
+
+void TimelineView::set_critical_path(bool on) {
+  critical_.reset();
+  if (!on || !view_) {
+    set_overlay({}, {});
+    return;
+  }
+  critical_ = traces::critical_path(view_->timeline, view_->context);
+  auto on_path = std::make_shared<std::set<std::pair<std::size_t, std::size_t>>>();
+  for (const traces::CriticalStep& s : critical_->steps) on_path->insert({s.row, s.index});
+  const PlanViewPtr v = view_;
+  set_overlay(
+      [on_path, v](std::size_t row, std::size_t i) -> std::optional<QColor> {
+        if (on_path->count({row, i})) return std::nullopt;
+        return waiting_colour(v->timeline.rows()[row].op[i]).lighter(115);
+      },
+      {});
 }
 
 void TimelineView::set_schedule(bool on) {

@@ -11,6 +11,7 @@
 
 #include "gui/jobs/plan_job.hpp"
 #include "gui/render/paint_timeline.hpp"
+#include "traces/critical_path.hpp"
 
 namespace stagecraft::gui {
 
@@ -48,6 +49,9 @@ class TimelineView : public QWidget {
   void set_view(PlanViewPtr view);
   const PlanViewPtr& view() const { return view_; }
   void set_schedule(bool on);
+  // Highlights the step's critical path (traces::critical_path): the other bars faded.
+  void set_critical_path(bool on);
+  const std::optional<traces::CriticalPath>& critical_path() const { return critical_; }
   bool schedule() const { return style_.schedule; }
   const TimelineStyle& style() const { return style_; }
   const TimelineLayout& layout() const { return layout_; }
@@ -85,6 +89,7 @@ class TimelineView : public QWidget {
   TimelineStyle style_;
   TimelineLayout layout_;
   std::optional<TimelineMark> selected_;
+  std::optional<traces::CriticalPath> critical_;
   std::function<std::optional<QColor>(std::size_t, std::size_t)> overlay_colour_;
   std::function<std::optional<std::pair<int64_t, int64_t>>(std::size_t, std::size_t)> overlay_ghost_;
   QPoint press_;

@@ -172,6 +172,42 @@ TEST(Timeline, ShiftDragSelectsARangeAndMessagesPairSendsWithReceives) {
   EXPECT_EQ(pairs, 2 * (v->plan.pp - 1) * v->plan.micro_batches);
 }
 
+// The critical path highlighted: the bars on it keep their op's colour, the others are faded.
+TEST(Timeline, TheCriticalPathKeepsItsColoursAndFadesTheRest) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  TimeAxis axis;
+  TimelineView view(&axis);
+  view.resize(1200, 300);
+  view.set_view(v);
+  view.set_critical_path(true);
+  ASSERT_TRUE(view.critical_path().has_value());
+  const traces::CriticalPath& p = *view.critical_path();
+  EXPECT_EQ(p.compute_ns + p.communication_ns + p.other_ns + p.wait_ns, v->timeline.end_ns());
+  std::set<std::pair<std::size_t, std::size_t>> on;
+  for (const traces::CriticalStep& st : p.steps) on.insert({st.row, st.index});
+  const QImage img = view.grab().toImage();
+  int checked_on = 0, checked_off = 0;
+  for (const TimelineLayout::Row& lr : view.layout().rows) {
+    const traces::TimelineRow& r = v->timeline.rows()[static_cast<std::size_t>(lr.model_row)];
+    if (r.lane != program::Lane::kCompute) continue;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (view.x_of(r.end[i]) - view.x_of(r.start[i]) < 6) continue;
+      const QColor c(img.pixel(static_cast<int>(view.x_of((r.start[i] + r.end[i]) / 2)), lr.y + lr.height / 2));
+      if (on.count({static_cast<std::size_t>(lr.model_row), i})) {
+        EXPECT_EQ(c, op_colour(r.op[i])) << "#" << r.instr[i] << " on the path";
+        ++checked_on;
+      } else {
+        EXPECT_NE(c, op_colour(r.op[i])) << "#" << r.instr[i] << " off the path";
+        ++checked_off;
+      }
+    }
+  }
+  EXPECT_GT(checked_on, 0);
+  EXPECT_GT(checked_off, 0) << "pp 2: some compute is off the path";
+  view.set_critical_path(false);
+  EXPECT_FALSE(view.critical_path().has_value());
+}
+
 // Schedule view: one compute row per simulated stage, and each stage runs every micro-batch's
 // forward once, labelled with its number in a wide enough cell.
 TEST(Timeline, TheScheduleViewHasAComputeRowPerStageWithEveryMicroBatch) {

@@ -10,6 +10,7 @@
 
 #include "fixtures.hpp"
 #include "support.hpp"
+#include "traces/critical_path.hpp"
 
 namespace stagecraft::traces {
 namespace {
@@ -209,6 +210,56 @@ TEST(TimelineModel, AWindowsPartitionIsTheStepsBreakdownRule) {
   int64_t sum = 0;
   for (int64_t v : m.op_time_in(static_cast<std::size_t>(row), 0, T)) sum += v;
   EXPECT_EQ(sum, m.rows()[static_cast<std::size_t>(row)].busy_ns);
+}
+
+}  // namespace
+}  // namespace stagecraft::traces
+
+
+namespace stagecraft::traces {
+namespace {
+
+// The critical path: its intervals tile [0, step end) (compute + communication + other + waiting
+// = the step), the last instruction ends the step, and every link is one the simulator's start
+// rule or a message makes: the previous event on the same lane, a Program dependency on the same
+// rank, or a receive's matched send.
+TEST(CriticalPath, TilesTheStepThroughLanesDependenciesAndMessages) {
+  for (const char* plan : {"tiny-pp2-dp2", "tiny-tp2-pp2-dp2", "tiny-zero3"}) {
+    const test::Scenario s = test::bundled("tiny", "tiny-cpu", plan);
+    const sim::SimResult r = test::simulate(s, test::cpu_cluster(s.program.placement.world()), false);
+    const Trace t = test::as_trace(r.trace, "sim.json");
+    const ProgramContext pc{s.program, s.training, "test"};
+    const TimelineModel m(t, &pc);
+    const CriticalPath p = critical_path(m, pc);
+    ASSERT_FALSE(p.steps.empty()) << plan;
+    EXPECT_EQ(p.compute_ns + p.communication_ns + p.other_ns + p.wait_ns, m.end_ns()) << plan;
+    EXPECT_EQ(p.steps.front().from_ns, 0);
+    EXPECT_EQ(p.steps.back().to_ns, m.end_ns());
+    const TimelineRow& last = m.rows()[p.steps.back().row];
+    EXPECT_EQ(last.end[p.steps.back().index], m.end_ns()) << "the last instruction ends the step";
+    for (std::size_t k = 0; k + 1 < p.steps.size(); ++k) {
+      const CriticalStep& a = p.steps[k];
+      const CriticalStep& b = p.steps[k + 1];
+      EXPECT_EQ(a.to_ns, b.from_ns) << plan << " the intervals tile";
+      EXPECT_LE(a.from_ns, a.to_ns);
+      const TimelineRow& ra = m.rows()[a.row];
+      const TimelineRow& rb = m.rows()[b.row];
+      if (a.via == "lane") {
+        EXPECT_EQ(a.row, b.row);
+        EXPECT_EQ(a.index + 1, b.index);
+      } else if (a.via == "dependency") {
+        EXPECT_EQ(ra.rank, rb.rank);
+        const program::RoleProgram& role = pc.program.role_of(rb.rank);
+        const auto deps = role.deps_of(*pc.find(rb.rank, rb.instr[b.index]));
+        EXPECT_NE(std::find(deps.begin(), deps.end(), ra.instr[a.index] - role.first_id), deps.end()) << plan;
+      } else {
+        ASSERT_EQ(a.via, "message") << plan;
+        EXPECT_TRUE(program::is_send(ra.op[a.index]));
+        EXPECT_TRUE(program::is_recv(rb.op[b.index]));
+        EXPECT_EQ(rb.busy_from[b.index], ra.start[a.index]) << "the receive transferred from its send's start";
+      }
+    }
+  }
 }
 
 }  // namespace
