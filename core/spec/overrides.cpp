@@ -100,24 +100,26 @@ std::string label(const std::string& path, const std::vector<Override>& override
   return sets.empty() ? path : path + " (with" + sets + ")";
 }
 
+// The file read, the target's overrides applied, then its loader; the spec keeps the path.
+template <typename Spec>
+Spec load_with(const std::string& path, const std::vector<Override>& overrides, const std::string& target,
+               Spec (*from_json)(const nlohmann::json&, const std::string&)) {
+  nlohmann::json j = read_json_file(path);
+  const std::string file = label(path, overrides, target);
+  apply_overrides(j, overrides, target, file);
+  Spec s = from_json(j, file);
+  s.file = path;
+  return s;
+}
+
 }  // namespace
 
 Cluster load_cluster(const std::string& path, const std::vector<Override>& overrides) {
-  nlohmann::json j = read_json_file(path);
-  const std::string file = label(path, overrides, "cluster");
-  apply_overrides(j, overrides, "cluster", file);
-  Cluster c = cluster_from_json(j, file);
-  c.file = path;
-  return c;
+  return load_with<Cluster>(path, overrides, "cluster", &cluster_from_json);
 }
 
 Training load_training(const std::string& path, const std::vector<Override>& overrides) {
-  nlohmann::json j = read_json_file(path);
-  const std::string file = label(path, overrides, "training");
-  apply_overrides(j, overrides, "training", file);
-  Training t = training_from_json(j, file);
-  t.file = path;
-  return t;
+  return load_with<Training>(path, overrides, "training", &training_from_json);
 }
 
 }  // namespace stagecraft::spec

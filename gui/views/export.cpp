@@ -8,6 +8,7 @@
 #endif
 #include <QTextStream>
 
+#include <functional>
 #include <stdexcept>
 
 #include "core/io/file.hpp"
@@ -72,6 +73,30 @@ void export_csv(const std::string& path, const QAbstractItemModel& m) {
 
 namespace {
 
+// Paints into an SVG file of `size` with `paint`; refused where Qt Svg was not built in.
+void write_svg(const std::string& path, QSize size, const QString& title, const std::function<void(QPainter&)>& paint) {
+#if !defined(STAGECRAFT_GUI_SVG)
+  (void)size;
+  (void)title;
+  (void)paint;
+  throw std::runtime_error(path + ": this stagecraft-gui was built without Qt Svg (qt6-svg-dev); save a .png");
+#else
+  const QString file = QString::fromStdString(path);
+  QSvgGenerator svg;
+  svg.setFileName(file);
+  svg.setSize(size);
+  svg.setViewBox(QRect(QPoint(0, 0), size));
+  svg.setTitle(title);
+  QPainter g;
+  if (!g.begin(&svg)) throw std::runtime_error(path + ": cannot write the SVG");
+  paint(g);
+  g.end();
+  if (!QFile::exists(file)) throw std::runtime_error(path + ": cannot write the SVG");
+#endif
+}
+
+bool is_svg(const std::string& path) { return QString::fromStdString(path).endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive); }
+
 void paint_step(QPainter& g, const PlanView& v, const TimelineStyle& style, const TimeWindow& w, int64_t rank, QSize size,
                 const TimelineLayout& layout, int memory_height) {
   paint_timeline(g, QRect(0, 0, size.width(), layout.height), v.timeline, layout, style, w);
@@ -87,23 +112,10 @@ void export_step_image(const std::string& path, const PlanView& v, TimelineStyle
   const TimelineLayout layout = layout_timeline(v.timeline, style);
   const int memory_height = std::max(120, size.height() - layout.height);
   const QSize full(size.width(), layout.height + memory_height);
-  const QString file = QString::fromStdString(path);
-  if (file.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
-#if !defined(STAGECRAFT_GUI_SVG)
-    throw std::runtime_error(path + ": this stagecraft-gui was built without Qt Svg (qt6-svg-dev); save a .png");
-#else
-    QSvgGenerator svg;
-    svg.setFileName(file);
-    svg.setSize(full);
-    svg.setViewBox(QRect(QPoint(0, 0), full));
-    svg.setTitle(QString::fromStdString("Stagecraft: " + v.key));
-    QPainter g;
-    if (!g.begin(&svg)) throw std::runtime_error(path + ": cannot write the SVG");
-    paint_step(g, v, style, window, rank, full, layout, memory_height);
-    g.end();
-    if (!QFile::exists(file)) throw std::runtime_error(path + ": cannot write the SVG");
+  if (is_svg(path)) {
+    write_svg(path, full, QString::fromStdString("Stagecraft: " + v.key),
+              [&](QPainter& g) { paint_step(g, v, style, window, rank, full, layout, memory_height); });
     return;
-#endif
   }
   QImage image(full, QImage::Format_RGB32);
   image.fill(Qt::white);
@@ -111,28 +123,15 @@ void export_step_image(const std::string& path, const PlanView& v, TimelineStyle
     QPainter g(&image);
     paint_step(g, v, style, window, rank, full, layout, memory_height);
   }
-  if (!image.save(file, "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
+  if (!image.save(QString::fromStdString(path), "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
 }
 
 void export_widget_image(const std::string& path, QWidget& widget) {
-  const QString file = QString::fromStdString(path);
-  if (file.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
-#if !defined(STAGECRAFT_GUI_SVG)
-    throw std::runtime_error(path + ": this stagecraft-gui was built without Qt Svg (qt6-svg-dev); save a .png");
-#else
-    QSvgGenerator svg;
-    svg.setFileName(file);
-    svg.setSize(widget.size());
-    svg.setViewBox(QRect(QPoint(0, 0), widget.size()));
-    QPainter g;
-    if (!g.begin(&svg)) throw std::runtime_error(path + ": cannot write the SVG");
-    widget.render(&g);
-    g.end();
-    if (!QFile::exists(file)) throw std::runtime_error(path + ": cannot write the SVG");
+  if (is_svg(path)) {
+    write_svg(path, widget.size(), widget.windowTitle(), [&](QPainter& g) { widget.render(&g); });
     return;
-#endif
   }
-  if (!widget.grab().save(file, "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
+  if (!widget.grab().save(QString::fromStdString(path), "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
 }
 
 }  // namespace stagecraft::gui

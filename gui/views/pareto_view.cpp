@@ -10,6 +10,8 @@
 #include <cmath>
 #include <map>
 
+#include "gui/views/charts.hpp"
+
 namespace stagecraft::gui {
 
 namespace {
@@ -57,11 +59,7 @@ void ParetoView::set_plans(const std::vector<planner::Evaluated>& plans, const s
   capacity_bytes_ = capacity_bytes;
   baseline_ = baseline;
   QChart* chart = this->chart();
-  chart->removeAllSeries();
-  for (QAbstractAxis* a : chart->axes()) {
-    chart->removeAxis(a);
-    delete a;
-  }
+  clear_chart(chart);
   points_.clear();
   all_.clear();
   std::map<std::pair<double, int>, QScatterSeries*> by_value;   // (axis value, does not fit)

@@ -23,6 +23,7 @@
 #include <cmath>
 
 #include "core/text/format.hpp"
+#include "gui/views/charts.hpp"
 
 namespace stagecraft::gui {
 
@@ -273,11 +274,7 @@ void WhatIfPanel::run_sweep(const std::string& key, double lo, double hi, int po
 void WhatIfPanel::draw_sweep(const WhatIfField& f) {
   const planner::Sweep& s = *sweep_;
   QChart* chart = chart_->chart();
-  chart->removeAllSeries();
-  for (QAbstractAxis* a : chart->axes()) {
-    chart->removeAxis(a);
-    delete a;
-  }
+  clear_chart(chart);
   markers_.clear();
   std::vector<double> xs;
   for (const planner::SweepPoint& p : s.points) xs.push_back(spec::parse_value(p.value).get<double>() / f.scale);

@@ -39,6 +39,17 @@ QImage paint(const PlanView& v, const TimelineStyle& style, const TimeWindow& w,
   return img;
 }
 
+// tiny-pp2-dp2's step in a timeline widget of `width` x 300.
+struct TinyTimeline {
+  explicit TinyTimeline(int width) : v(test::tiny_view("tiny-pp2-dp2")), view(&axis) {
+    view.resize(width, 300);
+    view.set_view(v);
+  }
+  PlanViewPtr v;
+  TimeAxis axis;
+  TimelineView view;
+};
+
 // The longest event of a row.
 std::size_t longest(const traces::TimelineRow& r) {
   std::size_t best = 0;
@@ -80,11 +91,10 @@ TEST(Timeline, BarsArePaintedInTheirOpsColourWhereTheyRun) {
 }
 
 TEST(Timeline, WheelZoomHalvesTheSpanAboutTheCursorAndKeysPanAndFit) {
-  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
-  TimeAxis axis;
-  TimelineView view(&axis);
-  view.resize(1000, 300);
-  view.set_view(v);
+  TinyTimeline t(1000);
+  const PlanViewPtr& v = t.v;
+  TimeAxis& axis = t.axis;
+  TimelineView& view = t.view;
   const int64_t T = v->timeline.end_ns();
   ASSERT_EQ(axis.window().t0, 0);
   ASSERT_EQ(axis.window().t1, T);
@@ -107,11 +117,9 @@ TEST(Timeline, WheelZoomHalvesTheSpanAboutTheCursorAndKeysPanAndFit) {
 
 // Hovering over the middle of a bar names that instruction; the tooltip carries its id and op.
 TEST(Timeline, HitTestAndTooltipNameTheInstructionUnderTheCursor) {
-  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
-  TimeAxis axis;
-  TimelineView view(&axis);
-  view.resize(1000, 300);
-  view.set_view(v);
+  TinyTimeline t(1000);
+  const PlanViewPtr& v = t.v;
+  TimelineView& view = t.view;
   const TimelineLayout::Row& lr = view.layout().rows.front();
   const traces::TimelineRow& r = v->timeline.rows()[static_cast<std::size_t>(lr.model_row)];
   const std::size_t i = longest(r);
@@ -134,11 +142,10 @@ TEST(Timeline, HitTestAndTooltipNameTheInstructionUnderTheCursor) {
 // peer is its send (the arrow drawn for a selected message): the send's start is where the
 // receive stops waiting.
 TEST(Timeline, ShiftDragSelectsARangeAndMessagesPairSendsWithReceives) {
-  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
-  TimeAxis axis;
-  TimelineView view(&axis);
-  view.resize(1000, 300);
-  view.set_view(v);
+  TinyTimeline t(1000);
+  const PlanViewPtr& v = t.v;
+  TimeAxis& axis = t.axis;
+  TimelineView& view = t.view;
   const int y = view.layout().rows.front().y + 5;
   QSignalSpy ranged(&view, &TimelineView::range_selected);
   QTest::mousePress(&view, Qt::LeftButton, Qt::ShiftModifier, QPoint(300, y));
@@ -174,11 +181,9 @@ TEST(Timeline, ShiftDragSelectsARangeAndMessagesPairSendsWithReceives) {
 
 // The critical path highlighted: the bars on it keep their op's colour, the others are faded.
 TEST(Timeline, TheCriticalPathKeepsItsColoursAndFadesTheRest) {
-  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
-  TimeAxis axis;
-  TimelineView view(&axis);
-  view.resize(1200, 300);
-  view.set_view(v);
+  TinyTimeline t(1200);
+  const PlanViewPtr& v = t.v;
+  TimelineView& view = t.view;
   view.set_critical_path(true);
   ASSERT_TRUE(view.critical_path().has_value());
   const traces::CriticalPath& p = *view.critical_path();

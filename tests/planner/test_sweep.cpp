@@ -114,12 +114,7 @@ namespace {
 // dp 128 and 1024 / (128 · 4) = 2 micro-batches; 96 GPUs give dp 96 and 1024 / 384 = 2.67, refused
 // with the nearest counts on 8-GPU nodes that work (64: 4 micro-batches, 128: 2).
 TEST(AdaptPlan, KeepsTheShapeAndDerivesDpAndMicroBatches) {
-  spec::Plan p;
-  p.tp = 1;
-  p.pp = 1;
-  p.dp = 64;
-  p.micro_batch = 4;
-  p.micro_batches = 4;
+  spec::Plan p = demo_plans()[1].plan;   // tp1 pp1 dp64 mb4x4
   const AdaptedPlan a = adapt_plan(p, 1024, 128, 8);
   ASSERT_TRUE(a.plan.has_value()) << a.reason;
   EXPECT_EQ(a.plan->dp, 128);
