@@ -39,6 +39,7 @@
 #include "gui/views/plan_table_view.hpp"
 #include "gui/views/timeline_view.hpp"
 #include "gui/views/whatif_panel.hpp"
+#include "gui/views/space_map_view.hpp"
 #include "gui/views/compare_view.hpp"
 #include "gui/render/palette.hpp"
 #include <numeric>
@@ -95,6 +96,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   pareto_layout->addLayout(pareto_bar);
   pareto_layout->addWidget(pareto_, 1);
   plan_tabs_->addTab(pareto_tab, QStringLiteral("Pareto"));
+  space_map_ = new SpaceMapView;
+  plan_tabs_->addTab(space_map_, QStringLiteral("Space map"));
   plan_tabs_->addTab(explain_, QStringLiteral("Why"));
 
   // the step of the selected plan: timeline over memory
@@ -216,6 +219,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                                  .arg(table_->proxy()->rowCount()));
   });
   connect(explain_, &ExplainView::plan_selected, this, &MainWindow::select_plan);
+  connect(space_map_, &SpaceMapView::plan_selected, this, &MainWindow::select_plan);
   connect(jobs_, &PlanJobs::ready, this, &MainWindow::on_view);
   connect(whatif_, &WhatIfPanel::show_step, this, [this](const PlanViewPtr& modified) {
     const PlanViewPtr& v = modified ? modified : view_;
@@ -410,6 +414,16 @@ void MainWindow::on_finished(const SearchResultPtr& r, const SpacePtr& space) {
   model_->set_result(*r);
   pareto_->set_plans(r->evaluated, r->pareto, r->capacity_bytes, baseline_);
   explain_->set_result(*r, baseline_);
+  {
+    std::vector<int64_t> pp;
+    for (int64_t tp : space->tp_values()) {
+      for (int64_t p : space->pp_values(tp)) {
+        if (std::find(pp.begin(), pp.end(), p) == pp.end()) pp.push_back(p);
+      }
+    }
+    std::sort(pp.begin(), pp.end());
+    space_map_->set_map(space_map(space->tp_values(), pp, r->evaluated));
+  }
   inputs_->set_enabled_inputs(true);
   search_action_->setEnabled(inputs_->loaded().has_value());
   stop_action_->setEnabled(false);
@@ -600,8 +614,8 @@ void MainWindow::save_screenshots(const QString& dir) {
   QDir().mkpath(dir);
   resize(1700, 1150);
   QApplication::processEvents();
-  const char* const names[] = {"plans", "pareto", "why"};
-  for (int i = 0; i < plan_tabs_->count() && i < 3; ++i) {
+  const char* const names[] = {"plans", "pareto", "space-map", "why"};
+  for (int i = 0; i < plan_tabs_->count() && i < 4; ++i) {
     plan_tabs_->setCurrentIndex(i);
     QApplication::processEvents();
     grab().save(QDir(dir).filePath(QStringLiteral("gui-%1.png").arg(QString::fromUtf8(names[i]))));

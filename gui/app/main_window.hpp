@@ -33,6 +33,7 @@ class TimeAxis;
 class TimelineView;
 class WhatIfPanel;
 class CompareView;
+class SpaceMapView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -55,6 +56,7 @@ class MainWindow : public QMainWindow {
   QTextBrowser* details() const { return details_; }
   WhatIfPanel* whatif() const { return whatif_; }
   CompareView* compare() const { return compare_; }
+  SpaceMapView* space_map_view() const { return space_map_; }
   QTabWidget* workspaces() const { return workspaces_; }
   const SearchResultPtr& result() const { return result_; }
   const std::string& selected_key() const { return selected_; }
@@ -107,6 +109,7 @@ class MainWindow : public QMainWindow {
   QTextBrowser* details_ = nullptr;
   WhatIfPanel* whatif_ = nullptr;
   CompareView* compare_ = nullptr;
+  SpaceMapView* space_map_ = nullptr;
   QTabWidget* workspaces_ = nullptr;
   Inputs searched_;
   QProgressBar* progress_ = nullptr;

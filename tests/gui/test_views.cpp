@@ -23,6 +23,7 @@
 #include "gui/views/inputs_panel.hpp"
 #include "gui/views/pareto_view.hpp"
 #include "gui/views/plan_table_view.hpp"
+#include "gui/views/space_map_view.hpp"
 #include "gui/views/timeline_view.hpp"
 #include "gui_support.hpp"
 
@@ -378,6 +379,43 @@ TEST(MainWindow, AStoppedSearchResumesFromTheResultsDb) {
     EXPECT_EQ(r.top[i].key, direct.top[i].key) << i;
     EXPECT_EQ(r.top[i].metrics.step_time_s, direct.top[i].metrics.step_time_s) << i;
   }
+}
+
+// The space map: each cell is the fastest fitting plan of its (tp, pp), the top plan's cell holds
+// it, and clicking a cell selects its plan.
+TEST(SpaceMap, EachCellIsItsShapesFastestPlanAndAClickSelectsIt) {
+  Inputs in = test::tiny_inputs();
+  in.top_k = 20;
+  const Loaded l = load(in);
+  const planner::SearchResult r = planner::search(*l.space, test::options_of(in));
+  const std::vector<int64_t> tp = l.space->tp_values(), pp = {1, 2, 4};
+  const SpaceMap m = space_map(tp, pp, r.evaluated);
+  for (std::size_t i = 0; i < tp.size(); ++i) {
+    for (std::size_t j = 0; j < pp.size(); ++j) {
+      const planner::Evaluated* best = nullptr;
+      int simulated = 0;
+      for (const planner::Evaluated& e : r.evaluated) {
+        if (e.plan.tp != tp[i] || e.plan.pp != pp[j]) continue;
+        ++simulated;
+        if (e.metrics.fits && (!best || planner::better(e, *best))) best = &e;
+      }
+      const SpaceCell& c = m.cells[i][j];
+      EXPECT_EQ(c.simulated, simulated);
+      EXPECT_EQ(c.best_key, best ? best->key : std::string());
+    }
+  }
+  const auto ti = std::find(tp.begin(), tp.end(), r.top[0].plan.tp) - tp.begin();
+  const auto pi = std::find(pp.begin(), pp.end(), r.top[0].plan.pp) - pp.begin();
+  EXPECT_EQ(m.cells[static_cast<std::size_t>(ti)][static_cast<std::size_t>(pi)].best_key, r.top[0].key);
+  SpaceMapView view;
+  view.resize(600, 300);
+  view.set_map(m);
+  view.show();
+  QSignalSpy clicked(&view, &SpaceMapView::plan_selected);
+  const QRect cell = view.visualItemRect(view.item(static_cast<int>(ti), static_cast<int>(pi)));
+  QTest::mouseClick(view.viewport(), Qt::LeftButton, Qt::NoModifier, cell.center());
+  ASSERT_EQ(clicked.count(), 1);
+  EXPECT_EQ(clicked.at(0).at(0).toString().toStdString(), r.top[0].key);
 }
 
 TEST(MainWindow, AnUncheckedAxisDisablesSearchWithTheReason) {
