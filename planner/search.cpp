@@ -211,6 +211,36 @@ Enumerated enumerate_all(const Space& space, ThreadPool& pool, Shard& shard) {
 
 // ---- results so far ---------------------------------------------------------------------------
 
+}  // namespace
+
+// A plan joins the front unless a front plan is no slower and no larger (and strictly better in
+// one, or ties and ranks better); it removes the front plans it is no worse than in both.
+void add_to_front(std::vector<Evaluated>& front, const Evaluated& e) {
+  const double t = e.metrics.step_time_s;
+  const int64_t m = e.metrics.peak_memory_bytes;
+  for (const Evaluated& f : front) {
+    const bool no_worse = f.metrics.step_time_s <= t && f.metrics.peak_memory_bytes <= m;
+    if (no_worse && (f.metrics.step_time_s < t || f.metrics.peak_memory_bytes < m || better(f, e))) return;
+  }
+  std::erase_if(front, [&](const Evaluated& f) { return t <= f.metrics.step_time_s && m <= f.metrics.peak_memory_bytes; });
+  front.insert(std::upper_bound(front.begin(), front.end(), e,
+                                [](const Evaluated& a, const Evaluated& b) {
+                                  return a.metrics.step_time_s != b.metrics.step_time_s ? a.metrics.step_time_s < b.metrics.step_time_s
+                                                                                        : a.key < b.key;
+                                }),
+               e);
+}
+
+std::vector<Evaluated> pareto_front(const std::vector<Evaluated>& plans) {
+  std::vector<Evaluated> front;
+  for (const Evaluated& e : plans) {
+    if (e.metrics.fits && !e.metrics.failed) add_to_front(front, e);
+  }
+  return front;
+}
+
+namespace {
+
 class Leaders {
  public:
   explicit Leaders(std::size_t k) : k_(k) {}
@@ -235,24 +265,7 @@ class Leaders {
   const std::vector<Evaluated>& front() const { return front_; }
 
  private:
-  void front_add(const Evaluated& e) {
-    const double t = e.metrics.step_time_s;
-    const int64_t m = e.metrics.peak_memory_bytes;
-    for (const Evaluated& f : front_) {
-      const bool no_worse = f.metrics.step_time_s <= t && f.metrics.peak_memory_bytes <= m;
-      if (no_worse && (f.metrics.step_time_s < t || f.metrics.peak_memory_bytes < m || better(f, e))) return;
-    }
-    std::erase_if(front_, [&](const Evaluated& f) {
-      return t <= f.metrics.step_time_s && m <= f.metrics.peak_memory_bytes;
-    });
-    front_.insert(std::upper_bound(front_.begin(), front_.end(), e,
-                                   [](const Evaluated& a, const Evaluated& b) {
-                                     return a.metrics.step_time_s != b.metrics.step_time_s
-                                                ? a.metrics.step_time_s < b.metrics.step_time_s
-                                                : a.key < b.key;
-                                   }),
-                  e);
-  }
+  void front_add(const Evaluated& e) { add_to_front(front_, e); }
 
   std::size_t k_;
   std::vector<Evaluated> top_;

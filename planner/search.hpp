@@ -96,6 +96,12 @@ struct SearchResult {
 
 SearchResult search(const Space& space, const SearchOptions& options);
 
+// The Pareto front of step time against peak memory over the plans that fit (increasing step time,
+// decreasing memory), by the rule the search keeps its front with (a results store's plans, read
+// back, get the front the search had).
+std::vector<Evaluated> pareto_front(const std::vector<Evaluated>& plans);
+void add_to_front(std::vector<Evaluated>& front, const Evaluated& e);
+
 // Lowers and simulates one plan on the space's model, training and cluster.
 Metrics simulate_plan(const Space& space, const spec::Plan& plan);
 

@@ -15,6 +15,7 @@
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QHBoxLayout>
+#include <QInputDialog>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
@@ -41,6 +42,7 @@
 #include "gui/views/whatif_panel.hpp"
 #include "gui/views/space_map_view.hpp"
 #include "gui/views/compare_view.hpp"
+#include "gui/model/stored.hpp"
 #include "gui/render/palette.hpp"
 #include <numeric>
 #include "planner/report.hpp"
@@ -273,6 +275,35 @@ std::string MainWindow::command() const { return search_command(inputs_->inputs(
 
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+  file->addAction(QStringLiteral("Open results db…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Results db"), QString(), QStringLiteral("SQLite (*.sqlite *.db);;All (*)"));
+    if (path.isEmpty()) return;
+    std::vector<planner::StoredSearch> searches;
+    try {
+      searches = stored_searches(path.toStdString());
+    } catch (const std::exception& e) {
+      QMessageBox::critical(this, QStringLiteral("Results db"), QString::fromStdString(e.what()));
+      return;
+    }
+    if (searches.empty()) {
+      QMessageBox::information(this, QStringLiteral("Results db"), QStringLiteral("No search is recorded in ") + path);
+      return;
+    }
+    QStringList items;
+    for (const planner::StoredSearch& s : searches) {
+      items << QStringLiteral("#%1 %2: %3 on %4 GPUs of %5, %6 plans (%7)")
+                   .arg(s.id)
+                   .arg(QString::fromStdString(s.status), QString::fromStdString(s.model))
+                   .arg(s.gpus)
+                   .arg(QString::fromStdString(s.cluster))
+                   .arg(s.counts.evaluated)
+                   .arg(QString::fromStdString(s.finished_at.empty() ? s.started_at : s.finished_at));
+    }
+    bool ok = false;
+    const QString pick = QInputDialog::getItem(this, QStringLiteral("Results db"), QStringLiteral("Search"), items, static_cast<int>(items.size()) - 1, false, &ok);
+    if (!ok) return;
+    open_stored(path.toStdString(), searches[static_cast<std::size_t>(items.indexOf(pick))].id);
+  });
   file->addAction(QStringLiteral("Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
   QMenu* search = menuBar()->addMenu(QStringLiteral("&Search"));
   search->addAction(search_action_);
@@ -483,6 +514,40 @@ bool MainWindow::open_plan(const std::string& name) {
     statusBar()->showMessage(QString::fromStdString(ex.what()));
     return false;
   }
+}
+
+bool MainWindow::open_stored(const std::string& path, int64_t search_id) {
+  std::vector<planner::Evaluated> plans;
+  try {
+    plans = stored_plans(path, search_id);
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(QString::fromStdString(e.what()));
+    return false;
+  }
+  // The inputs must be the stored search's for its plans to be simulated again: the panel's are
+  // used, and a plan they cannot run says so when selected.
+  result_.reset();
+  baseline_.reset();
+  model_->set_baseline(std::nullopt);
+  model_->clear();
+  model_->append(plans);
+  const std::vector<planner::Evaluated> front = planner::pareto_front(plans);
+  const int64_t capacity = plans.empty() ? 0 : plans.front().metrics.capacity_bytes;
+  pareto_->set_plans(plans, front, capacity);
+  explain_->clear_result(QStringLiteral("A stored search (%1, #%2): the explanation is made by a search; search again to see it.")
+                             .arg(QString::fromStdString(path))
+                             .arg(search_id));
+  if (inputs_->loaded()) space_ = inputs_->loaded()->space;
+  statusBar()->showMessage(QStringLiteral("%1 plans of search #%2 from %3 (read-only)").arg(plans.size()).arg(search_id).arg(QString::fromStdString(path)));
+  std::vector<const planner::Evaluated*> order;
+  for (const planner::Evaluated& e : plans) {
+    if (e.metrics.fits) order.push_back(&e);
+  }
+  if (!order.empty()) {
+    const auto best = std::min_element(order.begin(), order.end(), [](const auto* a, const auto* b) { return planner::better(*a, *b); });
+    select_plan(QString::fromStdString((*best)->key));
+  }
+  return true;
 }
 
 void MainWindow::on_view(const PlanViewPtr& v) {

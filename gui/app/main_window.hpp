@@ -74,6 +74,9 @@ class MainWindow : public QMainWindow {
   // A plan file (or bundled name) of the current inputs: simulated, added to the table, selected.
   // False with the loader's message in the status bar when it does not load or fit the inputs.
   bool open_plan(const std::string& plan);
+  // A stored search's plans into the table, Pareto and space map (read-only: no search runs).
+  // False with the store's message in the status bar.
+  bool open_stored(const std::string& path, int64_t search_id);
   // Saves a PNG of the window with each plan tab in front, and of the schedule view, into `dir`.
   void save_screenshots(const QString& dir);
 

@@ -19,6 +19,7 @@
 #include "gui/render/paint_memory.hpp"
 #include "gui/render/paint_timeline.hpp"
 #include "gui/render/palette.hpp"
+#include "gui/model/stored.hpp"
 #include "gui/views/export.hpp"
 #include "gui/views/inputs_panel.hpp"
 #include "gui/views/pareto_view.hpp"
@@ -416,6 +417,37 @@ TEST(SpaceMap, EachCellIsItsShapesFastestPlanAndAClickSelectsIt) {
   QTest::mouseClick(view.viewport(), Qt::LeftButton, Qt::NoModifier, cell.center());
   ASSERT_EQ(clicked.count(), 1);
   EXPECT_EQ(clicked.at(0).at(0).toString().toStdString(), r.top[0].key);
+}
+
+// A results store read back: the same plans and numbers, the same Pareto front by the search's
+// rule, and in the window the stored best plan selected.
+TEST(MainWindow, AResultsDbOpensWithTheSearchsPlansAndFront) {
+  QTemporaryDir dir;
+  const std::string db = dir.path().toStdString() + "/results.sqlite";
+  const Inputs in = test::tiny_inputs();
+  const Loaded l = load(in);
+  planner::SearchOptions o = test::options_of(in);
+  o.db = db;
+  const planner::SearchResult r = planner::search(*l.space, o);
+  const std::vector<planner::StoredSearch> searches = stored_searches(db);
+  ASSERT_EQ(searches.size(), 1u);
+  const std::vector<planner::Evaluated> stored = stored_plans(db, searches[0].id);
+  ASSERT_EQ(stored.size(), r.evaluated.size());
+  std::map<std::string, double> direct;
+  for (const planner::Evaluated& e : r.evaluated) direct[e.key] = e.metrics.step_time_s;
+  for (const planner::Evaluated& e : stored) EXPECT_EQ(direct.at(e.key), e.metrics.step_time_s) << e.key;
+  std::vector<std::string> front, stored_front;
+  for (const planner::Evaluated& e : r.pareto) front.push_back(e.key);
+  for (const planner::Evaluated& e : planner::pareto_front(stored)) stored_front.push_back(e.key);
+  EXPECT_EQ(stored_front, front);
+  MainWindow w;
+  w.inputs()->set_inputs(in);
+  QSignalSpy ready(&w, &MainWindow::step_ready);
+  ASSERT_TRUE(w.open_stored(db, searches[0].id));
+  EXPECT_EQ(w.table_model()->rowCount(), static_cast<int>(stored.size()));
+  ASSERT_TRUE(test::wait_for([&] { return ready.count() >= 1; }));
+  EXPECT_EQ(w.selected_key(), r.top.front().key);
+  EXPECT_FALSE(w.open_stored(dir.path().toStdString() + "/none.sqlite", 1));
 }
 
 TEST(MainWindow, AnUncheckedAxisDisablesSearchWithTheReason) {
