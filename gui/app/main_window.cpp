@@ -15,7 +15,11 @@
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QHBoxLayout>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QInputDialog>
+#include <QMimeData>
+#include <QUrl>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
@@ -42,6 +46,7 @@
 #include "gui/views/whatif_panel.hpp"
 #include "gui/views/space_map_view.hpp"
 #include "gui/views/compare_view.hpp"
+#include "gui/model/session.hpp"
 #include "gui/model/stored.hpp"
 #include "gui/render/palette.hpp"
 #include <numeric>
@@ -264,6 +269,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       return;
     }
   });
+  setAcceptDrops(true);
   resize(1500, 950);
   update_title();
   search_action_->setEnabled(inputs_->loaded().has_value());
@@ -275,6 +281,20 @@ std::string MainWindow::command() const { return search_command(inputs_->inputs(
 
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+  file->addAction(QStringLiteral("Open session…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Session"), QString(), QStringLiteral("Sessions (*.stagecraft-session.json)"));
+    if (!path.isEmpty()) open_session(path.toStdString());
+  });
+  file->addAction(QStringLiteral("Save session…"), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Session"), QString(), QStringLiteral("Sessions (*.stagecraft-session.json)"));
+    if (path.isEmpty()) return;
+    if (!path.endsWith(QStringLiteral(".stagecraft-session.json"))) path += QStringLiteral(".stagecraft-session.json");
+    try {
+      save_session(path.toStdString());
+    } catch (const std::exception& e) {
+      QMessageBox::critical(this, QStringLiteral("Save session"), QString::fromStdString(e.what()));
+    }
+  });
   file->addAction(QStringLiteral("Open results db…"), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Results db"), QString(), QStringLiteral("SQLite (*.sqlite *.db);;All (*)"));
     if (path.isEmpty()) return;
@@ -513,6 +533,94 @@ bool MainWindow::open_plan(const std::string& name) {
   } catch (const std::exception& ex) {
     statusBar()->showMessage(QString::fromStdString(ex.what()));
     return false;
+  }
+}
+
+void MainWindow::save_session(const std::string& path) const {
+  Session s;
+  s.inputs = inputs_->inputs();
+  s.axes = inputs_->axes();
+  s.selected = selected_;
+  s.measured = compare_->measured_files();
+  write_session(s, path);
+}
+
+bool MainWindow::open_session(const std::string& path) {
+  Session s;
+  try {
+    s = read_session(path);
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(QString::fromStdString(e.what()));
+    return false;
+  }
+  inputs_->set_inputs(s.inputs);
+  for (const AxisChoice& a : s.axes) {
+    for (const std::string& v : a.values) inputs_->set_checked(a.axis, v, false);
+  }
+  if (!inputs_->loaded()) {
+    statusBar()->showMessage(QStringLiteral("session ") + QString::fromStdString(path) + QStringLiteral(": ") + inputs_->error());
+    return false;
+  }
+  // after the search: the plan; once its step is drawn: the measured traces (each once)
+  auto pending = std::make_shared<Session>(s);
+  auto after_search = std::make_shared<QMetaObject::Connection>();
+  *after_search = connect(this, &MainWindow::search_done, this, [this, pending, after_search] {
+    disconnect(*after_search);
+    if (!pending->selected.empty() && model_->row_of(pending->selected) >= 0) select_plan(QString::fromStdString(pending->selected));
+    if (pending->measured.empty()) return;
+    auto after_step = std::make_shared<QMetaObject::Connection>();
+    *after_step = connect(this, &MainWindow::step_ready, this, [this, pending, after_step] {
+      if (!pending->selected.empty() && selected_ != pending->selected) return;
+      disconnect(*after_step);
+      compare_->load_measured(pending->measured);
+    });
+  });
+  if (s.inputs.db.empty()) {
+    start_search();
+  } else {
+    resume_search();
+  }
+  return true;
+}
+
+bool MainWindow::open_file(const std::string& path) {
+  Inputs in = inputs_->inputs();
+  switch (file_kind(path)) {
+    case FileKind::kModel: in.model = path; break;
+    case FileKind::kCluster: in.cluster = path; break;
+    case FileKind::kTraining: in.training = path; break;
+    case FileKind::kDeepSpeed: in.deepspeed = path; break;
+    case FileKind::kPlan: return open_plan(path);
+    case FileKind::kSession: return open_session(path);
+    case FileKind::kTrace:
+      workspaces_->setCurrentWidget(compare_);
+      return compare_->load_measured({path});
+    case FileKind::kResultsDb: {
+      std::vector<planner::StoredSearch> searches;
+      try {
+        searches = stored_searches(path);
+      } catch (const std::exception& e) {
+        statusBar()->showMessage(QString::fromStdString(e.what()));
+        return false;
+      }
+      return !searches.empty() && open_stored(path, searches.back().id);
+    }
+    case FileKind::kUnknown:
+      statusBar()->showMessage(QString::fromStdString(path) + QStringLiteral(": not a model, cluster, training, plan, DeepSpeed "
+                                                                             "config, trace, session or results db"));
+      return false;
+  }
+  inputs_->set_inputs(in);
+  return true;
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const QUrl& url : e->mimeData()->urls()) {
+    if (url.isLocalFile()) open_file(url.toLocalFile().toStdString());
   }
 }
 

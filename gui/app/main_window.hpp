@@ -77,6 +77,12 @@ class MainWindow : public QMainWindow {
   // A stored search's plans into the table, Pareto and space map (read-only: no search runs).
   // False with the store's message in the status bar.
   bool open_stored(const std::string& path, int64_t search_id);
+  // Sessions (gui/model/session.hpp): save what is on screen; open restores the inputs, searches
+  // (resuming from the results db when there is one), selects the plan and loads the traces.
+  void save_session(const std::string& path) const;
+  bool open_session(const std::string& path);
+  // A file dropped on the window, routed by its content; false when it is not one the GUI reads.
+  bool open_file(const std::string& path);
   // Saves a PNG of the window with each plan tab in front, and of the schedule view, into `dir`.
   void save_screenshots(const QString& dir);
 
@@ -86,6 +92,8 @@ class MainWindow : public QMainWindow {
   void search_done();
 
  private:
+  void dragEnterEvent(QDragEnterEvent* e) override;
+  void dropEvent(QDropEvent* e) override;
   void on_batch(const PlanBatch& rows, const planner::Progress& p);
   void on_finished(const SearchResultPtr& r, const SpacePtr& space);
   void on_view(const PlanViewPtr& v);

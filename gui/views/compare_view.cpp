@@ -156,7 +156,9 @@ void CompareView::set_simulated(PlanViewPtr simulated) {
 
 bool CompareView::load_measured(const std::vector<std::string>& files) {
   try {
-    return set_measured(traces::read_trace_files(files));
+    if (!set_measured(traces::read_trace_files(files))) return false;
+    files_ = files;
+    return true;
   } catch (const std::exception& e) {
     error_ = QString::fromStdString(e.what());
     banner_->setText(QStringLiteral("<span style=\"color:#b00020\">%1</span>").arg(error_.toHtmlEscaped()));

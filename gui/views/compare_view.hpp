@@ -48,6 +48,7 @@ class CompareView : public QWidget {
   const std::optional<CompareData>& data() const { return data_; }
   const std::optional<traces::Calibration>& calibration() const { return calibration_; }
   const QString& error() const { return error_; }
+  const std::vector<std::string>& measured_files() const { return files_; }
   QTableWidget* kinds_table() const { return kinds_; }
   QTableWidget* grid_table() const { return grid_; }
   QListWidget* worst_list() const { return worst_; }
@@ -67,6 +68,7 @@ class CompareView : public QWidget {
 
   PlanViewPtr simulated_;
   std::optional<traces::Trace> measured_;
+  std::vector<std::string> files_;
   std::optional<CompareData> data_;
   std::optional<traces::Calibration> calibration_;
   QString error_;

@@ -19,6 +19,7 @@
 #include "gui/render/paint_memory.hpp"
 #include "gui/render/paint_timeline.hpp"
 #include "gui/render/palette.hpp"
+#include "gui/model/session.hpp"
 #include "gui/model/stored.hpp"
 #include "gui/views/export.hpp"
 #include "gui/views/inputs_panel.hpp"
@@ -448,6 +449,56 @@ TEST(MainWindow, AResultsDbOpensWithTheSearchsPlansAndFront) {
   ASSERT_TRUE(test::wait_for([&] { return ready.count() >= 1; }));
   EXPECT_EQ(w.selected_key(), r.top.front().key);
   EXPECT_FALSE(w.open_stored(dir.path().toStdString() + "/none.sqlite", 1));
+}
+
+// A session saved and opened in a new window gives the same inputs (the same command), chips and
+// selected plan; a bad session file says what is wrong and changes nothing.
+TEST(MainWindow, ASessionComesBackAsItWasSaved) {
+  QTemporaryDir dir;
+  const std::string path = dir.path().toStdString() + "/a.stagecraft-session.json";
+  std::string command, second;
+  {
+    MainWindow w;
+    Inputs in = test::tiny_inputs();
+    in.overrides = {spec::parse_override("cluster.inter_node.latency_ns=20000")};
+    w.inputs()->set_inputs(in);
+    w.inputs()->set_checked("zero", "0", false);
+    QSignalSpy ready(&w, &MainWindow::step_ready);
+    w.start_search();
+    ASSERT_TRUE(test::wait_for([&] { return ready.count() >= 1; }));
+    second = w.result()->top.at(1).key;
+    w.select_plan(QString::fromStdString(second));
+    ASSERT_TRUE(test::wait_for([&] { return ready.count() >= 2; }));
+    command = w.command();
+    w.save_session(path);
+  }
+  EXPECT_NE(command.find("--zero 1,2,3"), std::string::npos) << command;
+  EXPECT_NE(command.find("--set cluster.inter_node.latency_ns=20000"), std::string::npos) << command;
+  EXPECT_EQ(file_kind(path), FileKind::kSession);
+  MainWindow w;
+  QSignalSpy ready(&w, &MainWindow::step_ready);
+  ASSERT_TRUE(w.open_session(path));
+  ASSERT_TRUE(test::wait_for([&] { return w.selected_key() == second && ready.count() >= 1; }));
+  EXPECT_EQ(w.command(), command);
+  std::ofstream(dir.path().toStdString() + "/bad.json") << R"({"stagecraft_session": 1, "model": 3})";
+  EXPECT_FALSE(w.open_session(dir.path().toStdString() + "/bad.json"));
+  EXPECT_EQ(w.command(), command) << "nothing changed";
+}
+
+TEST(Files, ADroppedFileIsRoutedByItsContent) {
+  using spec::ConfigKind;
+  EXPECT_EQ(file_kind(spec::resolve_config(ConfigKind::kModel, "tiny")), FileKind::kModel);
+  EXPECT_EQ(file_kind(spec::resolve_config(ConfigKind::kCluster, "cpu-local")), FileKind::kCluster);
+  EXPECT_EQ(file_kind(spec::resolve_config(ConfigKind::kTraining, "tiny-cpu")), FileKind::kTraining);
+  EXPECT_EQ(file_kind(spec::resolve_config(ConfigKind::kPlan, "tiny-pp2-dp2")), FileKind::kPlan);
+  EXPECT_EQ(file_kind(std::string(STAGECRAFT_TEST_DATA) + "/../planner/data/ds_minimal.json"), FileKind::kDeepSpeed);
+  EXPECT_EQ(file_kind(std::string(STAGECRAFT_TEST_DATA) + "/kineto/handwritten_rank0.json"), FileKind::kTrace);
+  EXPECT_EQ(file_kind(std::string(STAGECRAFT_TEST_DATA) + "/hf/llama-2-7b-hf/config.json"), FileKind::kModel);
+  EXPECT_EQ(file_kind(std::string(STAGECRAFT_TEST_DATA) + "/README.md"), FileKind::kUnknown);
+  QTemporaryDir dir;
+  const std::string db = dir.path().toStdString() + "/r.sqlite";
+  { planner::Store store(db, false); }
+  EXPECT_EQ(file_kind(db), FileKind::kResultsDb);
 }
 
 TEST(MainWindow, AnUncheckedAxisDisablesSearchWithTheReason) {
