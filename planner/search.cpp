@@ -345,7 +345,7 @@ class Driver {
                                 std::vector<char>& reused, double kth, double window);
   Evaluated make(const Survivor& s, std::string key, const Outcome& o, bool reused);
   void report(const std::vector<Survivor>& survivors, std::size_t pos, double kth, double window, Clock::time_point t0,
-              std::size_t first);
+              std::size_t first, const Counts& counts);
 
   const Space& space_;
   const SearchOptions& o_;
@@ -454,7 +454,7 @@ Evaluated Driver::make(const Survivor& s, std::string key, const Outcome& o, boo
 }
 
 void Driver::report(const std::vector<Survivor>& survivors, std::size_t pos, double kth, double window,
-                    Clock::time_point t0, std::size_t first) {
+                    Clock::time_point t0, std::size_t first, const Counts& counts) {
   if ((!o_.on_progress && !o_.on_batch) || shard_.rank() != 0) return;
   const double cut = std::max(kth, window);
   const auto end = std::upper_bound(survivors.begin() + static_cast<std::ptrdiff_t>(pos), survivors.end(), cut,
@@ -467,6 +467,7 @@ void Driver::report(const std::vector<Survivor>& survivors, std::size_t pos, dou
   p.rate = simulate_s_ > 0 ? static_cast<double>(simulated_) / simulate_s_ : 0;
   p.eta_s = p.rate > 0 ? static_cast<double>(p.remaining) / p.rate : 0;
   p.best_step_time_s = std::isfinite(leaders_.best()) ? leaders_.best() : 0;
+  p.counts = counts;
   if (o_.on_batch) o_.on_batch(std::span<const Evaluated>(evaluated_.data() + first, evaluated_.size() - first), p);
   if (o_.on_progress) o_.on_progress(p);
 }
@@ -521,7 +522,7 @@ void Driver::run(const std::vector<Survivor>& survivors, Counts& counts, Clock::
     }
     pos = end;
     if (store_) store_->record(search_id_, fresh, counts, since(t0));
-    report(survivors, pos, leaders_.kth(), window, t0, first);
+    report(survivors, pos, leaders_.kth(), window, t0, first, counts);
   }
 }
 

@@ -45,6 +45,7 @@ struct Progress {
   double rate = 0;              // simulations per second
   double eta_s = 0;
   double best_step_time_s = 0;  // 0 before the first plan that fits
+  Counts counts;                // the search's counters so far: candidates, pruned by each rule, simulated
 };
 
 struct SearchOptions {

@@ -454,7 +454,11 @@ void MainWindow::on_batch(const PlanBatch& rows, const planner::Progress& p) {
   model_->append(*rows);
   progress_->setRange(0, static_cast<int>(std::min<int64_t>(p.evaluated + p.remaining, 1 << 30)));
   progress_->setValue(static_cast<int>(std::min<int64_t>(p.evaluated, 1 << 30)));
-  QString text = QStringLiteral("  %1 simulated · ≤ %2 left").arg(p.evaluated).arg(p.remaining);
+  QString text = QStringLiteral("  %1 candidates · %2 pruned · %3 simulated · ≤ %4 left")
+                     .arg(QString::fromStdString(text::with_commas(p.counts.candidates)),
+                          QString::fromStdString(text::with_commas(p.counts.pruned())))
+                     .arg(p.evaluated)
+                     .arg(p.remaining);
   if (p.best_step_time_s > 0) text += QStringLiteral(" · best %1 s").arg(p.best_step_time_s, 0, 'f', 3);
   progress_label_->setText(text);
 }

@@ -64,7 +64,36 @@ Inputs with_edits(const Inputs& inputs, const std::vector<spec::Override>& edits
 
 }  // namespace
 
-WhatIfResult evaluate_whatif(const Inputs& inputs, const std::vector<spec::Override>& edits, const planner::Evaluated& plan) {
+planner::AdaptedPlan edit_plan(const spec::Plan& plan, int64_t global_batch, const PlanEdits& e) {
+  planner::AdaptedPlan out;
+  spec::Plan p = plan;
+  if (e.micro_batch) {
+    const int64_t per = p.dp * *e.micro_batch;
+    if (*e.micro_batch < 1 || global_batch % per != 0) {
+      out.reason = "the global batch " + std::to_string(global_batch) + " / (dp " + std::to_string(p.dp) + " x micro-batch " +
+                   std::to_string(*e.micro_batch) + ") is not a whole number of micro-batches";
+      return out;
+    }
+    p.micro_batch = *e.micro_batch;
+    p.micro_batches = global_batch / per;
+  }
+  if ((e.reduce_bucket || e.prefetch_bucket || e.max_live_parameters) && p.zero.stage == 0) {
+    out.reason = "ZeRO stage 0 has no buckets to size";
+    return out;
+  }
+  if ((e.prefetch_bucket || e.max_live_parameters) && p.zero.stage < 3) {
+    out.reason = "prefetch and max-live sizes are ZeRO-3's; this plan is ZeRO-" + std::to_string(p.zero.stage);
+    return out;
+  }
+  if (e.reduce_bucket) p.zero.reduce_bucket = *e.reduce_bucket;
+  if (e.prefetch_bucket) p.zero.prefetch_bucket = *e.prefetch_bucket;
+  if (e.max_live_parameters) p.zero.max_live_parameters = *e.max_live_parameters;
+  out.plan = p;
+  return out;
+}
+
+WhatIfResult evaluate_whatif(const Inputs& inputs, const std::vector<spec::Override>& edits, const planner::Evaluated& plan,
+                             const PlanEdits& plan_edits) {
   WhatIfResult r;
   r.key = plan.key;
   r.base = plan.metrics;
@@ -74,17 +103,30 @@ WhatIfResult evaluate_whatif(const Inputs& inputs, const std::vector<spec::Overr
     free.limits = {};
     const Loaded l = load(free);
     spec::Plan p = plan.plan;
+    if (!plan_edits.empty()) {
+      const planner::AdaptedPlan a = edit_plan(p, l.training.global_batch, plan_edits);
+      if (!a.plan) {
+        r.error = a.reason;
+        return r;
+      }
+      if (a.plan->micro_batch != p.micro_batch) {
+        r.plan_note = "micro-batch " + std::to_string(p.micro_batch) + " -> " + std::to_string(a.plan->micro_batch) + ", micro-batches " +
+                      std::to_string(p.micro_batches) + " -> " + std::to_string(a.plan->micro_batches);
+      }
+      p = *a.plan;
+    }
     if (l.cluster.gpus() != p.tp * p.pp * p.dp) {
       const planner::AdaptedPlan a = planner::adapt_plan(p, l.training.global_batch, l.cluster.gpus(), l.cluster.gpus_per_node);
       if (!a.plan) {
         r.error = a.reason;
         return r;
       }
-      r.plan_note = "keeping tp " + std::to_string(p.tp) + ", pp " + std::to_string(p.pp) + " and micro-batch " +
+      r.plan_note += std::string(r.plan_note.empty() ? "" : "; ") + "keeping tp " + std::to_string(p.tp) + ", pp " + std::to_string(p.pp) + " and micro-batch " +
                     std::to_string(p.micro_batch) + ": dp " + std::to_string(p.dp) + " -> " + std::to_string(a.plan->dp) +
                     ", micro-batches " + std::to_string(p.micro_batches) + " -> " + std::to_string(a.plan->micro_batches);
       p = *a.plan;
     }
+    spec::validate_plan(p, l.space->model(), l.training, l.cluster.gpus());
     r.view = simulate_view(*l.space, p, plan.key);
     r.modified = r.view->sim.metrics;
   } catch (const std::exception& e) {

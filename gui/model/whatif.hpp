@@ -33,6 +33,16 @@ double field_value(const spec::Cluster& c, const WhatIfField& f);
 // The override that sets the field to `shown` (in its unit).
 spec::Override field_override(const WhatIfField& f, double shown);
 
+// Edits of the plan itself: the micro-batch size (the data-parallel size kept, so the micro-batch
+// count becomes B / (dp · mb)) and DeepSpeed's bucket sizes in elements (ZeRO: reduce_bucket_size;
+// ZeRO-3: stage3_prefetch_bucket_size and stage3_max_live_parameters).
+struct PlanEdits {
+  std::optional<int64_t> micro_batch, reduce_bucket, prefetch_bucket, max_live_parameters;
+  bool empty() const { return !micro_batch && !reduce_bucket && !prefetch_bucket && !max_live_parameters; }
+};
+// The plan with the edits, or the reason it cannot take them.
+planner::AdaptedPlan edit_plan(const spec::Plan& plan, int64_t global_batch, const PlanEdits& edits);
+
 struct WhatIfResult {
   std::string key;                 // the plan
   sim::Metrics base;               // as the table has it
@@ -43,7 +53,8 @@ struct WhatIfResult {
 };
 
 // `inputs` are the search's; `edits` the what-if overrides; `plan` a row of the table.
-WhatIfResult evaluate_whatif(const Inputs& inputs, const std::vector<spec::Override>& edits, const planner::Evaluated& plan);
+WhatIfResult evaluate_whatif(const Inputs& inputs, const std::vector<spec::Override>& edits, const planner::Evaluated& plan,
+                             const PlanEdits& plan_edits = {});
 
 // The sweep the panel plots: `field` from lo to hi (its unit) in n log-spaced points, for `plans`.
 planner::Sweep whatif_sweep(const Inputs& inputs, const std::vector<spec::Override>& edits, const WhatIfField& field, double lo,

@@ -61,6 +61,27 @@ WhatIfPanel::WhatIfPanel(QWidget* parent) : QWidget(parent) {
     boxes_.push_back(box);
   }
   base_.assign(boxes_.size(), 0);
+  // the plan's own fields
+  const std::pair<const char*, const char*> plan_fields[] = {
+      {"micro_batch", "micro-batch size"},
+      {"reduce_bucket", "reduce bucket (elements)"},
+      {"prefetch_bucket", "ZeRO-3 prefetch bucket"},
+      {"max_live_parameters", "ZeRO-3 max live parameters"}};
+  for (const auto& [field, label] : plan_fields) {
+    auto* box = new QDoubleSpinBox;
+    box->setDecimals(0);
+    box->setRange(1, 1e12);
+    box->setKeyboardTracking(false);
+    box->setToolTip(std::string(field) == "micro_batch"
+                        ? QStringLiteral("sequences per micro-batch; dp is kept, so the micro-batch count becomes B / (dp · mb)")
+                        : QStringLiteral("DeepSpeed counts elements (%1)").arg(QString::fromUtf8(field)));
+    connect(box, &QDoubleSpinBox::valueChanged, this, [this] {
+      if (!loading_) schedule();
+    });
+    form->addRow(QString::fromUtf8(label), box);
+    plan_boxes_.emplace_back(field, box);
+  }
+  plan_base_.assign(plan_boxes_.size(), 0);
   summary_ = new QLabel;
   summary_->setTextFormat(Qt::RichText);
   summary_->setWordWrap(true);
@@ -160,6 +181,15 @@ void WhatIfPanel::set_context(const Inputs& inputs, const spec::Cluster& cluster
     boxes_[i]->setValue(field_value(cluster, whatif_fields()[i]));
     base_[i] = boxes_[i]->value();   // as the box holds it (rounded to its decimals): no edit yet
   }
+  const spec::Plan& p = plan.plan;
+  const double plan_values[] = {static_cast<double>(p.micro_batch), static_cast<double>(p.zero.reduce_bucket),
+                                static_cast<double>(p.zero.prefetch_bucket), static_cast<double>(p.zero.max_live_parameters)};
+  for (std::size_t i = 0; i < plan_boxes_.size(); ++i) {
+    plan_boxes_[i].second->setValue(plan_values[i]);
+    plan_base_[i] = plan_boxes_[i].second->value();
+    const bool applies = i == 0 || (i == 1 && p.zero.stage >= 1) || p.zero.stage == 3;
+    plan_boxes_[i].second->setEnabled(applies);
+  }
   loading_ = false;
   result_.reset();
   show_modified_->setChecked(false);
@@ -185,8 +215,25 @@ std::vector<spec::Override> WhatIfPanel::edits() const {
   return out;
 }
 
+PlanEdits WhatIfPanel::plan_edits() const {
+  PlanEdits e;
+  std::optional<int64_t>* fields[] = {&e.micro_batch, &e.reduce_bucket, &e.prefetch_bucket, &e.max_live_parameters};
+  for (std::size_t i = 0; i < plan_boxes_.size(); ++i) {
+    const double v = plan_boxes_[i].second->value();
+    if (v != plan_base_[i]) *fields[i] = static_cast<int64_t>(std::llround(v));
+  }
+  return e;
+}
+
+void WhatIfPanel::set_plan_value(const std::string& field, int64_t value) {
+  for (const auto& [name, box] : plan_boxes_) {
+    if (name == field) box->setValue(static_cast<double>(value));
+  }
+}
+
 void WhatIfPanel::reset() {
   loading_ = true;
+  for (std::size_t i = 0; i < plan_boxes_.size(); ++i) plan_boxes_[i].second->setValue(plan_base_[i]);
   for (std::size_t i = 0; i < boxes_.size(); ++i) boxes_[i]->setValue(base_[i]);
   loading_ = false;
   schedule();
@@ -200,10 +247,11 @@ void WhatIfPanel::evaluate() {
   ++evaluations_;
   const Inputs inputs = inputs_;
   const std::vector<spec::Override> e = edits();
+  const PlanEdits pe = plan_edits();
   const planner::Evaluated plan = *plan_;
   QPointer<WhatIfPanel> self(this);
-  QThreadPool::globalInstance()->start([self, inputs, e, plan, generation] {
-    WhatIfResult r = evaluate_whatif(inputs, e, plan);
+  QThreadPool::globalInstance()->start([self, inputs, e, pe, plan, generation] {
+    WhatIfResult r = evaluate_whatif(inputs, e, plan, pe);
     QMetaObject::invokeMethod(QCoreApplication::instance(), [self, r, generation] {
       if (!self || generation != self->generation_) return;   // a newer edit is on its way
       self->result_ = r;

@@ -34,6 +34,9 @@ class WhatIfPanel : public QWidget {
   // A user's edit of one field, in its unit (what the spin box does).
   void set_value(const std::string& key, double shown);
   std::vector<spec::Override> edits() const;
+  PlanEdits plan_edits() const;
+  // A user's edit of the plan: "micro_batch", "reduce_bucket", "prefetch_bucket", "max_live_parameters".
+  void set_plan_value(const std::string& field, int64_t value);
   void reset();
   void run_sweep(const std::string& key, double lo, double hi, int points);
 
@@ -63,6 +66,8 @@ class WhatIfPanel : public QWidget {
   std::vector<planner::SweepPlan> sweep_plans_;
   std::vector<QDoubleSpinBox*> boxes_;
   std::vector<double> base_;
+  std::vector<std::pair<std::string, QDoubleSpinBox*>> plan_boxes_;
+  std::vector<double> plan_base_;
   QLabel *title_ = nullptr, *summary_ = nullptr, *sweep_note_ = nullptr;
   QCheckBox* show_modified_ = nullptr;
   QComboBox* sweep_field_ = nullptr;

@@ -84,6 +84,41 @@ TEST(WhatIf, TheNodeCountAdaptsThePlanOrSaysWhy) {
   EXPECT_NE(bad.error.find("/inter_node/nics_per_node"), std::string::npos) << bad.error;
 }
 
+// Plan edits: the demo's ZeRO-3 plan at micro-batch 2 keeps dp 64, so 1024 / (64 · 2) = 8
+// micro-batches, and simulates as that plan does; micro-batch 3 is refused (1024 / 192); a reduce
+// bucket of 1e9 elements is the plan with that bucket; ZeRO-1 takes no prefetch bucket.
+TEST(WhatIf, PlanEditsAreThePlanSoEdited) {
+  const Inputs in = demo_inputs();
+  const Loaded l = load(in);
+  const planner::Evaluated e = evaluated(l, demo_zero3());
+  PlanEdits mb;
+  mb.micro_batch = 2;
+  const WhatIfResult two = evaluate_whatif(in, {}, e, mb);
+  ASSERT_TRUE(two.modified) << two.error;
+  EXPECT_EQ(two.view->plan.micro_batches, 8);
+  spec::Plan direct = demo_zero3();
+  direct.micro_batch = 2;
+  direct.micro_batches = 8;
+  EXPECT_EQ(two.modified->step_time_s, planner::simulate_plan(*l.space, direct).step_time_s);
+  EXPECT_NE(two.plan_note.find("micro-batches 4 -> 8"), std::string::npos) << two.plan_note;
+  mb.micro_batch = 3;
+  const WhatIfResult three = evaluate_whatif(in, {}, e, mb);
+  EXPECT_FALSE(three.modified);
+  EXPECT_NE(three.error.find("1024 / (dp 64 x micro-batch 3)"), std::string::npos) << three.error;
+  PlanEdits rb;
+  rb.reduce_bucket = 1'000'000'000;
+  const WhatIfResult bucket = evaluate_whatif(in, {}, e, rb);
+  ASSERT_TRUE(bucket.modified) << bucket.error;
+  direct = demo_zero3();
+  direct.zero.reduce_bucket = 1'000'000'000;
+  EXPECT_EQ(bucket.modified->step_time_s, planner::simulate_plan(*l.space, direct).step_time_s);
+  spec::Plan z1 = demo_zero3();
+  z1.zero.stage = 1;
+  PlanEdits pf;
+  pf.prefetch_bucket = 1'000'000;
+  EXPECT_FALSE(edit_plan(z1, 1024, pf).plan.has_value());
+}
+
 TEST(WhatIfPanel, TenQuickEditsCauseOneSimulation) {
   const Inputs in = test::tiny_inputs();
   const Loaded l = load(in);

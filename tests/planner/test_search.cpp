@@ -144,13 +144,16 @@ TEST(Search, BatchesStreamEveryEvaluatedPlanInOrder) {
   o.threads = 2;
   o.batch = 4;
   std::vector<std::string> streamed;
-  std::vector<int64_t> counts_seen;
+  std::vector<int64_t> counts_seen, candidates_seen;
   o.on_batch = [&](std::span<const Evaluated> fresh, const Progress& p) {
     for (const Evaluated& e : fresh) streamed.push_back(e.key);
     counts_seen.push_back(p.evaluated);
     EXPECT_EQ(p.evaluated, static_cast<int64_t>(streamed.size())) << "progress counts what was streamed";
+    EXPECT_EQ(p.counts.evaluated, p.evaluated);
+    candidates_seen.push_back(p.counts.candidates);
   };
   const SearchResult r = search(space, o);
+  for (int64_t c : candidates_seen) EXPECT_EQ(c, r.counts.candidates) << "enumeration is done before the first batch";
   ASSERT_EQ(streamed.size(), r.evaluated.size());
   for (std::size_t i = 0; i < streamed.size(); ++i) EXPECT_EQ(streamed[i], r.evaluated[i].key) << i;
   ASSERT_GT(counts_seen.size(), 1u) << "a batch of 4 over this space takes several batches";
