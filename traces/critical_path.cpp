@@ -8,7 +8,7 @@ namespace stagecraft::traces {
 CriticalPath critical_path(const TimelineModel& m, const ProgramContext& pc) {
   CriticalPath out;
   out.end_ns = m.end_ns();
-  if (m.event_count() == 0) return out;
+  if (m.event_count() == 0 || m.kernel_level()) return out;   // kernels carry no Program links
   using Mark = std::pair<std::size_t, std::size_t>;
   std::map<std::pair<int64_t, int32_t>, Mark> by_instr;   // (rank, instr) -> event
   std::map<program::MessageKey, Mark> sends;

@@ -37,6 +37,7 @@ struct CriticalPath {
   int64_t compute_ns = 0, communication_ns = 0, other_ns = 0, wait_ns = 0;   // add up to end_ns
 };
 
+// Empty for a kernel-level (PyTorch profiler) trace: its kernels carry no Program dependencies.
 CriticalPath critical_path(const TimelineModel& m, const ProgramContext& pc);
 
 }  // namespace stagecraft::traces

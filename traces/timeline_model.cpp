@@ -32,16 +32,26 @@ int64_t union_length(const TimelineRow& r, int64_t t0, int64_t t1) {
 
 }  // namespace
 
+std::string kind_name(int kind) {
+  if (kind >= 0 && kind < program::kOpCount) return program::to_string(static_cast<program::Op>(kind));
+  if (kind >= program::kOpCount && kind < kKindCount) return std::string(to_string(static_cast<KernelClass>(kind - program::kOpCount))) + " kernels";
+  return "other";
+}
+
 TimelineModel::TimelineModel(const Trace& t, const ProgramContext* pc, int32_t step) {
-  if (t.kernel_level()) {
-    throw spec::SpecError(t.files.empty() ? "<trace>" : t.files.front(), "",
-                          "a kernel-level (PyTorch profiler) trace has no Program instructions to lay out; use traces::timeline_panel");
-  }
-  std::vector<Activity> acts = activities(t, Level::kInstruction, pc);
+  kernel_level_ = t.kernel_level();
+  std::vector<Activity> acts = kernel_level_ ? activities(t, Level::kKernelClass) : activities(t, Level::kInstruction, pc);
   if (acts.empty()) return;
   if (step < 0) {
     step = std::numeric_limits<int32_t>::max();
     for (const Activity& a : acts) step = std::min(step, a.step);
+  } else if (kernel_level_) {
+    // the k-th ProfilerStep present, in order (their numbers need not start at 0)
+    std::vector<int32_t> steps;
+    for (const Activity& a : acts) steps.push_back(a.step);
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    step = steps[static_cast<std::size_t>(std::min<int64_t>(step, static_cast<int64_t>(steps.size()) - 1))];
   }
   std::erase_if(acts, [&](const Activity& a) { return a.step != step; });
   if (acts.empty()) return;
@@ -58,24 +68,34 @@ TimelineModel::TimelineModel(const Trace& t, const ProgramContext* pc, int32_t s
     return a.start_ns < b.start_ns;
   });
   for (const Activity& a : acts) {
-    const auto lane = static_cast<program::Lane>(a.row);
-    if (rows_.empty() || rows_.back().rank != a.rank || rows_.back().lane != lane) {
+    const auto lane = kernel_level_ ? program::Lane::kCompute : static_cast<program::Lane>(a.row);
+    if (rows_.empty() || rows_.back().rank != a.rank || (kernel_level_ ? rows_.back().stream != a.row : rows_.back().lane != lane)) {
       TimelineRow r;
       r.rank = a.rank;
       r.lane = lane;
-      r.label = "rank " + std::to_string(a.rank) + " " + program::to_string(lane);
+      r.stream = kernel_level_ ? a.row : -1;
+      r.label = "rank " + std::to_string(a.rank) + " " + (kernel_level_ ? "stream " + std::to_string(a.row) : std::string(program::to_string(lane)));
       rows_.push_back(std::move(r));
     }
     TimelineRow& r = rows_.back();
-    const trace::Event& e = t.data.events[a.source];
     r.start.push_back(a.start_ns - origin_ns_);
     r.end.push_back(a.end_ns - origin_ns_);
     r.busy_from.push_back(a.busy_from_ns - origin_ns_);
     r.max_end.push_back(std::max(r.max_end.empty() ? std::numeric_limits<int64_t>::min() : r.max_end.back(), r.end.back()));
-    r.op.push_back(e.op);
-    r.instr.push_back(e.instr);
-    r.mb.push_back(e.mb);
-    r.chunk.push_back(e.chunk);
+    if (kernel_level_) {
+      r.op.push_back(program::Op::kForward);
+      r.kind.push_back(static_cast<uint8_t>(program::kOpCount + a.key));
+      r.instr.push_back(-1);
+      r.mb.push_back(-1);
+      r.chunk.push_back(-1);
+    } else {
+      const trace::Event& e = t.data.events[a.source];
+      r.op.push_back(e.op);
+      r.kind.push_back(static_cast<uint8_t>(e.op));
+      r.instr.push_back(e.instr);
+      r.mb.push_back(e.mb);
+      r.chunk.push_back(e.chunk);
+    }
     r.source.push_back(a.source);
     ++events_;
   }
@@ -117,7 +137,7 @@ std::vector<TimelineColumn> TimelineModel::columns(std::size_t row, int64_t t0, 
   if (t1 <= t0) return out;
   const TimelineRow& r = rows_.at(row);
   const auto [first, last] = visible(row, t0, t1);
-  std::vector<std::array<int64_t, program::kOpCount>> by_op(out.size(), std::array<int64_t, program::kOpCount>{});
+  std::vector<std::array<int64_t, kKindCount>> by_op(out.size(), std::array<int64_t, kKindCount>{});
   const double span = static_cast<double>(t1 - t0);
   // Column c starts at t0 + floor(c·(t1 − t0)/n), in integers (no overflow for any span).
   const auto n_cols = static_cast<int64_t>(out.size());
@@ -138,7 +158,7 @@ std::vector<TimelineColumn> TimelineModel::columns(std::size_t row, int64_t t0, 
       const int64_t overlap = std::min(e, ce) - std::max(s, cs);
       if (overlap <= 0) continue;
       out[c].busy_ns += overlap;
-      by_op[c][static_cast<std::size_t>(r.op[i])] += overlap;
+      by_op[c][r.kind[i]] += overlap;
     }
   }
   for (std::size_t c = 0; c < out.size(); ++c) {
@@ -154,7 +174,10 @@ Breakdown TimelineModel::breakdown_in(int64_t rank, int64_t t0, int64_t t1) cons
   for (const TimelineRow& r : rows_) {
     if (r.rank != rank) continue;
     for (std::size_t i = 0; i < r.size(); ++i) {
-      const Category c = category_of(r.lane, r.op[i]);
+      const Category c = kernel_level_ ? (r.kind[i] == program::kOpCount + static_cast<int>(KernelClass::kCommunication)
+                                              ? Category::kCommunication
+                                              : Category::kCompute)
+                                       : category_of(r.lane, r.op[i]);
       if (c == Category::kCompute) compute.emplace_back(r.start[i], r.end[i]);
       if (c == Category::kCommunication) comm.emplace_back(r.busy_from[i], r.end[i]);
     }
@@ -162,11 +185,11 @@ Breakdown TimelineModel::breakdown_in(int64_t rank, int64_t t0, int64_t t1) cons
   return partition(compute, comm, t0, t1);
 }
 
-std::vector<int64_t> TimelineModel::op_time_in(std::size_t row, int64_t t0, int64_t t1) const {
-  std::vector<int64_t> out(program::kOpCount, 0);
+std::vector<int64_t> TimelineModel::kind_time_in(std::size_t row, int64_t t0, int64_t t1) const {
+  std::vector<int64_t> out(kKindCount, 0);
   const TimelineRow& r = rows_.at(row);
   const auto [first, last] = visible(row, t0, t1);
-  for (std::size_t i = first; i < last; ++i) out[static_cast<std::size_t>(r.op[i])] += std::max<int64_t>(0, std::min(r.end[i], t1) - std::max(r.start[i], t0));
+  for (std::size_t i = first; i < last; ++i) out[r.kind[i]] += std::max<int64_t>(0, std::min(r.end[i], t1) - std::max(r.start[i], t0));
   return out;
 }
 

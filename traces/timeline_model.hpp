@@ -31,15 +31,22 @@
 
 namespace stagecraft::traces {
 
+// What colours an event and what the level of detail sums by: a Program op (instruction-level
+// traces), or kOpCount + a kernel class (PyTorch profiler traces: compute, communication, memory).
+inline constexpr int kKindCount = program::kOpCount + 3;
+std::string kind_name(int kind);
+
 struct TimelineRow {
   int64_t rank = 0;
-  program::Lane lane = program::Lane::kCompute;
-  std::string label;                  // "rank 0 compute"
+  program::Lane lane = program::Lane::kCompute;   // kernel level: kCompute
+  int64_t stream = -1;                // kernel level: the GPU stream (or CPU thread)
+  std::string label;                  // "rank 0 compute", "rank 0 stream 7"
   std::vector<int64_t> start, end;    // ns from the step's origin, sorted by start
   std::vector<int64_t> busy_from;     // receives: where the transfer starts (== start otherwise)
   std::vector<int64_t> max_end;       // prefix maximum of end
-  std::vector<program::Op> op;
-  std::vector<int32_t> instr, mb, chunk;
+  std::vector<program::Op> op;         // instruction-level only (kernel-level rows hold kForward)
+  std::vector<uint8_t> kind;           // see kKindCount
+  std::vector<int32_t> instr, mb, chunk;   // -1 at kernel level
   std::vector<std::size_t> source;    // index into the trace's events
   int64_t busy_ns = 0;                // length of the union of the row's intervals
 
@@ -48,15 +55,17 @@ struct TimelineRow {
 
 struct TimelineColumn {
   int64_t busy_ns = 0;
-  int dominant = -1;                  // program::Op with the most busy time in the column; -1: idle
+  int dominant = -1;                  // the kind with the most busy time in the column; -1: idle
 };
 
 class TimelineModel {
  public:
   TimelineModel() = default;
-  // The `step`-th step of an instruction-level trace (-1: the first); `pc` (optional) matches
-  // receives to their sends. Throws spec::SpecError for a kernel-level (PyTorch) trace.
+  // The `step`-th step of a trace (-1: the first); `pc` (optional) matches receives to their
+  // sends. A PyTorch profiler trace (kernel level) has a row per rank and stream, its events the
+  // kernels of that ProfilerStep, coloured by kernel class (no instruction ids).
   TimelineModel(const Trace& t, const ProgramContext* pc, int32_t step = -1);
+  bool kernel_level() const { return kernel_level_; }
 
   const std::vector<TimelineRow>& rows() const { return rows_; }
   int64_t origin_ns() const { return origin_ns_; }   // the step's first start, in trace time
@@ -77,13 +86,14 @@ class TimelineModel {
   // The partition of [t0, t1) on one rank (traces::partition, the rule of breakdown_by_rank):
   // over the whole step it is that rank's breakdown.
   Breakdown breakdown_in(int64_t rank, int64_t t0, int64_t t1) const;
-  // Per op, the summed time of the row's events inside [t0, t1) (ns; index program::Op).
-  std::vector<int64_t> op_time_in(std::size_t row, int64_t t0, int64_t t1) const;
+  // Per kind, the summed time of the row's events inside [t0, t1) (ns; index: kind).
+  std::vector<int64_t> kind_time_in(std::size_t row, int64_t t0, int64_t t1) const;
 
  private:
   std::vector<TimelineRow> rows_;
   int64_t origin_ns_ = 0, end_ns_ = 0;
   std::size_t events_ = 0;
+  bool kernel_level_ = false;
 };
 
 }  // namespace stagecraft::traces

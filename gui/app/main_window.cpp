@@ -769,13 +769,13 @@ void MainWindow::show_range() {
   for (std::size_t r = 0; r < m.rows().size(); ++r) {
     const int64_t busy = m.busy_in(r, t0, t1);
     if (busy == 0) continue;
-    std::vector<int64_t> ops = m.op_time_in(r, t0, t1);
+    std::vector<int64_t> ops = m.kind_time_in(r, t0, t1);
     std::vector<int> order(ops.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return ops[static_cast<std::size_t>(a)] > ops[static_cast<std::size_t>(b)]; });
     QString top;
     for (int k = 0; k < 3 && ops[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] > 0; ++k) {
-      top += QStringLiteral("%1%2 %3").arg(k ? QStringLiteral(", ") : QString(), QString::fromUtf8(program::to_string(static_cast<program::Op>(order[static_cast<std::size_t>(k)]))),
+      top += QStringLiteral("%1%2 %3").arg(k ? QStringLiteral(", ") : QString(), QString::fromStdString(traces::kind_name(order[static_cast<std::size_t>(k)])),
                                           time_text(static_cast<double>(ops[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])])));
     }
     html += QStringLiteral("<tr><td>%1</td><td>%2 (%3%)</td><td>%4</td></tr>")

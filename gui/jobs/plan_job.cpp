@@ -72,12 +72,20 @@ std::optional<std::pair<std::size_t, std::size_t>> PlanView::peer(std::size_t ro
 
 std::string PlanView::describe(std::size_t row, std::size_t index) const {
   const traces::TimelineRow& r = timeline.rows().at(row);
+  if (timeline.kernel_level()) {
+    const traces::Kernel& k = trace.kernels.at(r.source.at(index));
+    return k.name + " (" + traces::to_string(k.cls) + (k.collective.empty() ? "" : ", " + k.collective) + ")";
+  }
   const program::RoleProgram& role = context.program.role_of(r.rank);
   return program::describe(context.program, role, r.instr.at(index) - role.first_id);
 }
 
 std::string PlanView::tooltip(std::size_t row, std::size_t index) const {
   const traces::TimelineRow& r = timeline.rows().at(row);
+  if (timeline.kernel_level()) {
+    return describe(row, index) + "\n" + r.label + "\n" + duration(static_cast<double>(r.end[index] - r.start[index])) + " at " +
+           duration(static_cast<double>(r.start[index]));
+  }
   const trace::Event& e = trace.data.events.at(r.source.at(index));
   std::string s = describe(row, index) + "\n" + r.label;
   if (e.stage >= 0) s += " (stage " + std::to_string(e.stage) + ")";

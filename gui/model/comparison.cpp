@@ -40,8 +40,7 @@ CompareData compare_data(const PlanViewPtr& simulated, const traces::Trace& meas
   d.steps = std::max<int32_t>(1, measured.step_count());
   d.step = std::clamp<int32_t>(step, 0, d.steps - 1);
   if (measured.kernel_level()) {
-    d.note = "a PyTorch profiler trace: compared by rank, step and kernel class (no Program instructions to draw)";
-    return d;
+    d.note = "a PyTorch profiler trace: compared by rank, step and kernel class; its kernels drawn per stream";
   }
   auto v = std::make_shared<PlanView>();
   v->key = simulated->key;
@@ -65,7 +64,7 @@ QColor error_colour(double e) {
 
 Overlay overlay_of(const CompareData& d) {
   Overlay o;
-  if (!d.measured) return o;
+  if (!d.measured || d.measured->timeline.kernel_level()) return o;   // no instruction ids to match
   std::map<int64_t, int64_t> counterpart;   // measured rank -> simulated rank
   for (const traces::RankComparison& r : d.comparison.ranks) counterpart[r.rank] = r.simulated_rank;
   std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> sim;   // (rank, instr) -> interval

@@ -82,9 +82,9 @@ void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel&
     // label gutter and row background
     g.fillRect(QRect(plot_left, top, plot_width, lr.height), QColor(246, 246, 246));
     g.setPen(QColor(40, 40, 40));
+    const QString lane = m.kernel_level() ? QStringLiteral("stream %1").arg(r.stream) : QString::fromUtf8(program::to_string(r.lane));
     const QString label = style.schedule ? QStringLiteral("rank %1").arg(r.rank)
-                                         : (lr.first_of_rank ? QStringLiteral("rank %1 ").arg(r.rank) : QString()) +
-                                               QString::fromUtf8(program::to_string(r.lane));
+                                         : (lr.first_of_rank ? QStringLiteral("rank %1 ").arg(r.rank) : QString()) + lane;
     g.drawText(QRect(area.left() + 4, top, style.label_width - 8, lr.height), Qt::AlignVCenter | Qt::AlignRight,
                fm.elidedText(label, Qt::ElideLeft, style.label_width - 8));
     const auto [first, last] = m.visible(static_cast<std::size_t>(lr.model_row), w.t0, w.t1);
@@ -97,7 +97,7 @@ void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel&
         if (col.dominant < 0) continue;
         const double frac = std::min(1.0, static_cast<double>(col.busy_ns) / col_ns);
         const int h = std::max(1, static_cast<int>(std::lround(frac * lr.height)));
-        g.fillRect(QRect(plot_left + c, top + lr.height - h, 1, h), op_colour(static_cast<program::Op>(col.dominant)));
+        g.fillRect(QRect(plot_left + c, top + lr.height - h, 1, h), kind_colour(col.dominant));
       }
       continue;
     }
@@ -111,7 +111,7 @@ void paint_timeline(QPainter& g, const QRect& area, const traces::TimelineModel&
         g.fillRect(QRect(x0, top + lr.height / 4, xb - x0, lr.height - lr.height / 2), waiting_colour(op));
         if (x1 > xb) g.fillRect(QRect(xb, top, x1 - xb, lr.height), op_colour(op));
       } else {
-        QColor c = op_colour(op);
+        QColor c = kind_colour(r.kind[i]);
         if (style.schedule && r.chunk[i] > 0) c = c.lighter(100 + 25 * r.chunk[i]);
         if (overlay.colour) {
           if (const std::optional<QColor> e = overlay.colour(static_cast<std::size_t>(lr.model_row), i)) c = *e;

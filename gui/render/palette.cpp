@@ -1,5 +1,6 @@
 #include "gui/render/palette.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "render/colours.hpp"
@@ -8,6 +9,13 @@ namespace stagecraft::gui {
 
 QColor op_colour(program::Op op) {
   const render::Rgb c = render::style_of(op).colour;
+  return QColor(c.r, c.g, c.b);
+}
+
+QColor kind_colour(int kind) {
+  if (kind < program::kOpCount) return op_colour(static_cast<program::Op>(kind));
+  static const char* const classes[] = {"compute", "communication", "memory"};
+  const render::Rgb c = render::colour_of(classes[std::min(2, kind - program::kOpCount)]);
   return QColor(c.r, c.g, c.b);
 }
 

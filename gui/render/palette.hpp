@@ -14,6 +14,8 @@
 namespace stagecraft::gui {
 
 QColor op_colour(program::Op op);
+// The colour of a timeline kind (traces::kKindCount): an op's, or a kernel class's.
+QColor kind_colour(int kind);
 QColor memory_colour(trace::MemoryKind kind);
 // A receive's waiting part: its colour, faded.
 QColor waiting_colour(program::Op op);

@@ -86,7 +86,8 @@ void TimelineView::set_critical_path(bool on) {
   set_overlay(
       [on_path, v](std::size_t row, std::size_t i) -> std::optional<QColor> {
         if (on_path->count({row, i})) return std::nullopt;
-        return waiting_colour(v->timeline.rows()[row].op[i]).lighter(115);
+        const QColor c = kind_colour(v->timeline.rows()[row].kind[i]);
+        return QColor::fromRgbF(0.75f + 0.25f * c.redF(), 0.75f + 0.25f * c.greenF(), 0.75f + 0.25f * c.blueF()).lighter(115);
       },
       {});
 }

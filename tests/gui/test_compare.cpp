@@ -100,6 +100,25 @@ TEST(Compare, ATraceOfAnotherPlanIsRefusedAndChangesNothing) {
   EXPECT_EQ(view.data()->comparison.step_measured_s, before);
 }
 
+// PyTorch profiler files: compared by rank, step and kernel class, the measured kernels drawn a
+// row per rank and stream (the first ProfilerStep), no calibration (no Program in them).
+TEST(Compare, PyTorchProfilerTracesAreDrawnPerStream) {
+  const PlanViewPtr v = test::tiny_view("tiny-pp2-dp2");
+  CompareView view;
+  view.set_simulated(v);
+  const std::string dir = std::string(STAGECRAFT_TEST_DATA) + "/kineto/";
+  ASSERT_TRUE(view.load_measured({dir + "handwritten_rank0.json", dir + "handwritten_rank1.json"})) << view.error().toStdString();
+  EXPECT_EQ(view.data()->comparison.level, traces::Level::kKernelClass);
+  ASSERT_TRUE(view.data()->measured);
+  const traces::TimelineModel& m = view.measured_timeline()->view()->timeline;
+  EXPECT_TRUE(m.kernel_level());
+  ASSERT_FALSE(m.rows().empty());
+  EXPECT_EQ(m.rows().front().label, "rank 0 stream 7");
+  const std::string tip = view.measured_timeline()->view()->tooltip(0, 0);
+  EXPECT_NE(tip.find("rank 0 stream 7"), std::string::npos) << tip;
+  EXPECT_FALSE(view.calibrate()) << "PyTorch traces are not calibration input";
+}
+
 // Measured on a cluster whose GEMMs run at 70% of the profile's efficiency: the profile's step is
 // too fast; calibrated on the measured trace, the re-simulated step's error is smaller.
 TEST(Compare, CalibratingAndUsingTheFitBringsTheStepCloser) {

@@ -11,6 +11,7 @@
 #include "fixtures.hpp"
 #include "support.hpp"
 #include "traces/critical_path.hpp"
+#include "traces/timeline.hpp"
 
 namespace stagecraft::traces {
 namespace {
@@ -167,14 +168,25 @@ TEST(TimelineModel, ReceivesTransferOnlyFromTheirSendsStart) {
   for (const TimelineRow& r : plain.rows()) EXPECT_EQ(r.busy_from, r.start) << "without the Program nothing is matched";
 }
 
-TEST(TimelineModel, KernelLevelTracesAreRefusedWithTheFile) {
+// A PyTorch profiler trace: a row per rank and stream, the kernels of its first ProfilerStep (what
+// timeline_panel draws), coloured by kernel class, no instruction ids; the next step on request.
+TEST(TimelineModel, KernelLevelTracesHaveARowPerStreamAndTheStepsKernels) {
   const Trace k = read_trace_files({test::data_path("kineto/handwritten_rank0.json")});
-  try {
-    const TimelineModel m(k, nullptr);
-    FAIL() << "kernel-level trace accepted";
-  } catch (const spec::SpecError& e) {
-    EXPECT_NE(std::string(e.what()).find("handwritten_rank0.json"), std::string::npos) << e.what();
+  const TimelineModel m(k, nullptr);
+  EXPECT_TRUE(m.kernel_level());
+  const TimelinePanel p = timeline_panel(k, "kineto");
+  ASSERT_EQ(m.rows().size(), p.rows.size());
+  for (std::size_t r = 0; r < p.rows.size(); ++r) EXPECT_EQ(m.rows()[r].label, p.rows[r]);
+  EXPECT_EQ(m.event_count(), p.bars.size());
+  for (const TimelineRow& r : m.rows()) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      EXPECT_EQ(r.instr[i], -1);
+      const Kernel& kernel = k.kernels[r.source[i]];
+      EXPECT_EQ(r.kind[i], program::kOpCount + static_cast<int>(kernel.cls));
+      EXPECT_EQ(kind_name(r.kind[i]), std::string(to_string(kernel.cls)) + " kernels");
+    }
   }
+  EXPECT_EQ(m.end_ns(), p.end_ns);
 }
 
 }  // namespace
@@ -208,7 +220,7 @@ TEST(TimelineModel, AWindowsPartitionIsTheStepsBreakdownRule) {
   // per-op time inside a window: the compute row's ops over the whole step sum to its busy time
   const int row = m.row_of(0, program::Lane::kCompute);
   int64_t sum = 0;
-  for (int64_t v : m.op_time_in(static_cast<std::size_t>(row), 0, T)) sum += v;
+  for (int64_t v : m.kind_time_in(static_cast<std::size_t>(row), 0, T)) sum += v;
   EXPECT_EQ(sum, m.rows()[static_cast<std::size_t>(row)].busy_ns);
 }
 
