@@ -24,5 +24,5 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -n 4 --oversubs
   build/cli/stagecraft-full run --model tiny --training tiny-cpu --plan tiny-pp2-dp2 --steps 3 --trace "$tmp/measured.json" >/dev/null
 run_gui build/gui/stagecraft-gui --model tiny --cluster cpu-local --nodes 2 --training tiny-cpu --plan tiny-pp2-dp2 \
   --measured "$tmp/measured.json" --screenshots "$tmp/shots" --quit-after 120000
-cp "$tmp/shots/gui-compare.png" "$out/"
+cp "$tmp/shots/gui-compare.png" "$tmp/shots/gui-compare-ranks.png" "$out/"
 ls -1 "$out"/gui-*.png

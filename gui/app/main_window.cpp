@@ -832,6 +832,10 @@ void MainWindow::save_screenshots(const QString& dir) {
     workspaces_->setCurrentWidget(compare_);
     QApplication::processEvents();
     grab().save(QDir(dir).filePath(QStringLiteral("gui-compare.png")));
+    compare_->tables()->setCurrentIndex(1);
+    QApplication::processEvents();
+    grab().save(QDir(dir).filePath(QStringLiteral("gui-compare-ranks.png")));
+    compare_->tables()->setCurrentIndex(0);
     workspaces_->setCurrentIndex(0);
   }
   // the what-if sweep of the inter-node bandwidth for the top plans

@@ -13,10 +13,17 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <QtCharts/QBarCategoryAxis>
+#include <QtCharts/QBarSet>
+#include <QtCharts/QChartView>
+#include <QtCharts/QHorizontalStackedBarSeries>
+#include <QtCharts/QValueAxis>
 
 #include <cmath>
 
 #include "core/text/format.hpp"
+#include "gui/views/charts.hpp"
+#include "gui/views/plan_table_view.hpp"
 #include "gui/views/timeline_view.hpp"
 
 namespace stagecraft::gui {
@@ -121,9 +128,17 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   auto* calib_layout = new QVBoxLayout(calib_box);
   calib_layout->addWidget(calibration_text_);
   calib_layout->addWidget(params_, 1);
-  auto* tabs = new QTabWidget;
+  auto* tabs = tabs_ = new QTabWidget;
   tabs->addTab(kinds_, QStringLiteral("Per kind"));
-  tabs->addTab(ranks_, QStringLiteral("Per rank"));
+  breakdown_ = new QChartView;
+  breakdown_->chart()->setAnimationOptions(QChart::NoAnimation);
+  breakdown_->chart()->legend()->setAlignment(Qt::AlignBottom);
+  breakdown_->setRenderHint(QPainter::Antialiasing, true);
+  auto* per_rank = new QSplitter(Qt::Vertical);
+  per_rank->addWidget(ranks_);
+  per_rank->addWidget(breakdown_);
+  per_rank->setStretchFactor(1, 2);
+  tabs->addTab(per_rank, QStringLiteral("Per rank"));
   tabs->addTab(grid_, QStringLiteral("Rank × kind"));
   tabs->addTab(worst_, QStringLiteral("Worst items"));
   tabs->addTab(calib_box, QStringLiteral("Calibration"));
@@ -255,6 +270,43 @@ void CompareView::fill() {
     ranks_->setItem(i, 1, cell(pair(r.simulated.compute_s, r.measured.compute_s)));
     ranks_->setItem(i, 2, cell(pair(r.simulated.exposed_comm_s, r.measured.exposed_comm_s)));
     ranks_->setItem(i, 3, cell(pair(r.simulated.bubble_s, r.measured.bubble_s)));
+  }
+  {
+    QChart* chart = breakdown_->chart();
+    clear_chart(chart);
+    auto* series = new QHorizontalStackedBarSeries;
+    const char* const terms[] = {"compute", "exposed communication", "bubble"};
+    const QColor colours[] = {SplitBarDelegate::colour(0), SplitBarDelegate::colour(1), SplitBarDelegate::colour(2)};
+    QStringList categories;
+    std::vector<QBarSet*> sets;
+    for (int k = 0; k < 3; ++k) {
+      auto* set = new QBarSet(QString::fromUtf8(terms[k]));
+      set->setColor(colours[k]);
+      set->setBorderColor(colours[k]);
+      sets.push_back(set);
+    }
+    // bottom to top: the last rank first, so rank 0 is drawn on top as in the tables
+    for (auto it = c.ranks.rbegin(); it != c.ranks.rend(); ++it) {
+      for (const bool measured : {true, false}) {
+        const traces::Breakdown& b = measured ? it->measured : it->simulated;
+        categories << QStringLiteral("rank %1 %2").arg(it->rank).arg(measured ? QStringLiteral("measured") : QStringLiteral("simulated"));
+        *sets[0] << b.compute_s;
+        *sets[1] << b.exposed_comm_s;
+        *sets[2] << b.bubble_s;
+      }
+    }
+    for (QBarSet* set : sets) series->append(set);
+    chart->addSeries(series);
+    auto* ay = new QBarCategoryAxis;
+    ay->append(categories);
+    auto* ax = new QValueAxis;
+    ax->setTitleText(QStringLiteral("seconds of the step"));
+    ax->setLabelFormat(QStringLiteral("%.3g"));
+    chart->addAxis(ay, Qt::AlignLeft);
+    chart->addAxis(ax, Qt::AlignBottom);
+    series->attachAxis(ay);
+    series->attachAxis(ax);
+    ax->applyNiceNumbers();
   }
   // rank x kind
   const ErrorGrid& g = d.grid;

@@ -17,11 +17,13 @@
 #include "gui/model/comparison.hpp"
 
 class QCheckBox;
+class QChartView;
 class QLabel;
 class QListWidget;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
+class QTabWidget;
 
 namespace stagecraft::gui {
 
@@ -53,6 +55,10 @@ class CompareView : public QWidget {
   QTableWidget* grid_table() const { return grid_; }
   QListWidget* worst_list() const { return worst_; }
   TimelineView* simulated_timeline() const { return sim_view_; }
+  // Each rank's compute | exposed communication | bubble, simulated above measured (the step's
+  // partition, as Holistic Trace Analysis draws its temporal breakdown).
+  QChartView* breakdown_chart() const { return breakdown_; }
+  QTabWidget* tables() const { return tabs_; }
   TimelineView* measured_timeline() const { return meas_view_; }
   double error_before() const { return error_before_; }
   void set_overlay(bool on);   // step-time error before "Use calibrated"
@@ -79,6 +85,8 @@ class CompareView : public QWidget {
   QSpinBox* step_ = nullptr;
   QTableWidget *kinds_ = nullptr, *ranks_ = nullptr, *grid_ = nullptr, *params_ = nullptr;
   QListWidget* worst_ = nullptr;
+  QChartView* breakdown_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
   QPushButton *calibrate_ = nullptr, *use_ = nullptr;
   QCheckBox* overlay_ = nullptr;
 };

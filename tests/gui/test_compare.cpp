@@ -1,7 +1,10 @@
 // The Compare workspace: a trace against itself has no error; a rank made slower is the culprit
 // the grid points at; a trace of another plan is refused and changes nothing; calibrating from a
 // measured trace and using the fitted profile brings the simulated step closer.
+#include <QChartView>
 #include <QTableWidget>
+#include <QtCharts/QBarSet>
+#include <QtCharts/QHorizontalStackedBarSeries>
 
 #include <gtest/gtest.h>
 
@@ -59,6 +62,18 @@ TEST(Compare, ASlowRankIsTheCulpritTheGridMarks) {
   ASSERT_FALSE(view.data()->comparison.worst.empty());
   EXPECT_EQ(view.data()->comparison.worst.front().rank, 3);
   EXPECT_TRUE(view.grid_table()->item(g.worst_rank, g.worst_kind)->text().contains(QStringLiteral("◀")));
+  // the per-rank chart's bars are the comparison's partitions: rank 3 measured is its measured compute
+  const auto* series = qobject_cast<QHorizontalStackedBarSeries*>(view.breakdown_chart()->chart()->series().at(0));
+  ASSERT_NE(series, nullptr);
+  const traces::RankComparison& rank3 = *std::find_if(view.data()->comparison.ranks.begin(), view.data()->comparison.ranks.end(),
+                                                      [](const traces::RankComparison& r) { return r.rank == 3; });
+  const int n = static_cast<int>(view.data()->comparison.ranks.size());
+  ASSERT_EQ(series->barSets().at(0)->count(), 2 * n);
+  // categories run from the last rank up; rank 3 is the first pair when it is the last rank
+  ASSERT_EQ(view.data()->comparison.ranks.back().rank, 3);
+  EXPECT_DOUBLE_EQ(series->barSets().at(0)->at(0), rank3.measured.compute_s);
+  EXPECT_DOUBLE_EQ(series->barSets().at(0)->at(1), rank3.simulated.compute_s);
+  EXPECT_DOUBLE_EQ(series->barSets().at(2)->at(0), rank3.measured.bubble_s);
 
   // overlay: rank 3's compute bars take the colour of their error, 1/1.3 − 1
   view.resize(1600, 900);
