@@ -47,19 +47,37 @@ void match_messages(PlanView& v) {
   }
 }
 
-PlanViewPtr simulate_view(const planner::Space& space, const spec::Plan& plan, const std::string& key) {
+PlanViewPtr simulated_view(std::string key, spec::Plan plan, spec::Cluster cluster, traces::ProgramContext context) {
   auto v = std::make_shared<PlanView>();
-  v->key = key;
-  v->plan = plan;
-  v->cluster = space.cluster();
-  v->context.program = program::lower(space.model(), space.training(), plan);
-  v->context.training = space.training();
-  v->context.training_origin = "the GUI's inputs";
+  v->key = std::move(key);
+  v->plan = std::move(plan);
+  v->cluster = std::move(cluster);
+  v->context = std::move(context);
   sim::SimOptions o;
   o.record_trace = true;
-  v->sim = sim::simulate(v->context.program, space.cluster(), o);
+  v->sim = sim::simulate(v->context.program, v->cluster, o);
   v->trace = traces::from_core(v->sim.trace, "simulated");
   v->timeline = traces::TimelineModel(v->trace, &v->context);
+  match_messages(*v);
+  return v;
+}
+
+PlanViewPtr simulate_view(const planner::Space& space, const spec::Plan& plan, const std::string& key) {
+  traces::ProgramContext context;
+  context.program = program::lower(space.model(), space.training(), plan);
+  context.training = space.training();
+  context.training_origin = "the GUI's inputs";
+  return simulated_view(key, plan, space.cluster(), std::move(context));
+}
+
+PlanViewPtr traced_view(const PlanView& like, traces::Trace trace, int32_t step) {
+  auto v = std::make_shared<PlanView>();
+  v->key = like.key;
+  v->plan = like.plan;
+  v->cluster = like.cluster;
+  v->context = like.context;
+  v->trace = std::move(trace);
+  v->timeline = traces::TimelineModel(v->trace, &v->context, step);
   match_messages(*v);
   return v;
 }

@@ -51,6 +51,11 @@ void match_messages(PlanView& v);
 
 // Throws what lowering and simulation throw (spec::SpecError, sim::SimError).
 PlanViewPtr simulate_view(const planner::Space& space, const spec::Plan& plan, const std::string& key);
+// The Program of `context` simulated on `cluster` with its trace recorded, laid out (what
+// simulate_view does after lowering; Compare's "Use calibrated" calls it with the fitted profile).
+PlanViewPtr simulated_view(std::string key, spec::Plan plan, spec::Cluster cluster, traces::ProgramContext context);
+// The same plan and Program as `like` with another trace of it (a measured one) laid out at `step`.
+PlanViewPtr traced_view(const PlanView& like, traces::Trace trace, int32_t step);
 
 class PlanJobs : public QObject {
   Q_OBJECT

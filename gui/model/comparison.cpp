@@ -2,10 +2,25 @@
 
 #include <algorithm>
 
-#include "core/program/lower.hpp"
+#include "core/program/instruction.hpp"
 #include "traces/calibrate/samples.hpp"
 
 namespace stagecraft::gui {
+
+namespace {
+
+// A kind that runs on the compute lane: the trace kind of a compute op or of the optimizer step,
+// or the compute kernel class of a PyTorch trace.
+bool is_compute_kind(const std::string& kind) {
+  if (kind == traces::to_string(traces::KernelClass::kCompute)) return true;
+  for (int i = 0; i < program::kOpCount; ++i) {
+    const auto op = static_cast<program::Op>(i);
+    if ((program::is_compute(op) || op == program::Op::kOptimizerStep) && kind == program::trace_kind(op)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 ErrorGrid error_grid(const traces::Comparison& c) {
   ErrorGrid g;
@@ -18,9 +33,7 @@ ErrorGrid error_grid(const traces::Comparison& c) {
       const auto it = r.kinds.find(g.kinds[k]);
       const double e = it == r.kinds.end() ? NAN : it->second.error();
       row.push_back(e);
-      const std::string& kind = g.kinds[k];
-      const bool compute = kind == "forward" || kind == "backward" || kind == "backward_input" || kind == "backward_weight" ||
-                           kind == "recompute" || kind == "optimizer" || kind == "compute";
+      const bool compute = is_compute_kind(g.kinds[k]);
       if (compute && std::isfinite(e) && std::fabs(e) > worst) {
         worst = std::fabs(e);
         g.worst_rank = static_cast<int>(g.ranks.size()) - 1;
@@ -42,15 +55,8 @@ CompareData compare_data(const PlanViewPtr& simulated, const traces::Trace& meas
   if (measured.kernel_level()) {
     d.note = "a PyTorch profiler trace: compared by rank, step and kernel class; its kernels drawn per stream";
   }
-  auto v = std::make_shared<PlanView>();
-  v->key = simulated->key;
-  v->plan = simulated->plan;
-  v->cluster = simulated->cluster;
-  v->context = simulated->context;   // compare checked that the plans are equal: the same Program
-  v->trace = measured;
-  v->timeline = traces::TimelineModel(v->trace, &v->context, d.step);
-  match_messages(*v);
-  d.measured = v;
+  // compare checked that the plans are equal: the same Program
+  d.measured = traced_view(*simulated, measured, d.step);
   return d;
 }
 
@@ -88,20 +94,7 @@ Overlay overlay_of(const CompareData& d) {
   return o;
 }
 
-PlanViewPtr resimulate(const PlanView& v, const spec::Cluster& cluster) {
-  auto out = std::make_shared<PlanView>();
-  out->key = v.key;
-  out->plan = v.plan;
-  out->cluster = cluster;
-  out->context = v.context;
-  sim::SimOptions o;
-  o.record_trace = true;
-  out->sim = sim::simulate(out->context.program, cluster, o);
-  out->trace = traces::from_core(out->sim.trace, "simulated");
-  out->timeline = traces::TimelineModel(out->trace, &out->context);
-  match_messages(*out);
-  return out;
-}
+PlanViewPtr resimulate(const PlanView& v, const spec::Cluster& cluster) { return simulated_view(v.key, v.plan, cluster, v.context); }
 
 traces::Calibration calibrate_from(const traces::Trace& measured, const spec::Cluster& base, const spec::Training& training) {
   traces::Samples samples;

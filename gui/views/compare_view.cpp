@@ -200,9 +200,7 @@ bool CompareView::set_measured(traces::Trace measured) {
 void CompareView::set_step(int32_t step) {
   if (!data_ || step == data_->step) return;
   if (data_->measured) {
-    auto v = std::make_shared<PlanView>(*data_->measured);
-    v->timeline = traces::TimelineModel(v->trace, &v->context, step);
-    match_messages(*v);
+    const PlanViewPtr v = traced_view(*data_->measured, data_->measured->trace, step);
     data_->measured = v;
     data_->step = step;
     meas_view_->set_view(v);
