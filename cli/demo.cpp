@@ -32,11 +32,11 @@ namespace stagecraft::cli {
 
 namespace {
 
-constexpr const char* kModel = "gpt3-13b";
-constexpr const char* kCluster = "dgx-h100-ndr";
-constexpr const char* kTraining = "demo-13b-1024";
-constexpr const char* kPlan = "demo-13b";
-constexpr int64_t kNodes = 8;
+constexpr const char* kModel = spec::kDemoCase.model;
+constexpr const char* kCluster = spec::kDemoCase.cluster;
+constexpr const char* kTraining = spec::kDemoCase.training;
+constexpr const char* kPlan = spec::kDemoCase.plan;
+constexpr int64_t kNodes = spec::kDemoCase.nodes;
 
 struct DemoArgs {
   std::string out = "stagecraft-demo";

@@ -16,4 +16,15 @@ std::string resolve_config(ConfigKind kind, const std::string& arg);
 // Names (file stems) of the bundled configs of one kind, sorted.
 std::vector<std::string> bundled_names(ConfigKind kind);
 
+// The bundled demo case (`stagecraft demo`, `stagecraft-gui --demo`): GPT-3 13B on 8 DGX-H100 nodes
+// over NDR InfiniBand, global batch 1024, compared with a hand-written plan.
+struct DemoCase {
+  const char* model;
+  const char* cluster;
+  const char* training;
+  const char* plan;
+  long long nodes;
+};
+inline constexpr DemoCase kDemoCase = {"gpt3-13b", "dgx-h100-ndr", "demo-13b-1024", "demo-13b", 8};
+
 }  // namespace stagecraft::spec

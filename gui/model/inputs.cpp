@@ -12,7 +12,14 @@
 
 namespace stagecraft::gui {
 
-Inputs demo_inputs() { return Inputs{}; }
+Inputs demo_inputs() {
+  Inputs in;
+  in.model = spec::kDemoCase.model;
+  in.cluster = spec::kDemoCase.cluster;
+  in.training = spec::kDemoCase.training;
+  in.nodes = spec::kDemoCase.nodes;
+  return in;
+}
 
 Loaded load(const Inputs& in) {
   using spec::ConfigKind;

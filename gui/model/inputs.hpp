@@ -20,10 +20,8 @@
 namespace stagecraft::gui {
 
 struct Inputs {
-  std::string model = "gpt3-13b";
-  std::string cluster = "dgx-h100-ndr";
-  std::string training = "demo-13b-1024";
-  int64_t nodes = 8;            // 0: the cluster file's
+  std::string model, cluster, training;   // bundled names or paths
+  int64_t nodes = 0;            // 0: the cluster file's
   planner::SpaceLimits limits;
   int64_t top_k = 10;
   double pareto_window = 0.1;

@@ -52,13 +52,11 @@ void paint_ruler(QPainter& g, const QRect& area, const TimelineStyle& style, con
   g.setPen(QColor(90, 90, 90));
   const int base = area.top() + style.ruler_height - 4;
   g.drawLine(plot_left, base, plot_left + plot_width, base);
-  const QFontMetrics fm(g.font());
   for (const TimeTick& t : time_ticks(w.t0, w.t1, std::max(2, plot_width / 110))) {
     const int x = static_cast<int>(std::lround(w.x_of(t.t, plot_left, plot_width)));
     g.drawLine(x, base - 4, x, base);
     g.drawText(x + 2, base - 5, t.label);
   }
-  (void)fm;
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ void TimeAxis::set_end(int64_t end_ns) {
 }
 
 void TimeAxis::set_window(int64_t t0, int64_t t1) {
-  int64_t span = std::clamp<int64_t>(t1 - t0, 100, end_ns_);   // no closer than 100 ns per view
+  // no closer than 100 ns per view (or the whole step, when it is shorter)
+  const int64_t span = std::clamp<int64_t>(t1 - t0, std::min<int64_t>(100, end_ns_), end_ns_);
   t0 = std::clamp<int64_t>(t0, 0, end_ns_ - span);
   const TimeWindow w{t0, t0 + span};
   if (w.t0 == window_.t0 && w.t1 == window_.t1) return;
