@@ -173,43 +173,44 @@ void InputsPanel::reload() {
   in.deepspeed.clear();   // read with the limits, below
   std::optional<Loaded> free_space;
   error_.clear();
-  show_info(model_info_, {});
-  show_info(cluster_info_, {});
-  show_info(training_info_, {});
-  // Each file alone first, so that an error shows under its own field.
-  try {
-    const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, in.model));
+  const auto model_text = [](const spec::Model& m) {
     QString text = QString::fromStdString(model_summary(m));
     for (const std::string& w : m.warnings) text += QStringLiteral("\nwarning: ") + QString::fromStdString(w);
-    show_info(model_info_, text);
-  } catch (const std::exception& e) {
-    error_ = QString::fromStdString(e.what());
-    show_error(model_info_, error_);
-  }
-  try {
-    spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, in.cluster), base_.overrides);
-    c.nodes = in.nodes;
+    return text;
+  };
+  const auto cluster_text = [this](spec::Cluster c, int64_t nodes) {
+    c.nodes = nodes;
     QString text = QString::fromStdString(cluster_summary(c));
     for (const spec::Override& o : base_.overrides) text += QStringLiteral("\nwhat-if: --set ") + QString::fromStdString(o.text);
-    show_info(cluster_info_, text);
-  } catch (const std::exception& e) {
-    if (error_.isEmpty()) error_ = QString::fromStdString(e.what());
-    show_error(cluster_info_, QString::fromStdString(e.what()));
-  }
+    return text;
+  };
   try {
-    const spec::Training t = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, in.training));
-    show_info(training_info_, QString::fromStdString("batch " + std::to_string(t.global_batch) + " · " + spec::to_string(t.dtype) + " · " +
-                                                     spec::to_string(t.optimizer)));
-  } catch (const std::exception& e) {
-    if (error_.isEmpty()) error_ = QString::fromStdString(e.what());
-    show_error(training_info_, QString::fromStdString(e.what()));
-  }
-  if (error_.isEmpty()) {
-    try {
-      free_space = load(in);
-      show_info(training_info_, QString::fromStdString(training_summary(free_space->training, free_space->space->model())));
-    } catch (const std::exception& e) {
-      error_ = QString::fromStdString(e.what());
+    free_space = load(in);
+    show_info(model_info_, model_text(free_space->model));
+    show_info(cluster_info_, cluster_text(free_space->cluster, in.nodes));
+    show_info(training_info_, QString::fromStdString(training_summary(free_space->training, free_space->space->model())));
+  } catch (const std::exception& whole) {
+    // Each file alone, so that the error shows under its own field (or under the training, when
+    // every file loads but they do not go together).
+    const auto one = [&](QLabel* label, const auto& read) {
+      try {
+        show_info(label, read());
+      } catch (const std::exception& e) {
+        if (error_.isEmpty()) error_ = QString::fromStdString(e.what());
+        show_error(label, QString::fromStdString(e.what()));
+      }
+    };
+    one(model_info_, [&] { return model_text(spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, in.model))); });
+    one(cluster_info_, [&] {
+      return cluster_text(spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, in.cluster), base_.overrides), in.nodes);
+    });
+    one(training_info_, [&] {
+      const spec::Training t = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, in.training), base_.overrides);
+      return QString::fromStdString("batch " + std::to_string(t.global_batch) + " · " + spec::to_string(t.dtype) + " · " +
+                                    spec::to_string(t.optimizer));
+    });
+    if (error_.isEmpty()) {
+      error_ = QString::fromStdString(whole.what());
       show_error(training_info_, error_);
     }
   }

@@ -501,6 +501,19 @@ TEST(Files, ADroppedFileIsRoutedByItsContent) {
   EXPECT_EQ(file_kind(db), FileKind::kResultsDb);
 }
 
+// A file that does not load: its loader's message, naming the file, is the panel's error, and
+// there is nothing to search.
+TEST(InputsPanel, AFileThatDoesNotLoadIsTheErrorAndNothingLoads) {
+  InputsPanel panel;
+  Inputs in = test::tiny_inputs();
+  in.cluster = std::string(STAGECRAFT_TEST_DATA) + "/no-such-cluster.json";
+  panel.set_inputs(in);
+  EXPECT_FALSE(panel.loaded().has_value());
+  EXPECT_TRUE(panel.error().contains(QStringLiteral("no-such-cluster.json"))) << panel.error().toStdString();
+  panel.set_inputs(test::tiny_inputs());
+  EXPECT_TRUE(panel.loaded().has_value()) << panel.error().toStdString();
+}
+
 TEST(MainWindow, AnUncheckedAxisDisablesSearchWithTheReason) {
   MainWindow w;
   w.inputs()->set_inputs(test::tiny_inputs());
