@@ -74,8 +74,10 @@ class TimelineModel {
   // Row index of (rank, lane), or -1.
   int row_of(int64_t rank, program::Lane lane) const;
 
-  // [first, last): the row's events meeting [t0, t1) (start < t1 and end > t0; a zero-length
-  // event at t0 counts).
+  // [first, last): every event of the row meeting [t0, t1) (start < t1 and end > t0; a zero-length
+  // event at t0 counts) lies in it, and on a row whose intervals do not overlap (a lane runs one
+  // instruction at a time) nothing else does; where they overlap, a few earlier events ending
+  // before t0 may be inside too.
   std::pair<std::size_t, std::size_t> visible(std::size_t row, int64_t t0, int64_t t1) const;
   // The event whose [start, end) holds t (the latest-starting one), if any.
   std::optional<std::size_t> event_at(std::size_t row, int64_t t) const;
