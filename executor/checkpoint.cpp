@@ -183,7 +183,7 @@ Loaded read_for_rank(Runner& runner, const fs::path& dir, const CheckpointContex
   Loaded out;
   out.step = manifest.step;
   const int64_t me = runner.comm().rank();
-  const int64_t own_elems = runner.state().owned_state_elems();
+  const int64_t own_elems = runner.backend().owned_state_elems();
   out.own = read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(me)), out.step, own_elems);
   const StageLayout& layout = runner.layout();
   const bool needs_peers = (layout.zero_stage() == 1 || layout.zero_stage() == 2) && layout.dp() > 1;
@@ -325,7 +325,7 @@ void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
   generation = std::stoll(comm.broadcast_from_root(std::to_string(generation)));
 
   // Every rank its file.
-  const std::vector<float> state = runner.state().owned_state();
+  const std::vector<float> state = runner.backend().owned_state();
   const std::string file = rank_file(generation, comm.rank());
   try {
     write_rank_file(root / file, comm.rank(), runner.steps_done(), state,
@@ -383,8 +383,8 @@ void load_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
     error = "rank " + std::to_string(comm.rank()) + ": " + e.what();
   }
   agree(comm, error, "cannot resume from " + dir);
-  runner.state().load_owned_state(loaded.own);
-  for (const auto& [d, state] : loaded.peers) runner.state().load_peer_shard(d, state);
+  runner.backend().load_owned_state(loaded.own);
+  for (const auto& [d, state] : loaded.peers) runner.backend().load_peer_shard(d, state);
   runner.set_steps_done(loaded.step);
 }
 

@@ -48,12 +48,6 @@ Runner::Interpreter::Interpreter(Runner& runner)
     }
     if (compute >= 0) snapshot_after_[at(compute)].push_back(i);
   }
-  for (int64_t c = 0; c < runner.layout_.chunk_count(); ++c) {
-    const ParamLayout& l = runner.layout_.chunk(c);
-    std::vector<Layer<float>> units;
-    for (int64_t u = l.begin(); u < l.end(); ++u) units.emplace_back(l, u);
-    layers_.push_back(std::move(units));
-  }
 }
 
 // ---- the loop -------------------------------------------------------------------------------------
@@ -62,12 +56,15 @@ void Runner::Interpreter::reset(int64_t step) {
   const std::size_t n = instrs_.size();
   step_ = step;
   satisfied_.assign(n, 0);
-  pending_.assign(n, Pending{});
+  pending_.clear();
+  pending_.resize(n);
   running_.clear();
   head_.fill(0);
   blocked_by_.fill(-1);
   done_ = 0;
-  micro_.assign(at(prog_.plan.virtual_stages * prog_.plan.micro_batches), MicroState{});
+  micro_.clear();
+  micro_.resize(at(prog_.plan.virtual_stages * prog_.plan.micro_batches));
+  for (std::size_t s = 0; s < micro_.size(); ++s) backend().clear_slot(static_cast<int64_t>(s));
   weighted_loss_ = 0;
   micro_losses_.clear();
   norm_sq_ = 0;
@@ -76,7 +73,7 @@ void Runner::Interpreter::reset(int64_t step) {
   const RunnerOptions& o = runner_.options_;
   fault_armed_ = o.fault_rank == runner_.rank_ && o.fault_step == step &&
                  (o.fault_kind == FaultKind::kThrow || o.fault_kind == FaultKind::kKill);
-  runner_.state_.zero_grads();
+  backend().zero_grads();
 }
 
 Runner::Interpreter::Outcome Runner::Interpreter::run(int64_t step) {
@@ -184,7 +181,7 @@ void Runner::Interpreter::finish(int32_t i) {
     case Op::kRecvGrad: finish_recv(i); break;
     case Op::kSendActivation:
     case Op::kSendGrad:
-      add_messages(-bytes_of(pending_[at(i)].buffer));
+      add_messages(-pending_[at(i)].buffer.bytes());
       pending_[at(i)].buffer = {};
       break;
     case Op::kReduceScatterGrads: finish_dp_reduce(i); break;

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "executor/backend.hpp"
 #include "executor/index.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/runner.hpp"
@@ -39,31 +40,32 @@ class Runner::Interpreter {
   Outcome run(int64_t step);
 
  private:
-  // An issued instruction: its requests and the buffers they read or write.
+  // An issued instruction: its requests and the buffers (the backend's) they read or write.
   struct Pending {
     std::vector<Request> requests;
     int64_t start_ns = 0;
     int64_t end_ns = -1;          // set when the last request completed
     int64_t bytes = 0;            // moved by this rank
-    std::vector<float> buffer;    // message or gradient-bucket snapshot
-    std::vector<float> piece;     // reduce-scatter result
-    std::vector<float> packed;    // ZeRO-3 persistent gradients of the bucket
-    std::vector<double> norm;     // GradNormAllReduce
-    std::vector<float> extra;     // the vocabulary-parallel loss's rescaled sums
+    Buffer buffer;                // message or gradient-bucket snapshot
+    Buffer piece;                 // reduce-scatter result
+    Buffer packed;                // ZeRO-3 persistent gradients of the bucket
+    std::vector<double> norm;     // GradNormAllReduce (host)
+    Buffer extra;                 // the vocabulary-parallel loss's rescaled sums
     std::function<void()> then;   // a next phase to post once every request completed
     Range range;                  // flat positions it works on
     bool tied_result = false;     // an embedding-group result waiting for its dp reduction
     bool snapshotted = false;     // `buffer` holds the gradients this reduction moves
   };
 
-  // One micro-batch of one chunk on this rank, from its first forward to its last backward.
+  // One micro-batch of one chunk on this rank, from its first forward to its last backward; its
+  // units' caches are the backend's, under the same slot (backend.hpp).
   struct MicroState {
     bool active = false;
     bool has_batch = false;
+    int64_t slot = 0;
     Batch batch;
-    std::vector<float> act;    // the running activation (forward), the chunk's output to send
-    std::vector<float> grad;   // the running gradient (backward), the chunk's input grad to send
-    std::vector<UnitCache<float>> caches;  // per unit of the chunk
+    Buffer act;    // the running activation (forward), the chunk's output to send
+    Buffer grad;   // the running gradient (backward), the chunk's input grad to send
   };
 
   // ---- the loop -------------------------------------------------------------------------------
@@ -109,8 +111,6 @@ class Runner::Interpreter {
   void ensure_batch(MicroState& ms, const program::Instr& in);
   TokenBatch tokens(const MicroState& ms) const;
   void maybe_retire(MicroState& ms);
-  const Layer<float>& layer(int32_t chunk, int32_t unit) const;
-  UnitCache<float>& cache(MicroState& ms, int32_t chunk, int32_t unit);
   int64_t peer_rank(int16_t peer_stage) const;
   int32_t tag(const program::Instr& in, bool receiving) const;
   void take_snapshot(int32_t i);
@@ -118,7 +118,7 @@ class Runner::Interpreter {
   float clip_scale_now();
   void update_activation_memory();
   void add_messages(int64_t bytes) { runner_.memory_.add(MemoryKind::kBuffers, bytes); }
-  static int64_t bytes_of(const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); }
+  Backend& backend() { return *runner_.backend_; }
   std::string where(int32_t i) const;
 
   Runner& runner_;
@@ -133,7 +133,6 @@ class Runner::Interpreter {
   float loss_weight_ = 1;        // 1 / (micro_batches * dp)
   bool full_recompute_ = false;
   std::array<std::vector<int32_t>, program::kLaneCount> lanes_;
-  std::vector<std::vector<Layer<float>>> layers_;  // [chunk][unit - chunk begin]
   std::vector<std::vector<int32_t>> snapshot_after_;  // per compute: the reductions depending on it
 
   // per step

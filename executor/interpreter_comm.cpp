@@ -36,16 +36,16 @@ int32_t Runner::Interpreter::tag(const Instr& in, bool receiving) const {
 void Runner::Interpreter::post_recv(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
-  p.buffer.assign(at(piece_elems_), 0.0f);
-  p.bytes = bytes_of(p.buffer);
+  p.buffer = backend().alloc(piece_elems_);
+  p.bytes = p.buffer.bytes();
   add_messages(p.bytes);
-  p.requests.push_back(runner_.comm_.irecv(p.buffer, peer_rank(in.peer_stage), tag(in, true)));
+  p.requests.push_back(runner_.comm_.irecv(p.buffer.view(), peer_rank(in.peer_stage), tag(in, true)));
 }
 
 void Runner::Interpreter::finish_recv(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
-  add_messages(-bytes_of(p.buffer));
+  add_messages(-p.buffer.bytes());
   MicroState& ms = micro(in);
   (in.op == Op::kRecvActivation ? ms.act : ms.grad) = std::move(p.buffer);
 }
@@ -54,23 +54,23 @@ void Runner::Interpreter::post_send(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
   MicroState& ms = micro(in);
-  std::vector<float>& data = in.op == Op::kSendActivation ? ms.act : ms.grad;
+  Buffer& data = in.op == Op::kSendActivation ? ms.act : ms.grad;
   const int64_t want = prog_.plan.sequence_parallel ? piece_elems_ : act_elems_;
-  if (static_cast<int64_t>(data.size()) != want) {
+  if (data.size() != want) {
     throw ExecutorError(where(i) + ": has " + std::to_string(data.size()) + " elements to send, expected " +
                         std::to_string(want));
   }
   if (tp_ == 1 || prog_.plan.sequence_parallel) {  // sequence parallel: the rank's shard already
     p.buffer = std::move(data);
   } else {
-    const auto first = data.begin() + tp_index_ * piece_elems_;
-    p.buffer.assign(first, first + piece_elems_);
-    data.clear();
+    p.buffer = backend().alloc(piece_elems_);
+    backend().copy(p.buffer.view(), data.view().subspan(at(tp_index_ * piece_elems_), at(piece_elems_)));
+    data = {};
   }
   maybe_retire(ms);
-  p.bytes = bytes_of(p.buffer);
+  p.bytes = p.buffer.bytes();
   add_messages(p.bytes);
-  p.requests.push_back(runner_.comm_.isend(p.buffer, peer_rank(in.peer_stage), tag(in, false)));
+  p.requests.push_back(runner_.comm_.isend(p.buffer.view(), peer_rank(in.peer_stage), tag(in, false)));
 }
 
 // GatherParams (ZeRO-3) and AllGatherParams (ZeRO 1-2): every dp rank's piece of the bucket's
@@ -81,7 +81,7 @@ void Runner::Interpreter::post_gather(int32_t i) {
   p.range = runner_.layout_.param_bucket(in.bucket);
   p.bytes = p.range.size() * static_cast<int64_t>(sizeof(float));
   if (in.op == Op::kGatherParams) runner_.memory_.add(MemoryKind::kBuffers, in.elems * static_cast<int64_t>(sizeof(float)));
-  std::span<float> buffer = runner_.state_.params().subspan(at(p.range.begin), at(p.range.size()));
+  std::span<float> buffer = backend().params().subspan(at(p.range.begin), at(p.range.size()));
   const std::vector<int64_t> counts = runner_.layout_.shard_counts(p.range);
   p.requests.push_back(runner_.comm_.iall_gather({Group::kDp, Lane::kDpGather}, buffer, counts));
 }
@@ -95,11 +95,12 @@ void Runner::Interpreter::take_snapshot(int32_t i) {
   Pending& p = pending_[at(i)];
   if (p.snapshotted) return;
   p.range = is_tied_reduce(in) ? runner_.layout_.tied_table(in.unit_begin) : runner_.layout_.grad_bucket(in.bucket);
-  std::span<float> grads = runner_.state_.grads();
-  p.buffer.assign(grads.begin() + p.range.begin, grads.begin() + p.range.end);
-  std::fill(grads.begin() + p.range.begin, grads.begin() + p.range.end, 0.0f);
+  const std::span<float> grads = backend().grads().subspan(at(p.range.begin), at(p.range.size()));
+  p.buffer = backend().alloc(p.range.size());
+  backend().copy(p.buffer.view(), grads);
+  backend().fill(grads, 0.0f);
   p.snapshotted = true;
-  add_messages(bytes_of(p.buffer));
+  add_messages(p.buffer.bytes());
 }
 
 // Where an embedding-group all-reduce of the tied table precedes this dp reduction (one of its
@@ -113,8 +114,8 @@ void Runner::Interpreter::overlay_tied_result(int32_t i) {
     if (!tied.tied_result) throw ExecutorError(where(i) + ": its embedding-group reduction left no result");
     const Range t = intersect(tied.range, p.range);
     if (t.size() != tied.range.size()) throw ExecutorError(where(i) + ": the tied table is not inside the bucket");
-    for (int64_t k = 0; k < t.size(); ++k) p.buffer[at(t.begin - p.range.begin + k)] += tied.buffer[at(k)];
-    add_messages(-bytes_of(tied.buffer));
+    backend().add(p.buffer.view().subspan(at(t.begin - p.range.begin), at(t.size())), tied.buffer.view());
+    add_messages(-tied.buffer.bytes());
     tied.buffer = {};
     tied.tied_result = false;
   }
@@ -126,40 +127,48 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
   const StageLayout& layout = runner_.layout_;
   take_snapshot(i);
   overlay_tied_result(i);
-  p.bytes = bytes_of(p.buffer);
+  p.bytes = p.buffer.bytes();
   const Channel ch{Group::kDp, Lane::kDpReduce};
   if (in.op == Op::kAllReduceGrads) {
-    p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+    p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
     return;
   }
-  p.piece.assign(at(intersect(p.range, layout.own_shard()).size()), 0.0f);
-  for (const Range& r : clip(layout.persistent(), p.range)) {
-    p.packed.insert(p.packed.end(), p.buffer.begin() + (r.begin - p.range.begin), p.buffer.begin() + (r.end - p.range.begin));
+  p.piece = backend().alloc(intersect(p.range, layout.own_shard()).size());
+  const std::vector<Range> persistent = clip(layout.persistent(), p.range);
+  int64_t packed = 0;
+  for (const Range& r : persistent) packed += r.size();
+  if (packed > 0) {
+    p.packed = backend().alloc(packed);
+    int64_t k = 0;
+    for (const Range& r : persistent) {
+      backend().copy(p.packed.view().subspan(at(k), at(r.size())),
+                     p.buffer.view().subspan(at(r.begin - p.range.begin), at(r.size())));
+      k += r.size();
+    }
   }
-  add_messages(bytes_of(p.piece) + bytes_of(p.packed));
-  p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer, p.piece, layout.shard_counts(p.range)));
-  if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed));
+  add_messages(p.piece.bytes() + p.packed.bytes());
+  p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), layout.shard_counts(p.range)));
+  if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed.view()));
 }
 
 void Runner::Interpreter::finish_dp_reduce(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
-  StageState& state = runner_.state_;
+  Backend& be = backend();
   const StageLayout& layout = runner_.layout_;
   if (in.op == Op::kAllReduceGrads) {
-    std::span<float> grads = state.grads();
-    for (std::size_t k = 0; k < p.buffer.size(); ++k) grads[at(p.range.begin) + k] += p.buffer[k];
+    be.add(be.grads().subspan(at(p.range.begin), at(p.buffer.size())), p.buffer.view());
   } else {
     const Range own = intersect(p.range, layout.own_shard());
-    std::span<float> shard = state.shard_grads();
-    for (int64_t k = 0; k < own.size(); ++k) shard[at(own.begin - layout.own_shard().begin + k)] += p.piece[at(k)];
-    std::span<float> persistent = state.persistent_grads();
-    std::size_t k = 0;
-    for (const Range& r : clip(layout.persistent(), p.range)) {
-      for (int64_t pos = r.begin; pos < r.end; ++pos) persistent[at(layout.persistent_index(pos))] += p.packed[k++];
+    if (own.size() > 0) be.add(be.shard_grads().subspan(at(own.begin - layout.own_shard().begin), at(own.size())), p.piece.view());
+    int64_t k = 0;
+    for (const Range& r : clip(layout.persistent(), p.range)) {  // a persistent range packs contiguously
+      be.add(be.persistent_grads().subspan(at(layout.persistent_index(r.begin)), at(r.size())),
+             p.packed.view().subspan(at(k), at(r.size())));
+      k += r.size();
     }
   }
-  add_messages(-(bytes_of(p.buffer) + bytes_of(p.piece) + bytes_of(p.packed)));
+  add_messages(-(p.buffer.bytes() + p.piece.bytes() + p.packed.bytes()));
   p.buffer = {};
   p.piece = {};
   p.packed = {};
@@ -170,8 +179,8 @@ void Runner::Interpreter::finish_dp_reduce(int32_t i) {
 void Runner::Interpreter::post_tied_reduce(int32_t i) {
   Pending& p = pending_[at(i)];
   take_snapshot(i);
-  p.bytes = bytes_of(p.buffer);
-  p.requests.push_back(runner_.comm_.iall_reduce({Group::kEmbedding, Lane::kDpReduce}, p.buffer));
+  p.bytes = p.buffer.bytes();
+  p.requests.push_back(runner_.comm_.iall_reduce({Group::kEmbedding, Lane::kDpReduce}, p.buffer.view()));
 }
 
 void Runner::Interpreter::finish_tied_reduce(int32_t i) {
@@ -180,15 +189,14 @@ void Runner::Interpreter::finish_tied_reduce(int32_t i) {
     p.tied_result = true;
     return;
   }
-  std::span<float> grads = runner_.state_.grads();
-  for (std::size_t k = 0; k < p.buffer.size(); ++k) grads[at(p.range.begin) + k] += p.buffer[k];
-  add_messages(-bytes_of(p.buffer));
+  backend().add(backend().grads().subspan(at(p.range.begin), at(p.buffer.size())), p.buffer.view());
+  add_messages(-p.buffer.bytes());
   p.buffer = {};
 }
 
 void Runner::Interpreter::post_grad_norm(int32_t i) {
   Pending& p = pending_[at(i)];
-  p.norm.assign(1, runner_.state_.owned_grad_norm_sq());
+  p.norm.assign(1, backend().owned_grad_norm_sq());
   p.bytes = static_cast<int64_t>(sizeof(double));
   p.requests.push_back(runner_.comm_.iall_reduce({Group::kWorld, Lane::kDpReduce}, p.norm));
 }
@@ -210,45 +218,45 @@ void Runner::Interpreter::post_tp(int32_t i) {
   const Channel ch{Group::kTp, Lane::kTp};
   const std::vector<int64_t> counts(at(tp_), piece_elems_);
   if (in.flags & program::kFlagNormGrads) {
-    p.buffer = runner_.state_.pack_reduced_grads(runner_.layout_.norms());
-    if (static_cast<int64_t>(p.buffer.size()) != in.elems) {
+    p.buffer = backend().pack_reduced_grads(runner_.layout_.norms());
+    if (p.buffer.size() != in.elems) {
       throw ExecutorError(where(i) + ": the stage's norms have " + std::to_string(p.buffer.size()) +
                           " elements, the Program says " + std::to_string(in.elems));
     }
-    p.bytes = bytes_of(p.buffer);
+    p.bytes = p.buffer.bytes();
     add_messages(p.bytes);
-    p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+    p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
     return;
   }
   if (in.flags & program::kFlagRecompute) {  // the forward's traffic again, on zeros
     if (in.op == Op::kTpAllReduce) {
-      p.buffer.assign(at(in.elems), 0.0f);
-      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+      p.buffer = backend().alloc(in.elems);
+      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
     } else if (in.op == Op::kTpAllGather) {
-      p.buffer.assign(at(act_elems_), 0.0f);
-      p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer, counts));
+      p.buffer = backend().alloc(act_elems_);
+      p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts));
     } else {
-      p.buffer.assign(at(act_elems_), 0.0f);
-      p.piece.assign(at(piece_elems_), 0.0f);
-      p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer, p.piece, counts));
+      p.buffer = backend().alloc(act_elems_);
+      p.piece = backend().alloc(piece_elems_);
+      p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts));
     }
-    p.bytes = bytes_of(p.buffer);
-    add_messages(p.bytes + bytes_of(p.piece));
+    p.bytes = p.buffer.bytes();
+    add_messages(p.bytes + p.piece.bytes());
     return;
   }
   MicroState& ms = micro(in);
-  std::vector<float>& data = (in.flags & program::kFlagGrad) ? ms.grad : ms.act;
+  Buffer& data = (in.flags & program::kFlagGrad) ? ms.grad : ms.act;
   if (in.op == Op::kTpAllGather) {  // this rank's piece: of a received message (scatter-gather) or a shard
-    if (static_cast<int64_t>(data.size()) != piece_elems_) {
+    if (data.size() != piece_elems_) {
       throw ExecutorError(where(i) + ": has a piece of " + std::to_string(data.size()) + " elements, expected " +
                           std::to_string(piece_elems_));
     }
-    p.buffer.assign(at(act_elems_), 0.0f);
-    std::copy(data.begin(), data.end(), p.buffer.begin() + tp_index_ * piece_elems_);
-    data.clear();
-    p.bytes = bytes_of(p.buffer);
+    p.buffer = backend().alloc(act_elems_);
+    backend().copy(p.buffer.view().subspan(at(tp_index_ * piece_elems_), at(piece_elems_)), data.view());
+    data = {};
+    p.bytes = p.buffer.bytes();
     add_messages(p.bytes);
-    p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer, counts));
+    p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts));
     return;
   }
   const bool loss = in.unit_begin == program::head_unit(prog_.model) && !(in.flags & program::kFlagGrad);
@@ -256,20 +264,20 @@ void Runner::Interpreter::post_tp(int32_t i) {
     post_loss_reduction(i, ms);
     return;
   }
-  if (static_cast<int64_t>(data.size()) != act_elems_) {
+  if (data.size() != act_elems_) {
     throw ExecutorError(where(i) + ": has " + std::to_string(data.size()) + " elements to all-reduce, expected " +
                         std::to_string(act_elems_));
   }
   p.buffer = std::move(data);
-  p.bytes = bytes_of(p.buffer);
+  p.bytes = p.buffer.bytes();
   if (in.op == Op::kTpReduceScatter) {
-    p.piece.assign(at(piece_elems_), 0.0f);
-    add_messages(p.bytes + bytes_of(p.piece));
-    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer, p.piece, counts));
+    p.piece = backend().alloc(piece_elems_);
+    add_messages(p.bytes + p.piece.bytes());
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts));
     return;
   }
   add_messages(p.bytes);
-  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer));
+  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
 }
 
 // Megatron's VocabParallelCrossEntropy: the rows' maxima (max) and target logits (sum), then
@@ -278,35 +286,38 @@ void Runner::Interpreter::post_loss_reduction(int32_t i, MicroState& ms) {
   Pending& p = pending_[at(i)];
   const Channel ch{Group::kTp, Lane::kTp};
   const int64_t n = tokens_;  // rows of the micro-batch
-  if (static_cast<int64_t>(ms.act.size()) != 3 * n) {
+  if (ms.act.size() != 3 * n) {
     throw ExecutorError(where(i) + ": the head left " + std::to_string(ms.act.size()) + " loss statistics, expected " +
                         std::to_string(3 * n));
   }
   p.packed = std::move(ms.act);  // [max | sum | target] of this rank's vocabulary slice
-  p.buffer.assign(p.packed.begin(), p.packed.begin() + n);
-  p.piece.assign(p.packed.begin() + 2 * n, p.packed.end());
+  p.buffer = backend().alloc(n);
+  backend().copy(p.buffer.view(), p.packed.view().first(at(n)));
+  p.piece = backend().alloc(n);
+  backend().copy(p.piece.view(), p.packed.view().subspan(at(2 * n)));
   p.bytes = 3 * n * static_cast<int64_t>(sizeof(float));
-  add_messages(bytes_of(p.packed) + bytes_of(p.buffer) + bytes_of(p.piece));
-  p.requests.push_back(runner_.comm_.iall_reduce_max(ch, p.buffer));
-  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.piece));
+  add_messages(p.packed.bytes() + p.buffer.bytes() + p.piece.bytes());
+  p.requests.push_back(runner_.comm_.iall_reduce_max(ch, p.buffer.view()));
+  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.piece.view()));
   p.then = [this, i, ch] {
     Pending& q = pending_[at(i)];
-    q.extra.assign(q.buffer.size(), 0.0f);
-    vocab_parallel_rescale<float>(q.packed, q.buffer, q.extra);
-    add_messages(bytes_of(q.extra));
-    q.requests.push_back(runner_.comm_.iall_reduce(ch, q.extra));
+    q.extra = backend().alloc(q.buffer.size());
+    backend().vocab_parallel_rescale(q.packed.view(), q.buffer.view(), q.extra.view());
+    add_messages(q.extra.bytes());
+    q.requests.push_back(runner_.comm_.iall_reduce(ch, q.extra.view()));
   };
 }
 
 void Runner::Interpreter::finish_loss_reduction(int32_t i, MicroState& ms) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
-  std::vector<float> reduced = p.buffer;
-  reduced.insert(reduced.end(), p.extra.begin(), p.extra.end());
-  reduced.insert(reduced.end(), p.piece.begin(), p.piece.end());
-  const int32_t head = program::head_unit(prog_.model);
-  const float loss = layer(in.chunk, head).finish_loss(reduced, cache(ms, in.chunk, head));
-  add_messages(-(bytes_of(p.packed) + bytes_of(p.buffer) + bytes_of(p.piece) + bytes_of(p.extra)));
+  const int64_t n = p.buffer.size();
+  Buffer reduced = backend().alloc(3 * n);  // [max | rescaled sum | target]
+  backend().copy(reduced.view().first(at(n)), p.buffer.view());
+  backend().copy(reduced.view().subspan(at(n), at(n)), p.extra.view());
+  backend().copy(reduced.view().subspan(at(2 * n)), p.piece.view());
+  const float loss = backend().finish_loss(in.chunk, program::head_unit(prog_.model), ms.slot, reduced.view());
+  add_messages(-(p.packed.bytes() + p.buffer.bytes() + p.piece.bytes() + p.extra.bytes()));
   p.packed = {};
   p.buffer = {};
   p.piece = {};
@@ -327,13 +338,13 @@ void Runner::Interpreter::finish_tp(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
   if (in.flags & program::kFlagNormGrads) {
-    runner_.state_.unpack_reduced_grads(runner_.layout_.norms(), p.buffer);
-    add_messages(-bytes_of(p.buffer));
+    backend().unpack_reduced_grads(runner_.layout_.norms(), p.buffer.view());
+    add_messages(-p.buffer.bytes());
     p.buffer = {};
     return;
   }
   if (in.flags & program::kFlagRecompute) {
-    add_messages(-(bytes_of(p.buffer) + bytes_of(p.piece)));
+    add_messages(-(p.buffer.bytes() + p.piece.bytes()));
     p.buffer = {};
     p.piece = {};
     return;
@@ -344,9 +355,9 @@ void Runner::Interpreter::finish_tp(int32_t i) {
     finish_loss_reduction(i, ms);
     return;
   }
-  add_messages(-(bytes_of(p.buffer) + bytes_of(p.piece)));
+  add_messages(-(p.buffer.bytes() + p.piece.bytes()));
   const bool scattered = in.op == Op::kTpReduceScatter;
-  std::vector<float> result = std::move(scattered ? p.piece : p.buffer);
+  Buffer result = std::move(scattered ? p.piece : p.buffer);
   p.buffer = {};
   p.piece = {};
   if (in.op == Op::kTpAllGather || !grad) {  // a whole message or input, or the unit's summed output (or shard)
@@ -354,14 +365,8 @@ void Runner::Interpreter::finish_tp(int32_t i) {
     return;
   }
   // the unit's input gradient (of its rows, when scattered): the norm's backward on the summed d(norm output)
-  const Layer<float>& l = layer(in.chunk, in.unit_begin);
-  UnitCache<float>& c = cache(ms, in.chunk, in.unit_begin);
   const int64_t row0 = scattered ? tp_index_ * (tokens_ / tp_) : 0;
-  std::vector<float> dx(result.size());
-  if (l.finish_input_grad(runner_.state_.chunk_params(in.chunk), result, dx, runner_.state_.chunk_grads(in.chunk), c, row0)) {
-    c.clear();
-  }
-  ms.grad = std::move(dx);
+  ms.grad = backend().finish_input_grad(in.chunk, in.unit_begin, ms.slot, result.view(), row0);
   for (int32_t r : snapshot_after_[at(i)]) take_snapshot(r);
   maybe_retire(ms);
 }

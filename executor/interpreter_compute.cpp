@@ -14,10 +14,11 @@ using namespace interp;  // the interpreter's own names (interpreter.hpp)
 // ---- compute ----------------------------------------------------------------------------------------
 
 Runner::Interpreter::MicroState& Runner::Interpreter::micro(const Instr& in) {
-  MicroState& ms = micro_.at(at(in.chunk * prog_.plan.micro_batches + in.mb));
+  const int64_t slot = in.chunk * prog_.plan.micro_batches + in.mb;
+  MicroState& ms = micro_.at(at(slot));
   if (!ms.active) {
     ms.active = true;
-    ms.caches.resize(layers_.at(at(in.chunk)).size());
+    ms.slot = slot;
   }
   return ms;
 }
@@ -37,69 +38,49 @@ TokenBatch Runner::Interpreter::tokens(const MicroState& ms) const {
   return TokenBatch{{prog_.plan.micro_batch, prog_.model.seq_len}, {}, {}};
 }
 
-const Layer<float>& Runner::Interpreter::layer(int32_t chunk, int32_t unit) const {
-  const std::vector<Layer<float>>& units = layers_.at(at(chunk));
-  return units.at(at(unit - units.front().unit()));
-}
-
-UnitCache<float>& Runner::Interpreter::cache(MicroState& ms, int32_t chunk, int32_t unit) {
-  return ms.caches.at(at(unit - layers_.at(at(chunk)).front().unit()));
-}
-
 void Runner::Interpreter::forward(const Instr& in) {
   MicroState& ms = micro(in);
   ensure_batch(ms, in);
   const TokenBatch batch = tokens(ms);
-  std::span<const float> params = runner_.state_.chunk_params(in.chunk);
-  std::vector<float> x = std::move(ms.act);
+  Buffer x = std::move(ms.act);
   for (int32_t u = in.unit_begin; u < in.unit_end; ++u) {
-    const Layer<float>& l = layer(in.chunk, u);
-    std::vector<float> y(at(l.output_size(batch.dims)));
-    const bool block = l.kind() == UnitKind::kAttention || l.kind() == UnitKind::kMlp;
-    l.forward(batch, params, x, y, cache(ms, in.chunk, u), full_recompute_ && block ? CacheMode::kInputOnly : CacheMode::kFull);
-    x = std::move(y);
+    const UnitKind kind = unit_kind(prog_.model, u);
+    const bool block = kind == UnitKind::kAttention || kind == UnitKind::kMlp;
+    x = backend().forward(in.chunk, u, ms.slot, batch, x.view(), full_recompute_ && block);
     poll();
   }
   if (in.unit_end == program::head_unit(prog_.model) + 1 && tp_ == 1) {
-    if (!std::isfinite(x.at(0))) {
+    const float loss = backend().read(x.view(), 0);
+    if (!std::isfinite(loss)) {
       throw NonFiniteError("step " + std::to_string(step_ + 1) + ", micro-batch " + std::to_string(in.mb) + ", stage " +
                            std::to_string(prog_.placement.stage_of(runner_.rank_)) + " (rank " +
-                           std::to_string(runner_.rank_) + "): the loss is " + std::to_string(x.at(0)) +
+                           std::to_string(runner_.rank_) + "): the loss is " + std::to_string(loss) +
                            "; the training diverged (a smaller --lr?) and stops before the optimizer uses it");
     }
-    weighted_loss_ += static_cast<double>(x.at(0)) * loss_weight_;
-    micro_losses_.emplace_back(in.mb, static_cast<double>(x.at(0)));
-    x.clear();
+    weighted_loss_ += static_cast<double>(loss) * loss_weight_;
+    micro_losses_.emplace_back(in.mb, static_cast<double>(loss));
+    x = {};
   }
   ms.act = std::move(x);
 }
 
 void Runner::Interpreter::recompute(const Instr& in) {
   MicroState& ms = micro(in);
-  std::span<const float> params = runner_.state_.chunk_params(in.chunk);
   for (int32_t u = in.unit_begin; u < in.unit_end; ++u) {
-    layer(in.chunk, u).recompute(params, cache(ms, in.chunk, u));
+    backend().recompute(in.chunk, u, ms.slot);
     poll();
   }
 }
 
 void Runner::Interpreter::backward(const Instr& in, bool input_only) {
   MicroState& ms = micro(in);
-  std::span<const float> params = runner_.state_.chunk_params(in.chunk);
-  std::span<float> grads = runner_.state_.chunk_grads(in.chunk);
-  std::vector<float> dy = std::move(ms.grad);
-  if (in.unit_end == program::head_unit(prog_.model) + 1) dy.assign(1, loss_weight_);
+  Buffer dy = std::move(ms.grad);
+  if (in.unit_end == program::head_unit(prog_.model) + 1) {
+    dy = backend().alloc(1);
+    backend().fill(dy.view(), loss_weight_);
+  }
   for (int32_t u = in.unit_end - 1; u >= in.unit_begin; --u) {
-    const Layer<float>& l = layer(in.chunk, u);
-    UnitCache<float>& c = cache(ms, in.chunk, u);
-    std::vector<float> dx(at(l.input_size(c.dims)));
-    if (input_only) {
-      l.backward_input(params, dy, dx, c);
-    } else {
-      l.backward(params, dy, dx, grads, c);
-      if (!c.input_grad_partial) c.clear();  // else the tp all-reduce after it finishes the gradients
-    }
-    dy = std::move(dx);
+    dy = backend().backward(in.chunk, u, ms.slot, dy.view(), input_only);
     poll();
   }
   ms.grad = std::move(dy);
@@ -108,11 +89,8 @@ void Runner::Interpreter::backward(const Instr& in, bool input_only) {
 
 void Runner::Interpreter::backward_weight(const Instr& in) {
   MicroState& ms = micro(in);
-  std::span<float> grads = runner_.state_.chunk_grads(in.chunk);
   for (int32_t u = in.unit_end - 1; u >= in.unit_begin; --u) {
-    UnitCache<float>& c = cache(ms, in.chunk, u);
-    layer(in.chunk, u).backward_weight(grads, c);
-    c.clear();
+    backend().backward_weight(in.chunk, u, ms.slot);
     poll();
   }
   maybe_retire(ms);
@@ -122,15 +100,14 @@ void Runner::Interpreter::backward_weight(const Instr& in) {
 // be sent.
 void Runner::Interpreter::maybe_retire(MicroState& ms) {
   if (!ms.act.empty() || !ms.grad.empty()) return;
-  for (const UnitCache<float>& c : ms.caches) {
-    if (c.dims.rows() != 0) return;
-  }
+  if (!backend().slot_idle(ms.slot)) return;
+  backend().clear_slot(ms.slot);
   ms = MicroState{};
 }
 
 float Runner::Interpreter::clip_scale_now() {
   if (!norm_known_) {  // one rank alone: no GradNormAllReduce in its Program
-    norm_sq_ = runner_.state_.owned_grad_norm_sq();
+    norm_sq_ = backend().owned_grad_norm_sq();
     norm_known_ = true;
   }
   if (!std::isfinite(norm_sq_)) {
@@ -144,41 +121,31 @@ float Runner::Interpreter::clip_scale_now() {
 void Runner::Interpreter::optimizer(const Instr& in) {
   const float clip = clip_scale_now();
   if (in.flags & program::kFlagOnHost) {
-    runner_.state_.host_optimizer_step(runner_.options_.adam, step_ + 1, clip);
+    backend().host_optimizer_step(runner_.options_.adam, step_ + 1, clip);
   } else {
-    runner_.state_.optimizer_step(runner_.options_.adam, step_ + 1, clip);
+    backend().optimizer_step(runner_.options_.adam, step_ + 1, clip);
   }
 }
 
 void Runner::Interpreter::offload_copy(const Instr& in) {
   if (in.flags & program::kFlagToHost) {
-    runner_.state_.copy_grads_to_host();
+    backend().copy_grads_to_host();
   } else {
-    runner_.state_.copy_params_from_host();
+    backend().copy_params_from_host();
   }
 }
 
 void Runner::Interpreter::release_params(const Instr& in) {
-  runner_.state_.release(runner_.layout_.param_bucket(in.bucket));
+  backend().release(runner_.layout_.param_bucket(in.bucket));
   runner_.memory_.add(MemoryKind::kBuffers, -in.elems * static_cast<int64_t>(sizeof(float)));
 }
 
 void Runner::Interpreter::update_activation_memory() {
-  int64_t bytes = 0;
-  auto add = [&](const auto& v) { bytes += static_cast<int64_t>(v.capacity() * sizeof(v[0])); };
+  int64_t bytes = backend().cache_bytes();
   for (const MicroState& ms : micro_) {
     if (!ms.active) continue;
-    add(ms.act);
-    add(ms.grad);
-    add(ms.batch.inputs);
-    add(ms.batch.targets);
-    for (const UnitCache<float>& c : ms.caches) {
-      add(c.tokens);
-      for (const std::vector<float>* v : {&c.input, &c.xhat, &c.rstd, &c.a, &c.qkv, &c.probs, &c.mid, &c.pre, &c.pre2,
-                                          &c.d_out, &c.d_pre, &c.d_pre2, &c.d_a, &c.lse}) {
-        add(*v);
-      }
-    }
+    bytes += ms.act.bytes() + ms.grad.bytes();
+    bytes += static_cast<int64_t>((ms.batch.inputs.capacity() + ms.batch.targets.capacity()) * sizeof(int32_t));
   }
   runner_.memory_.set(MemoryKind::kActivations, bytes);
 }

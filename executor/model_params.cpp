@@ -82,7 +82,8 @@ void place_records(const std::string& blob, const ParamLayout& full, const Param
 }  // namespace
 
 ModelParams gather_model_params(Runner& runner) {
-  const std::vector<std::string> all = runner.comm().gather_to_root(own_records(runner.layout(), runner.state().params()));
+  const std::vector<float> params = runner.backend().params_host();
+  const std::vector<std::string> all = runner.comm().gather_to_root(own_records(runner.layout(), params));
   if (runner.comm().rank() != 0) return {};
   return assemble_model_params(runner.program(), all);
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/program/check.hpp"
+#include "executor/cpu_backend.hpp"
 #include "executor/errors.hpp"
 #include "executor/interpreter.hpp"
 
@@ -88,13 +89,14 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       rank_(checked_rank(prog, comm, corpus)),
       tracer_(options.trace),
       layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_), prog.placement.tp_index_of(rank_)),
-      state_(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_, prog.forward_only) {
+      backend_(std::make_unique<CpuBackend>(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_,
+                                            prog.forward_only, prog.plan.virtual_stages * prog.plan.micro_batches)) {
   tracer_.start(comm_);
   memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);
   if (options_.init_from) {
-    state_.init_params(*options_.init_from);
+    backend_->init_params(*options_.init_from);
   } else {
-    state_.init_params(options_.init_seed);
+    backend_->init_params(options_.init_seed);
   }
   interpreter_ = std::make_unique<Interpreter>(*this);
 }

@@ -11,7 +11,9 @@
 //    their gradients travel between stages as point-to-point messages tagged by (kind,
 //    micro-batch, chunk); ZeRO 0-3 is exactly the Program's GatherParams / ReleaseParams /
 //    ReduceScatterGrads / AllReduceGrads / GradNormAllReduce / OptimizerStep / OffloadCopy /
-//    AllGatherParams over StageState (zero/stage_state.hpp).
+//    AllGatherParams over the model state (zero/stage_state.hpp);
+//  * tensors live in a Backend (backend.hpp) and its arithmetic runs there: the interpreter
+//    moves no element itself. The CPU backend (cpu_backend.hpp) is Eigen over host memory.
 // Numerics: the loss of every micro-batch is weighted 1 / (micro_batches * dp) and reductions
 // sum, so gradients equal the single-rank average over the global batch; clipping to a global
 // norm of max_grad_norm; AdamW. Sequence j of step t's global batch goes to dp rank
@@ -33,13 +35,13 @@
 #include <vector>
 
 #include "core/program/program.hpp"
+#include "executor/backend.hpp"
 #include "executor/comm/communicator.hpp"
 #include "executor/data/corpus.hpp"
 #include "executor/memory.hpp"
 #include "executor/model/adamw.hpp"
 #include "executor/tracer.hpp"
 #include "executor/zero/stage_layout.hpp"
-#include "executor/zero/stage_state.hpp"
 
 namespace stagecraft::executor {
 
@@ -111,8 +113,8 @@ class Runner {
   const RunnerOptions& options() const { return options_; }
   Communicator& comm() { return comm_; }
   const StageLayout& layout() const { return layout_; }
-  StageState& state() { return state_; }
-  const StageState& state() const { return state_; }
+  // The rank's tensors and arithmetic (model state for checkpoints and export).
+  Backend& backend() { return *backend_; }
   const MemoryTracker& memory() const { return memory_; }
   const Tracer& tracer() const { return tracer_; }
 
@@ -128,7 +130,7 @@ class Runner {
   Tracer tracer_;
   MemoryTracker memory_;
   StageLayout layout_;
-  StageState state_;
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<Interpreter> interpreter_;
   int64_t steps_done_ = 0;
 };

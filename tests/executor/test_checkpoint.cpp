@@ -52,7 +52,7 @@ TEST(Checkpoint, EachSaveIsANewGenerationAndTheOldOneGoesOnlyAfterTheCommit) {
   EXPECT_EQ(read_manifest_json(dir / "manifest.json")["generation"], 1);
   EXPECT_EQ(folder_listing(dir / "g000001"), (std::vector<std::string>{"rank-00000.bin"}));
   // The file: 8 magic bytes, rank, step, count (3 x int64), then the owned state in fp32.
-  const int64_t elems = runner.state().owned_state_elems();
+  const int64_t elems = runner.backend().owned_state_elems();
   EXPECT_EQ(fs::file_size(dir / "g000001/rank-00000.bin"), 8u + 3u * 8u + static_cast<uintmax_t>(elems) * 4u);
 
   runner.step();

@@ -1,0 +1,114 @@
+// Backend: where one rank's tensors live and its arithmetic runs, behind the Program interpreter
+// (ARCHITECTURE.md, "one Program, two interpreters"; runner.hpp has the semantics). The
+// interpreter keeps the lanes, dependencies, requests in flight, tracing and memory accounting,
+// and never reads or writes a tensor element itself: it asks the backend for buffers, for the
+// element moves the communication instructions need (copy, add, fill on views of them), for the
+// units' forward and backward and for the model state's updates (StageState's operations).
+// Views it gets from the backend go only back to the backend or to the Communicator, which moves
+// the same memory between ranks.
+//
+//   CpuBackend (cpu_backend.hpp)  host memory, Layer<float> (Eigen) and StageState: the oracle.
+//   a device backend               device memory; its views are spans over device addresses,
+//                                  which a device communicator (NCCL) takes as they are.
+//
+// Micro-batch slots: a unit's forward leaves a cache for its backward per (chunk, micro-batch) in
+// flight; the interpreter names it by a slot index (chunk * micro_batches + micro-batch) and the
+// backend keeps the caches of every slot's units.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "executor/model/adamw.hpp"
+#include "executor/model/layers.hpp"
+#include "executor/model/params.hpp"
+#include "executor/zero/ranges.hpp"
+
+namespace stagecraft::executor {
+
+// Elements one backend allocated (fp32). Move-only; empty when default-constructed or moved from.
+// `view()` spans the backend's memory: host memory for the CPU backend, device memory for a GPU
+// one, so only the backend and the Communicator may touch what it points to.
+class Buffer {
+ public:
+  struct Storage {
+    virtual ~Storage() = default;
+    std::span<float> data;
+  };
+
+  Buffer() = default;
+  explicit Buffer(std::unique_ptr<Storage> s) : storage_(std::move(s)) {}
+  Buffer(Buffer&&) noexcept = default;
+  Buffer& operator=(Buffer&&) noexcept = default;
+
+  std::span<float> view() const { return storage_ ? storage_->data : std::span<float>{}; }
+  int64_t size() const { return static_cast<int64_t>(view().size()); }
+  bool empty() const { return size() == 0; }
+  int64_t bytes() const { return size() * static_cast<int64_t>(sizeof(float)); }
+
+ private:
+  std::unique_ptr<Storage> storage_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // ---- buffers and element moves (views of this backend's memory) ---------------------------
+  virtual Buffer alloc(int64_t elems) = 0;  // zero-filled
+  virtual void copy(std::span<float> dst, std::span<const float> src) = 0;  // equal sizes
+  virtual void add(std::span<float> dst, std::span<const float> src) = 0;   // dst += src, equal sizes
+  virtual void fill(std::span<float> dst, float value) = 0;
+  // One element, read back to the host (the loss of a tp = 1 head).
+  virtual float read(std::span<const float> src, int64_t index) = 0;
+  // Bytes the backend holds for micro-batch caches (the units' saved activations).
+  virtual int64_t cache_bytes() const = 0;
+
+  // ---- model state (zero/stage_state.hpp says what each buffer holds) -------------------------
+  virtual void init_params(uint64_t seed) = 0;
+  virtual void init_params(ParamSource& source) = 0;
+  virtual std::span<float> params() = 0;
+  virtual std::span<float> grads() = 0;
+  virtual std::span<float> shard_grads() = 0;
+  virtual std::span<float> persistent_grads() = 0;
+  virtual void zero_grads() = 0;
+  virtual double owned_grad_norm_sq() = 0;
+  virtual void optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale) = 0;
+  virtual void copy_grads_to_host() = 0;
+  virtual void host_optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale) = 0;
+  virtual void copy_params_from_host() = 0;
+  virtual void release(Range r) = 0;
+  virtual Buffer pack_reduced_grads(const std::vector<Range>& ranges) = 0;
+  virtual void unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values) = 0;
+  // Host copies for checkpoints and model export.
+  virtual std::vector<float> owned_state() = 0;
+  virtual void load_owned_state(std::span<const float> state) = 0;
+  virtual void load_peer_shard(int64_t dp_index, std::span<const float> peer_state) = 0;
+  virtual int64_t owned_state_elems() const = 0;
+  virtual std::vector<float> params_host() = 0;
+
+  // ---- units (model/layers.hpp has the math; `unit` is a model unit of chunk `chunk`) --------
+  // y = unit(x); `input_only` keeps only the unit's input in its cache (full recompute).
+  virtual Buffer forward(int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> x,
+                         bool input_only) = 0;
+  virtual void recompute(int32_t chunk, int32_t unit, int64_t slot) = 0;
+  // dx from dy; adds the parameter gradients unless `input_only` (zero-bubble split). The cache
+  // is released when nothing more reads it (a tp > 1 unit keeps it for finish_input_grad).
+  virtual Buffer backward(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> dy, bool input_only) = 0;
+  virtual void backward_weight(int32_t chunk, int32_t unit, int64_t slot) = 0;
+  // tp > 1: dx from the summed d(norm output) (rows from row0 under sequence parallelism).
+  virtual Buffer finish_input_grad(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> d_a,
+                                   int64_t row0) = 0;
+  // tp > 1 head: the loss from the all-reduced [max | sum of exp | target logit].
+  virtual float finish_loss(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> reduced) = 0;
+  virtual void vocab_parallel_rescale(std::span<const float> local_stats, std::span<const float> global_max,
+                                      std::span<float> out) = 0;
+  // Whether every unit cache of the slot is released; and dropping them all.
+  virtual bool slot_idle(int64_t slot) const = 0;
+  virtual void clear_slot(int64_t slot) = 0;
+};
+
+}  // namespace stagecraft::executor

@@ -1,0 +1,155 @@
+#include "executor/cpu_backend.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "executor/errors.hpp"
+#include "executor/index.hpp"
+
+namespace stagecraft::executor {
+
+namespace {
+
+struct HostStorage final : Buffer::Storage {
+  explicit HostStorage(int64_t elems) : values(at(elems), 0.0f) { data = values; }
+  std::vector<float> values;
+};
+
+void check_sizes(const char* what, std::size_t dst, std::size_t src) {
+  if (dst != src) {
+    throw ExecutorError(std::string("CpuBackend::") + what + ": " + std::to_string(src) + " elements into " +
+                        std::to_string(dst));
+  }
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots)
+    : layout_(layout), state_(layout, offload, memory, forward_only), caches_(at(slots)) {
+  for (int64_t c = 0; c < layout.chunk_count(); ++c) {
+    const ParamLayout& l = layout.chunk(c);
+    std::vector<Layer<float>> units;
+    for (int64_t u = l.begin(); u < l.end(); ++u) units.emplace_back(l, u);
+    layers_.push_back(std::move(units));
+  }
+}
+
+// ---- buffers ------------------------------------------------------------------------------------
+
+Buffer CpuBackend::alloc(int64_t elems) { return Buffer(std::make_unique<HostStorage>(elems)); }
+
+void CpuBackend::copy(std::span<float> dst, std::span<const float> src) {
+  check_sizes("copy", dst.size(), src.size());
+  std::copy(src.begin(), src.end(), dst.begin());
+}
+
+void CpuBackend::add(std::span<float> dst, std::span<const float> src) {
+  check_sizes("add", dst.size(), src.size());
+  for (std::size_t k = 0; k < dst.size(); ++k) dst[k] += src[k];
+}
+
+void CpuBackend::fill(std::span<float> dst, float value) { std::fill(dst.begin(), dst.end(), value); }
+
+float CpuBackend::read(std::span<const float> src, int64_t index) { return src[at(index)]; }
+
+int64_t CpuBackend::cache_bytes() const {
+  int64_t bytes = 0;
+  auto add = [&](const auto& v) { bytes += static_cast<int64_t>(v.capacity() * sizeof(v[0])); };
+  for (const std::vector<UnitCache<float>>& slot : caches_) {
+    for (const UnitCache<float>& c : slot) {
+      add(c.tokens);
+      for (const std::vector<float>* v : {&c.input, &c.xhat, &c.rstd, &c.a, &c.qkv, &c.probs, &c.mid, &c.pre, &c.pre2,
+                                          &c.d_out, &c.d_pre, &c.d_pre2, &c.d_a, &c.lse}) {
+        add(*v);
+      }
+    }
+  }
+  return bytes;
+}
+
+Buffer CpuBackend::pack_reduced_grads(const std::vector<Range>& ranges) {
+  const std::vector<float> packed = state_.pack_reduced_grads(ranges);
+  Buffer out = alloc(static_cast<int64_t>(packed.size()));
+  copy(out.view(), packed);
+  return out;
+}
+
+std::vector<float> CpuBackend::params_host() {
+  const std::span<const float> p = state_.params();
+  return {p.begin(), p.end()};
+}
+
+// ---- units --------------------------------------------------------------------------------------
+
+const Layer<float>& CpuBackend::layer(int32_t chunk, int32_t unit) const {
+  const std::vector<Layer<float>>& units = layers_.at(at(chunk));
+  return units.at(at(unit - units.front().unit()));
+}
+
+UnitCache<float>& CpuBackend::cache(int32_t chunk, int32_t unit, int64_t slot) {
+  std::vector<UnitCache<float>>& caches = caches_.at(at(slot));
+  const std::vector<Layer<float>>& units = layers_.at(at(chunk));
+  if (caches.empty()) caches.resize(units.size());
+  return caches.at(at(unit - units.front().unit()));
+}
+
+Buffer CpuBackend::forward(int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> x,
+                           bool input_only) {
+  const Layer<float>& l = layer(chunk, unit);
+  Buffer y = alloc(l.output_size(batch.dims));
+  l.forward(batch, state_.chunk_params(chunk), x, y.view(), cache(chunk, unit, slot),
+            input_only ? CacheMode::kInputOnly : CacheMode::kFull);
+  return y;
+}
+
+void CpuBackend::recompute(int32_t chunk, int32_t unit, int64_t slot) {
+  layer(chunk, unit).recompute(state_.chunk_params(chunk), cache(chunk, unit, slot));
+}
+
+Buffer CpuBackend::backward(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> dy, bool input_only) {
+  const Layer<float>& l = layer(chunk, unit);
+  UnitCache<float>& c = cache(chunk, unit, slot);
+  Buffer dx = alloc(l.input_size(c.dims));
+  if (input_only) {
+    l.backward_input(state_.chunk_params(chunk), dy, dx.view(), c);
+  } else {
+    l.backward(state_.chunk_params(chunk), dy, dx.view(), state_.chunk_grads(chunk), c);
+    if (!c.input_grad_partial) c.clear();  // else the tp all-reduce after it finishes the gradients
+  }
+  return dx;
+}
+
+void CpuBackend::backward_weight(int32_t chunk, int32_t unit, int64_t slot) {
+  UnitCache<float>& c = cache(chunk, unit, slot);
+  layer(chunk, unit).backward_weight(state_.chunk_grads(chunk), c);
+  c.clear();
+}
+
+Buffer CpuBackend::finish_input_grad(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> d_a, int64_t row0) {
+  UnitCache<float>& c = cache(chunk, unit, slot);
+  Buffer dx = alloc(static_cast<int64_t>(d_a.size()));
+  if (layer(chunk, unit).finish_input_grad(state_.chunk_params(chunk), d_a, dx.view(), state_.chunk_grads(chunk), c, row0)) {
+    c.clear();
+  }
+  return dx;
+}
+
+float CpuBackend::finish_loss(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> reduced) {
+  return layer(chunk, unit).finish_loss(reduced, cache(chunk, unit, slot));
+}
+
+void CpuBackend::vocab_parallel_rescale(std::span<const float> local_stats, std::span<const float> global_max,
+                                        std::span<float> out) {
+  executor::vocab_parallel_rescale<float>(local_stats, global_max, out);
+}
+
+bool CpuBackend::slot_idle(int64_t slot) const {
+  for (const UnitCache<float>& c : caches_.at(at(slot))) {
+    if (c.dims.rows() != 0) return false;
+  }
+  return true;
+}
+
+void CpuBackend::clear_slot(int64_t slot) { caches_.at(at(slot)).clear(); }
+
+}  // namespace stagecraft::executor
