@@ -44,7 +44,25 @@ if(STAGECRAFT_WITH_GUI AND NOT stagecraft_qt_found)
   message(FATAL_ERROR "STAGECRAFT_WITH_GUI=ON but Qt6 Widgets/Charts were not found (run scripts/setup.sh)")
 endif()
 if(STAGECRAFT_WITH_CUDA)
+  # nvcc 13 defaults to sm_75; the backend targets Hopper (H100/H200). Override with
+  # -DCMAKE_CUDA_ARCHITECTURES=... (for example "80;90").
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
   enable_language(CUDA)
+  # NCCL has no CUDA:: target: one imported target here.
+  # CMake 3.25.1 knows no flag for the CUDA 20 dialect (3.25.2 added it), and CUDA_STANDARD
+  # follows CMAKE_CXX_STANDARD: give it the flag nvcc 12+ takes.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION OR CMAKE_CUDA20_STANDARD_COMPILE_OPTION STREQUAL "")
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
+  add_library(Stagecraft::nccl UNKNOWN IMPORTED)
+  set_target_properties(Stagecraft::nccl PROPERTIES IMPORTED_LOCATION "${STAGECRAFT_NCCL_LIBRARY}"
+                                                    INTERFACE_INCLUDE_DIRECTORIES "${STAGECRAFT_NCCL_INCLUDE}")
 endif()
 
 function(stagecraft_report name found enabled detail)
@@ -67,5 +85,5 @@ stagecraft_report("CLI11" ON ON "${CLI11_VERSION}")
 stagecraft_report("SQLite" ON ON "${SQLite3_VERSION}")
 stagecraft_report("MPI" "${MPI_CXX_FOUND}" "${STAGECRAFT_WITH_MPI}" "${MPI_CXX_VERSION}")
 stagecraft_report("CUDA/cuBLAS/NCCL" "${stagecraft_cuda_found}" "${STAGECRAFT_WITH_CUDA}"
-                  "nvcc ${CMAKE_CUDA_COMPILER_VERSION}")
+                  "nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
 stagecraft_report("Qt6 Widgets+Charts" "${stagecraft_qt_found}" "${STAGECRAFT_WITH_GUI}" "${Qt6_VERSION}")

@@ -1,0 +1,51 @@
+#include "executor/cuda/buffers.hpp"
+
+#include <string>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "executor/cuda/check.hpp"
+
+namespace stagecraft::executor::cuda {
+
+DeviceBuffer::DeviceBuffer(int64_t elems) : size_(elems) {
+  if (elems < 0) throw ExecutorError("DeviceBuffer: " + std::to_string(elems) + " elements");
+  if (elems == 0) return;
+  const std::size_t bytes = static_cast<std::size_t>(elems) * sizeof(float);
+  STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes));
+  STAGECRAFT_CUDA_CHECK(cudaMemset(data_, 0, bytes));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) cudaFree(data_);  // a destructor does not throw; a failed free is reported by the next call
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_) cudaFree(data_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(std::span<const float> values) {
+  if (static_cast<int64_t>(values.size()) != size_) {
+    throw ExecutorError("DeviceBuffer::upload: " + std::to_string(values.size()) + " values into " + std::to_string(size_));
+  }
+  if (size_ > 0) {
+    STAGECRAFT_CUDA_CHECK(cudaMemcpy(data_, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+}
+
+std::vector<float> DeviceBuffer::download() const {
+  std::vector<float> out(static_cast<std::size_t>(size_));
+  if (size_ > 0) STAGECRAFT_CUDA_CHECK(cudaMemcpy(out.data(), data_, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+}  // namespace stagecraft::executor::cuda
