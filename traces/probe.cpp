@@ -1,6 +1,7 @@
 #include "traces/probe.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -111,11 +112,11 @@ const Test& test_named(const std::string& name) {
 
 class Harness {
  public:
-  Harness(ProbeComm& comm, const ProbeOptions& o) : comm_(comm), o_(o) {}
+  Harness(ProbeComm& comm, const ProbeOptions& o, ProbeCompute& compute) : comm_(comm), o_(o), compute_(compute) {}
 
   void align_clock(const std::vector<std::string>& hosts);
   ProbeRow collective(const Test& t, int64_t bytes);
-  ProbeComputeRow gemm(int64_t n);
+  ProbeComputeRow gemm(int64_t n, int64_t& wrong);
   ProbeComputeRow triad(int64_t bytes);
   std::vector<trace::Event>& events() { return events_; }
 
@@ -128,9 +129,13 @@ class Harness {
   // iterations of the slowest rank's duration, recording one event per timed iteration.
   template <typename F>
   double timed(F&& body, trace::Event proto);
+  // The same for a body that returns its own duration in seconds (a device's, by its events).
+  template <typename F>
+  double timed_by_itself(F&& body, trace::Event proto);
 
   ProbeComm& comm_;
   const ProbeOptions& o_;
+  ProbeCompute& compute_;
   int64_t origin_ns_ = 0;
   int32_t next_id_ = 0;
   std::vector<trace::Event> events_;
@@ -168,6 +173,29 @@ double Harness::timed(F&& body, trace::Event proto) {
   return times[times.size() / 2];
 }
 
+template <typename F>
+double Harness::timed_by_itself(F&& body, trace::Event proto) {
+  for (int i = 0; i < o_.warmup; ++i) {
+    comm_.barrier();
+    body();
+  }
+  std::vector<double> times;
+  for (int i = 0; i < o_.iters; ++i) {
+    comm_.barrier();
+    const int64_t t0 = now_ns();
+    const double seconds = body();
+    trace::Event e = proto;
+    e.rank = comm_.rank();
+    e.instr = next_id_++;
+    e.start_ns = t0;
+    e.end_ns = t0 + std::llround(seconds * 1e9);
+    events_.push_back(e);
+    times.push_back(comm_.max(seconds));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 ProbeRow Harness::collective(const Test& t, int64_t bytes) {
   const int n = comm_.size(), r = comm_.rank();
   const Counts c = t.counts(bytes, n);
@@ -196,43 +224,76 @@ ProbeRow Harness::collective(const Test& t, int64_t bytes) {
   return row;
 }
 
-ProbeComputeRow Harness::gemm(int64_t n) {
-  const Eigen::Index m = static_cast<Eigen::Index>(n);
-  Eigen::MatrixXf a(m, m), b(m, m), c(m, m);
-  for (Eigen::Index j = 0; j < m; ++j) {
-    for (Eigen::Index i = 0; i < m; ++i) {
-      a(i, j) = static_cast<float>((i + 2 * j) % 7) - 3.0f;
-      b(i, j) = static_cast<float>((2 * i + j) % 5) - 2.0f;
-    }
-  }
+ProbeComputeRow Harness::gemm(int64_t n, int64_t& wrong) {
+  compute_.prepare_gemm(n);
   trace::Event proto;
   proto.lane = Lane::kCompute;
   proto.op = Op::kForward;
   proto.flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-  const double seconds = timed([&] { c.noalias() = a * b; }, proto);
-  volatile float sink = c(m / 2, m / 2);
-  (void)sink;
+  const double seconds = timed_by_itself([&] { return compute_.gemm(); }, proto);
+  wrong += comm_.sum(compute_.gemm_wrong());
   return {"gemm", n, proto.flops, 0, seconds * 1e6, proto.flops / seconds * 1e-9};
 }
 
 ProbeComputeRow Harness::triad(int64_t bytes) {
-  const std::size_t n = static_cast<std::size_t>(bytes / 12);
-  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
-  const float s = 3.0f;
+  const int64_t n = bytes / 12;
+  compute_.prepare_triad(n);
   trace::Event proto;
   proto.lane = Lane::kCompute;
   proto.op = Op::kForward;
-  proto.bytes = static_cast<int64_t>(12 * n);
-  const double seconds = timed(
-      [&] {
-        for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-      },
-      proto);
-  volatile float sink = a[n / 2];
-  (void)sink;
-  return {"triad", static_cast<int64_t>(n), 0, static_cast<double>(proto.bytes), seconds * 1e6,
-          static_cast<double>(proto.bytes) / seconds * 1e-9};
+  proto.bytes = 12 * n;
+  const double seconds = timed_by_itself([&] { return compute_.triad(); }, proto);
+  return {"triad", n, 0, static_cast<double>(proto.bytes), seconds * 1e6, static_cast<double>(proto.bytes) / seconds * 1e-9};
 }
+
+// Operands of the probe's GEMMs, small integers so that every product sum is exact in fp32 (and
+// the operands exact in bf16): A(i, j) = (i + 2j) mod 7 - 3, B(i, j) = (2i + j) mod 5 - 2.
+float gemm_a(int64_t i, int64_t j) { return static_cast<float>((i + 2 * j) % 7) - 3.0f; }
+float gemm_b(int64_t i, int64_t j) { return static_cast<float>((2 * i + j) % 5) - 2.0f; }
+
+class CpuCompute final : public ProbeCompute {
+ public:
+  std::string dtype() const override { return "fp32"; }
+  std::string device() const override { return "cpu (Eigen)"; }
+  double gemm_bytes(int64_t n) const override { return 12.0 * static_cast<double>(n) * static_cast<double>(n); }
+  void prepare_gemm(int64_t n) override {
+    const Eigen::Index m = static_cast<Eigen::Index>(n);
+    a_.resize(m, m);
+    b_.resize(m, m);
+    c_.setZero(m, m);
+    for (Eigen::Index j = 0; j < m; ++j) {
+      for (Eigen::Index i = 0; i < m; ++i) {
+        a_(i, j) = gemm_a(i, j);
+        b_(i, j) = gemm_b(i, j);
+      }
+    }
+  }
+  double gemm() override {
+    const auto t0 = std::chrono::steady_clock::now();
+    c_.noalias() = a_ * b_;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  int64_t gemm_wrong() override { return probe_gemm_wrong(c_.rows(), [&](int64_t i, int64_t j) { return c_(i, j); }); }
+  void prepare_triad(int64_t elems) override {
+    const std::size_t n = static_cast<std::size_t>(elems);
+    ta_.assign(n, 0.0f);
+    tb_.assign(n, 1.0f);
+    tc_.assign(n, 2.0f);
+  }
+  double triad() override {
+    const float s = 3.0f;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < ta_.size(); ++i) ta_[i] = tb_[i] + s * tc_[i];
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    volatile float sink = ta_.empty() ? 0.0f : ta_[ta_.size() / 2];
+    (void)sink;
+    return seconds;
+  }
+
+ private:
+  Eigen::MatrixXf a_, b_, c_;
+  std::vector<float> ta_, tb_, tc_;
+};
 
 void check_options(const ProbeOptions& o) {
   if (o.min_bytes < 1 || o.max_bytes < o.min_bytes) throw std::invalid_argument("probe: need 1 <= min_bytes <= max_bytes");
@@ -241,6 +302,10 @@ void check_options(const ProbeOptions& o) {
   for (const std::string& t : o.collectives) test_named(t);
   for (int64_t n : o.gemm_sizes) {
     if (n < 1) throw std::invalid_argument("probe: GEMM sizes must be positive");
+    if (n > kMaxExactGemm) {
+      throw std::invalid_argument("probe: GEMM size " + std::to_string(n) + " is above " + std::to_string(kMaxExactGemm) +
+                                  ", where the check's fp32 sums stop being exact");
+    }
   }
   for (int64_t b : o.stream_bytes) {
     if (b < 12) throw std::invalid_argument("probe: memory-bound pass sizes must be at least 12 bytes");
@@ -284,6 +349,25 @@ class LocalComm final : public ProbeComm {
 
 std::unique_ptr<ProbeComm> make_local_comm() { return std::make_unique<LocalComm>(); }
 
+std::unique_ptr<ProbeCompute> make_cpu_compute() { return std::make_unique<CpuCompute>(); }
+
+int64_t probe_gemm_wrong(int64_t n, const std::function<float(int64_t, int64_t)>& c) {
+  int64_t wrong = 0;
+  for (int64_t i : {int64_t{0}, n / 2, n - 1}) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t want = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        want += static_cast<int64_t>(gemm_a(i, k)) * static_cast<int64_t>(gemm_b(k, j));
+      }
+      wrong += c(i, j) != static_cast<float>(want);
+    }
+  }
+  return wrong;
+}
+
+float probe_gemm_a(int64_t i, int64_t j) { return gemm_a(i, j); }
+float probe_gemm_b(int64_t i, int64_t j) { return gemm_b(i, j); }
+
 double bus_factor(const std::string& test, int n) { return test_named(test).factor(n); }
 
 std::vector<std::string> probe_tests() {
@@ -292,14 +376,21 @@ std::vector<std::string> probe_tests() {
   return out;
 }
 
-ProbeResult run_probe(ProbeComm& comm, const ProbeOptions& o) {
+ProbeResult run_probe(ProbeComm& comm, const ProbeOptions& o, ProbeCompute* compute) {
   check_options(o);
+  std::unique_ptr<ProbeCompute> cpu;
+  if (compute == nullptr) {
+    cpu = make_cpu_compute();
+    compute = cpu.get();
+  }
   ProbeResult r;
   r.world = comm.size();
+  r.dtype = compute->dtype();
+  r.device = compute->device();
   const std::vector<std::string> hosts = comm.all_gather_strings(comm.host());
-  Harness h(comm, o);
+  Harness h(comm, o, *compute);
   h.align_clock(hosts);
-  for (int64_t n : o.gemm_sizes) r.compute.push_back(h.gemm(n));
+  for (int64_t n : o.gemm_sizes) r.compute.push_back(h.gemm(n, r.wrong));
   for (int64_t b : o.stream_bytes) r.compute.push_back(h.triad(b));
   for (const std::string& name : o.collectives) {
     const Test& t = test_named(name);
@@ -318,7 +409,7 @@ ProbeResult run_probe(ProbeComm& comm, const ProbeOptions& o) {
     }
     const nlohmann::json meta = {
         {"probe",
-         {{"world", r.world}, {"hosts", hosts}, {"dtype", "fp32"}, {"tool", "stagecraft probe"},
+         {{"world", r.world}, {"hosts", hosts}, {"dtype", r.dtype}, {"device", r.device}, {"tool", "stagecraft probe"},
           {"iters", o.iters}, {"warmup", o.warmup}}}};
     r.trace = from_core(t, "<probe>", meta);
   }
@@ -328,8 +419,10 @@ ProbeResult run_probe(ProbeComm& comm, const ProbeOptions& o) {
 std::string format_table(const ProbeResult& r) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "# stagecraft probe: %d rank%s, fp32, nccl-tests conventions (time: median over iterations of the slowest rank)\n#\n",
-                r.world, r.world == 1 ? "" : "s");
+  std::snprintf(line, sizeof line,
+                "# stagecraft probe: %d rank%s, collectives in fp32, nccl-tests conventions (time: median over iterations of "
+                "the slowest rank)\n# compute rows: %s, GEMMs in %s\n#\n",
+                r.world, r.world == 1 ? "" : "s", r.device.c_str(), r.dtype.c_str());
   out += line;
   out += "#  test                size         count    type   redop     time    algbw    busbw  #wrong\n";
   out += "#                       (B)    (elements)                     (us)   (GB/s)   (GB/s)\n";

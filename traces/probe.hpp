@@ -13,9 +13,11 @@
 //   #wrong    elements that differ from the expected output, summed over ranks. Inputs are
 //             small integers, x_r[i] = r + 1 + (i mod 13), so every sum is exact in fp32 and the
 //             check is equality.
-//   GEMM      C = A·B, m = n = k over `gemm_sizes` with Eigen on the CPU (2·m·n·k FLOPs), every
-//             rank at once; a memory-bound pass (triad a = b + s·c over `stream_bytes`: 12 bytes
-//             per element moved) for the memory throughput.
+//   GEMM      C = A·B, m = n = k over `gemm_sizes` (2·m·n·k FLOPs), every rank at once; a
+//             memory-bound pass (triad a = b + s·c over `stream_bytes`: 12 bytes per element
+//             moved) for the memory throughput. Both run on a ProbeCompute: the host CPU (Eigen,
+//             fp32) by default, or a device the command line provides (cli/probe_compute.hpp);
+//             its GEMM dtype is the trace header's "dtype".
 // Trace (Stagecraft schema, source "measured", header "probe": {world, hosts, dtype}): every
 // timed iteration on every rank is an event with a shared id — GEMM and triad as Forward (FLOPs,
 // or bytes with no FLOPs), all-gather as GatherParams, reduce-scatter as ReduceScatterGrads,
@@ -27,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +60,36 @@ class ProbeComm {
 
 // A world of one rank: collectives copy, send/recv to itself.
 std::unique_ptr<ProbeComm> make_local_comm();
+
+// Where the GEMM and memory-bound rows run. Each run returns its own duration in seconds, timed
+// by the implementation (host clock, or device events for a device that runs asynchronously), and
+// the harness places it on the trace clock at the moment it started the run.
+class ProbeCompute {
+ public:
+  virtual ~ProbeCompute() = default;
+  virtual std::string dtype() const = 0;   // of the GEMM operands: "fp32", "bf16"
+  virtual std::string device() const = 0;  // for the table's header
+  // The largest buffers one rank allocates for `n` (m = n = k) or a `bytes` pass.
+  virtual double gemm_bytes(int64_t n) const = 0;
+  virtual void prepare_gemm(int64_t n) = 0;
+  virtual double gemm() = 0;
+  // Elements of the prepared GEMM's result that differ from C = A·B (operands are small integers
+  // so the products are exact; the implementation checks a sample of rows and columns).
+  virtual int64_t gemm_wrong() = 0;
+  virtual void prepare_triad(int64_t elems) = 0;
+  virtual double triad() = 0;
+};
+
+// The host CPU: Eigen GEMMs and a triad loop in fp32.
+std::unique_ptr<ProbeCompute> make_cpu_compute();
+
+// The GEMM operands every ProbeCompute uses, A(i, j) and B(i, j) (column index j), and the check:
+// elements of rows 0, n/2 and n-1 of `c(i, j)` that differ from the exact product. Exact up to
+// kMaxExactGemm (|sum| <= 6n < 2^24), which check_options enforces.
+inline constexpr int64_t kMaxExactGemm = 1 << 21;
+float probe_gemm_a(int64_t i, int64_t j);
+float probe_gemm_b(int64_t i, int64_t j);
+int64_t probe_gemm_wrong(int64_t n, const std::function<float(int64_t, int64_t)>& c);
 
 struct ProbeOptions {
   int64_t min_bytes = 8;
@@ -90,6 +123,8 @@ struct ProbeComputeRow {
 
 struct ProbeResult {
   int world = 1;
+  std::string dtype = "fp32";   // the GEMMs'
+  std::string device = "cpu";   // where the compute rows ran
   std::vector<ProbeComputeRow> compute;
   std::vector<ProbeRow> rows;
   int64_t wrong = 0;      // over all rows and ranks
@@ -97,7 +132,8 @@ struct ProbeResult {
 };
 
 // Collective over `comm`: every rank calls it. Throws std::invalid_argument for bad options.
-ProbeResult run_probe(ProbeComm& comm, const ProbeOptions& options);
+// `compute` runs the GEMM and memory rows (the CPU when null).
+ProbeResult run_probe(ProbeComm& comm, const ProbeOptions& options, ProbeCompute* compute = nullptr);
 
 // nccl-tests' table (and the compute rows), with the "#wrong" column and the summary lines.
 std::string format_table(const ProbeResult& r);

@@ -12,7 +12,11 @@ bool available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    if (why) {
+      const bool absent = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice;
+      *why = std::string(absent ? "no NVIDIA driver or GPU on this machine (" : "the CUDA runtime cannot start (") +
+             "cudaGetDeviceCount: " + cudaGetErrorName(e) + ", " + cudaGetErrorString(e) + ")";
+    }
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return false;
   }

@@ -99,6 +99,59 @@ TEST(Probe, WrongElementsAreCounted) {
   EXPECT_NE(format_table(r).find("Out of bounds values : 4 FAILED"), std::string::npos);
 }
 
+// The GEMM check against the exact integer product: n = 4, rows 0, 2 and 3 checked. Row 0 of
+// A is (i + 2j) mod 7 - 3 = -3, -1, 1, 3; column 0 of B is (2i) mod 5 - 2 = -2, 0, 2, -1, so
+// C(0, 0) = 6 + 0 + 2 - 3 = 5.
+TEST(Probe, TheGemmCheckCountsElementsThatDifferFromTheExactProduct) {
+  EXPECT_EQ(probe_gemm_a(0, 3), 3.0f);
+  EXPECT_EQ(probe_gemm_b(3, 0), -1.0f);
+  auto exact = [](int64_t i, int64_t j) {
+    float c = 0;
+    for (int64_t k = 0; k < 4; ++k) c += probe_gemm_a(i, k) * probe_gemm_b(k, j);
+    return c;
+  };
+  EXPECT_EQ(exact(0, 0), 5.0f);
+  EXPECT_EQ(probe_gemm_wrong(4, exact), 0);
+  EXPECT_EQ(probe_gemm_wrong(4, [&](int64_t i, int64_t j) { return exact(i, j) + (i == 2 && j == 1 ? 1.0f : 0.0f); }), 1);
+  EXPECT_EQ(probe_gemm_wrong(4, [&](int64_t i, int64_t j) { return exact(i, j) + (i == 1 ? 1.0f : 0.0f); }), 0)
+      << "row 1 is not sampled";
+}
+
+// A compute that reports its own durations (as a device timed by events does): the rows and the
+// trace carry those, not the host's clock, and the trace header names its dtype and device.
+class FixedCompute final : public ProbeCompute {
+ public:
+  std::string dtype() const override { return "bf16"; }
+  std::string device() const override { return "fixed test device"; }
+  double gemm_bytes(int64_t n) const override { return 8.0 * static_cast<double>(n * n); }
+  void prepare_gemm(int64_t n) override { n_ = n; }
+  double gemm() override { return 1e-3 * static_cast<double>(n_); }  // 1 ms per unit of n
+  int64_t gemm_wrong() override { return n_ == 32 ? 2 : 0; }
+  void prepare_triad(int64_t) override {}
+  double triad() override { return 2e-6; }
+
+ private:
+  int64_t n_ = 0;
+};
+
+TEST(Probe, AComputeTimesItselfAndNamesItsDtype) {
+  auto comm = make_local_comm();
+  ProbeOptions o = small();
+  o.collectives = {"sendrecv"};
+  FixedCompute compute;
+  const ProbeResult r = run_probe(*comm, o, &compute);
+  ASSERT_EQ(r.compute.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.compute[0].time_us, 16e3);                          // n = 16: 16 ms
+  EXPECT_DOUBLE_EQ(r.compute[1].rate, 2.0 * 32 * 32 * 32 / 32e-3 * 1e-9);  // FLOPs / 32 ms, in GFLOP/s
+  EXPECT_DOUBLE_EQ(r.compute[2].rate, 1200.0 / 2e-6 * 1e-9);
+  EXPECT_EQ(r.wrong, 2) << "the n = 32 GEMM's wrong elements count";
+  EXPECT_EQ(r.trace.meta["probe"]["dtype"], "bf16");
+  EXPECT_EQ(r.trace.meta["probe"]["device"], "fixed test device");
+  const trace::Event& first = r.trace.data.events.at(0);
+  EXPECT_EQ(first.end_ns - first.start_ns, 16000000);
+  EXPECT_NE(format_table(r).find("fixed test device, GEMMs in bf16"), std::string::npos);
+}
+
 TEST(Probe, BadOptionsAreRefused) {
   auto comm = make_local_comm();
   ProbeOptions o = small();
@@ -106,6 +159,9 @@ TEST(Probe, BadOptionsAreRefused) {
   EXPECT_THROW(run_probe(*comm, o), std::invalid_argument);
   o = small();
   o.factor = 1;
+  EXPECT_THROW(run_probe(*comm, o), std::invalid_argument);
+  o = small();
+  o.gemm_sizes = {kMaxExactGemm + 1};  // the check's sums would no longer be exact
   EXPECT_THROW(run_probe(*comm, o), std::invalid_argument);
 }
 

@@ -1,6 +1,7 @@
 // The CUDA backend's device code against the CPU backend. Every test but CudaRuntime.* needs a
 // device and skips without one (label gpu; CTest shows them as skipped, never as passed). Without
 // a driver the runtime answers cudaErrorInsufficientDriver (35), which must read as "no device".
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,7 +12,10 @@
 #include "executor/cpu_backend.hpp"
 #include "executor/cuda/buffers.hpp"
 #include "executor/cuda/device.hpp"
+#include "executor/cuda/gemm.hpp"
 #include "executor/cuda/kernels/elementwise.hpp"
+#include "executor/cuda/kernels/probe.hpp"
+#include "traces/probe.hpp"
 #include "executor/errors.hpp"
 #include "executor/runner/plans.hpp"
 #include "support.hpp"
@@ -39,6 +43,7 @@ TEST(CudaRuntime, AskingForADeviceNeverThrows) {
 
 using CudaDevice = RequireGpu;
 using CudaKernels = RequireGpu;
+using CudaGemm = RequireGpu;
 
 TEST_F(CudaDevice, Describes) {
   const cuda::DeviceInfo d = cuda::device_info();
@@ -81,6 +86,57 @@ TEST_F(CudaKernels, ElementMovesEqualTheCpuBackend) {
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
   EXPECT_EQ(db.download(), std::vector<float>(cb.view().begin(), cb.view().end()));
+}
+
+// The probe's operands are small integers, exact in bf16, and their products' sums exact in the
+// fp32 accumulator: the device GEMM must equal the exact product in every checked element, for a
+// size that is not a multiple of the tile sizes.
+TEST_F(CudaGemm, ProbeOperandsMultiplyExactlyInBf16AndFp32) {
+  for (const bool bf16 : {true, false}) {
+    const int64_t n = 1000;
+    const int64_t elems = bf16 ? (n * n + 1) / 2 : n * n;
+    cuda::DeviceBuffer a(elems), b(elems), d(n * n);
+    cuda::fill_probe_operands(a.data(), b.data(), n, bf16, nullptr);
+    cuda::LtGemm gemm;
+    gemm.run({false, false, n, n, n, n, n, n, bf16 ? cuda::GemmType::kBf16 : cuda::GemmType::kFp32}, a.data(), b.data(),
+             d.data(), 1.0f, 0.0f, nullptr);
+    const std::vector<float> c = d.download();
+    EXPECT_EQ(traces::probe_gemm_wrong(n, [&](int64_t i, int64_t j) { return c[static_cast<std::size_t>(i + j * n)]; }), 0)
+        << (bf16 ? "bf16" : "fp32");
+  }
+}
+
+// D = A^T B + D (beta 1, the weight-gradient accumulation form) in fp32 on random values against
+// a double-precision host product: relative error of the whole result below 1e-6 (fp32 sums of 96
+// terms; no TF32).
+TEST_F(CudaGemm, TransposedFp32AccumulatesAsTheHostProduct) {
+  const int64_t m = 70, n = 50, k = 96;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> a(static_cast<std::size_t>(k * m)), b(static_cast<std::size_t>(k * n)), d0(static_cast<std::size_t>(m * n));
+  for (float& v : a) v = normal(rng);  // stored k x m (column-major), used transposed
+  for (float& v : b) v = normal(rng);  // k x n
+  for (float& v : d0) v = normal(rng);
+  cuda::DeviceBuffer da(k * m), db(k * n), dd(m * n);
+  da.upload(a);
+  db.upload(b);
+  dd.upload(d0);
+  cuda::LtGemm gemm;
+  gemm.run({true, false, m, n, k, k, k, m, cuda::GemmType::kFp32}, da.data(), db.data(), dd.data(), 1.0f, 1.0f, nullptr);
+  const std::vector<float> got = dd.download();
+  double err = 0, norm = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < m; ++i) {
+      double want = d0[static_cast<std::size_t>(i + j * m)];
+      for (int64_t p = 0; p < k; ++p) {
+        want += static_cast<double>(a[static_cast<std::size_t>(p + i * k)]) * b[static_cast<std::size_t>(p + j * k)];
+      }
+      const double diff = got[static_cast<std::size_t>(i + j * m)] - want;
+      err += diff * diff;
+      norm += want * want;
+    }
+  }
+  EXPECT_LT(std::sqrt(err / norm), 1e-6);
 }
 
 }  // namespace

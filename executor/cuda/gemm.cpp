@@ -1,0 +1,86 @@
+#include "executor/cuda/gemm.hpp"
+
+#include <string>
+
+#include "executor/cuda/check.hpp"
+
+namespace stagecraft::executor::cuda {
+
+namespace {
+
+void check_lt(cublasStatus_t s, const char* call) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    throw ExecutorError(std::string("cuBLASLt: ") + call + ": status " + std::to_string(static_cast<int>(s)));
+  }
+}
+
+cudaDataType_t data_type(GemmType t) { return t == GemmType::kBf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+}  // namespace
+
+struct LtGemm::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+LtGemm::LtGemm() {
+  check_lt(cublasLtCreate(&handle_), "cublasLtCreate");
+  STAGECRAFT_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+LtGemm::~LtGemm() {
+  plans_.clear();
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
+  auto it = plans_.find(s.key());
+  if (it != plans_.end()) return *it->second;
+  auto p = std::make_unique<Plan>();
+  check_lt(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
+  check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
+  // Stored shapes: A is m x k (k x m when transposed), B k x n (n x k when transposed).
+  const uint64_t a_rows = static_cast<uint64_t>(s.trans_a ? s.k : s.m), a_cols = static_cast<uint64_t>(s.trans_a ? s.m : s.k);
+  const uint64_t b_rows = static_cast<uint64_t>(s.trans_b ? s.n : s.k), b_cols = static_cast<uint64_t>(s.trans_b ? s.k : s.n);
+  check_lt(cublasLtMatrixLayoutCreate(&p->a, data_type(s.ab), a_rows, a_cols, s.lda), "layout A");
+  check_lt(cublasLtMatrixLayoutCreate(&p->b, data_type(s.ab), b_rows, b_cols, s.ldb), "layout B");
+  check_lt(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, static_cast<uint64_t>(s.m), static_cast<uint64_t>(s.n), s.ldd),
+           "layout D");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                                sizeof workspace_bytes_),
+           "set workspace");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0) {
+    throw ExecutorError("cuBLASLt has no algorithm for a " + std::to_string(s.m) + " x " + std::to_string(s.n) + " x " +
+                        std::to_string(s.k) + " GEMM");
+  }
+  p->algo = result.algo;
+  Plan& ref = *p;
+  plans_.emplace(s.key(), std::move(p));
+  return ref;
+}
+
+void LtGemm::run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream) {
+  Plan& p = plan_for(s);
+  check_lt(cublasLtMatmul(handle_, p.op, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo, workspace_,
+                          workspace_bytes_, stream),
+           "cublasLtMatmul");
+}
+
+}  // namespace stagecraft::executor::cuda

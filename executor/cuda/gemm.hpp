@@ -1,0 +1,48 @@
+// cuBLASLt GEMMs: D = alpha * op(A) * op(B) + beta * C in column-major terms (the row-major forms
+// of executor/model/ops.hpp map onto these, ../docs: CUDA backend), operands fp32 or bf16,
+// accumulation and D in fp32 (CUBLAS_COMPUTE_32F, never TF32). The algorithm for each shape is
+// chosen once by cuBLASLt's heuristic and reused, so a shape always runs the same kernel (runs
+// are reproducible); the workspace is 32 MiB (cuBLAS's recommendation for Hopper).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+namespace stagecraft::executor::cuda {
+
+enum class GemmType { kFp32, kBf16 };
+
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;  // D is m x n, op(A) m x k, op(B) k x n
+  int64_t lda = 0, ldb = 0, ldd = 0;
+  GemmType ab = GemmType::kFp32;  // A and B; C and D are fp32
+  auto key() const { return std::tuple(trans_a, trans_b, m, n, k, lda, ldb, ldd, ab); }
+};
+
+class LtGemm {
+ public:
+  LtGemm();
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  // D = alpha op(A) op(B) + beta D (C is D itself, in place), on `stream`.
+  void run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  Plan& plan_for(const GemmShape& s);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = std::size_t{32} << 20;
+  std::map<decltype(GemmShape{}.key()), std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace stagecraft::executor::cuda
