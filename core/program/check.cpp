@@ -253,6 +253,44 @@ void check(const Program& prog) {
   }
   for (const RoleProgram& role : prog.roles) check_local(prog, role);
   Executor(prog, stage_uniform(prog)).run();
+  check_p2p_order(prog);
+}
+
+void check_p2p_order(const Program& prog) {
+  const Placement& pl = prog.placement;
+  struct Message {
+    int32_t mb, from_chunk, to_chunk;
+    int32_t index;  // the instruction, in its rank's list
+    bool operator==(const Message& o) const { return mb == o.mb && from_chunk == o.from_chunk && to_chunk == o.to_chunk; }
+  };
+  using Key = std::tuple<int64_t, int64_t, bool>;  // sender, receiver, gradient
+  std::map<Key, std::vector<Message>> sent, received;
+  for (int64_t r = 0; r < pl.world(); ++r) {
+    const RoleProgram& role = prog.role_of(r);
+    for (int32_t i = 0; i < static_cast<int32_t>(role.instrs.size()); ++i) {  // a lane's order is list order
+      const Instr& in = role.instrs[static_cast<std::size_t>(i)];
+      if (!is_send(in.op) && !is_recv(in.op)) continue;
+      const int64_t peer = pl.rank(in.peer_stage, pl.dp_index_of(r), pl.tp_index_of(r));
+      const bool grad = in.op == Op::kSendGrad || in.op == Op::kRecvGrad;
+      if (is_send(in.op)) {
+        sent[{r, peer, grad}].push_back({in.mb, in.chunk, in.peer_chunk, i});
+      } else {
+        received[{peer, r, grad}].push_back({in.mb, in.peer_chunk, in.chunk, i});
+      }
+    }
+  }
+  for (const auto& [key, sends] : sent) {
+    const auto& [from, to, grad] = key;
+    const std::vector<Message>& recvs = received[key];
+    for (std::size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
+      if (sends[k] == recvs[k]) continue;
+      fail(prog, to, prog.role_of(to), recvs[k].index,
+           "is " + std::string(grad ? "gradient" : "activation") + " receive number " + std::to_string(k + 1) +
+               " from rank " + std::to_string(from) + ", whose send number " + std::to_string(k + 1) + " is " +
+               describe(prog, prog.role_of(from), sends[k].index) +
+               ": the messages between the two ranks are not received in the order they are sent");
+    }
+  }
 }
 
 }  // namespace stagecraft::program

@@ -25,4 +25,12 @@ class ProgramError : public std::runtime_error {
 // Throws ProgramError naming the rank and the instruction at fault.
 void check(const Program& prog);
 
+// Pipeline messages in FIFO order: for every (sender, receiver, kind) — activations or gradients —
+// the sender's pp-send lane sends its messages (micro-batch, chunks) in the order the receiver's
+// pp-recv lane receives them. A transport without tags (NCCL point-to-point: a receive matches the
+// peer's next send on the communicator) needs exactly this, with one communicator per (sender,
+// receiver, kind); MPI's tags do not. Throws ProgramError naming both instructions at the first
+// difference. check() runs it too.
+void check_p2p_order(const Program& prog);
+
 }  // namespace stagecraft::program
