@@ -5,6 +5,7 @@
 
 #include "executor/errors.hpp"
 #include "executor/index.hpp"
+#include "executor/zero/ranges.hpp"
 
 namespace stagecraft::executor {
 
@@ -68,9 +69,8 @@ int64_t CpuBackend::cache_bytes() const {
 }
 
 Buffer CpuBackend::pack_reduced_grads(const std::vector<Range>& ranges) {
-  const std::vector<float> packed = state_.pack_reduced_grads(ranges);
-  Buffer out = alloc(static_cast<int64_t>(packed.size()));
-  copy(out.view(), packed);
+  Buffer out = alloc(total(ranges));
+  state_.pack_reduced_grads(ranges, out.view());
   return out;
 }
 

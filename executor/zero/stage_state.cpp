@@ -14,26 +14,36 @@ namespace {
 
 constexpr float kReleased = std::numeric_limits<float>::quiet_NaN();
 
-int64_t bytes_of(const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); }
+int64_t bytes_of(std::span<const float> v) { return static_cast<int64_t>(v.size() * sizeof(float)); }
+
+std::unique_ptr<StateMemory> host_if_null(StateMemory* given) {
+  return given ? nullptr : std::make_unique<HostMemory>();
+}
 
 }  // namespace
 
-StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only)
-    : layout_(layout), offload_(offload && !forward_only), memory_(memory) {
+StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only,
+                       StateMemory* storage)
+    : layout_(layout),
+      offload_(offload && !forward_only),
+      memory_(memory),
+      own_storage_(host_if_null(storage)),
+      mem_(storage ? *storage : *own_storage_) {
   const int64_t padded = layout.padded_elems();
-  params_.assign(at(padded), 0.0f);
+  params_ = mem_.allocate(padded);
   if (!forward_only) {
     const int64_t opt = layout.optimizer_range().size(), persistent = layout.persistent_elems();
-    grads_.assign(at(padded), 0.0f);
-    if (reduces_into_shard()) shard_grads_.assign(at(layout.shard_elems()), 0.0f);
-    m_.assign(at(opt), 0.0f);
-    v_.assign(at(opt), 0.0f);
-    persistent_grads_.assign(at(persistent), 0.0f);
-    persistent_m_.assign(at(persistent), 0.0f);
-    persistent_v_.assign(at(persistent), 0.0f);
+    grads_ = mem_.allocate(padded);
+    if (reduces_into_shard()) shard_grads_ = mem_.allocate(layout.shard_elems());
+    StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;  // DeepSpeed's CPU Adam keeps them on the host
+    m_ = moments.allocate(opt);
+    v_ = moments.allocate(opt);
+    persistent_grads_ = mem_.allocate(persistent);
+    persistent_m_ = mem_.allocate(persistent);
+    persistent_v_ = mem_.allocate(persistent);
     if (offload_) {
-      host_params_.assign(at(opt), 0.0f);
-      host_grads_.assign(at(opt), 0.0f);
+      host_params_ = host_.allocate(opt);
+      host_grads_ = host_.allocate(opt);
     }
   }
   // ZeRO-3 keeps its shard and the persistent tensors; gathered buckets count when gathered.
@@ -45,8 +55,14 @@ StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& m
                                        bytes_of(host_params_) + bytes_of(host_grads_));
 }
 
+// Initial values are computed on the host (ParamLayout::init, the same for every backend) and
+// copied into the storage chunk by chunk.
 void StageState::init_params(uint64_t seed) {
-  for (int64_t c = 0; c < layout_.chunk_count(); ++c) layout_.chunk(c).init<float>(chunk_params(c), seed);
+  for (int64_t c = 0; c < layout_.chunk_count(); ++c) {
+    std::vector<float> values(at(layout_.chunk_range(c).size()), 0.0f);
+    layout_.chunk(c).init<float>(values, seed);
+    mem_.upload(values, chunk_params(c));
+  }
   finish_init();
 }
 
@@ -56,6 +72,7 @@ void StageState::init_params(ParamSource& source) {
     kept = subtract(layout_.persistent(), {layout_.own_shard()});  // each position read once
     kept.push_back(layout_.own_shard());
   }
+  std::vector<float> values;
   for (int64_t c = 0; c < layout_.chunk_count(); ++c) {
     for (const TensorSlot& t : layout_.chunk(c).tensors()) {
       const Range tr{layout_.chunk_offset(c) + t.offset, layout_.chunk_offset(c) + t.offset + t.size()};
@@ -67,7 +84,9 @@ void StageState::init_params(ParamSource& source) {
         return out;
       }() : std::vector<Range>{tr};
       for (const Range& r : pieces) {
-        source.read(t, r.begin - tr.begin, r.end - tr.begin, std::span<float>(params_).subspan(at(r.begin), at(r.size())));
+        values.assign(at(r.size()), 0.0f);
+        source.read(t, r.begin - tr.begin, r.end - tr.begin, values);
+        mem_.upload(values, params_.subspan(at(r.begin), at(r.size())));
       }
     }
   }
@@ -78,87 +97,104 @@ void StageState::finish_init() {
   if (layout_.zero3_gathers()) release({0, layout_.padded_elems()});
   if (offload_) {
     const Range opt = layout_.optimizer_range();
-    std::copy(params_.begin() + opt.begin, params_.begin() + opt.end, host_params_.begin());
+    mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
   }
 }
 
 std::span<float> StageState::chunk_params(int64_t c) {
   const Range r = layout_.chunk_range(c);
-  return std::span<float>(params_).subspan(at(r.begin), at(r.size()));
+  return params_.subspan(at(r.begin), at(r.size()));
 }
 
 std::span<float> StageState::chunk_grads(int64_t c) {
   const Range r = layout_.chunk_range(c);
-  return std::span<float>(grads_).subspan(at(r.begin), at(r.size()));
+  return grads_.subspan(at(r.begin), at(r.size()));
 }
 
 void StageState::zero_grads() {
-  for (std::vector<float>* v : {&grads_, &shard_grads_, &persistent_grads_}) std::fill(v->begin(), v->end(), 0.0f);
+  for (std::span<float> v : {grads_, shard_grads_, persistent_grads_}) mem_.fill(v, 0.0f);
 }
 
-float StageState::grad_at(int64_t pos) const {
-  if (reduces_into_shard()) return shard_grads_[at(pos - layout_.own_shard().begin)];
-  return grads_[at(pos)];
+std::span<float> StageState::optimizer_grads() {
+  if (reduces_into_shard()) return shard_grads_;
+  const Range opt = layout_.optimizer_range();
+  return grads_.subspan(at(opt.begin), at(opt.size()));
 }
 
-namespace {
-// Calls f(pos, where) for every position of `ranges`, with a pointer to where this rank keeps its
-// reduced gradient, or null where it keeps none.
-template <typename P, typename F>
-void for_reduced(const StageLayout& layout, bool into_shard, const std::vector<Range>& ranges, P grads, P shard,
-                 P persistent, F f) {
-  const Range own = layout.own_shard();
-  const std::vector<Range>& kept = layout.persistent();
-  std::size_t k = 0;  // the persistent range at or after pos
+// Pieces cut at every edge of a persistent range and of the own shard inside each range.
+std::vector<StageState::Piece> StageState::reduced_pieces(const std::vector<Range>& ranges) {
+  const Range own = layout_.own_shard();
+  const bool into_shard = reduces_into_shard();
+  const std::vector<Range>& kept = layout_.persistent();
+  std::vector<Piece> out;
   for (const Range& r : ranges) {
-    for (int64_t pos = r.begin; pos < r.end; ++pos) {
-      while (k < kept.size() && kept[k].end <= pos) ++k;
-      P where = nullptr;
-      if (k < kept.size() && kept[k].begin <= pos) {
-        where = persistent + layout.persistent_index(pos);
-      } else if (!into_shard) {
-        where = grads + pos;
-      } else if (pos >= own.begin && pos < own.end) {
-        where = shard + (pos - own.begin);
+    std::vector<int64_t> cuts = {r.begin, r.end};
+    for (const Range& k : kept) {
+      for (int64_t e : {k.begin, k.end}) {
+        if (e > r.begin && e < r.end) cuts.push_back(e);
       }
-      f(where);
+    }
+    for (int64_t e : {own.begin, own.end}) {
+      if (e > r.begin && e < r.end) cuts.push_back(e);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+      const int64_t a = cuts[i], n = cuts[i + 1] - cuts[i];
+      const auto k = std::find_if(kept.begin(), kept.end(), [&](const Range& q) { return q.begin <= a && a < q.end; });
+      if (k != kept.end()) {
+        out.push_back({persistent_grads_.subspan(at(layout_.persistent_index(a)), at(n)), n});
+      } else if (!into_shard) {
+        out.push_back({grads_.subspan(at(a), at(n)), n});
+      } else if (a >= own.begin && a < own.end) {
+        out.push_back({shard_grads_.subspan(at(a - own.begin), at(n)), n});
+      } else {
+        out.push_back({{}, n});
+      }
     }
   }
-}
-}  // namespace
-
-std::vector<float> StageState::pack_reduced_grads(const std::vector<Range>& ranges) const {
-  std::vector<float> out;
-  for_reduced(layout_, reduces_into_shard(), ranges, grads_.data(), shard_grads_.data(), persistent_grads_.data(),
-              [&](const float* where) { out.push_back(where ? *where : 0.0f); });
   return out;
 }
 
-void StageState::unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values) {
+void StageState::pack_reduced_grads(const std::vector<Range>& ranges, std::span<float> out) {
+  if (static_cast<int64_t>(out.size()) != total(ranges)) {
+    throw ExecutorError("StageState: packing " + std::to_string(total(ranges)) + " positions into " +
+                        std::to_string(out.size()) + " values");
+  }
   std::size_t k = 0;
-  for_reduced(layout_, reduces_into_shard(), ranges, grads_.data(), shard_grads_.data(), persistent_grads_.data(),
-              [&](float* where) {
-                if (k >= values.size()) throw ExecutorError("StageState: fewer values than positions to unpack");
-                if (where) *where = values[k];
-                ++k;
-              });
-  if (k != values.size()) throw ExecutorError("StageState: more values than positions to unpack");
+  for (const Piece& p : reduced_pieces(ranges)) {
+    const std::span<float> dst = out.subspan(k, at(p.size));
+    if (p.where.empty()) {
+      mem_.fill(dst, 0.0f);
+    } else {
+      mem_.copy(dst, p.where);
+    }
+    k += at(p.size);
+  }
 }
 
-double StageState::owned_grad_norm_sq() const {
+void StageState::unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values) {
+  if (static_cast<int64_t>(values.size()) != total(ranges)) {
+    throw ExecutorError("StageState: " + std::to_string(values.size()) + " values to unpack into " +
+                        std::to_string(total(ranges)) + " positions");
+  }
+  std::size_t k = 0;
+  for (const Piece& p : reduced_pieces(ranges)) {
+    if (!p.where.empty()) mem_.copy(p.where, values.subspan(k, at(p.size)));
+    k += at(p.size);
+  }
+}
+
+double StageState::owned_grad_norm_sq() {
   const Range own = layout_.own_shard();
   double sum = 0;
   for (const Range& r : subtract(subtract(own, layout_.persistent()), layout_.norm_excluded())) {
-    for (int64_t p = r.begin; p < r.end; ++p) {
-      const double g = grad_at(p);
-      sum += g * g;
-    }
+    const std::span<float> g = reduces_into_shard() ? shard_grads_.subspan(at(r.begin - own.begin), at(r.size()))
+                                                    : grads_.subspan(at(r.begin), at(r.size()));
+    mem_.add_sum_sq(g, sum);
   }
   for (const Range& r : subtract(clip(layout_.persistent(), own), layout_.norm_excluded())) {
-    for (int64_t p = r.begin; p < r.end; ++p) {
-      const double g = persistent_grads_[at(layout_.persistent_index(p))];
-      sum += g * g;
-    }
+    mem_.add_sum_sq(persistent_grads_.subspan(at(layout_.persistent_index(r.begin)), at(r.size())), sum);
   }
   return sum;
 }
@@ -167,47 +203,41 @@ std::vector<Range> StageState::sharded_ranges() const {
   return subtract(layout_.optimizer_range(), layout_.persistent());
 }
 
-// AdamW over the sharded ranges; params_base and grads_base cover optimizer_range().
-void StageState::step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, std::span<float> params_base,
-                             std::span<const float> grads_base) {
+// AdamW over the sharded ranges; params_base and grads_base cover optimizer_range() in `where`.
+void StageState::step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, StateMemory& where,
+                             std::span<float> params_base, std::span<const float> grads_base) {
   const int64_t first = layout_.optimizer_range().begin;
   for (const Range& r : sharded_ranges()) {
     const std::size_t off = at(r.begin - first), n = at(r.size());
-    const AdamWShard shard{r.begin, params_base.subspan(off, n), grads_base.subspan(off, n),
-                           std::span<float>(m_).subspan(off, n), std::span<float>(v_).subspan(off, n)};
-    adamw_step(cfg, step, shard, layout_.decayed(), clip_scale);
+    const AdamWShard shard{r.begin, params_base.subspan(off, n), grads_base.subspan(off, n), m_.subspan(off, n),
+                           v_.subspan(off, n)};
+    where.adamw(cfg, step, shard, layout_.decayed(), clip_scale);
   }
 }
 
 void StageState::step_persistent(const AdamWConfig& cfg, int64_t step, float clip_scale) {
   for (const Range& r : layout_.persistent()) {
     const std::size_t k = at(layout_.persistent_index(r.begin)), n = at(r.size());
-    const AdamWShard shard{r.begin, std::span<float>(params_).subspan(at(r.begin), n),
-                           std::span<const float>(persistent_grads_).subspan(k, n),
-                           std::span<float>(persistent_m_).subspan(k, n), std::span<float>(persistent_v_).subspan(k, n)};
-    adamw_step(cfg, step, shard, layout_.decayed(), clip_scale);
+    const AdamWShard shard{r.begin, params_.subspan(at(r.begin), n), persistent_grads_.subspan(k, n),
+                           persistent_m_.subspan(k, n), persistent_v_.subspan(k, n)};
+    mem_.adamw(cfg, step, shard, layout_.decayed(), clip_scale);
   }
 }
 
 void StageState::optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale) {
   const Range opt = layout_.optimizer_range();
-  std::span<float> params = std::span<float>(params_).subspan(at(opt.begin), at(opt.size()));
-  std::span<const float> grads = reduces_into_shard()
-                                     ? std::span<const float>(shard_grads_)
-                                     : std::span<const float>(grads_).subspan(at(opt.begin), at(opt.size()));
-  step_ranges(cfg, step, clip_scale, params, grads);
+  step_ranges(cfg, step, clip_scale, mem_, params_.subspan(at(opt.begin), at(opt.size())), optimizer_grads());
   step_persistent(cfg, step, clip_scale);
 }
 
 void StageState::copy_grads_to_host() {
   if (!offload_) throw ExecutorError("StageState: OffloadCopy in a plan without optimizer offload");
-  const Range opt = layout_.optimizer_range();
-  for (int64_t p = opt.begin; p < opt.end; ++p) host_grads_[at(p - opt.begin)] = grad_at(p);
+  mem_.download(optimizer_grads(), host_grads_);
 }
 
 void StageState::host_optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale) {
   if (!offload_) throw ExecutorError("StageState: host optimizer step in a plan without optimizer offload");
-  step_ranges(cfg, step, clip_scale, host_params_, host_grads_);
+  step_ranges(cfg, step, clip_scale, host_, host_params_, host_grads_);
   step_persistent(cfg, step, clip_scale);
 }
 
@@ -215,14 +245,14 @@ void StageState::copy_params_from_host() {
   if (!offload_) throw ExecutorError("StageState: OffloadCopy in a plan without optimizer offload");
   const int64_t first = layout_.optimizer_range().begin;
   for (const Range& r : sharded_ranges()) {
-    std::copy(host_params_.begin() + (r.begin - first), host_params_.begin() + (r.end - first), params_.begin() + r.begin);
+    mem_.upload(host_params_.subspan(at(r.begin - first), at(r.size())), params_.subspan(at(r.begin), at(r.size())));
   }
 }
 
 void StageState::release(Range r) {
   if (!layout_.zero3_gathers()) throw ExecutorError("StageState: ReleaseParams outside ZeRO-3 with dp > 1");
   for (const Range& d : subtract(subtract(r, {layout_.own_shard()}), layout_.persistent())) {
-    std::fill(params_.begin() + d.begin, params_.begin() + d.end, kReleased);
+    mem_.fill(params_.subspan(at(d.begin), at(d.size())), kReleased);
   }
 }
 
@@ -232,14 +262,21 @@ int64_t StageState::owned_state_elems() const {
   return 3 * layout_.optimizer_range().size() + 3 * layout_.persistent_elems();
 }
 
-std::vector<float> StageState::owned_state() const {
+std::vector<float> StageState::owned_state() {
   const Range opt = layout_.optimizer_range();
-  std::vector<float> out(params_.begin() + opt.begin, params_.begin() + opt.end);
-  out.insert(out.end(), m_.begin(), m_.end());
-  out.insert(out.end(), v_.begin(), v_.end());
-  for (const Range& r : layout_.persistent()) out.insert(out.end(), params_.begin() + r.begin, params_.begin() + r.end);
-  out.insert(out.end(), persistent_m_.begin(), persistent_m_.end());
-  out.insert(out.end(), persistent_v_.begin(), persistent_v_.end());
+  std::vector<float> out(at(owned_state_elems()));
+  std::size_t k = 0;
+  auto take = [&](std::span<const float> src, StateMemory& from) {
+    from.download(src, std::span<float>(out).subspan(k, src.size()));
+    k += src.size();
+  };
+  StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
+  take(params_.subspan(at(opt.begin), at(opt.size())), mem_);
+  take(m_, moments);
+  take(v_, moments);
+  for (const Range& r : layout_.persistent()) take(params_.subspan(at(r.begin), at(r.size())), mem_);
+  take(persistent_m_, mem_);
+  take(persistent_v_, mem_);
   return out;
 }
 
@@ -250,20 +287,20 @@ void StageState::load_owned_state(std::span<const float> state) {
                           std::to_string(state.size()) + " values, expected " + std::to_string(owned_state_elems()));
   }
   const Range opt = layout_.optimizer_range();
-  const std::size_t n = at(opt.size()), pn = at(layout_.persistent_elems());
-  if (layout_.zero3_gathers()) std::fill(params_.begin(), params_.end(), kReleased);
-  auto next = state.begin();
-  std::copy(next, next + n, params_.begin() + opt.begin);
-  std::copy(next + n, next + 2 * n, m_.begin());
-  std::copy(next + 2 * n, next + 3 * n, v_.begin());
-  next += 3 * n;
-  for (const Range& r : layout_.persistent()) {
-    std::copy(next, next + r.size(), params_.begin() + r.begin);
-    next += r.size();
-  }
-  std::copy(next, next + pn, persistent_m_.begin());
-  std::copy(next + pn, next + 2 * pn, persistent_v_.begin());
-  if (offload_) std::copy(params_.begin() + opt.begin, params_.begin() + opt.end, host_params_.begin());
+  if (layout_.zero3_gathers()) mem_.fill(params_, kReleased);
+  std::size_t k = 0;
+  auto put = [&](std::span<float> dst, StateMemory& to) {
+    to.upload(state.subspan(k, dst.size()), dst);
+    k += dst.size();
+  };
+  StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
+  put(params_.subspan(at(opt.begin), at(opt.size())), mem_);
+  put(m_, moments);
+  put(v_, moments);
+  for (const Range& r : layout_.persistent()) put(params_.subspan(at(r.begin), at(r.size())), mem_);
+  put(persistent_m_, mem_);
+  put(persistent_v_, mem_);
+  if (offload_) mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
 }
 
 void StageState::load_peer_shard(int64_t dp_index, std::span<const float> peer_state) {
@@ -272,7 +309,7 @@ void StageState::load_peer_shard(int64_t dp_index, std::span<const float> peer_s
     throw CheckpointError("stage " + std::to_string(layout_.stage()) + ": dp rank " + std::to_string(dp_index) +
                           "'s checkpoint holds fewer values than its shard of " + std::to_string(r.size()));
   }
-  std::copy(peer_state.begin(), peer_state.begin() + r.size(), params_.begin() + r.begin);
+  mem_.upload(peer_state.first(at(r.size())), params_.subspan(at(r.begin), at(r.size())));
 }
 
 }  // namespace stagecraft::executor

@@ -12,24 +12,30 @@
 //               persistent tensors, packed
 //   m, v        Adam moments of optimizer_range() (+ host copies of params and grads with
 //               optimizer offload: the step then runs on those, as DeepSpeed's CPU Adam does)
-// Memory is reported to the MemoryTracker as it is allocated.
+// Memory is reported to the MemoryTracker as it is allocated. The buffers live in a StateMemory
+// (state_memory.hpp): host memory unless the backend gives its device's; spans this class hands out
+// point into that memory. The optimizer offload's copies (and then m, v) are always host memory.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "executor/memory.hpp"
 #include "executor/model/adamw.hpp"
 #include "executor/zero/stage_layout.hpp"
+#include "executor/zero/state_memory.hpp"
 
 namespace stagecraft::executor {
 
 class StageState {
  public:
   // `forward_only` (a forward-only Program, which computes no gradient and takes no step): only
-  // the parameters are allocated.
-  StageState(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only = false);
+  // the parameters are allocated. `storage`: where the buffers live (host memory of its own when
+  // null); it must outlive this object.
+  StageState(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only = false,
+             StateMemory* storage = nullptr);
 
   // Plan-independent initial values (ParamLayout::init) of the positions this rank keeps.
   void init_params(uint64_t seed);
@@ -39,6 +45,7 @@ class StageState {
 
   std::span<float> params() { return params_; }
   std::span<const float> params() const { return params_; }
+  StateMemory& storage() { return mem_; }
   std::span<float> grads() { return grads_; }
   std::span<float> chunk_params(int64_t c);
   std::span<float> chunk_grads(int64_t c);
@@ -48,8 +55,9 @@ class StageState {
   std::span<float> persistent_grads() { return persistent_grads_; }
 
   // The reduced gradients of `ranges` this rank holds — its shard's (ZeRO >= 1, dp > 1) and the
-  // persistent tensors', or all (ZeRO-0) — packed in order, 0 where it holds none; and back.
-  std::vector<float> pack_reduced_grads(const std::vector<Range>& ranges) const;
+  // persistent tensors', or all (ZeRO-0) — packed in order into `out` (total(ranges) elements of
+  // the storage's memory), 0 where it holds none; and back.
+  void pack_reduced_grads(const std::vector<Range>& ranges, std::span<float> out);
   void unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values);
 
   // Start of a step: every gradient buffer to zero.
@@ -57,7 +65,7 @@ class StageState {
   // Sum of squared gradients this rank owns for the global norm: its shard (ZeRO-0: its slice
   // of the all-reduced buffer), persistent tensors counted by their shard's owner, the tied
   // head's copy of the embedding table left out.
-  double owned_grad_norm_sq() const;
+  double owned_grad_norm_sq();
   // AdamW on optimizer_range() (and the persistent tensors), gradients scaled by clip_scale.
   void optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale);
   // Optimizer offload: gradients to the host, AdamW there, updated parameters back.
@@ -69,7 +77,7 @@ class StageState {
 
   // ---- checkpoint: what this rank alone owns -----------------------------------------------------
   // Parameters of optimizer_range(), Adam m and v, then the persistent tensors' values, m and v.
-  std::vector<float> owned_state() const;
+  std::vector<float> owned_state();
   void load_owned_state(std::span<const float> state);
   // ZeRO 1-2: a dp peer's shard of parameters, from its checkpoint (first values of its state).
   void load_peer_shard(int64_t dp_index, std::span<const float> peer_state);
@@ -78,21 +86,32 @@ class StageState {
   const StageLayout& layout() const { return layout_; }
 
  private:
+  // Where this rank keeps the reduced gradient of each piece of `ranges`, in position order: a
+  // span of the storage, or an empty span of `size` positions it keeps none of.
+  struct Piece {
+    std::span<float> where;
+    int64_t size = 0;
+  };
+  std::vector<Piece> reduced_pieces(const std::vector<Range>& ranges);
   void finish_init();
   // Optimizer-range positions that are not persistent (the persistent ones step separately).
   std::vector<Range> sharded_ranges() const;
-  float grad_at(int64_t pos) const;
+  // The gradients the optimizer reads for optimizer_range(): the reduced shard or the local buffer.
+  std::span<float> optimizer_grads();
   void step_persistent(const AdamWConfig& cfg, int64_t step, float clip_scale);
-  void step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, std::span<float> params_base,
-                   std::span<const float> grads_base);
+  void step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, StateMemory& where,
+                   std::span<float> params_base, std::span<const float> grads_base);
 
   const StageLayout& layout_;
   bool offload_ = false;
   MemoryTracker& memory_;
-  std::vector<float> params_, grads_, shard_grads_;
-  std::vector<float> m_, v_;
-  std::vector<float> persistent_grads_, persistent_m_, persistent_v_;
-  std::vector<float> host_params_, host_grads_;
+  std::unique_ptr<StateMemory> own_storage_;  // when the caller gave none
+  StateMemory& mem_;
+  HostMemory host_;  // the optimizer offload's buffers
+  std::span<float> params_, grads_, shard_grads_;
+  std::span<float> m_, v_;  // in host_ with optimizer offload
+  std::span<float> persistent_grads_, persistent_m_, persistent_v_;
+  std::span<float> host_params_, host_grads_;
 };
 
 }  // namespace stagecraft::executor

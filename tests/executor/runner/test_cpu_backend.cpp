@@ -1,5 +1,6 @@
 // CpuBackend (executor/cpu_backend.hpp), the Backend the Program interpreter runs on: its element
-// moves, and its units against Layer<float> called directly on the same parameters.
+// moves, and its units against Layer<float> called directly on the same parameters; and StageState
+// keeping every buffer in the StateMemory it is given (what lets a device backend reuse it).
 #include "executor/cpu_backend.hpp"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include "core/program/units.hpp"
 #include "executor/data/corpus.hpp"
 #include "executor/errors.hpp"
+#include "executor/zero/ranges.hpp"
+#include "executor/zero/stage_state.hpp"
 #include "plans.hpp"
 #include "support.hpp"
 
@@ -85,6 +88,65 @@ TEST(CpuBackend, UnitsEqualTheLayersCalledDirectly) {
   EXPECT_EQ(grads, ref_grads);
   f.backend.clear_slot(slot);
   EXPECT_EQ(f.backend.cache_bytes(), 0);
+}
+
+// A StateMemory that records what it allocated and forwards to host memory.
+class RecordingMemory final : public StateMemory {
+ public:
+  std::span<float> allocate(int64_t elems) override {
+    std::span<float> s = host_.allocate(elems);
+    blocks.push_back(s);
+    return s;
+  }
+  void fill(std::span<float> d, float v) override { host_.fill(d, v); }
+  void copy(std::span<float> d, std::span<const float> s) override { host_.copy(d, s); }
+  void adamw(const AdamWConfig& c, int64_t step, const AdamWShard& sh, std::span<const Range> dec, float g) override {
+    ++adamw_calls;
+    host_.adamw(c, step, sh, dec, g);
+  }
+  void add_sum_sq(std::span<const float> v, double& sum) override { host_.add_sum_sq(v, sum); }
+  void download(std::span<const float> s, std::span<float> h) override { host_.download(s, h); }
+  void upload(std::span<const float> h, std::span<float> d) override { host_.upload(h, d); }
+  bool holds(std::span<const float> s) const {
+    for (std::span<float> b : blocks) {
+      if (s.data() >= b.data() && s.data() + s.size() <= b.data() + b.size()) return true;
+    }
+    return false;
+  }
+  std::vector<std::span<float>> blocks;
+  int adamw_calls = 0;
+
+ private:
+  HostMemory host_;
+};
+
+// ZeRO-3 over dp 2 with persistent tensors: params, grads, the reduced shard and the persistent
+// gradients are the given storage's, the MemoryTracker counts what it allocated (params only the
+// kept shard and persistent positions), and the optimizer steps through it.
+TEST(StageState, KeepsEveryBufferInTheGivenStorage) {
+  // persistence 100 elements: the norms and biases stay whole on every rank
+  const program::Program prog = program::lower(test::tiny_model(), test::tiny_training(),
+                                               test::make_plan({.dp = 2, .micro_batches = 4, .zero = 3, .persistence = 100}));
+  const StageLayout layout(prog, 0, 1, 0);
+  ASSERT_GT(layout.persistent_elems(), 0);
+  MemoryTracker tracker;
+  RecordingMemory mem;
+  StageState state(layout, false, tracker, false, &mem);
+  state.init_params(5);
+  for (std::span<const float> s : {std::span<const float>(state.params()), std::span<const float>(state.grads()),
+                                   std::span<const float>(state.shard_grads()), std::span<const float>(state.persistent_grads())}) {
+    EXPECT_TRUE(mem.holds(s));
+  }
+  int64_t allocated = 0;
+  for (std::span<float> b : mem.blocks) allocated += static_cast<int64_t>(b.size());
+  // params N + grads N + shard S + m, v over S + persistent grads, m, v (P each)
+  const int64_t n = layout.padded_elems(), sh = layout.shard_elems(), p = layout.persistent_elems();
+  EXPECT_EQ(allocated, 2 * n + 3 * sh + 3 * p);
+  EXPECT_EQ(tracker.bytes(MemoryKind::kGrads), 4 * (n + sh + p));
+  EXPECT_EQ(tracker.bytes(MemoryKind::kOptimizer), 4 * (2 * sh + 2 * p));
+  state.optimizer_step({}, 1, 1.0f);
+  EXPECT_EQ(mem.adamw_calls, static_cast<int>(subtract(layout.optimizer_range(), layout.persistent()).size() +
+                                              layout.persistent().size()));
 }
 
 }  // namespace
