@@ -1,0 +1,95 @@
+#include "executor/cuda/kernels/optimizer.hpp"
+
+#include "executor/cuda/check.hpp"
+
+namespace stagecraft::executor::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
+}
+
+// The host's expression tree, operation by operation (C++ evaluates a * b * c as (a * b) * c):
+//   g = grad * scale;  m = b1 * m + (1 - b1) * g;  v = b2 * v + ((1 - b2) * g) * g;
+//   p = p - (lr * (m * c1)) / (sqrt(v * c2) + eps)
+__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ grad, float* __restrict__ m,
+                             float* __restrict__ v, int64_t n, AdamWScalars s) {
+  const float one_b1 = __fsub_rn(1.0f, s.b1), one_b2 = __fsub_rn(1.0f, s.b2);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = __fmul_rn(grad[i], s.grad_scale);
+    const float mi = __fadd_rn(__fmul_rn(s.b1, m[i]), __fmul_rn(one_b1, g));
+    const float vi = __fadd_rn(__fmul_rn(s.b2, v[i]), __fmul_rn(__fmul_rn(one_b2, g), g));
+    m[i] = mi;
+    v[i] = vi;
+    const float step = __fdiv_rn(__fmul_rn(s.lr, __fmul_rn(mi, s.c1)), __fadd_rn(__fsqrt_rn(__fmul_rn(vi, s.c2)), s.eps));
+    p[i] = __fsub_rn(p[i], step);
+  }
+}
+
+__global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    x[i] = __fmul_rn(x[i], factor);
+  }
+}
+
+// Pass 1: block b sums squares of elements b, b + B, ... per thread, then a fixed tree in shared
+// memory; pass 2: one block sums the B partials the same way.
+__global__ void sum_sq_partial(const float* __restrict__ x, int64_t n, double* __restrict__ partials) {
+  __shared__ double acc[kThreads];
+  double t = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double d = x[i];
+    t = __dadd_rn(t, __dmul_rn(d, d));
+  }
+  acc[threadIdx.x] = t;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) acc[threadIdx.x] = __dadd_rn(acc[threadIdx.x], acc[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc[0];
+}
+
+__global__ void sum_partials(const double* __restrict__ partials, int count, double* __restrict__ out) {
+  __shared__ double acc[kThreads];
+  double t = 0;
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += kThreads) t = __dadd_rn(t, partials[i]);
+  acc[threadIdx.x] = t;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) acc[threadIdx.x] = __dadd_rn(acc[threadIdx.x], acc[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = acc[0];
+}
+
+}  // namespace
+
+void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, const AdamWScalars& s,
+                  cudaStream_t stream) {
+  if (n <= 0) return;
+  adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, s);
+  STAGECRAFT_CUDA_CHECK(cudaGetLastError());
+}
+
+void scale(float* values, float factor, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(values, factor, n);
+  STAGECRAFT_CUDA_CHECK(cudaGetLastError());
+}
+
+void sum_sq(const float* values, int64_t n, double* partials, double* out, cudaStream_t stream) {
+  sum_sq_partial<<<kSumSqBlocks, kThreads, 0, stream>>>(values, n, partials);
+  STAGECRAFT_CUDA_CHECK(cudaGetLastError());
+  sum_partials<<<1, kThreads, 0, stream>>>(partials, kSumSqBlocks, out);
+  STAGECRAFT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace stagecraft::executor::cuda

@@ -1,0 +1,95 @@
+#include "executor/cuda/state_memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels/elementwise.hpp"
+#include "executor/cuda/kernels/optimizer.hpp"
+
+namespace stagecraft::executor::cuda {
+
+namespace {
+
+void same_size(const char* what, std::size_t a, std::size_t b) {
+  if (a != b) throw ExecutorError(std::string("DeviceMemory::") + what + ": " + std::to_string(b) + " elements into " + std::to_string(a));
+}
+
+}  // namespace
+
+DeviceMemory::DeviceMemory(cudaStream_t stream) : stream_(stream) {
+  STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_), (kSumSqBlocks + 1) * sizeof(double)));
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (scratch_) cudaFree(scratch_);
+}
+
+std::span<float> DeviceMemory::allocate(int64_t elems) {
+  blocks_.emplace_back(elems);
+  return blocks_.back().view();
+}
+
+void DeviceMemory::fill(std::span<float> dst, float value) {
+  cuda::fill(dst.data(), value, static_cast<int64_t>(dst.size()), stream_);
+}
+
+void DeviceMemory::copy(std::span<float> dst, std::span<const float> src) {
+  same_size("copy", dst.size(), src.size());
+  if (dst.empty()) return;
+  STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.size() * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+}
+
+// adamw_step's arithmetic (model/adamw.cpp): decay on the decayed positions first, then the update.
+void DeviceMemory::adamw(const AdamWConfig& cfg, int64_t step, const AdamWShard& shard, std::span<const Range> decayed,
+                         float grad_scale) {
+  const std::size_t n = shard.params.size();
+  if (shard.grads.size() != n || shard.m.size() != n || shard.v.size() != n) {
+    throw ExecutorError("DeviceMemory::adamw: shard at offset " + std::to_string(shard.offset) + " has mismatched spans");
+  }
+  if (step < 1) throw ExecutorError("DeviceMemory::adamw: step must be >= 1, got " + std::to_string(step));
+  if (cfg.weight_decay != 0.0) {
+    const float factor = static_cast<float>(1.0 - cfg.lr * cfg.weight_decay);
+    const int64_t lo = shard.offset, hi = shard.offset + static_cast<int64_t>(n);
+    for (const Range& r : decayed) {
+      const int64_t b = std::max(lo, r.begin), e = std::min(hi, r.end);
+      if (e > b) scale(shard.params.data() + (b - lo), factor, e - b, stream_);
+    }
+  }
+  const double t = static_cast<double>(step);
+  AdamWScalars s{};
+  s.b1 = static_cast<float>(cfg.beta1);
+  s.b2 = static_cast<float>(cfg.beta2);
+  s.c1 = static_cast<float>(1.0 / (1.0 - std::pow(cfg.beta1, t)));
+  s.c2 = static_cast<float>(1.0 / (1.0 - std::pow(cfg.beta2, t)));
+  s.lr = static_cast<float>(cfg.lr);
+  s.eps = static_cast<float>(cfg.eps);
+  s.grad_scale = grad_scale;
+  adamw_update(shard.params.data(), shard.grads.data(), shard.m.data(), shard.v.data(), static_cast<int64_t>(n), s, stream_);
+}
+
+void DeviceMemory::add_sum_sq(std::span<const float> values, double& sum) {
+  if (values.empty()) return;
+  cuda::sum_sq(values.data(), static_cast<int64_t>(values.size()), scratch_, scratch_ + kSumSqBlocks, stream_);
+  double part = 0;
+  STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(&part, scratch_ + kSumSqBlocks, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  sum += part;
+}
+
+void DeviceMemory::download(std::span<const float> src, std::span<float> host) {
+  same_size("download", host.size(), src.size());
+  if (src.empty()) return;
+  STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(host.data(), src.data(), src.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void DeviceMemory::upload(std::span<const float> host, std::span<float> dst) {
+  same_size("upload", dst.size(), host.size());
+  if (host.empty()) return;
+  STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffer may go away after this returns
+}
+
+}  // namespace stagecraft::executor::cuda
