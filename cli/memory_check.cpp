@@ -11,12 +11,22 @@
 
 namespace stagecraft::cli {
 
-std::string memory_shortfall(const program::Program& prog, const std::string& cluster, int64_t world,
-                             const std::string& advice) {
+namespace {
+spec::Cluster sized_cluster(const program::Program& prog, const std::string& cluster) {
   spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, cluster));
   c.nodes = std::max<int64_t>(c.nodes, (prog.placement.world() + c.gpus_per_node - 1) / c.gpus_per_node);
-  const sim::SimResult r = sim::simulate(prog, c);
-  const double per_rank = static_cast<double>(r.metrics.peak_memory_bytes);
+  return c;
+}
+}  // namespace
+
+double simulated_peak_bytes(const program::Program& prog, const std::string& cluster) {
+  return static_cast<double>(sim::simulate(prog, sized_cluster(prog, cluster)).metrics.peak_memory_bytes);
+}
+
+std::string memory_shortfall(const program::Program& prog, const std::string& cluster, int64_t world,
+                             const std::string& advice) {
+  const spec::Cluster c = sized_cluster(prog, cluster);
+  const double per_rank = static_cast<double>(sim::simulate(prog, c).metrics.peak_memory_bytes);
   const double available = host_available_bytes();
   const int64_t local = ranks_on_this_host(world);
   if (available < 0 || per_rank * static_cast<double>(local) <= available) return "";

@@ -12,6 +12,10 @@
 
 namespace stagecraft::cli {
 
+// The simulator's peak memory per rank for `prog` on `cluster` (its node count raised to hold the
+// plan), in bytes.
+double simulated_peak_bytes(const program::Program& prog, const std::string& cluster);
+
 // "" when the ranks of `prog` on this host fit in what it has available; else why not, ending
 // with `advice` (what to do instead).
 std::string memory_shortfall(const program::Program& prog, const std::string& cluster, int64_t world,

@@ -2,7 +2,7 @@
 //                  [--backend cpu|cuda] [--trace probe.json]: nccl-tests-style microbenchmarks
 // under mpirun (traces/probe.hpp). Rank 0 prints the table and writes the trace; every rank exits 1
 // when any element came out wrong. --backend cuda runs the GEMM and memory rows on the GPU
-// (cli/probe_compute.hpp), with sizes for a GPU unless --gemm / --stream are given.
+// (cli/cuda_link.hpp), with sizes for a GPU unless --gemm / --stream are given.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -12,7 +12,7 @@
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "cli/probe_comm.hpp"
-#include "cli/probe_compute.hpp"
+#include "cli/cuda_link.hpp"
 #include "core/spec/json_reader.hpp"
 #include "traces/probe.hpp"
 

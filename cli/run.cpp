@@ -21,6 +21,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "cli/cuda_link.hpp"
 #include "cli/memory_check.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
@@ -62,7 +63,7 @@ int64_t env_int(const char* name, int64_t fallback) {
 // Checks done identically on every rank before anything is allocated; the message or empty.
 std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p, int64_t world) {
   if (a.backend == "cuda") {
-    return "--backend cuda: the CUDA backend is not part of this build of stagecraft; use --backend cpu";
+    if (const std::string why = cuda_plan_unsupported(p); !why.empty()) return "--backend cuda: " + why;
   }
   if (const std::string why = executor::tp_unsupported(m, p); !why.empty()) {
     return (p.file.empty() ? std::string("the plan") : p.file) + ": " + why;
@@ -155,16 +156,24 @@ executor::Corpus corpus_of(const RunArgs& a, const program::Program& prog) {
 int run_training(const RunArgs& a, const World& world, const program::Program& prog, const executor::Corpus& corpus,
                  std::shared_ptr<executor::ParamSource> init) {
   std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
-  if (!a.skip_memory_check) {
+  executor::TrainOptions options = train_options(a, prog, world.rank(), std::move(init));
+  if (a.backend == "cuda") {
+    // the GPU's free memory against the simulator's model of this Program, before any allocation
+    const double needed = a.skip_memory_check ? 0.0 : simulated_peak_bytes(prog, a.cluster);
+    const std::string why = use_cuda_backend(prog, needed, options.runner);
+    if (!why.empty()) {
+      std::cerr << "stagecraft: error: --backend cuda: " << why << std::endl;
+      return kBadInput;
+    }
+  } else if (!a.skip_memory_check) {
     const std::string why = memory_shortfall(prog, a.cluster, world.size(),
                                              "use a smaller model or batch, more ranks (ZeRO, pp), or --skip-memory-check");
     if (!memory_fits_everywhere(*comm, why)) return kImpossible;
   }
-  executor::TrainOptions options = train_options(a, prog, world.rank(), std::move(init));
   if (world.rank() == 0) {
     std::ostream& log = a.json ? std::cerr : std::cout;
     log << "stagecraft run: " << prog.model.name << ", " << spec::summary(prog.plan) << ", " << world.size()
-        << " rank(s), CPU executor (" << spec::to_string(prog.training.dtype) << ")"
+        << " rank(s), " << (a.backend == "cuda" ? "CUDA" : "CPU") << " executor (" << spec::to_string(prog.training.dtype) << ")"
         << (a.init_from.empty() ? "" : ", parameters from " + a.init_from) << "\n";
   }
   executor::TrainReport r;

@@ -45,6 +45,12 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
   return comm.rank();
 }
 
+std::unique_ptr<Backend> make_backend(const BackendFactory& factory, const StageLayout& layout, bool offload,
+                                      MemoryTracker& memory, bool forward_only, int64_t slots) {
+  if (factory) return factory(layout, offload, memory, forward_only, slots);
+  return std::make_unique<CpuBackend>(layout, offload, memory, forward_only, slots);
+}
+
 }  // namespace
 
 void fault_kill(int64_t rank, const std::string& where) {
@@ -89,8 +95,8 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       rank_(checked_rank(prog, comm, corpus)),
       tracer_(options.trace),
       layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_), prog.placement.tp_index_of(rank_)),
-      backend_(std::make_unique<CpuBackend>(layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_,
-                                            prog.forward_only, prog.plan.virtual_stages * prog.plan.micro_batches)) {
+      backend_(make_backend(options_.make_backend, layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_,
+                            prog.forward_only, prog.plan.virtual_stages * prog.plan.micro_batches)) {
   tracer_.start(comm_);
   memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);
   if (options_.init_from) {

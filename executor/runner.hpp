@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ enum class FaultKind {
 // first, so that a test can time what follows, then sends this process SIGKILL.
 [[noreturn]] void fault_kill(int64_t rank, const std::string& where);
 
+// Makes the backend a rank runs on (layout, optimizer offload, memory tracker, forward-only,
+// micro-batch slots); unset: the CPU backend. The command line sets it for --backend cuda.
+using BackendFactory =
+    std::function<std::unique_ptr<Backend>(const StageLayout&, bool offload, MemoryTracker&, bool forward_only, int64_t slots)>;
+
 struct RunnerOptions {
   AdamWConfig adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
   double max_grad_norm = 1.0;
@@ -82,6 +88,7 @@ struct RunnerOptions {
   FaultKind fault_kind = FaultKind::kThrow;
   // A step in which nothing progresses for this long throws ExecutorError naming what waits.
   double stall_timeout_s = 300;
+  BackendFactory make_backend;
 };
 
 struct StepStats {

@@ -15,6 +15,8 @@ DeviceBuffer::DeviceBuffer(int64_t elems) : size_(elems) {
   const std::size_t bytes = static_cast<std::size_t>(elems) * sizeof(float);
   STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes));
   STAGECRAFT_CUDA_CHECK(cudaMemset(data_, 0, bytes));
+  // done before work on any stream (non-blocking ones included) may use the buffer
+  STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 DeviceBuffer::~DeviceBuffer() {

@@ -57,4 +57,10 @@ std::string describe(const DeviceInfo& d) {
          std::to_string(d.cublaslt_version);
 }
 
+int64_t free_bytes() {
+  std::size_t free = 0, total = 0;
+  STAGECRAFT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(free);
+}
+
 }  // namespace stagecraft::executor::cuda

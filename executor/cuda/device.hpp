@@ -30,5 +30,7 @@ struct DeviceInfo {
 // there is no such device.
 DeviceInfo device_info(int ordinal = 0);
 std::string describe(const DeviceInfo& d);
+// Free bytes on the current device now (cudaMemGetInfo).
+int64_t free_bytes();
 
 }  // namespace stagecraft::executor::cuda

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/spec/model.hpp"
+#include "executor/model/host_kernels.hpp"
 #include "executor/model/params.hpp"
 
 namespace stagecraft::executor {
@@ -57,9 +58,12 @@ enum class CacheMode {
 };
 
 // What one unit's forward leaves for its backward, per micro-batch (the caller keeps one per
-// in-flight micro-batch). Buffers unused by a unit kind stay empty.
-template <typename Scalar>
-struct UnitCache {
+// in-flight micro-batch). Buffers unused by a unit kind stay empty. They are the kernel set K's
+// vectors: host memory for HostKernels, a device's for a device kernel set.
+template <typename Scalar, typename K>
+struct UnitCacheT {
+  template <typename T>
+  using Vec = typename K::template Vec<T>;
   Dims dims;
   bool full = false;             // intermediates present; otherwise backward recomputes them
   bool input_grad_done = false;  // backward_input ran, backward_weight may run
@@ -67,26 +71,37 @@ struct UnitCache {
   bool norm_grad_pending = false;   // tp > 1: backward_weight ran before d_a was complete
   int64_t norm_row0 = 0;            // sequence parallelism: the rows [norm_row0, + d_a rows) the norm's
                                     // backward covers (its shard); all rows otherwise
-  std::vector<int32_t> tokens;   // embedding: inputs; head: targets [N]
-  std::vector<Scalar> input;     // the unit input x [N, C] (kInputOnly)
-  std::vector<Scalar> xhat;      // normalised input [N, C]
-  std::vector<Scalar> rstd;      // 1 / std (or 1 / rms) per row [N]
-  std::vector<Scalar> a;         // norm output, the first linear's input [N, C]
-  std::vector<Scalar> qkv;       // attention: q | k | v after RoPE [N, C + 2KV]
-  std::vector<Scalar> probs;     // attention: softmax [B, H, T, T]; head: softmax [N, V]
-  std::vector<Scalar> mid;       // attention: head outputs [N, C]; MLP: activation output [N, F]
-  std::vector<Scalar> pre;       // MLP: gelu input, or swiglu gate [N, F]
-  std::vector<Scalar> pre2;      // MLP swiglu: up [N, F]
+  Vec<int32_t> tokens;   // embedding: inputs; head: targets [N]
+  Vec<Scalar> input;     // the unit input x [N, C] (kInputOnly)
+  Vec<Scalar> xhat;      // normalised input [N, C]
+  Vec<Scalar> rstd;      // 1 / std (or 1 / rms) per row [N]
+  Vec<Scalar> a;         // norm output, the first linear's input [N, C]
+  Vec<Scalar> qkv;       // attention: q | k | v after RoPE [N, C + 2KV]
+  Vec<Scalar> probs;     // attention: softmax [B, H, T, T]; head: softmax [N, V]
+  Vec<Scalar> mid;       // attention: head outputs [N, C]; MLP: activation output [N, F]
+  Vec<Scalar> pre;       // MLP: gelu input, or swiglu gate [N, F]
+  Vec<Scalar> pre2;      // MLP swiglu: up [N, F]
   // Written by backward_input, read by backward_weight:
-  std::vector<Scalar> d_out;     // dL/d(last linear output): the unit's dy [N, C]; head: dlogits [N, V]
-  std::vector<Scalar> d_pre;     // attention: dL/d(qkv before RoPE) [N, C + 2KV]; MLP: dL/d(pre) [N, F]
-  std::vector<Scalar> d_pre2;    // MLP swiglu: dL/d(up) [N, F]
-  std::vector<Scalar> d_a;       // dL/d(norm output) [N, C]
-  std::vector<Scalar> lse;       // tp > 1 head: log of the sum of exp(logits) over the whole vocabulary [N]
+  Vec<Scalar> d_out;     // dL/d(last linear output): the unit's dy [N, C]; head: dlogits [N, V]
+  Vec<Scalar> d_pre;     // attention: dL/d(qkv before RoPE) [N, C + 2KV]; MLP: dL/d(pre) [N, F]
+  Vec<Scalar> d_pre2;    // MLP swiglu: dL/d(up) [N, F]
+  Vec<Scalar> d_a;       // dL/d(norm output) [N, C]
+  Vec<Scalar> lse;       // tp > 1 head: log of the sum of exp(logits) over the whole vocabulary [N]
 
   void release_intermediates();  // keeps tokens and input only
   void clear();                  // releases everything
+  // Every buffer's elements, for memory accounting.
+  template <typename F>
+  void for_each_buffer(F f) const {
+    f(tokens);
+    for (const Vec<Scalar>* v : {&input, &xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse}) {
+      f(*v);
+    }
+  }
 };
+
+template <typename Scalar>
+using UnitCache = UnitCacheT<Scalar, HostKernels>;
 
 // Offsets of one unit's tensors inside the layout's flat buffer (-1 when absent).
 struct LinearSlot {
@@ -117,13 +132,17 @@ template <typename Scalar>
 void vocab_parallel_rescale(std::span<const Scalar> local_stats, std::span<const Scalar> global_max,
                             std::span<Scalar> out);
 
-template <typename Scalar>
-class Layer {
+// One unit over the kernel set K (host_kernels.hpp; a device's in executor/cuda). Spans are K's
+// memory; TokenBatch ids are host memory, which K copies where it computes.
+template <typename Scalar, typename K>
+class LayerT {
  public:
+  using Cache = UnitCacheT<Scalar, K>;
   // The unit `unit` of `layout` (which must hold it). `params` and `grads` below are whole flat
   // buffers of that layout (layout.size() elements). A tied head uses the layout's one wte, so
-  // when unit 0 is in the same layout its gradient receives both contributions.
-  Layer(const ParamLayout& layout, int64_t unit);
+  // when unit 0 is in the same layout its gradient receives both contributions. `kernels` must
+  // outlive the layer.
+  LayerT(const ParamLayout& layout, int64_t unit, K& kernels);
 
   UnitKind kind() const { return kind_; }
   int64_t unit() const { return unit_; }
@@ -135,20 +154,20 @@ class Layer {
 
   // y = unit(x). The head writes the mean loss to y[0].
   void forward(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
-               std::span<Scalar> y, UnitCache<Scalar>& cache, CacheMode mode = CacheMode::kFull) const;
+               std::span<Scalar> y, Cache& cache, CacheMode mode = CacheMode::kFull) const;
   // Re-runs forward from the cached input so the cache holds every intermediate again.
-  void recompute(std::span<const Scalar> params, UnitCache<Scalar>& cache) const;
+  void recompute(std::span<const Scalar> params, Cache& cache) const;
 
   // dx = dL/dx from dy = dL/dy (head: dy = {dL/dloss}); the embedding takes an empty dx. Adds
   // the parameter gradients to `grads`. Equals backward_input followed by backward_weight.
   void backward(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> dx,
-                std::span<Scalar> grads, UnitCache<Scalar>& cache) const;
+                std::span<Scalar> grads, Cache& cache) const;
   // Zero-bubble split: the input gradient now, keeping in `cache` what the weight gradient needs.
   void backward_input(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> dx,
-                      UnitCache<Scalar>& cache) const;
+                      Cache& cache) const;
   // Adds the parameter gradients; needs a cache on which backward_input ran. With tp > 1, before
   // finish_input_grad, the norm's weight gradient waits for it.
-  void backward_weight(std::span<Scalar> grads, UnitCache<Scalar>& cache) const;
+  void backward_weight(std::span<Scalar> grads, Cache& cache) const;
 
   // tp > 1 (reduces_input_grad): `d_a` is backward_input's output summed over the tp ranks; writes
   // dx = dL/dx and, if backward_weight already ran, the norm's weight gradient. Returns true when
@@ -156,15 +175,16 @@ class Layer {
   // is rows [row0, row0 + R) of the sum (a reduce-scatter's piece), dx those rows of dL/dx, and the
   // norm's weight gradient that of those rows only (summed over tp once per step).
   bool finish_input_grad(std::span<const Scalar> params, std::span<const Scalar> d_a, std::span<Scalar> dx,
-                         std::span<Scalar> grads, UnitCache<Scalar>& cache, int64_t row0 = 0) const;
+                         std::span<Scalar> grads, Cache& cache, int64_t row0 = 0) const;
   // tp > 1 head: the loss (mean over rows) from the all-reduced [max | sum of exp | target logit]
   // (3N); keeps log(sum exp) per row for backward.
-  Scalar finish_loss(std::span<const Scalar> reduced, UnitCache<Scalar>& cache) const;
+  Scalar finish_loss(std::span<const Scalar> reduced, Cache& cache) const;
 
  private:
   void check_buffer(const char* what, std::size_t got, int64_t want) const;
   void check_tokens(std::span<const int32_t> ids, const char* what, int64_t rows) const;
 
+  K* k_;
   spec::Model model_;
   int64_t layout_size_ = 0;
   int64_t unit_ = 0;
@@ -172,9 +192,17 @@ class Layer {
   UnitSlots slots_;
 };
 
-extern template class Layer<float>;
-extern template class Layer<double>;
-extern template struct UnitCache<float>;
-extern template struct UnitCache<double>;
+// The host oracle: LayerT over the host kernels (stateless, one shared set).
+HostKernels& host_kernels();
+template <typename Scalar>
+class Layer : public LayerT<Scalar, HostKernels> {
+ public:
+  Layer(const ParamLayout& layout, int64_t unit) : LayerT<Scalar, HostKernels>(layout, unit, host_kernels()) {}
+};
+
+extern template class LayerT<float, HostKernels>;
+extern template class LayerT<double, HostKernels>;
+extern template struct UnitCacheT<float, HostKernels>;
+extern template struct UnitCacheT<double, HostKernels>;
 
 }  // namespace stagecraft::executor

@@ -1,6 +1,8 @@
 #include <cuda_runtime_api.h>
 
-#include "cli/probe_compute.hpp"
+#include "cli/cuda_link.hpp"
+#include "cli/common.hpp"
+#include "executor/cuda/backend.hpp"
 #include "executor/cuda/buffers.hpp"
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/device.hpp"
@@ -101,6 +103,22 @@ class CudaCompute final : public traces::ProbeCompute {
 std::unique_ptr<traces::ProbeCompute> make_cuda_probe_compute(std::string& why) {
   if (!cu::available(&why)) return nullptr;
   return std::make_unique<CudaCompute>(cu::device_info(0));
+}
+
+std::string cuda_plan_unsupported(const spec::Plan& plan) { return cu::plan_unsupported(plan); }
+
+std::string use_cuda_backend(const program::Program& prog, double needed_bytes, executor::RunnerOptions& o) {
+  if (std::string why = cu::cuda_unsupported(prog); !why.empty()) return why;
+  const double free = static_cast<double>(cu::free_bytes());
+  if (needed_bytes > free) {
+    return "this run needs about " + short_bytes(needed_bytes) + " on the GPU (the simulator's memory model of this plan), and " +
+           cu::device_info(0).name + " has " + short_bytes(free) + " free; use a smaller model, micro-batch or recompute";
+  }
+  o.make_backend = [](const executor::StageLayout& layout, bool offload, executor::MemoryTracker& memory, bool forward_only,
+                      int64_t slots) -> std::unique_ptr<executor::Backend> {
+    return std::make_unique<cu::CudaBackend>(layout, offload, memory, forward_only, slots);
+  };
+  return "";
 }
 
 }  // namespace stagecraft::cli
