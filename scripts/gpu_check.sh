@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The check a GPU machine runs, in one call (binaries from scripts/gpu_build.sh in gpu-bin/):
 #   1. the machine: driver, GPU, clocks, library versions (env.txt);
-#   2. the gpu-labelled tests, every device kernel against the CPU backend (tests.txt, gtest.json);
+#   2. the gpu-labelled tests, every device kernel against the CPU backend (tests.txt);
 #   3. stagecraft probe --backend cuda: a bf16 cuBLASLt GEMM sweep up to 8192^3 and memory passes
 #      past the L2, checked element by element, written as a trace (probe-gpu.json);
-#   4. stagecraft calibrate on that trace against configs/clusters/h200-1.json: the fitted GEMM
-#      efficiency and memory rate, as a calibrated profile (h200-1-calibrated.json).
-# Everything lands in $OUT (or ./gpu-out); summary.txt ends with one table. Each step has its own
-# timeout; the whole is meant to take under 3 minutes.
+#   4. training on the GPU: GPT-2 124M, one rank, fp32 (run --backend cuda, plan one-gpu), traced
+#      (run-124m.json), and the same Program simulated on h200-1 and compared with it;
+#   5. stagecraft calibrate on the probe and the run against configs/clusters/h200-1.json (the
+#      fitted GEMM efficiency and memory rate: h200-1-calibrated.json and its report), then
+#      simulate and compare again on the calibrated profile.
+# Everything lands in $OUT (or ./gpu-out): 7 files at most; summary.txt holds every table. Each
+# step has its own timeout; the whole is meant to take under 4 minutes.
 #   bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,21 +39,42 @@ if grep -q "=> not found" "$O/env.txt"; then say "missing libraries:"; grep "=> 
 export STAGECRAFT_CONFIG_DIR=$PWD/configs
 
 # 2. The device tests (run directly: CTest files name this machine's build paths).
-NVIDIA_TF32_OVERRIDE=0 timeout 180 "$B/stagecraft_cuda_tests" --gtest_output=json:"$O/gtest.json" > "$O/tests.txt" 2>&1
+NVIDIA_TF32_OVERRIDE=0 timeout 180 "$B/stagecraft_cuda_tests" > "$O/tests.txt" 2>&1
 rc=$?
 say "gpu tests: rc=$rc; $(grep -E '^\[  (PASSED|SKIPPED|FAILED)  ?\] [0-9]+ test' "$O/tests.txt" | tr '\n' ' ')"
 grep -A3 "Failure\|^\[  FAILED" "$O/tests.txt" | head -40 >> "$O/summary.txt"
 grep "^device 0:" "$O/tests.txt" | head -1 | tee -a "$O/summary.txt"
 
 # 3. The probe (one rank: collectives trivial, kept short).
-timeout 240 "$B/stagecraft" probe --backend cuda -e 1MiB -f 32 -n 20 -w 3 --trace "$O/probe-gpu.json" > "$O/probe.txt" 2>&1
+T=$(mktemp -d)
+timeout 240 "$B/stagecraft" probe --backend cuda -e 1MiB -f 32 -n 20 -w 3 --trace "$O/probe-gpu.json" > "$T/probe.txt" 2>&1
 say "probe: rc=$?"
-cat "$O/probe.txt" >> "$O/summary.txt"
+cat "$T/probe.txt" >> "$O/summary.txt"
 
-# 4. Calibrate the H200 profile on the probe.
-if [ -s "$O/probe-gpu.json" ]; then
-  timeout 60 "$B/stagecraft" calibrate "$O/probe-gpu.json" --cluster h200-1 -o "$O/h200-1-calibrated.json" > "$O/calibrate.txt" 2>&1
-  say "calibrate: rc=$?"
-  cat "$O/calibrate.txt" >> "$O/summary.txt"
+# 4. Training on the GPU, and the simulator on the same Program.
+run_args=(--model gpt2-124m --training tiny-cpu --plan one-gpu)
+timeout 240 "$B/stagecraft" run --backend cuda "${run_args[@]}" --steps 20 --cluster h200-1 --trace "$O/run-124m.json" \
+  > "$T/run.txt" 2>&1
+say "run gpt2-124m on the GPU: rc=$?"
+cat "$T/run.txt" >> "$O/summary.txt"
+if [ -s "$O/run-124m.json" ]; then
+  timeout 60 "$B/stagecraft" simulate "${run_args[@]}" --cluster h200-1 --trace "$T/sim-124m.json" >> "$O/summary.txt" 2>&1
+  timeout 60 "$B/stagecraft" compare "$T/sim-124m.json" "$O/run-124m.json" >> "$O/summary.txt" 2>&1
+  say "simulate + compare on h200-1: rc=$?"
 fi
+
+# 5. Calibrate h200-1 on the probe and the run, then simulate and compare again.
+traces=()
+for f in "$O/probe-gpu.json" "$O/run-124m.json"; do [ -s "$f" ] && traces+=("$f"); done
+if [ ${#traces[@]} -gt 0 ]; then
+  timeout 60 "$B/stagecraft" calibrate "${traces[@]}" --cluster h200-1 -o "$O/h200-1-calibrated.json" >> "$O/summary.txt" 2>&1
+  say "calibrate: rc=$?"
+  if [ -s "$O/h200-1-calibrated.json" ] && [ -s "$O/run-124m.json" ]; then
+    timeout 60 "$B/stagecraft" simulate "${run_args[@]}" --cluster "$O/h200-1-calibrated.json" --trace "$T/sim-cal.json" \
+      >> "$O/summary.txt" 2>&1
+    timeout 60 "$B/stagecraft" compare "$T/sim-cal.json" "$O/run-124m.json" >> "$O/summary.txt" 2>&1
+    say "simulate + compare on the calibrated profile: rc=$?"
+  fi
+fi
+rm -rf "$T"
 say "done"
