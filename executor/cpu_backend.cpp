@@ -68,17 +68,6 @@ int64_t CpuBackend::cache_bytes() const {
   return bytes;
 }
 
-Buffer CpuBackend::pack_reduced_grads(const std::vector<Range>& ranges) {
-  Buffer out = alloc(total(ranges));
-  state_.pack_reduced_grads(ranges, out.view());
-  return out;
-}
-
-std::vector<float> CpuBackend::params_host() {
-  const std::span<const float> p = state_.params();
-  return {p.begin(), p.end()};
-}
-
 // ---- units --------------------------------------------------------------------------------------
 
 const Layer<float>& CpuBackend::layer(int32_t chunk, int32_t unit) const {

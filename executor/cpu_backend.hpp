@@ -5,14 +5,14 @@
 
 #include <vector>
 
-#include "executor/backend.hpp"
+#include "executor/state_backend.hpp"
 #include "executor/memory.hpp"
 #include "executor/zero/stage_layout.hpp"
 #include "executor/zero/stage_state.hpp"
 
 namespace stagecraft::executor {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public StateBackend {
  public:
   // `slots`: micro-batch slots (virtual stages x micro-batches) whose caches it keeps.
   CpuBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots);
@@ -23,31 +23,6 @@ class CpuBackend final : public Backend {
   void fill(std::span<float> dst, float value) override;
   float read(std::span<const float> src, int64_t index) override;
   int64_t cache_bytes() const override;
-
-  void init_params(uint64_t seed) override { state_.init_params(seed); }
-  void init_params(ParamSource& source) override { state_.init_params(source); }
-  std::span<float> params() override { return state_.params(); }
-  std::span<float> grads() override { return state_.grads(); }
-  std::span<float> shard_grads() override { return state_.shard_grads(); }
-  std::span<float> persistent_grads() override { return state_.persistent_grads(); }
-  void zero_grads() override { state_.zero_grads(); }
-  double owned_grad_norm_sq() override { return state_.owned_grad_norm_sq(); }
-  void optimizer_step(const AdamWConfig& cfg, int64_t step, float clip) override { state_.optimizer_step(cfg, step, clip); }
-  void copy_grads_to_host() override { state_.copy_grads_to_host(); }
-  void host_optimizer_step(const AdamWConfig& cfg, int64_t step, float clip) override {
-    state_.host_optimizer_step(cfg, step, clip);
-  }
-  void copy_params_from_host() override { state_.copy_params_from_host(); }
-  void release(Range r) override { state_.release(r); }
-  Buffer pack_reduced_grads(const std::vector<Range>& ranges) override;
-  void unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values) override {
-    state_.unpack_reduced_grads(ranges, values);
-  }
-  std::vector<float> owned_state() override { return state_.owned_state(); }
-  void load_owned_state(std::span<const float> state) override { state_.load_owned_state(state); }
-  void load_peer_shard(int64_t dp_index, std::span<const float> peer) override { state_.load_peer_shard(dp_index, peer); }
-  int64_t owned_state_elems() const override { return state_.owned_state_elems(); }
-  std::vector<float> params_host() override;
 
   Buffer forward(int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> x,
                  bool input_only) override;
@@ -61,9 +36,9 @@ class CpuBackend final : public Backend {
   bool slot_idle(int64_t slot) const override;
   void clear_slot(int64_t slot) override;
 
-  const StageState& state() const { return state_; }
-
  private:
+  StageState& state() override { return state_; }
+  const StageState& state() const override { return state_; }
   const Layer<float>& layer(int32_t chunk, int32_t unit) const;
   UnitCache<float>& cache(int32_t chunk, int32_t unit, int64_t slot);
 

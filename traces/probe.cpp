@@ -151,26 +151,13 @@ void Harness::align_clock(const std::vector<std::string>& hosts) {
 
 template <typename F>
 double Harness::timed(F&& body, trace::Event proto) {
-  for (int i = 0; i < o_.warmup; ++i) {
-    comm_.barrier();
-    body();
-  }
-  std::vector<double> times;
-  for (int i = 0; i < o_.iters; ++i) {
-    comm_.barrier();
-    const int64_t t0 = now_ns();
-    body();
-    const int64_t t1 = now_ns();
-    trace::Event e = proto;
-    e.rank = comm_.rank();
-    e.instr = next_id_++;
-    e.start_ns = t0;
-    e.end_ns = t1;
-    events_.push_back(e);
-    times.push_back(comm_.max(static_cast<double>(t1 - t0) * 1e-9));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return timed_by_itself(
+      [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        body();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      },
+      proto);
 }
 
 template <typename F>

@@ -102,20 +102,6 @@ int64_t CudaBackend::cache_bytes() const {
   return bytes;
 }
 
-Buffer CudaBackend::pack_reduced_grads(const std::vector<Range>& ranges) {
-  Buffer out = alloc(total(ranges));
-  state_->pack_reduced_grads(ranges, out.view());
-  sync();
-  return out;
-}
-
-std::vector<float> CudaBackend::params_host() {
-  const std::span<float> p = state_->params();
-  std::vector<float> out(p.size());
-  memory_->download(p, out);
-  return out;
-}
-
 const CudaBackend::Unit& CudaBackend::layer(int32_t chunk, int32_t unit) const {
   const std::vector<Unit>& units = layers_.at(at(chunk));
   return units.at(at(unit - units.front().unit()));

@@ -4,10 +4,10 @@
 // caches are device memory, all work is issued on one stream.
 //
 // Phase 1 semantics: every unit call and element move completes before it returns (the stream is
-// synchronised), so the interpreter's host clock times each instruction's device work, and a
-// receive or collective is never issued against unfinished data. The communication a plan needs
-// beyond one rank is refused by the runner (no device communicator yet), as is tensor
-// parallelism (the vocabulary-parallel head is host-only).
+// synchronised), so the interpreter's host clock times each instruction's device work; the model
+// state's updates run in order on the same stream, and reading it back waits for them. The
+// communication a plan needs beyond one rank is refused (no device communicator yet), as is
+// tensor parallelism (the vocabulary-parallel head is host-only).
 #pragma once
 
 #include <memory>
@@ -15,7 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "executor/backend.hpp"
+#include "executor/state_backend.hpp"
 #include "executor/cuda/device_kernels.hpp"
 #include "executor/cuda/state_memory.hpp"
 #include "executor/memory.hpp"
@@ -24,7 +24,7 @@
 
 namespace stagecraft::executor::cuda {
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public StateBackend {
  public:
   CudaBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots);
   ~CudaBackend() override;
@@ -35,31 +35,6 @@ class CudaBackend final : public Backend {
   void fill(std::span<float> dst, float value) override;
   float read(std::span<const float> src, int64_t index) override;
   int64_t cache_bytes() const override;
-
-  void init_params(uint64_t seed) override { state_->init_params(seed); }
-  void init_params(ParamSource& source) override { state_->init_params(source); }
-  std::span<float> params() override { return state_->params(); }
-  std::span<float> grads() override { return state_->grads(); }
-  std::span<float> shard_grads() override { return state_->shard_grads(); }
-  std::span<float> persistent_grads() override { return state_->persistent_grads(); }
-  void zero_grads() override { state_->zero_grads(); }
-  double owned_grad_norm_sq() override { return state_->owned_grad_norm_sq(); }
-  void optimizer_step(const AdamWConfig& cfg, int64_t step, float clip) override { state_->optimizer_step(cfg, step, clip); }
-  void copy_grads_to_host() override { state_->copy_grads_to_host(); }
-  void host_optimizer_step(const AdamWConfig& cfg, int64_t step, float clip) override {
-    state_->host_optimizer_step(cfg, step, clip);
-  }
-  void copy_params_from_host() override { state_->copy_params_from_host(); }
-  void release(Range r) override { state_->release(r); }
-  Buffer pack_reduced_grads(const std::vector<Range>& ranges) override;
-  void unpack_reduced_grads(const std::vector<Range>& ranges, std::span<const float> values) override {
-    state_->unpack_reduced_grads(ranges, values);
-  }
-  std::vector<float> owned_state() override { return state_->owned_state(); }
-  void load_owned_state(std::span<const float> s) override { state_->load_owned_state(s); }
-  void load_peer_shard(int64_t dp_index, std::span<const float> peer) override { state_->load_peer_shard(dp_index, peer); }
-  int64_t owned_state_elems() const override { return state_->owned_state_elems(); }
-  std::vector<float> params_host() override;
 
   Buffer forward(int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> x,
                  bool input_only) override;
@@ -75,6 +50,8 @@ class CudaBackend final : public Backend {
 
  private:
   using Unit = LayerT<float, DeviceKernels>;
+  StageState& state() override { return *state_; }
+  const StageState& state() const override { return *state_; }
   const Unit& layer(int32_t chunk, int32_t unit) const;
   Unit::Cache& cache(int32_t chunk, int32_t unit, int64_t slot);
   void sync();

@@ -2,24 +2,13 @@
 
 #include <math_constants.h>
 
-#include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels/launch.cuh"
 
 namespace stagecraft::executor::cuda::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;
 
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
-
-void launched() { STAGECRAFT_CUDA_CHECK(cudaGetLastError()); }
-
-#define GRID_STRIDE(i, n)                                                              \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // Block-wide sum of one value per thread (kThreads threads), fixed tree order; every thread gets it.
 template <typename T>
@@ -48,11 +37,11 @@ __device__ float block_max(float v, float* shared) {
 }
 
 __global__ void add_bias_rows_k(float* y, const float* b, int64_t n, int64_t cols) {
-  GRID_STRIDE(i, n * cols) { y[i] += b[i % cols]; }
+  STAGECRAFT_GRID_STRIDE(i, n * cols) { y[i] += b[i % cols]; }
 }
 
 __global__ void column_sums_k(const float* a, const float* b, float* out, int64_t n, int64_t cols) {
-  GRID_STRIDE(j, cols) {
+  STAGECRAFT_GRID_STRIDE(j, cols) {
     float acc = 0;
     for (int64_t r = 0; r < n; ++r) acc += b ? a[r * cols + j] * b[r * cols + j] : a[r * cols + j];
     out[j] += acc;
@@ -136,17 +125,17 @@ __device__ float act_grad(Act a, float x) {
 }
 
 __global__ void act_forward_k(Act a, const float* u, float* out, int64_t n) {
-  GRID_STRIDE(i, n) { out[i] = act_f(a, u[i]); }
+  STAGECRAFT_GRID_STRIDE(i, n) { out[i] = act_f(a, u[i]); }
 }
 __global__ void act_backward_k(Act a, const float* u, const float* dout, float* du, int64_t n) {
-  GRID_STRIDE(i, n) { du[i] = a == Act::kRelu ? (u[i] > 0.0f ? dout[i] : 0.0f) : dout[i] * act_grad(a, u[i]); }
+  STAGECRAFT_GRID_STRIDE(i, n) { du[i] = a == Act::kRelu ? (u[i] > 0.0f ? dout[i] : 0.0f) : dout[i] * act_grad(a, u[i]); }
 }
 __global__ void gated_forward_k(Act a, const float* gate, const float* up, float* out, int64_t n) {
-  GRID_STRIDE(i, n) { out[i] = act_f(a, gate[i]) * up[i]; }
+  STAGECRAFT_GRID_STRIDE(i, n) { out[i] = act_f(a, gate[i]) * up[i]; }
 }
 __global__ void gated_backward_k(Act a, const float* gate, const float* up, const float* dout, float* d_gate, float* d_up,
                                  int64_t n) {
-  GRID_STRIDE(i, n) {
+  STAGECRAFT_GRID_STRIDE(i, n) {
     const float g = gate[i], d = dout[i];
     d_gate[i] = d * up[i] * act_grad(a, g);
     d_up[i] = d * act_f(a, g);
@@ -157,7 +146,7 @@ __global__ void gated_backward_k(Act a, const float* gate, const float* up, cons
 __global__ void rope_k(float* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d,
                        bool inverse, double base) {
   const int64_t half = d / 2;
-  GRID_STRIDE(e, n * heads * half) {
+  STAGECRAFT_GRID_STRIDE(e, n * heads * half) {
     const int64_t i = e % half, h = (e / half) % heads, r = e / (half * heads);
     const double angle = static_cast<double>(r % seq) * pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
     const float c = static_cast<float>(cos(angle));
@@ -199,7 +188,7 @@ __global__ void softmax_backward_k(const float* p, float* dp, int64_t t, float s
 }
 
 __global__ void fill_k(float* x, float v, int64_t n) {
-  GRID_STRIDE(i, n) { x[i] = v; }
+  STAGECRAFT_GRID_STRIDE(i, n) { x[i] = v; }
 }
 
 __global__ void softmax_xent_k(float* logits, const int32_t* targets, double* loss, int64_t v) {
@@ -225,7 +214,7 @@ __global__ void softmax_xent_k(float* logits, const int32_t* targets, double* lo
 }
 
 __global__ void xent_backward_k(const float* probs, const int32_t* targets, float scale, float* d, int64_t n, int64_t v) {
-  GRID_STRIDE(i, n * v) {
+  STAGECRAFT_GRID_STRIDE(i, n * v) {
     const int64_t r = i / v, j = i % v;
     d[i] = probs[i] * scale - (j == targets[r] ? scale : 0.0f);
   }
@@ -241,7 +230,7 @@ __global__ void sum_doubles_k(const double* x, int64_t n, double* out) {
 
 __global__ void embedding_forward_k(const int32_t* tokens, const float* wte, const float* wpe, float* y, int64_t n,
                                     int64_t h, int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset) {
-  GRID_STRIDE(e, n * h) {
+  STAGECRAFT_GRID_STRIDE(e, n * h) {
     const int64_t r = e / h, j = e % h;
     const int64_t row = tokens[r] - vocab0;
     float v = row >= 0 && row < vocab ? wte[row * h + j] : 0.0f;
@@ -253,7 +242,7 @@ __global__ void embedding_forward_k(const int32_t* tokens, const float* wte, con
 // One thread per column: it alone writes that column of both tables, visiting rows in order.
 __global__ void embedding_backward_k(const int32_t* tokens, const float* dy, float* dwte, float* dwpe, int64_t n, int64_t h,
                                      int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset) {
-  GRID_STRIDE(j, h) {
+  STAGECRAFT_GRID_STRIDE(j, h) {
     for (int64_t r = 0; r < n; ++r) {
       const float d = dy[r * h + j];
       const int64_t row = tokens[r] - vocab0;
@@ -264,7 +253,7 @@ __global__ void embedding_backward_k(const int32_t* tokens, const float* dy, flo
 }
 
 __global__ void add_k(float* y, const float* x, int64_t n) {
-  GRID_STRIDE(i, n) { y[i] += x[i]; }
+  STAGECRAFT_GRID_STRIDE(i, n) { y[i] += x[i]; }
 }
 
 }  // namespace

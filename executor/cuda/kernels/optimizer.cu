@@ -1,17 +1,11 @@
 #include "executor/cuda/kernels/optimizer.hpp"
 
-#include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels/launch.cuh"
 
 namespace stagecraft::executor::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
 
 // The host's expression tree, operation by operation (C++ evaluates a * b * c as (a * b) * c):
 //   g = grad * scale;  m = b1 * m + (1 - b1) * g;  v = b2 * v + ((1 - b2) * g) * g;
@@ -19,8 +13,7 @@ unsigned blocks_for(int64_t n) {
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ grad, float* __restrict__ m,
                              float* __restrict__ v, int64_t n, AdamWScalars s) {
   const float one_b1 = __fsub_rn(1.0f, s.b1), one_b2 = __fsub_rn(1.0f, s.b2);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  STAGECRAFT_GRID_STRIDE(i, n) {
     const float g = __fmul_rn(grad[i], s.grad_scale);
     const float mi = __fadd_rn(__fmul_rn(s.b1, m[i]), __fmul_rn(one_b1, g));
     const float vi = __fadd_rn(__fmul_rn(s.b2, v[i]), __fmul_rn(__fmul_rn(one_b2, g), g));
@@ -32,8 +25,7 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ gr
 }
 
 __global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  STAGECRAFT_GRID_STRIDE(i, n) {
     x[i] = __fmul_rn(x[i], factor);
   }
 }
@@ -43,8 +35,7 @@ __global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
 __global__ void sum_sq_partial(const float* __restrict__ x, int64_t n, double* __restrict__ partials) {
   __shared__ double acc[kThreads];
   double t = 0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  STAGECRAFT_GRID_STRIDE(i, n) {
     const double d = x[i];
     t = __dadd_rn(t, __dmul_rn(d, d));
   }

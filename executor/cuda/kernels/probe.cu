@@ -2,24 +2,17 @@
 
 #include <cuda_bf16.h>
 
-#include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels/launch.cuh"
 
 namespace stagecraft::executor::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
 
 template <typename T>
 __global__ void operands_kernel(T* a, T* b, int64_t n) {
   const int64_t total = n * n;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  STAGECRAFT_GRID_STRIDE(e, total) {
     const int64_t i = e % n, j = e / n;  // column-major: element (i, j) at i + j n
     a[e] = static_cast<T>(static_cast<float>((i + 2 * j) % 7) - 3.0f);
     b[e] = static_cast<T>(static_cast<float>((2 * i + j) % 5) - 2.0f);
@@ -28,8 +21,7 @@ __global__ void operands_kernel(T* a, T* b, int64_t n) {
 
 __global__ void triad_kernel(float* __restrict__ a, const float* __restrict__ b, const float* __restrict__ c, float s,
                              int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  STAGECRAFT_GRID_STRIDE(i, n) {
     a[i] = b[i] + s * c[i];
   }
 }
