@@ -5,7 +5,8 @@
 #   3. stagecraft probe --backend cuda: a bf16 cuBLASLt GEMM sweep up to 8192^3 and memory passes
 #      past the L2, checked element by element, written as a trace (probe-gpu.json);
 #   4. training on the GPU: GPT-2 124M, one rank, fp32 (run --backend cuda, plan one-gpu), traced
-#      (run-124m.json), and the same Program simulated on h200-1 and compared with it;
+#      (run-124m.json), and the same Program simulated on h200-1 and compared with it; GPT-2
+#      1.5B for 4 steps;
 #   5. stagecraft calibrate on the probe and the run against configs/clusters/h200-1.json (the
 #      fitted GEMM efficiency and memory rate: h200-1-calibrated.json and its report), then
 #      simulate and compare again on the calibrated profile.
@@ -62,6 +63,11 @@ if [ -s "$O/run-124m.json" ]; then
   timeout 60 "$B/stagecraft" compare "$T/sim-124m.json" "$O/run-124m.json" >> "$O/summary.txt" 2>&1
   say "simulate + compare on h200-1: rc=$?"
 fi
+# GPT-2 1.5B, a few steps (fp32, unfused attention: the simulator puts its peak at 92 GiB).
+timeout 240 "$B/stagecraft" run --backend cuda --model gpt2-1.5b --training tiny-cpu --plan one-gpu --steps 4 \
+  --cluster h200-1 > "$T/run-1.5b.txt" 2>&1
+say "run gpt2-1.5b on the GPU: rc=$?"
+cat "$T/run-1.5b.txt" >> "$O/summary.txt"
 
 # 5. Calibrate h200-1 on the probe and the run, then simulate and compare again.
 traces=()
