@@ -1,8 +1,11 @@
 // The Program interpreter on the CUDA backend against the same interpreter on the CPU backend:
-// one rank, the tiny model, fp32, five steps under 1F1B with ZeRO 0 and with full recompute. The
-// losses agree within 1e-5 relative and the parameters within 1e-4 (relative norm), the bounds
-// of CUDA.md's oracle plan; the same CUDA run twice gives identical losses (deterministic
-// kernels). Needs a device (label gpu).
+// one rank, the tiny model, fp32, ten steps under 1F1B with ZeRO 0 and with full recompute. The
+// losses agree within 1e-5 relative and the parameters within 1e-4 (relative norm), the issue's
+// fp32 bounds; the same CUDA run twice gives identical losses (deterministic kernels). Training
+// learns (the loss of the synthetic chain falls from above 5 to below 2 in 200 steps, the CPU
+// executor's bar), and save, load, continue equals continuing, bit for bit. Needs a device
+// (label gpu).
+#include <filesystem>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -10,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "core/program/lower.hpp"
+#include "executor/checkpoint.hpp"
 #include "executor/comm/local.hpp"
 #include "executor/cuda/backend.hpp"
 #include "executor/cuda/device.hpp"
@@ -24,16 +28,20 @@ struct Trained {
   std::vector<float> params;
 };
 
-Trained train(const program::Program& prog, bool cuda, int steps) {
-  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
-  LocalCommunicator comm;
+RunnerOptions options(bool cuda) {
   RunnerOptions o;
   if (cuda) {
     o.make_backend = [](const StageLayout& l, bool offload, MemoryTracker& m, bool fwd, int64_t slots) -> std::unique_ptr<Backend> {
       return std::make_unique<cuda::CudaBackend>(l, offload, m, fwd, slots);
     };
   }
-  Runner runner(prog, comm, corpus, o);
+  return o;
+}
+
+Trained train(const program::Program& prog, bool cuda, int steps) {
+  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
+  LocalCommunicator comm;
+  Runner runner(prog, comm, corpus, options(cuda));
   Trained r;
   for (int i = 0; i < steps; ++i) r.losses.push_back(runner.step().loss);
   r.params = runner.backend().params_host();
@@ -53,7 +61,7 @@ TEST_F(CudaRunner, TrainingEqualsTheCpuBackend) {
     const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
                                                  test::make_plan({.micro_batches = 8, .recompute = recompute}));
     ASSERT_EQ(cuda::cuda_unsupported(prog), "");
-    const Trained cpu = train(prog, false, 5), gpu = train(prog, true, 5);
+    const Trained cpu = train(prog, false, 10), gpu = train(prog, true, 10);
     for (std::size_t i = 0; i < cpu.losses.size(); ++i) {
       EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-5 * std::abs(cpu.losses[i])) << recompute << " step " << i + 1;
     }
@@ -63,11 +71,40 @@ TEST_F(CudaRunner, TrainingEqualsTheCpuBackend) {
       n += static_cast<double>(cpu.params[i]) * cpu.params[i];
     }
     EXPECT_LT(std::sqrt(e / n), 1e-4) << recompute;
-    EXPECT_EQ(train(prog, true, 5).losses, gpu.losses) << recompute << ": run to run";
+    EXPECT_EQ(train(prog, true, 10).losses, gpu.losses) << recompute << ": run to run";
   }
 }
 
-TEST_F(CudaRunner, PlansOfSeveralRanksAreRefusedWithTheReason) {
+TEST_F(CudaRunner, TheTinyModelLearns) {
+  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
+                                               test::make_plan({.micro_batches = 8}));
+  const Trained r = train(prog, true, 200);
+  EXPECT_GT(r.losses.front(), 5.0);
+  EXPECT_LT(r.losses.back(), 2.0);
+}
+
+TEST_F(CudaRunner, SaveLoadContinueEqualsContinuingBitForBit) {
+  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
+                                               test::make_plan({.micro_batches = 8}));
+  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
+  LocalCommunicator comm;
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "stagecraft-cuda-resume";
+  std::filesystem::remove_all(dir);
+  Runner first(prog, comm, corpus, options(true));
+  first.step();
+  first.step();
+  save_checkpoint(first, dir.string(), {"synthetic", 7});
+  const double straight = first.step().loss;
+  Runner resumed(prog, comm, corpus, options(true));
+  load_checkpoint(resumed, dir.string(), {"synthetic", 7});
+  EXPECT_EQ(resumed.steps_done(), 2);
+  EXPECT_EQ(resumed.step().loss, straight);
+  EXPECT_EQ(resumed.backend().params_host(), first.backend().params_host());
+  std::filesystem::remove_all(dir);
+}
+
+// Runs everywhere (the plan is refused before the device is asked for).
+TEST(CudaRuntime, PlansOfSeveralRanksAreRefusedWithTheReason) {
   const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
                                                test::make_plan({.dp = 2, .micro_batches = 4}));
   EXPECT_NE(cuda::cuda_unsupported(prog).find("2 ranks"), std::string::npos);
