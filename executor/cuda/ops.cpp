@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/cuda/kernels/model.hpp"
+#include "executor/cuda/kernels/optimizer.hpp"
 
 namespace stagecraft::executor::cuda {
 
@@ -24,7 +26,7 @@ void gemm(OpsContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
   if (m == 0 || n == 0) return;
   if (k == 0) {  // D = beta D
     if (beta == 0.0f) {
-      for (int64_t col = 0; col < n; ++col) kernels::fill(d + col * ldd, 0.0f, m, c.stream());
+      for (int64_t col = 0; col < n; ++col) cuda::fill(d + col * ldd, 0.0f, m, c.stream());
     }
     return;
   }
@@ -123,7 +125,7 @@ void attention_backward(OpsContext& c, const float* qkv, const float* probs, con
                         const AttentionShape& a) {
   const int64_t T = a.seq, D = a.head_dim, C = a.hidden(), W = a.qkv_cols();
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  kernels::fill(dqkv, 0.0f, a.batch * T * W, c.stream());
+  cuda::fill(dqkv, 0.0f, a.batch * T * W, c.stream());
   float* dp = c.scratch(T * T);
   for (int64_t b = 0; b < a.batch; ++b) {
     const float* rows = qkv + b * T * W;
@@ -149,7 +151,7 @@ float softmax_cross_entropy(OpsContext& c, float* logits, const int32_t* targets
   // per-row losses (doubles) and their sum live in the scratch, two floats per double
   double* loss = reinterpret_cast<double*>(c.scratch(2 * (n + 1)));
   kernels::softmax_xent_rows(logits, targets, loss, n, v, c.stream());
-  kernels::sum_doubles(loss, n, loss + n, c.stream());
+  cuda::sum_doubles(loss, n, loss + n, c.stream());
   double total = 0;
   STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(&total, loss + n, sizeof total, cudaMemcpyDeviceToHost, c.stream()));
   STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(c.stream()));
@@ -171,7 +173,7 @@ void embedding_backward_weight(OpsContext& c, const int32_t* tokens, const float
   kernels::embedding_backward(tokens, dy, dwte, dwpe, n, h, seq, vocab0, vocab, pos_offset, c.stream());
 }
 
-void add(OpsContext& c, float* y, const float* x, int64_t count) { kernels::add(y, x, count, c.stream()); }
+void add(OpsContext& c, float* y, const float* x, int64_t count) { cuda::add(y, x, count, c.stream()); }
 
 }  // namespace ops
 }  // namespace stagecraft::executor::cuda

@@ -187,10 +187,6 @@ __global__ void softmax_backward_k(const float* p, float* dp, int64_t t, float s
   for (int64_t j = threadIdx.x; j < t; j += kThreads) dr[j] = pr[j] * (dr[j] - s) * scale;
 }
 
-__global__ void fill_k(float* x, float v, int64_t n) {
-  STAGECRAFT_GRID_STRIDE(i, n) { x[i] = v; }
-}
-
 __global__ void softmax_xent_k(float* logits, const int32_t* targets, double* loss, int64_t v) {
   __shared__ float sh[kThreads];
   __shared__ double shd[kThreads];
@@ -220,14 +216,6 @@ __global__ void xent_backward_k(const float* probs, const int32_t* targets, floa
   }
 }
 
-__global__ void sum_doubles_k(const double* x, int64_t n, double* out) {
-  __shared__ double sh[kThreads];
-  double s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) s += x[i];
-  s = block_sum(s, sh);
-  if (threadIdx.x == 0) *out = s;
-}
-
 __global__ void embedding_forward_k(const int32_t* tokens, const float* wte, const float* wpe, float* y, int64_t n,
                                     int64_t h, int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset) {
   STAGECRAFT_GRID_STRIDE(e, n * h) {
@@ -250,10 +238,6 @@ __global__ void embedding_backward_k(const int32_t* tokens, const float* dy, flo
       if (dwpe) dwpe[(r % seq + pos_offset) * h + j] += d;
     }
   }
-}
-
-__global__ void add_k(float* y, const float* x, int64_t n) {
-  STAGECRAFT_GRID_STRIDE(i, n) { y[i] += x[i]; }
 }
 
 }  // namespace
@@ -309,10 +293,6 @@ void softmax_backward_rows(const float* p, float* dp, int64_t t, float scale, cu
   softmax_backward_k<<<static_cast<unsigned>(t), kThreads, 0, s>>>(p, dp, t, scale);
   launched();
 }
-void fill(float* x, float v, int64_t count, cudaStream_t s) {
-  fill_k<<<blocks_for(count), kThreads, 0, s>>>(x, v, count);
-  launched();
-}
 void softmax_xent_rows(float* logits, const int32_t* targets, double* loss, int64_t n, int64_t v, cudaStream_t s) {
   if (n <= 0) return;
   softmax_xent_k<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, targets, loss, v);
@@ -320,10 +300,6 @@ void softmax_xent_rows(float* logits, const int32_t* targets, double* loss, int6
 }
 void xent_backward(const float* probs, const int32_t* targets, float scale, float* d, int64_t n, int64_t v, cudaStream_t s) {
   xent_backward_k<<<blocks_for(n * v), kThreads, 0, s>>>(probs, targets, scale, d, n, v);
-  launched();
-}
-void sum_doubles(const double* x, int64_t n, double* out, cudaStream_t s) {
-  sum_doubles_k<<<1, kThreads, 0, s>>>(x, n, out);
   launched();
 }
 void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe, float* y, int64_t n, int64_t h,
@@ -334,10 +310,6 @@ void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe
 void embedding_backward(const int32_t* tokens, const float* dy, float* dwte, float* dwpe, int64_t n, int64_t h,
                         int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset, cudaStream_t s) {
   embedding_backward_k<<<blocks_for(h), kThreads, 0, s>>>(tokens, dy, dwte, dwpe, n, h, seq, vocab0, vocab, pos_offset);
-  launched();
-}
-void add(float* y, const float* x, int64_t count, cudaStream_t s) {
-  add_k<<<blocks_for(count), kThreads, 0, s>>>(y, x, count);
   launched();
 }
 

@@ -1,4 +1,5 @@
 // Launchers of the model-math kernels (model.cu) behind cuda::ops (ops.hpp); raw device pointers.
+// Fills and adds are elementwise.hpp's, the fixed-order double sum optimizer.hpp's.
 #pragma once
 
 #include <cstdint>
@@ -27,15 +28,12 @@ void rope(float* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, in
 void causal_softmax_rows(float* p, int64_t t, cudaStream_t s);
 // dS = P * (dP - rowsum(P * dP)) * scale, in place in dp.
 void softmax_backward_rows(const float* p, float* dp, int64_t t, float scale, cudaStream_t s);
-void fill(float* x, float v, int64_t count, cudaStream_t s);
 // Rows of logits to probabilities; loss[r] = log(sum) - (z[target] - max), in double.
 void softmax_xent_rows(float* logits, const int32_t* targets, double* loss, int64_t n, int64_t v, cudaStream_t s);
 void xent_backward(const float* probs, const int32_t* targets, float scale, float* d, int64_t n, int64_t v, cudaStream_t s);
-void sum_doubles(const double* x, int64_t n, double* out, cudaStream_t s);  // one block, fixed order
 void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe, float* y, int64_t n, int64_t h,
                        int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset, cudaStream_t s);
 void embedding_backward(const int32_t* tokens, const float* dy, float* dwte, float* dwpe, int64_t n, int64_t h,
                         int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset, cudaStream_t s);
-void add(float* y, const float* x, int64_t count, cudaStream_t s);
 
 }  // namespace stagecraft::executor::cuda::kernels

@@ -48,10 +48,10 @@ __global__ void sum_sq_partial(const float* __restrict__ x, int64_t n, double* _
   if (threadIdx.x == 0) partials[blockIdx.x] = acc[0];
 }
 
-__global__ void sum_partials(const double* __restrict__ partials, int count, double* __restrict__ out) {
+__global__ void sum_doubles_kernel(const double* __restrict__ partials, int64_t count, double* __restrict__ out) {
   __shared__ double acc[kThreads];
   double t = 0;
-  for (int i = static_cast<int>(threadIdx.x); i < count; i += kThreads) t = __dadd_rn(t, partials[i]);
+  for (int64_t i = threadIdx.x; i < count; i += kThreads) t = __dadd_rn(t, partials[i]);
   acc[threadIdx.x] = t;
   __syncthreads();
   for (int w = kThreads / 2; w > 0; w /= 2) {
@@ -79,7 +79,11 @@ void scale(float* values, float factor, int64_t n, cudaStream_t stream) {
 void sum_sq(const float* values, int64_t n, double* partials, double* out, cudaStream_t stream) {
   sum_sq_partial<<<kSumSqBlocks, kThreads, 0, stream>>>(values, n, partials);
   STAGECRAFT_CUDA_CHECK(cudaGetLastError());
-  sum_partials<<<1, kThreads, 0, stream>>>(partials, kSumSqBlocks, out);
+  sum_doubles(partials, kSumSqBlocks, out, stream);
+}
+
+void sum_doubles(const double* values, int64_t n, double* out, cudaStream_t stream) {
+  sum_doubles_kernel<<<1, kThreads, 0, stream>>>(values, n, out);
   STAGECRAFT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -21,5 +21,7 @@ void scale(float* values, float factor, int64_t n, cudaStream_t stream);
 // scratch of kSumSqBlocks doubles.
 inline constexpr int kSumSqBlocks = 264;
 void sum_sq(const float* values, int64_t n, double* partials, double* out, cudaStream_t stream);
+// *out = the sum of n doubles (device memory), one block in a fixed order.
+void sum_doubles(const double* values, int64_t n, double* out, cudaStream_t stream);
 
 }  // namespace stagecraft::executor::cuda
