@@ -15,6 +15,20 @@ using namespace interp;  // the interpreter's own names (interpreter.hpp)
 
 namespace {
 bool is_tied_reduce(const Instr& in) { return in.op == Op::kAllReduceGrads && in.group == Group::kEmbedding; }
+
+// A bucket's range cut into the framework's k collectives (program::collective_piece_range: the
+// pieces the simulator times).
+std::vector<Range> pieces(Range r, int32_t k) {
+  const int64_t n = r.size();
+  const int32_t count = program::collective_piece_count(n, k);
+  std::vector<Range> out;
+  out.reserve(static_cast<std::size_t>(count));
+  for (int32_t i = 0; i < count; ++i) {
+    const auto [b, e] = program::collective_piece_range(n, k, i);
+    out.push_back({r.begin + b, r.begin + e});
+  }
+  return out;
+}
 }  // namespace
 
 // ---- communication ----------------------------------------------------------------------------------
@@ -81,9 +95,12 @@ void Runner::Interpreter::post_gather(int32_t i) {
   p.range = runner_.layout_.param_bucket(in.bucket);
   p.bytes = p.range.size() * static_cast<int64_t>(sizeof(float));
   if (in.op == Op::kGatherParams) runner_.memory_.add(MemoryKind::kBuffers, in.elems * static_cast<int64_t>(sizeof(float)));
-  std::span<float> buffer = backend().params().subspan(at(p.range.begin), at(p.range.size()));
-  const std::vector<int64_t> counts = runner_.layout_.shard_counts(p.range);
-  p.requests.push_back(runner_.comm_.iall_gather({Group::kDp, Lane::kDpGather}, buffer, counts));
+  const std::span<float> params = backend().params();
+  // the framework's collectives for the bucket (a ZeRO-3 gather; one for ZeRO 1-2's all-gather)
+  for (const Range& r : pieces(p.range, prog_.collectives_of(in))) {
+    const std::vector<int64_t> counts = runner_.layout_.shard_counts(r);
+    p.requests.push_back(runner_.comm_.iall_gather({Group::kDp, Lane::kDpGather}, params.subspan(at(r.begin), at(r.size())), counts));
+  }
 }
 
 // A reduction's gradients are copied out of the grad buffer (and the range zeroed for later
@@ -129,11 +146,15 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
   overlay_tied_result(i);
   p.bytes = p.buffer.bytes();
   const Channel ch{Group::kDp, Lane::kDpReduce};
+  const std::vector<Range> parts = pieces(p.range, prog_.collectives_of(in));  // the framework's collectives
   if (in.op == Op::kAllReduceGrads) {
-    p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
+    for (const Range& r : parts) {
+      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view().subspan(at(r.begin - p.range.begin), at(r.size()))));
+    }
     return;
   }
-  p.piece = backend().alloc(intersect(p.range, layout.own_shard()).size());
+  const Range own = intersect(p.range, layout.own_shard());
+  p.piece = backend().alloc(own.size());
   const std::vector<Range> persistent = clip(layout.persistent(), p.range);
   int64_t packed = 0;
   for (const Range& r : persistent) packed += r.size();
@@ -147,7 +168,13 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
     }
   }
   add_messages(p.piece.bytes() + p.packed.bytes());
-  p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), layout.shard_counts(p.range)));
+  for (const Range& r : parts) {  // each piece's sum lands in this rank's part of p.piece
+    const Range mine = intersect(r, layout.own_shard());
+    const int64_t at_piece = mine.size() > 0 ? mine.begin - own.begin : 0;
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view().subspan(at(r.begin - p.range.begin), at(r.size())),
+                                                       p.piece.view().subspan(at(at_piece), at(mine.size())),
+                                                       layout.shard_counts(r)));
+  }
   if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed.view()));
 }
 

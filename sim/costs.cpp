@@ -60,7 +60,7 @@ int64_t CostCache::collective_ns(const program::Instr& in, int32_t group) {
   // a data-parallel bucket: k pieces, and the framework's copies and host work
   const FrameworkWork w = framework_work(prog_, framework_, in, static_cast<int64_t>(members(group).size()));
   const double extra_s = w.copy_bytes / hbm_Bps_ + w.host_s + (w.host_copy_bytes > 0 ? w.host_copy_bytes / pcie_Bps_ : 0.0);
-  const int64_t piece = (in.bytes + w.pieces - 1) / w.pieces;
+  const int64_t piece = program::collective_piece(in.bytes, w.pieces);
   return w.pieces * one_ns(in, shape, piece) + static_cast<int64_t>(std::llround(extra_s * 1e9));
 }
 

@@ -109,7 +109,8 @@ json to_json(const Program& prog, std::optional<int64_t> rank) {
     json arr = json::array();
     for (const Bucket& b : list) {
       arr.push_back({{"stage", b.stage}, {"chunk", b.chunk}, {"units", {b.unit_begin, b.unit_end}},
-                     {"elems", b.elems}, {"persistent_elems", b.persistent_elems}});
+                     {"elems", b.elems}, {"persistent_elems", b.persistent_elems},
+                     {"collectives", b.collectives}});
     }
     return arr;
   };

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/program/graph.hpp"
@@ -122,5 +123,21 @@ struct Program {
   }
   std::size_t instruction_count() const;
 };
+
+// The framework's k collectives of one data-parallel bucket of n (elements or bytes): k
+// consecutive pieces, the first n mod k of ⌈n/k⌉ and the rest of ⌊n/k⌋ (min(k, n) pieces when
+// n < k; one, possibly empty, when n = 0). The simulator times k pieces at the largest,
+// collective_piece(n, k) = ⌈n/k⌉ (sim/costs.hpp); the executor issues them
+// (executor/interpreter_comm.cpp).
+inline int64_t collective_piece(int64_t n, int32_t k) { return k <= 1 ? n : (n + k - 1) / k; }
+inline int32_t collective_piece_count(int64_t n, int32_t k) {
+  return k <= 1 || n <= 1 ? 1 : static_cast<int32_t>(n < k ? n : k);
+}
+// [begin, end) of piece i < collective_piece_count(n, k), relative to the bucket's start.
+inline std::pair<int64_t, int64_t> collective_piece_range(int64_t n, int32_t k, int32_t i) {
+  const int64_t c = collective_piece_count(n, k), q = n / c, r = n % c;
+  const int64_t begin = i * q + (i < r ? i : r);
+  return {begin, begin + q + (i < r ? 1 : 0)};
+}
 
 }  // namespace stagecraft::program

@@ -40,7 +40,8 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
     elems_ += chunks_.back().size();
   }
   shard_ = program::shard_elems(elems_, dp_);
-  const int64_t threshold = prog.plan.zero.param_persistence_threshold;
+  // the lowering's rule (FSDP flattens every tensor: nothing persists)
+  const int64_t threshold = program::persistence_threshold(prog.plan.zero, prog.training.framework_profile());
   for (int64_t c = 0; c < chunk_count(); ++c) {
     const int64_t off = offsets_[static_cast<std::size_t>(c)];
     for (const Range& r : chunk(c).decayed_ranges()) append_merged(decayed_, {off + r.begin, off + r.end});

@@ -270,9 +270,9 @@ TEST(Calibrate, ExecutorStyleTracesGiveTheSameSamples) {
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], twice[i], 1e-12);
   EXPECT_EQ(b.traces[0].training, "trace header");   // named by the trace, not guessed from its message sizes
   // The simulated trace's ZeRO-2 reduce-scatters carry DeepSpeed's work: its IPG pieces and its
-  // copies (4·S bytes at the memory rate, in fixed); the executor performs the bucket as one
-  // collective without copies, so the measured trace's samples have neither, and fixed is larger
-  // by at least 4·S / memory rate (plus the extra pieces' latency).
+  // copies (4·S bytes at the memory rate, in fixed); the executor issues the same pieces
+  // (Program::collectives_of) without copies, so the measured trace's samples have the pieces and
+  // no copies, and fixed is larger by exactly 4·S / memory rate.
   const double memory_Bps = truth.gpu.hbm_Bps * truth.gpu.memory_efficiency;
   int checked = 0;
   for (const LinkSample& l : a.links) {
@@ -282,8 +282,8 @@ TEST(Calibrate, ExecutorStyleTracesGiveTheSameSamples) {
       if (!m.collective || m.collective->kind != l.collective->kind || m.collective->bytes != l.collective->bytes ||
           m.collective->gpus != l.collective->gpus) continue;
       EXPECT_EQ(m.collective->copy_bytes, 0.0);
-      EXPECT_EQ(m.collective->pieces, 1);
-      EXPECT_GE(l.features.fixed_s - m.features.fixed_s, l.collective->copy_bytes / memory_Bps - 1e-15);
+      EXPECT_EQ(m.collective->pieces, l.collective->pieces);
+      EXPECT_NEAR(l.features.fixed_s - m.features.fixed_s, l.collective->copy_bytes / memory_Bps, 1e-15);
       ++checked;
     }
   }

@@ -118,9 +118,12 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
       inst.op = in.op;
       inst.bytes = bytes;
       inst.gpus = members;
-      // A measured trace comes from Stagecraft's executor, which performs each bucket as one
-      // collective without the framework's copies or host work; a simulated one has them.
-      if (!measured) {
+      // A measured trace comes from Stagecraft's executor, which issues a bucket as the
+      // framework's pieces (program::collective_piece_range) without the framework's copies or
+      // host work; a simulated one has both.
+      if (measured) {
+        inst.framework.pieces = in.group == program::Group::kDp ? std::max(prog.collectives_of(in), 1) : 1;
+      } else {
         program::Instr sized = in;
         sized.bytes = bytes;
         inst.framework = sim::framework_work(prog, framework, sized, static_cast<int64_t>(members.size()));
@@ -237,8 +240,8 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
 }  // namespace
 
 LinkFeatures collective_features(const LinkModel& links, const LinkSample::Collective& c, double memory_Bps) {
-  const int64_t pieces = std::max<int32_t>(c.pieces, 1);
-  LinkFeatures f = links.collective(c.kind, (c.bytes + pieces - 1) / pieces, c.gpus);
+  const int32_t pieces = std::max<int32_t>(c.pieces, 1);
+  LinkFeatures f = links.collective(c.kind, program::collective_piece(c.bytes, pieces), c.gpus);
   const double k = static_cast<double>(pieces);
   f.fixed_s = k * f.fixed_s + c.host_s + c.copy_bytes / memory_Bps;
   f.a_intra *= k;

@@ -159,6 +159,26 @@ std::size_t first_at(const RoleProgram& r, Op op, int32_t unit) {
   return r.instrs.size();
 }
 
+// A bucket's k collectives are consecutive pieces, the longer first: 10 elements in 4 pieces are
+// 3, 3, 2, 2 (10 = 4·2 + 2: the first two get one more), the largest ⌈10/4⌉ = 3, what the
+// simulator times; 3 elements in 5 collectives are 3 pieces of 1; k = 1 (or 0, nothing counted)
+// is the whole bucket.
+TEST(Framework, ABucketsCollectivesAreConsecutivePiecesTheLargestTimedByTheSimulator) {
+  EXPECT_EQ(collective_piece_count(10, 4), 4);
+  const std::pair<int64_t, int64_t> want[] = {{0, 3}, {3, 6}, {6, 8}, {8, 10}};
+  for (int32_t i = 0; i < 4; ++i) EXPECT_EQ(collective_piece_range(10, 4, i), want[i]) << "piece " << i;
+  EXPECT_EQ(collective_piece(10, 4), 3);
+  EXPECT_EQ(collective_piece_count(3, 5), 3);
+  EXPECT_EQ(collective_piece_range(3, 5, 2), (std::pair<int64_t, int64_t>{2, 3}));
+  EXPECT_EQ(collective_piece(3, 5), 1);
+  for (const int32_t k : {0, 1}) {
+    EXPECT_EQ(collective_piece_count(7, k), 1);
+    EXPECT_EQ(collective_piece_range(7, k, 0), (std::pair<int64_t, int64_t>{0, 7}));
+    EXPECT_EQ(collective_piece(7, k), 7);
+  }
+  EXPECT_EQ(collective_piece_range(0, 3, 0), (std::pair<int64_t, int64_t>{0, 0}));
+}
+
 TEST(Framework, DeepSpeedLookAheadPrefetchesWhileLiveIsBelowMaxLive) {
   // Untied, prefetch_bucket 1: buckets are units (embedding 9216 gathered elements, attention
   // 16384, MLP 32768, head 8192). Before the embedding's forward, 9216 elements are live.

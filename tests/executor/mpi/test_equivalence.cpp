@@ -36,7 +36,7 @@ struct Outcome {
 };
 
 program::Program lower(const test::PlanSpec& spec, const spec::Model& model = test::tiny_model()) {
-  return program::lower(model, test::tiny_training(), test::make_plan(spec));
+  return program::lower(model, test::tiny_training(spec.framework), test::make_plan(spec));
 }
 
 Corpus corpus_for(const program::Program& prog) { return Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 11); }
@@ -188,6 +188,72 @@ TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
     for (const trace::MemorySample& m : back.memory) samples += m.rank == r ? 1 : 0;
     EXPECT_EQ(events, 2 * static_cast<int64_t>(role.instrs.size())) << "rank " << r;
     EXPECT_GT(samples, 2) << "rank " << r;
+  }
+}
+
+// A communicator that counts the data-parallel collectives the runner issues and passes every
+// call on to MPI.
+class CountingCommunicator final : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  int64_t gathers = 0, reduce_scatters = 0;
+
+  int64_t rank() const override { return inner_.rank(); }
+  int64_t size() const override { return inner_.size(); }
+  int64_t group_rank(program::Group g) const override { return inner_.group_rank(g); }
+  int64_t group_size(program::Group g) const override { return inner_.group_size(g); }
+  Request isend(std::span<const float> d, int64_t peer, int32_t tag) override { return inner_.isend(d, peer, tag); }
+  Request irecv(std::span<float> d, int64_t peer, int32_t tag) override { return inner_.irecv(d, peer, tag); }
+  Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts) override {
+    if (ch.group == program::Group::kDp) ++gathers;
+    return inner_.iall_gather(ch, b, counts);
+  }
+  Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
+                          std::span<const int64_t> counts) override {
+    if (ch.group == program::Group::kDp) ++reduce_scatters;
+    return inner_.ireduce_scatter(ch, send, recv, counts);
+  }
+  Request iall_reduce(Channel ch, std::span<float> b) override { return inner_.iall_reduce(ch, b); }
+  Request iall_reduce(Channel ch, std::span<double> b) override { return inner_.iall_reduce(ch, b); }
+  Request iall_reduce_max(Channel ch, std::span<float> b) override { return inner_.iall_reduce_max(ch, b); }
+  bool test(Request& r) override { return inner_.test(r); }
+  void wait(Request& r) override { inner_.wait(r); }
+  void barrier() override { inner_.barrier(); }
+  std::vector<int64_t> all_gather(int64_t v) override { return inner_.all_gather(v); }
+  double all_reduce_sum(double v) override { return inner_.all_reduce_sum(v); }
+  double all_reduce_max(double v) override { return inner_.all_reduce_max(v); }
+  std::vector<std::string> gather_to_root(const std::string& b) override { return inner_.gather_to_root(b); }
+  std::string broadcast_from_root(const std::string& b) override { return inner_.broadcast_from_root(b); }
+
+ private:
+  Communicator& inner_;
+};
+
+// The executor issues each data-parallel bucket as the framework's collectives, the pieces the
+// simulator times (Program::collectives_of): deepspeed-0.5 gathers and reduce-scatters tensor by
+// tensor, so a ZeRO-3 step of the tiny model issues, per rank, one all-gather per gathered
+// tensor per gather instruction and one reduce-scatter per gradient tensor per reduction; the
+// current deepspeed rule packs tensors up to prefetch_bucket, 20000 elements: one per bucket here.
+TEST(MpiCollectives, BucketsGoAsTheFrameworksCollectives) {
+  for (const spec::Framework f : {spec::Framework::kDeepSpeed05, spec::Framework::kDeepSpeed}) {
+    const program::Program prog = lower({.dp = 4, .micro_batches = 2, .zero = 3, .framework = f});
+    const Corpus corpus = corpus_for(prog);
+    MpiCommunicator mpi(prog.placement);
+    CountingCommunicator comm(mpi);
+    Runner runner(prog, comm, corpus, {});
+    runner.step();
+    int64_t gathers = 0, reduce_scatters = 0, instrs = 0;
+    for (const program::Instr& in : prog.rank(comm.rank())) {
+      if (in.op == program::Op::kGatherParams) gathers += prog.collectives_of(in), ++instrs;
+      if (in.op == program::Op::kReduceScatterGrads) reduce_scatters += prog.collectives_of(in), ++instrs;
+    }
+    if (f == spec::Framework::kDeepSpeed05) {
+      EXPECT_GT(gathers + reduce_scatters, instrs) << "the 2021 rule must give some bucket several collectives";
+    } else {
+      EXPECT_EQ(gathers + reduce_scatters, instrs);
+    }
+    EXPECT_EQ(comm.gathers, gathers) << spec::to_string(f);
+    EXPECT_EQ(comm.reduce_scatters, reduce_scatters) << spec::to_string(f);
   }
 }
 

@@ -30,6 +30,7 @@ struct PlanSpec {
   int64_t reduce_bucket = 50000;      // below a stage's ~0.1M parameters: several buckets
   bool overlap_p2p = false;           // sends overlap the next compute (else it waits for them)
   bool sequence_parallel = false;
+  spec::Framework framework = spec::Framework::kDeepSpeed;  // training.json "framework"
 
   std::string name() const {
     std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) + "pp" + std::to_string(pp) + "-dp" +
@@ -43,13 +44,16 @@ struct PlanSpec {
     if (persistence != 100) s += "-persist" + std::to_string(persistence);
     if (overlap_p2p) s += "-p2p-overlap";
     if (sequence_parallel) s += "-sp";
+    if (framework != spec::Framework::kDeepSpeed) s += std::string("-") + spec::to_string(framework);
     return s;
   }
 };
 
 inline spec::Model tiny_model() { return spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny")); }
-inline spec::Training tiny_training() {
-  return spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, "tiny-cpu"));
+inline spec::Training tiny_training(spec::Framework framework = spec::Framework::kDeepSpeed) {
+  spec::Training t = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, "tiny-cpu"));
+  t.framework = framework;
+  return t;
 }
 
 inline spec::Plan make_plan(const PlanSpec& s) {
@@ -160,6 +164,11 @@ inline std::vector<PlanSpec> equivalence_matrix() {
   variant({.pp = 4, .dp = 1, .micro_batches = 8, .schedule = "zb-h1", .zero = 1, .overlap_p2p = true});
   variant({.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "interleaved", .virtual_stages = 2, .zero = 3,
            .overlap_p2p = true});
+  // the frameworks' collectives per bucket: deepspeed-0.5 gathers and reduces tensor by tensor
+  // (several collectives per bucket), FSDP block by block
+  variant({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3, .framework = spec::Framework::kDeepSpeed05});
+  variant({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 2, .framework = spec::Framework::kDeepSpeed05});
+  variant({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3, .recompute = "full", .framework = spec::Framework::kFsdp});
   return out;
 }
 
