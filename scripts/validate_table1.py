@@ -53,9 +53,16 @@ def candidates(layers, tp, pp, gpus, batch):
                    "zero": {"stage": 0, "overlap_comm": False}}
 
 
-def simulate(exe, workdir, model, plan, batch, gpus):
+# Korthikanti et al. (MLSys'23) abstract: the same 530B model on the same Selene nodes with the
+# 2022 Megatron-LM, tp 8 x pp 35 on 2240 GPUs: 42.1% MFU with full recompute, 54.2% with sequence
+# parallelism and selective recompute. Batch not stated there: one sequence per GPU assumed, as in
+# the paper's Table 5 rows (280 GPUs, batch 280). (recompute, sequence parallel, published MFU %)
+LATER_STACK = [("full", False, 42.1), ("selective", True, 54.2)]
+
+
+def simulate(exe, workdir, model, plan, batch, gpus, dtype="fp16"):
     paths = {}
-    for name, doc in (("model", model), ("plan", plan), ("training", {"global_batch": batch, "dtype": "fp16", "framework": "megatron",
+    for name, doc in (("model", model), ("plan", plan), ("training", {"global_batch": batch, "dtype": dtype, "framework": "megatron",
                                                       "attention": "unfused"})):
         paths[name] = os.path.join(workdir, name + ".json")
         with open(paths[name], "w") as f:
@@ -106,7 +113,20 @@ def main():
             rows.append((params, tp, pp, gpus, batch, describe(plan), published, r, err))
             print(f"{params:>7}B  published {published}  predicted {r['hardware_tflops_per_gpu']:.1f}  "
                   f"error {100 * err:+.1f}%  ({describe(plan)})", file=sys.stderr)
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "models", "turing-530b.json")) as f:
+            mtnlg = json.load(f)
+        later = []
+        for recompute, sp, published in LATER_STACK:
+            plan = {"tp": 8, "pp": 35, "dp": 8, "micro_batch": 1, "micro_batches": 280, "schedule": "1f1b",
+                    "sequence_parallel": sp, "recompute": recompute, "zero": {"stage": 0, "overlap_comm": False}}
+            r = simulate(args.stagecraft, work, mtnlg, plan, 2240, 2240, dtype="bf16")
+            later.append((recompute, published, 100 * r["mfu"], r["hardware_tflops_per_gpu"]))
+            print(f"530B 2022 stack, {recompute}: published MFU {published}%  predicted {100 * r['mfu']:.1f}%", file=sys.stderr)
     mae = sum(abs(row[-1]) for row in rows) / len(rows)
+    full = later[0]
+    row530 = next(row for row in rows if row[0] == 529.6)
+    # the published full-recompute MFU in Table 1's units: hardware over model FLOPs of the simulation
+    later_hw = full[1] / full[2] * full[3]
     lines = [
         "## Narayanan et al. (SC'21), Table 1",
         "",
@@ -129,6 +149,14 @@ def main():
         "`stagecraft calibrate` (measured traces) is the way to fold such effects into a profile; the",
         "bundled profile stays as sourced.",
         "",
+        "The same machines with later software point at the 2021 stack rather than the model:",
+        "Korthikanti et al. (MLSys'23, abstract) ran the 530B model at tp 8 x pp 35 on 2240 Selene GPUs",
+        f"with the 2022 Megatron-LM at {full[1]}% MFU with full recompute, {later_hw:.0f} TFLOP/s counted as",
+        f"Table 1 counts, {100 * (later_hw / row530[6] - 1):.0f}% above Table 1's {row530[6]} for that model in 2021. Simulated as",
+        "those runs (bf16, 1F1B, micro-batch 1, one sequence per GPU assumed, no sequence parallelism",
+        f"with full recompute): {later[0][2]:.1f}% MFU ({100 * (later[0][2] / later[0][1] - 1):+.1f}%); with sequence parallelism and selective",
+        f"recompute {later[1][2]:.1f}% against the published {later[1][1]}% ({100 * (later[1][2] / later[1][1] - 1):+.1f}%).",
+        "",
         "| params (B) | tp | pp | GPUs | batch | plan used | published TFLOP/s | predicted | error | step time (s) | bubble | exposed comm (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -136,7 +164,7 @@ def main():
         lines.append(f"| {params} | {tp} | {pp} | {gpus} | {batch} | {plan} | {published} | "
                      f"{r['hardware_tflops_per_gpu']:.1f} | {100 * err:+.1f}% | {r['step_time_s']:.2f} | "
                      f"{100 * r['bubble_fraction']:.1f}% | {r['time']['exposed_comm_s']:.2f} |")
-    lines += ["", f"Mean absolute error: **{100 * mae:.1f}%** over {len(rows)} rows (acceptance: <= 10%, goal <= 5%).", ""]
+    lines += ["", f"Mean absolute error: **{100 * mae:.1f}%** over {len(rows)} rows (acceptance: <= 7%, goal <= 5%).", ""]
     write_section(args.out, "table1", lines)
     print(f"mean absolute error {100 * mae:.1f}% -> {args.out}", file=sys.stderr)
     if args.max_mae is not None and mae > args.max_mae:
