@@ -648,24 +648,26 @@ Estimate combine(const PipeTerms& pipe, const ZeroTerms& z, int64_t m, int64_t r
   return e;
 }
 
-TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t hidden, int64_t abytes) {
+// `overlap`: TP communication overlap, the simulator's rule (sim/models/tp_overlap.hpp).
+TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t hidden, int64_t abytes,
+             const sim::TpOverlap& overlap) {
   TpOps ops;
   if (tp <= 1) return ops;
   ops.any = true;
   ops.sp = sp;
-  auto time = [&](const program::TpCollective& c) {
+  auto time = [&](const program::TpCollective& c, UnitKind kind, bool backward) {
     const sim::CollectiveCost& cost = c.op == Op::kTpAllGather ? *cc.tp_ag : c.op == Op::kTpReduceScatter ? *cc.tp_rs : *cc.tp_ar;
-    const double t = ns(cost.time_ns(c.bytes));
+    const double t = sim::tp_overlapped_s(overlap, kind, c.op, backward, ns(cost.time_ns(c.bytes)));
     ops.max_s = std::max(ops.max_s, t);
     return t;
   };
-  ops.ag = time({Op::kTpAllGather, program::tp_collective_bytes(tokens, hidden, abytes)});
+  ops.ag = time({Op::kTpAllGather, program::tp_collective_bytes(tokens, hidden, abytes)}, UnitKind::kEmbedding, false);
   for (UnitKind kind : {UnitKind::kEmbedding, UnitKind::kAttention, UnitKind::kMlp, UnitKind::kHead}) {
     for (Op pass : {Op::kForward, Op::kBackward}) {
       const program::TpAround around = program::tp_collectives(kind, pass, sp, tokens, hidden, abytes);
       double total = 0;
-      if (around.before) total += time(*around.before);
-      if (around.after) total += time(*around.after);
+      if (around.before) total += time(*around.before, kind, pass == Op::kBackward);
+      if (around.after) total += time(*around.after, kind, pass == Op::kBackward);
       (pass == Op::kForward ? ops.fwd_s : ops.bwd_s)[static_cast<std::size_t>(kind)] = total;
     }
   }
@@ -680,8 +682,8 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const int64_t tokens = mb * m.seq_len;
   const int64_t abytes = spec::bytes_of(spec::storage_dtype(space_.training().dtype));
   const CommCosts& cc = comm(lay.tp, lay.pp);
-  const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes);
   const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb);
+  const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap());
   spec::Plan plan;
   plan.tp = lay.tp;
   plan.sequence_parallel = sp;

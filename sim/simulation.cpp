@@ -47,6 +47,9 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       compute_(prog.model, cluster, prog.training, prog.plan),
       costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog, cluster);
+  if (compute_.tp_overlap().on) {
+    for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) unit_kinds_.push_back(u.kind);
+  }
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
     const double f = static_cast<double>(std::min(cluster.nccl.channels, cluster.gpu.sm_count)) /
                      static_cast<double>(cluster.gpu.sm_count);
@@ -145,6 +148,13 @@ int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
   if (key != want) {  // (keys are >= 0: the initial -1 never matches)
     key = want;
     ns = costs_.collective_ns(in, g.cost_group);
+  }
+  if (in.group == Group::kTp && !unit_kinds_.empty() && in.unit_begin >= 0 &&
+      (in.op == Op::kTpAllGather || in.op == Op::kTpReduceScatter)) {
+    // beside the GEMM TE overlaps it with (models/tp_overlap.hpp)
+    const bool backward = (in.flags & program::kFlagGrad) != 0;
+    return to_ns(tp_overlapped_s(compute_.tp_overlap(), unit_kinds_[static_cast<std::size_t>(in.unit_begin)], in.op, backward,
+                                 static_cast<double>(ns) * 1e-9));
   }
   return ns;
 }

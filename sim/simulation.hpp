@@ -170,6 +170,7 @@ class Simulation {
   FlowNetwork net_;
   ComputeModel compute_;
   CostCache costs_;
+  std::vector<program::UnitKind> unit_kinds_;  // with TP communication overlap: each unit's kind
   std::optional<MemoryRules> memory_rules_;   // with usage_
   std::vector<program::RoleGraph> graphs_;               // for lists lower() built no graph for
   std::vector<RankState> ranks_;

@@ -51,6 +51,7 @@ Training training_from_json(const json& j, const std::string& file) {
   if (t.attention.empty() || t.attention.size() > 64) {
     r.fail_value("attention", "\"flash\", \"unfused\" or the name of a kernel the cluster's GPU lists");
   }
+  t.tp_comm_overlap = r.boolean_or("tp_comm_overlap", false);
   t.source = r.string_or("source", "");
   r.finish();
   return t;
@@ -137,6 +138,7 @@ json to_json(const Training& t) {
   }
   if (t.kernels == Kernels::kEager) j["kernels"] = "eager";
   if (t.attention != "flash") j["attention"] = t.attention;
+  if (t.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (!t.source.empty()) j["source"] = t.source;
   return j;
 }

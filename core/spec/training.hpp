@@ -41,6 +41,11 @@ struct Training {
   // run before 2022 and the CPU executor compute it). sim/models/work.hpp has the costs.
   std::string attention = "flash";
   bool flash_attention() const { return attention != "unfused"; }
+  // Transformer Engine's tensor-parallel communication overlap ("tp_comm_overlap": true; Megatron-LM
+  // --tp-comm-overlap, NeMo's tp_comm_overlap): with sequence parallelism each block linear's
+  // all-gather or reduce-scatter runs in chunks beside its GEMM (sim/models/tp_overlap.hpp). No
+  // effect without sequence parallelism, which it requires.
+  bool tp_comm_overlap = false;
   std::string source;
   std::string file;
   // Keys the command line set over the file's ("seq_len", "global_batch", "dtype"), in that order.

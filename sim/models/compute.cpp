@@ -43,6 +43,16 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
     distinct.push_back(u);
   }
   for (int32_t u = 0; u < work_.unit_count(); ++u) units_.push_back(distinct[static_cast<std::size_t>(work_.distinct_of(u))]);
+  if (training.tp_comm_overlap && plan.sequence_parallel && plan.tp > 1) {
+    tp_overlap_.on = true;
+    tp_overlap_.tp = plan.tp;
+    tp_overlap_.sm_count = cluster.gpu.sm_count;
+    for (const program::UnitKind kind : {program::UnitKind::kAttention, program::UnitKind::kMlp}) {
+      TpOverlapGemms& g = tp_overlap_.gemms[static_cast<std::size_t>(kind)];
+      g.column_s = timer.seconds(block_linear_gemms(model, training, plan, kind, false));
+      g.row_s = timer.seconds(block_linear_gemms(model, training, plan, kind, true));
+    }
+  }
   const bool selective = work_.selective();
   for (auto& p : prefix_) p.assign(units_.size() + 1, 0.0);
   for (std::size_t i = 0; i < units_.size(); ++i) {

@@ -18,6 +18,7 @@
 #include "core/spec/model.hpp"
 #include "core/spec/plan.hpp"
 #include "core/spec/training.hpp"
+#include "sim/models/tp_overlap.hpp"
 #include "sim/models/work.hpp"
 
 namespace stagecraft::sim {
@@ -45,12 +46,16 @@ class ComputeModel {
   double peak_flops() const { return peak_; }
   // The amounts behind those durations (what calibration fits the rates on).
   const WorkModel& work() const { return work_; }
+  // TP communication overlap (tp_overlap.hpp): off unless the training asks for it and the plan
+  // has sequence parallelism over tp > 1; the overlapped GEMMs timed as the units' are.
+  const TpOverlap& tp_overlap() const { return tp_overlap_; }
 
  private:
   const spec::Cluster& cluster_;
   WorkModel work_;
   double peak_ = 0;
   std::vector<UnitTimes> units_;
+  TpOverlap tp_overlap_;
   // prefix sums over units, per pass kind: forward, backward (input + weight [+ scores]), input, weight
   std::vector<double> prefix_[4];
 };

@@ -142,10 +142,12 @@ double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) { re
 namespace {
 
 // The GEMMs of the block linears whose name starts with `group` (count::block_linears), each split
-// over t ranks as count::shard says, for T tokens: 2 * T * in * out FLOPs.
-void add_linear_gemms(const spec::Model& m, int64_t t, double T, const char* group, bool fp8, Work& gemms) {
+// over t ranks as count::shard says, for T tokens: 2 * T * in * out FLOPs; `rows` 1: only the
+// row-parallel ones, 0: only the others, -1: all.
+void add_linear_gemms(const spec::Model& m, int64_t t, double T, const char* group, bool fp8, Work& gemms, int rows = -1) {
   for (const count::Linear& l : count::block_linears(m)) {
     if (l.name.rfind(group, 0) != 0) continue;
+    if (rows >= 0 && (l.split == count::Split::kRow) != (rows == 1)) continue;
     const count::Shard sh = count::shard(m, l, t);
     gemms.add_gemm(2 * T * static_cast<double>(sh.in) * static_cast<double>(sh.out), 1, fp8);
   }
@@ -251,6 +253,15 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
 }
 
 }  // namespace
+
+Work block_linear_gemms(const spec::Model& m, const spec::Training& training, const spec::Plan& p, program::UnitKind kind,
+                        bool row) {
+  Work w;
+  if (kind != UnitKind::kAttention && kind != UnitKind::kMlp) return w;
+  add_linear_gemms(m, p.tp, static_cast<double>(p.micro_batch * m.seq_len), kind == UnitKind::kAttention ? "attn." : "mlp.",
+                   training.dtype == spec::Dtype::kFp8, w, row ? 1 : 0);
+  return w;
+}
 
 WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
     : selective_(plan.recompute == spec::Recompute::kSelective),

@@ -52,6 +52,11 @@ TEST(Prune, StepTimeAndMemoryBoundsHoldAgainstTheSimulator) {
   expect_bounds_hold(test::medium_space(), 2);
   // two nodes: data-parallel and pipeline traffic over InfiniBand
   expect_bounds_hold(Space(test::bundled_model("gpt3-6.7b"), test::bundled_cluster("dgx-h100-ndr", 2), test::training(32), 16, {}), 1);
+  // TP communication overlap shortens the sequence-parallel plans' collectives: the bounds take the
+  // same shorter times (sim/models/tp_overlap.hpp)
+  spec::Training overlap = test::training(64);
+  overlap.tp_comm_overlap = true;
+  expect_bounds_hold(Space(test::bundled_model("gpt3-1.3b"), test::bundled_cluster("dgx-h100-ndr", 1), overlap, 8, {}), 1);
 }
 
 TEST(Prune, PlansPrunedForMemoryReallyDoNotFit) {

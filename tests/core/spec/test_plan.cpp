@@ -107,6 +107,18 @@ TEST(Plan, RejectsBadFieldsOnLoad) {
                     "one of \"fp16\", \"bf16\", \"fp32\"");
   expect_spec_error([] { training_from_json({{"global_batch", 0}, {"dtype", "fp16"}}, "t.json"); }, "/global_batch",
                     "a positive number of sequences");
+  expect_spec_error([] { training_from_json({{"global_batch", 8}, {"dtype", "bf16"}, {"tp_comm_overlap", "yes"}}, "t.json"); },
+                    "/tp_comm_overlap", "true or false");
+}
+
+// "tp_comm_overlap" is read, defaults to false and is written back only when set.
+TEST(Plan, TrainingTpCommOverlapRoundTrips) {
+  const Training off = training_from_json({{"global_batch", 8}, {"dtype", "bf16"}}, "t.json");
+  EXPECT_FALSE(off.tp_comm_overlap);
+  EXPECT_FALSE(to_json(off).contains("tp_comm_overlap"));
+  const Training on = training_from_json({{"global_batch", 8}, {"dtype", "bf16"}, {"tp_comm_overlap", true}}, "t.json");
+  EXPECT_TRUE(on.tp_comm_overlap);
+  EXPECT_TRUE(training_from_json(to_json(on), "back.json").tp_comm_overlap);
 }
 
 // Products of allowed sizes are checked, never wrapped: 2^24 × 2^14 × 2^20 = 2^58 sequences.

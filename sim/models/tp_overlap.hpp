@@ -1,0 +1,54 @@
+// Transformer Engine's tensor-parallel communication overlap (training.json "tp_comm_overlap";
+// Megatron-LM --tp-comm-overlap, NeMo tp_comm_overlap), with sequence parallelism: each block
+// linear's all-gather or reduce-scatter runs in chunks beside its GEMM through userbuffers. The
+// methods and their resources are TE's defaults (transformer_engine/pytorch/module/base.py,
+// initialize_ub: methods, get_default_config):
+//   forward   AG -> QKV, fc1 GEMM       ring exchange, num_splits = t, copy engines (num_sm 1)
+//             proj, fc2 GEMM -> RS      pipeline, num_splits 4, 16 SMs taken from the GEMM
+//   backward  AG (output grad) -> proj, fc2 dgrad GEMM   ring exchange
+//             RS (input grad) beside the QKV, fc1 wgrad GEMM   bulk, 16 SMs
+// A collective of contention-free time T beside a GEMM of time g then holds the compute for
+//   ring exchange  D = max(0, T - (t-1)/t * g)           the first chunk's GEMM needs no data,
+//                                                        each later one hides one exchange step
+//   pipeline (n = 4)  D = max(T/n, T - (n-1)/n * g') + (g' - g)   the last chunk's RS is exposed
+//   bulk           D = max(0, T - g') + (g' - g)          the whole collective beside the GEMM
+// with g' = g * SM / (SM - 16), the GEMM on the SMs the communication kernels leave (set_sm_margin;
+// g' = g when the profile has no sm_count). D replaces T as the collective's duration: the
+// Program keeps the collective between the computes it joins, and D is what the overlapped pair
+// adds to the GEMM alone. The embedding's and the head's collectives are not overlapped (TE's
+// userbuffers serve the block linears only); without sequence parallelism nothing is (TE requires
+// it). The planner's step-time bounds take the same D (planner/prune.cpp).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/program/instruction.hpp"
+#include "core/program/units.hpp"
+
+namespace stagecraft::sim {
+
+// A unit's overlapped GEMMs, for one micro-batch: the column-parallel linears (QKV; fc1, or gate
+// and up) and the row-parallel one (attention output; fc2), seconds. Their dgrad and wgrad GEMMs
+// have the same shapes.
+struct TpOverlapGemms {
+  double column_s = 0;
+  double row_s = 0;
+};
+
+struct TpOverlap {
+  bool on = false;              // tp_comm_overlap, sequence parallelism and tp > 1
+  int64_t tp = 1;
+  int64_t sm_count = 0;         // the GPU's, 0 when the profile has none
+  std::array<TpOverlapGemms, 4> gemms{};   // by UnitKind (embedding and head: none)
+};
+
+inline constexpr int64_t kTpOverlapSms = 16;     // num_sm of the pipeline and bulk methods
+inline constexpr int32_t kTpOverlapSplits = 4;   // num_splits of the pipeline method
+
+// The time D a tensor-parallel collective `op` (TpAllGather or TpReduceScatter) of contention-free
+// time T_s adds around unit kind `kind`'s pass (`backward`: a backward or backward-input pass; else
+// forward or recompute), seconds; T_s itself where nothing overlaps it.
+double tp_overlapped_s(const TpOverlap& o, program::UnitKind kind, program::Op op, bool backward, double T_s);
+
+}  // namespace stagecraft::sim
