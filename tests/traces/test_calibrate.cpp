@@ -293,6 +293,38 @@ TEST(Calibrate, ExecutorStyleTracesGiveTheSameSamples) {
 // A probe trace (2 ranks on one host) with exact model times: GEMMs, memory passes, intra-node
 // collectives and send/recv calibrate the GEMM knots, memory throughput and intra-node α/β; the
 // inter-node ones have no samples and keep their base values.
+// With TE's TP communication overlap a block's sequence-parallel collective lasts what its GEMM
+// leaves exposed (sim/models/tp_overlap.hpp), not its link time: such events give no link samples.
+// Per micro-batch and tp group the plan issues, with sequence parallelism, 2 (embedding: forward
+// RS, backward AG) + 2 (head: forward AG, backward RS) + 8 layers x 2 units x 4 (forward AG and RS,
+// backward AG and RS) = 68 TP all-gathers and reduce-scatters; 2 micro-batches x 2 tp groups:
+// 272 samples without the overlap, and the embedding's and head's 4 x 2 x 2 = 16 with it.
+TEST(Calibrate, TpCollectivesBesideTheirGemmsTimeNoLink) {
+  const spec::Cluster truth = true_cluster();
+  spec::Training tr;
+  tr.attention = "unfused";
+  tr.dtype = spec::Dtype::kBf16;
+  spec::Plan p = plan(2, 1, 2, 2, 2, 1, 3'000'000);
+  p.sequence_parallel = true;
+  tr.global_batch = p.micro_batch * p.micro_batches * p.dp;
+  auto tp_samples = [&](bool overlap) {
+    spec::Training t = tr;
+    t.tp_comm_overlap = overlap;
+    const test::Scenario s = test::lowered(model(), t, p);
+    Samples out;
+    add_trace_samples(test::as_trace(test::simulate(s, truth, /*full=*/true).trace, "tp.json"), truth, t, out);
+    int n = 0;
+    for (const LinkSample& l : out.links) {
+      n += l.collective && (l.collective->kind == sim::CollectiveKind::kAllGather ||
+                            l.collective->kind == sim::CollectiveKind::kReduceScatter) &&
+           l.collective->gpus.size() == 2 && l.collective->gpus[1] == l.collective->gpus[0] + 1;
+    }
+    return n;
+  };
+  EXPECT_EQ(tp_samples(false), (2 + 2 + 8 * 2 * 4) * 2 * 2);
+  EXPECT_EQ(tp_samples(true), (2 + 2) * 2 * 2);
+}
+
 TEST(Calibrate, ProbeTracesCalibrateComputeAndIntraNodeLinks) {
   const spec::Cluster truth = true_cluster(), base = base_cluster();
   const sim::Topology topo(truth, 8);

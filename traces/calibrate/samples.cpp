@@ -106,6 +106,12 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   const LinkModel links(sized_for(base, pl.world()), pl.world());
   const spec::FrameworkProfile framework = prog.training.framework_profile();
   const bool measured = t.data.source == "measured";
+  std::vector<bool> overlapped_units;  // units whose TP collectives TE overlaps (attention, MLP), when on
+  if (prog.training.tp_comm_overlap && prog.plan.sequence_parallel && prog.plan.tp > 1) {
+    for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) {
+      overlapped_units.push_back(u.kind == program::UnitKind::kAttention || u.kind == program::UnitKind::kMlp);
+    }
+  }
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
   for (std::size_t i = 0; i < t.data.events.size(); ++i) {
     const trace::Event& e = t.data.events[i];
@@ -113,6 +119,13 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
     const double seconds = seconds_of(e);
     const int64_t bytes = e.bytes > 0 ? e.bytes : in.bytes;
     if (program::is_collective(in.op)) {
+      // a TP collective TE overlaps with its GEMM (sim/models/tp_overlap.hpp) does not time the link
+      if (!overlapped_units.empty() && in.group == program::Group::kTp && in.unit_begin >= 0 &&
+          (in.op == Op::kTpAllGather || in.op == Op::kTpReduceScatter) &&
+          overlapped_units[static_cast<std::size_t>(in.unit_begin)]) {
+        ++sum.skipped;
+        continue;
+      }
       const std::vector<int64_t> members = pl.group_members(in.group, e.rank);
       Instance& inst = instances[{e.instr, t.event_step[i], members.front()}];
       inst.op = in.op;
