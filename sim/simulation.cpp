@@ -47,7 +47,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       compute_(prog.model, cluster, prog.training, prog.plan),
       costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog, cluster);
-  if (compute_.tp_overlap().on) {
+  if (compute_.tp_overlap().on || compute_.tp_overlap().async_grad) {
     for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) unit_kinds_.push_back(u.kind);
   }
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
@@ -149,9 +149,9 @@ int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
     key = want;
     ns = costs_.collective_ns(in, g.cost_group);
   }
-  if (in.group == Group::kTp && !unit_kinds_.empty() && in.unit_begin >= 0 &&
-      (in.op == Op::kTpAllGather || in.op == Op::kTpReduceScatter)) {
-    // beside the GEMM TE overlaps it with (models/tp_overlap.hpp)
+  if (in.group == Group::kTp && !unit_kinds_.empty() && in.unit_begin >= 0 && !(in.flags & program::kFlagNormGrads) &&
+      (in.op == Op::kTpAllGather || in.op == Op::kTpReduceScatter || in.op == Op::kTpAllReduce)) {
+    // beside the GEMM TE or Megatron-LM overlaps it with (models/tp_overlap.hpp)
     const bool backward = (in.flags & program::kFlagGrad) != 0;
     return to_ns(tp_overlapped_s(compute_.tp_overlap(), unit_kinds_[static_cast<std::size_t>(in.unit_begin)], in.op, backward,
                                  static_cast<double>(ns) * 1e-9));

@@ -8,6 +8,7 @@ const char* to_string(Framework f) {
     case Framework::kDeepSpeed05: return "deepspeed-0.5";
     case Framework::kFsdp: return "fsdp";
     case Framework::kMegatron: return "megatron";
+    case Framework::kMegatron2021: return "megatron-2021";
   }
   return "deepspeed";
 }
@@ -47,11 +48,14 @@ FrameworkProfile framework_profile(Framework f) {
       p.source = "PyTorch FSDP FULL_SHARD, transformer-block wrapping (framework.hpp)";
       break;
     case Framework::kMegatron:
+    case Framework::kMegatron2021:
       p.gather = GatherUnit::kModule;  // unused: no ZeRO-3
       p.prefetch = Prefetch::kLookAhead;
       p.reduce_copy_passes = 2;  // grad buffer scaled by 1/dp in place
       p.max_zero_stage = 1;
-      p.source = "Megatron-LM distributed optimizer (framework.hpp)";
+      p.tp_grad_overlap = f == Framework::kMegatron;  // async all-reduce since 2021-09 (16c90445)
+      p.source = f == Framework::kMegatron ? "Megatron-LM distributed optimizer (framework.hpp)"
+                                           : "Megatron-LM before 2021-09: synchronous backward TP all-reduce (framework.hpp)";
       break;
   }
   return p;

@@ -50,7 +50,14 @@
 //                  all-reduce or reduce-scatter of the contiguous grad buffer after the pipeline flush
 //                  (or overlapped with overlap_comm), scaled in place by 1/dp first
 //                  (param_and_grad_buffer.py: grad_data *= gradient_scaling_factor): 2·S bytes.
-//                  ZeRO-2/3 are not Megatron-LM options (validate_plan refuses them).
+//                  ZeRO-2/3 are not Megatron-LM options (validate_plan refuses them). Since
+//                  2021-09 (NVIDIA/Megatron-LM 16c90445, mpu/layers.py
+//                  ColumnParallelLinearWithAsyncAllreduce; with sequence parallelism its
+//                  reduce-scatter, 02bb1f5c 2022-03) a column-parallel linear's backward issues the
+//                  input gradient's all-reduce asynchronously and computes its weight gradient beside
+//                  it (tp_grad_overlap; sim/models/tp_overlap.hpp).
+//   megatron-2021  the same before that change (Narayanan et al. SC'21's runs): the backward TP
+//                  all-reduce waits, synchronous, before the weight gradient.
 //
 // Host work per collective is charged only where the host is on the critical path: deepspeed-0.5
 // synchronises the device at every fetch, so its n narrow() calls and n copy_ launches add
@@ -71,9 +78,9 @@
 
 namespace stagecraft::spec {
 
-enum class Framework : uint8_t { kDeepSpeed, kDeepSpeed05, kFsdp, kMegatron };
+enum class Framework : uint8_t { kDeepSpeed, kDeepSpeed05, kFsdp, kMegatron, kMegatron2021 };
 inline constexpr Framework kFrameworks[] = {Framework::kDeepSpeed, Framework::kDeepSpeed05, Framework::kFsdp,
-                                            Framework::kMegatron};
+                                            Framework::kMegatron, Framework::kMegatron2021};
 
 // What one ZeRO-3 all-gather fetches.
 enum class GatherUnit : uint8_t {
@@ -99,6 +106,7 @@ struct FrameworkProfile {
   double reduce_copy_passes = 0;      // HBM bytes moved per reduced byte, beyond NCCL's own
   double coalesced_copy_passes = 0;   // HBM bytes per byte of a coalesced gather, copied on the compute stream
   double host_s_per_rank = 0;         // exposed host work per collective and group member
+  bool tp_grad_overlap = false;       // the backward TP collective of a column-parallel linear beside its wgrad GEMM
   int max_zero_stage = 3;
   std::string source;                 // where the constants come from (the header above, by line)
 };

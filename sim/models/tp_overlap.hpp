@@ -18,6 +18,15 @@
 // adds to the GEMM alone. The embedding's and the head's collectives are not overlapped (TE's
 // userbuffers serve the block linears only); without sequence parallelism nothing is (TE requires
 // it). The planner's step-time bounds take the same D (planner/prune.cpp).
+//
+// Without TE's overlap, Megatron-LM's own (framework "megatron", FrameworkProfile::tp_grad_overlap:
+// ColumnParallelLinearWithAsyncAllreduce since 2021-09, the sequence-parallel reduce-scatter since
+// 2022-03) issues the input gradient's all-reduce (or reduce-scatter) after a block's backward
+// asynchronously and computes the QKV / fc1 weight gradient beside it (the head's logits linear
+// likewise: its all-reduce beside its weight gradient), NCCL's kernels holding
+// f = channels / SM of the SMs while they run (the simulator's SM-sharing rule, simulation.hpp:
+// the compute beside them min(T, g) · f/(1 - f) longer):
+//   D = max(T - g, min(T, g) · f/(1 - f))
 #pragma once
 
 #include <array>
@@ -29,18 +38,20 @@
 namespace stagecraft::sim {
 
 // A unit's overlapped GEMMs, for one micro-batch: the column-parallel linears (QKV; fc1, or gate
-// and up) and the row-parallel one (attention output; fc2), seconds. Their dgrad and wgrad GEMMs
-// have the same shapes.
+// and up; the head's logits) and the row-parallel one (attention output; fc2), seconds. Their
+// dgrad and wgrad GEMMs have the same shapes.
 struct TpOverlapGemms {
   double column_s = 0;
   double row_s = 0;
 };
 
 struct TpOverlap {
-  bool on = false;              // tp_comm_overlap, sequence parallelism and tp > 1
+  bool on = false;              // TE: tp_comm_overlap, sequence parallelism and tp > 1
+  bool async_grad = false;      // Megatron-LM: the backward all-reduce / reduce-scatter beside the wgrad GEMM
+  double nccl_share = 0;        // f of the SMs NCCL's kernels hold (async_grad), 0 without sm_count
   int64_t tp = 1;
   int64_t sm_count = 0;         // the GPU's, 0 when the profile has none
-  std::array<TpOverlapGemms, 4> gemms{};   // by UnitKind (embedding and head: none)
+  std::array<TpOverlapGemms, 4> gemms{};   // by UnitKind (the embedding: none)
 };
 
 inline constexpr int64_t kTpOverlapSms = 16;     // num_sm of the pipeline and bulk methods

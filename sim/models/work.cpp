@@ -141,6 +141,13 @@ double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) { re
 
 namespace {
 
+// The head's logits GEMM on one tp rank (column-parallel over the vocabulary), one micro-batch:
+// 2 · T · h · ⌈V/t⌉ FLOPs.
+double head_gemm_flops(const spec::Model& m, const spec::Plan& p) {
+  return 2 * static_cast<double>(p.micro_batch * m.seq_len) * static_cast<double>(m.hidden) *
+         static_cast<double>((m.vocab + p.tp - 1) / p.tp);
+}
+
 // The GEMMs of the block linears whose name starts with `group` (count::block_linears), each split
 // over t ranks as count::shard says, for T tokens: 2 * T * in * out FLOPs; `rows` 1: only the
 // row-parallel ones, 0: only the others, -1: all.
@@ -189,7 +196,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
     case UnitKind::kEmbedding: bytes_per_token = 4 * h_r; break;
     case UnitKind::kHead: {
       const double v_r = static_cast<double>((m.vocab + t - 1) / t);
-      gemms.add_gemm(2 * T * h * v_r, 1);
+      gemms.add_gemm(head_gemm_flops(m, p), 1);
       bytes_per_token = 4 * h_r + 10.0 * v_r;
       break;
     }
@@ -257,6 +264,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
 Work block_linear_gemms(const spec::Model& m, const spec::Training& training, const spec::Plan& p, program::UnitKind kind,
                         bool row) {
   Work w;
+  if (kind == UnitKind::kHead && !row) w.add_gemm(head_gemm_flops(m, p), 1);
   if (kind != UnitKind::kAttention && kind != UnitKind::kMlp) return w;
   add_linear_gemms(m, p.tp, static_cast<double>(p.micro_batch * m.seq_len), kind == UnitKind::kAttention ? "attn." : "mlp.",
                    training.dtype == spec::Dtype::kFp8, w, row ? 1 : 0);

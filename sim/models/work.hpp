@@ -189,10 +189,10 @@ double attention_efficiency(const std::vector<std::pair<double, double>>& points
 // The seconds of w's fused attention work alone on `kernel` at `peak_flops` (0 without any).
 double attention_seconds(const Work& w, const spec::AttentionKernel* kernel, double peak_flops);
 
-// The block linears' GEMMs of one micro-batch on one tp rank of a unit of `kind` (attention, MLP;
-// empty for others): the row-parallel ones (attention output; fc2) when `row`, else the others
-// (QKV; fc1, or gate and up). What TP communication overlap runs beside its collectives
-// (tp_overlap.hpp).
+// The linears' GEMMs of one micro-batch on one tp rank of a unit of `kind`: the row-parallel ones
+// (attention output; fc2) when `row`, else the column-parallel ones (QKV; fc1, or gate and up; the
+// head's logits GEMM); none for the embedding. What TP communication overlap runs beside its
+// collectives (tp_overlap.hpp).
 Work block_linear_gemms(const spec::Model& m, const spec::Training& training, const spec::Plan& p, program::UnitKind kind,
                         bool row);
 
