@@ -111,7 +111,9 @@ def main():
               f"{100 * worst[3]:+.1f}% (acceptance: every row within 15%; goal 5%).", "",
               "What the rows do not say and the simulation assumes: recompute (none), Megatron-Bridge's",
               "custom pipeline layout for F6 (simulated with the balanced split), the communication overlaps",
-              "NeMo turns on (the simulator overlaps what the Program's dependencies allow), and the",
+              "NeMo turns on (Megatron-LM's asynchronous backward TP all-reduce is modelled, framework",
+              "`megatron`; Transformer Engine's TP communication overlap, `\"tp_comm_overlap\"`, is not set:",
+              "these tables do not say whether the runs used it), and the",
               "scaling recipe (F6 ran current scaling, whose per-tensor amax pass the delayed-scaling cast",
               "bytes do not include). The FP8 GEMM efficiency is the 16-bit curve's at equal ideal time; no",
               "FP8 GEMM measurement is in the profile.", ""]
