@@ -51,8 +51,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
     for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) unit_kinds_.push_back(u.kind);
   }
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
-    const double f = static_cast<double>(std::min(cluster.nccl.channels, cluster.gpu.sm_count)) /
-                     static_cast<double>(cluster.gpu.sm_count);
+    const double f = nccl_sm_fraction(cluster);
     sm_share_ = f < 1 ? f / (1 - f) : 0.0;
   }
   net_.set_fast_paths(options.fast_paths);

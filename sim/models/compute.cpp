@@ -43,15 +43,10 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
     distinct.push_back(u);
   }
   for (int32_t u = 0; u < work_.unit_count(); ++u) units_.push_back(distinct[static_cast<std::size_t>(work_.distinct_of(u))]);
-  tp_overlap_.on = training.tp_comm_overlap && plan.sequence_parallel && plan.tp > 1;
-  tp_overlap_.async_grad = training.framework_profile().tp_grad_overlap && plan.tp > 1;
+  tp_overlap_ = tp_overlap_modes(training, plan);
   if (tp_overlap_.on || tp_overlap_.async_grad) {
-    tp_overlap_.tp = plan.tp;
     tp_overlap_.sm_count = cluster.gpu.sm_count;
-    if (cluster.gpu.sm_count > 0) {
-      tp_overlap_.nccl_share = static_cast<double>(std::min(cluster.nccl.channels, cluster.gpu.sm_count)) /
-                               static_cast<double>(cluster.gpu.sm_count);
-    }
+    tp_overlap_.nccl_share = nccl_sm_fraction(cluster);
     for (const program::UnitKind kind : {program::UnitKind::kAttention, program::UnitKind::kMlp, program::UnitKind::kHead}) {
       TpOverlapGemms& g = tp_overlap_.gemms[static_cast<std::size_t>(kind)];
       g.column_s = timer.seconds(block_linear_gemms(model, training, plan, kind, false));

@@ -34,6 +34,9 @@
 
 #include "core/program/instruction.hpp"
 #include "core/program/units.hpp"
+#include "core/spec/cluster.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
 
 namespace stagecraft::sim {
 
@@ -54,6 +57,15 @@ struct TpOverlap {
   std::array<TpOverlapGemms, 4> gemms{};   // by UnitKind (the embedding: none)
 };
 
+// f = min(nccl.channels, SMs) / SMs: the share of the GPU's SMs NCCL's kernels hold while a
+// collective runs (one CTA per channel, enqueue.cc); 0 when the profile has no sm_count. The
+// simulator's SM-sharing rule (simulation.hpp) and Megatron-LM's overlap here both use it.
+double nccl_sm_fraction(const spec::Cluster& cluster);
+
+// Which overlaps a (training, plan) has: `on` (TE: tp_comm_overlap with sequence parallelism over
+// tp > 1) and `async_grad` (the framework's tp_grad_overlap with tp > 1); tp set, no GEMM times.
+TpOverlap tp_overlap_modes(const spec::Training& training, const spec::Plan& plan);
+
 inline constexpr int64_t kTpOverlapSms = 16;     // num_sm of the pipeline and bulk methods
 inline constexpr int32_t kTpOverlapSplits = 4;   // num_splits of the pipeline method
 
@@ -61,5 +73,8 @@ inline constexpr int32_t kTpOverlapSplits = 4;   // num_splits of the pipeline m
 // time T_s adds around unit kind `kind`'s pass (`backward`: a backward or backward-input pass; else
 // forward or recompute), seconds; T_s itself where nothing overlaps it.
 double tp_overlapped_s(const TpOverlap& o, program::UnitKind kind, program::Op op, bool backward, double T_s);
+// Whether an overlap applies to that collective at all (tp_overlapped_s may then differ from T_s):
+// what calibrate needs to know to leave its time out of the link fit.
+bool tp_overlapped(const TpOverlap& o, program::UnitKind kind, program::Op op, bool backward);
 
 }  // namespace stagecraft::sim

@@ -1,6 +1,7 @@
 #include "traces/calibrate/samples.hpp"
 
 #include "sim/costs.hpp"
+#include "sim/models/tp_overlap.hpp"
 
 #include "core/program/comm_rules.hpp"
 
@@ -106,11 +107,12 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
   const LinkModel links(sized_for(base, pl.world()), pl.world());
   const spec::FrameworkProfile framework = prog.training.framework_profile();
   const bool measured = t.data.source == "measured";
-  std::vector<bool> overlapped_units;  // units whose TP collectives TE overlaps (attention, MLP), when on
-  if (prog.training.tp_comm_overlap && prog.plan.sequence_parallel && prog.plan.tp > 1) {
-    for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) {
-      overlapped_units.push_back(u.kind == program::UnitKind::kAttention || u.kind == program::UnitKind::kMlp);
-    }
+  // A simulated trace's TP collectives that an overlap shortens (sim/models/tp_overlap.hpp) last what
+  // their GEMM leaves exposed, not their link time; the executor overlaps none.
+  const sim::TpOverlap overlap = sim::tp_overlap_modes(prog.training, prog.plan);
+  std::vector<program::UnitKind> unit_kinds;  // filled only when such collectives exist
+  if (!measured && (overlap.on || overlap.async_grad)) {
+    for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) unit_kinds.push_back(u.kind);
   }
   std::map<std::tuple<int32_t, int32_t, int64_t>, Instance> instances;
   for (std::size_t i = 0; i < t.data.events.size(); ++i) {
@@ -119,10 +121,10 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
     const double seconds = seconds_of(e);
     const int64_t bytes = e.bytes > 0 ? e.bytes : in.bytes;
     if (program::is_collective(in.op)) {
-      // a TP collective TE overlaps with its GEMM (sim/models/tp_overlap.hpp) does not time the link
-      if (!overlapped_units.empty() && in.group == program::Group::kTp && in.unit_begin >= 0 &&
-          (in.op == Op::kTpAllGather || in.op == Op::kTpReduceScatter) &&
-          overlapped_units[static_cast<std::size_t>(in.unit_begin)]) {
+      if (!unit_kinds.empty() && in.group == program::Group::kTp && in.unit_begin >= 0 &&
+          !(in.flags & program::kFlagNormGrads) &&
+          sim::tp_overlapped(overlap, unit_kinds[static_cast<std::size_t>(in.unit_begin)], in.op,
+                             (in.flags & program::kFlagGrad) != 0)) {
         ++sum.skipped;
         continue;
       }
