@@ -142,6 +142,12 @@ int64_t ranks_on_this_host(int64_t world) {
   return world;
 }
 
+void rank_error(int64_t rank, const std::string& what) {
+  const std::string line = "stagecraft: rank " + std::to_string(rank) + ": error: " + what + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
 spec::Model load_model_arg(const std::string& arg) {
   spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, arg));
   for (const std::string& w : m.warnings) std::cerr << "stagecraft: warning: " << w << "\n";

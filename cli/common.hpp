@@ -84,6 +84,11 @@ planner::HfTrainerArgs hf_args(const spec::Model& m);
 
 // Ctrl-C during a search (search.cpp): the first SIGINT sets the flag (the search stops after the
 // batch in flight and reports what it found), a second one ends the process.
+// "stagecraft: rank R: error: <what>" on stderr in one write: mpirun forwards each rank's stderr as
+// it arrives and prints its own abort banner, so a line written piece by piece (std::cerr's <<
+// are unbuffered) can be cut in two by it.
+void rank_error(int64_t rank, const std::string& what);
+
 void install_interrupt_handler();
 const std::atomic<bool>& interrupted();
 

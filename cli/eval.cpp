@@ -91,7 +91,7 @@ int run_plan_eval(const EvalArgs& a, const executor::World& world, const program
     r.tokens = prog.tokens_per_step();
     bytes = static_cast<int64_t>(comm->all_reduce_sum(static_cast<double>(reader->bytes_read())));
   } catch (const std::exception& e) {
-    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    rank_error(world.rank(), e.what());
     return world.abort(3);
   }
   if (world.rank() != 0) return kOk;
@@ -195,7 +195,7 @@ int run_eval(const EvalArgs& a) {
       }
     }
   } catch (const std::exception& e) {
-    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    rank_error(world.rank(), e.what());
     return world.abort(3);
   }
   if (world.rank() != 0) return kOk;

@@ -183,16 +183,16 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
     throw;  // agreed on by every rank (resuming before training, saving after): a clean exit 2
   } catch (const executor::OutputError& e) {
     // The run is done and every rank past its last collective: this rank's output failed (exit 2).
-    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    rank_error(world.rank(), e.what());
     return kBadInput;
   } catch (const executor::NonFiniteError& e) {
     // The training diverged: the request cannot be met as given (exit 1), and the job ends now.
-    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    rank_error(world.rank(), e.what());
     return world.abort(kImpossible);
   } catch (const std::exception& e) {
     // One rank failed mid-training; its peers may be waiting on it forever: end the whole job
     // now, before any collective cleanup (the communicator's destructor) could block.
-    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    rank_error(world.rank(), e.what());
     return world.abort(3);
   }
   if (world.rank() != 0) return kOk;
@@ -259,7 +259,7 @@ int run_run(const RunArgs& a) {
   } catch (const spec::SpecError& e) {
     return fail_before_training(e.what());  // the environment's switches, read alike on every rank
   } catch (const std::exception& e) {
-    std::cerr << "stagecraft: rank " << world.rank() << ": error: " << e.what() << std::endl;
+    rank_error(world.rank(), e.what());
     return world.abort(3);
   }
 }
