@@ -60,9 +60,11 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   for (int64_t r : simulated_ranks(prog.placement, every_rank_)) add_rank(r);
   if (!every_rank_ && topology_.nodes() > 1 && options.network == NetworkModel::kShared) share_core_links();
   std::size_t flows = 0;   // at most one flow per p2p send and per dp collective of a rank
+  std::size_t messages = 0;  // one per send and one per receive at most (a peer may not be simulated)
   for (RankState& st : ranks_) {
     flows += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kDpGather) +
              lane_count(*st.graph, Lane::kDpReduce);
+    messages += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kPpRecv);
     for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) {
       GroupView& v = st.groups[static_cast<int>(g)];
       v.last.fill({-1, -1});
@@ -77,6 +79,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
     }
   }
   flow_owner_.reserve(flows);
+  messages_.reserve(messages);
 }
 
 void Simulation::add_rank(int64_t r) {

@@ -108,10 +108,12 @@ Topology::Topology(const spec::Cluster& cluster, int64_t gpus_in_use) {
 }
 
 void Topology::check_gpu(int64_t gpu, const char* what) const {
-  if (gpu < 0 || gpu >= gpus_) {
-    throw std::out_of_range(std::string("Topology::") + what + ": GPU " + std::to_string(gpu) + " outside [0, " +
-                            std::to_string(gpus_) + ") of cluster \"" + cluster_name_ + "\"");
-  }
+  if (gpu < 0 || gpu >= gpus_) gpu_out_of_range(gpu, what);
+}
+
+void Topology::gpu_out_of_range(int64_t gpu, const char* what) const {
+  throw std::out_of_range(std::string("Topology::") + what + ": GPU " + std::to_string(gpu) + " outside [0, " +
+                          std::to_string(gpus_) + ") of cluster \"" + cluster_name_ + "\"");
 }
 
 void Topology::check_node(int64_t node, const char* what) const {
@@ -122,16 +124,6 @@ void Topology::check_node(int64_t node, const char* what) const {
     throw std::out_of_range(std::string("Topology::") + what + ": node " + std::to_string(node) + " outside [0, " +
                             std::to_string(nodes_) + ")");
   }
-}
-
-int64_t Topology::node_of(int64_t gpu) const {
-  check_gpu(gpu, "node_of");
-  return gpu / gpus_per_node_;
-}
-
-int64_t Topology::local_index(int64_t gpu) const {
-  check_gpu(gpu, "local_index");
-  return gpu % gpus_per_node_;
 }
 
 int64_t Topology::nic_of(int64_t gpu) const {

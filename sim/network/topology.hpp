@@ -64,8 +64,15 @@ class Topology {
   int64_t nodes() const { return nodes_; }  // nodes in use: ceil(gpus / gpus_per_node)
   int64_t gpus_per_node() const { return gpus_per_node_; }
   int64_t nics_per_node() const { return nics_per_node_; }
-  int64_t node_of(int64_t gpu) const;
-  int64_t local_index(int64_t gpu) const;
+  // Inline: the simulator asks for every send and collective member.
+  int64_t node_of(int64_t gpu) const {
+    if (gpu < 0 || gpu >= gpus_) [[unlikely]] gpu_out_of_range(gpu, "node_of");
+    return gpu / gpus_per_node_;
+  }
+  int64_t local_index(int64_t gpu) const {
+    if (gpu < 0 || gpu >= gpus_) [[unlikely]] gpu_out_of_range(gpu, "local_index");
+    return gpu % gpus_per_node_;
+  }
   int64_t nic_of(int64_t gpu) const;  // local_index % nics_per_node; needs more than one node
 
   int64_t intra_latency_ns() const { return intra_latency_ns_; }
@@ -92,6 +99,7 @@ class Topology {
 
  private:
   void check_gpu(int64_t gpu, const char* what) const;
+  [[noreturn]] void gpu_out_of_range(int64_t gpu, const char* what) const;
   void check_node(int64_t node, const char* what) const;
 
   std::string cluster_name_;
