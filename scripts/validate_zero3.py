@@ -128,9 +128,15 @@ MODELS = {
 # Rows: id, source, model, cluster, GPUs, micro-batch, micro-batches (GA), framework, dtype,
 # reduce_dtype (None: the training dtype), zero overrides, metric, published value
 # The model code's kernels (training "kernels"): eager where the run used PyTorch ops one by one
-# (minGPT's attention, Hugging Face's RoBERTa: "not using any custom fused kernels" in PR #1453);
-# fused otherwise (Megatron-DeepSpeed's fused kernels).
-EAGER = {"E0", "E1", "F1", "F2"}
+# (minGPT's attention, Hugging Face's RoBERTa: "not using any custom fused kernels" in PR #1453;
+# the Llama code of rows B and C, uncompiled: torchtitan 04133643 train_configs/llama2_70b.toml and
+# llama3_70b.toml set compile = false and norm_type = "rmsnorm", whose RMSNorm (models/norms.py),
+# apply_rotary_emb and repeat_kv (models/llama/model.py) are PyTorch ops; fms-fsdp 0d319983
+# use_torch_compile = False (fms_fsdp/config/training.py l.40), ibm-fms's LLaMA the same kinds of ops);
+# fused otherwise (Megatron-DeepSpeed's fused kernels; llm-foundry's MPT, rows A, runs one
+# F.layer_norm and one GELU kernel, ALiBi inside the attention kernel and no dropout: nothing the
+# fused count lacks).
+EAGER = {"B1", "C1", "C2", "E0", "E1", "F1", "F2"}
 # Attention (training "attention"): the 2024 FSDP stacks of rows B and C run FlashAttention-2
 # (fms-fsdp and torchtitan through PyTorch's SDPA), the profile's default kernel; the 2021-2022
 # runs of rows D-F computed attention unfused.
@@ -310,8 +316,10 @@ def main():
         "bundled `dgx-a100-80g-hdr` profile with datasheet changes only (GPU memory and HBM rate, NICs",
         "and their line rate at the profile's 0.94 efficiency, NCCL version of the PyTorch release used;",
         "the script lists each with its source). Nothing is tuned per row. The V100 rows (D) reuse the",
-        "A100's GEMM-efficiency curve, and row E's 64 x 8192 shape is inferred from \"52B\". Rows E and F",
-        "ran PyTorch eager kernels (training `\"kernels\": \"eager\"`). The FSDP rows ran fused",
+        "A100's GEMM-efficiency curve, and row E's 64 x 8192 shape is inferred from \"52B\". Rows B, C, E",
+        "and F ran their model code as PyTorch eager ops (training `\"kernels\": \"eager\"`: B and C",
+        "uncompiled Llama code, its RMSNorm, rotary embedding and K/V repeat as ops of their own; E",
+        "Hugging Face's RoBERTa; F minGPT). The FSDP rows ran fused",
         "attention: B and C FlashAttention-2 (`\"attention\": \"flash\"`, the A100 profile's default),",
         "A the first FlashAttention (its tables predate torch 2.0: `\"fa1\"`); rows D-F, from",
         "2021-2022, computed attention unfused.",

@@ -20,7 +20,9 @@ namespace stagecraft::spec {
 enum class Optimizer { kAdam, kAdamW };
 // How the model code runs its memory-bound layer work (sim/models/work.hpp has the bytes):
 // fused kernels as Megatron-LM writes them (scale-mask-softmax, bias-GeLU, bias-dropout-add), or
-// PyTorch eager ops one by one, as minGPT and Hugging Face's BERT/RoBERTa/GPT-2 modules do.
+// PyTorch eager ops one by one, as minGPT and Hugging Face's BERT/RoBERTa/GPT-2 modules do, and
+// uncompiled Llama code (Hugging Face, torchtitan, ibm-fms): its RMSNorm, rotary embedding and K/V
+// repeat are then passes of their own.
 enum class Kernels { kFused, kEager };
 
 struct Training {

@@ -183,6 +183,40 @@ CastBytes fp8_cast_bytes(const spec::Model& m, int64_t t, double T, const char* 
   return c;
 }
 
+// Eager PyTorch ops of the model's own layers, beyond what the fused count charges (work.hpp:
+// eager kernels), bytes per token on one tp rank. An RMSNorm written in PyTorch ops (Meta's
+// reference Llama, Hugging Face's LlamaRMSNorm, torchtitan's and ibm-fms's RMSNorm):
+//   x.float() r2 w4, pow(2) r4 w4, mean r4, x * rsqrt r4 w4, type_as r4 w2, * weight r2 w2 = 36
+// bytes per element (fp32 training: no casts, 28), against the fused count's one norm of 4 (8);
+// a LayerNorm is one native kernel (torch.nn.LayerNorm), as fused.
+double eager_norm_bytes(const spec::Model& m, int64_t norms, double h_r, bool fp32) {
+  if (m.norm != spec::Norm::kRmsNorm) return 0.0;
+  return (static_cast<double>(norms) * (fp32 ? 28.0 : 36.0) - (fp32 ? 8.0 : 4.0)) * h_r;
+}
+
+// The attention unit's eager passes: its norms as above; per-head q/k RMSNorms (qk_norm) on the
+// q and k widths; rotary embeddings on the rotated share of q and k, in the complex form of Meta's
+// reference code and torchtitan (apply_rotary_emb: float() r2 w4, complex product r4 w4, type_as
+// r4 w2 = 20 bytes per element; fp32: the product alone, 8; Hugging Face's rotate_half form moves
+// as much: q·cos 4, neg and cat 6, ·sin 4, sum 6), plus a cat of rotated and passed dimensions
+// (r2 w2) when only a share rotates; and grouped-query K and V repeated to every query head
+// before the attention kernel (repeat_kv: expand + reshape copies, read kv, write q width, twice:
+// 4·(q + kv) bytes, fp32 8·(q + kv)).
+double eager_attention_bytes(const spec::Model& m, int64_t t, double h_r, bool fp32) {
+  const double d = static_cast<double>(m.head_dim());
+  const int64_t heads_r = m.heads / t, kv_r = std::max<int64_t>(1, m.kv_heads / t);
+  const double q = static_cast<double>(heads_r) * d, kv = static_cast<double>(kv_r) * d;
+  const double w = fp32 ? 2.0 : 1.0;
+  double bytes = eager_norm_bytes(m, m.attn_norms, h_r, fp32);
+  if (m.qk_norm) bytes += (fp32 ? 28.0 : 36.0) * (q + kv);
+  if (m.position == spec::Position::kRope) {
+    bytes += (fp32 ? 8.0 : 20.0) * m.rotary_fraction * (q + kv);
+    if (m.rotary_fraction < 1) bytes += 4.0 * w * (q + kv);
+  }
+  if (kv_r < heads_r) bytes += 4.0 * w * (q + kv);
+  return bytes;
+}
+
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
                               bool flash) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
@@ -192,6 +226,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   const double width = fp32 ? 2.0 : 1.0;  // 4-byte elements move twice the bytes
   Work gemms, scores;
   double bytes_per_token = 0, score_bytes = 0, activation_elems = 0;
+  double eager_bytes = 0;  // per token, in bytes (not scaled by width): eager passes of the model's own layers
   switch (u.kind) {
     case UnitKind::kEmbedding: bytes_per_token = 4 * h_r; break;
     case UnitKind::kHead: {
@@ -216,21 +251,23 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
         // softmax and its dropout; eager: the scale and the mask as passes of their own
         score_bytes = (eager ? 17.0 : 9.0) * static_cast<double>(m.heads / t) * s * T;
       }
-      // eager: dropout and residual add apart (5 + 6 instead of 7), and the context's copy back
-      // from the head layout (4)
-      bytes_per_token = (eager ? 19 : 11) * h_r;
+      // eager: dropout and residual add apart (5 + 6 instead of 7), and, unfused, the context's
+      // copy back from the head layout (4; a fused kernel writes it in the token layout)
+      bytes_per_token = (eager ? (flash ? 15 : 19) : 11) * h_r;
+      if (eager) eager_bytes = eager_attention_bytes(m, t, h_r, fp32);
       break;
     }
     case UnitKind::kMlp: {
       add_linear_gemms(m, t, T, "mlp.", fp8, gemms);
       // eager: dropout and residual add apart; a gated MLP's activation and product apart (4 + 6)
       bytes_per_token = (eager ? 15 : 11) * h_r + (spec::gated(m.mlp) ? (eager ? 10 : 6) : 4) * f_r;
+      if (eager) eager_bytes = eager_norm_bytes(m, m.mlp_norms, h_r, fp32);
       // GELU's tanh or SwiGLU's sigmoid (GeGLU: tanh), once per element of f/t; ReLU has none
       activation_elems = m.mlp == spec::Mlp::kRelu ? 0 : T * f_r;
       break;
     }
   }
-  const double mem = width * T * bytes_per_token, score_mem = width * score_bytes;
+  const double mem = width * T * bytes_per_token + T * eager_bytes, score_mem = width * score_bytes;
   CastBytes cast;
   if (fp8 && (u.kind == UnitKind::kAttention || u.kind == UnitKind::kMlp)) {
     cast = fp8_cast_bytes(m, t, T, u.kind == UnitKind::kAttention ? "attn." : "mlp.", p.micro_batches);

@@ -32,6 +32,15 @@
 //   residual add are apart (5 + 6 instead of 7, per block output), the attention context is copied
 //   back from the head layout (+4h_r), and SwiGLU's SiLU and product are apart (4 + 6 instead of 6):
 //     attention  19h_r + 17·a_r·s      MLP  15h_r + 4·f_r (SwiGLU 10·f_r)
+//   (under a fused attention kernel the context is written in the token layout: 15h_r). The
+//   model's own layers add, eager, what Llama-style code runs as PyTorch ops (Meta's reference
+//   model, Hugging Face's Llama family, torchtitan, ibm-fms; work.cpp derives each count, bytes per
+//   token, fp32 training in brackets): an RMSNorm in fp32 ops, 36h_r per norm (28h_r) against the
+//   fused 4h_r (a LayerNorm stays one kernel); q/k RMSNorms, 36 (28) per element of q and k;
+//   rotary embeddings, 20 (8) per rotated element of q and k, +4 (8) for the cat of a partial
+//   rotation; grouped-query K and V repeated to every head, 4 (8)·(q + kv). Dropout is charged as
+//   minGPT and Hugging Face's BERT run it; code without dropout (Llama) skips it (at::dropout
+//   returns its input at p = 0), about 10h of a Llama layer's eager forward bytes too many.
 //   Backward moves twice the forward bytes (saved input and incoming gradient read, gradient
 //   written). fp32 training doubles the bytes.
 // * Gradient accumulation: every backward adds the new weight gradients into the step's

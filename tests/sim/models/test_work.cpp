@@ -138,6 +138,48 @@ TEST(Work, EagerKernelsMoveTheirExtraPassesByHand) {
                spec::SpecError);
 }
 
+TEST(Work, EagerLlamaCodeMovesItsNormRotaryAndRepeatBytesByHand) {
+  // tiny (h 64, f 256, s 64, 4 heads of d 16) made Llama-like: RMSNorm, RoPE, 2 K/V heads;
+  // FlashAttention, tp 1, micro-batch 1: T = 64 tokens; q = 4·16 = 64, kv = 2·16 = 32 wide.
+  // bf16, attention forward per token: 15h (dropout 5, residual 6, norm 4; no context copy under
+  // a fused attention kernel) = 960, plus the eager passes
+  //   RMSNorm 36h − the fused count's 4h: 32·64          = 2048
+  //   rotary  20·(q + kv) = 20·96                         = 1920
+  //   K/V repeated to 4 heads: 4·(q + kv) = 4·96          =  384
+  //   = 960 + 4352 = 5312 bytes, ·64 tokens = 339,968; backward input twice that.
+  // MLP (GELU) forward per token: 15h + 4f = 1984, plus RMSNorm 2048 = 4032, ·64 = 258,048.
+  // fp32 (no casts): attention 2·15h = 1920, RMSNorm (28 − 8)·64 = 1280, rotary 8·96 = 768,
+  // repeat 8·96 = 768: 4736 per token, ·64 = 303,104.
+  spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  ASSERT_EQ(m.hidden, 64);
+  ASSERT_EQ(m.heads, 4);
+  ASSERT_EQ(m.head_dim(), 16);
+  ASSERT_EQ(m.mlp, spec::Mlp::kGelu);
+  m.norm = spec::Norm::kRmsNorm;
+  m.position = spec::Position::kRope;
+  m.kv_heads = 2;
+  spec::Training t;
+  t.dtype = spec::Dtype::kBf16;
+  t.kernels = spec::Kernels::kEager;
+  ASSERT_TRUE(t.flash_attention());
+  const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1);
+  const WorkModel eager(m, t, p);
+  EXPECT_EQ(eager.compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (960 + 2048 + 1920 + 384));
+  EXPECT_EQ(eager.compute(Op::kBackwardInput, 1, 2).memory_bytes, 2 * 64.0 * (960 + 2048 + 1920 + 384));
+  EXPECT_EQ(eager.compute(Op::kForward, 2, 3).memory_bytes, 64.0 * (15 * 64 + 4 * 256 + 2048));
+  // fused kernels charge none of it: 11h per token for the attention unit
+  t.kernels = spec::Kernels::kFused;
+  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).memory_bytes, 64.0 * 11 * 64);
+  t.kernels = spec::Kernels::kEager;
+  t.dtype = spec::Dtype::kFp32;
+  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (2 * 15 * 64 + 1280 + 768 + 768));
+  // one K/V head per query head: no repeat; learned positions: no rotary
+  t.dtype = spec::Dtype::kBf16;
+  m.kv_heads = 4;
+  m.position = spec::Position::kLearned;
+  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (960 + 2048));
+}
+
 TEST(Work, SecondsWithAndWithoutTheArithmeticTerms) {
   // One GEMM of 1e9 FLOPs at efficiency 0.5 of 1e12: 2 ms; 1e6 bytes at 2e10 · 0.5 B/s: 0.1 ms;
   // 1e5 activation elements at 5e7 per second: 2 ms; 3e5 Adam parameters at 3e8 per second: 1 ms.
