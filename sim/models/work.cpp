@@ -217,6 +217,26 @@ double eager_attention_bytes(const spec::Model& m, int64_t t, double h_r, bool f
   return bytes;
 }
 
+// The cross-entropy over the v_r logits a token has on one tp rank (16-bit logits from the head's
+// GEMM), bytes per token. Fused: Megatron-LM's vocabulary-parallel cross-entropy as every
+// Megatron-LM GPT runs it by default (core_r0.8.0 tensor_parallel/cross_entropy.py; the same
+// algorithm in 2021's mpu/cross_entropy.py, called on output.float()), one kernel per op:
+//   forward  .float() r2 w4, max r4, in-place subtract r4 w4, in-place exp r4 w4, sum r4,
+//            in-place divide by the sum r4 w4                                 = 38 per logit
+//   backward grad.mul_(grad_output) r4 w4, the cast back to 16 bits r4 w2     = 14
+// Eager: F.cross_entropy(logits.float(), ...) (torchtitan, Hugging Face): .float() 6, log_softmax
+// over a row too long for shared memory (max, sum of exp, write: r4·3 w4) 16 = 22; backward:
+// nll_loss's zeroed gradient w4, log_softmax's backward (sum of the gradient r4, then r4 r4 w4)
+// 16, the cast back 6 = 26. fp32 training drops the casts: fused 32 and 8, eager 16 and 20.
+struct LossBytes {
+  double forward = 0, backward = 0;
+};
+LossBytes loss_bytes(double v_r, bool fp32, bool eager) {
+  const double cast_fwd = fp32 ? 0.0 : 6.0, cast_bwd = fp32 ? 0.0 : 6.0;
+  if (eager) return {v_r * (16 + cast_fwd), v_r * (20 + cast_bwd)};
+  return {v_r * (32 + cast_fwd), v_r * (8 + cast_bwd)};
+}
+
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
                               bool flash) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
@@ -227,12 +247,14 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   Work gemms, scores;
   double bytes_per_token = 0, score_bytes = 0, activation_elems = 0;
   double eager_bytes = 0;  // per token, in bytes (not scaled by width): eager passes of the model's own layers
+  LossBytes loss;          // the head's cross-entropy, per token, in bytes
   switch (u.kind) {
     case UnitKind::kEmbedding: bytes_per_token = 4 * h_r; break;
     case UnitKind::kHead: {
       const double v_r = static_cast<double>((m.vocab + t - 1) / t);
       gemms.add_gemm(head_gemm_flops(m, p), 1);
-      bytes_per_token = 4 * h_r + 10.0 * v_r;
+      bytes_per_token = 4 * h_r;
+      loss = loss_bytes(v_r, fp32, eager);
       break;
     }
     case UnitKind::kAttention: {
@@ -277,7 +299,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   Work forward_scores = scores;
   forward_scores.attention_bwd_flops = 0;  // the forward runs the forward kernel only
   w.forward.add(forward_scores);
-  w.forward.memory_bytes += mem + score_mem + cast.forward;
+  w.forward.memory_bytes += mem + score_mem + cast.forward + T * loss.forward;
   w.forward.activation_elems += activation_elems;
   w.backward_input.add(gemms);
   if (scores.attention_fwd_flops > 0) {
@@ -287,7 +309,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   } else {
     w.backward_input.add(scores, 2);
   }
-  w.backward_input.memory_bytes += 2 * (mem + score_mem) + cast.backward;
+  w.backward_input.memory_bytes += 2 * (mem + score_mem) + cast.backward + T * loss.backward;
   w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
   w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32 ? 12.0 : 10.0);

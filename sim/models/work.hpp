@@ -24,8 +24,11 @@
 //                probabilities 5·a_r·s + bias-dropout-residual 7h_r      = 11h_r + 9·a_r·s
 //     MLP        layer norm 4h_r + bias-GeLU 4·f_r (gated, SwiGLU/GeGLU: read gate and up, write 6·f_r)
 //                + bias-dropout-residual 7h_r                            = 11h_r + 4·f_r
-//     embedding  lookup 4h_r;  head: final norm 4h_r + cross-entropy 10·V/t (fp16 logits read,
-//                fp32 softmax written and read back)
+//     embedding  lookup 4h_r;  head: final norm 4h_r + the cross-entropy over the V/t logits of
+//                the rank, as Megatron-LM computes it (on the logits cast to fp32, one kernel per
+//                op: cast, max, subtract, exp, sum, divide): 38·V/t forward and 14·V/t backward,
+//                not twice the forward (work.cpp loss_bytes derives both; eager, PyTorch's
+//                F.cross_entropy on the fp32 logits, 22·V/t and 26·V/t; fp32 training drops the casts)
 //   With "kernels": "eager" (training.json; PyTorch ops one at a time, as minGPT's
 //   CausalSelfAttention/Block and Hugging Face's BertSelfAttention/SelfOutput/Intermediate/Output
 //   run them): the scores' scale and mask are passes of their own (+4·a_r·s each), dropout and the
@@ -98,7 +101,7 @@
 //              bytes w·T·11h_r + w·9·a_r·s·T; flash: the kernel above and bytes w·T·11h_r
 //   MLP        GEMMs 2Thf_r (×2 with SwiGLU), 2Tf_r h; bytes w·T·(11h_r + 4f_r or 6f_r);
 //              activation T·f_r elements
-//   embedding  bytes w·T·4h_r;   head  GEMM 2Th⌈V/t⌉; bytes w·T·(4h_r + 10⌈V/t⌉)
+//   embedding  bytes w·T·4h_r;   head  GEMM 2Th⌈V/t⌉; bytes w·T·4h_r + T·38⌈V/t⌉ (backward T·14⌈V/t⌉)
 //   forward = GEMMs + scores + bytes + activation;
 //   backward input = GEMMs + 2·scores + 2·bytes + activation;
 //   backward weight = GEMMs + params·(12 if fp32 else 10) bytes;

@@ -180,6 +180,31 @@ TEST(Work, EagerLlamaCodeMovesItsNormRotaryAndRepeatBytesByHand) {
   EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (960 + 2048));
 }
 
+TEST(Work, TheLossMovesItsLogitsAsMegatronOrPyTorchComputeItByHand) {
+  // tiny (h 64, V as the file says), tp 1, micro-batch 1: T = 64 tokens; the head is the last unit.
+  //   fused (Megatron-LM): forward T·(4h + 38V), backward input T·(2·4h + 14V)
+  //   eager (F.cross_entropy on fp32 logits): T·(4h + 22V), T·(8h + 26V)
+  //   fp32, fused: T·(2·4h + 32V), T·(4·4h + 8V)
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab), T = 64;
+  spec::Training t;
+  t.dtype = spec::Dtype::kBf16;
+  const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1);
+  const WorkModel fused(m, t, p);
+  const int32_t head = fused.unit_count() - 1;
+  EXPECT_EQ(fused.compute(Op::kForward, head, head + 1).memory_bytes, T * (4 * h + 38 * V));
+  EXPECT_EQ(fused.compute(Op::kBackwardInput, head, head + 1).memory_bytes, T * (8 * h + 14 * V));
+  t.kernels = spec::Kernels::kEager;
+  const WorkModel eager(m, t, p);
+  EXPECT_EQ(eager.compute(Op::kForward, head, head + 1).memory_bytes, T * (4 * h + 22 * V));
+  EXPECT_EQ(eager.compute(Op::kBackwardInput, head, head + 1).memory_bytes, T * (8 * h + 26 * V));
+  t.kernels = spec::Kernels::kFused;
+  t.dtype = spec::Dtype::kFp32;
+  const WorkModel fp32(m, t, p);
+  EXPECT_EQ(fp32.compute(Op::kForward, head, head + 1).memory_bytes, T * (8 * h + 32 * V));
+  EXPECT_EQ(fp32.compute(Op::kBackwardInput, head, head + 1).memory_bytes, T * (16 * h + 8 * V));
+}
+
 TEST(Work, SecondsWithAndWithoutTheArithmeticTerms) {
   // One GEMM of 1e9 FLOPs at efficiency 0.5 of 1e12: 2 ms; 1e6 bytes at 2e10 · 0.5 B/s: 0.1 ms;
   // 1e5 activation elements at 5e7 per second: 2 ms; 3e5 Adam parameters at 3e8 per second: 1 ms.
