@@ -201,8 +201,11 @@ double eager_norm_bytes(const spec::Model& m, int64_t norms, double h_r, bool fp
 // as much: q·cos 4, neg and cat 6, ·sin 4, sum 6), plus a cat of rotated and passed dimensions
 // (r2 w2) when only a share rotates; and grouped-query K and V repeated to every query head
 // before the attention kernel (repeat_kv: expand + reshape copies, read kv, write q width, twice:
-// 4·(q + kv) bytes, fp32 8·(q + kv)).
-double eager_attention_bytes(const spec::Model& m, int64_t t, double h_r, bool fp32) {
+// 4·(q + kv) bytes, fp32 8·(q + kv)). Unfused, the score products take q, k and v from the
+// head-major view of token-major tensors (view + transpose, as minGPT's CausalSelfAttention and
+// Hugging Face's transpose_for_scores make them): torch.matmul folds the batch and head dimensions
+// with reshape, which copies each one (ATen matmul's batched path; r2 w2 per element, fp32 r4 w4).
+double eager_attention_bytes(const spec::Model& m, int64_t t, double h_r, bool fp32, bool flash) {
   const double d = static_cast<double>(m.head_dim());
   const int64_t heads_r = m.heads / t, kv_r = std::max<int64_t>(1, m.kv_heads / t);
   const double q = static_cast<double>(heads_r) * d, kv = static_cast<double>(kv_r) * d;
@@ -214,6 +217,7 @@ double eager_attention_bytes(const spec::Model& m, int64_t t, double h_r, bool f
     if (m.rotary_fraction < 1) bytes += 4.0 * w * (q + kv);
   }
   if (kv_r < heads_r) bytes += 4.0 * w * (q + kv);
+  if (!flash) bytes += 4.0 * w * (q + 2 * (kv_r < heads_r ? q : kv));
   return bytes;
 }
 
@@ -276,7 +280,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       // eager: dropout and residual add apart (5 + 6 instead of 7), and, unfused, the context's
       // copy back from the head layout (4; a fused kernel writes it in the token layout)
       bytes_per_token = (eager ? (flash ? 15 : 19) : 11) * h_r;
-      if (eager) eager_bytes = eager_attention_bytes(m, t, h_r, fp32);
+      if (eager) eager_bytes = eager_attention_bytes(m, t, h_r, fp32, flash);
       break;
     }
     case UnitKind::kMlp: {

@@ -41,7 +41,8 @@
 //   token, fp32 training in brackets): an RMSNorm in fp32 ops, 36h_r per norm (28h_r) against the
 //   fused 4h_r (a LayerNorm stays one kernel); q/k RMSNorms, 36 (28) per element of q and k;
 //   rotary embeddings, 20 (8) per rotated element of q and k, +4 (8) for the cat of a partial
-//   rotation; grouped-query K and V repeated to every head, 4 (8)·(q + kv). Dropout is charged as
+//   rotation; grouped-query K and V repeated to every head, 4 (8)·(q + kv); unfused, the copies
+//   torch.matmul makes of the head-major q, k and v, 4 (8) per element. Dropout is charged as
 //   minGPT and Hugging Face's BERT run it; code without dropout (Llama) skips it (at::dropout
 //   returns its input at p = 0), about 10h of a Llama layer's eager forward bytes too many.
 //   Backward moves twice the forward bytes (saved input and incoming gradient read, gradient
