@@ -236,9 +236,9 @@ struct LossBytes {
   double forward = 0, backward = 0;
 };
 LossBytes loss_bytes(double v_r, bool fp32, bool eager) {
-  const double cast_fwd = fp32 ? 0.0 : 6.0, cast_bwd = fp32 ? 0.0 : 6.0;
-  if (eager) return {v_r * (16 + cast_fwd), v_r * (20 + cast_bwd)};
-  return {v_r * (32 + cast_fwd), v_r * (8 + cast_bwd)};
+  const double cast = fp32 ? 0.0 : 6.0;  // to fp32 forward, back to 16 bits backward
+  if (eager) return {v_r * (16 + cast), v_r * (20 + cast)};
+  return {v_r * (32 + cast), v_r * (8 + cast)};
 }
 
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
