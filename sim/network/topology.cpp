@@ -107,10 +107,6 @@ Topology::Topology(const spec::Cluster& cluster, int64_t gpus_in_use) {
   }
 }
 
-void Topology::check_gpu(int64_t gpu, const char* what) const {
-  if (gpu < 0 || gpu >= gpus_) gpu_out_of_range(gpu, what);
-}
-
 void Topology::gpu_out_of_range(int64_t gpu, const char* what) const {
   throw std::out_of_range(std::string("Topology::") + what + ": GPU " + std::to_string(gpu) + " outside [0, " +
                           std::to_string(gpus_) + ") of cluster \"" + cluster_name_ + "\"");

@@ -66,11 +66,11 @@ class Topology {
   int64_t nics_per_node() const { return nics_per_node_; }
   // Inline: the simulator asks for every send and collective member.
   int64_t node_of(int64_t gpu) const {
-    if (gpu < 0 || gpu >= gpus_) [[unlikely]] gpu_out_of_range(gpu, "node_of");
+    check_gpu(gpu, "node_of");
     return gpu / gpus_per_node_;
   }
   int64_t local_index(int64_t gpu) const {
-    if (gpu < 0 || gpu >= gpus_) [[unlikely]] gpu_out_of_range(gpu, "local_index");
+    check_gpu(gpu, "local_index");
     return gpu % gpus_per_node_;
   }
   int64_t nic_of(int64_t gpu) const;  // local_index % nics_per_node; needs more than one node
@@ -98,7 +98,9 @@ class Topology {
   int64_t latency_ns(int64_t src_gpu, int64_t dst_gpu) const;
 
  private:
-  void check_gpu(int64_t gpu, const char* what) const;
+  void check_gpu(int64_t gpu, const char* what) const {
+    if (gpu < 0 || gpu >= gpus_) [[unlikely]] gpu_out_of_range(gpu, what);
+  }
   [[noreturn]] void gpu_out_of_range(int64_t gpu, const char* what) const;
   void check_node(int64_t node, const char* what) const;
 
