@@ -28,14 +28,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BASE_CLUSTER = os.path.join(HERE, "..", "configs", "clusters", "dgx-a100-80g-hdr.json")
 
 # NIC rates: NCCL reaches 0.94 of the line rate on the bundled profile (23.5 of 25 GB/s); the same
-# ratio for every NIC below.
+# ratio for every InfiniBand and RoCE NIC below.
 NIC_EFFICIENCY = 23.5e9 / 25e9
+# AWS EFA is not InfiniBand: NCCL reaches it through the aws-ofi-nccl plugin over libfabric (SRD).
+# nccl-tests all_reduce_perf at 1 GiB on p4d.24xlarge (4 x 100 Gb/s EFA, NCCL 2.9.9, aws-ofi-nccl
+# 1.4.0; NVIDIA/nccl issue #527, 2022-07) measured 31.8 GB/s bus bandwidth on 3 nodes and 29.6 on 4:
+# the node's network rate, 29.6 of its 50 GB/s line rate (2 nodes, 57 GB/s, is NCCL's tree, whose
+# bus bandwidth exceeds the line rate there, and is not used). The runs on EFA below used older NCCL
+# and plugin versions on more nodes; the 4-node figure is taken, with +-10% as 1 sigma (the 3- and
+# 4-node figures differ by 7%).
+EFA_EFFICIENCY = 29.6e9 / 50e9
 
 # -------------------------------------------------------------------------------------------------
 # Clusters: (name, changes to the bundled DGX A100 80GB HDR profile, why)
 
 
-def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, nvlink_Bps=None, nccl=None, note=""):
+def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, efa=False, nvlink_Bps=None, nccl=None,
+            note=""):
     with open(BASE_CLUSTER) as f:
         c = json.load(f)
     c["name"] = name
@@ -48,7 +57,13 @@ def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, nvlink
     if nics is not None:
         c["inter_node"]["nics_per_node"] = nics
     if nic_gbps is not None:
-        c["inter_node"]["nic_bandwidth_Bps"] = NIC_EFFICIENCY * nic_gbps * 1e9 / 8
+        c["inter_node"]["nic_bandwidth_Bps"] = (EFA_EFFICIENCY if efa else NIC_EFFICIENCY) * nic_gbps * 1e9 / 8
+    if efa:
+        c["inter_node"]["source"] = "AWS EFA: " + str(nic_gbps) + " Gb/s per NIC at the 0.59 of line rate NCCL " \
+            "measured over EFA (scripts/validate_zero3.py EFA_EFFICIENCY, NVIDIA/nccl issue #527)."
+        c["uncertainty"]["inter_node.nic_bandwidth_Bps"] = {
+            "relative": 0.1, "source": "one published nccl-tests run on 3 and 4 p4d nodes (31.8 and 29.6 GB/s), "
+            "other NCCL and plugin versions than the runs': +-10% as 1 sigma"}
     if nvlink_Bps is not None:
         c["intra_node"]["bandwidth_Bps"] = nvlink_Bps
     if nccl:
@@ -79,10 +94,12 @@ CLUSTERS = {
     # (8 x 200 Gb/s HDR, the bundled profile). PyTorch 2.4+: NCCL 2.20.
     "a100-80g-hdr-2.20": cluster("a100-80g-hdr-2.20", nccl={"version": "2.20"},
                                  note="DGX A100 80GB on 8 x 200 Gb/s HDR (assumed: torchtitan does not say)."),
-    # AWS p4d.24xlarge: 8 x A100 40GB, 4 x 100 Gb/s EFA (AWS instance page, 400 Gbps). PyTorch 1.10
-    # (2021-10, PR #1453's runs) ships NCCL 2.10.
-    "p4d": cluster("p4d", gpu=A100_40GB, nics=4, nic_gbps=100, nccl={"version": "2.10", "channels": 8, "host_cpu": "intel"},
-                   note="AWS p4d.24xlarge: 8 x A100 40GB, 4 x 100 Gb/s EFA, 2x Xeon 8275CL."),
+    # AWS p4d.24xlarge: 8 x A100 40GB, 4 x 100 Gb/s EFA (AWS instance page, 400 Gbps) at EFA's measured
+    # NCCL rate (EFA_EFFICIENCY). PyTorch 1.10 (2021-10, PR #1453's runs) ships NCCL 2.10.
+    "p4d": cluster("p4d", gpu=A100_40GB, nics=4, nic_gbps=100, efa=True,
+                   nccl={"version": "2.10", "channels": 8, "host_cpu": "intel"},
+                   note="AWS p4d.24xlarge: 8 x A100 40GB, 4 x 100 Gb/s EFA at NCCL's measured 0.59 of line rate, "
+                        "2x Xeon 8275CL."),
     # PyTorch FSDP paper: "2 Tb/s RoCE" per node, read as 8 x 250 Gb/s. PyTorch 1.13/2.0: NCCL 2.14.
     "a100-80g-roce-2000": cluster("a100-80g-roce-2000", nics=8, nic_gbps=250, nccl={"version": "2.14"},
                                   note="A100 80GB, 2 Tb/s RoCE per node (Zhao et al. VLDB'23), as 8 x 250 Gb/s."),
@@ -331,8 +348,9 @@ def main():
         "with its whole configuration, simulated with tp = pp = 1, ZeRO stage 3, full recompute (C3: none, as it ran) and the",
         "framework that ran it (`training.json` `\"framework\"`, docs/program.md). Clusters are the",
         "bundled `dgx-a100-80g-hdr` profile with datasheet changes only (GPU memory and HBM rate, NICs",
-        "and their line rate at the profile's 0.94 efficiency, NCCL version of the PyTorch release used;",
-        "the script lists each with its source). Nothing is tuned per row. The V100 rows (D) reuse the",
+        "and their line rate at the profile's 0.94 efficiency, or for AWS EFA (row E) at the 0.59 that",
+        "nccl-tests measured over it on p4d, NCCL version of the PyTorch release used; the script lists",
+        "each with its source). Nothing is tuned per row. The V100 rows (D) reuse the",
         "A100's GEMM-efficiency curve, and row E's 64 x 8192 shape is inferred from \"52B\". Rows B, C, E",
         "and F ran their model code as PyTorch eager ops (training `\"kernels\": \"eager\"`: B and C",
         "uncompiled Llama code, its RMSNorm, rotary embedding and K/V repeat as ops of their own; E",
