@@ -26,6 +26,7 @@
 #include "planner/explain.hpp"
 #include "planner/report.hpp"
 #include "planner/search.hpp"
+#include "sim/model_error.hpp"
 #include "sim/simulator.hpp"
 
 namespace stagecraft::cli {
@@ -117,6 +118,12 @@ int run_demo(const DemoArgs& a) {
   const std::vector<std::string> uncertainty = planner::error_bar_lines(r.top, planner::top_error_bars(space, r.top, 5));
   if (!uncertainty.empty()) std::printf("\n");
   for (const std::string& line : uncertainty) std::printf("%s\n", line.c_str());
+  if (const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record()) {
+    std::printf("\n");
+    for (const std::string& line : planner::model_error_lines(r.top, space.training().framework, *record)) {
+      std::printf("%s\n", line.c_str());
+    }
+  }
   std::printf("\n%s\n", planner::compare_with_baseline(r, baseline).c_str());
   const std::filesystem::path dir = a.out;
   write_outputs(dir, space, r, baseline);

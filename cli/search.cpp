@@ -27,6 +27,7 @@
 #include "planner/search.hpp"
 #include "planner/shard.hpp"
 #include "planner/sizes.hpp"
+#include "sim/model_error.hpp"
 #include "sim/run_cost.hpp"
 
 namespace stagecraft::cli {
@@ -155,6 +156,12 @@ void print_answer(const planner::SearchResult& r, const planner::Space& space, c
   const std::vector<std::string> uncertainty = planner::error_bar_lines(r.top, bars);
   if (!uncertainty.empty()) std::printf("\n");
   for (const std::string& line : uncertainty) std::printf("%s\n", line.c_str());
+  if (const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record()) {
+    std::printf("\n");
+    for (const std::string& line : planner::model_error_lines(r.top, space.training().framework, *record)) {
+      std::printf("%s\n", line.c_str());
+    }
+  }
   if (b) std::printf("\n%s\n", planner::compare_with_baseline(r, *b).c_str());
 }
 
@@ -199,9 +206,11 @@ std::vector<std::pair<int64_t, int64_t>> sizes_of(const SearchArgs& a, const spe
 nlohmann::json search_json(const SizeRun& s, const std::optional<planner::Baseline>& baseline, double tokens_per_step,
                            const std::optional<double>& budget) {
   nlohmann::json j = planner::to_json(s.result, baseline);
+  const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record();
   for (std::size_t i = 0; i < s.result.top.size() && i < j["plans"].size(); ++i) {
     const planner::Evaluated& e = s.result.top[i];
     j["plans"][i]["cost"] = sim::to_json(sim::run_cost(s.cluster, s.gpus, tokens_per_step, e.metrics.step_time_s, budget));
+    if (record) j["plans"][i]["model_error"] = sim::to_json(sim::model_error(*record, s.space->training().framework, e.plan.zero.stage));
   }
   for (const planner::RowErrorBars& b : s.bars) {
     if (b.bars.empty() || b.index >= j["plans"].size()) continue;

@@ -17,6 +17,7 @@
 #include "render/timeline_png.hpp"
 #include "sim/report.hpp"
 #include "sim/run_cost.hpp"
+#include "sim/model_error.hpp"
 #include "sim/models/work.hpp"
 #include "sim/simulator.hpp"
 #include "sim/uncertainty.hpp"
@@ -96,6 +97,10 @@ int run_simulate(const SimulateArgs& a) {
     std::cerr << "stagecraft: wrote " << a.png << "\n";
   }
   const sim::ErrorBars bars = a.no_error_bars ? sim::ErrorBars{} : sim::error_bars(prog, c, options, r.metrics);
+  // What published runs of this framework and ZeRO class measured against their simulation.
+  const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record();
+  const std::optional<sim::ModelError> model_error =
+      record ? std::optional(sim::model_error(*record, prog.training.framework, prog.plan.zero.stage)) : std::nullopt;
   // The attention the simulation timed: a fused kernel of the GPU profile, or unfused.
   const spec::AttentionKernel* kernel = sim::attention_kernel(c, prog.training);
   const std::vector<sim::StageMemory> stages = sim::stage_memory(r.rank_peaks, prog.placement);
@@ -109,6 +114,7 @@ int run_simulate(const SimulateArgs& a) {
   if (a.json) {
     nlohmann::json j = sim::to_json(r.metrics, prog.plan);
     if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);
+    if (model_error) j["model_error"] = sim::to_json(*model_error);
     if (!a.deepspeed.empty()) j["defaults_applied"] = deepspeed_defaults;  // what text mode prints to stderr
     std::string term;
     const std::string limit = sim::limit_text(r.metrics, &term);
@@ -140,6 +146,7 @@ int run_simulate(const SimulateArgs& a) {
                 << text::fmt("%.1f", c.gpu.peak_flops.at(spec::Dtype::kBf16) / 1e12) << " TFLOP/s\n";
     }
     if (!bars.empty()) std::cout << "uncertainty " << sim::error_bars_text(bars) << "\n";
+    if (model_error) std::cout << "validation  " << sim::model_error_text(*model_error) << "\n";
     std::cout << sim::run_cost_text(cost, cost_range ? &cost_low : nullptr, cost_range ? &cost_high : nullptr);
   }
   return r.metrics.fits ? kOk : kImpossible;

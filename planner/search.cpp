@@ -637,6 +637,26 @@ std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, cons
   return lines;
 }
 
+std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, spec::Framework framework,
+                                           const sim::ValidationRecord& record) {
+  std::vector<std::pair<bool, std::string>> classes;  // (ZeRO-3, the rows "1, 2, 4"), in order of first row
+  for (std::size_t i = 0; i < std::min<std::size_t>(top.size(), 5); ++i) {
+    const bool zero3 = top[i].plan.zero.stage == 3;
+    auto it = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return c.first == zero3; });
+    if (it == classes.end()) it = classes.insert(classes.end(), {zero3, ""});
+    it->second += (it->second.empty() ? "" : ", ") + std::to_string(i + 1);
+  }
+  std::vector<std::string> lines;
+  if (classes.empty()) return lines;
+  lines.push_back("Model error, measured on published runs of the framework:");
+  for (const auto& [zero3, rows] : classes) {
+    const sim::ModelError e = sim::model_error(record, framework, zero3 ? 3 : 0);
+    lines.push_back(std::string("  ") + (rows.find(',') == std::string::npos ? "row " : "rows ") + rows + ": " +
+                    sim::model_error_text(e) + ".");
+  }
+  return lines;
+}
+
 SearchResult search(const Space& space, const SearchOptions& options) {
   const auto t0 = Clock::now();
   std::unique_ptr<Shard> own;

@@ -32,6 +32,7 @@
 
 #include "planner/result.hpp"
 #include "planner/shard.hpp"
+#include "sim/model_error.hpp"
 #include "sim/uncertainty.hpp"
 #include "planner/space.hpp"
 
@@ -118,5 +119,9 @@ struct RowErrorBars {
 std::vector<RowErrorBars> top_error_bars(const Space& space, const std::vector<Evaluated>& top, std::size_t n);
 // The best plan's range, and which of the next rows it cannot be told apart from.
 std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, const std::vector<RowErrorBars>& bars);
+// What published runs measured against their simulation (sim/model_error.hpp), for the framework
+// and each ZeRO class among the first 5 rows of `top`, with the rows each line speaks for.
+std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, spec::Framework framework,
+                                           const sim::ValidationRecord& record);
 
 }  // namespace stagecraft::planner

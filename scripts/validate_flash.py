@@ -20,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import add_limit_args, exit_on_limits, spread, write_section
+from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, spread, update_record, \
+    write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -95,6 +96,7 @@ def main():
     ap.add_argument("--stagecraft", required=True)
     ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "docs", "validation.md")))
     add_limit_args(ap)
+    add_record_args(ap)
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as work:
@@ -137,6 +139,9 @@ def main():
               "with the sequence length, the share of attention: the kernels' efficiencies (read from papers",
               "at head width 128, one software version each) are the next suspects. Nothing here is fitted.", ""]
     write_section(args.out, "flash", lines)
+    update_record(args.record, "flash", [
+        record_entry("flash", row[0], f"llm-foundry MPT-{row[1]} s={row[2]}", "fsdp", GPU_NAMES[row[3]], 8, r, err)
+        for row, r, _, err in results], args.check_record)
     print(f"mean absolute error {100 * mae:.1f}%, worst {worst[0][0]} {100 * worst[-1]:+.1f}% -> {args.out}", file=sys.stderr)
     exit_on_limits(mae, worst[0][0], worst[-1], args.max_mae, args.max_row)
 

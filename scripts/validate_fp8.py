@@ -26,7 +26,8 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import add_limit_args, exit_on_limits, spread, write_section
+from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, spread, update_record, \
+    write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -69,6 +70,7 @@ def main():
     ap.add_argument("--stagecraft", required=True)
     ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "docs", "validation.md")))
     add_limit_args(ap)
+    add_record_args(ap)
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as work:
@@ -118,6 +120,9 @@ def main():
               "bytes do not include). The FP8 GEMM efficiency is the 16-bit curve's at equal ideal time; no",
               "FP8 GEMM measurement is in the profile.", ""]
     write_section(args.out, "fp8", lines)
+    update_record(args.record, "fp8", [
+        record_entry("fp8", row[0], f"{row[1]} {row[2]} FP8", "megatron", "H100 80GB", row[3], r, err)
+        for row, r, _, err, _ in results], args.check_record)
     print(f"mean absolute error {100 * mae:.1f}%, worst {worst[0][0]} {100 * worst[3]:+.1f}% -> {args.out}", file=sys.stderr)
     exit_on_limits(mae, worst[0][0], worst[3], args.max_mae, args.max_row)
 

@@ -31,7 +31,8 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import add_limit_args, exit_on_limits, spread, write_section
+from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, spread, update_record, \
+    write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB, SEQ, DP = 131072, 4096, 48
@@ -99,6 +100,7 @@ def main():
     ap.add_argument("--stagecraft", required=True)
     ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "docs", "validation.md")))
     add_limit_args(ap)
+    add_record_args(ap)
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as work:
@@ -160,6 +162,9 @@ def main():
               "curve (0.74-0.76 of peak from 1e12 FLOPs, keyed on FLOPs alone) and the fused-kernel bytes are",
               "the first suspects; nothing here is fitted to these rows.", ""]
     write_section(args.out, "h100_bf16", lines)
+    update_record(args.record, "h100_bf16", [
+        record_entry("h100_bf16", x[0], f"Megatron-Core weak scaling GPT {x[0]}", "megatron", "H100 80GB", x[3], x[7], x[-1])
+        for x in results], args.check_record)
     print(f"mean absolute error {100 * mae:.1f}%, worst {worst[0]} {100 * worst[-1]:+.1f}% -> {args.out}", file=sys.stderr)
     exit_on_limits(mae, worst[0], worst[-1], args.max_mae, args.max_row)
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import write_section
+from validation_report import add_record_args, record_entry, update_record, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # model (bundled), tp, pp, GPUs, global batch, published MFU % (Table 5)
@@ -48,6 +48,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stagecraft", default="build/cli/stagecraft")
     ap.add_argument("--out", default="docs/validation.md")
+    add_record_args(ap)
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as work:
@@ -76,6 +77,9 @@ def main():
                      f"{r['step_time_s']:.2f} | {100 * r['bubble_fraction']:.1f}% |")
     lines += ["", f"Mean absolute error: **{100 * mae:.1f}%** over {len(rows)} rows.", ""]
     write_section(args.out, "korthikanti", lines)
+    update_record(args.record, "korthikanti", [
+        record_entry("korthikanti", x[0], f"Korthikanti et al. Table 5, {x[0]}", "megatron", "A100 80GB", x[3], x[9], x[8])
+        for x in rows], args.check_record)
     print(f"mean absolute error {100 * mae:.1f}% -> {args.out}", file=sys.stderr)
 
 

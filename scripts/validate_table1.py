@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import write_section
+from validation_report import add_record_args, record_entry, update_record, write_section
 
 # params (B), heads, hidden, layers, tp, pp, GPUs, batch, published TFLOP/s per GPU
 ROWS = [
@@ -95,6 +95,7 @@ def main():
     ap.add_argument("--stagecraft", default="build/cli/stagecraft")
     ap.add_argument("--out", default="docs/validation.md")
     ap.add_argument("--max-mae", type=float, default=None, help="exit 1 when the mean absolute error exceeds this fraction")
+    add_record_args(ap)
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as work:
@@ -167,6 +168,9 @@ def main():
                      f"{100 * r['bubble_fraction']:.1f}% | {r['time']['exposed_comm_s']:.2f} |")
     lines += ["", f"Mean absolute error: **{100 * mae:.1f}%** over {len(rows)} rows (acceptance: <= 7%, goal <= 5%).", ""]
     write_section(args.out, "table1", lines)
+    update_record(args.record, "table1", [
+        record_entry("table1", f"{x[0]}B", f"Narayanan et al. Table 1, {x[0]}B", "megatron-2021", "A100 80GB", x[3], x[7], x[8])
+        for x in rows], args.check_record)
     print(f"mean absolute error {100 * mae:.1f}% -> {args.out}", file=sys.stderr)
     if args.max_mae is not None and mae > args.max_mae:
         print(f"mean absolute error {100 * mae:.1f}% exceeds {100 * args.max_mae:.1f}%", file=sys.stderr)

@@ -22,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import add_limit_args, exit_on_limits, spread, write_section
+from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, spread, update_record, \
+    write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASE_CLUSTER = os.path.join(HERE, "..", "configs", "clusters", "dgx-a100-80g-hdr.json")
@@ -310,6 +311,7 @@ def main():
     ap.add_argument("--stagecraft", default="build/cli/stagecraft")
     ap.add_argument("--out", default="docs/validation.md")
     add_limit_args(ap)
+    add_record_args(ap)
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as work:
@@ -395,6 +397,9 @@ def main():
               "move much (D1's gap is mostly this), which no "
               "modelled mechanism (compute, NCCL latency, the frameworks' copies) supplies.", ""]
     write_section(args.out, "zero3", lines)
+    update_record(args.record, "zero3", [
+        record_entry("zero3", row[0], row[1], row[7] if isinstance(row[7], str) else row[7]["name"],
+                     CLUSTERS[row[3]]["gpu"]["name"], row[4], r, err) for row, r, _, err in results], args.check_record)
     print(f"mean absolute error {100 * mae:.1f}%, worst {worst[0][0]} {100 * worst[-1]:+.1f}% -> {args.out}", file=sys.stderr)
     exit_on_limits(mae, worst[0][0], worst[-1], args.max_mae, args.max_row)
 

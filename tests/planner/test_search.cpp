@@ -338,5 +338,24 @@ TEST(Search, AModelThatFitsNowhereSaysSo) {
   EXPECT_NE(r.reason.find("no plan fits in memory"), std::string::npos) << r.reason;
 }
 
+// The model-error lines group the first five rows by ZeRO class, in the order the classes first
+// appear, and quote the record's runs of the framework for each.
+TEST(ModelErrorLines, GroupTheTopRowsByZeroClass) {
+  sim::ValidationRecord record;
+  record.file = "record.json";
+  // fsdp ZeRO-3: r 1.2 and 1.4 (median 1.3); fsdp ZeRO 0-2: none.
+  record.runs = {{"s", "1", "", spec::Framework::kFsdp, "A100", 8, 3, 1.2}, {"s", "2", "", spec::Framework::kFsdp, "A100", 64, 3, 1.4}};
+  std::vector<Evaluated> top(7);
+  const int stages[] = {1, 3, 1, 3, 0, 3, 3};  // rows 1, 3, 5 are ZeRO 0-2, rows 2, 4 ZeRO-3; rows 6-7 beyond the fifth
+  for (std::size_t i = 0; i < top.size(); ++i) top[i].plan.zero.stage = stages[i];
+  const std::vector<std::string> lines = model_error_lines(top, spec::Framework::kFsdp, record);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[1].find("rows 1, 3, 5: no published fsdp ZeRO 0-2 run"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("rows 2, 4: 2 published fsdp ZeRO-3 runs (A100; 8-64 GPUs) took 1.20-1.40x (median 1.30x)"),
+            std::string::npos)
+      << lines[2];
+  EXPECT_TRUE(model_error_lines({}, spec::Framework::kFsdp, record).empty());
+}
+
 }  // namespace
 }  // namespace stagecraft::planner

@@ -1,0 +1,157 @@
+#include "sim/model_error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/spec/bundled.hpp"
+#include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
+#include "core/text/format.hpp"
+
+namespace stagecraft::sim {
+
+namespace {
+
+CheckedRun run_from_json(const nlohmann::json& j, const std::string& file, const std::string& pointer) {
+  if (!j.is_object()) throw spec::SpecError(file, pointer, "expected an object (one checked run), got " + spec::describe(j));
+  spec::ObjectReader r(j, file, pointer);
+  CheckedRun run;
+  run.set = r.string("set");
+  run.id = r.string("id");
+  run.source = r.string_or("source", "");
+  const std::string framework = r.string("framework");
+  const std::optional<spec::Framework> f = spec::parse_framework(framework);
+  if (!f) r.fail_value("framework", "deepspeed, deepspeed-0.5, fsdp, megatron or megatron-2021");
+  run.framework = *f;
+  run.gpu = r.string_or("gpu", "");
+  run.gpus = r.integer("gpus");
+  if (run.gpus < 1) r.fail_value("gpus", "a positive number of GPUs");
+  const int64_t stage = r.integer("zero_stage");
+  if (stage < 0 || stage > 3) r.fail_value("zero_stage", "a ZeRO stage, 0 to 3");
+  run.zero_stage = static_cast<int>(stage);
+  run.measured_over_simulated = r.number("measured_over_simulated");
+  if (!std::isfinite(run.measured_over_simulated) || run.measured_over_simulated <= 0) {
+    r.fail_value("measured_over_simulated", "a positive ratio of step times");
+  }
+  r.finish();
+  return run;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+ValidationRecord read_validation_record(const std::string& path) {
+  const nlohmann::json j = spec::read_json_file(path);
+  if (!j.is_object()) throw spec::SpecError(path, "", "expected an object {\"about\", \"runs\"}, got " + spec::describe(j));
+  spec::ObjectReader r(j, path, "");
+  r.string_or("about", "");
+  const nlohmann::json& runs = r.raw("runs");
+  if (!runs.is_array()) r.fail("runs", "an array of checked runs");
+  r.finish();
+  ValidationRecord record;
+  record.file = path;
+  for (size_t i = 0; i < runs.size(); ++i) record.runs.push_back(run_from_json(runs[i], path, "/runs/" + std::to_string(i)));
+  return record;
+}
+
+std::string bundled_validation_record_path() {
+  return (std::filesystem::path(spec::config_dir()) / "validation" / "runs.json").string();
+}
+
+std::optional<ValidationRecord> bundled_validation_record() {
+  const std::string path = bundled_validation_record_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  return read_validation_record(path);
+}
+
+namespace {
+ModelError of_framework(const ValidationRecord& record, spec::Framework framework, int zero_stage) {
+  ModelError e;
+  e.framework = framework;
+  e.zero3 = zero_stage == 3;
+  e.record = record.file;
+  std::vector<double> r;
+  for (const CheckedRun& run : record.runs) {
+    if (run.framework != framework || (run.zero_stage == 3) != e.zero3) continue;
+    e.run_ids.push_back(run.set + "/" + run.id);
+    r.push_back(run.measured_over_simulated);
+    const std::string family = run.gpu.substr(0, run.gpu.find_first_of(" -"));
+    if (!family.empty() && std::find(e.gpu_families.begin(), e.gpu_families.end(), family) == e.gpu_families.end()) {
+      e.gpu_families.push_back(family);
+    }
+    e.min_gpus = e.min_gpus == 0 ? run.gpus : std::min(e.min_gpus, run.gpus);
+    e.max_gpus = std::max(e.max_gpus, run.gpus);
+  }
+  if (!r.empty()) {
+    e.low = *std::min_element(r.begin(), r.end());
+    e.high = *std::max_element(r.begin(), r.end());
+    e.median = median_of(r);
+  }
+  return e;
+}
+}  // namespace
+
+ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage) {
+  ModelError e = of_framework(record, framework, zero_stage);
+  if (e.runs() > 0) return e;
+  for (spec::Framework other : spec::kFrameworks) {
+    if (other == framework) continue;
+    ModelError o = of_framework(record, other, zero_stage);
+    if (o.runs() > 0) e.other_frameworks.push_back(std::move(o));
+  }
+  return e;
+}
+
+namespace {
+std::string zero_class(const ModelError& e) { return e.zero3 ? "ZeRO-3" : "ZeRO 0-2"; }
+}  // namespace
+
+std::string model_error_text(const ModelError& e) {
+  const std::string what = std::string(spec::to_string(e.framework)) + " " + zero_class(e);
+  if (e.runs() == 0) {
+    std::string others;
+    for (const ModelError& o : e.other_frameworks) {
+      others += std::string(others.empty() ? "; " + zero_class(e) + " under " : ", ") + spec::to_string(o.framework) + " (" +
+                std::to_string(o.runs()) + (o.runs() == 1 ? " run) " : " runs) ") +
+                (o.runs() == 1 ? text::fmt("%.2fx", o.low) : text::fmt("%.2f", o.low) + "-" + text::fmt("%.2fx", o.high));
+    }
+    return "no published " + what + " run has been checked against its simulation (docs/validation.md): the "
+           "model error here is unmeasured" + others;
+  }
+  const std::string range = e.runs() == 1 ? text::fmt("%.2fx", e.low)
+                                          : text::fmt("%.2f", e.low) + "-" + text::fmt("%.2fx", e.high) +
+                                                " (median " + text::fmt("%.2fx", e.median) + ")";
+  std::string on;
+  for (const std::string& f : e.gpu_families) on += (on.empty() ? "" : ", ") + f;
+  on += on.empty() ? "" : "; ";
+  on += e.min_gpus == e.max_gpus ? std::to_string(e.min_gpus) : std::to_string(e.min_gpus) + "-" + std::to_string(e.max_gpus);
+  on += " GPUs";
+  return std::to_string(e.runs()) + " published " + what + (e.runs() == 1 ? " run" : " runs") + " (" + on + ") took " +
+         range + " their simulated step time (docs/validation.md)";
+}
+
+nlohmann::json to_json(const ModelError& e) {
+  nlohmann::json j = {{"framework", spec::to_string(e.framework)},
+                      {"zero", zero_class(e)},
+                      {"runs", e.runs()},
+                      {"ids", e.run_ids},
+                      {"gpu_families", e.gpu_families},
+                      {"gpus", {{"min", e.min_gpus}, {"max", e.max_gpus}}},
+                      {"record", e.record}};
+  j["measured_over_simulated"] = e.runs() == 0 ? nlohmann::json(nullptr)
+                                               : nlohmann::json{{"low", e.low}, {"median", e.median}, {"high", e.high}};
+  if (e.runs() == 0) {
+    j["other_frameworks"] = nlohmann::json::array();
+    for (const ModelError& o : e.other_frameworks) j["other_frameworks"].push_back(to_json(o));
+  }
+  return j;
+}
+
+}  // namespace stagecraft::sim
