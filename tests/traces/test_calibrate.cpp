@@ -371,6 +371,32 @@ TEST(Calibrate, ProbeTracesCalibrateComputeAndIntraNodeLinks) {
   }
 }
 
+// A probe of one rank (the CUDA probe on a one-GPU machine) still runs its collectives and its send
+// to rank (0 + 1) mod 1 = 0: device copies that cross no link. They give no link sample, so the link
+// parameters stay the base profile's; the GEMM and memory samples still count. (An H200's one-rank
+// probe once fitted NVLink at 62 GB/s and 58 ns from its self-sends.)
+TEST(Calibrate, AProbeOfOneRankTimesNoLink) {
+  trace::Trace t;
+  t.source = "measured";
+  int32_t id = 0;
+  auto add = [&](Op op, double seconds, double flops, int64_t bytes) {
+    t.events.push_back({0, program::Lane::kCompute, op, id++, 0, std::llround(seconds * 1e9), -1, -1, -1, bytes, flops});
+  };
+  for (int64_t n : {256, 1024, 4096}) add(Op::kForward, 1e-3, 2.0 * n * n * n, 0);
+  add(Op::kForward, 1e-3, 0, 1'000'000);
+  for (int64_t bytes = 64; bytes <= (1 << 20); bytes *= 4) {
+    add(Op::kAllReduceGrads, 1e-5, 0, bytes);
+    add(Op::kGatherParams, 1e-5, 0, bytes);
+    add(Op::kSendActivation, 1e-5, 0, bytes);
+  }
+  const nlohmann::json meta = {{"probe", {{"world", 1}, {"hosts", {"h"}}, {"dtype", "bf16"}}}};
+  Samples samples;
+  add_trace_samples(from_core(t, "probe.json", meta), base_cluster(), std::nullopt, samples);
+  EXPECT_EQ(samples.compute.size(), 4u);  // 3 GEMMs + 1 memory pass
+  EXPECT_TRUE(samples.links.empty()) << samples.links.size() << " link samples";
+  EXPECT_EQ(samples.traces[0].skipped, 3 * 8);  // 8 sizes 64 B .. 1 MiB (x4), three tests each
+}
+
 // A profile without the activation and Adam terms (GPU profiles) keeps them absent, and the report
 // says why; the other compute parameters still fit.
 TEST(Calibrate, ArithmeticTermsTheBaseLacksStayAbsent) {

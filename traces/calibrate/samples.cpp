@@ -242,8 +242,13 @@ void probe_samples(const Trace& t, const spec::Cluster& base, Samples& out, Trac
       out.compute.push_back({w, peak, seconds, origin_of(t, i)});
       ++sum.compute;
     } else if (e.op == Op::kSendActivation) {
+      const int64_t src = gpus[static_cast<std::size_t>(e.rank)];
       const int64_t dst = gpus[static_cast<std::size_t>((e.rank + 1) % world)];
-      out.links.push_back({links.p2p(gpus[static_cast<std::size_t>(e.rank)], dst, e.bytes), seconds, origin_of(t, i), std::nullopt});
+      if (src == dst) {  // a world of one sends to itself: a device copy that crosses no link
+        ++sum.skipped;
+        continue;
+      }
+      out.links.push_back({links.p2p(src, dst, e.bytes), seconds, origin_of(t, i), std::nullopt});
       ++sum.links;
     } else {
       ++sum.skipped;
