@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 
-from validation_report import write_section
+from validation_report import exit_on_limits, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD = os.path.normpath(os.path.join(HERE, "..", "configs", "validation", "h200-layers.json"))
@@ -324,9 +324,7 @@ def main():
               ""]
     write_section(args.out, "layers", lines)
     print(f"mean absolute error {100 * mae:.1f}% -> {args.out}", file=sys.stderr)
-    if args.max_mae is not None and mae > args.max_mae:
-        print(f"mean absolute error {100 * mae:.1f}% exceeds {100 * args.max_mae:.1f}%", file=sys.stderr)
-        sys.exit(1)
+    exit_on_limits(mae, None, 0, args.max_mae, None)
 
 
 if __name__ == "__main__":
