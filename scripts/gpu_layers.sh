@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layer measurement a GPU machine runs, in one call (scripts/measure_layers.py says what):
 #   1. layers.json: the copy and GEMM ceilings, each layer's forward and forward + backward with its
-#      kernels by class, and a GEMM sweep of the layers' shapes;
+#      kernels by class;
 #   2. ncu-<layer>.csv: Nsight Compute's DRAM bytes read and written and the duration of every kernel
 #      of one forward + backward of four layers (the memory-bound kernels' bytes, counted by the GPU);
 #   3. sustain.json: the Llama 2 70B layer's forward + backward back to back for 40 s, with the SM

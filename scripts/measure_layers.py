@@ -7,8 +7,6 @@ the GPU profile's rates. This script runs that model code for real - PyTorch eag
 as the code of the validation rows runs them (docs/validation.md) - and writes what the GPU did:
 
   * ceilings: a device-to-device copy (bytes read + written over time) and an 8192^3 bf16 GEMM;
-  * gemms: a sweep of F.linear shapes (the layers' forward, input- and weight-gradient GEMMs and a
-    square ladder), median time of each -> achieved fraction of the profile's dense peak;
   * layers: each layer's forward and backward, timed with CUDA events (median of several steps,
     inputs fixed, parameters' gradients set to None between steps), and one profiled step whose
     kernels are summed by class (gemm, attention, other = memory-bound) with their counts;
@@ -40,6 +38,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from kernel_kinds import kernel_class
 
 DT = torch.bfloat16
 DEV = "cuda"
@@ -310,15 +310,6 @@ def params(m):
     return sum(p.numel() for p in m.parameters())
 
 
-def classify(name):
-    n = name.lower()
-    if "flash" in n or "fmha" in n or "attention" in n and "softmax" not in n:
-        return "attention"
-    if any(s in n for s in ("gemm", "cutlass", "nvjet", "xmma", "cublas", "sm90_", "sm80_", "ampere_", "hopper")):
-        return "gemm"
-    return "other"
-
-
 def step(m, x, extra, grad, which):
     """One forward (and backward): returns nothing; grads of parameters dropped first."""
     for p in m.parameters():
@@ -372,7 +363,7 @@ def time_layer(name, iters, warm):
                 k["s"] += e.time_range.elapsed_us() / 1e6
             classes = {}
             for kname, k in kernels.items():
-                c = classes.setdefault(classify(kname), {"count": 0, "s": 0.0})
+                c = classes.setdefault(kernel_class(kname), {"count": 0, "s": 0.0})
                 c["count"] += k["count"]
                 c["s"] += k["s"]
             res[which + "_classes"] = classes
@@ -381,31 +372,6 @@ def time_layer(name, iters, warm):
     del m, x, extra, grad
     torch.cuda.empty_cache()
     return res
-
-
-def gemm_shapes():
-    """(M, K, N) for F.linear(x[M,K], W[N,K]): the layers' forward, dgrad and wgrad shapes + squares."""
-    shapes = set()
-    for name, (kind, kw, mb, seq) in LAYERS.items():
-        t = mb * seq
-        if kind == "llama":
-            h, f, kv = kw["dim"], kw["ffn"], kw["dim"] // kw["n_heads"] * kw["n_kv_heads"]
-            lin = [(h, h), (h, kv), (h, h), (h, f), (f, h)]
-        elif kind == "mingpt":
-            h = kw["n_embd"]
-            lin = [(h, 3 * h), (h, h), (h, 4 * h), (4 * h, h)]
-        elif kind == "bert":
-            h, f = kw["hidden"], kw["ffn"]
-            lin = [(h, h), (h, f), (f, h)]
-        else:
-            continue
-        for k, n in lin:
-            shapes.add((t, k, n))   # forward: [t,k] x [k,n]
-            shapes.add((t, n, k))   # input gradient: [t,n] x [n,k]
-            shapes.add((k, t, n))   # weight gradient: [k,t] x [t,n] (as a GEMM of that size)
-    for s in (512, 1024, 2048, 4096, 8192, 16384):
-        shapes.add((s, s, s))
-    return sorted(shapes, key=lambda s: s[0] * s[1] * s[2])
 
 
 def time_gemm(M, K, N, iters):
@@ -517,7 +483,6 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--layers", default=",".join(LAYERS))
     ap.add_argument("--ncu-layer", default=None)
-    ap.add_argument("--no-gemms", action="store_true")
     ap.add_argument("--sustain", type=float, default=0, help="run llama2-70b-mb2 steps for this many seconds")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -564,17 +529,6 @@ def main():
             print(f"[{time.time() - t0:.0f}s] {name}: fwd {r['fwd_s'] * 1e3:.2f} ms, fwd+bwd {r['fb_s'] * 1e3:.2f} ms "
                   f"(wall {r['fb_wall_s'] * 1e3:.2f}); {cls}", flush=True)
     doc["env"]["nvidia_smi_after_layers"] = env()["nvidia_smi"]
-    if not args.no_gemms:
-        doc["gemms"] = []
-        for M, K, N in gemm_shapes():
-            t = time_gemm(M, K, N, 10)
-            doc["gemms"].append({"m": M, "k": K, "n": N, "s": t, "flops": 2 * M * K * N,
-                                 "flops_per_s": 2 * M * K * N / t})
-        save()
-        print(f"[{time.time() - t0:.0f}s] {len(doc['gemms'])} GEMM shapes", flush=True)
-        for g in doc["gemms"]:
-            print(f"  {g['m']:6d} x {g['k']:6d} x {g['n']:6d}  {g['flops']:.2e} FLOPs  "
-                  f"{g['flops_per_s'] / 1e12:6.1f} TFLOP/s", flush=True)
     doc["env"]["nvidia_smi_after"] = env()["nvidia_smi"]
     save()
 

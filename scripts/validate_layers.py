@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 
+from kernel_kinds import kernel_kind
 from validation_report import exit_on_limits, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,24 +55,6 @@ ROWS = {"llama2-70b-mb2": "C2, B1", "llama3-70b-s8k": "C1", "llama2-13b-mb2": "C
 
 # -------------------------------------------------------------------------------------------------
 # --collect: the device's files -> the record
-
-def kernel_kind(name):
-    """PyTorch's kernel templates, by what decides their memory throughput."""
-    n = name.lower()
-    if "flash" in n:
-        return "attention"
-    if any(s in n for s in ("gemm", "cutlass", "nvjet", "xmma", "sm90_", "sm80_")):
-        return "gemm"
-    for pattern, kind in (("layer_norm", "layer norm"), ("gammabeta", "layer norm"), ("softmax", "softmax"),
-                          ("dropout", "dropout"), ("reduce_kernel", "reduction"),
-                          ("vectorized_elementwise_kernel", "elementwise, contiguous"),
-                          ("unrolled_elementwise_kernel", "elementwise, dtype cast"),
-                          ("elementwise_kernel<", "elementwise, strided or broadcast"),
-                          ("catarraybatchedcopy", "cat"), ("nll_loss", "reduction")):
-        if pattern in n:
-            return kind
-    return "other"
-
 
 def read_ncu(path):
     """Kernels of an `ncu --csv` run after its last spin_kernel marker: [{kernel, kind, read, write, s}]."""
@@ -96,7 +79,7 @@ def collect(dirs, out):
     doc = {"about": "Transformer layers measured on one H200 by scripts/measure_layers.py (run by scripts/gpu_layers.sh), "
                     "collected by scripts/validate_layers.py --collect; scripts/validate_layers.py checks the simulator "
                     "against it (docs/validation.md, layers). Times in seconds, bytes in bytes.",
-           "env": measured["env"], "ceilings": measured["ceilings"], "layers": [], "gemms": measured.get("gemms", [])}
+           "env": measured["env"], "ceilings": measured["ceilings"], "layers": []}
     for layer in measured["layers"]:
         doc["layers"].append({k: v for k, v in layer.items() if not k.endswith("_kernels")})
     doc["ncu"] = {}
