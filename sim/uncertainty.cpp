@@ -39,6 +39,10 @@ bool can_matter(const program::Program& prog, const spec::Cluster& c, const std:
   if (parameter == "gpu.activation_elems_per_s") return c.gpu.activation_elems_per_s > 0;
   if (parameter == "gpu.attention_efficiency") return prog.training.flash_attention() && !c.gpu.attention_kernels.empty();
   if (parameter == "gpu.adam_params_per_s") return c.gpu.adam_params_per_s > 0;
+  if (parameter == "gpu.memory_kernels") {
+    const spec::MemoryKernels& mk = c.gpu.memory_kernels;
+    return mk.strided > 0 || mk.dropout > 0 || !mk.softmax.empty();
+  }
   if (parameter == "inter_node.nic_bandwidth_Bps") return nodes;
   if (parameter == "inter_node.latency_ns") return nodes && sends;
   if (parameter == "intra_node.bandwidth_Bps") return world > 1 && c.gpus_per_node > 1;
@@ -64,6 +68,12 @@ spec::Cluster perturbed(const spec::Cluster& cluster, const std::string& paramet
     }
   } else if (parameter == "gpu.memory_Bps") {
     c.gpu.hbm_Bps *= factor;
+  } else if (parameter == "gpu.memory_kernels") {
+    // every kind's rate together (sim/models/work.hpp); a fraction of hbm_Bps stays at most 1
+    spec::MemoryKernels& mk = c.gpu.memory_kernels;
+    mk.strided = std::min(1.0, mk.strided * factor);
+    mk.dropout = std::min(1.0, mk.dropout * factor);
+    for (auto& point : mk.softmax) point.second = std::min(1.0, point.second * factor);
   } else if (parameter == "gpu.activation_elems_per_s") {
     c.gpu.activation_elems_per_s *= factor;
   } else if (parameter == "gpu.adam_params_per_s") {

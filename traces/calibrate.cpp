@@ -125,8 +125,20 @@ class ComputeProblem {
         const GemmRate r = gemm_rate(g, s.peak_flops, fp8_peak);
         row.gemms.push_back({knot_weights(gpu.matmul_efficiency, r.curve_flops), g.count * g.flops / r.peak});
       }
-      row.amount = {s.work.memory_bytes, s.work.activation_elems, s.work.adam_params};
-      row.fixed = s.fixed_seconds;
+      // the memory kinds the profile gives rates of their own (memory_kernels) at the base
+      // profile's rates, not fitted; the others run at the fitted contiguous rate
+      sim::Work kinds;
+      double contiguous = s.work.memory_bytes;
+      for (sim::MemKind k : {sim::MemKind::kStrided, sim::MemKind::kSoftmax, sim::MemKind::kDropout}) {
+        if (sim::has_kind_rate(gpu, k)) {
+          kinds.add_bytes(k, s.work.kind(k));
+        } else {
+          contiguous += s.work.kind(k);
+        }
+      }
+      kinds.softmax_row = s.work.softmax_row;
+      row.amount = {contiguous, s.work.activation_elems, s.work.adam_params};
+      row.fixed = s.fixed_seconds + sim::memory_seconds(kinds, gpu);
       row.measured = s.seconds;
       rows_.push_back(std::move(row));
     }

@@ -4,7 +4,7 @@
 //
 // 1. GEMM efficiency curve, memory-bound throughput, activation and Adam rates (nonlinear;
 //    Levenberg–Marquardt, lsq.hpp):
-//      t_i(e, m, a, u) = Σ_g c_ig·F_ig / (P_i·eff(F_ig)) + B_i·m + N_i·a + U_i·u
+//      t_i(e, m, a, u) = Σ_g c_ig·F_ig / (P_i·eff(F_ig)) + B_i·m + N_i·a + U_i·u + K_i
 //      eff(F)    = Σ_k w_k(F)·e_k        the profile's knots F_k, w linear in log10 F, flat outside
 //      m         = 1 / (hbm_Bps · memory_efficiency)
 //      a         = 1 / gpu.activation_elems_per_s,   u = 1 / gpu.adam_params_per_s
@@ -12,7 +12,9 @@
 //    (logarithms keep them positive; c_ig GEMMs of F_ig FLOPs, B_i bytes, N_i activation elements
 //    and U_i Adam parameters per sample, P_i the peak of its dtype). The knots' FLOPs stay the base
 //    profile's; their fractions are fitted. A rate the base profile leaves unset (a or u = 0: the
-//    term absent, as on GPU profiles) stays unset.
+//    term absent, as on GPU profiles) stays unset. B_i counts the memory-bound bytes that run at
+//    memory_efficiency; K_i is the time of the kinds the profile's memory_kernels rate apart
+//    (strided, softmax, dropout: sim/models/work.hpp) at the base profile's rates, not fitted.
 // 2. Links (linear, non-negative; calibrate/links.hpp for A..D):
 //      t_i = A_i·α_intra + B_i·(1/β_intra) + C_i·α_inter + D_i·(1/β_inter)
 //    minimize Σ_i (t_i/t̂_i − 1)²  subject to α ≥ 0, 1/β ≥ 0, solved as x = x_base ∘ z in z.

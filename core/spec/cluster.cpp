@@ -125,6 +125,27 @@ void read_attention_kernels(ObjectReader& gpu_reader, Gpu& g) {
   }
 }
 
+// "memory_kernels": {"strided": f, "dropout": f, "softmax": [[row length, f], ...], "source": "..."},
+// every key optional, each f a fraction of hbm_Bps in (0, 1].
+void read_memory_kernels(ObjectReader& gpu_reader, Gpu& g) {
+  if (!gpu_reader.has("memory_kernels")) return;
+  ObjectReader r = gpu_reader.object("memory_kernels");
+  const auto fraction = [&r](std::string_view key) {
+    if (!r.has(key)) return 0.0;
+    const double v = r.number(key);
+    if (!(v > 0 && v <= 1)) r.fail_value(key, "a fraction of hbm_Bps in (0, 1]");
+    return v;
+  };
+  g.memory_kernels.strided = fraction("strided");
+  g.memory_kernels.dropout = fraction("dropout");
+  if (r.has("softmax")) {
+    g.memory_kernels.softmax = read_points(r, "softmax", "row_length", 1, static_cast<double>(limits::kSeqLen),
+                                           "a row length from 1 to " + std::to_string(limits::kSeqLen));
+  }
+  g.memory_kernels.source = r.string_or("source", "");
+  r.finish();
+}
+
 Gpu read_gpu(ObjectReader r) {
   Gpu g;
   g.name = r.string("name");
@@ -149,6 +170,7 @@ Gpu read_gpu(ObjectReader r) {
   if (r.has("sm_count")) g.sm_count = ranged_int(r, "sm_count", 1, limits::kSmCount, "SMs");
   g.matmul_efficiency = read_efficiency(r);
   read_attention_kernels(r, g);
+  read_memory_kernels(r, g);
   g.source = r.string_or("source", "");
   r.finish();
   return g;
@@ -312,7 +334,7 @@ namespace {
 
 const char* const kUncertainParameters[] = {
     "gpu.matmul_efficiency", "gpu.memory_Bps",      "gpu.activation_elems_per_s", "gpu.adam_params_per_s",
-    "gpu.attention_efficiency",
+    "gpu.attention_efficiency", "gpu.memory_kernels",
     "intra_node.bandwidth_Bps", "intra_node.latency_ns", "inter_node.nic_bandwidth_Bps", "inter_node.latency_ns",
     "host.pcie_Bps",         "host.adam_params_per_s", "nccl.latency"};
 
@@ -414,6 +436,15 @@ json to_json(const Cluster& c) {
       kernels[k.name] = kj;
     }
     gpu["attention_kernels"] = kernels;
+  }
+  const MemoryKernels& mk = c.gpu.memory_kernels;
+  if (mk.strided > 0 || mk.dropout > 0 || !mk.softmax.empty()) {
+    json kj = json::object();
+    if (mk.strided > 0) kj["strided"] = mk.strided;
+    if (mk.dropout > 0) kj["dropout"] = mk.dropout;
+    if (!mk.softmax.empty()) kj["softmax"] = efficiency_json(mk.softmax);
+    put_source(kj, mk.source);
+    gpu["memory_kernels"] = kj;
   }
   put_source(gpu, c.gpu.source);
   json intra = {{"bandwidth_Bps", c.intra_node.bandwidth_Bps}, {"latency_ns", c.intra_node.latency_ns}};

@@ -27,6 +27,15 @@ struct AttentionKernel {
   std::string source;
 };
 
+// Memory-bound kernels that do not reach the contiguous rate (memory_efficiency), as fractions of
+// hbm_Bps; 0 or empty: that kind runs at memory_efficiency (sim/models/work.hpp, memory-bound work).
+struct MemoryKernels {
+  double strided = 0;   // TensorIterator's non-vectorised path: broadcast operands, permuted copies, masked_fill
+  double dropout = 0;   // dropout's forward (mask generation and scale)
+  std::vector<std::pair<double, double>> softmax;  // (row length, fraction): a row softmax's forward
+  std::string source;
+};
+
 struct Gpu {
   std::string name;
   int64_t memory_bytes = 0;
@@ -52,6 +61,7 @@ struct Gpu {
   // section, only "attention": "unfused" can be simulated on this GPU.
   std::vector<AttentionKernel> attention_kernels;
   std::string default_attention_kernel;
+  MemoryKernels memory_kernels;   // optional (cluster.json "memory_kernels")
   std::string source;
 };
 // The kernel named `name` ("flash": the default), or nullptr when the GPU lists none of that name.

@@ -24,9 +24,17 @@ void Work::add_gemm(double flops, double count, bool fp8) {
   gemms.push_back({flops, count, fp8});
 }
 
+double Work::total_bytes() const {
+  double b = memory_bytes;
+  for (double k : kind_bytes) b += k;
+  return b;
+}
+
 void Work::add(const Work& other, double scale) {
   for (const Gemm& g : other.gemms) add_gemm(g.flops, scale * g.count, g.fp8);
   memory_bytes += scale * other.memory_bytes;
+  for (std::size_t k = 0; k < kMemKinds; ++k) kind_bytes[k] += scale * other.kind_bytes[k];
+  softmax_row = std::max(softmax_row, other.softmax_row);
   activation_elems += scale * other.activation_elems;
   adam_params += scale * other.adam_params;
   attention_fwd_flops += scale * other.attention_fwd_flops;
@@ -131,9 +139,38 @@ double WorkTimer::seconds(const Work& w) {
     const GemmRate r = gemm_rate(g, peak_, fp8_peak_);
     t += g.count * g.flops / (r.peak * efficiency(r.curve_flops));
   }
-  t += w.memory_bytes / (gpu_.hbm_Bps * gpu_.memory_efficiency);
+  t += memory_seconds(w, gpu_);
   if (gpu_.activation_elems_per_s > 0) t += w.activation_elems / gpu_.activation_elems_per_s;
   if (gpu_.adam_params_per_s > 0) t += w.adam_params / gpu_.adam_params_per_s;
+  return t;
+}
+
+bool has_kind_rate(const spec::Gpu& gpu, MemKind kind) {
+  const spec::MemoryKernels& mk = gpu.memory_kernels;
+  switch (kind) {
+    case MemKind::kStrided: return mk.strided > 0;
+    case MemKind::kDropout: return mk.dropout > 0;
+    case MemKind::kSoftmax: return !mk.softmax.empty();
+  }
+  return false;
+}
+
+double memory_kind_efficiency(const spec::Gpu& gpu, MemKind kind, double softmax_row) {
+  if (!has_kind_rate(gpu, kind)) return gpu.memory_efficiency;
+  const spec::MemoryKernels& mk = gpu.memory_kernels;
+  switch (kind) {
+    case MemKind::kStrided: return mk.strided;
+    case MemKind::kDropout: return mk.dropout;
+    case MemKind::kSoftmax: return attention_efficiency(mk.softmax, softmax_row);
+  }
+  return gpu.memory_efficiency;
+}
+
+double memory_seconds(const Work& w, const spec::Gpu& gpu) {
+  double t = w.memory_bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
+  for (MemKind k : {MemKind::kStrided, MemKind::kSoftmax, MemKind::kDropout}) {
+    if (w.kind(k) > 0) t += w.kind(k) / (gpu.hbm_Bps * memory_kind_efficiency(gpu, k, w.softmax_row));
+  }
   return t;
 }
 
@@ -183,62 +220,105 @@ CastBytes fp8_cast_bytes(const spec::Model& m, int64_t t, double T, const char* 
   return c;
 }
 
-// Eager PyTorch ops of the model's own layers, beyond what the fused count charges (work.hpp:
-// eager kernels), bytes per token on one tp rank. An RMSNorm written in PyTorch ops (Meta's
-// reference Llama, Hugging Face's LlamaRMSNorm, torchtitan's and ibm-fms's RMSNorm):
-//   x.float() r2 w4, pow(2) r4 w4, mean r4, x * rsqrt r4 w4, type_as r4 w2, * weight r2 w2 = 36
-// bytes per element (fp32 training: no casts, 28), against the fused count's one norm of 4 (8);
-// a LayerNorm is one native kernel (torch.nn.LayerNorm), as fused.
-double eager_norm_bytes(const spec::Model& m, int64_t norms, double h_r, bool fp32) {
-  if (m.norm != spec::Norm::kRmsNorm) return 0.0;
-  return (static_cast<double>(norms) * (fp32 ? 28.0 : 36.0) - (fp32 ? 8.0 : 4.0)) * h_r;
+// An RMSNorm written in PyTorch ops (Meta's reference Llama, Hugging Face's LlamaRMSNorm,
+// torchtitan's and ibm-fms's RMSNorm), bytes per normalised element:
+//   x.float() r2 w4, pow(2) r4 w4, mean r4, x * rsqrt r4 w4, type_as r4 w2, * weight r2 w2 = 36;
+// fp32 training: no casts, 28. The two products take a broadcast operand (the row's rsqrt, the
+// weight row): TensorIterator's strided path (kStrided), 12 bytes (fp32 16).
+void add_rms_norm_ops(double elems, bool fp32, Work& w) {
+  w.memory_bytes += (fp32 ? 12.0 : 24.0) * elems;
+  w.add_bytes(MemKind::kStrided, (fp32 ? 16.0 : 12.0) * elems);
 }
 
-// The attention unit's eager passes: its norms as above; per-head q/k RMSNorms (qk_norm) on the
-// q and k widths; rotary embeddings on the rotated share of q and k, in the complex form of Meta's
-// reference code and torchtitan (apply_rotary_emb: float() r2 w4, complex product r4 w4, type_as
-// r4 w2 = 20 bytes per element; fp32: the product alone, 8; Hugging Face's rotate_half form moves
-// as much: q·cos 4, neg and cat 6, ·sin 4, sum 6), plus a cat of rotated and passed dimensions
+// The block's norms, bytes per token: fused, one norm kernel 4h_r (8h_r in fp32); eager, an RMSNorm
+// model's norms as PyTorch ops (above), a LayerNorm one native kernel (torch.nn.LayerNorm).
+void add_norms(const spec::Model& m, int64_t norms, double h_r, bool fp32, bool eager, Work& w) {
+  if (eager && m.norm == spec::Norm::kRmsNorm) {
+    add_rms_norm_ops(static_cast<double>(norms) * h_r, fp32, w);
+  } else {
+    w.memory_bytes += (fp32 ? 8.0 : 4.0) * h_r;
+  }
+}
+
+// The attention unit's eager passes beyond the norms: per-head q/k RMSNorms (qk_norm) on the q and
+// k widths; rotary embeddings on the rotated share of q and k, in the complex form of Meta's
+// reference code and torchtitan (apply_rotary_emb: float() r2 w4, complex product with the
+// broadcast frequencies r4 w4, type_as r4 w2 = 20 bytes per element; fp32: the product alone, 8;
+// Hugging Face's rotate_half form moves as much), plus a cat of rotated and passed dimensions
 // (r2 w2) when only a share rotates; and grouped-query K and V repeated to every query head
 // before the attention kernel (repeat_kv: expand + reshape copies, read kv, write q width, twice:
 // 4·(q + kv) bytes, fp32 8·(q + kv)). Unfused, the score products take q, k and v from the
 // head-major view of token-major tensors (view + transpose, as minGPT's CausalSelfAttention and
 // Hugging Face's transpose_for_scores make them): torch.matmul folds the batch and head dimensions
 // with reshape, which copies each one (ATen matmul's batched path; r2 w2 per element, fp32 r4 w4).
-double eager_attention_bytes(const spec::Model& m, int64_t t, double h_r, bool fp32, bool flash) {
+// The head-major copies are permuted copies (kStrided); repeat_kv's copies and the rotary product
+// run TensorIterator's vectorised or complex paths, counted contiguous.
+void add_eager_attention_ops(const spec::Model& m, int64_t t, bool fp32, bool flash, Work& w) {
   const double d = static_cast<double>(m.head_dim());
   const int64_t heads_r = m.heads / t, kv_r = std::max<int64_t>(1, m.kv_heads / t);
   const double q = static_cast<double>(heads_r) * d, kv = static_cast<double>(kv_r) * d;
-  const double w = fp32 ? 2.0 : 1.0;
-  double bytes = eager_norm_bytes(m, m.attn_norms, h_r, fp32);
-  if (m.qk_norm) bytes += (fp32 ? 28.0 : 36.0) * (q + kv);
+  const double width = fp32 ? 2.0 : 1.0;
+  if (m.qk_norm) add_rms_norm_ops(q + kv, fp32, w);
   if (m.position == spec::Position::kRope) {
-    bytes += (fp32 ? 8.0 : 20.0) * m.rotary_fraction * (q + kv);
-    if (m.rotary_fraction < 1) bytes += 4.0 * w * (q + kv);
+    w.memory_bytes += (fp32 ? 8.0 : 20.0) * m.rotary_fraction * (q + kv);
+    if (m.rotary_fraction < 1) w.memory_bytes += 4.0 * width * (q + kv);
   }
-  if (kv_r < heads_r) bytes += 4.0 * w * (q + kv);
-  if (!flash) bytes += 4.0 * w * (q + 2 * (kv_r < heads_r ? q : kv));
-  return bytes;
+  if (kv_r < heads_r) w.memory_bytes += 4.0 * width * (q + kv);
+  if (!flash) w.add_bytes(MemKind::kStrided, 4.0 * width * (q + 2 * (kv_r < heads_r ? q : kv)));
 }
 
 // The cross-entropy over the v_r logits a token has on one tp rank (16-bit logits from the head's
-// GEMM), bytes per token. Fused: Megatron-LM's vocabulary-parallel cross-entropy as every
+// GEMM), bytes per token by kind. Fused: Megatron-LM's vocabulary-parallel cross-entropy as every
 // Megatron-LM GPT runs it by default (core_r0.8.0 tensor_parallel/cross_entropy.py; the same
 // algorithm in 2021's mpu/cross_entropy.py, called on output.float()), one kernel per op:
-//   forward  .float() r2 w4, max r4, in-place subtract r4 w4, in-place exp r4 w4, sum r4,
-//            in-place divide by the sum r4 w4                                 = 38 per logit
-//   backward grad.mul_(grad_output) r4 w4, the cast back to 16 bits r4 w2     = 14
+//   forward  .float() r2 w4, max r4, in-place subtract of the row's max r4 w4 (a broadcast
+//            operand: kStrided), in-place exp r4 w4, sum r4, in-place divide by the row's sum
+//            r4 w4 (kStrided)                                               = 38 per logit
+//   backward grad.mul_(grad_output) r4 w4 (kStrided), the cast back to 16 bits r4 w2 = 14
 // Eager: F.cross_entropy(logits.float(), ...) (torchtitan, Hugging Face): .float() 6, log_softmax
 // over a row too long for shared memory (max, sum of exp, write: r4·3 w4) 16 = 22; backward:
 // nll_loss's zeroed gradient w4, log_softmax's backward (sum of the gradient r4, then r4 r4 w4)
 // 16, the cast back 6 = 26. fp32 training drops the casts: fused 32 and 8, eager 16 and 20.
-struct LossBytes {
-  double forward = 0, backward = 0;
+struct LossWork {
+  Work forward, backward;
 };
-LossBytes loss_bytes(double v_r, bool fp32, bool eager) {
+LossWork loss_work(double v_r, bool fp32, bool eager) {
   const double cast = fp32 ? 0.0 : 6.0;  // to fp32 forward, back to 16 bits backward
-  if (eager) return {v_r * (16 + cast), v_r * (20 + cast)};
-  return {v_r * (32 + cast), v_r * (8 + cast)};
+  LossWork l;
+  if (eager) {
+    l.forward.memory_bytes = v_r * (16 + cast);
+    l.backward.memory_bytes = v_r * (20 + cast);
+  } else {
+    l.forward.memory_bytes = v_r * (16 + cast);
+    l.forward.add_bytes(MemKind::kStrided, 16 * v_r);
+    l.backward.memory_bytes = v_r * cast;
+    l.backward.add_bytes(MemKind::kStrided, 8 * v_r);
+  }
+  return l;
+}
+
+// The backward passes of the forward's memory-bound kernels, which move twice their bytes: softmax's
+// and dropout's backward kernels are contiguous elementwise passes (softmax_warp_backward /
+// cunn_SoftMaxBackward read y and dy and write dx; dropout's backward is a masked scale), so their
+// bytes move at the contiguous rate; strided and casting passes stay what they are.
+Work backward_bytes(const Work& forward) {
+  Work w;
+  w.add(forward, 2);
+  for (MemKind k : {MemKind::kSoftmax, MemKind::kDropout}) {
+    double& b = w.kind_bytes[static_cast<std::size_t>(k)];
+    w.memory_bytes += b;
+    b = 0;
+  }
+  return w;
+}
+
+// Only the memory-bound amounts of `w`, times `scale`.
+Work bytes_of(const Work& w, double scale) {
+  Work out;
+  out.memory_bytes = scale * w.memory_bytes;
+  for (std::size_t k = 0; k < kMemKinds; ++k) out.kind_bytes[k] = scale * w.kind_bytes[k];
+  out.softmax_row = w.softmax_row;
+  return out;
 }
 
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
@@ -249,51 +329,72 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   const double f_r = static_cast<double>(m.ffn_hidden / t);
   const double width = fp32 ? 2.0 : 1.0;  // 4-byte elements move twice the bytes
   Work gemms, scores;
-  double bytes_per_token = 0, score_bytes = 0, activation_elems = 0;
-  double eager_bytes = 0;  // per token, in bytes (not scaled by width): eager passes of the model's own layers
-  LossBytes loss;          // the head's cross-entropy, per token, in bytes
+  Work token;        // memory-bound bytes per token by kind (fp32 already counted)
+  Work score_token;  // the scores' memory-bound bytes per token (softmax, dropout; eager scale and mask)
+  double activation_elems = 0;
+  LossWork loss;     // the head's cross-entropy, per token
   switch (u.kind) {
-    case UnitKind::kEmbedding: bytes_per_token = 4 * h_r; break;
+    case UnitKind::kEmbedding: token.memory_bytes = 4 * width * h_r; break;
     case UnitKind::kHead: {
       const double v_r = static_cast<double>((m.vocab + t - 1) / t);
       gemms.add_gemm(head_gemm_flops(m, p), 1);
-      bytes_per_token = 4 * h_r;
-      loss = loss_bytes(v_r, fp32, eager);
+      token.memory_bytes = 4 * width * h_r;  // the final norm
+      loss = loss_work(v_r, fp32, eager);
       break;
     }
     case UnitKind::kAttention: {
       const int64_t d = m.head_dim();
       add_linear_gemms(m, t, T, "attn.", fp8, gemms);
-      const double s = static_cast<double>(m.seq_len);
-      const double batched = static_cast<double>(p.micro_batch * (m.heads / t));
+      const double s = static_cast<double>(m.seq_len), dd = static_cast<double>(d);
+      const double a_r = static_cast<double>(m.heads / t);
+      const double batched = static_cast<double>(p.micro_batch) * a_r;
       if (flash) {
         // one fused kernel: causal forward 2 b a_r s^2 d, backward 2.5x (the kernels' convention)
-        scores.attention_fwd_flops = 2 * batched * s * s * static_cast<double>(d);
+        scores.attention_fwd_flops = 2 * batched * s * s * dd;
         scores.attention_bwd_flops = 2.5 * scores.attention_fwd_flops;
         scores.attention_seq = s;
       } else {
         // QK^T and softmax.V: per (sequence, head) 2 s^2 d FLOPs each; b * heads/t of them.
-        scores.add_gemm(2 * s * s * static_cast<double>(d), 2 * batched);
-        // softmax and its dropout; eager: the scale and the mask as passes of their own
-        score_bytes = (eager ? 17.0 : 9.0) * static_cast<double>(m.heads / t) * s * T;
+        scores.add_gemm(2 * s * s * dd, 2 * batched);
+        // softmax and its dropout; eager: the scale and the mask (broadcast) as passes of their own
+        score_token.add_bytes(MemKind::kSoftmax, 4 * width * a_r * s);
+        score_token.softmax_row = s;
+        score_token.add_bytes(MemKind::kDropout, 5 * width * a_r * s);
+        if (eager) {
+          score_token.memory_bytes += 4 * width * a_r * s;
+          score_token.add_bytes(MemKind::kStrided, 4 * width * a_r * s);
+        }
       }
-      // eager: dropout and residual add apart (5 + 6 instead of 7), and, unfused, the context's
-      // copy back from the head layout (4; a fused kernel writes it in the token layout)
-      bytes_per_token = (eager ? (flash ? 15 : 19) : 11) * h_r;
-      if (eager) eager_bytes = eager_attention_bytes(m, t, h_r, fp32, flash);
+      add_norms(m, eager ? m.attn_norms : 1, h_r, fp32, eager, token);
+      if (eager) {
+        // dropout and residual add apart (5 + 6 instead of 7), and, unfused, the context's copy
+        // back from the head layout (4; a fused kernel writes it in the token layout)
+        token.add_bytes(MemKind::kDropout, 5 * width * h_r);
+        token.memory_bytes += 6 * width * h_r;
+        if (!flash) token.add_bytes(MemKind::kStrided, 4 * width * h_r);
+        add_eager_attention_ops(m, t, fp32, flash, token);
+      } else {
+        token.memory_bytes += 7 * width * h_r;  // bias-dropout-residual, one kernel
+      }
       break;
     }
     case UnitKind::kMlp: {
       add_linear_gemms(m, t, T, "mlp.", fp8, gemms);
+      add_norms(m, eager ? m.mlp_norms : 1, h_r, fp32, eager, token);
       // eager: dropout and residual add apart; a gated MLP's activation and product apart (4 + 6)
-      bytes_per_token = (eager ? 15 : 11) * h_r + (spec::gated(m.mlp) ? (eager ? 10 : 6) : 4) * f_r;
-      if (eager) eager_bytes = eager_norm_bytes(m, m.mlp_norms, h_r, fp32);
+      if (eager) {
+        token.add_bytes(MemKind::kDropout, 5 * width * h_r);
+        token.memory_bytes += 6 * width * h_r;
+      } else {
+        token.memory_bytes += 7 * width * h_r;
+      }
+      token.memory_bytes += width * (spec::gated(m.mlp) ? (eager ? 10 : 6) : 4) * f_r;
       // GELU's tanh or SwiGLU's sigmoid (GeGLU: tanh), once per element of f/t; ReLU has none
       activation_elems = m.mlp == spec::Mlp::kRelu ? 0 : T * f_r;
       break;
     }
   }
-  const double mem = width * T * bytes_per_token + T * eager_bytes, score_mem = width * score_bytes;
+  const Work mem = bytes_of(token, T), score_mem = bytes_of(score_token, T);
   CastBytes cast;
   if (fp8 && (u.kind == UnitKind::kAttention || u.kind == UnitKind::kMlp)) {
     cast = fp8_cast_bytes(m, t, T, u.kind == UnitKind::kAttention ? "attn." : "mlp.", p.micro_batches);
@@ -303,7 +404,10 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   Work forward_scores = scores;
   forward_scores.attention_bwd_flops = 0;  // the forward runs the forward kernel only
   w.forward.add(forward_scores);
-  w.forward.memory_bytes += mem + score_mem + cast.forward + T * loss.forward;
+  w.forward.add(mem);
+  w.forward.add(score_mem);
+  w.forward.memory_bytes += cast.forward;
+  w.forward.add(loss.forward, T);
   w.forward.activation_elems += activation_elems;
   w.backward_input.add(gemms);
   if (scores.attention_fwd_flops > 0) {
@@ -313,12 +417,15 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   } else {
     w.backward_input.add(scores, 2);
   }
-  w.backward_input.memory_bytes += 2 * (mem + score_mem) + cast.backward + T * loss.backward;
+  w.backward_input.add(backward_bytes(mem));
+  w.backward_input.add(backward_bytes(score_mem));
+  w.backward_input.memory_bytes += cast.backward;
+  w.backward_input.add(loss.backward, T);
   w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
   w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32 ? 12.0 : 10.0);
   w.score_forward.add(forward_scores);
-  w.score_forward.memory_bytes += score_mem;
+  w.score_forward.add(score_mem);
   return w;
 }
 

@@ -7,8 +7,23 @@
 // rates on the same amounts, so the model exists once.
 //
 //   t(work) = Σ_g count_g · F_g / (peak[dtype] · eff(F_g))  +  B_mem / (hbm_Bps · memory_efficiency)
+//             + Σ_k B_k / (hbm_Bps · e_k)
 //             + N_act / activation_elems_per_s  +  P_adam / gpu.adam_params_per_s
 // (each of the last two only where the profile sets its rate).
+// * Memory kinds: the bytes B_k of kernels that run below the contiguous rate, each at the
+//   profile's gpu.memory_kernels fraction e_k of hbm_Bps (memory_efficiency where the profile
+//   gives none): kStrided — PyTorch TensorIterator's non-vectorised path, i.e. copies of permuted
+//   tensors (the head-major q, k, v torch.matmul folds; the attention context copied back to the
+//   token layout), products with a broadcast operand (an eager RMSNorm's x·rsqrt and ·weight; the
+//   cross-entropy's subtract of the row max, divide by the row sum and its backward scale) and a
+//   broadcast mask's masked_fill or add; kDropout — dropout's forward; kSoftmax — the row softmax's
+//   forward (Megatron-LM's fused scale-mask-softmax is PyTorch's warp softmax adapted), e_k by row
+//   length, log2-linear between points. Their backward kernels (softmax's, a masked scale for
+//   dropout) are contiguous; strided passes stay strided backward. Measured on an H200 (Nsight
+//   Compute DRAM bytes over kernel time, configs/validation/h200-layers.json): strided 0.30 of the
+//   HBM rate (0.12-0.73 per kernel), dropout 0.62, softmax 0.57 at 512 columns and 0.30 at 2048,
+//   against 0.87 for contiguous elementwise kernels. dtype casts (0.39) and layer norms (0.62
+//   forward) are left contiguous.
 //
 // * GEMMs: each unit's linear layers on one tp rank (count::block_linears split by count::shard), F_g = 2·tokens·k·n per
 //   GEMM for forward, the same again for the input gradient and for the weight gradient. The
@@ -46,7 +61,7 @@
 //   minGPT and Hugging Face's BERT run it; code without dropout (Llama) skips it (at::dropout
 //   returns its input at p = 0), about 10h of a Llama layer's eager forward bytes too many.
 //   Backward moves twice the forward bytes (saved input and incoming gradient read, gradient
-//   written). fp32 training doubles the bytes.
+//   written), of the same kinds except softmax and dropout (above). fp32 training doubles the bytes.
 // * Gradient accumulation: every backward adds the new weight gradients into the step's
 //   gradient buffer, a memory-bound pass over the unit's parameters: 16-bit training keeps fp32
 //   main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 partitions): read the 16-bit
@@ -109,6 +124,7 @@
 //   selective recompute adds scores + score bytes to Backward and BackwardInput.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -129,9 +145,16 @@ struct Gemm {
   bool fp8 = false;   // operands in FP8 (fp8 training's block GEMMs): timed at the FP8 peak
 };
 
+// Memory-bound kernels whose rate differs from a contiguous elementwise pass's (the GPU profile's
+// memory_kernels; equation above).
+enum class MemKind : uint8_t { kStrided, kSoftmax, kDropout };
+inline constexpr std::size_t kMemKinds = 3;
+
 struct Work {
   std::vector<Gemm> gemms;     // one entry per distinct size, in the order first added
-  double memory_bytes = 0;
+  double memory_bytes = 0;     // contiguous elementwise passes (and everything not of a kind below)
+  std::array<double, kMemKinds> kind_bytes{};  // bytes of each MemKind
+  double softmax_row = 0;      // row length of the softmax bytes (every unit's scores have the same)
   double activation_elems = 0; // elements the MLP's activation function is evaluated on
   double adam_params = 0;      // parameters the optimizer updates on the GPU
   // Fused attention kernels (flash): their FLOPs, forward and backward passes, at sequence length
@@ -141,6 +164,9 @@ struct Work {
   double attention_seq = 0;
 
   void add_gemm(double flops, double count, bool fp8 = false);
+  void add_bytes(MemKind kind, double bytes) { kind_bytes[static_cast<std::size_t>(kind)] += bytes; }
+  double kind(MemKind k) const { return kind_bytes[static_cast<std::size_t>(k)]; }
+  double total_bytes() const;  // memory_bytes and every kind's
   void add(const Work& other, double scale = 1.0);
 };
 
@@ -186,6 +212,14 @@ class WorkTimer {
   const spec::AttentionKernel* attention_;
   std::vector<std::pair<double, double>> seen_;  // (FLOPs of one GEMM, eff)
 };
+
+// Fraction of hbm_Bps memory-bound kernels of `kind` reach on `gpu` (its memory_kernels, else
+// memory_efficiency); a softmax's at row length `softmax_row`, log2-linear between the points.
+double memory_kind_efficiency(const spec::Gpu& gpu, MemKind kind, double softmax_row);
+// Whether `gpu`'s profile gives `kind` a rate of its own (else it runs at memory_efficiency).
+bool has_kind_rate(const spec::Gpu& gpu, MemKind kind);
+// Seconds of w's memory-bound bytes on `gpu`: memory_bytes at memory_efficiency, each kind at its own.
+double memory_seconds(const Work& w, const spec::Gpu& gpu);
 
 // The time of `w` (seconds) on `gpu`: WorkTimer(gpu, peak_flops).seconds(w).
 double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops);

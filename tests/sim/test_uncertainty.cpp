@@ -82,5 +82,20 @@ TEST(Uncertainty, NoUncertaintyNoErrorBars) {
   EXPECT_THROW(perturbed(c, "gpu.name", 1.1), std::invalid_argument);
 }
 
+TEST(Uncertainty, MemoryKernelsMoveTogetherAndStayFractions) {
+  // gpu.memory_kernels scales every kind's fraction of hbm_Bps by the factor, capped at 1; an
+  // absent kind (0) stays absent, and memory_efficiency is another parameter's.
+  spec::Cluster c = gemm_only(0.1);
+  c.gpu.memory_efficiency = 0.8;
+  c.gpu.memory_kernels.strided = 0.3;
+  c.gpu.memory_kernels.softmax = {{512, 0.6}, {2048, 0.95}};
+  const spec::Cluster up = perturbed(c, "gpu.memory_kernels", 1.1);
+  EXPECT_DOUBLE_EQ(up.gpu.memory_kernels.strided, 0.3 * 1.1);
+  EXPECT_DOUBLE_EQ(up.gpu.memory_kernels.softmax[0].second, 0.6 * 1.1);
+  EXPECT_DOUBLE_EQ(up.gpu.memory_kernels.softmax[1].second, 1.0);  // 1.045, capped
+  EXPECT_EQ(up.gpu.memory_kernels.dropout, 0.0);
+  EXPECT_EQ(up.gpu.memory_efficiency, 0.8);
+}
+
 }  // namespace
 }  // namespace stagecraft::sim

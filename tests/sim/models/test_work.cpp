@@ -100,7 +100,7 @@ TEST(Work, OneMlpUnitByHand) {
   ASSERT_EQ(w.gemms.size(), 1u);
   EXPECT_EQ(w.gemms[0].flops, 2.0 * 64 * 64 * 256);
   EXPECT_EQ(w.gemms[0].count, 2.0);
-  EXPECT_EQ(w.memory_bytes, 2.0 * 64 * (11 * 64 + 4 * 256));
+  EXPECT_EQ(w.total_bytes(), 2.0 * 64 * (11 * 64 + 4 * 256));
   // GELU on T·f = 64·256 = 16,384 elements; again in the input gradient, not in the weight gradient.
   EXPECT_EQ(w.activation_elems, 64.0 * 256);
   EXPECT_EQ(work.compute(Op::kBackwardInput, 2, 3).activation_elems, 64.0 * 256);
@@ -126,11 +126,11 @@ TEST(Work, EagerKernelsMoveTheirExtraPassesByHand) {
   const WorkModel fused(m, t, p);
   t.kernels = spec::Kernels::kEager;
   const WorkModel eager(m, t, p);
-  EXPECT_EQ(fused.compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (11 * 64 + 9 * 4 * 64));
-  EXPECT_EQ(eager.compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (19 * 64 + 17 * 4 * 64 + 12 * 64));
-  EXPECT_EQ(eager.compute(Op::kBackwardInput, 1, 2).memory_bytes, 2 * 64.0 * (19 * 64 + 17 * 4 * 64 + 12 * 64));
-  EXPECT_EQ(fused.compute(Op::kForward, 2, 3).memory_bytes, 64.0 * (11 * 64 + 4 * 256));
-  EXPECT_EQ(eager.compute(Op::kForward, 2, 3).memory_bytes, 64.0 * (15 * 64 + 4 * 256));
+  EXPECT_EQ(fused.compute(Op::kForward, 1, 2).total_bytes(), 64.0 * (11 * 64 + 9 * 4 * 64));
+  EXPECT_EQ(eager.compute(Op::kForward, 1, 2).total_bytes(), 64.0 * (19 * 64 + 17 * 4 * 64 + 12 * 64));
+  EXPECT_EQ(eager.compute(Op::kBackwardInput, 1, 2).total_bytes(), 2 * 64.0 * (19 * 64 + 17 * 4 * 64 + 12 * 64));
+  EXPECT_EQ(fused.compute(Op::kForward, 2, 3).total_bytes(), 64.0 * (11 * 64 + 4 * 256));
+  EXPECT_EQ(eager.compute(Op::kForward, 2, 3).total_bytes(), 64.0 * (15 * 64 + 4 * 256));
   // the GEMMs are the same
   EXPECT_EQ(eager.compute(Op::kForward, 1, 3).gemms.size(), fused.compute(Op::kForward, 1, 3).gemms.size());
   // training.json names it
@@ -166,20 +166,20 @@ TEST(Work, EagerLlamaCodeMovesItsNormRotaryAndRepeatBytesByHand) {
   ASSERT_TRUE(t.flash_attention());
   const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1);
   const WorkModel eager(m, t, p);
-  EXPECT_EQ(eager.compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (960 + 2048 + 1920 + 384));
-  EXPECT_EQ(eager.compute(Op::kBackwardInput, 1, 2).memory_bytes, 2 * 64.0 * (960 + 2048 + 1920 + 384));
-  EXPECT_EQ(eager.compute(Op::kForward, 2, 3).memory_bytes, 64.0 * (15 * 64 + 4 * 256 + 2048));
+  EXPECT_EQ(eager.compute(Op::kForward, 1, 2).total_bytes(), 64.0 * (960 + 2048 + 1920 + 384));
+  EXPECT_EQ(eager.compute(Op::kBackwardInput, 1, 2).total_bytes(), 2 * 64.0 * (960 + 2048 + 1920 + 384));
+  EXPECT_EQ(eager.compute(Op::kForward, 2, 3).total_bytes(), 64.0 * (15 * 64 + 4 * 256 + 2048));
   // fused kernels charge none of it: 11h per token for the attention unit
   t.kernels = spec::Kernels::kFused;
-  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).memory_bytes, 64.0 * 11 * 64);
+  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).total_bytes(), 64.0 * 11 * 64);
   t.kernels = spec::Kernels::kEager;
   t.dtype = spec::Dtype::kFp32;
-  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (2 * 15 * 64 + 1280 + 768 + 768));
+  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).total_bytes(), 64.0 * (2 * 15 * 64 + 1280 + 768 + 768));
   // one K/V head per query head: no repeat; learned positions: no rotary
   t.dtype = spec::Dtype::kBf16;
   m.kv_heads = 4;
   m.position = spec::Position::kLearned;
-  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).memory_bytes, 64.0 * (960 + 2048));
+  EXPECT_EQ(WorkModel(m, t, p).compute(Op::kForward, 1, 2).total_bytes(), 64.0 * (960 + 2048));
 }
 
 TEST(Work, TheLossMovesItsLogitsAsMegatronOrPyTorchComputeItByHand) {
@@ -194,17 +194,17 @@ TEST(Work, TheLossMovesItsLogitsAsMegatronOrPyTorchComputeItByHand) {
   const spec::Plan p = plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1);
   const WorkModel fused(m, t, p);
   const int32_t head = fused.unit_count() - 1;
-  EXPECT_EQ(fused.compute(Op::kForward, head, head + 1).memory_bytes, T * (4 * h + 38 * V));
-  EXPECT_EQ(fused.compute(Op::kBackwardInput, head, head + 1).memory_bytes, T * (8 * h + 14 * V));
+  EXPECT_EQ(fused.compute(Op::kForward, head, head + 1).total_bytes(), T * (4 * h + 38 * V));
+  EXPECT_EQ(fused.compute(Op::kBackwardInput, head, head + 1).total_bytes(), T * (8 * h + 14 * V));
   t.kernels = spec::Kernels::kEager;
   const WorkModel eager(m, t, p);
-  EXPECT_EQ(eager.compute(Op::kForward, head, head + 1).memory_bytes, T * (4 * h + 22 * V));
-  EXPECT_EQ(eager.compute(Op::kBackwardInput, head, head + 1).memory_bytes, T * (8 * h + 26 * V));
+  EXPECT_EQ(eager.compute(Op::kForward, head, head + 1).total_bytes(), T * (4 * h + 22 * V));
+  EXPECT_EQ(eager.compute(Op::kBackwardInput, head, head + 1).total_bytes(), T * (8 * h + 26 * V));
   t.kernels = spec::Kernels::kFused;
   t.dtype = spec::Dtype::kFp32;
   const WorkModel fp32(m, t, p);
-  EXPECT_EQ(fp32.compute(Op::kForward, head, head + 1).memory_bytes, T * (8 * h + 32 * V));
-  EXPECT_EQ(fp32.compute(Op::kBackwardInput, head, head + 1).memory_bytes, T * (16 * h + 8 * V));
+  EXPECT_EQ(fp32.compute(Op::kForward, head, head + 1).total_bytes(), T * (8 * h + 32 * V));
+  EXPECT_EQ(fp32.compute(Op::kBackwardInput, head, head + 1).total_bytes(), T * (16 * h + 8 * V));
 }
 
 TEST(Work, SecondsWithAndWithoutTheArithmeticTerms) {
@@ -224,6 +224,69 @@ TEST(Work, SecondsWithAndWithoutTheArithmeticTerms) {
   gpu.activation_elems_per_s = 5e7;
   gpu.adam_params_per_s = 3e8;
   EXPECT_DOUBLE_EQ(work_seconds(w, gpu, 1e12), 1e9 / (1e12 * 0.5) + 1e6 / (2e10 * 0.5) + 1e5 / 5e7 + 3e5 / 3e8);
+}
+
+TEST(Work, MemoryKindsAndTheirRatesByHand) {
+  // tiny (h 64, 4 heads, s 64), bf16, unfused, eager, tp 1, micro-batch 1: T = 64 tokens, a·s = 256.
+  // Attention forward, per token, by kind (work.hpp, memory-bound work):
+  //   softmax  4·a·s = 1024                      dropout  5·a·s + 5h = 1280 + 320 = 1600
+  //   strided  mask 4·a·s + context copy 4h + torch.matmul's copies of q, k, v 12h = 1024 + 256 + 768 = 2048
+  //   contiguous: the rest of 19h + 17·a·s + 12h = 5568 + 768 = 6336: 6336 − 1024 − 1600 − 2048 = 1664
+  //     (norm 4h + residual 6h + the scale 4·a·s = 256 + 384 + 1024)
+  // The backward input moves twice each; softmax's and dropout's backward kernels are contiguous.
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "tiny"));
+  spec::Training t;
+  t.attention = "unfused";
+  t.dtype = spec::Dtype::kBf16;
+  t.kernels = spec::Kernels::kEager;
+  const WorkModel work(m, t, plan(1, 1, spec::Schedule::k1F1B, spec::Recompute::kNone, false, 1));
+  const Work f = work.compute(Op::kForward, 1, 2);
+  EXPECT_EQ(f.kind(MemKind::kSoftmax), 64.0 * 1024);
+  EXPECT_EQ(f.kind(MemKind::kDropout), 64.0 * 1600);
+  EXPECT_EQ(f.kind(MemKind::kStrided), 64.0 * 2048);
+  EXPECT_EQ(f.memory_bytes, 64.0 * 1664);
+  EXPECT_EQ(f.softmax_row, 64.0);
+  const Work b = work.compute(Op::kBackwardInput, 1, 2);
+  EXPECT_EQ(b.kind(MemKind::kSoftmax), 0.0);
+  EXPECT_EQ(b.kind(MemKind::kDropout), 0.0);
+  EXPECT_EQ(b.kind(MemKind::kStrided), 2 * 64.0 * 2048);
+  EXPECT_EQ(b.memory_bytes, 2 * 64.0 * (1664 + 1024 + 1600));
+
+  // Seconds on a GPU of 1e12 B/s at memory_efficiency 0.8 whose profile rates the strided path at
+  // 0.4, dropout at 0.5 and softmax at 0.6 (32 columns) to 0.2 (128): 64 columns is halfway in log2, 0.4.
+  spec::Gpu gpu;
+  gpu.matmul_efficiency = {{1e6, 0.5}};
+  gpu.hbm_Bps = 1e12;
+  gpu.memory_efficiency = 0.8;
+  Work mem;  // f's memory-bound part alone
+  mem.memory_bytes = f.memory_bytes;
+  for (MemKind k : {MemKind::kStrided, MemKind::kSoftmax, MemKind::kDropout}) mem.add_bytes(k, f.kind(k));
+  mem.softmax_row = f.softmax_row;
+  // without rates of their own every kind runs at memory_efficiency
+  EXPECT_DOUBLE_EQ(memory_seconds(mem, gpu), 64.0 * 6336 / (1e12 * 0.8));
+  gpu.memory_kernels.strided = 0.4;
+  gpu.memory_kernels.dropout = 0.5;
+  gpu.memory_kernels.softmax = {{32, 0.6}, {128, 0.2}};
+  EXPECT_NEAR(memory_kind_efficiency(gpu, MemKind::kSoftmax, 64), 0.4, 1e-12);
+  const double expected = 64.0 * 1664 / (1e12 * 0.8) + 64.0 * 2048 / (1e12 * 0.4) + 64.0 * 1600 / (1e12 * 0.5) +
+                          64.0 * 1024 / (1e12 * 0.4);
+  EXPECT_NEAR(memory_seconds(mem, gpu), expected, 1e-18);
+  EXPECT_NEAR(work_seconds(mem, gpu, 1e12), expected, 1e-18);
+  // a profile's memory_kernels round-trip through the cluster file
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "h200-1"));
+  EXPECT_GT(c.gpu.memory_kernels.strided, 0.0);
+  const spec::Cluster back = spec::cluster_from_json(spec::to_json(c), "round-trip.json");
+  EXPECT_EQ(back.gpu.memory_kernels.strided, c.gpu.memory_kernels.strided);
+  EXPECT_EQ(back.gpu.memory_kernels.softmax, c.gpu.memory_kernels.softmax);
+  // a fraction outside (0, 1] names the field
+  nlohmann::json bad = spec::to_json(c);
+  bad["gpu"]["memory_kernels"]["strided"] = 1.5;
+  try {
+    spec::cluster_from_json(bad, "bad.json");
+    ADD_FAILURE() << "accepted strided 1.5";
+  } catch (const spec::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/gpu/memory_kernels/strided"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Work, AnOptimizerStepUpdatesItsParameters) {
@@ -266,7 +329,7 @@ TEST(Work, FlashAttentionKernelByHand) {
   EXPECT_EQ(f.attention_bwd_flops, 0.0);
   EXPECT_EQ(f.attention_seq, 64.0);
   EXPECT_EQ(f.gemms.size(), 2u);  // QKV and out only
-  EXPECT_EQ(f.memory_bytes, 128.0 * 11 * 64);
+  EXPECT_EQ(f.total_bytes(), 128.0 * 11 * 64);
   const Work bi = work.compute(Op::kBackwardInput, 1, 2);
   EXPECT_EQ(bi.attention_bwd_flops, 2.5 * fwd);
   EXPECT_EQ(bi.attention_fwd_flops, 0.0);
@@ -279,7 +342,7 @@ TEST(Work, FlashAttentionKernelByHand) {
   const Work u = WorkModel(m, t, p).compute(Op::kForward, 1, 2);
   EXPECT_EQ(u.attention_fwd_flops, 0.0);
   EXPECT_EQ(u.gemms.size(), 3u);
-  EXPECT_EQ(u.memory_bytes, 128.0 * (11 * 64 + 9 * 4 * 64));
+  EXPECT_EQ(u.total_bytes(), 128.0 * (11 * 64 + 9 * 4 * 64));
 
   // Seconds: a kernel measured at 32 and 128 tokens; 64 is halfway in log2, so forward runs at
   // (0.2 + 0.4) / 2 = 0.3 of peak and backward at (0.1 + 0.3) / 2 = 0.2.
