@@ -71,7 +71,9 @@ def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, efa=Fa
         c["nccl"].update(nccl)
     if gpu and gpu["name"].startswith("V100"):
         c["uncertainty"]["gpu.matmul_efficiency"] = {
-            "relative": 0.2, "source": "the A100's GEMM-efficiency curve reused for V100 without a V100 source: +-20% as 1 sigma"}
+            "relative": 0.08, "source": "the A100's GEMM-efficiency curve reused for V100: one benchmark measured both at "
+            "0.74-0.76 of peak (mli/transformers-benchmarks), an older cuBLAS reached 0.66 on V100 (Markidis et al. 2018): "
+            "+-8% as 1 sigma"}
     return c
 
 
@@ -81,7 +83,10 @@ A100_40GB = {"name": "A100-SXM4-40GB", "memory_bytes": 40 * 2**30, "hbm_Bps": 15
              "memory_kernels": {"strided": 0.70, "softmax": [[512, 0.85], [2048, 0.70]],
                                 "source": "The 80GB profile's 1.08 TB/s over 1.555 TB/s (scripts/validate_zero3.py)."}}
 # V100-SXM3-32GB (DGX-2): V100 datasheet, 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 32 GB, 80 SMs. No bf16.
-# The A100's GEMM-efficiency curve is kept: no sourced V100 curve is at hand (a known weakness).
+# The A100's GEMM-efficiency curve is kept as a fraction of peak: the same benchmark, PyTorch's fp16
+# `a @ b` at n up to 8192 (mli/transformers-benchmarks README, micro_bench.ipynb, 2022), reached 95 of
+# 125 TFLOP/s on V100 and 230 of 312 on A100, 0.76 and 0.74; cuBLAS of 2018 (CUDA 9) reached 83 on
+# V100, 0.66 (Markidis et al., IPDPSW 2018). No per-size V100 curve is at hand.
 # Memory kernels: the H200's rates scaled by SMs x clock (80/132 x 1530/1680 .. 80/132) give
 # 0.79-0.87 TB/s for the strided path, at or above the 0.85 x 900 GB/s contiguous rate: none slower.
 V100_32GB = {"name": "V100-SXM3-32GB", "memory_bytes": 32 * 2**30, "hbm_Bps": 900e9, "sm_count": 80,
@@ -361,7 +366,8 @@ def main():
         "and their line rate at the profile's 0.94 efficiency, or for AWS EFA (row E) at the 0.59 that",
         "nccl-tests measured over it on p4d, NCCL version of the PyTorch release used; the script lists",
         "each with its source). Nothing is tuned per row. The V100 rows (D) reuse the",
-        "A100's GEMM-efficiency curve, and row E's 64 x 8192 shape is inferred from \"52B\". Rows B, C, E",
+        "A100's GEMM-efficiency curve as a fraction of peak (one benchmark measured 0.76 and 0.74 of peak on",
+        "V100 and A100 for the same fp16 matmul, mli/transformers-benchmarks), and row E's 64 x 8192 shape is inferred from \"52B\". Rows B, C, E",
         "and F ran their model code as PyTorch eager ops (training `\"kernels\": \"eager\"`: B and C",
         "uncompiled Llama code, its RMSNorm, rotary embedding and K/V repeat as ops of their own; E",
         "Hugging Face's RoBERTa; F minGPT). The FSDP rows ran fused",
