@@ -114,6 +114,10 @@ void read_attention_kernels(ObjectReader& gpu_reader, Gpu& g) {
     kernel.name = name;
     kernel.forward = read_attention_points(k, "forward");
     kernel.backward = read_attention_points(k, "backward");
+    kernel.sustained = k.number_or("sustained", 1.0);
+    if (!(kernel.sustained > 0 && kernel.sustained <= 1)) {
+      k.fail_value("sustained", "the share of the tabled rate kept under training load, in (0, 1]");
+    }
     kernel.source = k.string_or("source", "");
     k.finish();
     g.attention_kernels.push_back(std::move(kernel));
@@ -432,6 +436,7 @@ json to_json(const Cluster& c) {
     json kernels = {{"default", c.gpu.default_attention_kernel}};
     for (const AttentionKernel& k : c.gpu.attention_kernels) {
       json kj = {{"forward", efficiency_json(k.forward)}, {"backward", efficiency_json(k.backward)}};
+      if (k.sustained != 1.0) kj["sustained"] = k.sustained;
       put_source(kj, k.source);
       kernels[k.name] = kj;
     }

@@ -25,6 +25,10 @@ struct AttentionKernel {
   std::vector<std::pair<double, double>> forward;   // (sequence length, fraction of peak)
   std::vector<std::pair<double, double>> backward;
   std::string source;
+  // The share of the tabled rate the kernel keeps in training ("sustained", optional, (0, 1],
+  // default 1): a table measured on an idle GPU at its boost clock runs at the power-limited
+  // clock of a GPU under training load, sustained / boost; both passes are scaled by it.
+  double sustained = 1.0;
 };
 
 // Memory-bound kernels that do not reach the contiguous rate (memory_efficiency), as fractions of

@@ -101,8 +101,9 @@ double attention_efficiency(const std::vector<std::pair<double, double>>& points
 double attention_seconds(const Work& w, const spec::AttentionKernel* kernel, double peak_flops) {
   if (w.attention_fwd_flops == 0 && w.attention_bwd_flops == 0) return 0;
   if (kernel == nullptr) throw std::logic_error("fused attention work timed without an attention kernel");
-  return w.attention_fwd_flops / (peak_flops * attention_efficiency(kernel->forward, w.attention_seq)) +
-         w.attention_bwd_flops / (peak_flops * attention_efficiency(kernel->backward, w.attention_seq));
+  const double rate = peak_flops * kernel->sustained;
+  return w.attention_fwd_flops / (rate * attention_efficiency(kernel->forward, w.attention_seq)) +
+         w.attention_bwd_flops / (rate * attention_efficiency(kernel->backward, w.attention_seq));
 }
 
 const spec::AttentionKernel* attention_kernel(const spec::Cluster& cluster, const spec::Training& training) {

@@ -93,7 +93,9 @@
 //   skipped) = 2·b·a_r·s²·d, backward 2.5x forward (it recomputes QKᵀ and runs four more matmuls
 //   of the same size) = 5·b·a_r·s²·d; each at the fraction of peak the profile's kernel reaches
 //   at sequence length s (gpu.attention_kernels, measured at head width 128, interpolated in
-//   log2 s):  t = F_fwd / (peak · e_fwd(s)) + F_bwd / (peak · e_bwd(s)).
+//   log2 s), times the kernel's "sustained" share c (1 unless the profile says its table was
+//   measured at a clock that training's power limit does not hold):
+//   t = F_fwd / (peak · c · e_fwd(s)) + F_bwd / (peak · c · e_bwd(s)).
 //   Selective recompute re-runs the forward kernel in the backward. "attention": "unfused" keeps
 //   the score GEMMs and bytes below (runs before 2022; the CPU executor).
 // * FP8 ("dtype": "fp8", Transformer Engine's recipe as Megatron-LM and NeMo run it: the block's

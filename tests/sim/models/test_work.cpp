@@ -357,6 +357,24 @@ TEST(Work, FlashAttentionKernelByHand) {
   both.add(bi);
   EXPECT_NEAR(attention_seconds(both, &k, 1e12), fwd / (1e12 * 0.3) + 2.5 * fwd / (1e12 * 0.2), 1e-18);
   EXPECT_THROW(attention_seconds(both, nullptr, 1e12), std::logic_error);
+  // a table measured at the boost clock, kept at 0.8 of it under training load: 1/0.8 the time
+  k.sustained = 0.8;
+  EXPECT_NEAR(attention_seconds(both, &k, 1e12), (fwd / (1e12 * 0.3) + 2.5 * fwd / (1e12 * 0.2)) / 0.8, 1e-18);
+  // the profile's field: read, written back, and refused outside (0, 1] by name
+  const spec::Cluster h200 = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "h200-1"));
+  const spec::AttentionKernel* fa2 = spec::find_attention_kernel(h200.gpu, "flash");
+  ASSERT_NE(fa2, nullptr);
+  EXPECT_LT(fa2->sustained, 1.0);
+  EXPECT_EQ(spec::find_attention_kernel(spec::cluster_from_json(spec::to_json(h200), "rt.json").gpu, "flash")->sustained,
+            fa2->sustained);
+  nlohmann::json bad = spec::to_json(h200);
+  bad["gpu"]["attention_kernels"][fa2->name]["sustained"] = 0.0;
+  try {
+    spec::cluster_from_json(bad, "bad.json");
+    ADD_FAILURE() << "accepted sustained 0";
+  } catch (const spec::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/gpu/attention_kernels/" + fa2->name + "/sustained"), std::string::npos) << e.what();
+  }
 }
 
 // The kernel a training names: "flash" is the profile's default, another name one it lists, and
