@@ -44,6 +44,20 @@ EFA_EFFICIENCY = 29.6e9 / 50e9
 # Clusters: (name, changes to the bundled DGX A100 80GB HDR profile, why)
 
 
+def same_sms_memory_kernels(gpu, base_hbm):
+    """The base profile's memory_kernels on the same SMs at another HBM rate: they are absolute rates
+    (bound by bytes in flight per SM and by issue, not by HBM) written as fractions of the base's
+    hbm_Bps, so each becomes fraction x base / new, at most memory_efficiency (no kind outruns a
+    contiguous pass)."""
+    mk, scale, cap = gpu["memory_kernels"], base_hbm / gpu["hbm_Bps"], gpu["memory_efficiency"]
+    out = {k: min(cap, mk[k] * scale) for k in ("strided", "dropout") if k in mk}
+    if "softmax" in mk:
+        out["softmax"] = [[s, min(cap, f * scale)] for s, f in mk["softmax"]]
+    out["source"] = (f"the bundled profile's rates at the same SMs over {gpu['hbm_Bps'] / 1e12:.3f} TB/s "
+                     f"(x {scale:.3f}, at most memory_efficiency; scripts/validate_zero3.py)")
+    return out
+
+
 def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, efa=False, nvlink_Bps=None, nccl=None,
             note=""):
     with open(BASE_CLUSTER) as f:
@@ -52,7 +66,10 @@ def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, efa=Fa
     c["source"] = note + " Derived from the bundled dgx-a100-80g-hdr profile by scripts/validate_zero3.py; " \
         "only the values named here differ."
     if gpu:
+        base_hbm = c["gpu"]["hbm_Bps"]
         c["gpu"].update(gpu)
+        if "memory_kernels" not in gpu and c["gpu"]["hbm_Bps"] != base_hbm:
+            c["gpu"]["memory_kernels"] = same_sms_memory_kernels(c["gpu"], base_hbm)
     if nodes_gpus:
         c["gpus_per_node"] = nodes_gpus
     if nics is not None:
@@ -77,11 +94,7 @@ def cluster(name, *, gpu=None, nodes_gpus=None, nics=None, nic_gbps=None, efa=Fa
     return c
 
 
-# The profile's memory_kernels are absolute rates (the H200's scaled by SMs x clock) written as
-# fractions of the 80GB part's 2.039 TB/s: the same SMs over 1.555 TB/s take 2039/1555 of them.
-A100_40GB = {"name": "A100-SXM4-40GB", "memory_bytes": 40 * 2**30, "hbm_Bps": 1555e9,
-             "memory_kernels": {"strided": 0.70, "softmax": [[512, 0.85], [2048, 0.70]],
-                                "source": "The 80GB profile's 1.08 TB/s over 1.555 TB/s (scripts/validate_zero3.py)."}}
+A100_40GB = {"name": "A100-SXM4-40GB", "memory_bytes": 40 * 2**30, "hbm_Bps": 1555e9}
 # V100-SXM3-32GB (DGX-2): V100 datasheet, 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 32 GB, 80 SMs. No bf16.
 # The A100's GEMM-efficiency curve is kept as a fraction of peak: the same benchmark, PyTorch's fp16
 # `a @ b` at n up to 8192 (mli/transformers-benchmarks README, micro_bench.ipynb, 2022), reached 95 of

@@ -39,10 +39,7 @@ bool can_matter(const program::Program& prog, const spec::Cluster& c, const std:
   if (parameter == "gpu.activation_elems_per_s") return c.gpu.activation_elems_per_s > 0;
   if (parameter == "gpu.attention_efficiency") return prog.training.flash_attention() && !c.gpu.attention_kernels.empty();
   if (parameter == "gpu.adam_params_per_s") return c.gpu.adam_params_per_s > 0;
-  if (parameter == "gpu.memory_kernels") {
-    const spec::MemoryKernels& mk = c.gpu.memory_kernels;
-    return mk.strided > 0 || mk.dropout > 0 || !mk.softmax.empty();
-  }
+  if (parameter == "gpu.memory_kernels") return c.gpu.memory_kernels.any();
   if (parameter == "inter_node.nic_bandwidth_Bps") return nodes;
   if (parameter == "inter_node.latency_ns") return nodes && sends;
   if (parameter == "intra_node.bandwidth_Bps") return world > 1 && c.gpus_per_node > 1;

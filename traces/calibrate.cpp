@@ -129,7 +129,7 @@ class ComputeProblem {
       // profile's rates, not fitted; the others run at the fitted contiguous rate
       sim::Work kinds;
       double contiguous = s.work.memory_bytes;
-      for (sim::MemKind k : {sim::MemKind::kStrided, sim::MemKind::kSoftmax, sim::MemKind::kDropout}) {
+      for (sim::MemKind k : sim::kAllMemKinds) {
         if (sim::has_kind_rate(gpu, k)) {
           kinds.add_bytes(k, s.work.kind(k));
         } else {

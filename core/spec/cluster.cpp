@@ -443,7 +443,7 @@ json to_json(const Cluster& c) {
     gpu["attention_kernels"] = kernels;
   }
   const MemoryKernels& mk = c.gpu.memory_kernels;
-  if (mk.strided > 0 || mk.dropout > 0 || !mk.softmax.empty()) {
+  if (mk.any()) {
     json kj = json::object();
     if (mk.strided > 0) kj["strided"] = mk.strided;
     if (mk.dropout > 0) kj["dropout"] = mk.dropout;

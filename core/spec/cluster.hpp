@@ -38,6 +38,7 @@ struct MemoryKernels {
   double dropout = 0;   // dropout's forward (mask generation and scale)
   std::vector<std::pair<double, double>> softmax;  // (row length, fraction): a row softmax's forward
   std::string source;
+  bool any() const { return strided > 0 || dropout > 0 || !softmax.empty(); }
 };
 
 struct Gpu {

@@ -159,17 +159,13 @@ bool has_kind_rate(const spec::Gpu& gpu, MemKind kind) {
 double memory_kind_efficiency(const spec::Gpu& gpu, MemKind kind, double softmax_row) {
   if (!has_kind_rate(gpu, kind)) return gpu.memory_efficiency;
   const spec::MemoryKernels& mk = gpu.memory_kernels;
-  switch (kind) {
-    case MemKind::kStrided: return mk.strided;
-    case MemKind::kDropout: return mk.dropout;
-    case MemKind::kSoftmax: return attention_efficiency(mk.softmax, softmax_row);
-  }
-  return gpu.memory_efficiency;
+  if (kind == MemKind::kSoftmax) return attention_efficiency(mk.softmax, softmax_row);
+  return kind == MemKind::kStrided ? mk.strided : mk.dropout;
 }
 
 double memory_seconds(const Work& w, const spec::Gpu& gpu) {
   double t = w.memory_bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
-  for (MemKind k : {MemKind::kStrided, MemKind::kSoftmax, MemKind::kDropout}) {
+  for (MemKind k : kAllMemKinds) {
     if (w.kind(k) > 0) t += w.kind(k) / (gpu.hbm_Bps * memory_kind_efficiency(gpu, k, w.softmax_row));
   }
   return t;
@@ -313,15 +309,6 @@ Work backward_bytes(const Work& forward) {
   return w;
 }
 
-// Only the memory-bound amounts of `w`, times `scale`.
-Work bytes_of(const Work& w, double scale) {
-  Work out;
-  out.memory_bytes = scale * w.memory_bytes;
-  for (std::size_t k = 0; k < kMemKinds; ++k) out.kind_bytes[k] = scale * w.kind_bytes[k];
-  out.softmax_row = w.softmax_row;
-  return out;
-}
-
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
                               bool flash) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
@@ -395,7 +382,9 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       break;
     }
   }
-  const Work mem = bytes_of(token, T), score_mem = bytes_of(score_token, T);
+  Work mem, score_mem;  // per micro-batch
+  mem.add(token, T);
+  score_mem.add(score_token, T);
   CastBytes cast;
   if (fp8 && (u.kind == UnitKind::kAttention || u.kind == UnitKind::kMlp)) {
     cast = fp8_cast_bytes(m, t, T, u.kind == UnitKind::kAttention ? "attn." : "mlp.", p.micro_batches);

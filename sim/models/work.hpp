@@ -129,6 +129,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -150,7 +151,8 @@ struct Gemm {
 // Memory-bound kernels whose rate differs from a contiguous elementwise pass's (the GPU profile's
 // memory_kernels; equation above).
 enum class MemKind : uint8_t { kStrided, kSoftmax, kDropout };
-inline constexpr std::size_t kMemKinds = 3;
+inline constexpr MemKind kAllMemKinds[] = {MemKind::kStrided, MemKind::kSoftmax, MemKind::kDropout};
+inline constexpr std::size_t kMemKinds = std::size(kAllMemKinds);
 
 struct Work {
   std::vector<Gemm> gemms;     // one entry per distinct size, in the order first added
