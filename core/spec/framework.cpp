@@ -1,5 +1,7 @@
 #include "core/spec/framework.hpp"
 
+#include <algorithm>
+
 namespace stagecraft::spec {
 
 const char* to_string(Framework f) {
@@ -18,6 +20,27 @@ std::optional<Framework> parse_framework(std::string_view s) {
     if (s == to_string(f)) return f;
   }
   return std::nullopt;
+}
+
+double grad_pass_bytes(Framework f, Dtype dtype, std::optional<Dtype> reduce_dtype, int zero_stage, int64_t dp,
+                       int64_t micro_batches) {
+  const double g = static_cast<double>(bytes_of(storage_dtype(dtype)));
+  const double r = reduce_dtype ? static_cast<double>(bytes_of(*reduce_dtype)) : g;
+  const double m = static_cast<double>(std::max<int64_t>(micro_batches, 1));
+  const double a = (m - 1) / m;  // the share of micro-batches that add to an earlier gradient
+  const double shards = static_cast<double>(std::max<int64_t>(dp, 1));
+  const double autograd = 3 * g * a;
+  switch (f) {
+    case Framework::kMegatron: return 2.0 * (dtype == Dtype::kFp16 ? 2.0 : 4.0);
+    case Framework::kMegatron2021:
+      return storage_dtype(dtype) == Dtype::kBf16 ? g + 4 + 4 : autograd;
+    case Framework::kDeepSpeed:
+    case Framework::kDeepSpeed05:
+      return zero_stage >= 2 ? 2 * g + (g + 4 + 4 * a) / shards : autograd;
+    case Framework::kFsdp:  // NO_SHARD (below ZeRO-2) keeps the whole gradient
+      return 2 * g + (r != g ? g + r : 0.0) + 3 * r * a / (zero_stage >= 2 ? shards : 1.0);
+  }
+  return autograd;
 }
 
 FrameworkProfile framework_profile(Framework f) {

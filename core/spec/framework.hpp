@@ -59,6 +59,41 @@
 //   megatron-2021  the same before that change (Narayanan et al. SC'21's runs): the backward TP
 //                  all-reduce waits, synchronous, before the weight gradient.
 //
+// The gradient pass: what one backward moves through HBM per parameter of a unit between its
+// weight-gradient GEMMs and the gradient the framework reduces (or keeps for the step), beyond the
+// GEMM's own output; sim/models/work.hpp charges it to the backward's weight-gradient work.
+// g = the gradient's element bytes (the training's storage dtype: 2, fp32 4), r = the reduction's
+// (reduce_dtype, else g), a = (m − 1)/m of a step's m micro-batches add to an earlier gradient,
+// dp = the data-parallel group a sharded gradient is split over:
+//   megatron       2·c: gradient_accumulation_fusion (default since NVIDIA/Megatron-LM 83b1e42f,
+//                  2022-02-13; fp16 since 07916bf2, 2022-09-27): the weight-gradient GEMM accumulates
+//                  straight into main_grad (fused_weight_gradient_dense wgrad_gemm_accum_fp32/_fp16,
+//                  β = 1), its epilogue reading and writing c = 4 bytes (fp32 main gradients: bf16,
+//                  fp8 and fp32 training; arguments.py forces them for bf16) or c = 2 (fp16); every
+//                  CTA of a wave runs its epilogue at once, so those bytes take HBM time of their own;
+//   megatron-2021  bf16: g + 4 + 4 = 10 every micro-batch: contiguous fp32 main_grad buffers, which
+//                  bf16 forces (arguments.py l.141–155 at 50a4b5fa), each gradient added by a hook
+//                  (model/distributed.py _make_param_hook: param.main_grad.add_(param.grad));
+//                  fp16 and fp32: 3·g·a: the default local DDP keeps no buffers
+//                  (--use-contiguous-buffers-in-ddp is off), so autograd's AccumulateGrad takes the
+//                  first micro-batch's gradient as it is and adds each later one (read both, write);
+//   deepspeed, deepspeed-0.5   ZeRO 2-3: 2·g + (g + 4 + 4·a)/dp: each gradient copied into the
+//                  reduce bucket's flat buffer as it is produced (contiguous_gradients, on by default:
+//                  stage3.py __add_grad_to_ipg_bucket, stage_1_and_2.py
+//                  reduce_independent_p_g_buckets_and_remove_grads), reduced every micro-batch, and
+//                  the rank's shard copied (first micro-batch) or added (later ones) into its fp32
+//                  partition (partition_grads); ZeRO 0-1: 3·g·a (autograd accumulates param.grad;
+//                  the bucketed reduction at the step boundary);
+//   fsdp           2·g + (g + r if r ≠ g) + 3·r·a/dp: the unit's flat gradient assembled from its
+//                  parameters' views (autograd's split backward: one cat), cast to reduce_dtype when
+//                  that differs (_post_backward_hook), reduce-scattered every micro-batch (FULL_SHARD,
+//                  no no_sync), the shard added to the saved one from the second micro-batch on
+//                  (_accumulate_sharded_grad). This is FSDP1's FlatParameter path; FSDP2
+//                  (torchtitan) copies each gradient into the reduce-scatter input once (g + r,
+//                  _chunk_cat) and divides inside NCCL, fewer passes than charged here.
+// Every copy is charged at the contiguous HBM rate in the weight-gradient pass; DeepSpeed runs its
+// bucket copy on the reduction stream, where it takes HBM bandwidth from the backward beside it.
+//
 // Host work per collective is charged only where the host is on the critical path: deepspeed-0.5
 // synchronises the device at every fetch, so its n narrow() calls and n copy_ launches add
 //   host_s = n · (narrow_s + copy_launch_s)
@@ -110,6 +145,12 @@ struct FrameworkProfile {
   int max_zero_stage = 3;
   std::string source;                 // where the constants come from (the header above, by line)
 };
+
+// The gradient pass of one backward (above): HBM bytes per parameter of a unit, averaged over the
+// step's `micro_batches`. `dtype` is the training's compute dtype, `reduce_dtype` the profile's
+// (nullopt: the gradient's own), `zero_stage` the plan's, `dp` its data-parallel size.
+double grad_pass_bytes(Framework f, Dtype dtype, std::optional<Dtype> reduce_dtype, int zero_stage, int64_t dp,
+                       int64_t micro_batches);
 
 // The profile of a framework, with the training file's overrides (reduce_dtype) applied by the caller.
 FrameworkProfile framework_profile(Framework f);

@@ -310,7 +310,7 @@ Work backward_bytes(const Work& forward) {
 }
 
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
-                              bool flash) {
+                              bool flash, double grad_pass) {
   const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
   const int64_t t = p.tp;
   const double h_r = p.sequence_parallel ? h / static_cast<double>(t) : h;
@@ -413,7 +413,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   w.backward_input.add(loss.backward, T);
   w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
-  w.backward_weight.memory_bytes += static_cast<double>(u.params) * (fp32 ? 12.0 : 10.0);
+  w.backward_weight.memory_bytes += static_cast<double>(u.params) * grad_pass;
   w.score_forward.add(forward_scores);
   w.score_forward.add(score_mem);
   return w;
@@ -436,6 +436,9 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
       grad_bytes_(spec::bytes_of(spec::storage_dtype(training.dtype))) {
   const bool fp32 = training.dtype == spec::Dtype::kFp32;
   const bool fp8 = training.dtype == spec::Dtype::kFp8;
+  const spec::FrameworkProfile framework = training.framework_profile();
+  const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, framework.reduce_dtype, plan.zero.stage,
+                                                 plan.dp, plan.micro_batches);
   std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
   for (const Unit& u : program::model_units(model, plan.tp)) {
     const auto key = std::make_pair(u.kind, u.params);
@@ -447,7 +450,7 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
     distinct_of_.push_back(static_cast<int32_t>(distinct_.size()));
     seen.push_back(key);
     distinct_.push_back(unit_work(model, plan, u, fp32, fp8, training.kernels == spec::Kernels::kEager,
-                                  training.flash_attention()));
+                                  training.flash_attention(), grad_pass));
   }
 }
 

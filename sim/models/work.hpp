@@ -62,12 +62,13 @@
 //   returns its input at p = 0), about 10h of a Llama layer's eager forward bytes too many.
 //   Backward moves twice the forward bytes (saved input and incoming gradient read, gradient
 //   written), of the same kinds except softmax and dropout (above). fp32 training doubles the bytes.
-// * Gradient accumulation: every backward adds the new weight gradients into the step's
-//   gradient buffer, a memory-bound pass over the unit's parameters: 16-bit training keeps fp32
-//   main gradients (Megatron-LM's main_grad, DeepSpeed's fp32 partitions): read the 16-bit
-//   gradient, read and write the fp32 sum, 2 + 4 + 4 = 10 bytes per parameter; fp32 training
-//   reads the new and the old gradient and writes the sum, 12 bytes. The scores' part (9·a_r·s)
-//   is what selective recompute re-runs with the two score GEMMs.
+// * The gradient pass: what the framework does with a backward's weight gradients before it reduces
+//   them or keeps them for the step — Megatron-LM's fused accumulation into fp32 main_grad (8 bytes
+//   per parameter), its 2021 hook or autograd's AccumulateGrad, DeepSpeed's copy into the reduce
+//   bucket, FSDP's flat gradient — G bytes per parameter of the unit, averaged over the step's
+//   micro-batches: spec::grad_pass_bytes (core/spec/framework.hpp derives each from the
+//   framework's code). The scores' part (9·a_r·s) is what selective recompute re-runs with the
+//   two score GEMMs.
 // * Activation function: the MLP's GELU (tanh form, one tanh per element) or SwiGLU (one sigmoid
 //   per element) runs on N_act = T·f_r elements in a MLP unit's forward and again in its input
 //   gradient (the derivative needs tanh, or the sigmoid, of the same input); 0 in other units and
@@ -122,7 +123,7 @@
 //   embedding  bytes w·T·4h_r;   head  GEMM 2Th⌈V/t⌉; bytes w·T·4h_r + T·38⌈V/t⌉ (backward T·14⌈V/t⌉)
 //   forward = GEMMs + scores + bytes + activation;
 //   backward input = GEMMs + 2·scores + 2·bytes + activation;
-//   backward weight = GEMMs + params·(12 if fp32 else 10) bytes;
+//   backward weight = GEMMs + params·G bytes (the gradient pass);
 //   selective recompute adds scores + score bytes to Backward and BackwardInput.
 #pragma once
 

@@ -59,12 +59,14 @@ TEST(OneModel, DoublingTheMemoryRateMovesSimulatorBoundAndCalibrationAlike) {
   // Memory-bound bytes of the step (work.hpp), by hand:
   //   forward per token: embedding 4h, per layer attention 11h + 9·a·s and MLP 11h + 4f, head 4h,
   //   and Megatron-LM's cross-entropy over the V logits, 38 bytes each forward and 14 backward;
-  //   backward input: twice the forward (the loss: its 14); weight gradients: 10 bytes per parameter (fp32 main grads);
+  //   backward input: twice the forward (the loss: its 14); weight gradients: no gradient pass (the
+  //   default framework, DeepSpeed, at ZeRO 0 leaves the one micro-batch's gradient in param.grad as
+  //   autograd produced it: 3·2·(m − 1)/m = 0 bytes per parameter, spec::grad_pass_bytes);
   //   Adam: (4 + 4 + 4)·2 + 2 = 26 bytes per parameter.
   const double h = 64, a = 4, f = 256, V = 128, seq = 32, T = 32, L = 2;
   const double forward_per_token = 4 * h + L * ((11 * h + 9 * a * seq) + (11 * h + 4 * f)) + 4 * h;
   const double P = static_cast<double>(count::parameters(m));
-  const double bytes = 3 * T * forward_per_token + T * (38 + 14) * V + 10 * P + 26 * P;
+  const double bytes = 3 * T * forward_per_token + T * (38 + 14) * V + 0 * P + 26 * P;
   // hbm 1e12 -> 2e12 at memory_efficiency 0.5: each byte takes 1/(0.5e12) − 1/(1e12) = 1e-12 s less.
   const double expected = bytes * (1 / (1e12 * 0.5) - 1 / (2e12 * 0.5));
   const Timed slow = time_it(s, cluster_with_memory(1e12)), fast = time_it(s, cluster_with_memory(2e12));

@@ -86,23 +86,43 @@ TEST(ComputeModel, AdamOnTheGpuAddsParametersOverItsRate) {
   EXPECT_NEAR(ComputeModel(s.model, c, s.training, s.plan).optimizer_gpu_s(1'000'000), 28e6 / 5e9 + 1e6 / 2.5e8, 1e-15);
 }
 
-TEST(ComputeModel, WeightGradientsAccumulateIntoFp32MainGradients) {
-  // Infinitely fast GEMMs: the MLP's weight-gradient time is its accumulation pass alone,
-  // parameters x (2 + 4 + 4) bytes at hbm_Bps x memory_efficiency.
+TEST(ComputeModel, WeightGradientTimeIsTheFrameworksGradientPass) {
+  // Infinitely fast GEMMs: the MLP's weight-gradient time is the gradient pass alone, parameters x
+  // G bytes at hbm_Bps x memory_efficiency = 0.5e12 B/s, G as each framework's code moves them
+  // (core/spec/framework.hpp), for m = 4 micro-batches, so a = 3/4 of them add to an earlier gradient:
   spec::Cluster c = test::make_cluster();
   c.gpu.matmul_efficiency = {{1.0, 1.0}};
   c.gpu.peak_flops[spec::Dtype::kBf16] = 1e30;
+  c.gpu.peak_flops[spec::Dtype::kFp16] = 1e30;
   c.gpu.hbm_Bps = 1e12;
   c.gpu.memory_efficiency = 0.5;
   const spec::Model m = spec::model_from_json({{"name", "blocks"}, {"layers", 1}, {"hidden", 512}, {"heads", 8},
                                                {"vocab", 2}, {"seq_len", 128}, {"tied_embeddings", false}},
                                               "blocks.json");
-  const spec::Plan p = spec::plan_from_json({{"micro_batches", 1}}, "p.json");
-  const spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", 1}, {"dtype", "bf16"}}, "t.json");
-  const ComputeModel cm(m, c, t, p);
   const double h = 512, f = 4 * 512;
   const double mlp_params = (2 * h) + (h * f + f) + (f * h + h);  // norm, up, down (with biases)
-  EXPECT_NEAR(cm.units()[2].backward_weight_s, mlp_params * 10 / (1e12 * 0.5), 1e-15);
+  auto pass_s = [&](const char* framework, const char* dtype, int zero, int64_t dp, const char* reduce = nullptr) {
+    nlohmann::json t = {{"attention", "unfused"}, {"global_batch", 4 * dp}, {"dtype", dtype}, {"framework", framework}};
+    if (reduce) t["framework"] = {{"name", framework}, {"reduce_dtype", reduce}};
+    const spec::Plan p = spec::plan_from_json({{"dp", dp}, {"micro_batches", 4}, {"zero", {{"stage", zero}}}}, "p.json");
+    return ComputeModel(m, c, spec::training_from_json(t, "t.json"), p).units()[2].backward_weight_s;
+  };
+  auto expect = [&](double bytes_per_param) { return mlp_params * bytes_per_param / (1e12 * 0.5); };
+  // Megatron-LM: the wgrad GEMM accumulates into main_grad, read and written: fp32 (bf16) 4 + 4, fp16 2 + 2
+  EXPECT_NEAR(pass_s("megatron", "bf16", 1, 2), expect(8), 1e-15);
+  EXPECT_NEAR(pass_s("megatron", "fp16", 1, 2), expect(4), 1e-15);
+  // Megatron-LM of 2021: bf16 hooks into fp32 main_grad every micro-batch, 2 + 4 + 4; fp16 autograd
+  // adds each later micro-batch in fp16, 3 x 2 x 3/4
+  EXPECT_NEAR(pass_s("megatron-2021", "bf16", 0, 2), expect(10), 1e-15);
+  EXPECT_NEAR(pass_s("megatron-2021", "fp16", 0, 2), expect(3 * 2 * 0.75), 1e-15);
+  // DeepSpeed ZeRO-3 over dp 8: the bucket copy 2 + 2, and the shard's fp32 partition, first copied
+  // (2 + 4) then added (2 + 4 + 4) over 8 ranks: (2 + 4 + 4 x 3/4) / 8; ZeRO-1: autograd, 3 x 2 x 3/4
+  EXPECT_NEAR(pass_s("deepspeed", "bf16", 3, 8), expect(4 + (2 + 4 + 4 * 0.75) / 8), 1e-15);
+  EXPECT_NEAR(pass_s("deepspeed", "bf16", 1, 8), expect(3 * 2 * 0.75), 1e-15);
+  // FSDP: the flat gradient (2 + 2), its cast to fp32 (2 + 4), the fp32 shard added from the second
+  // micro-batch on, 3 x 4 x 3/4 over 8 ranks; with a bf16 reduction no cast: 3 x 2 x 3/4 / 8
+  EXPECT_NEAR(pass_s("fsdp", "bf16", 3, 8, "fp32"), expect(4 + 6 + 3 * 4 * 0.75 / 8), 1e-15);
+  EXPECT_NEAR(pass_s("fsdp", "bf16", 3, 8), expect(4 + 3 * 2 * 0.75 / 8), 1e-15);
 }
 
 }  // namespace
