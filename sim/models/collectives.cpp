@@ -86,35 +86,35 @@ GroupBus group_bus(std::span<const int64_t> placement, const Topology& topology)
   std::vector<int64_t> nodes;                       // distinct nodes, in order of appearance
   std::vector<std::vector<int64_t>> nics;           // per node: the distinct NICs its members use
   std::vector<int64_t> members;                     // per node: how many members
-  for (int64_t gpu : placement) {
+  std::vector<int32_t> index_of(static_cast<std::size_t>(topology.nodes()), -1);  // node -> its place in `nodes`
+  std::vector<std::size_t> at(placement.size());    // each member's place in `nodes`
+  for (std::size_t m = 0; m < placement.size(); ++m) {
+    const int64_t gpu = placement[m];
     const int64_t node = topology.node_of(gpu);
-    auto it = std::find(nodes.begin(), nodes.end(), node);
-    std::size_t i = static_cast<std::size_t>(it - nodes.begin());
-    if (it == nodes.end()) {
+    int32_t& i = index_of[static_cast<std::size_t>(node)];
+    if (i < 0) {
+      i = static_cast<int32_t>(nodes.size());
       nodes.push_back(node);
       nics.emplace_back();
       members.push_back(0);
     }
-    ++members[i];
+    at[m] = static_cast<std::size_t>(i);
+    ++members[at[m]];
     if (topology.nodes() > 1) {
       const int64_t nic = topology.nic_of(gpu);
-      if (std::find(nics[i].begin(), nics[i].end(), nic) == nics[i].end()) nics[i].push_back(nic);
+      std::vector<int64_t>& used = nics[at[m]];
+      if (std::find(used.begin(), used.end(), nic) == used.end()) used.push_back(nic);
     }
   }
   bus.nodes = static_cast<int64_t>(nodes.size());
-  const bool shares_a_node = std::any_of(members.begin(), members.end(), [](int64_t m) { return m > 1; });
-  if (shares_a_node) {
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      if (members[i] < 2) continue;
-      for (int64_t gpu : placement) {
-        if (topology.node_of(gpu) != nodes[i]) continue;
-        const double c = topology.link(topology.nvlink_egress(gpu)).bandwidth_Bps;
-        if (c < bus.Bps) {
-          bus.Bps = c;
-          bus.network = false;
-          bus.rho = 1;
-        }
-      }
+  // the NVLink egress of every member on a node it shares with another
+  for (std::size_t m = 0; m < placement.size(); ++m) {
+    if (members[at[m]] < 2) continue;
+    const double c = topology.link(topology.nvlink_egress(placement[m])).bandwidth_Bps;
+    if (c < bus.Bps) {
+      bus.Bps = c;
+      bus.network = false;
+      bus.rho = 1;
     }
   }
   if (bus.nodes > 1) {
