@@ -73,6 +73,17 @@ def record_entry(set_name, rid, source, framework, gpu, gpus, r, err):
             "zero_stage": r["plan"]["zero"]["stage"], "measured_over_simulated": round(1 + err, 4)}
 
 
+def recorded_errors(path, set_name):
+    """The errors (simulated throughput over published, minus 1) the record holds for `set_name`."""
+    with open(path) as f:
+        return [e["measured_over_simulated"] - 1 for e in json.load(f)["runs"] if e["set"] == set_name]
+
+
+def error_range(errors):
+    """'+a..+b%' of errors given as fractions."""
+    return f"{100 * min(errors):+.1f}..{100 * max(errors):+.1f}%"
+
+
 def add_record_args(ap):
     """--record and --check-record, what update_record reads."""
     ap.add_argument("--record", default=RECORD, help="the record of checked runs to update (default: the bundled one)")

@@ -22,10 +22,9 @@ std::optional<Framework> parse_framework(std::string_view s) {
   return std::nullopt;
 }
 
-double grad_pass_bytes(Framework f, Dtype dtype, std::optional<Dtype> reduce_dtype, int zero_stage, int64_t dp,
-                       int64_t micro_batches) {
+double grad_pass_bytes(Framework f, Dtype dtype, int64_t reduce_bytes, int zero_stage, int64_t dp, int64_t micro_batches) {
   const double g = static_cast<double>(bytes_of(storage_dtype(dtype)));
-  const double r = reduce_dtype ? static_cast<double>(bytes_of(*reduce_dtype)) : g;
+  const double r = static_cast<double>(reduce_bytes);
   const double m = static_cast<double>(std::max<int64_t>(micro_batches, 1));
   const double a = (m - 1) / m;  // the share of micro-batches that add to an earlier gradient
   const double shards = static_cast<double>(std::max<int64_t>(dp, 1));

@@ -147,10 +147,9 @@ struct FrameworkProfile {
 };
 
 // The gradient pass of one backward (above): HBM bytes per parameter of a unit, averaged over the
-// step's `micro_batches`. `dtype` is the training's compute dtype, `reduce_dtype` the profile's
-// (nullopt: the gradient's own), `zero_stage` the plan's, `dp` its data-parallel size.
-double grad_pass_bytes(Framework f, Dtype dtype, std::optional<Dtype> reduce_dtype, int zero_stage, int64_t dp,
-                       int64_t micro_batches);
+// step's `micro_batches`. `dtype` is the training's compute dtype, `reduce_bytes` r
+// (Training::reduce_bytes), `zero_stage` the plan's, `dp` its data-parallel size.
+double grad_pass_bytes(Framework f, Dtype dtype, int64_t reduce_bytes, int zero_stage, int64_t dp, int64_t micro_batches);
 
 // The profile of a framework, with the training file's overrides (reduce_dtype) applied by the caller.
 FrameworkProfile framework_profile(Framework f);

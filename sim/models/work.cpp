@@ -436,8 +436,7 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
       grad_bytes_(spec::bytes_of(spec::storage_dtype(training.dtype))) {
   const bool fp32 = training.dtype == spec::Dtype::kFp32;
   const bool fp8 = training.dtype == spec::Dtype::kFp8;
-  const spec::FrameworkProfile framework = training.framework_profile();
-  const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, framework.reduce_dtype, plan.zero.stage,
+  const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, training.reduce_bytes(), plan.zero.stage,
                                                  plan.dp, plan.micro_batches);
   std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
   for (const Unit& u : program::model_units(model, plan.tp)) {
