@@ -35,11 +35,32 @@ double grad_pass_bytes(Framework f, Dtype dtype, int64_t reduce_bytes, int zero_
       return storage_dtype(dtype) == Dtype::kBf16 ? g + 4 + 4 : autograd;
     case Framework::kDeepSpeed:
     case Framework::kDeepSpeed05:
-      return zero_stage >= 2 ? 2 * g + (g + 4 + 4 * a) / shards : autograd;
+      return zero_stage >= 2 ? 2 * g + (2 * g + g * a) / shards : autograd;
     case Framework::kFsdp:  // NO_SHARD (below ZeRO-2) keeps the whole gradient
       return 2 * g + (r != g ? g + r : 0.0) + 3 * r * a / (zero_stage >= 2 ? shards : 1.0);
   }
   return autograd;
+}
+
+double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp) {
+  constexpr double kAdam = 4 * 4 + 3 * 4;  // fused Adam: read p, g, m, v in fp32; write p, m, v
+  const double w = static_cast<double>(bytes_of(storage_dtype(dtype)));
+  const double copy_back = w < 4 ? 4 + w : 0.0;  // fp32 master → the 16-bit parameters
+  const double shards = zero_stage >= 1 ? static_cast<double>(std::max<int64_t>(dp, 1)) : 1.0;
+  const bool fp16 = storage_dtype(dtype) == Dtype::kFp16;
+  switch (f) {
+    case Framework::kMegatron:
+      // norm + Adam + copy back + the buffer's zero_(); fp16: main_grad.float() and the unscale
+      return fp16 ? (2 + 4) + 8 + 4 + kAdam + copy_back + 2 * shards : 4 + kAdam + copy_back + 4 * shards;
+    case Framework::kMegatron2021:
+      if (fp16) return (2 + 4) + 8 + 4 + kAdam + copy_back;  // set_to_none: nothing cleared
+      if (storage_dtype(dtype) == Dtype::kBf16) return 4 + kAdam + copy_back + 4 * shards;
+      return 4 + kAdam;
+    case Framework::kDeepSpeed:
+    case Framework::kDeepSpeed05:
+    case Framework::kFsdp: return kAdam - 4 + w;
+  }
+  return kAdam - 4 + w;
 }
 
 FrameworkProfile framework_profile(Framework f) {

@@ -77,13 +77,15 @@
 //                  fp16 and fp32: 3·g·a: the default local DDP keeps no buffers
 //                  (--use-contiguous-buffers-in-ddp is off), so autograd's AccumulateGrad takes the
 //                  first micro-batch's gradient as it is and adds each later one (read both, write);
-//   deepspeed, deepspeed-0.5   ZeRO 2-3: 2·g + (g + 4 + 4·a)/dp: each gradient copied into the
+//   deepspeed, deepspeed-0.5   ZeRO 2-3: 2·g + (2·g + g·a)/dp: each gradient copied into the
 //                  reduce bucket's flat buffer as it is produced (contiguous_gradients, on by default:
 //                  stage3.py __add_grad_to_ipg_bucket, stage_1_and_2.py
 //                  reduce_independent_p_g_buckets_and_remove_grads), reduced every micro-batch, and
-//                  the rank's shard copied (first micro-batch) or added (later ones) into its fp32
-//                  partition (partition_grads); ZeRO 0-1: 3·g·a (autograd accumulates param.grad;
-//                  the bucketed reduction at the step boundary);
+//                  the rank's shard copied (first micro-batch: 2·g) or added (later ones: 3·g) into its
+//                  partition buffer (partition_grads), kept in gradient_accumulation_dtype — the model
+//                  dtype under ZeRO unless data_types.grad_accum_dtype says otherwise (engine.py
+//                  get_data_types l.936–951, v0.16.0); ZeRO 0-1: 3·g·a (autograd accumulates
+//                  param.grad; the bucketed reduction at the step boundary);
 //   fsdp           2·g + (g + r if r ≠ g) + 3·r·a/dp: the unit's flat gradient assembled from its
 //                  parameters' views (autograd's split backward: one cat), cast to reduce_dtype when
 //                  that differs (_post_backward_hook), reduce-scattered every micro-batch (FULL_SHARD,
@@ -93,6 +95,34 @@
 //                  _chunk_cat) and divides inside NCCL, fewer passes than charged here.
 // Every copy is charged at the contiguous HBM rate in the weight-gradient pass; DeepSpeed runs its
 // bucket copy on the reduction stream, where it takes HBM bandwidth from the backward beside it.
+//
+// The optimizer step: HBM bytes per parameter the step updates (the rank's shard under ZeRO-1 and
+// above), every pass of the step from the reduced gradient to the 16-bit parameters the next
+// forward reads. The fused Adam kernel itself (apex/Transformer Engine FusedAdam, torch fused
+// AdamW) reads the fp32 master parameter, fp32 gradient, momentum and variance and writes three
+// of them: A = 4·4 + 3·4 = 28. w = the storage dtype's bytes (2; fp32 training 4, whose
+// parameters are their own master copy), S = dp when the step covers a 1/dp shard of a gradient
+// buffer it also clears (the distributed optimizer), else 1:
+//   megatron       bf16, fp8, fp32 (fp32 main_grad buffer): 4 + A + (4 + w if w < 4) + 4·S —
+//                  get_grad_norm_fp32 reads the main grads (clip_grads.py, multi_tensor_l2norm),
+//                  Adam, _copy_main_params_to_model_params (multi_tensor_scale, fp32 → 16-bit),
+//                  the grad buffer's zero_() before the next step (train_step: zero_grad_buffer,
+//                  param_and_grad_buffer reset; the whole local buffer, S shards of the step);
+//                  fp16 (a 16-bit main_grad buffer): + 2 + 4 for main_grad.float() and 8 for
+//                  the loss scaler's _amp_foreach_non_finite_check_and_unscale_, a 2-byte zero_();
+//                  (megatron/core/optimizer/optimizer.py prepare_grads, step_with_ready_grads;
+//                  NVIDIA/Megatron-LM d98e8a64). The clip's multi_tensor_scale runs only when the
+//                  norm exceeds clip_grad (clip_coeff < 1), not charged.
+//   megatron-2021  fp16: 6 + 8 + 4 + A + 6 = 52: model_param.grad.float() into a new fp32 main
+//                  grad, unscale, norm, Adam, copy back; zero_grad(set_to_none=True) clears
+//                  nothing (megatron/optimizer/optimizer.py l.283–414 at 50a4b5fa); bf16 (buffers
+//                  forced): as megatron's bf16; fp32 (FP32Optimizer): 4 + A.
+//   deepspeed, deepspeed-0.5, fsdp   A − 4 + w = 24 + w: the fused Adam only. Their other passes
+//                  run over a ZeRO shard of P/dp — DeepSpeed's norm, flatten, fp32 cast,
+//                  unscale_and_clip mul_ and fp32 → 16-bit copy (stage3.py step l.2065–2110,
+//                  v0.16.0: about +28 bytes in bf16), FSDP's clip_grad_norm_ (+12) — under 0.1% of
+//                  every validated step, and not charged; Stagecraft's own executor
+//                  (executor/model/adamw.cpp), which runs these training files too, moves 24 + w.
 //
 // Host work per collective is charged only where the host is on the critical path: deepspeed-0.5
 // synchronises the device at every fetch, so its n narrow() calls and n copy_ launches add
@@ -150,6 +180,10 @@ struct FrameworkProfile {
 // step's `micro_batches`. `dtype` is the training's compute dtype, `reduce_bytes` r
 // (Training::reduce_bytes), `zero_stage` the plan's, `dp` its data-parallel size.
 double grad_pass_bytes(Framework f, Dtype dtype, int64_t reduce_bytes, int zero_stage, int64_t dp, int64_t micro_batches);
+
+// The optimizer step (above): HBM bytes per parameter it updates, for a plan at `zero_stage` over a
+// data-parallel group of `dp`.
+double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp);
 
 // The profile of a framework, with the training file's overrides (reduce_dtype) applied by the caller.
 FrameworkProfile framework_profile(Framework f);

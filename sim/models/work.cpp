@@ -433,7 +433,7 @@ Work block_linear_gemms(const spec::Model& m, const spec::Training& training, co
 
 WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
     : selective_(plan.recompute == spec::Recompute::kSelective),
-      grad_bytes_(spec::bytes_of(spec::storage_dtype(training.dtype))) {
+      optimizer_bytes_(spec::optimizer_step_bytes(training.framework, training.dtype, plan.zero.stage, plan.dp)) {
   const bool fp32 = training.dtype == spec::Dtype::kFp32;
   const bool fp8 = training.dtype == spec::Dtype::kFp8;
   const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, training.reduce_bytes(), plan.zero.stage,
@@ -480,9 +480,8 @@ Work WorkModel::compute(Op op, int32_t begin, int32_t end) const {
 }
 
 Work WorkModel::optimizer_gpu(int64_t elems) const {
-  // fp32 master, momentum and variance read and written, gradient read.
   Work w;
-  w.memory_bytes = static_cast<double>(elems) * (2.0 * 12.0 + static_cast<double>(grad_bytes_));
+  w.memory_bytes = static_cast<double>(elems) * optimizer_bytes_;
   w.adam_params = static_cast<double>(elems);
   return w;
 }

@@ -77,8 +77,10 @@
 //   ~1 ns for the element's bytes on a 2.3 GHz Xeon core — the profile's activation_elems_per_s
 //   adds N_act / activation_elems_per_s. Softmax and cross-entropy exponentials are not counted:
 //   vectorised (Eigen's exp in the CPU executor) or fused, they stay near their bytes' time.
-// * Optimizer on the GPU: Adam reads and writes fp32 master, momentum and variance and reads the
-//   gradient: (4+4+4)·2 + g bytes per parameter, and P_adam = the parameters it updates; where
+// * Optimizer on the GPU: the framework's step moves O bytes per parameter it updates —
+//   spec::optimizer_step_bytes (core/spec/framework.hpp derives each from the framework's code:
+//   the fused Adam's 28 with an fp32 gradient, and Megatron-LM's norm, fp32 → 16-bit copy and
+//   gradient-buffer clear around it) — and P_adam = the parameters it updates; where
 //   its arithmetic (a square root and a division per parameter) bounds it instead — a CPU core,
 //   ~3.5 ns per parameter against ~1 ns of bytes — gpu.adam_params_per_s adds P / rate.
 // * The arithmetic terms add to the bytes' time rather than overlapping it: right where one of the
@@ -271,7 +273,7 @@ class WorkModel {
   std::vector<UnitWork> distinct_;
   std::vector<int32_t> distinct_of_;   // per unit
   bool selective_ = false;
-  int64_t grad_bytes_ = 2;
+  double optimizer_bytes_ = 0;   // per parameter the step updates (spec::optimizer_step_bytes)
 };
 
 }  // namespace stagecraft::sim

@@ -86,6 +86,38 @@ TEST(ComputeModel, AdamOnTheGpuAddsParametersOverItsRate) {
   EXPECT_NEAR(ComputeModel(s.model, c, s.training, s.plan).optimizer_gpu_s(1'000'000), 28e6 / 5e9 + 1e6 / 2.5e8, 1e-15);
 }
 
+TEST(ComputeModel, OptimizerStepIsTheFrameworksStep) {
+  // 1e6 parameters updated at hbm_Bps 1e10 x memory_efficiency 0.5 = 5e9 B/s, bytes per parameter as
+  // each framework's step moves them (core/spec/framework.hpp): the fused Adam reads the fp32
+  // master, gradient, momentum and variance and writes three of them, 16 + 12 = 28.
+  spec::Cluster c = peak_cluster();
+  c.gpu.hbm_Bps = 1e10;
+  c.gpu.memory_efficiency = 0.5;
+  c.gpu.peak_flops[spec::Dtype::kBf16] = c.gpu.peak_flops[spec::Dtype::kFp16] = 1e15;
+  const spec::Model m = spec::model_from_json({{"name", "blocks"}, {"layers", 1}, {"hidden", 64}, {"heads", 4},
+                                               {"vocab", 2}, {"seq_len", 16}},
+                                              "blocks.json");
+  auto step_s = [&](const char* framework, const char* dtype, int zero, int64_t dp) {
+    const nlohmann::json t = {{"attention", "unfused"}, {"global_batch", dp}, {"dtype", dtype}, {"framework", framework}};
+    const spec::Plan p = spec::plan_from_json({{"dp", dp}, {"zero", {{"stage", zero}}}}, "p.json");
+    return ComputeModel(m, c, spec::training_from_json(t, "t.json"), p).optimizer_gpu_s(1'000'000);
+  };
+  auto expect = [](double bytes_per_param) { return 1e6 * bytes_per_param / 5e9; };
+  // Megatron-LM, bf16: the norm reads the fp32 main grads (4), Adam (28), the fp32 → bf16 copy (4 + 2),
+  // the fp32 grad buffer cleared (4), over the whole buffer: with the distributed optimizer over
+  // dp 4 the step updates a quarter of it, so 4 x 4 per updated parameter
+  EXPECT_NEAR(step_s("megatron", "bf16", 0, 4), expect(4 + 28 + 6 + 4), 1e-15);
+  EXPECT_NEAR(step_s("megatron", "bf16", 1, 4), expect(4 + 28 + 6 + 4 * 4), 1e-15);
+  // fp16: main_grad (fp16) copied to fp32 (2 + 4), unscaled (4 + 4), and a 2-byte buffer cleared
+  EXPECT_NEAR(step_s("megatron", "fp16", 0, 4), expect(6 + 8 + 4 + 28 + 6 + 2), 1e-15);
+  // 2021, fp16: the same without a buffer to clear (gradients set to None)
+  EXPECT_NEAR(step_s("megatron-2021", "fp16", 0, 4), expect(6 + 8 + 4 + 28 + 6), 1e-15);
+  // DeepSpeed and FSDP: the fused Adam with the training's gradient bytes, 24 + 2 (their passes over
+  // the shard are not charged)
+  EXPECT_NEAR(step_s("deepspeed", "bf16", 3, 4), expect(24 + 2), 1e-15);
+  EXPECT_NEAR(step_s("fsdp", "fp32", 3, 4), expect(24 + 4), 1e-15);
+}
+
 TEST(ComputeModel, WeightGradientTimeIsTheFrameworksGradientPass) {
   // Infinitely fast GEMMs: the MLP's weight-gradient time is the gradient pass alone, parameters x
   // G bytes at hbm_Bps x memory_efficiency = 0.5e12 B/s, G as each framework's code moves them
@@ -115,9 +147,10 @@ TEST(ComputeModel, WeightGradientTimeIsTheFrameworksGradientPass) {
   // adds each later micro-batch in fp16, 3 x 2 x 3/4
   EXPECT_NEAR(pass_s("megatron-2021", "bf16", 0, 2), expect(10), 1e-15);
   EXPECT_NEAR(pass_s("megatron-2021", "fp16", 0, 2), expect(3 * 2 * 0.75), 1e-15);
-  // DeepSpeed ZeRO-3 over dp 8: the bucket copy 2 + 2, and the shard's fp32 partition, first copied
-  // (2 + 4) then added (2 + 4 + 4) over 8 ranks: (2 + 4 + 4 x 3/4) / 8; ZeRO-1: autograd, 3 x 2 x 3/4
-  EXPECT_NEAR(pass_s("deepspeed", "bf16", 3, 8), expect(4 + (2 + 4 + 4 * 0.75) / 8), 1e-15);
+  // DeepSpeed ZeRO-3 over dp 8: the bucket copy 2 + 2, and the shard's bf16 partition buffer, first
+  // copied into (2 + 2, a quarter of the micro-batches) then added to (2 + 2 + 2, three quarters),
+  // over 8 ranks: (4 x 1/4 + 6 x 3/4) / 8; ZeRO-1: autograd, 3 x 2 x 3/4
+  EXPECT_NEAR(pass_s("deepspeed", "bf16", 3, 8), expect(4 + (4 * 0.25 + 6 * 0.75) / 8), 1e-15);
   EXPECT_NEAR(pass_s("deepspeed", "bf16", 1, 8), expect(3 * 2 * 0.75), 1e-15);
   // FSDP: the flat gradient (2 + 2), its cast to fp32 (2 + 4), the fp32 shard added from the second
   // micro-batch on, 3 x 4 x 3/4 over 8 ranks; with a bf16 reduction no cast: 3 x 2 x 3/4 / 8
