@@ -415,8 +415,9 @@ def main():
               f"{error_range(later_stack)} on {len(later_stack)} runs (Korthikanti et al. Table 5, its section below: fused",
               "kernels, no data-parallel overlap), so the FSDP rows' " + fsdp_range + " is not the A100's compute rates: it is",
               "what FSDP and the eager PyTorch code around it run beside or between the modelled kernels and",
-              "collectives (the hooks, the stream waits, the caching allocator near capacity, NCCL's HBM traffic",
-              "under the compute), none of which the simulation charges.", "",
+              "collectives (the hooks, the stream waits, the caching allocator near capacity), none of which the",
+              "simulation charges. NCCL's kernels beside the compute are charged already: the SMs they hold and",
+              "their traffic through HBM (docs/simulator.md).", "",
               "The Llama rows (" + ", ".join(rid for rid, _ in fused) + ") ran uncompiled PyTorch code; counted as fused kernels "
               "instead, their errors would be " + ", ".join(f"{100 * e:+.1f}%" for _, e in fused) + ": the eager RMSNorm, rotary and "
               "K/V-repeat passes (sim/models/work.hpp) make the difference.", "",

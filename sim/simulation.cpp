@@ -51,6 +51,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
     for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) unit_kinds_.push_back(u.kind);
   }
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
+    beside_ = true;
     const double f = nccl_sm_fraction(cluster);
     sm_share_ = f < 1 ? f / (1 - f) : 0.0;
   }
@@ -167,20 +168,30 @@ bool Simulation::timed_alone(const Instr& in) const {
   return in.lane == Lane::kTp || in.op == Op::kGradNormAllReduce || options_.network != NetworkModel::kShared;
 }
 
+// The slowdown per ns of overlap of a compute-lane instruction whose streaming share is `stream`
+// beside a collective of HBM demand `hbm` (simulation.hpp): its SMs lost for the rest, its HBM
+// rate for the streaming kernels.
+double Simulation::beside_rate(double stream, double hbm) const {
+  const double e = cluster_.gpu.memory_efficiency;
+  const double hbm_slow = (hbm < e / 2 ? e / (e - hbm) : 2.0) - 1.0;
+  return (1 - stream) * sm_share_ + stream * hbm_slow;
+}
+
 // A compute-lane instruction of `ns` starting at t, slowed where NCCL kernels of the rank's
-// data-parallel collectives hold SMs beside it (see simulation.hpp), plus the slowdown owed from
-// collectives that started during the previous one.
-int64_t Simulation::compute_ns(RankState& r, int64_t t, int64_t ns) {
-  if (sm_share_ <= 0) return ns;
+// data-parallel collectives hold SMs and HBM bandwidth beside it (see simulation.hpp), plus the
+// slowdown owed from collectives that started during the previous one.
+int64_t Simulation::compute_ns(RankState& r, int64_t t, int64_t ns, double stream) {
+  if (!beside_) return ns;
   double extra = static_cast<double>(r.sm_debt_ns);
   r.sm_debt_ns = 0;
-  for (const auto& [begin, end] : r.dp_comm) {
-    const int64_t overlap = std::min(end, t + ns) - std::max(begin, t);
-    if (overlap > 0) extra += static_cast<double>(overlap) * sm_share_;
+  for (const RankState::DpKernel& c : r.dp_comm) {
+    const int64_t overlap = std::min(c.end_ns, t + ns) - std::max(c.begin_ns, t);
+    if (overlap > 0) extra += static_cast<double>(overlap) * beside_rate(stream, c.hbm);
   }
   const int64_t total = ns + std::llround(extra);
   r.compute_begin_ns = t;
   r.compute_end_ns = t + total;
+  r.compute_stream = stream;
   return total;
 }
 
@@ -196,15 +207,21 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
     case Op::kBackwardInput:
     case Op::kBackwardWeight:
     case Op::kRecompute:
-      schedule(t + compute_ns(r, t, to_ns(compute_.compute_s(in.op, in.unit_begin, in.unit_end) +
-                                          (in.bytes > 0 ? compute_.hbm_copy_s(in.bytes) : 0.0))),
-               slot, k);
+    {
+      // the framework's copies (in.bytes) stream at the HBM rate too
+      const double copy_s = in.bytes > 0 ? compute_.hbm_copy_s(in.bytes) : 0.0;
+      const double s = compute_.compute_s(in.op, in.unit_begin, in.unit_end) + copy_s;
+      const double stream = beside_ && s > 0 ? (compute_.compute_stream_s(in.op, in.unit_begin, in.unit_end) + copy_s) / s : 0.0;
+      schedule(t + compute_ns(r, t, to_ns(s), stream), slot, k);
       return;
+    }
     case Op::kOptimizerStep:
       if (in.flags & program::kFlagOnHost) {
         schedule(t + to_ns(compute_.optimizer_host_s(in.elems)), slot, k);
       } else {
-        schedule(t + compute_ns(r, t, to_ns(compute_.optimizer_gpu_s(in.elems))), slot, k);
+        const double s = compute_.optimizer_gpu_s(in.elems);
+        const double stream = beside_ && s > 0 ? compute_.optimizer_gpu_stream_s(in.elems) / s : 0.0;
+        schedule(t + compute_ns(r, t, to_ns(s), stream), slot, k);
       }
       return;
     case Op::kOffloadCopy: schedule(t + to_ns(compute_.offload_copy_s(in.bytes)), slot, k); return;
@@ -342,17 +359,21 @@ void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> m
     for (const auto& [slot, k] : members) schedule(t + T, slot, k);
     return;
   }
-  if (sm_share_ > 0 && (in.lane == Lane::kDpGather || in.lane == Lane::kDpReduce)) {
+  const CollectiveKind kind = *collective_kind(in.op);
+  if (beside_ && (in.lane == Lane::kDpGather || in.lane == Lane::kDpReduce)) {
     for (const auto& [slot, k] : members) {
       RankState& r = ranks_[static_cast<std::size_t>(slot)];
-      r.dp_comm[in.lane == Lane::kDpGather ? 0 : 1] = {t, t + T};
+      const GroupView& g = r.groups[static_cast<int>(in.group)];
+      // 3 bytes through HBM per bus byte, over the collective's contention-free time
+      const double bus_bytes = static_cast<double>(in.bytes) * bus_bandwidth_factor(kind, g.ring.parts);
+      const double hbm = 3 * bus_bytes / (static_cast<double>(T) * 1e-9 * cluster_.gpu.hbm_Bps);
+      r.dp_comm[in.lane == Lane::kDpGather ? 0 : 1] = {t, t + T, hbm};
       // beside the compute already running: owed to the next compute-lane instruction
       const int64_t overlap = std::min(t + T, r.compute_end_ns) - std::max(t, r.compute_begin_ns);
-      if (overlap > 0) r.sm_debt_ns += std::llround(static_cast<double>(overlap) * sm_share_);
+      if (overlap > 0) r.sm_debt_ns += std::llround(static_cast<double>(overlap) * beside_rate(r.compute_stream, hbm));
     }
   }
   // One flow per simulated member towards its ring successor, capped to finish in T when alone.
-  const CollectiveKind kind = *collective_kind(in.op);
   for (const auto& [slot, k] : members) {
     const RankState& r = ranks_[static_cast<std::size_t>(slot)];
     const GroupView& g = r.groups[static_cast<int>(in.group)];

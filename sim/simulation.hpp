@@ -23,6 +23,22 @@
 //     extra time goes to the next compute-lane instruction. Off on the contention-free and free
 //     networks, whose fast paths complete instructions out of time order (and whose step time
 //     stays a lower bound). Tensor-parallel collectives run on the compute stream, not beside it.
+//   * HBM shared with NCCL (the same switch): a collective between processes moves its data
+//     through FIFO buffers in device memory — P2P_DIRECT, writing straight into the peer's
+//     buffer, is taken only between GPUs of one process (NCCL src/transport/p2p.cc,
+//     P2P_SAME_PID), and every framework here runs a process per GPU — so each byte a rank
+//     receives is written into its FIFO (by the peer over NVLink, or by the NIC), read back and
+//     written to the output, the read also feeding the next hop (src/device/prims_simple.h
+//     recvCopySend; a reduction reads its own input for the sum instead of writing an output):
+//     3 bytes of HBM traffic per bus byte, an HBM demand h = 3·S·F/(T·hbm_Bps) of the rate while
+//     the collective runs (S·F its bus bytes, nccl-tests' F, T its contention-free time). The
+//     compute kernels that stream at memory_efficiency e (work.hpp streaming_seconds) then get
+//     e − h of the rate, at least half of e (the DRAM controller serves both streams): they take
+//     g = min(e/(e − h), 2) − 1 longer, while the rest of the compute (GEMMs, attention, the
+//     memory kernels bound per SM) loses its SMs as above. A compute-lane instruction whose
+//     streaming share is c overlapping a collective for Δ takes Δ·((1 − c)·f/(1 − f) + c·g)
+//     longer. Each lane's collective is charged apart (a gather and a reduction together demand
+//     h₁ + h₂, charged as g(h₁) + g(h₂): a little less than g(h₁ + h₂)).
 // An instruction starts at the latest end among its predecessors, so the order in which
 // finished instructions are processed does not matter: with the shared network they come off the
 // time-ordered event queue (flows make durations depend on what runs at the same time); with a
@@ -110,10 +126,16 @@ class Simulation {
     // that many copies' bytes at that many times the cap (1 when every rank runs).
     int64_t nic_copies = 1;
     int64_t node_copies = 1;   // ranks of its node it stands for, on any NIC
-    // SM sharing: the latest compute-lane interval, each data-parallel lane's latest collective
-    // (start, contention-free end), and the slowdown owed to the next compute-lane instruction.
+    // NCCL beside compute: the latest compute-lane interval and its streaming share c, each
+    // data-parallel lane's latest collective (start, contention-free end, HBM demand h), and the
+    // slowdown owed to the next compute-lane instruction.
     int64_t compute_begin_ns = 0, compute_end_ns = 0;
-    std::array<std::pair<int64_t, int64_t>, 2> dp_comm{};   // [gather lane, reduce lane]
+    double compute_stream = 0;
+    struct DpKernel {
+      int64_t begin_ns = 0, end_ns = 0;
+      double hbm = 0;
+    };
+    std::array<DpKernel, 2> dp_comm{};   // [gather lane, reduce lane]
     int64_t sm_debt_ns = 0;
   };
   struct Message {
@@ -136,7 +158,9 @@ class Simulation {
   };
 
   void add_rank(int64_t rank);
-  int64_t compute_ns(RankState& r, int64_t t, int64_t ns);   // ns with the SM-sharing slowdown
+  // ns of a compute-lane instruction whose streaming share is `stream`, slowed by NCCL beside it
+  int64_t compute_ns(RankState& r, int64_t t, int64_t ns, double stream);
+  double beside_rate(double stream, double hbm) const;   // the slowdown per ns of overlap
   void share_core_links();
   void start(int32_t slot, int32_t k, int64_t t);
   void finish(int32_t slot, int32_t k, int64_t t);
@@ -164,7 +188,8 @@ class Simulation {
   SimOptions options_;
   bool folding_ = true;
   bool eager_ = false;     // every duration known at start: complete in any order (a stack)
-  double sm_share_ = 0;    // f/(1 − f) of the SM-sharing slowdown, 0 when off
+  bool beside_ = false;    // NCCL beside compute charged (shared network, a GPU's SM count known)
+  double sm_share_ = 0;    // f/(1 − f) of the SM-sharing slowdown
   bool usage_ = true;      // memory and busy intervals (off: the step time only)
   Topology topology_;
   FlowNetwork net_;

@@ -40,6 +40,10 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
     u.backward_input_s = timer.seconds(w.backward_input);
     u.backward_weight_s = timer.seconds(w.backward_weight);
     u.score_forward_s = timer.seconds(w.score_forward);
+    u.forward_stream_s = streaming_seconds(w.forward, cluster.gpu);
+    u.backward_input_stream_s = streaming_seconds(w.backward_input, cluster.gpu);
+    u.backward_weight_stream_s = streaming_seconds(w.backward_weight, cluster.gpu);
+    u.score_forward_stream_s = streaming_seconds(w.score_forward, cluster.gpu);
     distinct.push_back(u);
   }
   for (int32_t u = 0; u < work_.unit_count(); ++u) units_.push_back(distinct[static_cast<std::size_t>(work_.distinct_of(u))]);
@@ -55,6 +59,7 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
   }
   const bool selective = work_.selective();
   for (auto& p : prefix_) p.assign(units_.size() + 1, 0.0);
+  for (auto& p : stream_prefix_) p.assign(units_.size() + 1, 0.0);
   for (std::size_t i = 0; i < units_.size(); ++i) {
     const UnitTimes& u = units_[i];
     const double sel = selective ? u.score_forward_s : 0.0;
@@ -62,20 +67,33 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
     prefix_[1][i + 1] = prefix_[1][i] + u.backward_input_s + u.backward_weight_s + sel;
     prefix_[2][i + 1] = prefix_[2][i] + u.backward_input_s + sel;
     prefix_[3][i + 1] = prefix_[3][i] + u.backward_weight_s;
+    const double sel_stream = selective ? u.score_forward_stream_s : 0.0;
+    stream_prefix_[0][i + 1] = stream_prefix_[0][i] + u.forward_stream_s;
+    stream_prefix_[1][i + 1] = stream_prefix_[1][i] + u.backward_input_stream_s + u.backward_weight_stream_s + sel_stream;
+    stream_prefix_[2][i + 1] = stream_prefix_[2][i] + u.backward_input_stream_s + sel_stream;
+    stream_prefix_[3][i + 1] = stream_prefix_[3][i] + u.backward_weight_stream_s;
+  }
+}
+
+int ComputeModel::pass_index(Op op) {
+  switch (op) {
+    case Op::kForward:
+    case Op::kRecompute: return 0;
+    case Op::kBackward: return 1;
+    case Op::kBackwardInput: return 2;
+    case Op::kBackwardWeight: return 3;
+    default: throw std::invalid_argument("compute_s: not a compute instruction");
   }
 }
 
 double ComputeModel::compute_s(Op op, int32_t begin, int32_t end) const {
-  int k = 0;
-  switch (op) {
-    case Op::kForward:
-    case Op::kRecompute: k = 0; break;
-    case Op::kBackward: k = 1; break;
-    case Op::kBackwardInput: k = 2; break;
-    case Op::kBackwardWeight: k = 3; break;
-    default: throw std::invalid_argument("compute_s: not a compute instruction");
-  }
+  const int k = pass_index(op);
   return prefix_[k][end] - prefix_[k][begin];
+}
+
+double ComputeModel::compute_stream_s(Op op, int32_t begin, int32_t end) const {
+  const int k = pass_index(op);
+  return stream_prefix_[k][end] - stream_prefix_[k][begin];
 }
 
 double ComputeModel::hbm_copy_s(int64_t bytes) const {
@@ -83,6 +101,10 @@ double ComputeModel::hbm_copy_s(int64_t bytes) const {
 }
 
 double ComputeModel::optimizer_gpu_s(int64_t elems) const { return work_seconds(work_.optimizer_gpu(elems), cluster_.gpu, peak_); }
+
+double ComputeModel::optimizer_gpu_stream_s(int64_t elems) const {
+  return streaming_seconds(work_.optimizer_gpu(elems), cluster_.gpu);
+}
 
 double ComputeModel::optimizer_host_s(int64_t elems) const {
   return static_cast<double>(elems) / cluster_.host.adam_params_per_s;

@@ -28,6 +28,8 @@ struct UnitTimes {
   double backward_input_s = 0;   // incl. the attention scores' backward
   double backward_weight_s = 0;
   double score_forward_s = 0;    // attention scores alone: what selective recompute re-runs
+  // the parts of each spent in kernels streaming at the HBM rate (streaming_seconds)
+  double forward_stream_s = 0, backward_input_stream_s = 0, backward_weight_stream_s = 0, score_forward_stream_s = 0;
 };
 
 class ComputeModel {
@@ -38,7 +40,11 @@ class ComputeModel {
   const std::vector<UnitTimes>& units() const { return units_; }
   // Duration of a compute instruction over units [begin, end) (any compute op).
   double compute_s(program::Op op, int32_t unit_begin, int32_t unit_end) const;
+  // The part of compute_s spent in kernels streaming at the HBM rate (work.hpp streaming_seconds):
+  // what NCCL's traffic through HBM slows (sim/simulation.hpp).
+  double compute_stream_s(program::Op op, int32_t unit_begin, int32_t unit_end) const;
   double optimizer_gpu_s(int64_t elems) const;
+  double optimizer_gpu_stream_s(int64_t elems) const;
   double optimizer_host_s(int64_t elems) const;
   double offload_copy_s(int64_t bytes) const;
   // A framework's copy of `bytes` in HBM (read and write counted in bytes): bytes / (hbm_Bps · memory_efficiency).
@@ -58,6 +64,8 @@ class ComputeModel {
   TpOverlap tp_overlap_;
   // prefix sums over units, per pass kind: forward, backward (input + weight [+ scores]), input, weight
   std::vector<double> prefix_[4];
+  std::vector<double> stream_prefix_[4];   // the same over the streaming parts
+  static int pass_index(program::Op op);
 };
 
 }  // namespace stagecraft::sim

@@ -171,6 +171,14 @@ double memory_seconds(const Work& w, const spec::Gpu& gpu) {
   return t;
 }
 
+double streaming_seconds(const Work& w, const spec::Gpu& gpu) {
+  double bytes = w.memory_bytes;
+  for (MemKind k : kAllMemKinds) {
+    if (!has_kind_rate(gpu, k)) bytes += w.kind(k);
+  }
+  return bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
+}
+
 double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) { return WorkTimer(gpu, peak_flops).seconds(w); }
 
 namespace {

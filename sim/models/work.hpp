@@ -227,6 +227,9 @@ double memory_kind_efficiency(const spec::Gpu& gpu, MemKind kind, double softmax
 bool has_kind_rate(const spec::Gpu& gpu, MemKind kind);
 // Seconds of w's memory-bound bytes on `gpu`: memory_bytes at memory_efficiency, each kind at its own.
 double memory_seconds(const Work& w, const spec::Gpu& gpu);
+// The part of memory_seconds whose kernels stream at memory_efficiency, the HBM-bound rate (the
+// kinds with a rate of their own are bound by bytes in flight per SM and issue, not by HBM).
+double streaming_seconds(const Work& w, const spec::Gpu& gpu);
 
 // The time of `w` (seconds) on `gpu`: WorkTimer(gpu, peak_flops).seconds(w).
 double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops);

@@ -451,6 +451,59 @@ TEST(Simulator, NcclKernelsBesideComputeSlowItByTheirShareOfTheSms) {
   // the contention-free network keeps no SM sharing: still a lower bound of the shared step
   EXPECT_LE(contention_free_step_s(prog, c), shared.metrics.step_time_s);
 }
+// NCCL's data crosses HBM three times per bus byte (FIFO written, read, output written;
+// sim/simulation.hpp), an HBM demand h = 3·S·F/(T·hbm_Bps) while a collective of S bytes runs for T;
+// compute kernels streaming at memory_efficiency e then get e − h of the rate (at least e/2): they
+// take g = e/(e − h) − 1 longer. The SM test's plan with free GEMMs, so that every compute
+// instruction is streaming (c = 1: the SM share does not enter), micro-batch 32 so that the
+// reduce-scatters hide, hbm_Bps 1e11 at e = 0.5 and 5 GB/s NICs: h = 3·S·(1/2)/(T·1e11) for
+// each reduce-scatter (dp 2: F = 1/2), read from its size and its time in the run without NCCL
+// beside compute. The head's reduce-scatter runs beside block 1's recompute, MLP 1's and
+// attention 1's beside block 0's recompute (the second's start owed to block 0's backward), and
+// the step ends with the chain of reduce-scatters after block 0, which the embedding's backward,
+// slowed beside MLP 0's, still ends within: the step grows by
+// g(h_head)·T_head + g(h_mlp1)·T_mlp1 + g(h_attn1)·T_attn1.
+TEST(Simulator, NcclTrafficThroughHbmSlowsTheStreamingComputeBesideIt) {
+  const spec::Model m = blocks_model(2);
+  spec::Cluster c = ideal_cluster(2, 1);
+  c.inter_node.nic_bandwidth_Bps = 5e9;
+  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e30;   // GEMMs free: the compute is its memory-bound kernels
+  c.gpu.hbm_Bps = 1e11;
+  c.gpu.memory_efficiency = 0.5;
+  c.nccl.channels = 20;
+  const program::Program prog = lower(m, {{"dp", 2}, {"micro_batch", 32}, {"recompute", "full"},
+                                          {"zero", {{"stage", 2}, {"reduce_bucket", 1}, {"overlap_comm", true}}}});
+  SimOptions o;
+  o.record_trace = true;
+  const SimResult base = simulate(prog, c, o);
+  c.gpu.sm_count = 100;
+  const SimResult shared = simulate(prog, c, o);
+  std::map<int32_t, std::pair<int64_t, int64_t>> rs;   // unit -> (bytes, duration)
+  int64_t emb_backward = 0, recompute1 = 0, recompute0 = 0;
+  for (const trace::Event& e : base.trace.events) {
+    if (e.rank != 0) continue;
+    const program::Instr& in = prog.rank(0)[static_cast<std::size_t>(e.instr - prog.role_of(0).first_id)];
+    const int64_t d = e.end_ns - e.start_ns;
+    if (e.op == program::Op::kReduceScatterGrads) rs[in.unit_begin] = {in.bytes, d};
+    if (e.op == program::Op::kBackward && in.unit_begin == 0) emb_backward = d;
+    if (e.op == program::Op::kRecompute && in.unit_begin == 3) recompute1 = d;
+    if (e.op == program::Op::kRecompute && in.unit_begin == 1) recompute0 = d;
+  }
+  ASSERT_EQ(rs.size(), 6u);
+  auto g = [](const std::pair<int64_t, int64_t>& r) {
+    const double h = 3.0 * static_cast<double>(r.first) * 0.5 / (static_cast<double>(r.second) * 1e-9 * 1e11);
+    EXPECT_LT(h, 0.25);   // below e/2: not the floor
+    return 0.5 / (0.5 - h) - 1;
+  };
+  // the premises: what should hide does, and the slowed embedding backward ends within the chain
+  ASSERT_LT(rs[5].second, recompute1);
+  ASSERT_LT(rs[4].second + rs[3].second, recompute0);
+  ASSERT_LT(static_cast<double>(emb_backward) * (1 + g(rs[2])), static_cast<double>(rs[2].second + rs[1].second));
+  const double extra_ns = g(rs[5]) * static_cast<double>(rs[5].second) + g(rs[4]) * static_cast<double>(rs[4].second) +
+                          g(rs[3]) * static_cast<double>(rs[3].second);
+  EXPECT_GT(g(rs[4]), 0.1);   // a visible effect: 3 bytes per bus byte against a slow HBM
+  EXPECT_NEAR((shared.metrics.step_time_s - base.metrics.step_time_s) * 1e9, extra_ns, 4.0);
+}
 // offload_param (ZeRO-Infinity's CPU offload): the shard leaves the GPU, and each gather first
 // copies the rank's S/n bytes over PCIe (sim/costs.hpp). dp 4, ZeRO-3, optimizer offloaded.
 TEST(Simulator, OffloadedParametersLeaveTheGpuAndCrossPcieBeforeEachGather) {
