@@ -14,7 +14,8 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
   const bool grads = in.op == program::Op::kReduceScatterGrads || in.op == program::Op::kAllReduceGrads;
   const double passes = gather ? framework.gather_copy_passes : (grads ? framework.reduce_copy_passes : 0.0);
   w.copy_bytes = passes * static_cast<double>(in.bytes);
-  w.host_s = static_cast<double>(w.pieces) * static_cast<double>(group_size) * framework.host_s_per_rank;
+  w.host_s = static_cast<double>(w.pieces) * (static_cast<double>(group_size) * framework.host_s_per_rank +
+                                               (gather ? framework.host_s_per_gather : 0.0));
   if (gather && prog.plan.zero.offload_param == spec::Offload::kCpu && group_size > 0) {
     w.host_copy_bytes = static_cast<double>(in.bytes) / static_cast<double>(group_size);
   }

@@ -11,6 +11,7 @@
 //   * a data-parallel bucket the framework moves as k collectives (Program::collectives_of,
 //     spec/framework.hpp), and the framework's own work around them:
 //         T = k · T₁(⌈S/k⌉) + passes · S / (hbm_Bps · memory_efficiency) + k · n · host_s_per_rank
+//             (+ k · host_s_per_gather for a ZeRO-3 gather)
 //     T₁ the collective model of one piece, ⌈S/k⌉ = program::collective_piece (the executor issues
 //     those pieces; the bucket's tensors taken as equal: exact in the
 //     latency and bandwidth terms, approximate only where pieces of very different sizes would

@@ -29,8 +29,12 @@
 //                  * per-parameter gathers (partition_parameters.py _allgather_param l.741–787):
 //                    torch.zeros of the full size (a memset: S bytes written), torch.cuda.synchronize()
 //                    (l.763), world_size narrow() calls, list-form all_gather, which ProcessGroupNCCL
-//                    (≤ 1.8) flattens and copies back with one copy_ per rank (2·S bytes) — 3·S bytes of
-//                    HBM traffic and O(n) host launches per collective;
+//                    (≤ 1.8) flattens and copies back with one copy_ per rank (2·S bytes), then
+//                    fetch_sub_module takes each fetched parameter's norm for a debug message its
+//                    f-string builds whether or not it prints (print_rank_0(f"... norm {param.norm()}"),
+//                    stage3.py l.444 at v0.3.15, through v0.5.10; gone from v0.6.0, PR #1453's
+//                    coordinator), reading the S bytes again — 4·S bytes of HBM traffic and O(n) host
+//                    launches per collective;
 //                  * fetch_sub_module ends in comm_stream.synchronize() and torch.cuda.synchronize()
 //                    (stage3.py l.521–529): a gather starts only after all earlier GPU work, and no
 //                    prefetch overlaps compute (prefetch only if not in_flight_handles, l.349);
@@ -129,8 +133,24 @@
 //   host_s = n · (narrow_s + copy_launch_s)
 // per collective; narrow_s = 1.5 µs (one ATen view op called from Python) and copy_launch_s = 5 µs
 // (one copy_ kernel launched from Python) are estimates of PyTorch eager-mode op overhead, not
-// measurements of that stack, and carry that uncertainty. The current frameworks keep the host ahead of the GPU (≤ 2 queued events), so
-// their per-module hook cost is hidden and not charged.
+// measurements of that stack, and carry that uncertainty. Its gathers also pay a host time of their
+// own, whatever n: the hook, the per-parameter bookkeeping, the debug f-strings it formats whether
+// or not it prints (a CUDA tensor's norm among them, whose formatting waits for the device) and the
+// round trips of its synchronisations, each exposed as the device waits for the host:
+//   host_s_per_gather = 0.8 ms per gathered tensor (±25%),
+// from the one measurement of that stack at hand, DeepSpeed issue #1174 (v0.3.16, PyTorch 1.8, one
+// p4d: 8 A100 40GB on NVLink): a 5.1B BERT (DeepSpeedExamples bing_bert, 64 layers of hidden 2560,
+// its config in PR #1188) ran its forward in about 480 ms under ZeRO-3 against about 60 ms under
+// ZeRO-2 (PR #1188: ~470 ms). Its layers hold 6 weight tensors above the persistence threshold
+// (query, key, value, attention output, intermediate, output; biases and norms stay whole), so the
+// forward gathers 64 · 6 + 4 (word, position embeddings, pooler, prediction transform) = 388
+// tensors, 10.2 GB; the simulator charges them 104 ms (NCCL's ring over NVLink at 230 GB/s of bus
+// bandwidth and its latency, the 4·S copies at the A100 40GB's HBM rate, n · 6.5 µs each). The
+// other (420 − 104)/388 = 0.81 ms per tensor is this term. The extra forward is independent of the
+// batch there (the gathers are serialised with the compute), so the unknown batch does not enter.
+// The gradients' reduce-scatters of that code have no such measurement and are not charged it.
+// The current frameworks keep the host ahead of the GPU (≤ 2 queued events), so their per-module
+// hook cost is hidden and not charged.
 #pragma once
 
 #include <cstdint>
@@ -171,6 +191,7 @@ struct FrameworkProfile {
   double reduce_copy_passes = 0;      // HBM bytes moved per reduced byte, beyond NCCL's own
   double coalesced_copy_passes = 0;   // HBM bytes per byte of a coalesced gather, copied on the compute stream
   double host_s_per_rank = 0;         // exposed host work per collective and group member
+  double host_s_per_gather = 0;       // exposed host work per gathered tensor (ZeRO-3 gathers), whatever n
   bool tp_grad_overlap = false;       // the backward TP collective of a column-parallel linear beside its wgrad GEMM
   int max_zero_stage = 3;
   std::string source;                 // where the constants come from (the header above, by line)

@@ -335,7 +335,8 @@ program::Program lower_with(const spec::Model& m, const nlohmann::json& plan, co
 
 // A framework's collective: k pieces of ⌈S/k⌉ through NCCL's model, plus its HBM copies at the
 // memory rate and its host work (spec/framework.hpp, sim/costs.hpp):
-//   deepspeed-0.5 gather:   T = k·T₁(⌈S/k⌉) + 3·S / hbm + k · n · (1.5 + 5) µs
+//   deepspeed-0.5 gather:   T = k·T₁(⌈S/k⌉) + 4·S / hbm + k · (n · (1.5 + 5) µs + 0.8 ms) (memset S,
+//                           list copy 2·S, the debug message's norm S; host work per rank and per tensor)
 //   deepspeed reduce-scatter: T = T₁(S) + 4·S / hbm
 TEST(Simulator, FrameworkCollectivesPayTheirPiecesCopiesAndHostWork) {
   const spec::Model m = blocks_model(2);
@@ -364,8 +365,8 @@ TEST(Simulator, FrameworkCollectivesPayTheirPiecesCopiesAndHostWork) {
         // a unit's tensors each on their own (embedding: wte, wpe; attention: norm w, b, qkv w, b,
         // out w, b; head: norm w, b, lm head); the gradients' one bucket holds all 2 + 4·6 + 3
         EXPECT_EQ(k, !gather ? 29 : in.unit_begin == 0 ? 2 : (in.unit_begin == 5 ? 3 : 6));
-        const double passes = gather ? 3 : 2;
-        expected += std::llround((passes * S / 1e12 + static_cast<double>(k) * 2 * 6.5e-6) * 1e9);
+        const double passes = gather ? 4 : 2;
+        expected += std::llround((passes * S / 1e12 + static_cast<double>(k) * (2 * 6.5e-6 + (gather ? 0.8e-3 : 0.0))) * 1e9);
       } else {
         expected += std::llround((gather ? 0.0 : 4 * S / 1e12) * 1e9);
       }
