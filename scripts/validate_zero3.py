@@ -323,6 +323,13 @@ def metric(r, name, gpus):
 
 
 
+def peak_of(r, row):
+    """The simulated peak against the GPU's memory, GiB (and 'does not fit' where it does not)."""
+    capacity = CLUSTERS[row[3]]["gpu"]["memory_bytes"]
+    text = f"{r['peak_memory_bytes'] / 2**30:.1f} / {capacity / 2**30:.0f}"
+    return text if r["fits"] else text + ", does not fit"
+
+
 def dominant(r):
     t = r["time"]
     exposed, compute = t["exposed_comm_s"], t["compute_s"]
@@ -394,7 +401,7 @@ def main():
         "A the first FlashAttention (its tables predate torch 2.0: `\"fa1\"`); rows D-F, from",
         "2021-2022, computed attention unfused.",
         "",
-        "| row | source | model | GPUs | mb x GA | framework | cluster | published | predicted (1σ of the profile) | error | step (s) | compute (s) | exposed comm (s) | what dominates | fits |",
+        "| row | source | model | GPUs | mb x GA | framework | cluster | published | predicted (1σ of the profile) | error | step (s) | compute (s) | exposed comm (s) | what dominates | peak / capacity (GiB) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row, r, value, err in results:
@@ -406,7 +413,7 @@ def main():
         t = r["time"]
         lines.append(f"| {rid} | {source} | {model_key} | {gpus} | {mb} x {ga} | {fw} | {cluster_key} | "
                      f"{published} {name} | {value:.1f} ({spread(r, value)}) | {100 * err:+.1f}% | {r['step_time_s']:.2f} | "
-                     f"{t['compute_s']:.2f} | {t['exposed_comm_s']:.2f} | {dominant(r)} | {'yes' if r['fits'] else 'no'} |")
+                     f"{t['compute_s']:.2f} | {t['exposed_comm_s']:.2f} | {dominant(r)} | {peak_of(r, row)} |")
     lines += ["", f"Mean absolute error: **{100 * mae:.1f}%** over the {len(accepted)} rows of ZERO3.md section 4; largest "
               f"{worst[0][0]} at {100 * worst[-1]:+.1f}% (acceptance: mean <= 10%, no row beyond 25%; goal <= 5%). "
               f"With " + ", ".join(sorted(EXTRA)) + f" (torchtitan's Llama 2 13B without checkpointing, added since): "
