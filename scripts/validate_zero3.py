@@ -199,8 +199,9 @@ UNFUSED = {"D1", "D3", "D4", "E0", "E1", "F1", "F2"}
 FA1 = {"A1", "A3", "A4"}
 
 
-def fsdp(reduce):
-    return {"name": "fsdp", "reduce_dtype": reduce} if reduce else "fsdp"
+def fsdp(reduce, name="fsdp"):
+    """FSDP (FSDP1's FlatParameter; "fsdp2": torchtitan's fully_shard) with its reduce_dtype."""
+    return {"name": name, "reduce_dtype": reduce} if reduce else name
 
 
 FSDP_ZERO = {"stage": 3, "overlap_comm": True, "max_live_parameters": 10**12}
@@ -215,11 +216,11 @@ ROWS = [
      FSDP_ZERO, "tok/s/GPU", 276),
     ("B1", "fms-fsdp README", "llama2-70b", "a100-80g-400g", 128, 6, 1, fsdp("bf16"), "bf16",
      FSDP_ZERO, "tok/s/GPU", 380),
-    ("C1", "torchtitan performance.md", "llama3-70b-8k", "a100-80g-hdr-2.20", 64, 1, 1, fsdp("fp32"), "bf16",
+    ("C1", "torchtitan performance.md", "llama3-70b-8k", "a100-80g-hdr-2.20", 64, 1, 1, fsdp("fp32", "fsdp2"), "bf16",
      FSDP_ZERO, "tok/s/GPU", 331),
-    ("C2", "torchtitan performance.md", "llama2-70b", "a100-80g-hdr-2.20", 64, 2, 1, fsdp("fp32"), "bf16",
+    ("C2", "torchtitan performance.md", "llama2-70b", "a100-80g-hdr-2.20", 64, 2, 1, fsdp("fp32", "fsdp2"), "bf16",
      FSDP_ZERO, "tok/s/GPU", 353),
-    ("C3", "torchtitan performance.md", "llama2-13b", "a100-80g-hdr-2.20", 64, 2, 1, fsdp("fp32"), "bf16",
+    ("C3", "torchtitan performance.md", "llama2-13b", "a100-80g-hdr-2.20", 64, 2, 1, fsdp("fp32", "fsdp2"), "bf16",
      FSDP_ZERO, "tok/s/GPU", 2162),
     ("D1", "ZeRO++ blog, ZeRO-3 baseline IB:4 1K", "gpt-18b", "dgx2-ib4", 384, 2, 1, "deepspeed", "fp16",
      dict(DS_ZERO, reduce_bucket=10**7), "hw TFLOP/s", 25),
@@ -406,7 +407,7 @@ def main():
     ]
     for row, r, value, err in results:
         rid, source, model_key, cluster_key, gpus, mb, ga, framework, dtype, zero, name, published = row
-        fw = framework if isinstance(framework, str) else f"fsdp, {framework['reduce_dtype']} reduce"
+        fw = framework if isinstance(framework, str) else f"{framework['name']}, {framework['reduce_dtype']} reduce"
         if rid in EAGER:
             fw += ", eager kernels"
         fw += ", unfused attention" if rid in UNFUSED else ", FlashAttention-1" if rid in FA1 else ", FlashAttention-2"

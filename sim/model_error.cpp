@@ -22,7 +22,7 @@ CheckedRun run_from_json(const nlohmann::json& j, const std::string& file, const
   run.source = r.string_or("source", "");
   const std::string framework = r.string("framework");
   const std::optional<spec::Framework> f = spec::parse_framework(framework);
-  if (!f) r.fail_value("framework", "deepspeed, deepspeed-0.5, fsdp, megatron or megatron-2021");
+  if (!f) r.fail_value("framework", "deepspeed, deepspeed-0.5, fsdp, fsdp2, megatron or megatron-2021");
   run.framework = *f;
   run.gpu = r.string_or("gpu", "");
   run.gpus = r.integer("gpus");

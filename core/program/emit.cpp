@@ -266,7 +266,8 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     }
   }
   in.flops = per_token * static_cast<double>(cx_.tokens);
-  // DeepSpeed copies a coalesced gather out parameter by parameter when the compute waits for it:
+  // DeepSpeed (a coalesced gather) and FSDP2 (a block) copy the gathered buffer out parameter by
+  // parameter when the compute waits for it:
   // the first use after each gather moves 2 bytes per coalesced byte (Instr::bytes of a compute)
   if (tracked && cx_.framework.coalesced_copy_passes > 0) {
     for (int32_t b : {seg.tied_bucket, seg.param_bucket}) {

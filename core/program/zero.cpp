@@ -29,6 +29,7 @@ BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfil
   r.gather = framework.gather;
   r.per_tensor_reduce = framework.gather == spec::GatherUnit::kParameter;
   r.ipg_flush = framework.framework == spec::Framework::kDeepSpeed;
+  r.block_copy_out = framework.gather == spec::GatherUnit::kBlock && framework.coalesced_copy_passes > 0;
   return r;
 }
 
@@ -94,7 +95,12 @@ struct GatherSplit {
 GatherSplit gather_collectives(const std::vector<int64_t>& tensors, const BucketRule& rule) {
   GatherSplit g;
   if (tensors.empty()) return g;
-  if (rule.gather == spec::GatherUnit::kBlock) return {1, 0};
+  if (rule.gather == spec::GatherUnit::kBlock) {
+    // FSDP's flat parameter is the gathered buffer itself; FSDP2's per-parameter tensors are copied out of it
+    int64_t all = 0;
+    for (int64_t t : tensors) all += t;
+    return {1, rule.block_copy_out ? all : 0};
+  }
   if (rule.gather == spec::GatherUnit::kParameter) return {static_cast<int32_t>(tensors.size()), 0};
   int64_t open = 0;  // elements in the collective being filled
   int32_t count = 0; // its tensors

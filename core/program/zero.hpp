@@ -54,6 +54,7 @@ struct BucketRule {
   spec::GatherUnit gather = spec::GatherUnit::kModule;
   bool per_tensor_reduce = false;                    // one reduce-scatter per gradient tensor
   bool ipg_flush = false;                            // DeepSpeed: a bucket's tensors flushed by the IPG rule
+  bool block_copy_out = false;                       // FSDP2: a block's gathered buffer copied out per parameter
 };
 BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework);
 // Elements below which a ZeRO-3 tensor stays whole on every rank (0 when nothing persists: FSDP

@@ -9,6 +9,7 @@ const char* to_string(Framework f) {
     case Framework::kDeepSpeed: return "deepspeed";
     case Framework::kDeepSpeed05: return "deepspeed-0.5";
     case Framework::kFsdp: return "fsdp";
+    case Framework::kFsdp2: return "fsdp2";
     case Framework::kMegatron: return "megatron";
     case Framework::kMegatron2021: return "megatron-2021";
   }
@@ -38,6 +39,7 @@ double grad_pass_bytes(Framework f, Dtype dtype, int64_t reduce_bytes, int zero_
       return zero_stage >= 2 ? 2 * g + (2 * g + g * a) / shards : autograd;
     case Framework::kFsdp:  // NO_SHARD (below ZeRO-2) keeps the whole gradient
       return 2 * g + (r != g ? g + r : 0.0) + 3 * r * a / (zero_stage >= 2 ? shards : 1.0);
+    case Framework::kFsdp2: return g + r + 3 * r * a / (zero_stage >= 2 ? shards : 1.0);
   }
   return autograd;
 }
@@ -58,7 +60,8 @@ double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp
       return 4 + kAdam;
     case Framework::kDeepSpeed:
     case Framework::kDeepSpeed05:
-    case Framework::kFsdp: return kAdam - 4 + w;
+    case Framework::kFsdp:
+    case Framework::kFsdp2: return kAdam - 4 + w;
   }
   return kAdam - 4 + w;
 }
@@ -90,6 +93,13 @@ FrameworkProfile framework_profile(Framework f) {
       p.reshard_after_use = true;
       p.reduce_copy_passes = 2;  // gradient pre-divide div_
       p.source = "PyTorch FSDP FULL_SHARD, transformer-block wrapping (framework.hpp)";
+      break;
+    case Framework::kFsdp2:
+      p.gather = GatherUnit::kBlock;
+      p.prefetch = Prefetch::kNextUnit;
+      p.reshard_after_use = true;
+      p.coalesced_copy_passes = 2;  // foreach_all_gather_copy_out: split_with_sizes_copy of the gathered buffer
+      p.source = "PyTorch FSDP2 fully_shard per block (framework.hpp: _fsdp_collectives.py)";
       break;
     case Framework::kMegatron:
     case Framework::kMegatron2021:

@@ -50,6 +50,17 @@
 //                  MixedPrecision (None = the parameter dtype; torchtitan's default is float32); the
 //                  gradient pre-divide div_ over the unsharded gradient (_runtime_utils.py
 //                  _reduce_grad → _div_if_needed): 2·S bytes per reduce-scatter.
+//   fsdp2          PyTorch FSDP2 (fully_shard, torch ≥ 2.4; torchtitan), torch/distributed/_composable/
+//                  fsdp/_fsdp_collectives.py: one all-gather per fully_shard unit (a block) as FSDP1,
+//                  but each parameter is a tensor of its own (per-parameter sharding, no
+//                  FlatParameter), so the gathered buffer is copied out into the unsharded
+//                  parameters on the compute stream before the unit runs (foreach_all_gather_copy_out:
+//                  split_with_sizes_copy, 2·S bytes); the shards are copied in (foreach_all_gather,
+//                  S/n, not charged); the gradients go straight into the reduce-scatter input in
+//                  reduce_dtype (foreach_reduce: torch._chunk_cat, g + r per parameter, the cast
+//                  fused) and NCCL averages them (_get_gradient_divide_factors: ReduceOp.AVG for
+//                  fp32 and bf16, no divide pass; an fp16 reduction's pre- and post-divide are not
+//                  charged); prefetch, resharding and the ≤ 2 in-flight gathers as FSDP1.
 //   megatron       Megatron-LM: ZeRO stage 0, or the distributed optimizer (ZeRO-1); the gradient
 //                  all-reduce or reduce-scatter of the contiguous grad buffer after the pipeline flush
 //                  (or overlapped with overlap_comm), scaled in place by 1/dp first
@@ -94,9 +105,10 @@
 //                  parameters' views (autograd's split backward: one cat), cast to reduce_dtype when
 //                  that differs (_post_backward_hook), reduce-scattered every micro-batch (FULL_SHARD,
 //                  no no_sync), the shard added to the saved one from the second micro-batch on
-//                  (_accumulate_sharded_grad). This is FSDP1's FlatParameter path; FSDP2
-//                  (torchtitan) copies each gradient into the reduce-scatter input once (g + r,
-//                  _chunk_cat) and divides inside NCCL, fewer passes than charged here.
+//                  (_accumulate_sharded_grad): FSDP1's FlatParameter path;
+//   fsdp2          g + r + 3·r·a/dp: each gradient copied into the reduce-scatter input once in
+//                  reduce_dtype (_chunk_cat), the shard added to the saved one from the second
+//                  micro-batch on.
 // Every copy is charged at the contiguous HBM rate in the weight-gradient pass; DeepSpeed runs its
 // bucket copy on the reduction stream, where it takes HBM bandwidth from the backward beside it.
 //
@@ -121,7 +133,7 @@
 //                  grad, unscale, norm, Adam, copy back; zero_grad(set_to_none=True) clears
 //                  nothing (megatron/optimizer/optimizer.py l.283–414 at 50a4b5fa); bf16 (buffers
 //                  forced): as megatron's bf16; fp32 (FP32Optimizer): 4 + A.
-//   deepspeed, deepspeed-0.5, fsdp   A − 4 + w = 24 + w: the fused Adam only. Their other passes
+//   deepspeed, deepspeed-0.5, fsdp, fsdp2   A − 4 + w = 24 + w: the fused Adam only. Their other passes
 //                  run over a ZeRO shard of P/dp — DeepSpeed's norm, flatten, fp32 cast,
 //                  unscale_and_clip mul_ and fp32 → 16-bit copy (stage3.py step l.2065–2110,
 //                  v0.16.0: about +28 bytes in bf16), FSDP's clip_grad_norm_ (+12) — under 0.1% of
@@ -163,9 +175,9 @@
 
 namespace stagecraft::spec {
 
-enum class Framework : uint8_t { kDeepSpeed, kDeepSpeed05, kFsdp, kMegatron, kMegatron2021 };
+enum class Framework : uint8_t { kDeepSpeed, kDeepSpeed05, kFsdp, kMegatron, kMegatron2021, kFsdp2 };
 inline constexpr Framework kFrameworks[] = {Framework::kDeepSpeed, Framework::kDeepSpeed05, Framework::kFsdp,
-                                            Framework::kMegatron, Framework::kMegatron2021};
+                                            Framework::kFsdp2, Framework::kMegatron, Framework::kMegatron2021};
 
 // What one ZeRO-3 all-gather fetches.
 enum class GatherUnit : uint8_t {

@@ -32,7 +32,8 @@ Training training_from_json(const json& j, const std::string& file) {
     const json& f = r.raw("framework");
     const auto framework = [](ObjectReader& in, std::string_view key) {
       return *parse_framework(in.choice(key, {to_string(Framework::kDeepSpeed), to_string(Framework::kDeepSpeed05),
-                                              to_string(Framework::kFsdp), to_string(Framework::kMegatron),
+                                              to_string(Framework::kFsdp), to_string(Framework::kFsdp2),
+                                              to_string(Framework::kMegatron),
                                               to_string(Framework::kMegatron2021)}));
     };
     if (f.is_string()) {
@@ -43,7 +44,7 @@ Training training_from_json(const json& j, const std::string& file) {
       if (fr.has("reduce_dtype")) t.reduce_dtype = parse_dtype(fr.choice("reduce_dtype", {"fp32", "bf16", "fp16"}));
       fr.finish();
     } else {
-      r.fail("framework", "a framework name (deepspeed, deepspeed-0.5, fsdp, megatron, megatron-2021) or an object "
+      r.fail("framework", "a framework name (deepspeed, deepspeed-0.5, fsdp, fsdp2, megatron, megatron-2021) or an object "
                           "{\"name\": ..., \"reduce_dtype\": ...}");
     }
   }

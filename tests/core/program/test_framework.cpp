@@ -151,6 +151,35 @@ TEST(Framework, FsdpGathersAndReducesOneFlatParameterPerBlock) {
   EXPECT_EQ(gathers, m * (2 * 2 + 1) + 1 + m);
 }
 
+TEST(Framework, Fsdp2CopiesEachGatheredBlockOutBeforeItsFirstUse) {
+  // FSDP2 gathers a block as FSDP does (one bucket and one collective per block, 49984 elements,
+  // nothing persistent), then copies the gathered buffer out into its per-parameter tensors when
+  // the compute waits for it: 2 bytes moved per gathered byte, bf16: block 0's attention forward
+  // (its first use) carries 2·49984·2 = 199936 bytes, its MLP forward (same gather) none. Every
+  // gather is copied out once: the compute instructions' bytes sum to 2·2·(elements gathered).
+  Program prog = lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 1000)}}, "fsdp2");
+  check(prog);
+  const auto b = unit_buckets(prog);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[1]->elems, 49984);
+  EXPECT_EQ(b[1]->persistent_elems, 0);
+  EXPECT_EQ(b[1]->collectives, 1);
+  EXPECT_EQ(b[1]->coalesced_elems, 49984);
+  const RoleProgram& r = prog.roles[0];
+  int64_t gathered = 0, copied = 0;
+  for (const Instr& in : r.instrs) {
+    if (in.op == Op::kGatherParams) gathered += in.bytes;   // elements x 2 bytes
+    if (!is_compute(in.op)) continue;
+    copied += in.bytes;
+    if (in.op == Op::kForward && in.unit_begin == 1) EXPECT_EQ(in.bytes, 199936);
+    if (in.op == Op::kForward && in.unit_begin == 2) EXPECT_EQ(in.bytes, 0);
+  }
+  EXPECT_GT(gathered, 0);
+  EXPECT_EQ(copied, 2 * gathered);
+  // FSDP's flat parameter is the gathered buffer: nothing copied
+  EXPECT_EQ(unit_buckets(lower_json(gpt(2, false), {{"dp", 2}, {"zero", zero3(1, 1000)}}, "fsdp"))[1]->coalesced_elems, 0);
+}
+
 // Index of the first instruction of `op` covering unit `unit`.
 std::size_t first_at(const RoleProgram& r, Op op, int32_t unit) {
   for (std::size_t i = 0; i < r.instrs.size(); ++i) {

@@ -156,6 +156,9 @@ TEST(ComputeModel, WeightGradientTimeIsTheFrameworksGradientPass) {
   // micro-batch on, 3 x 4 x 3/4 over 8 ranks; with a bf16 reduction no cast: 3 x 2 x 3/4 / 8
   EXPECT_NEAR(pass_s("fsdp", "bf16", 3, 8, "fp32"), expect(4 + 6 + 3 * 4 * 0.75 / 8), 1e-15);
   EXPECT_NEAR(pass_s("fsdp", "bf16", 3, 8), expect(4 + 3 * 2 * 0.75 / 8), 1e-15);
+  // FSDP2: each gradient copied into the fp32 reduce-scatter input once (2 read + 4 written), the
+  // fp32 shard added from the second micro-batch on
+  EXPECT_NEAR(pass_s("fsdp2", "bf16", 3, 8, "fp32"), expect(2 + 4 + 3 * 4 * 0.75 / 8), 1e-15);
 }
 
 }  // namespace
