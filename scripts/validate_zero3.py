@@ -380,6 +380,19 @@ def main():
     mae_all = sum(abs(x[-1]) for x in results) / len(results)
     fsdp_range = error_range([x[-1] for x in results if x[0][0][0] in "ABCF"])
     later_stack = recorded_errors(args.record, "korthikanti")
+    # the A100 rows by the GPU's memory: what they have left in simulation, and their errors
+    by_memory = {}
+    for row, r, _, err in results:
+        gpu = CLUSTERS[row[3]]["gpu"]
+        if "A100" in gpu["name"]:
+            free = (gpu["memory_bytes"] - r["peak_memory_bytes"]) / 2**30
+            by_memory.setdefault(round(gpu["memory_bytes"] / 2**30), []).append((row[0], err, free))
+    memory_lines = []
+    for gib in sorted(by_memory):
+        rows = by_memory[gib]
+        memory_lines.append(f"on {gib} GB ({', '.join(rid for rid, _, _ in rows)}) "
+                            f"{error_range([e for _, e, _ in rows])}, mean {100 * sum(abs(e) for _, e, _ in rows) / len(rows):.1f}%, "
+                            f"with {min(f for _, _, f in rows):.0f}-{max(f for _, _, f in rows):.0f} GiB left in simulation")
     signs = {x[-1] > 0 for x in accepted}
     bias = ("Every row is predicted fast. " if signs == {True} else "Every row is predicted slow. " if signs == {False}
             else "")
@@ -426,6 +439,10 @@ def main():
               "collectives (the hooks, the stream waits, the caching allocator near capacity), none of which the",
               "simulation charges. NCCL's kernels beside the compute are charged already: the SMs they hold and",
               "their traffic through HBM (docs/simulator.md).", "",
+              "By the GPU's memory, the A100 rows are off " + "; ".join(memory_lines) + ". The two profiles differ",
+              "in capacity and HBM rate, and the HBM rate is modelled, so the difference points at what running",
+              "near capacity costs (PyTorch's caching allocator freeing and retrying), or at real peaks above the",
+              "simulated ones; neither is modelled.", "",
               "The Llama rows (" + ", ".join(rid for rid, _ in fused) + ") ran uncompiled PyTorch code; counted as fused kernels "
               "instead, their errors would be " + ", ".join(f"{100 * e:+.1f}%" for _, e in fused) + ": the eager RMSNorm, rotary and "
               "K/V-repeat passes (sim/models/work.hpp) make the difference.", "",
