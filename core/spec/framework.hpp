@@ -60,7 +60,10 @@
 //                  reduce_dtype (foreach_reduce: torch._chunk_cat, g + r per parameter, the cast
 //                  fused) and NCCL averages them (_get_gradient_divide_factors: ReduceOp.AVG for
 //                  fp32 and bf16, no divide pass; an fp16 reduction's pre- and post-divide are not
-//                  charged); prefetch, resharding and the ≤ 2 in-flight gathers as FSDP1.
+//                  charged); prefetch, resharding and the ≤ 2 in-flight gathers as FSDP1. While a
+//                  block is copied out, its gathered buffer and its unsharded parameters are both
+//                  resident, one block's 16-bit parameters more for that instant: not counted in
+//                  the memory accounting.
 //   megatron       Megatron-LM: ZeRO stage 0, or the distributed optimizer (ZeRO-1); the gradient
 //                  all-reduce or reduce-scatter of the contiguous grad buffer after the pipeline flush
 //                  (or overlapped with overlap_comm), scaled in place by 1/dp first
