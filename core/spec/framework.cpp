@@ -66,7 +66,7 @@ double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp
   return kAdam - 4 + w;
 }
 
-FrameworkProfile framework_profile(Framework f) {
+FrameworkProfile framework_profile(Framework f, Dtype dtype) {
   FrameworkProfile p;
   p.framework = f;
   switch (f) {
@@ -106,6 +106,8 @@ FrameworkProfile framework_profile(Framework f) {
       p.gather = GatherUnit::kModule;  // unused: no ZeRO-3
       p.prefetch = Prefetch::kLookAhead;
       p.reduce_copy_passes = 2;  // grad buffer scaled by 1/dp in place
+      // 2021 without contiguous buffers (all but bf16): flatten, scale, copy back
+      if (f == Framework::kMegatron2021 && storage_dtype(dtype) != Dtype::kBf16) p.reduce_copy_passes = 6;
       p.max_zero_stage = 1;
       p.tp_grad_overlap = f == Framework::kMegatron;  // async all-reduce since 2021-09 (16c90445)
       p.source = f == Framework::kMegatron ? "Megatron-LM distributed optimizer (framework.hpp)"

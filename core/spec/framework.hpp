@@ -75,7 +75,11 @@
 //                  input gradient's all-reduce asynchronously and computes its weight gradient beside
 //                  it (tp_grad_overlap; sim/models/tp_overlap.hpp).
 //   megatron-2021  the same before that change (Narayanan et al. SC'21's runs): the backward TP
-//                  all-reduce waits, synchronous, before the weight gradient.
+//                  all-reduce waits, synchronous, before the weight gradient. Without contiguous
+//                  buffers (the default; bf16 forces them) the gradients are flattened into one
+//                  buffer, scaled, all-reduced and copied back (model/distributed.py
+//                  allreduce_gradients at 50a4b5fa: _flatten_dense_tensors, /=, all_reduce, copy_):
+//                  6·S bytes around the all-reduce, 2·S with the buffers.
 //
 // The gradient pass: what one backward moves through HBM per parameter of a unit between its
 // weight-gradient GEMMs and the gradient the framework reduces (or keeps for the step), beyond the
@@ -221,8 +225,9 @@ double grad_pass_bytes(Framework f, Dtype dtype, int64_t reduce_bytes, int zero_
 // data-parallel group of `dp`.
 double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp);
 
-// The profile of a framework, with the training file's overrides (reduce_dtype) applied by the caller.
-FrameworkProfile framework_profile(Framework f);
+// The profile of a framework for a training in `dtype` (megatron-2021's gradient buffers depend on
+// it), with the training file's overrides (reduce_dtype) applied by the caller.
+FrameworkProfile framework_profile(Framework f, Dtype dtype = Dtype::kBf16);
 const char* to_string(Framework f);
 std::optional<Framework> parse_framework(std::string_view s);
 

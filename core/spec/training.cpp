@@ -76,7 +76,7 @@ std::string Training::zero_stage_reason() const {
 }
 
 FrameworkProfile Training::framework_profile() const {
-  FrameworkProfile p = spec::framework_profile(framework);
+  FrameworkProfile p = spec::framework_profile(framework, dtype);
   if (reduce_dtype) p.reduce_dtype = reduce_dtype;
   return p;
 }

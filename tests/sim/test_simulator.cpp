@@ -408,6 +408,28 @@ TEST(Simulator, SynchronousFetchesNeverOverlapCompute) {
   }
   EXPECT_GT(step["deepspeed-0.5"], step["deepspeed"]);
 }
+// Megatron-LM of 2021 without contiguous gradient buffers (fp16, its default) flattens the
+// gradients into one buffer (read and write S), scales it (S and S) and copies it back after the
+// all-reduce (S and S): 6·S bytes around each all-reduce; bf16 forces the buffers, scaled in place:
+// 2·S (core/spec/framework.hpp).
+TEST(Simulator, Megatron2021FlattensScalesAndCopiesBackItsGradientsWithoutBuffers) {
+  const spec::Model m = blocks_model(2);
+  const spec::Plan p = spec::plan_from_json({{"dp", 2}}, "plan.json");
+  for (const auto& [dtype, passes] : {std::pair{"fp16", 6.0}, std::pair{"bf16", 2.0}}) {
+    SCOPED_TRACE(dtype);
+    const spec::Training t = spec::training_from_json(
+        {{"attention", "unfused"}, {"global_batch", 2}, {"dtype", dtype}, {"framework", "megatron-2021"}}, "training.json");
+    const program::Program prog = program::lower(m, t, p);
+    int reductions = 0;
+    for (const program::Instr& in : prog.roles[0].instrs) {
+      if (in.op != program::Op::kAllReduceGrads || in.group != program::Group::kDp) continue;
+      ++reductions;
+      EXPECT_DOUBLE_EQ(framework_work(prog, prog.training.framework_profile(), in, 2).copy_bytes,
+                       passes * static_cast<double>(in.bytes));
+    }
+    EXPECT_GT(reductions, 0);
+  }
+}
 // NCCL's kernels hold C = nccl.channels of the GPU's SMs while a data-parallel collective runs
 // beside compute (sim/simulation.hpp): compute overlapping it for Δ takes Δ·f/(1 − f) longer,
 // f = C/SMs. ZeRO-2 with overlap_comm on 2 nodes, one gradient bucket per unit, micro-batch 1,
