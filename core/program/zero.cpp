@@ -1,6 +1,7 @@
 #include "core/program/zero.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace stagecraft::program {
 
@@ -97,9 +98,7 @@ GatherSplit gather_collectives(const std::vector<int64_t>& tensors, const Bucket
   if (tensors.empty()) return g;
   if (rule.gather == spec::GatherUnit::kBlock) {
     // FSDP's flat parameter is the gathered buffer itself; FSDP2's per-parameter tensors are copied out of it
-    int64_t all = 0;
-    for (int64_t t : tensors) all += t;
-    return {1, rule.block_copy_out ? all : 0};
+    return {1, rule.block_copy_out ? std::accumulate(tensors.begin(), tensors.end(), int64_t{0}) : 0};
   }
   if (rule.gather == spec::GatherUnit::kParameter) return {static_cast<int32_t>(tensors.size()), 0};
   int64_t open = 0;  // elements in the collective being filled

@@ -227,7 +227,7 @@ double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp
 
 // The profile of a framework for a training in `dtype` (megatron-2021's gradient buffers depend on
 // it), with the training file's overrides (reduce_dtype) applied by the caller.
-FrameworkProfile framework_profile(Framework f, Dtype dtype = Dtype::kBf16);
+FrameworkProfile framework_profile(Framework f, Dtype dtype);
 const char* to_string(Framework f);
 std::optional<Framework> parse_framework(std::string_view s);
 

@@ -163,21 +163,23 @@ double memory_kind_efficiency(const spec::Gpu& gpu, MemKind kind, double softmax
   return kind == MemKind::kStrided ? mk.strided : mk.dropout;
 }
 
-double memory_seconds(const Work& w, const spec::Gpu& gpu) {
+namespace {
+
+// memory_seconds' terms: all of them, or only those of kernels streaming at memory_efficiency.
+double memory_terms(const Work& w, const spec::Gpu& gpu, bool streaming_only) {
   double t = w.memory_bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
   for (MemKind k : kAllMemKinds) {
-    if (w.kind(k) > 0) t += w.kind(k) / (gpu.hbm_Bps * memory_kind_efficiency(gpu, k, w.softmax_row));
+    if (w.kind(k) <= 0 || (streaming_only && has_kind_rate(gpu, k))) continue;
+    t += w.kind(k) / (gpu.hbm_Bps * memory_kind_efficiency(gpu, k, w.softmax_row));
   }
   return t;
 }
 
-double streaming_seconds(const Work& w, const spec::Gpu& gpu) {
-  double bytes = w.memory_bytes;
-  for (MemKind k : kAllMemKinds) {
-    if (!has_kind_rate(gpu, k)) bytes += w.kind(k);
-  }
-  return bytes / (gpu.hbm_Bps * gpu.memory_efficiency);
-}
+}  // namespace
+
+double memory_seconds(const Work& w, const spec::Gpu& gpu) { return memory_terms(w, gpu, false); }
+
+double streaming_seconds(const Work& w, const spec::Gpu& gpu) { return memory_terms(w, gpu, true); }
 
 double work_seconds(const Work& w, const spec::Gpu& gpu, double peak_flops) { return WorkTimer(gpu, peak_flops).seconds(w); }
 

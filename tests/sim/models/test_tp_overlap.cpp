@@ -80,9 +80,9 @@ TEST(TpOverlap, MegatronsAsynchronousBackwardAllReduceHidesBehindTheWeightGradie
   EXPECT_DOUBLE_EQ(tp_overlapped_s(o, a, Op::kTpAllGather, true, 3e-3), 3e-3);
   EXPECT_DOUBLE_EQ(tp_overlapped_s(o, UnitKind::kEmbedding, Op::kTpAllReduce, true, 3e-3), 3e-3);
   // the framework decides: Megatron-LM since 2021-09 overlaps, its 2021 code and the others do not
-  EXPECT_TRUE(spec::framework_profile(spec::Framework::kMegatron).tp_grad_overlap);
-  EXPECT_FALSE(spec::framework_profile(spec::Framework::kMegatron2021).tp_grad_overlap);
-  EXPECT_FALSE(spec::framework_profile(spec::Framework::kDeepSpeed).tp_grad_overlap);
+  EXPECT_TRUE(spec::framework_profile(spec::Framework::kMegatron, spec::Dtype::kBf16).tp_grad_overlap);
+  EXPECT_FALSE(spec::framework_profile(spec::Framework::kMegatron2021, spec::Dtype::kBf16).tp_grad_overlap);
+  EXPECT_FALSE(spec::framework_profile(spec::Framework::kDeepSpeed, spec::Dtype::kBf16).tp_grad_overlap);
   EXPECT_EQ(spec::parse_framework("megatron-2021"), spec::Framework::kMegatron2021);
 }
 
