@@ -11,6 +11,7 @@
 #include "bench/peak_rss.hpp"
 #include "core/spec/bundled.hpp"
 #include "sim/simulator.hpp"
+#include "sim/uncertainty.hpp"
 
 namespace {
 
@@ -65,6 +66,49 @@ void BM_ContentionFree175B_1F1B_Zero3_PerSublayer(benchmark::State& state) {
   run(state, {{"stage", 3}, {"prefetch_bucket", 50'000'000}, {"reduce_bucket", 50'000'000}}, true);
 }
 
+
+// The command line's `simulate` of configs/plans/gpt3-175b-1024gpu (96 micro-batches) piece by
+// piece: lowering, the central simulation, one step-time-only simulation as error_bars runs each
+// perturbed one, and the error bars (two such simulations per uncertain parameter that can move
+// this plan, over the cores). The whole command, with its start-up and output, is timed by
+// `stagecraft_bench_startup --simulate` (bench/startup_bench.cpp): its goal is 50 ms.
+struct Cli175B {
+  spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "gpt3-175b"));
+  spec::Cluster c = [] {
+    spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "dgx-a100-80g-hdr"));
+    c.nodes = 128;
+    return c;
+  }();
+  spec::Training t = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, "gpt3-175b-1536"));
+  spec::Plan p = spec::load_plan(spec::resolve_config(spec::ConfigKind::kPlan, "gpt3-175b-1024gpu"));
+};
+
+// argument: LowerOptions::threads (the command line uses the machine's cores)
+void BM_Cli175B_Lower(benchmark::State& state) {
+  const Cli175B x;
+  program::LowerOptions o;
+  o.threads = static_cast<int>(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(program::lower(x.m, x.t, x.p, o));
+}
+void BM_Cli175B_Simulate(benchmark::State& state) {
+  const Cli175B x;
+  const program::Program prog = program::lower(x.m, x.t, x.p);
+  for (auto _ : state) benchmark::DoNotOptimize(sim::simulate(prog, x.c));
+}
+void BM_Cli175B_SimulateStepTimeOnly(benchmark::State& state) {
+  const Cli175B x;
+  const program::Program prog = program::lower(x.m, x.t, x.p);
+  sim::SimOptions o;
+  o.step_time_only = true;
+  for (auto _ : state) benchmark::DoNotOptimize(sim::simulate(prog, x.c, o));
+}
+void BM_Cli175B_ErrorBars(benchmark::State& state) {
+  const Cli175B x;
+  const program::Program prog = program::lower(x.m, x.t, x.p);
+  const sim::SimResult central = sim::simulate(prog, x.c);
+  for (auto _ : state) benchmark::DoNotOptimize(sim::error_bars(prog, x.c, sim::SimOptions{}, central.metrics));
+}
+
 }  // namespace
 
 BENCHMARK(BM_Simulate175B_1F1B_Zero1)->Unit(benchmark::kMillisecond);
@@ -72,3 +116,7 @@ BENCHMARK(BM_Simulate175B_1F1B_Zero3_PerLayer)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Simulate175B_1F1B_Zero3_PerSublayer)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ContentionFree175B_1F1B_Zero1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ContentionFree175B_1F1B_Zero3_PerSublayer)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Cli175B_Lower)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Cli175B_Simulate)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Cli175B_SimulateStepTimeOnly)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Cli175B_ErrorBars)->Unit(benchmark::kMillisecond)->UseRealTime();

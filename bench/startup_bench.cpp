@@ -5,7 +5,11 @@
 // run each per round, so that a change in the machine's load hits all of them alike; 3 rounds
 // of warm-up, then 50. Prints median, mean, min and max wall time in ms. The goal for the plain
 // commands of `stagecraft` is a median under 3 ms (cli/main.cpp says how it gets there).
-// Usage: stagecraft_bench_startup [--runs N] [EXECUTABLE...]   (default: the build's
+// With --simulate, each executable's `simulate` of GPT-3 175B on 1024 A100s
+// (configs/plans/gpt3-175b-1024gpu, 96 micro-batches) is timed too, with its error bars (the
+// default: 2 more step-time simulations per uncertain parameter that can move the plan) and
+// without; the goal for the first is a median under 50 ms.
+// Usage: stagecraft_bench_startup [--runs N] [--simulate] [EXECUTABLE...]   (default: the build's
 // cli/stagecraft and cli/stagecraft-full; any other stagecraft binary can be measured too).
 // bench/startup.sh runs it; flags starting with --benchmark (bench/run.sh) are ignored.
 #include <fcntl.h>
@@ -68,11 +72,14 @@ void print(const Command& c) {
 
 int main(int argc, char** argv) {
   int runs = 50;
+  bool simulate = false;
   std::vector<std::string> exes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) {
       runs = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--simulate") {
+      simulate = true;
     } else if (a.rfind("--benchmark", 0) != 0) {
       exes.push_back(a);
     }
@@ -87,6 +94,13 @@ int main(int argc, char** argv) {
   for (const std::string& exe : exes) {
     commands.push_back({exe + " --help", {exe, "--help"}, {}});
     commands.push_back({exe + " info --model gpt2-124m", {exe, "info", "--model", "gpt2-124m"}, {}});
+    if (!simulate) continue;
+    const std::vector<std::string> sim175b = {exe, "simulate", "--model", "gpt3-175b", "--cluster", "dgx-a100-80g-hdr",
+                                              "--training", "gpt3-175b-1536", "--plan", "gpt3-175b-1024gpu", "--nodes", "128"};
+    commands.push_back({exe + " simulate 175B/1024", sim175b, {}});
+    std::vector<std::string> bare = sim175b;
+    bare.push_back("--no-error-bars");
+    commands.push_back({exe + " simulate 175B/1024 --no-error-bars", bare, {}});
   }
   try {
     for (int round = 0; round < 3 + runs; ++round) {
