@@ -11,6 +11,9 @@ struct LowerOptions {
   // keeps its forward steps in their order, with their receives, sends, tp collectives and ZeRO-3
   // gathers and releases; no backward, gradient reduction, gradient norm or optimizer step.
   bool forward_only = false;
+  // Threads that emit the stages' lists (each stage's list is independent of the others'); 1 for
+  // callers that already run lowerings in parallel (the planner's search).
+  int threads = 1;
 };
 
 // Validates the plan against the model and training (tp*pp*dp ranks) and lowers it.

@@ -316,6 +316,36 @@ TEST(Lower, IsDeterministic) {
   EXPECT_EQ(json(), json());
 }
 
+// The stages' lists are emitted on threads (LowerOptions::threads): the Program is the one the
+// serial lowering builds, instruction for instruction, on every schedule and ZeRO stage, with
+// more threads than stages too.
+TEST(Lower, ThreadsChangeNothing) {
+  for (const char* schedule : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      SCOPED_TRACE(std::string(schedule) + " zero" + std::to_string(zero));
+      nlohmann::json plan_json = {{"pp", 4}, {"dp", 2}, {"tp", 2}, {"micro_batches", 8}, {"schedule", schedule},
+                                  {"sequence_parallel", true}, {"zero", {{"stage", zero}, {"prefetch_bucket", 20000}}}};
+      if (std::string(schedule) == "interleaved") plan_json["virtual_stages"] = 2;
+      const spec::Plan p = spec::plan_from_json(plan_json, "plan.json");
+      const spec::Training t = test::training(p.micro_batch * p.micro_batches * p.dp, nullptr);
+      const Program serial = lower(gpt(8), t, p);
+      for (int threads : {2, 3, 16}) {
+        LowerOptions o;
+        o.threads = threads;
+        const Program parallel = lower(gpt(8), t, p, o);
+        EXPECT_EQ(to_json(parallel, std::nullopt).dump(), to_json(serial, std::nullopt).dump()) << threads << " threads";
+        EXPECT_EQ(fingerprint(parallel), fingerprint(serial));
+        ASSERT_EQ(parallel.roles.size(), serial.roles.size());
+        for (std::size_t r = 0; r < serial.roles.size(); ++r) {
+          EXPECT_EQ(parallel.roles[r].first_id, serial.roles[r].first_id);
+          EXPECT_EQ(parallel.roles[r].graph.succ, serial.roles[r].graph.succ);
+          EXPECT_EQ(parallel.roles[r].graph.preds, serial.roles[r].graph.preds);
+        }
+      }
+    }
+  }
+}
+
 TEST(Lower, RanksOfAStageShareOneList) {
   Program prog = lower_json(gpt(4), {{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batches", 2}});
   ASSERT_EQ(prog.roles.size(), 2u);
