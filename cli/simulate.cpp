@@ -2,8 +2,10 @@
 //                     [--trace out.json] [--json]: one plan, simulated.
 // stagecraft simulate --model M --cluster C --deepspeed ds_config.json [...]: a user's DeepSpeed
 //                     config (planner/deepspeed.hpp; missing keys take DeepSpeed's defaults).
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
@@ -83,11 +85,17 @@ int run_simulate(const SimulateArgs& a) {
                               std::to_string(gpus) + (a.gpus > 0 ? " (--gpus)" : " (" + std::to_string(c.nodes) +
                               " nodes × " + std::to_string(c.gpus_per_node) + "; size it with --nodes or --gpus)"));
   }
-  const program::Program prog = program::lower(m, t, p);
+  program::LowerOptions lowering;
+  lowering.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const program::Program prog = program::lower(m, t, p, lowering);
   sim::SimOptions options;
   options.full = a.full;
   options.record_trace = !a.trace.empty() || !a.png.empty();
-  const sim::SimResult r = sim::simulate(prog, c, options);
+  // the central simulation beside the perturbed ones of the error bars, when there are any
+  const sim::SimWithErrorBars run = a.no_error_bars ? sim::SimWithErrorBars{sim::simulate(prog, c, options), {}}
+                                              : sim::simulate_with_error_bars(prog, c, options);
+  const sim::SimResult& r = run.result;
+  const sim::ErrorBars& bars = run.bars;
   if (!a.trace.empty()) trace::write_trace(r.trace, a.trace);
   if (!a.png.empty()) {
     // The timeline compare --png draws, from this simulation's own trace.
@@ -96,7 +104,6 @@ int run_simulate(const SimulateArgs& a) {
                                a.png);
     std::cerr << "stagecraft: wrote " << a.png << "\n";
   }
-  const sim::ErrorBars bars = a.no_error_bars ? sim::ErrorBars{} : sim::error_bars(prog, c, options, r.metrics);
   // What published runs of this framework and ZeRO class measured against their simulation.
   const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record();
   const std::optional<sim::ModelError> model_error =

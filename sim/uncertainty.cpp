@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <system_error>
 #include <thread>
 #include <cmath>
@@ -95,45 +96,44 @@ spec::Cluster perturbed(const spec::Cluster& cluster, const std::string& paramet
   return c;
 }
 
-ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options,
-                     const Metrics& central) {
-  ErrorBars e;
-  e.step_time_s = central.step_time_s;
-  e.mfu = e.mfu_low = e.mfu_high = central.mfu;
-  e.step_low_s = e.step_high_s = central.step_time_s;
-  if (cluster.uncertainty.empty() || !(central.step_time_s > 0)) return e;
+namespace {
+
+// The step time of each perturbed simulation that can move this plan (2j: parameter j at −σ,
+// 2j + 1: at +σ; the central T where it cannot), over the cores; `also`, when given, runs first
+// on one of them (the central simulation, the longest job). Rethrows the first error, `also`'s first.
+std::vector<double> perturbed_steps(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options,
+                                    const std::function<void()>& also) {
   SimOptions o = options;
   o.record_trace = false;
   o.step_time_only = true;
-  const double T = central.step_time_s;
-  // the 2k simulations are independent (simulate() is reentrant): spread them over the cores
   const std::size_t k = cluster.uncertainty.size();
-  std::vector<double> step(2 * k, 0.0);
-  std::vector<std::exception_ptr> errors(2 * k);
-  std::atomic<std::size_t> next{0};
-  std::vector<bool> matters(k);
-  for (std::size_t j = 0; j < k; ++j) matters[j] = can_matter(prog, cluster, cluster.uncertainty[j].parameter);
-  std::vector<std::size_t> pending;   // simulations to run: 2j (−σ) and 2j + 1 (+σ)
+  std::vector<double> step(2 * k, -1.0);   // -1: cannot matter, the central T
+  std::vector<std::size_t> pending;        // simulations to run
   for (std::size_t i = 0; i < 2 * k; ++i) {
-    if (matters[i / 2]) {
-      pending.push_back(i);
-    } else {
-      step[i] = T;
-    }
+    if (can_matter(prog, cluster, cluster.uncertainty[i / 2].parameter)) pending.push_back(i);
   }
+  // job 0 is `also` when given; job n (or n − 1) the perturbed simulation pending[...]
+  const std::size_t first = also ? 1 : 0;
+  const std::size_t jobs = pending.size() + first;
+  std::vector<std::exception_ptr> errors(jobs);
+  std::atomic<std::size_t> next{0};
   auto work = [&] {
-    for (std::size_t n = next++; n < pending.size(); n = next++) {
-      const std::size_t i = pending[n];
-      const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
+    for (std::size_t n = next++; n < jobs; n = next++) {
       try {
+        if (n < first) {
+          also();
+          continue;
+        }
+        const std::size_t i = pending[n - first];
+        const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
         const double factor = i % 2 == 0 ? 1 - u.relative : 1 + u.relative;
         step[i] = simulate(prog, perturbed(cluster, u.parameter, factor), o).metrics.step_time_s;
       } catch (...) {
-        errors[i] = std::current_exception();
+        errors[n] = std::current_exception();
       }
     }
   };
-  const std::size_t threads = std::min<std::size_t>(pending.size(), std::max(1u, std::thread::hardware_concurrency()));
+  const std::size_t threads = std::min<std::size_t>(jobs, std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (std::size_t t = 1; t < threads; ++t) {
     try {
@@ -147,15 +147,26 @@ ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster,
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+  return step;
+}
+
+// The error bars from the central metrics and the perturbed step times (see the header).
+ErrorBars combine(const spec::Cluster& cluster, const Metrics& central, const std::vector<double>& step) {
+  ErrorBars e;
+  e.step_time_s = central.step_time_s;
+  e.mfu = e.mfu_low = e.mfu_high = central.mfu;
+  e.step_low_s = e.step_high_s = central.step_time_s;
+  if (cluster.uncertainty.empty() || !(central.step_time_s > 0)) return e;
+  const double T = central.step_time_s;
   double var = 0, below = 0, above = 0;
-  for (std::size_t j = 0; j < k; ++j) {
+  for (std::size_t j = 0; j < cluster.uncertainty.size(); ++j) {
     const spec::ParameterUncertainty& u = cluster.uncertainty[j];
     Sensitivity s;
     s.parameter = u.parameter;
     s.relative = u.relative;
     s.source = u.source;
-    s.step_minus_s = step[2 * j];
-    s.step_plus_s = step[2 * j + 1];
+    s.step_minus_s = step[2 * j] < 0 ? T : step[2 * j];
+    s.step_plus_s = step[2 * j + 1] < 0 ? T : step[2 * j + 1];
     var += s.half_spread_s() * s.half_spread_s();
     below += std::pow(std::max(0.0, T - std::min(s.step_minus_s, s.step_plus_s)), 2);
     above += std::pow(std::max(0.0, std::max(s.step_minus_s, s.step_plus_s) - T), 2);
@@ -170,6 +181,26 @@ ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster,
   e.mfu_low = central.mfu * T / e.step_high_s;
   e.mfu_high = e.step_low_s > 0 ? central.mfu * T / e.step_low_s : central.mfu;
   return e;
+}
+
+}  // namespace
+
+ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options,
+                     const Metrics& central) {
+  if (cluster.uncertainty.empty() || !(central.step_time_s > 0)) return combine(cluster, central, {});
+  return combine(cluster, central, perturbed_steps(prog, cluster, options, {}));
+}
+
+SimWithErrorBars simulate_with_error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options) {
+  SimWithErrorBars out;
+  if (cluster.uncertainty.empty()) {
+    out.result = simulate(prog, cluster, options);
+    out.bars = combine(cluster, out.result.metrics, {});
+    return out;
+  }
+  const std::vector<double> step = perturbed_steps(prog, cluster, options, [&] { out.result = simulate(prog, cluster, options); });
+  out.bars = combine(cluster, out.result.metrics, step);
+  return out;
 }
 
 double difference_sigma(const ErrorBars& a, const ErrorBars& b) {

@@ -54,6 +54,15 @@ struct ErrorBars {
 ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options,
                      const Metrics& central);
 
+// The simulation of a plan (with `options`) and its error bars together: the central simulation
+// runs beside the perturbed ones, on the same cores, so the whole takes (1 + 2k) simulations over
+// the cores rather than one and then 2k. Errors are the central simulation's first (SimError).
+struct SimWithErrorBars {
+  SimResult result;
+  ErrorBars bars;
+};
+SimWithErrorBars simulate_with_error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options);
+
 // 2σ of the difference of two plans' step times on the same cluster (see above); both error bars
 // must come from the same cluster's parameters.
 double difference_sigma(const ErrorBars& a, const ErrorBars& b);

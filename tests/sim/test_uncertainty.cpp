@@ -54,6 +54,54 @@ TEST(Uncertainty, StepTimeInverseToEfficiencyGivesItsHandDerivedInterval) {
   EXPECT_NEAR(e.mfu_high, central.mfu * (1 + sigma), mtol);
 }
 
+// simulate_with_error_bars runs the central simulation beside the perturbed ones: the same
+// result and error bars as simulate() and then error_bars(), here on a plan with a pipeline
+// (sends across nodes) and ZeRO-3 so that several parameters move it.
+TEST(Uncertainty, CentralSimulationBesideThePerturbedOnesChangesNothing) {
+  spec::Cluster c = test::ideal_cluster(2, 2);
+  c.uncertainty = {{"gpu.matmul_efficiency", 0.05, "test"},
+                   {"inter_node.nic_bandwidth_Bps", 0.1, "test"},
+                   {"intra_node.bandwidth_Bps", 0.1, "test"},
+                   {"host.pcie_Bps", 0.1, "test"}};   // no offload: cannot matter
+  const spec::Model m = spec::model_from_json({{"name", "m"}, {"layers", 4}, {"hidden", 512}, {"heads", 8},
+                                               {"vocab", 2}, {"seq_len", 128}, {"tied_embeddings", false}},
+                                              "m.json");
+  const spec::Plan p = spec::plan_from_json({{"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"zero", {{"stage", 3}}}}, "plan.json");
+  const spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", 8}, {"dtype", "bf16"}}, "t.json");
+  const program::Program prog = program::lower(m, t, p);
+  SimOptions o;
+  o.record_trace = true;
+  const SimResult alone = simulate(prog, c, o);
+  const ErrorBars after = error_bars(prog, c, o, alone.metrics);
+  const SimWithErrorBars both = simulate_with_error_bars(prog, c, o);
+  EXPECT_EQ(both.result.metrics.step_time_s, alone.metrics.step_time_s);
+  EXPECT_EQ(both.result.metrics.peak_memory_bytes, alone.metrics.peak_memory_bytes);
+  EXPECT_EQ(both.result.trace.events.size(), alone.trace.events.size());
+  ASSERT_EQ(both.bars.terms.size(), after.terms.size());
+  for (std::size_t i = 0; i < after.terms.size(); ++i) {
+    EXPECT_EQ(both.bars.terms[i].parameter, after.terms[i].parameter);
+    EXPECT_EQ(both.bars.terms[i].step_minus_s, after.terms[i].step_minus_s);
+    EXPECT_EQ(both.bars.terms[i].step_plus_s, after.terms[i].step_plus_s);
+  }
+  EXPECT_EQ(both.bars.step_low_s, after.step_low_s);
+  EXPECT_EQ(both.bars.step_high_s, after.step_high_s);
+  // the premises: the GEMM rate and the NICs move this plan, the PCIe link does not
+  const auto spread = [&](const char* name) {
+    for (const Sensitivity& s : after.terms) {
+      if (s.parameter == name) return s.half_spread_s();
+    }
+    return 0.0;
+  };
+  EXPECT_LT(spread("gpu.matmul_efficiency"), 0);
+  EXPECT_LT(spread("inter_node.nic_bandwidth_Bps"), 0);
+  EXPECT_EQ(spread("host.pcie_Bps"), 0);
+  // no uncertainty: the simulation alone, no error bars
+  c.uncertainty.clear();
+  const SimWithErrorBars plain = simulate_with_error_bars(prog, c, o);
+  EXPECT_TRUE(plain.bars.empty());
+  EXPECT_EQ(plain.result.metrics.step_time_s, alone.metrics.step_time_s);
+}
+
 TEST(Uncertainty, SharedErrorsMakeTwoPlansDistinguishableUnlessTheSpreadIsWide) {
   // Both plans are pure GEMM work: S = T·r for a fixed r, so every perturbation moves them by the
   // same factor and their difference D = S − T has the spread σ_Δ = D·σ/(1 − σ²). Distinguishable
