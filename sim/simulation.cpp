@@ -279,7 +279,6 @@ void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
 // Tensor-parallel collectives are about two thirds of a Megatron plan's instructions.
 [[gnu::always_inline]] inline bool Simulation::foldable(const RankState& r, int32_t k) const {
   const program::RoleGraph& g = *r.graph;
-  const Instr* instrs = r.role->instrs.data();
   // k's successors, each with how many of its predecessors are k (lane and dependencies)
   constexpr int kMax = 8;
   std::array<int32_t, kMax> succ{}, from_k{};
@@ -302,16 +301,18 @@ void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
     if (!add(g.succ[i])) return false;
   }
   for (int i = 0; i < m; ++i) {
-    const Instr& in = instrs[succ[i]];
-    const bool kind_ok = program::is_compute(in.op) || (in.lane == Lane::kTp && program::is_collective(in.op));
+    const bool kind_ok = g.early[static_cast<std::size_t>(succ[i])] != 0;
     if (r.waiting[succ[i]] == from_k[i] && !kind_ok) return false;  // would start early and must not
     early[i] = r.waiting[succ[i]] == from_k[i];
   }
   for (int i = 0; i < m; ++i) {
     if (early[i]) continue;
-    bool held = false;  // held back by another successor that starts at the fold's end
-    for (int32_t d : r.role->deps_of(instrs[succ[i]])) {
-      for (int j = 0; j < m && !held; ++j) held = j != i && early[j] && succ[j] == d;
+    // held back by another successor that starts at the fold's end: one it depends on (read off
+    // that one's successors, in the graph, not off its own Instr)
+    bool held = false;
+    for (int j = 0; j < m && !held; ++j) {
+      if (j == i || !early[j]) continue;
+      for (int32_t s = g.succ_begin[succ[j]]; s < g.succ_begin[succ[j] + 1] && !held; ++s) held = g.succ[s] == succ[i];
     }
     if (!held) return false;
   }

@@ -14,12 +14,14 @@ RoleGraph build_graph(const RoleProgram& role) {
   g.lane_next.assign(static_cast<std::size_t>(n), -1);
   g.preds.assign(static_cast<std::size_t>(n), 0);
   g.succ_begin.assign(static_cast<std::size_t>(n) + 1, 0);
+  g.early.assign(static_cast<std::size_t>(n), 0);
   std::array<int32_t, kLaneCount> last;
   last.fill(-1);
   for (int32_t k = 0; k < n; ++k) {
     const Instr& in = role.instrs[static_cast<std::size_t>(k)];
     const auto lane = static_cast<std::size_t>(in.lane);
     ++g.lane_count[lane];
+    g.early[static_cast<std::size_t>(k)] = is_compute(in.op) || (in.lane == Lane::kTp && is_collective(in.op));
     int32_t preds = in.dep_count;
     if (last[lane] >= 0) {
       g.lane_next[static_cast<std::size_t>(last[lane])] = k;

@@ -29,6 +29,9 @@ struct RoleGraph {
   std::vector<int32_t> succ_begin;   // instructions + 1 entries
   std::vector<int32_t> succ;
   std::array<int32_t, kLaneCount> lane_count{};
+  // per instruction: a compute or a tensor-parallel collective (what the simulator may start
+  // ahead of its clock, sim/simulation.cpp "Folding"), packed apart from the 64-byte Instr
+  std::vector<uint8_t> early;
 
   // Built for a list of `instructions` instructions with `deps` dependency entries.
   bool built_for(std::size_t instructions, std::size_t deps) const {
