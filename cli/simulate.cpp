@@ -2,10 +2,8 @@
 //                     [--trace out.json] [--json]: one plan, simulated.
 // stagecraft simulate --model M --cluster C --deepspeed ds_config.json [...]: a user's DeepSpeed
 //                     config (planner/deepspeed.hpp; missing keys take DeepSpeed's defaults).
-#include <algorithm>
 #include <iostream>
 #include <memory>
-#include <thread>
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
@@ -14,6 +12,7 @@
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/overrides.hpp"
+#include "core/thread/parallel_for.hpp"
 #include "core/trace/trace.hpp"
 #include "planner/deepspeed.hpp"
 #include "render/timeline_png.hpp"
@@ -86,7 +85,7 @@ int run_simulate(const SimulateArgs& a) {
                               " nodes × " + std::to_string(c.gpus_per_node) + "; size it with --nodes or --gpus)"));
   }
   program::LowerOptions lowering;
-  lowering.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  lowering.threads = thread::hardware_threads();
   const program::Program prog = program::lower(m, t, p, lowering);
   sim::SimOptions options;
   options.full = a.full;

@@ -4,11 +4,6 @@
 
 namespace stagecraft::planner {
 
-int hardware_threads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
-
 ThreadPool::ThreadPool(int threads) {
   const int n = threads < 1 ? hardware_threads() : threads;
   workers_.reserve(static_cast<std::size_t>(n));

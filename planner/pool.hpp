@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread/parallel_for.hpp"
+
 namespace stagecraft::planner {
 
 // The system refused to start a worker thread (ulimit, memory); the started ones are joined.
@@ -47,7 +49,6 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
-// Hardware threads, at least 1.
-int hardware_threads();
+using thread::hardware_threads;   // (core/thread/parallel_for.hpp)
 
 }  // namespace stagecraft::planner

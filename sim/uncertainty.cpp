@@ -1,16 +1,13 @@
 #include "sim/uncertainty.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <functional>
-#include <system_error>
-#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
 #include "core/text/format.hpp"
+#include "core/thread/parallel_for.hpp"
 
 namespace stagecraft::sim {
 
@@ -114,39 +111,16 @@ std::vector<double> perturbed_steps(const program::Program& prog, const spec::Cl
   }
   // job 0 is `also` when given; job n (or n − 1) the perturbed simulation pending[...]
   const std::size_t first = also ? 1 : 0;
-  const std::size_t jobs = pending.size() + first;
-  std::vector<std::exception_ptr> errors(jobs);
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t n = next++; n < jobs; n = next++) {
-      try {
-        if (n < first) {
-          also();
-          continue;
-        }
-        const std::size_t i = pending[n - first];
-        const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
-        const double factor = i % 2 == 0 ? 1 - u.relative : 1 + u.relative;
-        step[i] = simulate(prog, perturbed(cluster, u.parameter, factor), o).metrics.step_time_s;
-      } catch (...) {
-        errors[n] = std::current_exception();
-      }
+  thread::parallel_for(pending.size() + first, thread::hardware_threads(), [&](std::size_t n) {
+    if (n < first) {
+      also();
+      return;
     }
-  };
-  const std::size_t threads = std::min<std::size_t>(jobs, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads than asked: the calling thread does the rest
-    }
-  }
-  work();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+    const std::size_t i = pending[n - first];
+    const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
+    const double factor = i % 2 == 0 ? 1 - u.relative : 1 + u.relative;
+    step[i] = simulate(prog, perturbed(cluster, u.parameter, factor), o).metrics.step_time_s;
+  });
   return step;
 }
 

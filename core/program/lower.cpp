@@ -1,15 +1,12 @@
 #include "core/program/lower.hpp"
 
-#include <atomic>
-#include <exception>
 #include <numeric>
-#include <system_error>
-#include <thread>
 
 #include "core/program/check.hpp"
 #include "core/program/comm_rules.hpp"
 #include "core/program/lower_context.hpp"
 #include "core/program/partition.hpp"
+#include "core/thread/parallel_for.hpp"
 
 namespace stagecraft::program {
 
@@ -106,40 +103,6 @@ Context make_context(Program& prog) {
 
 }  // namespace
 
-namespace {
-
-// f(s) for each stage s < n, over up to `threads` threads (the calling one included); the first
-// stage's error is rethrown.
-template <typename F>
-void for_each_stage(int32_t n, int threads, F&& f) {
-  std::atomic<int32_t> next{0};
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  auto work = [&] {
-    for (int32_t s = next++; s < n; s = next++) {
-      try {
-        f(s);
-      } catch (...) {
-        errors[static_cast<std::size_t>(s)] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::min(threads, n); ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads: this one does the rest
-    }
-  }
-  work();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
-
-}  // namespace
-
 Program lower(const spec::Model& model_in, const spec::Training& training, const spec::Plan& plan, LowerOptions options) {
   const spec::Model model = spec::with_training_length(model_in, training);
   spec::validate_plan(plan, model, training, plan.world());
@@ -172,20 +135,17 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.rank_role.resize(static_cast<std::size_t>(plan.world()));
   // each stage's list, then its graph (whose errors name instructions by id), over the threads
   // asked for: a stage reads the context and writes its own role only
-  for_each_stage(plan.pp, options.threads, [&](int32_t s) {
-    RoleProgram& role = prog.roles[static_cast<std::size_t>(s)];
-    role.stage = s;
-    detail::emit_stage(cx, s, steps[static_cast<std::size_t>(s)], role);
+  thread::parallel_for(prog.roles.size(), options.threads, [&](std::size_t s) {
+    RoleProgram& role = prog.roles[s];
+    role.stage = static_cast<int32_t>(s);
+    detail::emit_stage(cx, role.stage, steps[s], role);
   });
   int32_t next_id = 0;
   for (RoleProgram& role : prog.roles) {
     role.first_id = next_id;
     next_id += static_cast<int32_t>(role.instrs.size());
   }
-  for_each_stage(plan.pp, options.threads, [&](int32_t s) {
-    RoleProgram& role = prog.roles[static_cast<std::size_t>(s)];
-    role.graph = build_graph(role);
-  });
+  thread::parallel_for(prog.roles.size(), options.threads, [&](std::size_t s) { prog.roles[s].graph = build_graph(prog.roles[s]); });
   for (int32_t s = 0; s < plan.pp; ++s) {
     RoleProgram& role = prog.roles[s];
     for (int64_t d = 0; d < plan.dp; ++d) {
