@@ -423,7 +423,7 @@ def llm_foundry_lines(results):
         f"With checkpointing, from 7B up, every row but A4 is predicted {error_range(others)} fast (median "
         f"{100 * median:+.1f}%), and within a model the error hardly moves with the GPU count: "
         + ", ".join(f"{k[0]} {k[1]} GB {100 * v:.1f} points over {len(groups[k])} counts" for k, v in spreads.items()
-                    if k[0] not in ("mpt-70b", "mpt-1b")) + ". "
+                    if k[0] != "mpt-70b" and RECOMPUTE.get(next(iter(groups[k].values()))[0], "full") != "none") + ". "
         "The data-parallel group grows 8x from 16 to 128 GPUs (2 to 16 nodes, the rings' latency growing with it)",
         "while the per-GPU work stays, so what the simulation lacks for these runs is per GPU, not in the",
         "collectives it models. Without checkpointing (3B, 1B) the rows are "
