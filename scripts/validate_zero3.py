@@ -385,11 +385,13 @@ def llm_foundry_lines(results):
     by_id = {x[0][0]: x for x in results}
     ids = ["A1", "A3", "A4"] + LLM_FOUNDRY
     counts = sorted({by_id[i][0][4] for i in ids})
-    groups = {}  # (model, GiB) -> {gpus: (id, err, peak)}
+    groups = {}  # (model, GiB) -> {gpus: (id, micro-batch, GA, err, simulated peak GiB)}
     for i in ids:
         row, r, _, err = by_id[i]
         gib = round(CLUSTERS[row[3]]["gpu"]["memory_bytes"] / 2**30)
         groups.setdefault((row[2], gib), {})[row[4]] = (i, row[5], row[6], err, r["peak_memory_bytes"] / 2**30)
+    gib_of = {i: round(CLUSTERS[by_id[i][0][3]]["gpu"]["memory_bytes"] / 2**30) for i in ids}
+    nodes = [n // CLUSTERS[by_id[ids[0]][0][3]]["gpus_per_node"] for n in (counts[0], counts[-1])]
     order = sorted(groups, key=lambda k: (-float(k[0].split("-")[1][:-1]), -k[1]))
     lines = ["| model | GPU memory | checkpointing | " + " | ".join(f"{n} GPUs" for n in counts) + " |",
              "|---|---|---|" + "---|" * len(counts)]
@@ -403,7 +405,9 @@ def llm_foundry_lines(results):
     checkpointed = [c for k, g in groups.items() for c in g.values() if RECOMPUTE.get(c[0], "full") != "none"]
     plain = [c for k, g in groups.items() for c in g.values() if RECOMPUTE.get(c[0], "full") == "none"]
     spreads = {k: max(c[3] for c in g.values()) - min(c[3] for c in g.values()) for k, g in groups.items() if len(g) > 1}
-    a4 = by_id["A4"]
+    a4, a3 = by_id["A4"], by_id["A3"]
+    plain_steps = [by_id[c[0]][1]["step_time_s"] for c in plain]
+    plain_gib = {gib_of[c[0]] for c in plain}
     others = sorted(c[3] for c in checkpointed if c[0] != "A4")
     median = others[len(others) // 2] if len(others) % 2 else 0.5 * (others[len(others) // 2 - 1] + others[len(others) // 2])
     one_b = groups[("mpt-1b", 40)]  # the same model at 16-128 GPUs: its lowest published row against the others
@@ -420,17 +424,23 @@ def llm_foundry_lines(results):
         "",
     ] + lines + [
         "",
-        f"With checkpointing, from 7B up, every row but A4 is predicted {error_range(others)} fast (median "
+        f"With checkpointing ({', '.join(dict.fromkeys(k[0] for k in order if any(c in checkpointed for c in groups[k].values())))}), "
+        f"every row but A4 is predicted {error_range(others)} fast (median "
         f"{100 * median:+.1f}%), and within a model the error hardly moves with the GPU count: "
         + ", ".join(f"{k[0]} {k[1]} GB {100 * v:.1f} points over {len(groups[k])} counts" for k, v in spreads.items()
                     if k[0] != "mpt-70b" and RECOMPUTE.get(next(iter(groups[k].values()))[0], "full") != "none") + ". "
-        "The data-parallel group grows 8x from 16 to 128 GPUs (2 to 16 nodes, the rings' latency growing with it)",
+        f"The data-parallel group grows {counts[-1] // counts[0]}x from {counts[0]} to {counts[-1]} GPUs ({nodes[0]} to "
+        f"{nodes[1]} nodes, the rings' latency growing with it)",
         "while the per-GPU work stays, so what the simulation lacks for these runs is per GPU, not in the",
-        "collectives it models. Without checkpointing (3B, 1B) the rows are "
-        f"{error_range([c[3] for c in plain if c[0] != odd[0]])} fast, their steps 0.7-1.1 s long and their simulated",
-        f"peaks {min(c[4] for c in plain):.0f}-{max(c[4] for c in plain):.0f} GiB of 40. Two rows stand apart: A4 "
-        f"({100 * a4[-1]:+.1f}%, 70B on 64 x 40 GB, against A3's {100 * by_id['A3'][-1]:+.1f}% on 128), and {odd[0]}, whose",
-        f"published {odd_pub} tok/s/GPU (1B on {by_id[odd[0]][0][4]} GPUs) is {100 * (1 - odd_pub / (sum(rest_pub) / len(rest_pub))):.0f}% "
+        "collectives it models. Without checkpointing (" + ", ".join(sorted({k[0] for k, g in groups.items()
+                                                                            for c in g.values() if c in plain})) + ") the rows are "
+        f"{error_range([c[3] for c in plain if c[0] != odd[0]])} fast (all but {odd[0]}), their simulated steps "
+        f"{min(plain_steps):.1f}-{max(plain_steps):.1f} s long and their simulated",
+        f"peaks {min(c[4] for c in plain):.0f}-{max(c[4] for c in plain):.0f} GiB of "
+        + "/".join(str(g) for g in sorted(plain_gib)) + ". Two rows stand apart: A4 "
+        f"({100 * a4[-1]:+.1f}%, {a4[0][2]} on {a4[0][4]} x {gib_of['A4']} GB, against A3's {100 * a3[-1]:+.1f}% on "
+        f"{a3[0][4]}), and {odd[0]}, whose",
+        f"published {odd_pub} tok/s/GPU ({by_id[odd[0]][0][2]} on {by_id[odd[0]][0][4]} GPUs) is {100 * (1 - odd_pub / (sum(rest_pub) / len(rest_pub))):.0f}% "
         f"below the same model's {min(rest_pub)}-{max(rest_pub)} at "
         + ", ".join(str(c_gpus) for c_gpus in sorted(g for g, c in one_b.items() if c is not odd)) +
         " GPUs, with nothing in its configuration to set it",
@@ -447,9 +457,10 @@ def e2_lines(results):
     return ["", f"PR #1453 also ran E1's configuration on 32 p4d (E2, {e2[4]} GPUs): {e2[-1]} model TFLOP/s, "
             f"{100 * (1 - e2[-1] / e1[-1]):.0f}% below the {e1[4]}-GPU run. The simulation loses {100 * (1 - v2 / v1):.1f}% "
             f"(its exposed communication {r1['time']['exposed_comm_s']:.1f} -> {r2['time']['exposed_comm_s']:.1f} s a step),",
-            f"so at 4x the GPUs over EFA it misses most of what the run lost (E2 {100 * err2:+.1f}%). NCCL's measured bus",
+            f"so at {e2[4] // e1[4]}x the GPUs over EFA it misses most of what the run lost (E2 {100 * err2:+.1f}%). NCCL's measured bus",
             "bandwidth over EFA fell from 31.8 to 29.6 GB/s between 3 and 4 p4d nodes (NVIDIA/nccl issue #527); the",
-            "profile keeps the 4-node rate at any node count, so this is a candidate, unmeasured at 8 and 32 nodes."]
+            "profile keeps the 4-node rate at any node count, so this is a candidate, unmeasured at "
+            f"{e1[4] // CLUSTERS[e1[3]]['gpus_per_node']} and {e2[4] // CLUSTERS[e2[3]]['gpus_per_node']} nodes."]
 
 
 def main():
