@@ -158,7 +158,7 @@ void print_answer(const planner::SearchResult& r, const planner::Space& space, c
   for (const std::string& line : uncertainty) std::printf("%s\n", line.c_str());
   if (const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record()) {
     std::printf("\n");
-    for (const std::string& line : planner::model_error_lines(r.top, space.training().framework, *record)) {
+    for (const std::string& line : planner::model_error_lines(r.top, space.training().framework, *record, space.cluster().gpu.name)) {
       std::printf("%s\n", line.c_str());
     }
   }
@@ -210,7 +210,8 @@ nlohmann::json search_json(const SizeRun& s, const std::optional<planner::Baseli
   for (std::size_t i = 0; i < s.result.top.size() && i < j["plans"].size(); ++i) {
     const planner::Evaluated& e = s.result.top[i];
     j["plans"][i]["cost"] = sim::to_json(sim::run_cost(s.cluster, s.gpus, tokens_per_step, e.metrics.step_time_s, budget));
-    if (record) j["plans"][i]["model_error"] = sim::to_json(sim::model_error(*record, s.space->training().framework, e.plan.zero.stage));
+    if (record) j["plans"][i]["model_error"] = sim::to_json(sim::model_error(*record, s.space->training().framework, e.plan.zero.stage,
+                                                                                    s.cluster.gpu.name));
   }
   for (const planner::RowErrorBars& b : s.bars) {
     if (b.bars.empty() || b.index >= j["plans"].size()) continue;

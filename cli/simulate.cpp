@@ -106,7 +106,7 @@ int run_simulate(const SimulateArgs& a) {
   // What published runs of this framework and ZeRO class measured against their simulation.
   const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record();
   const std::optional<sim::ModelError> model_error =
-      record ? std::optional(sim::model_error(*record, prog.training.framework, prog.plan.zero.stage)) : std::nullopt;
+      record ? std::optional(sim::model_error(*record, prog.training.framework, prog.plan.zero.stage, c.gpu.name)) : std::nullopt;
   // The attention the simulation timed: a fused kernel of the GPU profile, or unfused.
   const spec::AttentionKernel* kernel = sim::attention_kernel(c, prog.training);
   const std::vector<sim::StageMemory> stages = sim::stage_memory(r.rank_peaks, prog.placement);

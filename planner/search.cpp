@@ -638,7 +638,7 @@ std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, cons
 }
 
 std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, spec::Framework framework,
-                                           const sim::ValidationRecord& record) {
+                                           const sim::ValidationRecord& record, const std::string& gpu) {
   std::vector<std::pair<bool, std::string>> classes;  // (ZeRO-3, the rows "1, 2, 4"), in order of first row
   for (std::size_t i = 0; i < std::min<std::size_t>(top.size(), 5); ++i) {
     const bool zero3 = top[i].plan.zero.stage == 3;
@@ -650,7 +650,7 @@ std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, sp
   if (classes.empty()) return lines;
   lines.push_back("Model error, measured on published runs of the framework:");
   for (const auto& [zero3, rows] : classes) {
-    const sim::ModelError e = sim::model_error(record, framework, zero3 ? 3 : 0);
+    const sim::ModelError e = sim::model_error(record, framework, zero3 ? 3 : 0, gpu);
     lines.push_back(std::string("  ") + (rows.find(',') == std::string::npos ? "row " : "rows ") + rows + ": " +
                     sim::model_error_text(e) + ".");
   }

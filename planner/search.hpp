@@ -120,8 +120,9 @@ std::vector<RowErrorBars> top_error_bars(const Space& space, const std::vector<E
 // The best plan's range, and which of the next rows it cannot be told apart from.
 std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, const std::vector<RowErrorBars>& bars);
 // What published runs measured against their simulation (sim/model_error.hpp), for the framework
-// and each ZeRO class among the first 5 rows of `top`, with the rows each line speaks for.
+// and each ZeRO class among the first 5 rows of `top`, with the rows each line speaks for; the runs
+// on `gpu`'s family first (the cluster's gpu.name; empty: every GPU alike).
 std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, spec::Framework framework,
-                                           const sim::ValidationRecord& record);
+                                           const sim::ValidationRecord& record, const std::string& gpu = "");
 
 }  // namespace stagecraft::planner

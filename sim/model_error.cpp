@@ -71,8 +71,12 @@ std::optional<ValidationRecord> bundled_validation_record() {
   return read_validation_record(path);
 }
 
+std::string gpu_family(const std::string& gpu_name) { return gpu_name.substr(0, gpu_name.find_first_of(" -")); }
+
 namespace {
-ModelError of_framework(const ValidationRecord& record, spec::Framework framework, int zero_stage) {
+// The runs of `framework` and the ZeRO class of `zero_stage`; of GPU family `family` only, unless empty.
+ModelError of_framework(const ValidationRecord& record, spec::Framework framework, int zero_stage,
+                        const std::string& family_only = "") {
   ModelError e;
   e.framework = framework;
   e.zero3 = zero_stage == 3;
@@ -80,9 +84,10 @@ ModelError of_framework(const ValidationRecord& record, spec::Framework framewor
   std::vector<double> r;
   for (const CheckedRun& run : record.runs) {
     if (run.framework != framework || (run.zero_stage == 3) != e.zero3) continue;
+    const std::string family = gpu_family(run.gpu);
+    if (!family_only.empty() && family != family_only) continue;
     e.run_ids.push_back(run.set + "/" + run.id);
     r.push_back(run.measured_over_simulated);
-    const std::string family = run.gpu.substr(0, run.gpu.find_first_of(" -"));
     if (!family.empty() && std::find(e.gpu_families.begin(), e.gpu_families.end(), family) == e.gpu_families.end()) {
       e.gpu_families.push_back(family);
     }
@@ -98,9 +103,16 @@ ModelError of_framework(const ValidationRecord& record, spec::Framework framewor
 }
 }  // namespace
 
-ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage) {
+ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage, const std::string& plan_gpu) {
   ModelError e = of_framework(record, framework, zero_stage);
-  if (e.runs() > 0) return e;
+  e.plan_gpu_family = gpu_family(plan_gpu);
+  if (e.runs() > 0) {
+    if (!e.plan_gpu_family.empty()) {
+      ModelError same = of_framework(record, framework, zero_stage, e.plan_gpu_family);
+      if (same.runs() > 0) e.same_gpu.push_back(std::move(same));
+    }
+    return e;
+  }
   for (spec::Framework other : spec::kFrameworks) {
     if (other == framework) continue;
     ModelError o = of_framework(record, other, zero_stage);
@@ -125,16 +137,29 @@ std::string model_error_text(const ModelError& e) {
     return "no published " + what + " run has been checked against its simulation (docs/validation.md): the "
            "model error here is unmeasured" + others;
   }
-  const std::string range = e.runs() == 1 ? text::fmt("%.2fx", e.low)
-                                          : text::fmt("%.2f", e.low) + "-" + text::fmt("%.2fx", e.high) +
-                                                " (median " + text::fmt("%.2fx", e.median) + ")";
-  std::string on;
-  for (const std::string& f : e.gpu_families) on += (on.empty() ? "" : ", ") + f;
-  on += on.empty() ? "" : "; ";
-  on += e.min_gpus == e.max_gpus ? std::to_string(e.min_gpus) : std::to_string(e.min_gpus) + "-" + std::to_string(e.max_gpus);
-  on += " GPUs";
-  return std::to_string(e.runs()) + " published " + what + (e.runs() == 1 ? " run" : " runs") + " (" + on + ") took " +
-         range + " their simulated step time (docs/validation.md)";
+  auto range = [](const ModelError& m) {
+    return m.runs() == 1 ? text::fmt("%.2fx", m.low)
+                         : text::fmt("%.2f", m.low) + "-" + text::fmt("%.2fx", m.high) + " (median " + text::fmt("%.2fx", m.median) + ")";
+  };
+  auto sizes = [](const ModelError& m, bool families) {  // "A100, H100; 8-512 GPUs"
+    std::string on;
+    if (families) {
+      for (const std::string& f : m.gpu_families) on += (on.empty() ? "" : ", ") + f;
+      on += on.empty() ? "" : "; ";
+    }
+    on += m.min_gpus == m.max_gpus ? std::to_string(m.min_gpus) : std::to_string(m.min_gpus) + "-" + std::to_string(m.max_gpus);
+    return on + " GPUs";
+  };
+  auto runs = [&](const ModelError& m) { return std::to_string(m.runs()) + " published " + what + (m.runs() == 1 ? " run" : " runs"); };
+  const std::string all = runs(e) + " (" + sizes(e, true) + ") took " + range(e) + " their simulated step time";
+  const std::string source = " (docs/validation.md)";
+  // every run on the plan's GPU family, or no family given: one range
+  if (e.plan_gpu_family.empty() || (!e.same_gpu.empty() && e.same_gpu.front().runs() == e.runs())) return all + source;
+  if (e.same_gpu.empty()) return "no checked run on " + e.plan_gpu_family + "; " + all + source;
+  const ModelError& same = e.same_gpu.front();
+  return runs(same) + " on " + e.plan_gpu_family + " (" + sizes(same, false) + ") took " + range(same) +
+         " their simulated step time; on every GPU, " + std::to_string(e.runs()) + " runs (" + sizes(e, true) + "): " + range(e) +
+         source;
 }
 
 nlohmann::json to_json(const ModelError& e) {
@@ -150,6 +175,10 @@ nlohmann::json to_json(const ModelError& e) {
   if (e.runs() == 0) {
     j["other_frameworks"] = nlohmann::json::array();
     for (const ModelError& o : e.other_frameworks) j["other_frameworks"].push_back(to_json(o));
+  }
+  if (!e.plan_gpu_family.empty()) {
+    j["gpu_family"] = e.plan_gpu_family;
+    j["same_gpu"] = e.same_gpu.empty() ? nlohmann::json(nullptr) : to_json(e.same_gpu.front());
   }
   return j;
 }

@@ -14,9 +14,12 @@
 // 0-2); ModelError gives their number and the least, median and largest r. The median of n values
 // sorted is the middle one (n odd) or the mean of the two middle ones. Where the framework has no
 // checked run of the class, the other frameworks' runs of that class are given beside it (each
-// framework apart: they issue their collectives differently). It is what the record
-// measured, not a confidence interval: a plan unlike every checked run (another GPU, scale or
-// model) may fall outside it, and a framework with no checked run says so (runs = 0).
+// framework apart: they issue their collectives differently). Given the plan's GPU, the runs on
+// its family (the GPU name up to its first space or '-': "A100", "H100") are quoted first and apart:
+// the families' runs sit apart (docs/validation.md: the FSDP runs took a median 1.12x on A100,
+// spread 1.05-1.55x, and 1.22-1.26x on H100), and a family with no checked run is named as such. It is what the record measured, not a confidence interval: a plan unlike every checked run
+// (another GPU, scale or model) may fall outside it, and a framework with no checked run says so
+// (runs = 0).
 #pragma once
 
 #include <cstdint>
@@ -63,14 +66,23 @@ struct ModelError {
   int64_t min_gpus = 0, max_gpus = 0;     // the runs' sizes
   // With no run of this framework: the same ZeRO class under each other framework that has runs.
   std::vector<ModelError> other_frameworks;
+  // Given the plan's GPU: its family, and the runs above on that family alone (none, or one entry
+  // whose gpu_families is {plan_gpu_family}).
+  std::string plan_gpu_family;
+  std::vector<ModelError> same_gpu;
   size_t runs() const { return run_ids.size(); }
 };
 
-ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage);
+// The family of a GPU name: up to its first space or '-' ("A100-SXM4-80GB" and "A100 80GB": "A100").
+std::string gpu_family(const std::string& gpu_name);
+// `plan_gpu`: the plan's GPU name (the cluster's gpu.name), or empty for every GPU alike.
+ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage,
+                       const std::string& plan_gpu = "");
 
 // One line for text output: what the matching runs measured, or that there are none.
 std::string model_error_text(const ModelError& e);
-// {"framework", "zero", "runs", "measured_over_simulated": {low, median, high} or null, "ids", "record"}
+// {"framework", "zero", "runs", "measured_over_simulated": {low, median, high} or null, "ids", "record"};
+// given the plan's GPU, "gpu_family" and "same_gpu": the same object for the runs on it, or null.
 nlohmann::json to_json(const ModelError& e);
 
 }  // namespace stagecraft::sim

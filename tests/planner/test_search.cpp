@@ -355,6 +355,11 @@ TEST(ModelErrorLines, GroupTheTopRowsByZeroClass) {
             std::string::npos)
       << lines[2];
   EXPECT_TRUE(model_error_lines({}, spec::Framework::kFsdp, record).empty());
+  // the search's GPU: both runs are on A100, one range as above; on an H100 none is, and it says so
+  EXPECT_EQ(model_error_lines(top, spec::Framework::kFsdp, record, "A100-SXM4-80GB")[2], lines[2]);
+  const std::vector<std::string> h100 = model_error_lines(top, spec::Framework::kFsdp, record, "H100-SXM5-80GB");
+  EXPECT_NE(h100[2].find("rows 2, 4: no checked run on H100; 2 published fsdp ZeRO-3 runs (A100; 8-64 GPUs)"), std::string::npos)
+      << h100[2];
 }
 
 }  // namespace

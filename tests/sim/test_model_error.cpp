@@ -69,6 +69,61 @@ TEST(ModelError, TheRunsOfTheFrameworkAndZeroClassGiveTheRangeAndTheMedian) {
   std::filesystem::remove(path);
 }
 
+TEST(ModelError, TheRunsOnThePlansGpuFamilyComeFirstAndApart) {
+  const std::string path = write("family.json", kRecord);
+  const ValidationRecord record = read_validation_record(path);
+  EXPECT_EQ(gpu_family("A100-SXM4-80GB"), "A100");
+  EXPECT_EQ(gpu_family("A100 40GB"), "A100");
+  EXPECT_EQ(gpu_family("H200"), "H200");
+  EXPECT_EQ(gpu_family(""), "");
+
+  // deepspeed ZeRO-3 on an A100: runs 2 (A100 40GB, 64 GPUs, r 1.05) and 3 (A100-SXM4-80GB, 128 GPUs,
+  // r 1.5) are on the family; run 1 (V100) is not. Theirs: low 1.05, high 1.5, median (1.05 + 1.5) / 2.
+  const ModelError a100 = model_error(record, spec::Framework::kDeepSpeed, 3, "A100-SXM4-80GB");
+  EXPECT_EQ(a100.plan_gpu_family, "A100");
+  EXPECT_EQ(a100.runs(), 3u);  // every GPU, as without a GPU
+  ASSERT_EQ(a100.same_gpu.size(), 1u);
+  const ModelError& same = a100.same_gpu.front();
+  EXPECT_EQ(same.run_ids, (std::vector<std::string>{"a/2", "b/3"}));
+  EXPECT_DOUBLE_EQ(same.low, 1.05);
+  EXPECT_DOUBLE_EQ(same.high, 1.5);
+  EXPECT_DOUBLE_EQ(same.median, (1.05 + 1.5) / 2);
+  EXPECT_EQ(same.min_gpus, 64);
+  EXPECT_EQ(same.max_gpus, 128);
+  std::string text = model_error_text(a100);
+  EXPECT_EQ(text.find("2 published deepspeed ZeRO-3 runs on A100 (64-128 GPUs) took 1.05-1.50x"), 0u) << text;
+  EXPECT_NE(text.find("; on every GPU, 3 runs (V100, A100; 64-384 GPUs): 1.05-1.50x (median 1.20x) (docs/validation.md)"),
+            std::string::npos)
+      << text;
+  nlohmann::json j = to_json(a100);
+  EXPECT_EQ(j["gpu_family"], "A100");
+  EXPECT_EQ(j["same_gpu"]["runs"], 2);
+  EXPECT_DOUBLE_EQ(j["same_gpu"]["measured_over_simulated"]["median"].get<double>(), (1.05 + 1.5) / 2);
+  EXPECT_EQ(j["runs"], 3);
+
+  // on a V100: run 1 alone, r 1.2
+  text = model_error_text(model_error(record, spec::Framework::kDeepSpeed, 3, "V100-SXM3-32GB"));
+  EXPECT_EQ(text.find("1 published deepspeed ZeRO-3 run on V100 (384 GPUs) took 1.20x their simulated step time; on every GPU"),
+            0u)
+      << text;
+
+  // on a family with no checked run: said so, the runs of every GPU after it, null in JSON
+  const ModelError h200 = model_error(record, spec::Framework::kDeepSpeed, 3, "H200-SXM-141GB");
+  EXPECT_TRUE(h200.same_gpu.empty());
+  text = model_error_text(h200);
+  EXPECT_EQ(text.find("no checked run on H200; 3 published deepspeed ZeRO-3 runs (V100, A100; 64-384 GPUs) took 1.05-1.50x"),
+            0u)
+      << text;
+  EXPECT_TRUE(to_json(h200)["same_gpu"].is_null());
+
+  // every run on the plan's family (fsdp ZeRO-3: run 5 on H100): one range, as without a GPU
+  const ModelError h100 = model_error(record, spec::Framework::kFsdp, 3, "H100-SXM5-80GB");
+  EXPECT_EQ(model_error_text(h100), model_error_text(model_error(record, spec::Framework::kFsdp, 3)));
+  // no GPU given: no family in JSON
+  EXPECT_FALSE(to_json(model_error(record, spec::Framework::kFsdp, 3)).contains("gpu_family"));
+  std::filesystem::remove(path);
+}
+
 TEST(ModelError, AnEvenNumberOfRunsTakesTheMeanOfTheMiddleTwo) {
   // fsdp ZeRO-3 with a second run: r = {1.1, 1.4}, median (1.1 + 1.4) / 2 = 1.25.
   const std::string path = write("even.json", R"({"runs": [
