@@ -98,6 +98,12 @@ ModelError of_framework(const ValidationRecord& record, spec::Framework framewor
     e.low = *std::min_element(r.begin(), r.end());
     e.high = *std::max_element(r.begin(), r.end());
     e.median = median_of(r);
+    if (r.size() >= 4) {
+      std::sort(r.begin(), r.end());
+      const std::size_t half = r.size() / 2;  // an odd count's middle value is in neither half
+      e.q1 = median_of({r.begin(), r.begin() + static_cast<std::ptrdiff_t>(half)});
+      e.q3 = median_of({r.end() - static_cast<std::ptrdiff_t>(half), r.end()});
+    }
   }
   return e;
 }
@@ -138,8 +144,9 @@ std::string model_error_text(const ModelError& e) {
            "model error here is unmeasured" + others;
   }
   auto range = [](const ModelError& m) {
-    return m.runs() == 1 ? text::fmt("%.2fx", m.low)
-                         : text::fmt("%.2f", m.low) + "-" + text::fmt("%.2fx", m.high) + " (median " + text::fmt("%.2fx", m.median) + ")";
+    if (m.runs() == 1) return text::fmt("%.2fx", m.low);
+    const std::string middle = m.runs() >= 4 ? ", middle half " + text::fmt("%.2f", m.q1) + "-" + text::fmt("%.2fx", m.q3) : "";
+    return text::fmt("%.2f", m.low) + "-" + text::fmt("%.2fx", m.high) + " (median " + text::fmt("%.2fx", m.median) + middle + ")";
   };
   auto sizes = [](const ModelError& m, bool families) {  // "A100, H100; 8-512 GPUs"
     std::string on;
@@ -172,6 +179,10 @@ nlohmann::json to_json(const ModelError& e) {
                       {"record", e.record}};
   j["measured_over_simulated"] = e.runs() == 0 ? nlohmann::json(nullptr)
                                                : nlohmann::json{{"low", e.low}, {"median", e.median}, {"high", e.high}};
+  if (e.runs() >= 4) {
+    j["measured_over_simulated"]["q1"] = e.q1;
+    j["measured_over_simulated"]["q3"] = e.q3;
+  }
   if (e.runs() == 0) {
     j["other_frameworks"] = nlohmann::json::array();
     for (const ModelError& o : e.other_frameworks) j["other_frameworks"].push_back(to_json(o));

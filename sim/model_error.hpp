@@ -11,8 +11,9 @@
 //
 // For a plan, the runs that speak to it are those of the same framework (training.json
 // "framework") and the same ZeRO class (stage 3, which gathers parameters every pass, or stages
-// 0-2); ModelError gives their number and the least, median and largest r. The median of n values
-// sorted is the middle one (n odd) or the mean of the two middle ones. Where the framework has no
+// 0-2); ModelError gives their number and the least, median and largest r, and from 4 runs on the
+// middle half (the medians of the lower and upper halves). The median of n values sorted is the
+// middle one (n odd) or the mean of the two middle ones. Where the framework has no
 // checked run of the class, the other frameworks' runs of that class are given beside it (each
 // framework apart: they issue their collectives differently). Given the plan's GPU, the runs on
 // its family (the GPU name up to its first space or '-': "A100", "H100") are quoted first and apart:
@@ -62,6 +63,9 @@ struct ModelError {
   std::string record;                // the file the runs come from
   std::vector<std::string> run_ids;  // "set/id" of each matching run
   double low = 0, median = 0, high = 0;  // of r over the matching runs; 0 when there are none
+  // The middle half, from 4 runs on (0 below): the medians of the lower and upper halves of the r
+  // sorted (Tukey's hinges; an odd count's middle value in neither half).
+  double q1 = 0, q3 = 0;
   std::vector<std::string> gpu_families;  // "A100", "V100": each run's GPU name up to its first space or '-'
   int64_t min_gpus = 0, max_gpus = 0;     // the runs' sizes
   // With no run of this framework: the same ZeRO class under each other framework that has runs.

@@ -136,6 +136,41 @@ TEST(ModelError, AnEvenNumberOfRunsTakesTheMeanOfTheMiddleTwo) {
   std::filesystem::remove(path);
 }
 
+TEST(ModelError, FromFourRunsTheMiddleHalfIsTheMediansOfTheHalves) {
+  // r = 2.0, 1.0, 1.6, 1.3, 1.1: sorted 1.0 1.1 | 1.3 | 1.6 2.0, the middle value in neither half:
+  // q1 = (1.0 + 1.1) / 2, q3 = (1.6 + 2.0) / 2, median 1.3.
+  const std::string path = write("five.json", R"({"runs": [
+    {"set": "s", "id": "1", "framework": "fsdp", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 2.0},
+    {"set": "s", "id": "2", "framework": "fsdp", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 1.0},
+    {"set": "s", "id": "3", "framework": "fsdp", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 1.6},
+    {"set": "s", "id": "4", "framework": "fsdp", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 1.3},
+    {"set": "s", "id": "5", "framework": "fsdp", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 1.1}]})");
+  const ValidationRecord record = read_validation_record(path);
+  const ModelError five = model_error(record, spec::Framework::kFsdp, 3);
+  EXPECT_DOUBLE_EQ(five.q1, (1.0 + 1.1) / 2);
+  EXPECT_DOUBLE_EQ(five.q3, (1.6 + 2.0) / 2);
+  EXPECT_DOUBLE_EQ(five.median, 1.3);
+  EXPECT_NE(model_error_text(five).find("took 1.00-2.00x (median 1.30x, middle half 1.05-1.80x)"), std::string::npos)
+      << model_error_text(five);
+  EXPECT_DOUBLE_EQ(to_json(five)["measured_over_simulated"]["q3"].get<double>(), 1.8);
+
+  // four runs (run 1 dropped): 1.0 1.1 | 1.3 1.6: q1 = 1.05, q3 = (1.3 + 1.6) / 2, median (1.1 + 1.3) / 2
+  ValidationRecord four = record;
+  four.runs.erase(four.runs.begin());
+  const ModelError e4 = model_error(four, spec::Framework::kFsdp, 3);
+  EXPECT_DOUBLE_EQ(e4.q1, (1.0 + 1.1) / 2);
+  EXPECT_DOUBLE_EQ(e4.q3, (1.3 + 1.6) / 2);
+  EXPECT_DOUBLE_EQ(e4.median, (1.1 + 1.3) / 2);
+
+  // three runs: no middle half (the hinges would be the least and the largest)
+  ValidationRecord three = four;
+  three.runs.erase(three.runs.begin());
+  const ModelError e3 = model_error(three, spec::Framework::kFsdp, 3);
+  EXPECT_EQ(model_error_text(e3).find("middle half"), std::string::npos) << model_error_text(e3);
+  EXPECT_FALSE(to_json(e3)["measured_over_simulated"].contains("q1"));
+  std::filesystem::remove(path);
+}
+
 TEST(ModelError, AMalformedRecordNamesTheFileAndTheField) {
   const std::string path = write("bad.json", R"({"runs": [
     {"set": "s", "id": "1", "framework": "fsdp", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 1.4},
