@@ -393,6 +393,10 @@ def llm_foundry_lines(results):
     gib_of = {i: round(CLUSTERS[by_id[i][0][3]]["gpu"]["memory_bytes"] / 2**30) for i in ids}
     nodes = [n // CLUSTERS[by_id[ids[0]][0][3]]["gpus_per_node"] for n in (counts[0], counts[-1])]
     order = sorted(groups, key=lambda k: (-float(k[0].split("-")[1][:-1]), -k[1]))
+
+    def checkpointing(key):  # a (model, GiB) group's rows all ran as the table says for that model
+        return RECOMPUTE.get(next(iter(groups[key].values()))[0], "full") != "none"
+
     lines = ["| model | GPU memory | checkpointing | " + " | ".join(f"{n} GPUs" for n in counts) + " |",
              "|---|---|---|" + "---|" * len(counts)]
     for key in order:
@@ -400,10 +404,9 @@ def llm_foundry_lines(results):
         for n in counts:
             c = groups[key].get(n)
             cells.append(f"{c[0]}: {100 * c[3]:+.1f}% (mb {c[1]} x {c[2]}, {c[4]:.0f} GiB)" if c else "")
-        recompute = RECOMPUTE.get(next(iter(groups[key].values()))[0], "full") != "none"
-        lines.append(f"| {key[0]} | {key[1]} GB | {'yes' if recompute else 'no'} | " + " | ".join(cells) + " |")
-    checkpointed = [c for k, g in groups.items() for c in g.values() if RECOMPUTE.get(c[0], "full") != "none"]
-    plain = [c for k, g in groups.items() for c in g.values() if RECOMPUTE.get(c[0], "full") == "none"]
+        lines.append(f"| {key[0]} | {key[1]} GB | {'yes' if checkpointing(key) else 'no'} | " + " | ".join(cells) + " |")
+    checkpointed = [c for k, g in groups.items() for c in g.values() if checkpointing(k)]
+    plain = [c for k, g in groups.items() for c in g.values() if not checkpointing(k)]
     spreads = {k: max(c[3] for c in g.values()) - min(c[3] for c in g.values()) for k, g in groups.items() if len(g) > 1}
     a4, a3 = by_id["A4"], by_id["A3"]
     plain_steps = [by_id[c[0]][1]["step_time_s"] for c in plain]
@@ -428,7 +431,7 @@ def llm_foundry_lines(results):
         f"every row but A4 is predicted {error_range(others)} fast (median "
         f"{100 * median:+.1f}%), and within a model the error hardly moves with the GPU count: "
         + ", ".join(f"{k[0]} {k[1]} GB {100 * v:.1f} points over {len(groups[k])} counts" for k, v in spreads.items()
-                    if k[0] != "mpt-70b" and RECOMPUTE.get(next(iter(groups[k].values()))[0], "full") != "none") + ". "
+                    if k[0] != "mpt-70b" and checkpointing(k)) + ". "
         f"The data-parallel group grows {counts[-1] // counts[0]}x from {counts[0]} to {counts[-1]} GPUs ({nodes[0]} to "
         f"{nodes[1]} nodes, the rings' latency growing with it)",
         "while the per-GPU work stays, so what the simulation lacks for these runs is per GPU, not in the",

@@ -95,11 +95,11 @@ ModelError of_framework(const ValidationRecord& record, spec::Framework framewor
     e.max_gpus = std::max(e.max_gpus, run.gpus);
   }
   if (!r.empty()) {
-    e.low = *std::min_element(r.begin(), r.end());
-    e.high = *std::max_element(r.begin(), r.end());
+    std::sort(r.begin(), r.end());
+    e.low = r.front();
+    e.high = r.back();
     e.median = median_of(r);
     if (r.size() >= 4) {
-      std::sort(r.begin(), r.end());
       const std::size_t half = r.size() / 2;  // an odd count's middle value is in neither half
       e.q1 = median_of({r.begin(), r.begin() + static_cast<std::ptrdiff_t>(half)});
       e.q3 = median_of({r.end() - static_cast<std::ptrdiff_t>(half), r.end()});

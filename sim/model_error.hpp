@@ -16,11 +16,11 @@
 // middle one (n odd) or the mean of the two middle ones. Where the framework has no
 // checked run of the class, the other frameworks' runs of that class are given beside it (each
 // framework apart: they issue their collectives differently). Given the plan's GPU, the runs on
-// its family (the GPU name up to its first space or '-': "A100", "H100") are quoted first and apart:
-// the families' runs sit apart (docs/validation.md: the FSDP runs took a median 1.12x on A100,
-// spread 1.05-1.55x, and 1.22-1.26x on H100), and a family with no checked run is named as such. It is what the record measured, not a confidence interval: a plan unlike every checked run
-// (another GPU, scale or model) may fall outside it, and a framework with no checked run says so
-// (runs = 0).
+// its family (the GPU name up to its first space or '-': "A100", "H100") are quoted first and apart,
+// as one family's runs can sit apart from another's (docs/validation.md), and a family with no
+// checked run is named as such. It is what the record measured, not a confidence interval: a plan
+// unlike every checked run (another GPU, scale or model) may fall outside it, and a framework with
+// no checked run says so (runs = 0).
 #pragma once
 
 #include <cstdint>
