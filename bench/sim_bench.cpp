@@ -10,6 +10,7 @@
 #include "core/program/lower.hpp"
 #include "bench/peak_rss.hpp"
 #include "core/spec/bundled.hpp"
+#include "sim/chains.hpp"
 #include "sim/simulator.hpp"
 #include "sim/uncertainty.hpp"
 
@@ -102,6 +103,21 @@ void BM_Cli175B_SimulateStepTimeOnly(benchmark::State& state) {
   o.step_time_only = true;
   for (auto _ : state) benchmark::DoNotOptimize(sim::simulate(prog, x.c, o));
 }
+// the same with the Program's chains given (found once, as the error bars do), and finding them
+void BM_Cli175B_SimulateStepTimeOnlyChained(benchmark::State& state) {
+  const Cli175B x;
+  const program::Program prog = program::lower(x.m, x.t, x.p);
+  const std::vector<sim::Chains> chains = sim::find_chains(prog, true);
+  sim::SimOptions o;
+  o.step_time_only = true;
+  o.chains = &chains;
+  for (auto _ : state) benchmark::DoNotOptimize(sim::simulate(prog, x.c, o));
+}
+void BM_Cli175B_FindChains(benchmark::State& state) {
+  const Cli175B x;
+  const program::Program prog = program::lower(x.m, x.t, x.p);
+  for (auto _ : state) benchmark::DoNotOptimize(sim::find_chains(prog, true));
+}
 void BM_Cli175B_ErrorBars(benchmark::State& state) {
   const Cli175B x;
   const program::Program prog = program::lower(x.m, x.t, x.p);
@@ -119,4 +135,6 @@ BENCHMARK(BM_ContentionFree175B_1F1B_Zero3_PerSublayer)->Unit(benchmark::kMillis
 BENCHMARK(BM_Cli175B_Lower)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Cli175B_Simulate)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cli175B_SimulateStepTimeOnly)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Cli175B_SimulateStepTimeOnlyChained)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Cli175B_FindChains)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cli175B_ErrorBars)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -81,6 +81,23 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   }
   flow_owner_.reserve(flows);
   messages_.reserve(messages);
+  // Step time only, with the Program's chains given: time each chain of a list in one go
+  // (chains.hpp) — on the fast paths, for ranks that are the one simulated member of their tp
+  // group (its collectives then wait for no one). Chains found without the overlap rule are
+  // exact only where NCCL beside compute is not charged.
+  const std::vector<Chains>* chains = options.chains;
+  if (!usage_ && !options.record_trace && options.fast_paths && chains != nullptr && chains->size() == prog.roles.size() &&
+      (!beside_ || chains->empty() || chains->front().overlap_free)) {
+    for (RankState& st : ranks_) {
+      if (st.groups[static_cast<int>(Group::kTp)].needed > 1) continue;
+      const auto role = static_cast<std::size_t>(st.role - prog.roles.data());
+      const Chains& ch = (*chains)[role];
+      if (ch.members > 0 && ch.of.size() == st.role->instrs.size() && ch.shape.size() == ch.begin.size()) {
+        st.chains = &ch;
+        st.timing.resize(ch.begin.size());
+      }
+    }
+  }
 }
 
 void Simulation::add_rank(int64_t r) {
@@ -195,8 +212,72 @@ int64_t Simulation::compute_ns(RankState& r, int64_t t, int64_t ns, double strea
   return total;
 }
 
+// A compute instruction's time from t: the compute model's, the framework's copies (in.bytes)
+// streaming at the HBM rate too, slowed by NCCL beside it.
+int64_t Simulation::compute_time_ns(RankState& r, const Instr& in, int64_t t) {
+  const double copy_s = in.bytes > 0 ? compute_.hbm_copy_s(in.bytes) : 0.0;
+  const double s = compute_.compute_s(in.op, in.unit_begin, in.unit_end) + copy_s;
+  const double stream = beside_ && s > 0 ? (compute_.compute_stream_s(in.op, in.unit_begin, in.unit_end) + copy_s) / s : 0.0;
+  return compute_ns(r, t, to_ns(s), stream);
+}
+
+// A chain whose first member starts at t (chains.hpp): each member starts at the latest end among
+// its predecessors inside the chain (the others are done), in index order; the exits finish as
+// events at their ends, the other members are done here. Every member's time is fixed (compute
+// no data-parallel collective overlaps, collectives timed by T alone), so chains of one shape take
+// the same times from their start: the first one's are kept and the others reuse them.
+void Simulation::run_chain(int32_t slot, int32_t first, int64_t t) {
+  RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  const Chains& ch = *r.chains;
+  const auto c = static_cast<std::size_t>(ch.of[static_cast<std::size_t>(first)]);
+  const int32_t end = ch.end[c];
+  RankState::ChainTiming& timing = r.timing[static_cast<std::size_t>(ch.shape[c])];
+  if (!timing.known) {
+    const program::RoleGraph& g = *r.graph;
+    chain_start_.assign(static_cast<std::size_t>(end - first), 0);
+    for (int32_t k = first; k < end; ++k) {
+      const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
+      const int64_t begin = chain_start_[static_cast<std::size_t>(k - first)];
+      const bool compute = in.lane == Lane::kCompute;
+      const int64_t done = begin + (compute ? compute_time_ns(r, in, t + begin) : collective_ns(r, in));
+      if (compute) {
+        timing.compute_begin = begin;
+        timing.compute_end = done;
+        timing.compute_stream = r.compute_stream;
+      }
+      auto pass = [&](int32_t next) {
+        if (next < end) {
+          int64_t& s = chain_start_[static_cast<std::size_t>(next - first)];
+          s = std::max(s, done);
+        }
+      };
+      if (g.lane_next[k] >= 0) pass(g.lane_next[k]);
+      for (int32_t i = g.succ_begin[k]; i < g.succ_begin[k + 1]; ++i) pass(g.succ[i]);
+      if (ch.exit[static_cast<std::size_t>(k)]) timing.exits.emplace_back(k - first, done);
+      timing.last = std::max(timing.last, done);
+    }
+    timing.known = true;
+  } else if (beside_ && timing.compute_begin >= 0) {
+    // what compute_ns leaves behind for the collectives that follow: the last compute's interval
+    r.sm_debt_ns = 0;
+    r.compute_begin_ns = t + timing.compute_begin;
+    r.compute_end_ns = t + timing.compute_end;
+    r.compute_stream = timing.compute_stream;
+  }
+  for (const auto& [offset, done] : timing.exits) schedule(t + done, slot, first + offset);
+  const auto members = static_cast<int64_t>(end - first), exits = static_cast<int64_t>(timing.exits.size());
+  r.finished += members - exits;
+  finished_ += members - exits;
+  for (int32_t k = first; k < end; ++k) r.done[static_cast<std::size_t>(k)] = 1;   // the exits' own finish sets it again
+  r.last_end_ns = std::max(r.last_end_ns, t + timing.last);
+}
+
 void Simulation::start(int32_t slot, int32_t k, int64_t t) {
   RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  if (r.chains != nullptr && r.chains->entry(k)) {
+    run_chain(slot, k, t);
+    return;
+  }
   const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
   r.lane_start[static_cast<std::size_t>(in.lane)] = t;
   MemoryDelta d;
@@ -207,14 +288,8 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
     case Op::kBackwardInput:
     case Op::kBackwardWeight:
     case Op::kRecompute:
-    {
-      // the framework's copies (in.bytes) stream at the HBM rate too
-      const double copy_s = in.bytes > 0 ? compute_.hbm_copy_s(in.bytes) : 0.0;
-      const double s = compute_.compute_s(in.op, in.unit_begin, in.unit_end) + copy_s;
-      const double stream = beside_ && s > 0 ? (compute_.compute_stream_s(in.op, in.unit_begin, in.unit_end) + copy_s) / s : 0.0;
-      schedule(t + compute_ns(r, t, to_ns(s), stream), slot, k);
+      schedule(t + compute_time_ns(r, in, t), slot, k);
       return;
-    }
     case Op::kOptimizerStep:
       if (in.flags & program::kFlagOnHost) {
         schedule(t + to_ns(compute_.optimizer_host_s(in.elems)), slot, k);
@@ -425,10 +500,14 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
     events_.push_back({r.rank, in.lane, in.op, r.role->first_id + k, start_ns, t, in.mb, r.role->stage, in.chunk, in.bytes,
                        in.flops});
   }
+  // A chain's exit releases only the successors outside its chain (run_chain timed the others).
+  const int32_t chain = r.chains != nullptr ? r.chains->of[static_cast<std::size_t>(k)] : -1;
+  auto outside = [&](int32_t next) { return chain < 0 || r.chains->of[static_cast<std::size_t>(next)] != chain; };
   // Off the time-ordered queue the last predecessor to finish is the latest; eagerly completed
   // ones come in any order, so their latest end is kept.
   if (eager_) {
     auto release = [&](int32_t next) {
+      if (!outside(next)) return;
       int64_t& ready = r.ready[static_cast<std::size_t>(next)];
       ready = std::max(ready, t);
       if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, ready);
@@ -438,7 +517,7 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
     return;
   }
   auto release = [&](int32_t next) {
-    if (--r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, t);
+    if (outside(next) && --r.waiting[static_cast<std::size_t>(next)] == 0) start(slot, next, t);
   };
   if (d.lane_next[k] >= 0) release(d.lane_next[k]);
   for (int32_t s = d.succ_begin[k]; s < d.succ_begin[k + 1]; ++s) release(d.succ[s]);

@@ -58,6 +58,7 @@
 #include "core/program/program.hpp"
 #include "core/spec/cluster.hpp"
 #include "core/trace/trace.hpp"
+#include "sim/chains.hpp"
 #include "sim/costs.hpp"
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/intervals.hpp"
@@ -110,6 +111,17 @@ class Simulation {
     int64_t rank = 0;
     const program::RoleProgram* role = nullptr;
     const program::RoleGraph* graph = nullptr;
+    const Chains* chains = nullptr;   // step time only: its list's chains (chains.hpp), when used
+    // A chain shape's times once run (by the shape's first chain): each exit's end and the last
+    // compute member's interval, from the chain's start, and its latest end.
+    struct ChainTiming {
+      bool known = false;
+      int64_t last = 0;
+      std::vector<std::pair<int32_t, int64_t>> exits;   // (member offset, end)
+      int64_t compute_begin = -1, compute_end = 0;      // −1: no compute member
+      double compute_stream = 0;
+    };
+    std::vector<ChainTiming> timing;
     std::vector<int16_t> waiting;
     std::vector<int64_t> ready;   // eager completion: the latest end among the predecessors that finished
     // A lane runs one instruction at a time, so its start time is all the state it needs.
@@ -163,6 +175,8 @@ class Simulation {
   double beside_rate(double stream, double hbm) const;   // the slowdown per ns of overlap
   void share_core_links();
   void start(int32_t slot, int32_t k, int64_t t);
+  int64_t compute_time_ns(RankState& r, const program::Instr& in, int64_t t);
+  void run_chain(int32_t slot, int32_t first, int64_t t);
   void finish(int32_t slot, int32_t k, int64_t t);
   void account(RankState& r, const program::Instr& in, int32_t k, int64_t start_ns, int64_t t);
   void start_send(int32_t slot, int32_t k, int64_t t);
@@ -198,6 +212,7 @@ class Simulation {
   std::vector<program::UnitKind> unit_kinds_;  // with TP communication overlap: each unit's kind
   std::optional<MemoryRules> memory_rules_;   // with usage_
   std::vector<program::RoleGraph> graphs_;               // for lists lower() built no graph for
+  std::vector<int64_t> chain_start_;                     // run_chain's scratch
   std::vector<RankState> ranks_;
   std::unordered_map<int64_t, int32_t> slot_of_;
   EventQueue queue_;

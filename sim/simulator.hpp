@@ -30,14 +30,18 @@
 // (symmetry.hpp; `full` simulates every rank and keeps the other fast paths); a replica's
 // collectives timed by T alone finish without the event queue when nothing they release can touch
 // the network or another rank (simulation.cpp, "Folding"); on a contention-free or free network
-// every instruction completes without the queue (simulation.hpp, eager completion); the
-// FlowNetwork settles the changes that leave a flow alone or pair it with one other in place. docs/simulator.md lists the
-// benchmark.
+// every instruction completes without the queue (simulation.hpp, eager completion); a
+// step-time-only simulation given the Program's chains (SimOptions::chains) times each run of
+// compute and tensor-parallel collectives in one go (chains.hpp: a pass's gathers, computes and
+// reductions, with an event only where something outside the run waits for one of them); the
+// FlowNetwork settles the changes that leave a flow alone or pair it with one other in place.
+// docs/simulator.md lists the benchmark.
 // Breakdown per rank (a partition of the step): compute = compute lane busy; exposed
 // communication = compute idle while a communication of this rank is in flight; bubble = the rest.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/program/program.hpp"
 #include "core/spec/cluster.hpp"
@@ -45,6 +49,8 @@
 #include "sim/metrics.hpp"
 
 namespace stagecraft::sim {
+
+struct Chains;
 
 enum class NetworkModel : uint8_t { kShared, kContentionFree, kFree };
 
@@ -54,6 +60,12 @@ struct SimOptions {
   NetworkModel network = NetworkModel::kShared;
   bool fast_paths = true;     // off: every rank, no folding or eager completion, every rate change through the general solver
   bool step_time_only = false;  // skip memory and the time breakdown (their metrics stay 0)
+  // With step_time_only (and fast_paths): the Program's chains (sim/chains.hpp find_chains, by
+  // role), timed in one go each. Finding them costs about what they save in one simulation, so a
+  // caller that runs several simulations of one Program finds them once (the error bars); chains
+  // found without the overlap rule are ignored where NCCL's slowdown of compute is charged. Null:
+  // none.
+  const std::vector<Chains>* chains = nullptr;
 };
 
 struct SimResult {

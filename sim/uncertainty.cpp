@@ -8,6 +8,7 @@
 
 #include "core/text/format.hpp"
 #include "core/thread/parallel_for.hpp"
+#include "sim/chains.hpp"
 
 namespace stagecraft::sim {
 
@@ -103,6 +104,8 @@ std::vector<double> perturbed_steps(const program::Program& prog, const spec::Cl
   SimOptions o = options;
   o.record_trace = false;
   o.step_time_only = true;
+  const std::vector<Chains> chains = find_chains(prog, true);   // the same for every perturbed cluster
+  o.chains = &chains;
   const std::size_t k = cluster.uncertainty.size();
   std::vector<double> step(2 * k, -1.0);   // -1: cannot matter, the central T
   std::vector<std::size_t> pending;        // simulations to run
