@@ -14,17 +14,17 @@
 #include "sim/simulator.hpp"
 
 namespace stagecraft::sim {
-namespace {
+namespace chains_test {
 
 using program::Lane;
 
-spec::Model blocks_model(int64_t layers) {
+spec::Model chain_blocks(int64_t layers) {
   return spec::model_from_json({{"name", "blocks"}, {"layers", layers}, {"hidden", 512}, {"heads", 8}, {"vocab", 512},
                                 {"seq_len", 128}, {"tied_embeddings", true}},
                                "blocks.json");
 }
 
-program::Program lower(const spec::Model& m, const nlohmann::json& plan, const std::string& framework = "") {
+program::Program lower_plan(const spec::Model& m, const nlohmann::json& plan, const std::string& framework = "") {
   spec::Plan p = spec::plan_from_json(plan, "plan.json");
   nlohmann::json training = {{"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}};
   if (!framework.empty()) training["framework"] = framework;
@@ -32,7 +32,7 @@ program::Program lower(const spec::Model& m, const nlohmann::json& plan, const s
 }
 
 // predecessors of k: the previous instruction of its lane and its dependencies
-std::vector<int32_t> preds(const program::RoleProgram& role, int32_t k) {
+std::vector<int32_t> chain_preds(const program::RoleProgram& role, int32_t k) {
   std::vector<int32_t> out;
   const Lane lane = role.instrs[static_cast<std::size_t>(k)].lane;
   for (int32_t q = k - 1; q >= 0; --q) {
@@ -45,7 +45,7 @@ std::vector<int32_t> preds(const program::RoleProgram& role, int32_t k) {
   return out;
 }
 
-std::vector<int32_t> succs(const program::RoleGraph& g, int32_t k) {
+std::vector<int32_t> chain_succs(const program::RoleGraph& g, int32_t k) {
   std::vector<int32_t> out;
   if (g.lane_next[static_cast<std::size_t>(k)] >= 0) out.push_back(g.lane_next[static_cast<std::size_t>(k)]);
   for (int32_t i = g.succ_begin[static_cast<std::size_t>(k)]; i < g.succ_begin[static_cast<std::size_t>(k) + 1]; ++i) {
@@ -59,7 +59,7 @@ std::vector<int32_t> succs(const program::RoleGraph& g, int32_t k) {
 TEST(Chains, PassesAreChainsWhoseExitsAreWhatTheRestWaitsFor) {
   // pp 2: the sends and receives between a stage's passes end its chains
   const program::Program prog =
-      lower(blocks_model(4), {{"tp", 2}, {"pp", 2}, {"micro_batches", 4}, {"sequence_parallel", true}});
+      lower_plan(chain_blocks(4), {{"tp", 2}, {"pp", 2}, {"micro_batches", 4}, {"sequence_parallel", true}});
   ASSERT_EQ(prog.roles.size(), 2u);
   const program::RoleProgram& role = prog.roles[0];
   program::RoleGraph scratch;
@@ -76,11 +76,11 @@ TEST(Chains, PassesAreChainsWhoseExitsAreWhatTheRestWaitsFor) {
       EXPECT_TRUE((in.lane == Lane::kCompute && program::is_compute(in.op)) || in.lane == Lane::kTp) << "#" << k;
       // an exit is exactly a member with a successor outside
       bool outside = false;
-      for (int32_t s : succs(g, k)) outside |= s < a || s >= e;
+      for (int32_t s : chain_succs(g, k)) outside |= s < a || s >= e;
       EXPECT_EQ(ch.exit[static_cast<std::size_t>(k)] != 0, outside) << "#" << k;
       if (k == a) continue;
       bool inside = false;
-      for (int32_t q : preds(role, k)) inside |= q >= a;
+      for (int32_t q : chain_preds(role, k)) inside |= q >= a;
       EXPECT_TRUE(inside) << "#" << k << " has no predecessor inside its chain";
     }
   }
@@ -138,7 +138,7 @@ TEST(Chains, StepTimeOnlySimulationsEqualFullOnesToTheNanosecond) {
   // the bundled A100 profile: SM count known, so NCCL's kernels slow the compute beside them
   const spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "dgx-a100-80g-hdr"));
   ASSERT_GT(c.gpu.sm_count, 0);
-  const spec::Model m = blocks_model(8);
+  const spec::Model m = chain_blocks(8);
   struct Case {
     nlohmann::json plan;
     std::string framework;
@@ -162,7 +162,7 @@ TEST(Chains, StepTimeOnlySimulationsEqualFullOnesToTheNanosecond) {
   cases.push_back({{{"tp", 8}, {"pp", 4}, {"dp", 1}, {"micro_batches", 8}, {"sequence_parallel", true}}, "megatron-2021"});
   for (const Case& k : cases) {
     SCOPED_TRACE(k.plan.dump() + " " + k.framework);
-    const program::Program prog = lower(m, k.plan, k.framework);
+    const program::Program prog = lower_plan(m, k.plan, k.framework);
     // (FSDP's gathers run beside every compute of this plan and feed each: none can chain)
     if (prog.plan.tp > 1 && k.framework != "fsdp") {
       std::size_t members = 0;
@@ -175,7 +175,7 @@ TEST(Chains, StepTimeOnlySimulationsEqualFullOnesToTheNanosecond) {
     }
   }
   // every rank simulated (tp groups of several simulated members: no chains for them)
-  const program::Program prog = lower(m, {{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"zero", {{"stage", 3}}}});
+  const program::Program prog = lower_plan(m, {{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"zero", {{"stage", 3}}}});
   expect_same_step(prog, c, NetworkModel::kShared, true);
 }
 
@@ -183,7 +183,7 @@ TEST(Chains, StepTimeOnlySimulationsEqualFullOnesToTheNanosecond) {
 // member runs while a data-parallel collective of its rank is in flight.
 TEST(Chains, NoChainedComputeOverlapsADataParallelCollective) {
   const spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "dgx-a100-80g-hdr"));
-  const program::Program prog = lower(blocks_model(8), {{"tp", 2}, {"pp", 2}, {"dp", 8}, {"micro_batches", 4},
+  const program::Program prog = lower_plan(chain_blocks(8), {{"tp", 2}, {"pp", 2}, {"dp", 8}, {"micro_batches", 4},
                                                         {"zero", {{"stage", 2}, {"reduce_bucket", 1}, {"overlap_comm", true}}}});
   const std::vector<Chains> chains = find_chains(prog, true);
   SimOptions o;
@@ -211,5 +211,5 @@ TEST(Chains, NoChainedComputeOverlapsADataParallelCollective) {
   EXPECT_GT(overlapped, 0) << "nothing overlaps: the test would not test the rule";
 }
 
-}  // namespace
+}  // namespace chains_test
 }  // namespace stagecraft::sim
