@@ -212,6 +212,18 @@ UNFUSED = {"D1", "D3", "D4", "E0", "E1", "E2", "F1", "F2"}
 FA1 = {"A1", "A3", "A4"}
 
 
+def framework_label(framework):
+    """The framework column: its name, its reduce dtype and a shared communicator where set."""
+    if isinstance(framework, str):
+        return framework
+    label = framework["name"]
+    if "reduce_dtype" in framework:
+        label += f", {framework['reduce_dtype']} reduce"
+    if framework.get("reduce_communicator") == "shared":
+        label += ", one communicator"
+    return label
+
+
 def fsdp(reduce, name="fsdp"):
     """FSDP (FSDP1's FlatParameter; "fsdp2": torchtitan's fully_shard) with its reduce_dtype."""
     return {"name": name, "reduce_dtype": reduce} if reduce else name
@@ -219,6 +231,12 @@ def fsdp(reduce, name="fsdp"):
 
 FSDP_ZERO = {"stage": 3, "overlap_comm": True, "max_live_parameters": 10**12}
 DS_ZERO = {"stage": 3, "overlap_comm": True}
+# Megatron-DeepSpeed (rows D) hands its data-parallel group to zero.Init and, through its mpu, to
+# the engine (pretrain_gpt.py model_provider: deepspeed.zero.Init(data_parallel_group=
+# mpu.get_data_parallel_group(), ..., mpu=mpu)): gathers and reductions share one NCCL
+# communicator and take turns (core/spec/framework.hpp, Communicators). Hugging Face's code (rows E)
+# passes neither: DeepSpeed's default, a communicator each.
+MEGATRON_DS = {"name": "deepspeed", "reduce_communicator": "shared"}
 
 ROWS = [
     ("A1", "llm-foundry, A100 80GB RoCE 1600", "mpt-70b", "a100-80g-roce-1600", 64, 8, 4, fsdp("bf16"), "bf16",
@@ -235,11 +253,11 @@ ROWS = [
      FSDP_ZERO, "tok/s/GPU", 353),
     ("C3", "torchtitan performance.md", "llama2-13b", "a100-80g-hdr-2.20", 64, 2, 1, fsdp("fp32", "fsdp2"), "bf16",
      FSDP_ZERO, "tok/s/GPU", 2162),
-    ("D1", "ZeRO++ blog, ZeRO-3 baseline IB:4 1K", "gpt-18b", "dgx2-ib4", 384, 2, 1, "deepspeed", "fp16",
+    ("D1", "ZeRO++ blog, ZeRO-3 baseline IB:4 1K", "gpt-18b", "dgx2-ib4", 384, 2, 1, MEGATRON_DS, "fp16",
      dict(DS_ZERO, reduce_bucket=10**7), "hw TFLOP/s", 25),
-    ("D3", "ZeRO++ blog, ZeRO-3 baseline IB:1 1K", "gpt-18b", "dgx2-ib1", 384, 2, 1, "deepspeed", "fp16",
+    ("D3", "ZeRO++ blog, ZeRO-3 baseline IB:1 1K", "gpt-18b", "dgx2-ib1", 384, 2, 1, MEGATRON_DS, "fp16",
      dict(DS_ZERO, reduce_bucket=10**7), "hw TFLOP/s", 14),
-    ("D4", "ZeRO++ blog, ZeRO-3 baseline IB:1 2K", "gpt-18b", "dgx2-ib1", 384, 4, 1, "deepspeed", "fp16",
+    ("D4", "ZeRO++ blog, ZeRO-3 baseline IB:1 2K", "gpt-18b", "dgx2-ib1", 384, 4, 1, MEGATRON_DS, "fp16",
      dict(DS_ZERO, reduce_bucket=10**7), "hw TFLOP/s", 26),
     ("E0", "DeepSpeed PR #1453, before", "roberta-52b", "p4d", 64, 16, 1, "deepspeed-0.5", "bf16",
      DS_ZERO, "model TFLOP/s", 67.61),
@@ -483,7 +501,7 @@ def main():
             value = metric(r, name, gpus)
             err = value / published - 1
             results.append((row, r, value, err))
-            fw = framework if isinstance(framework, str) else f"{framework['name']} ({framework['reduce_dtype']} reduce)"
+            fw = framework_label(framework)
             print(f"{rid}: published {published} {name}, predicted {value:.1f}, error {100 * err:+.1f}% "
                   f"[{fw}, fits {r['fits']}]", file=sys.stderr)
         scan = bandwidth_scan(args.stagecraft, work)
@@ -543,7 +561,11 @@ def main():
         "Hugging Face's RoBERTa; F minGPT). The FSDP rows ran fused",
         "attention: B and C FlashAttention-2 (`\"attention\": \"flash\"`, the A100 profile's default),",
         "A the first FlashAttention (its tables predate torch 2.0: `\"fa1\"`); rows D-F, from",
-        "2021-2022, computed attention unfused.",
+        "2021-2022, computed attention unfused. NCCL runs one collective of a communicator at a time:",
+        "the FSDP rows' gathers and reductions share one (FSDP's process group), as do the D rows'",
+        "(Megatron-DeepSpeed hands its data-parallel group to zero.Init and the engine: \"one",
+        "communicator\"), so they take turns; the E rows' Hugging Face code leaves DeepSpeed a",
+        "communicator for each (core/spec/framework.hpp, Communicators).",
         "",
         "| row | source | model | GPUs | mb x GA | framework | cluster | published | predicted (1σ of the profile) | error | step (s) | compute (s) | exposed comm (s) | what dominates | peak / capacity (GiB) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -552,7 +574,7 @@ def main():
         rid, source, model_key, cluster_key, gpus, mb, ga, framework, dtype, zero, name, published = row
         if rid in LLM_FOUNDRY:
             continue  # their own table below
-        fw = framework if isinstance(framework, str) else f"{framework['name']}, {framework['reduce_dtype']} reduce"
+        fw = framework_label(framework)
         if rid in EAGER:
             fw += ", eager kernels"
         fw += ", unfused attention" if rid in UNFUSED else ", FlashAttention-1" if rid in FA1 else ", FlashAttention-2"

@@ -91,6 +91,7 @@ class Emitter {
   std::vector<Deferred> step_deferred_, end_deferred_;
   int32_t last_compute_ = -1;
   int32_t last_reduce_ = -1;
+  int32_t last_dp_collective_ = -1;   // the latest data-parallel collective, gather or reduction
   int32_t last_send_ = -1;       // the latest pipeline send
   int32_t blocking_send_ = -1;   // a send the next compute waits for (no p2p overlap)
   int32_t blocking_reduce_ = -1; // a reduction the next compute waits for (the host synchronises on it)
@@ -108,11 +109,16 @@ int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
   for (int32_t d : deps) {
     if (d >= 0) role_.deps.push_back(d);
   }
+  // one communicator for gathers and reductions: each data-parallel collective after the one
+  // issued before it, whichever lane that was on (framework.hpp, Communicators)
+  const bool dp_collective = in.group == Group::kDp && is_collective(in.op);
+  if (dp_collective && cx_.framework.one_dp_communicator && last_dp_collective_ >= 0) role_.deps.push_back(last_dp_collective_);
   in.dep_count = static_cast<int16_t>(static_cast<int32_t>(role_.deps.size()) - in.dep_begin);
   role_.instrs.push_back(in);
   const int32_t index = static_cast<int32_t>(role_.instrs.size()) - 1;
   if (in.lane == Lane::kCompute) last_compute_ = index;
   if (in.lane == Lane::kDpReduce) last_reduce_ = index;
+  if (dp_collective) last_dp_collective_ = index;
   return index;
 }
 

@@ -91,6 +91,7 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.gather = GatherUnit::kBlock;
       p.prefetch = Prefetch::kNextUnit;
       p.reshard_after_use = true;
+      p.one_dp_communicator = true;  // one process_group (framework.hpp, Communicators)
       p.reduce_copy_passes = 2;  // gradient pre-divide div_
       p.source = "PyTorch FSDP FULL_SHARD, transformer-block wrapping (framework.hpp)";
       break;
@@ -98,6 +99,7 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.gather = GatherUnit::kBlock;
       p.prefetch = Prefetch::kNextUnit;
       p.reshard_after_use = true;
+      p.one_dp_communicator = true;  // the shard group (framework.hpp, Communicators)
       p.coalesced_copy_passes = 2;  // foreach_all_gather_copy_out: split_with_sizes_copy of the gathered buffer
       p.source = "PyTorch FSDP2 fully_shard per block (framework.hpp: _fsdp_collectives.py)";
       break;
@@ -106,6 +108,7 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.gather = GatherUnit::kModule;  // unused: no ZeRO-3
       p.prefetch = Prefetch::kLookAhead;
       p.reduce_copy_passes = 2;  // grad buffer scaled by 1/dp in place
+      p.one_dp_communicator = true;  // the data-parallel group (framework.hpp, Communicators)
       // 2021 without contiguous buffers (all but bf16): flatten, scale, copy back
       if (f == Framework::kMegatron2021 && storage_dtype(dtype) != Dtype::kBf16) p.reduce_copy_passes = 6;
       p.max_zero_stage = 1;

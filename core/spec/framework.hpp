@@ -81,6 +81,30 @@
 //                  allreduce_gradients at 50a4b5fa: _flatten_dense_tensors, /=, all_reduce, copy_):
 //                  6·S bytes around the all-reduce, 2·S with the buffers.
 //
+// Communicators. NCCL runs the collectives of one communicator one at a time, in the order they
+// were issued, whatever CUDA streams they were issued on ("NCCL collective operations on a given
+// communicator are always serialized; NCCL adds CUDA events to enforce that", NVIDIA/nccl issue
+// #574), and PyTorch's ProcessGroupNCCL runs a process group's collectives on one internal stream
+// per device (pytorch/pytorch issue #65299: FSDP's all-gather and reduce-scatter streams ran as one,
+// "one process group [runs a] single NCCL stream only, this is expected"). Where a framework issues
+// its parameter gathers and its gradient reductions on one process group they take turns, each
+// collective starting only after the one issued before it (`one_dp_communicator`; the lowering
+// orders every data-parallel collective of a rank after the previous one, program/emit.cpp):
+//   fsdp, fsdp2    one process group for both (FSDP1's process_group; FSDP2's shard group, whose
+//                  all-gathers and reduce-scatters "serialize on the wire" — pytorch/pytorch PR
+//                  #186335 adds an opt-in group of its own for the reduce-scatters because of it);
+//   megatron, megatron-2021   the data-parallel group for both (the distributed optimizer's
+//                  reduce-scatter and all-gather, the gradient all-reduce);
+//   deepspeed, deepspeed-0.5  two, by default: zero.Init gathers on the world group when given no
+//                  data_parallel_group (partition_parameters.py, ds_process_group =
+//                  dist.get_world_group(); v0.9.2 l.732), and deepspeed.initialize without a
+//                  model-parallel unit reduces on a group of its own (v0.6+: groups._clone_world_group,
+//                  a new_group of every rank; v0.5.4: groups.initialize's new_group). Code that hands
+//                  one data-parallel group to both shares one — Megatron-DeepSpeed's pretrain_gpt.py:
+//                  zero.Init(data_parallel_group=mpu.get_data_parallel_group(), mpu=mpu) and the
+//                  engine's mpu.get_data_parallel_group() — which training.json says with
+//                  {"name": "deepspeed", "reduce_communicator": "shared"} ("separate" the other way).
+//
 // The gradient pass: what one backward moves through HBM per parameter of a unit between its
 // weight-gradient GEMMs and the gradient the framework reduces (or keeps for the step), beyond the
 // GEMM's own output; sim/models/work.hpp charges it to the backward's weight-gradient work.
@@ -212,6 +236,7 @@ struct FrameworkProfile {
   double host_s_per_rank = 0;         // exposed host work per collective and group member
   double host_s_per_gather = 0;       // exposed host work per gathered tensor (ZeRO-3 gathers), whatever n
   bool tp_grad_overlap = false;       // the backward TP collective of a column-parallel linear beside its wgrad GEMM
+  bool one_dp_communicator = false;   // parameter gathers and gradient reductions on one communicator: one at a time
   int max_zero_stage = 3;
   std::string source;                 // where the constants come from (the header above, by line)
 };
@@ -226,7 +251,7 @@ double grad_pass_bytes(Framework f, Dtype dtype, int64_t reduce_bytes, int zero_
 double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp);
 
 // The profile of a framework for a training in `dtype` (megatron-2021's gradient buffers depend on
-// it), with the training file's overrides (reduce_dtype) applied by the caller.
+// it), with the training file's overrides (reduce_dtype, reduce_communicator) applied by the caller.
 FrameworkProfile framework_profile(Framework f, Dtype dtype);
 const char* to_string(Framework f);
 std::optional<Framework> parse_framework(std::string_view s);

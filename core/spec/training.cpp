@@ -42,10 +42,13 @@ Training training_from_json(const json& j, const std::string& file) {
       ObjectReader fr = r.object("framework");
       t.framework = framework(fr, "name");
       if (fr.has("reduce_dtype")) t.reduce_dtype = parse_dtype(fr.choice("reduce_dtype", {"fp32", "bf16", "fp16"}));
+      if (fr.has("reduce_communicator")) {
+        t.shared_reduce_communicator = fr.choice("reduce_communicator", {"shared", "separate"}) == "shared";
+      }
       fr.finish();
     } else {
       r.fail("framework", "a framework name (deepspeed, deepspeed-0.5, fsdp, fsdp2, megatron, megatron-2021) or an object "
-                          "{\"name\": ..., \"reduce_dtype\": ...}");
+                          "{\"name\": ..., \"reduce_dtype\": ..., \"reduce_communicator\": ...}");
     }
   }
   t.kernels = r.choice_or("kernels", {"fused", "eager"}, "fused") == "eager" ? Kernels::kEager : Kernels::kFused;
@@ -78,6 +81,7 @@ std::string Training::zero_stage_reason() const {
 FrameworkProfile Training::framework_profile() const {
   FrameworkProfile p = spec::framework_profile(framework, dtype);
   if (reduce_dtype) p.reduce_dtype = reduce_dtype;
+  if (shared_reduce_communicator) p.one_dp_communicator = *shared_reduce_communicator;
   return p;
 }
 
@@ -133,8 +137,10 @@ Training load_training(const std::string& path) { return training_from_json(read
 json to_json(const Training& t) {
   json j = {{"global_batch", t.global_batch}, {"dtype", to_string(t.dtype)}, {"optimizer", to_string(t.optimizer)}};
   if (t.seq_len) j["seq_len"] = *t.seq_len;
-  if (t.reduce_dtype) {
-    j["framework"] = {{"name", to_string(t.framework)}, {"reduce_dtype", to_string(*t.reduce_dtype)}};
+  if (t.reduce_dtype || t.shared_reduce_communicator) {
+    j["framework"] = {{"name", to_string(t.framework)}};
+    if (t.reduce_dtype) j["framework"]["reduce_dtype"] = to_string(*t.reduce_dtype);
+    if (t.shared_reduce_communicator) j["framework"]["reduce_communicator"] = *t.shared_reduce_communicator ? "shared" : "separate";
   } else {
     j["framework"] = to_string(t.framework);
   }

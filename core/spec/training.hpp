@@ -33,9 +33,12 @@ struct Training {
   Dtype dtype = Dtype::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
   // How the framework issues its data-parallel collectives (framework.hpp); "framework" in
-  // training.json, a name or {"name": ..., "reduce_dtype": ...}.
+  // training.json, a name or {"name": ..., "reduce_dtype": ..., "reduce_communicator": ...}.
   Framework framework = Framework::kDeepSpeed;
   std::optional<Dtype> reduce_dtype;   // the framework's gradient-collective dtype, when set
+  // whether gradient reductions share the parameter gathers' communicator (framework.hpp,
+  // Communicators), when set: "reduce_communicator": "shared" or "separate"
+  std::optional<bool> shared_reduce_communicator;
   Kernels kernels = Kernels::kFused;   // "kernels": "fused" (default) or "eager"
   // How attention runs: "flash" (default: the GPU profile's default fused kernel, FlashAttention-
   // style, no score matrix in memory), a kernel the profile names ("fa2", "cudnn", "fa3"), or

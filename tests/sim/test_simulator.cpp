@@ -326,7 +326,7 @@ TEST(Simulator, ContentionFreeIsALowerBoundAndSharedLinksSlowDown) {
   EXPECT_LT(alone, shared);
   EXPECT_DOUBLE_EQ(contention_free_step_s(prog, c), alone * (1 - 1e-6));
 }
-program::Program lower_with(const spec::Model& m, const nlohmann::json& plan, const std::string& framework) {
+program::Program lower_with(const spec::Model& m, const nlohmann::json& plan, const nlohmann::json& framework) {
   spec::Plan p = spec::plan_from_json(plan, "plan.json");
   spec::Training t = spec::training_from_json({{"attention", "unfused"}, {"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}, {"framework", framework}},
       "training.json");
@@ -375,6 +375,38 @@ TEST(Simulator, FrameworkCollectivesPayTheirPiecesCopiesAndHostWork) {
     }
     EXPECT_GT(checked, 4);
   }
+}
+
+// One NCCL communicator runs one collective at a time (spec/framework.hpp, Communicators): FSDP's
+// backward issues the next unit's gather and then this unit's reduce-scatter, which with a
+// communicator each run side by side and with one take turns, each starting once the one issued
+// before it has ended.
+TEST(Simulator, CollectivesOfOneCommunicatorTakeTurns) {
+  const spec::Model m = blocks_model(4);
+  const spec::Cluster c = ideal_cluster(2, 1);   // compute at 1e14 FLOP/s: the collectives dominate
+  SimOptions o;
+  o.record_trace = true;
+  const nlohmann::json plan = {{"dp", 2}, {"zero", {{"stage", 3}, {"overlap_comm", true}}}};
+  auto dp_events = [](const SimResult& r) {
+    std::vector<trace::Event> out;
+    for (const trace::Event& e : r.trace.events) {
+      if (e.rank == 0 && (e.op == program::Op::kGatherParams || e.op == program::Op::kReduceScatterGrads)) out.push_back(e);
+    }
+    std::sort(out.begin(), out.end(), [](const trace::Event& a, const trace::Event& b) { return a.start_ns < b.start_ns; });
+    return out;
+  };
+  const SimResult separate = simulate(lower_with(m, plan, {{"name", "fsdp"}, {"reduce_communicator", "separate"}}), c, o);
+  const SimResult shared = simulate(lower_with(m, plan, "fsdp"), c, o);
+  // the premise: apart, a gather and a reduce-scatter overlap
+  const std::vector<trace::Event> apart = dp_events(separate);
+  int64_t overlaps = 0;
+  for (std::size_t i = 1; i < apart.size(); ++i) overlaps += apart[i].start_ns < apart[i - 1].end_ns;
+  ASSERT_GT(overlaps, 0);
+  // one communicator: back to back at most, so the step is longer
+  const std::vector<trace::Event> turns = dp_events(shared);
+  ASSERT_EQ(turns.size(), apart.size());
+  for (std::size_t i = 1; i < turns.size(); ++i) EXPECT_GE(turns[i].start_ns, turns[i - 1].end_ns) << "collective " << i;
+  EXPECT_GT(shared.metrics.step_time_s, separate.metrics.step_time_s);
 }
 
 // deepspeed-0.5 synchronises the device in every fetch: no gather runs while the GPU computes.

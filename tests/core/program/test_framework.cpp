@@ -287,6 +287,55 @@ TEST(Framework, ReduceDtypeSetsTheGradientCollectivesBytes) {
   }
 }
 
+// One NCCL communicator for gathers and reductions (framework.hpp, Communicators): each
+// data-parallel collective of a rank waits for the one issued before it, whichever lane.
+std::vector<int32_t> dp_collectives(const RoleProgram& r) {
+  std::vector<int32_t> out;
+  for (int32_t k = 0; k < static_cast<int32_t>(r.instrs.size()); ++k) {
+    const Instr& in = r.instrs[static_cast<std::size_t>(k)];
+    if (in.group == Group::kDp && is_collective(in.op)) out.push_back(k);
+  }
+  return out;
+}
+bool depends_on(const RoleProgram& r, int32_t k, int32_t d) {
+  const auto deps = r.deps_of(r.instrs[static_cast<std::size_t>(k)]);
+  return std::find(deps.begin(), deps.end(), d) != deps.end();
+}
+
+TEST(Framework, OneCommunicatorOrdersEveryDataParallelCollectiveAfterThePreviousOne) {
+  const nlohmann::json plan = {{"dp", 2}, {"micro_batches", 2}, {"recompute", "full"}, {"zero", zero3(1, 0, {{"overlap_comm", true}})}};
+  // fsdp shares one (its default): each collective after the previous one, gathers after
+  // reductions too
+  Program fsdp = lower_json(gpt(2, false), plan, "fsdp");
+  check(fsdp);
+  const RoleProgram& r = fsdp.roles[0];
+  const std::vector<int32_t> dp = dp_collectives(r);
+  ASSERT_GT(dp.size(), 4u);
+  int64_t across = 0;   // orderings between a gather and a reduction, which the lanes alone lack
+  for (std::size_t i = 1; i < dp.size(); ++i) {
+    EXPECT_TRUE(depends_on(r, dp[i], dp[i - 1])) << "#" << dp[i] << " after #" << dp[i - 1];
+    across += r.instrs[static_cast<std::size_t>(dp[i])].lane != r.instrs[static_cast<std::size_t>(dp[i - 1])].lane;
+  }
+  EXPECT_GT(across, 0);
+  // deepspeed by default: a communicator each (zero.Init's world group, the engine's own): a
+  // gather never waits for a reduction
+  Program ds = lower_json(gpt(2, false), plan, "deepspeed");
+  check(ds);
+  const RoleProgram& d = ds.roles[0];
+  const std::vector<int32_t> ddp = dp_collectives(d);
+  for (std::size_t i = 1; i < ddp.size(); ++i) {
+    const Instr& in = d.instrs[static_cast<std::size_t>(ddp[i])];
+    if (in.lane != d.instrs[static_cast<std::size_t>(ddp[i - 1])].lane) EXPECT_FALSE(depends_on(d, ddp[i], ddp[i - 1])) << "#" << ddp[i];
+  }
+  // ... and one when the training says so (Megatron-DeepSpeed hands one group to both)
+  Program shared = lower_json(gpt(2, false), plan, {{"name", "deepspeed"}, {"reduce_communicator", "shared"}});
+  check(shared);
+  const std::vector<int32_t> sdp = dp_collectives(shared.roles[0]);
+  for (std::size_t i = 1; i < sdp.size(); ++i) EXPECT_TRUE(depends_on(shared.roles[0], sdp[i], sdp[i - 1]));
+  EXPECT_TRUE(shared.training.framework_profile().one_dp_communicator);
+  EXPECT_FALSE(ds.training.framework_profile().one_dp_communicator);
+}
+
 TEST(Framework, TrainingFileNamesTheFrameworkAndBadValuesAreRefused) {
   spec::Training t = test::training(8, {{"name", "fsdp"}, {"reduce_dtype", "fp32"}});
   EXPECT_EQ(t.framework, spec::Framework::kFsdp);
@@ -301,6 +350,18 @@ TEST(Framework, TrainingFileNamesTheFrameworkAndBadValuesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("/framework"), std::string::npos) << e.what();
   }
   EXPECT_THROW(test::training(8, {{"name", "fsdp"}, {"reduce_type", "fp32"}}), spec::SpecError);
+  // "reduce_communicator": shared or separate, written back as read
+  const spec::Training sep = test::training(8, {{"name", "fsdp"}, {"reduce_communicator", "separate"}});
+  EXPECT_FALSE(sep.framework_profile().one_dp_communicator);
+  EXPECT_EQ(spec::to_json(sep)["framework"]["reduce_communicator"], "separate");
+  EXPECT_FALSE(spec::to_json(sep)["framework"].contains("reduce_dtype"));
+  try {
+    test::training(8, {{"name", "deepspeed"}, {"reduce_communicator", "one"}});
+    FAIL() << "accepted an unknown reduce_communicator";
+  } catch (const spec::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("reduce_communicator"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shared"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(test::training(8, 3), spec::SpecError);
   // Megatron-LM shards optimizer state at most (ZeRO-1)
   try {
