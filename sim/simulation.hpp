@@ -38,7 +38,8 @@
 //     memory kernels bound per SM) loses its SMs as above. A compute-lane instruction whose
 //     streaming share is c overlapping a collective for Δ takes Δ·((1 − c)·f/(1 − f) + c·g)
 //     longer. Each lane's collective is charged apart (a gather and a reduction together demand
-//     h₁ + h₂, charged as g(h₁) + g(h₂): a little less than g(h₁ + h₂)).
+//     h₁ + h₂, charged as g(h₁) + g(h₂): a little less than g(h₁ + h₂)); they only run together
+//     where the framework gives them a communicator each (spec/framework.hpp, Communicators).
 // An instruction starts at the latest end among its predecessors, so the order in which
 // finished instructions are processed does not matter: with the shared network they come off the
 // time-ordered event queue (flows make durations depend on what runs at the same time); with a
