@@ -75,13 +75,13 @@ class Finder {
       const int32_t lp = last[lane];
       lane_prev_[static_cast<std::size_t>(k)] = lp;
       last[lane] = k;
+      auto latest = [&](int32_t p) { return std::max(anc_[static_cast<std::size_t>(p)], pos_[static_cast<std::size_t>(p)]); };
+      int32_t a = overlap_ && lp >= 0 ? latest(lp) : -1;
       for (int32_t d : role_.deps_of(in)) {
         if (d < 0 || d >= k) return false;
+        if (overlap_) a = std::max(a, latest(d));
       }
       if (!overlap_) continue;
-      auto latest = [&](int32_t p) { return std::max(anc_[static_cast<std::size_t>(p)], pos_[static_cast<std::size_t>(p)]); };
-      int32_t a = lp >= 0 ? latest(lp) : -1;
-      for (int32_t d : role_.deps_of(in)) a = std::max(a, latest(d));
       anc_[static_cast<std::size_t>(k)] = a;
       if (in.lane == Lane::kCompute) pos_[static_cast<std::size_t>(k)] = computes_++;
       if (dp_collective(in)) dp_.push_back(k);

@@ -225,7 +225,10 @@ int64_t Simulation::compute_time_ns(RankState& r, const Instr& in, int64_t t) {
 // its predecessors inside the chain (the others are done), in index order; the exits finish as
 // events at their ends, the other members are done here. Every member's time is fixed (compute
 // no data-parallel collective overlaps, collectives timed by T alone), so chains of one shape take
-// the same times from their start: the first one's are kept and the others reuse them.
+// the same times from their start: the first one's are kept and the others reuse them. What
+// compute_ns leaves behind (the latest compute's interval, for the slowdown a collective starting
+// during it owes) is then left as the shape's first run set it: by the overlap rule no
+// data-parallel collective starts during a chained compute, so no one reads it for these.
 void Simulation::run_chain(int32_t slot, int32_t first, int64_t t) {
   RankState& r = ranks_[static_cast<std::size_t>(slot)];
   const Chains& ch = *r.chains;
@@ -238,13 +241,7 @@ void Simulation::run_chain(int32_t slot, int32_t first, int64_t t) {
     for (int32_t k = first; k < end; ++k) {
       const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
       const int64_t begin = chain_start_[static_cast<std::size_t>(k - first)];
-      const bool compute = in.lane == Lane::kCompute;
-      const int64_t done = begin + (compute ? compute_time_ns(r, in, t + begin) : collective_ns(r, in));
-      if (compute) {
-        timing.compute_begin = begin;
-        timing.compute_end = done;
-        timing.compute_stream = r.compute_stream;
-      }
+      const int64_t done = begin + (in.lane == Lane::kCompute ? compute_time_ns(r, in, t + begin) : collective_ns(r, in));
       auto pass = [&](int32_t next) {
         if (next < end) {
           int64_t& s = chain_start_[static_cast<std::size_t>(next - first)];
@@ -257,12 +254,6 @@ void Simulation::run_chain(int32_t slot, int32_t first, int64_t t) {
       timing.last = std::max(timing.last, done);
     }
     timing.known = true;
-  } else if (beside_ && timing.compute_begin >= 0) {
-    // what compute_ns leaves behind for the collectives that follow: the last compute's interval
-    r.sm_debt_ns = 0;
-    r.compute_begin_ns = t + timing.compute_begin;
-    r.compute_end_ns = t + timing.compute_end;
-    r.compute_stream = timing.compute_stream;
   }
   for (const auto& [offset, done] : timing.exits) schedule(t + done, slot, first + offset);
   const auto members = static_cast<int64_t>(end - first), exits = static_cast<int64_t>(timing.exits.size());

@@ -113,14 +113,12 @@ class Simulation {
     const program::RoleProgram* role = nullptr;
     const program::RoleGraph* graph = nullptr;
     const Chains* chains = nullptr;   // step time only: its list's chains (chains.hpp), when used
-    // A chain shape's times once run (by the shape's first chain): each exit's end and the last
-    // compute member's interval, from the chain's start, and its latest end.
+    // A chain shape's times once run (by the shape's first chain): each exit's end from the
+    // chain's start, and its latest end.
     struct ChainTiming {
       bool known = false;
       int64_t last = 0;
       std::vector<std::pair<int32_t, int64_t>> exits;   // (member offset, end)
-      int64_t compute_begin = -1, compute_end = 0;      // −1: no compute member
-      double compute_stream = 0;
     };
     std::vector<ChainTiming> timing;
     std::vector<int16_t> waiting;
