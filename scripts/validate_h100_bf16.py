@@ -14,8 +14,8 @@ Simulated with the bundled dgx-h100-ndr profile (datasheet and published-kernel 
 fitted to these rows): bf16, Megatron-LM's distributed optimizer ("framework": "megatron", ZeRO-1)
 with its gradient reduction beside the backward ("overlap_comm", --overlap-grad-reduce), sequence
 parallelism with TP and Transformer Engine's TP communication overlap ("tp_comm_overlap"), TE's
-cuDNN fused attention (the profile's "cudnn" kernel). The table does not give the micro-batch, the recompute or the interleaving, so, as
-validate_table1.py does for Narayanan et al., each row keeps the fastest plan that fits among
+cuDNN fused attention (the profile's "cudnn" kernel). The table does not give the micro-batch, the recompute or the interleaving, so each row keeps
+the fastest plan that fits among
 micro-batch 1, 2, 4, recompute none or selective, and 1F1B or interleaved with 2-4 chunks per stage.
 The published value compared is per-GPU TFLOP/s by Megatron-Core's own count
 (megatron/training/training.py num_floating_point_operations at r0.8.0):
