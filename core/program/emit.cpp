@@ -72,6 +72,7 @@ class Emitter {
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
+  bool holds_tied_table(const Bucket& b) const;
   void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void flush(std::vector<Deferred>& list, int32_t dep);
   void step_end();
@@ -299,14 +300,30 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   return after;
 }
 
+// Whether gradient bucket `b` holds this stage's copy of an embedding table tied over stages (the
+// embedding on the first stage, the head on the last), which an embedding-group all-reduce sums.
+bool Emitter::holds_tied_table(const Bucket& b) const {
+  const int32_t head = head_unit(prog_.model);
+  return cx_.tied_group && ((stage_ == 0 && b.unit_begin == 0) || (stage_ == plan_.pp - 1 && b.unit_end == head + 1));
+}
+
 // Gradient buckets whose lowest unit this segment produced are complete for this micro-batch.
+// ZeRO-2/3 reduce every micro-batch, but not the bucket of a table tied over stages: its sum over
+// the embedding group needs the other stage's gradient of the same micro-batch, which that stage
+// computes only once this one's backward has passed through the whole pipeline, and every
+// data-parallel collective this stage issues after it would wait for that (on one communicator,
+// its own later gathers too: a deadlock). It accumulates over the step and is summed and reduced
+// once, after the stage's last compute (as Megatron-LM and DeepSpeed's pipeline engine sum tied
+// gradients once a step).
 void Emitter::grads_ready(const Step& s, const Segment& seg, int32_t instr) {
   const bool last_mb = s.mb == plan_.micro_batches - 1;
   for (int32_t gb : cx_.chunk_plan(stage_, s.chunk).grad_buckets) {
     const Bucket& b = prog_.grad_buckets[gb];
     if (b.unit_begin < seg.unit_begin || b.unit_begin >= seg.unit_end) continue;
     const int16_t chunk = static_cast<int16_t>(s.chunk);
-    if (cx_.per_mb_reduce) {
+    if (cx_.per_mb_reduce && holds_tied_table(b)) {
+      if (last_mb) end_deferred_.push_back({gb, s.mb, chunk, instr});
+    } else if (cx_.per_mb_reduce) {
       if (plan_.zero.overlap_comm) reduce(gb, s.mb, chunk, instr);
       else step_deferred_.push_back({gb, s.mb, chunk, instr});
     } else if (last_mb) {
@@ -319,8 +336,7 @@ void Emitter::grads_ready(const Step& s, const Segment& seg, int32_t instr) {
 void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep) {
   const Bucket& b = prog_.grad_buckets[grad_bucket];
   const int32_t head = head_unit(prog_.model);
-  const bool tied_here = cx_.tied_group && ((stage_ == 0 && b.unit_begin == 0) ||
-                                            (stage_ == plan_.pp - 1 && b.unit_end == head + 1));
+  const bool tied_here = holds_tied_table(b);
   int32_t tied = -1;
   if (tied_here) {
     Instr in;

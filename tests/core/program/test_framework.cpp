@@ -1,6 +1,7 @@
 // Framework profiles in the lowering: how many collectives a bucket takes, when a gather is
 // issued, what a gradient reduction moves — each against a hand count (spec/framework.hpp).
 #include <algorithm>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -338,6 +339,43 @@ TEST(Framework, OneCommunicatorOrdersEveryDataParallelCollectiveAfterThePrevious
   for (std::size_t i = 1; i < sdp.size(); ++i) EXPECT_TRUE(depends_on(shared.roles[0], sdp[i], sdp[i - 1]));
   EXPECT_TRUE(shared.training.framework_profile().one_dp_communicator);
   EXPECT_FALSE(ds.training.framework_profile().one_dp_communicator);
+}
+
+TEST(Framework, ATableTiedOverStagesIsReducedOnceAStepWhereOthersAreReducedEveryMicroBatch) {
+  // gpt(4) tied over pp 2: stage 0 holds the table (bucket of unit 0), stage 1 the head's copy.
+  // ZeRO-3 reduce-scatters every micro-batch (3 here), but summing the tied copies needs the other
+  // stage's gradient of the same micro-batch; under one communicator (fsdp) every later collective
+  // of the stage would wait for it, its own gathers too. So the tied buckets are summed and reduced
+  // once, after the stage's last compute; every other bucket 3 times.
+  for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
+    const nlohmann::json plan = {{"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"schedule", schedule},
+                                 {"virtual_stages", std::string(schedule) == "interleaved" ? 2 : 1}, {"recompute", "full"},
+                                 {"zero", zero3(1, 0, {{"overlap_comm", true}})}};
+    for (const char* framework : {"fsdp", "deepspeed"}) {
+      SCOPED_TRACE(std::string(schedule) + " " + framework);
+      Program prog = lower_json(gpt(4), plan, framework);
+      check(prog);  // matching and deadlock checks: it deadlocked before, under fsdp
+      for (const RoleProgram& r : prog.roles) {
+        std::map<int32_t, int64_t> reductions;  // grad bucket -> reduce-scatters
+        int32_t last_compute = -1, tied = -1, tied_bucket_reduce = -1;
+        for (int32_t k = 0; k < static_cast<int32_t>(r.instrs.size()); ++k) {
+          const Instr& in = r.instrs[static_cast<std::size_t>(k)];
+          if (in.lane == Lane::kCompute && in.op != Op::kOptimizerStep) last_compute = k;
+          if (in.op == Op::kReduceScatterGrads) ++reductions[in.bucket];
+          if (in.op == Op::kAllReduceGrads && in.group == Group::kEmbedding) {
+            EXPECT_EQ(tied, -1) << "one tied all-reduce a step";
+            tied = k;
+          }
+          if (in.op == Op::kReduceScatterGrads && tied >= 0 && depends_on(r, k, tied)) tied_bucket_reduce = k;
+        }
+        ASSERT_GE(tied, 0);
+        EXPECT_GT(tied, last_compute) << "the tied sum waits for the stage's last compute";
+        ASSERT_GE(tied_bucket_reduce, 0);
+        const int32_t tied_bucket = r.instrs[static_cast<std::size_t>(tied_bucket_reduce)].bucket;
+        for (const auto& [bucket, n] : reductions) EXPECT_EQ(n, bucket == tied_bucket ? 1 : 4) << "bucket " << bucket;
+      }
+    }
+  }
 }
 
 TEST(Framework, TrainingFileNamesTheFrameworkAndBadValuesAreRefused) {
