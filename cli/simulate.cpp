@@ -109,6 +109,12 @@ int run_simulate(const SimulateArgs& a) {
       record ? std::optional(sim::model_error(*record, prog.training.framework, prog.plan.zero.stage, c.gpu.name)) : std::nullopt;
   // The attention the simulation timed: a fused kernel of the GPU profile, or unfused.
   const spec::AttentionKernel* kernel = sim::attention_kernel(c, prog.training);
+  // ZeRO-3's gathers and the gradient reductions: one NCCL communicator (taking turns) or one each,
+  // and why (spec::dp_communicator)
+  std::optional<spec::CommunicatorChoice> communicator;
+  if (prog.plan.zero.stage == 3 && prog.plan.dp > 1) {
+    communicator = spec::dp_communicator(prog.training.framework, prog.training.shared_reduce_communicator, prog.plan.tp, 3);
+  }
   const std::vector<sim::StageMemory> stages = sim::stage_memory(r.rank_peaks, prog.placement);
   // What the plan costs, at the step time and at the ends of its 1σ range.
   const std::optional<double> budget = token_budget(a.cost_args);
@@ -128,6 +134,7 @@ int run_simulate(const SimulateArgs& a) {
     j["attention"] = kernel ? nlohmann::json{{"mode", "flash"}, {"kernel", kernel->name}}
                             : nlohmann::json{{"mode", "unfused"}};
     j["stages"] = sim::to_json(stages);
+    if (communicator) j["communicator"] = {{"shared", communicator->shared}, {"why", communicator->why}};
     // what MFU is measured against: the storage format's peak (bf16 for fp8, whose block GEMMs run at the FP8 peak)
     j["precision"] = {{"dtype", spec::to_string(prog.training.dtype)},
                       {"mfu_peak_flops", c.gpu.peak_flops.at(spec::storage_dtype(prog.training.dtype))}};
@@ -146,6 +153,11 @@ int run_simulate(const SimulateArgs& a) {
                                prog.training.attention + "\")"
                          : std::string("unfused: score GEMMs and softmax passes, scores kept for the backward"))
               << "\n";
+    if (communicator) {
+      std::cout << "collectives ZeRO-3's parameter gathers and gradient reductions "
+                << (communicator->shared ? "share one NCCL communicator and take turns: " : "have a communicator each, side by side: ")
+                << communicator->why << " (framework.reduce_communicator in the training file says otherwise)\n";
+    }
     if (prog.training.dtype == spec::Dtype::kFp8) {
       std::cout << "precision   fp8: the block GEMMs in FP8 at " << text::fmt("%.1f", c.gpu.peak_flops.at(spec::Dtype::kFp8) / 1e12)
                 << " TFLOP/s peak, the head, attention and every other kernel in bf16; MFU is against the bf16 peak, "

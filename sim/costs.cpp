@@ -26,7 +26,7 @@ CostCache::CostCache(const program::Program& prog, const Topology& topology, con
     : prog_(prog),
       topology_(topology),
       gpus_per_node_(cluster.gpus_per_node),
-      framework_(prog.training.framework_profile()),
+      framework_(prog.training.framework_profile(prog.plan.tp, prog.plan.zero.stage)),
       hbm_Bps_(cluster.gpu.hbm_Bps * cluster.gpu.memory_efficiency),
       pcie_Bps_(cluster.host.pcie_Bps) {}
 

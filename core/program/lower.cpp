@@ -88,7 +88,7 @@ Context make_context(Program& prog) {
   Context cx;
   cx.program = &prog;
   cx.units = model_units(prog.model, p.tp);
-  cx.framework = prog.training.framework_profile();
+  cx.framework = prog.training.framework_profile(p.tp, p.zero.stage);
   cx.tokens = prog.tokens_per_micro_batch();
   cx.p2p_bytes = p2p_message_bytes(cx.tokens, prog.model.hidden, p.tp, prog.activation_bytes);
   cx.tp_bytes = tp_collective_bytes(cx.tokens, prog.model.hidden, prog.activation_bytes);

@@ -120,4 +120,23 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
   return p;
 }
 
+CommunicatorChoice dp_communicator(Framework f, std::optional<bool> set, int64_t tp, int zero_stage) {
+  if (set) return {*set, "training.json framework.reduce_communicator"};
+  const bool deepspeed = f == Framework::kDeepSpeed || f == Framework::kDeepSpeed05;
+  if (deepspeed && tp > 1 && zero_stage == 3) {
+    return {true, "DeepSpeed ZeRO-3 with tensor parallelism is Megatron-DeepSpeed's code, which hands one data-parallel "
+                  "group to zero.Init and the engine, as DeepSpeed's AutoTP trains with ZeRO 0-2 only"};
+  }
+  switch (f) {
+    case Framework::kDeepSpeed:
+    case Framework::kDeepSpeed05:
+      return {false, "DeepSpeed's defaults: zero.Init gathers on the world group, the engine reduces on a group of its own"};
+    case Framework::kFsdp: return {true, "FSDP's one process group"};
+    case Framework::kFsdp2: return {true, "FSDP2's shard group"};
+    case Framework::kMegatron:
+    case Framework::kMegatron2021: return {true, "Megatron-LM's data-parallel group"};
+  }
+  return {false, ""};
+}
+
 }  // namespace stagecraft::spec

@@ -104,6 +104,11 @@
 //                  zero.Init(data_parallel_group=mpu.get_data_parallel_group(), mpu=mpu) and the
 //                  engine's mpu.get_data_parallel_group() — which training.json says with
 //                  {"name": "deepspeed", "reduce_communicator": "shared"} ("separate" the other way).
+//                  Unsaid, a ZeRO-3 plan with tensor parallelism shares one: DeepSpeed's own tensor
+//                  parallelism (AutoTP training) runs with ZeRO stages 0-2 only ("ZeRO Optimization:
+//                  ... Stage 0, 1, or 2", deepspeed.ai tutorials/autotp-training; "AutoTP+ZeRO-3 not
+//                  supported", deepspeedai/DeepSpeedExamples PR #1004), so ZeRO-3 with tp > 1 is
+//                  Megatron-DeepSpeed's code, with its one group (dp_communicator below).
 //
 // The gradient pass: what one backward moves through HBM per parameter of a unit between its
 // weight-gradient GEMMs and the gradient the framework reduces (or keeps for the step), beyond the
@@ -253,6 +258,15 @@ double optimizer_step_bytes(Framework f, Dtype dtype, int zero_stage, int64_t dp
 // The profile of a framework for a training in `dtype` (megatron-2021's gradient buffers depend on
 // it), with the training file's overrides (reduce_dtype, reduce_communicator) applied by the caller.
 FrameworkProfile framework_profile(Framework f, Dtype dtype);
+
+// Whether a plan's parameter gathers and gradient reductions share one communicator (Communicators
+// above), and why: `set` (training.json "reduce_communicator") when given; else a DeepSpeed ZeRO-3
+// plan with tp > 1 shares one (Megatron-DeepSpeed's code); else the framework's own choice.
+struct CommunicatorChoice {
+  bool shared = false;
+  std::string why;
+};
+CommunicatorChoice dp_communicator(Framework f, std::optional<bool> set, int64_t tp, int zero_stage);
 const char* to_string(Framework f);
 std::optional<Framework> parse_framework(std::string_view s);
 

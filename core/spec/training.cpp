@@ -85,6 +85,12 @@ FrameworkProfile Training::framework_profile() const {
   return p;
 }
 
+FrameworkProfile Training::framework_profile(int64_t tp, int zero_stage) const {
+  FrameworkProfile p = framework_profile();
+  p.one_dp_communicator = dp_communicator(framework, shared_reduce_communicator, tp, zero_stage).shared;
+  return p;
+}
+
 int64_t Training::reduce_bytes() const { return bytes_of(reduce_dtype.value_or(storage_dtype(dtype))); }
 
 std::pair<std::string, std::string> Training::origin_of(std::string_view key) const {

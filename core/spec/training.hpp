@@ -63,6 +63,9 @@ struct Training {
   std::string label() const;
   // The framework's profile with this file's overrides; gradient collectives' element bytes.
   FrameworkProfile framework_profile() const;
+  // The same for a plan of `tp` and `zero_stage`, whose shape can say which code runs the framework
+  // (dp_communicator in framework.hpp): what the lowering and the simulator use.
+  FrameworkProfile framework_profile(int64_t tp, int zero_stage) const;
   // The highest ZeRO stage this training can run: the framework's (Megatron-LM: 1), and 2 with
   // fp8 (Transformer Engine caches each FP8 weight and its transpose across micro-batches, which
   // ZeRO-3's partitioned parameters do not keep: not modelled).

@@ -35,6 +35,29 @@ def main():
     text = subprocess.run([s, *base], capture_output=True, text=True, timeout=120).stdout
     check("memory by stage" in text and "<- the tightest" in text, "text: the memory-by-stage table, tightest marked")
 
+    # ZeRO-3's gathers and reductions: one communicator or one each, and why (spec::dp_communicator).
+    # Under plain "deepspeed" with tp 2 the code is Megatron-DeepSpeed's (DeepSpeed's own tensor
+    # parallelism trains with ZeRO 0-2 only): one communicator; with tp 1, a communicator each.
+    with tempfile.TemporaryDirectory() as d:
+        seen = {}
+        for tp in (1, 2):
+            plan = os.path.join(d, f"z3-tp{tp}.json")
+            with open(plan, "w") as f:
+                json.dump({"tp": tp, "dp": 4 // tp, "micro_batch": 1, "micro_batches": 8 * tp // 4,
+                           "zero": {"stage": 3}}, f)
+            args = ["simulate", "--model", "tiny", "--cluster", "cpu-local", "--nodes", "2", "--training", "tiny-cpu",
+                    "--plan", plan, "--no-error-bars"]
+            r = subprocess.run([s, *args, "--json"], capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                sys.exit(f"FAIL: simulate {plan}: rc {r.returncode}\n{r.stderr}")
+            seen[tp] = json.loads(r.stdout).get("communicator")
+            text = subprocess.run([s, *args], capture_output=True, text=True, timeout=120).stdout
+            check("collectives ZeRO-3's parameter gathers and gradient reductions" in text, f"tp {tp}: the text says it")
+        check(seen[2] is not None and seen[2]["shared"] and "Megatron-DeepSpeed" in seen[2]["why"],
+              f"deepspeed ZeRO-3, tp 2: one communicator, Megatron-DeepSpeed's ({seen[2]})")
+        check(seen[1] is not None and not seen[1]["shared"], f"deepspeed ZeRO-3, tp 1: a communicator each ({seen[1]})")
+    check("communicator" not in j, "a ZeRO-1 plan: no communicator entry (nothing gathers beside the reductions)")
+
     with tempfile.TemporaryDirectory() as d:
         png = os.path.join(d, "sim.png")
         r = subprocess.run([s, *base, "--png", png], capture_output=True, text=True, timeout=120)

@@ -341,6 +341,50 @@ TEST(Framework, OneCommunicatorOrdersEveryDataParallelCollectiveAfterThePrevious
   EXPECT_FALSE(ds.training.framework_profile().one_dp_communicator);
 }
 
+TEST(Framework, DeepSpeedZero3WithTensorParallelismSharesOneCommunicator) {
+  // DeepSpeed trains tensor parallelism itself (AutoTP) with ZeRO 0-2 only, so a ZeRO-3 plan with
+  // tp > 1 is Megatron-DeepSpeed's code, which hands one data-parallel group to zero.Init and the
+  // engine: unless the training file says otherwise, its collectives take turns.
+  using spec::dp_communicator;
+  using spec::Framework;
+  EXPECT_TRUE(dp_communicator(Framework::kDeepSpeed, std::nullopt, 2, 3).shared);
+  EXPECT_TRUE(dp_communicator(Framework::kDeepSpeed05, std::nullopt, 8, 3).shared);
+  EXPECT_FALSE(dp_communicator(Framework::kDeepSpeed, std::nullopt, 1, 3).shared);  // zero.Init's world group
+  EXPECT_FALSE(dp_communicator(Framework::kDeepSpeed, std::nullopt, 2, 2).shared);  // AutoTP with ZeRO-2
+  EXPECT_FALSE(dp_communicator(Framework::kDeepSpeed, false, 2, 3).shared);         // the file's word wins
+  EXPECT_TRUE(dp_communicator(Framework::kDeepSpeed, true, 1, 3).shared);
+  EXPECT_TRUE(dp_communicator(Framework::kFsdp, std::nullopt, 1, 3).shared);
+  EXPECT_NE(dp_communicator(Framework::kDeepSpeed, std::nullopt, 2, 3).why.find("Megatron-DeepSpeed"), std::string::npos);
+  EXPECT_NE(dp_communicator(Framework::kDeepSpeed, false, 2, 3).why.find("reduce_communicator"), std::string::npos);
+
+  // In the lowering: tp 2 x dp 2, ZeRO-3 under plain "deepspeed" orders every data-parallel
+  // collective after the previous one, gathers after reductions included ...
+  const nlohmann::json plan = {{"tp", 2}, {"dp", 2}, {"micro_batches", 2}, {"recompute", "full"},
+                               {"zero", zero3(1, 0, {{"overlap_comm", true}})}};
+  Program tp2 = lower_json(gpt(2, false), plan, "deepspeed");
+  check(tp2);
+  const std::vector<int32_t> dp = dp_collectives(tp2.roles[0]);
+  ASSERT_GT(dp.size(), 4u);
+  int64_t across = 0;
+  for (std::size_t i = 1; i < dp.size(); ++i) {
+    EXPECT_TRUE(depends_on(tp2.roles[0], dp[i], dp[i - 1])) << "#" << dp[i] << " after #" << dp[i - 1];
+    across += tp2.roles[0].instrs[static_cast<std::size_t>(dp[i])].lane != tp2.roles[0].instrs[static_cast<std::size_t>(dp[i - 1])].lane;
+  }
+  EXPECT_GT(across, 0);
+  // ... and "separate" in the training file keeps a communicator each: some gather issued after a
+  // reduction does not wait for it
+  Program sep = lower_json(gpt(2, false), plan, {{"name", "deepspeed"}, {"reduce_communicator", "separate"}});
+  check(sep);
+  const RoleProgram& r = sep.roles[0];
+  const std::vector<int32_t> sdp = dp_collectives(r);
+  int64_t unordered = 0;
+  for (std::size_t i = 1; i < sdp.size(); ++i) {
+    const bool switched = r.instrs[static_cast<std::size_t>(sdp[i])].lane != r.instrs[static_cast<std::size_t>(sdp[i - 1])].lane;
+    unordered += switched && !depends_on(r, sdp[i], sdp[i - 1]);
+  }
+  EXPECT_GT(unordered, 0);
+}
+
 TEST(Framework, ATableTiedOverStagesIsReducedOnceAStepWhereOthersAreReducedEveryMicroBatch) {
   // gpt(4) tied over pp 2: stage 0 holds the table (bucket of unit 0), stage 1 the head's copy.
   // ZeRO-3 reduce-scatters every micro-batch (3 here), but summing the tied copies needs the other
