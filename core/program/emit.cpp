@@ -307,21 +307,24 @@ bool Emitter::holds_tied_table(const Bucket& b) const {
   return cx_.tied_group && ((stage_ == 0 && b.unit_begin == 0) || (stage_ == plan_.pp - 1 && b.unit_end == head + 1));
 }
 
-// Gradient buckets whose lowest unit this segment produced are complete for this micro-batch.
-// ZeRO-2/3 reduce every micro-batch, but not the bucket of a table tied over stages: its sum over
-// the embedding group needs the other stage's gradient of the same micro-batch, which that stage
-// computes only once this one's backward has passed through the whole pipeline, and every
-// data-parallel collective this stage issues after it would wait for that (on one communicator,
-// its own later gathers too: a deadlock). It accumulates over the step and is summed and reduced
-// once, after the stage's last compute (as Megatron-LM and DeepSpeed's pipeline engine sum tied
-// gradients once a step).
+// Gradient buckets whose lowest unit this segment produced are complete for this micro-batch:
+// ZeRO-2/3 reduce them every micro-batch, ZeRO 0-1 at the last, beside the backward with
+// overlap_comm. Not the bucket of a table tied over stages: its sum over the embedding group needs
+// the other stage's gradient of the same micro-batch, which that stage computes only once this
+// one's backward has passed through the whole pipeline, and what this stage issues after it would
+// wait for that: every later data-parallel collective on one communicator (its own gathers too),
+// the next compute where the host waits for each reduction (deepspeed-0.5): a deadlock. It
+// accumulates over the step and is summed and reduced once, after the stage's last compute, as
+// Megatron-LM (finalize_model_grads: the embedding all-reduce after the data-parallel sync) and
+// DeepSpeed's pipeline engine (_exec_reduce_tied_grads at the end of the schedule) sum tied
+// gradients once a step.
 void Emitter::grads_ready(const Step& s, const Segment& seg, int32_t instr) {
   const bool last_mb = s.mb == plan_.micro_batches - 1;
   for (int32_t gb : cx_.chunk_plan(stage_, s.chunk).grad_buckets) {
     const Bucket& b = prog_.grad_buckets[gb];
     if (b.unit_begin < seg.unit_begin || b.unit_begin >= seg.unit_end) continue;
     const int16_t chunk = static_cast<int16_t>(s.chunk);
-    if (cx_.per_mb_reduce && holds_tied_table(b)) {
+    if (holds_tied_table(b)) {
       if (last_mb) end_deferred_.push_back({gb, s.mb, chunk, instr});
     } else if (cx_.per_mb_reduce) {
       if (plan_.zero.overlap_comm) reduce(gb, s.mb, chunk, instr);

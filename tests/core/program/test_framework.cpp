@@ -420,6 +420,26 @@ TEST(Framework, ATableTiedOverStagesIsReducedOnceAStepWhereOthersAreReducedEvery
       }
     }
   }
+  // ZeRO 0-1 reduce once, at the last micro-batch, beside its backward with overlap_comm; the tied
+  // table too waits for the stage's last compute: where the host waits for each reduction before
+  // more compute (deepspeed-0.5) the last stage's backward would otherwise wait for stage 0's.
+  for (const char* framework : {"deepspeed-0.5", "megatron"}) {
+    SCOPED_TRACE(framework);
+    Program prog = lower_json(gpt(4), {{"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"recompute", "full"},
+                                       {"zero", {{"stage", 1}, {"overlap_comm", true}, {"reduce_bucket", 20000}}}},
+                              framework);
+    check(prog);
+    for (const RoleProgram& r : prog.roles) {
+      int32_t last_compute = -1, tied = -1;
+      for (int32_t k = 0; k < static_cast<int32_t>(r.instrs.size()); ++k) {
+        const Instr& in = r.instrs[static_cast<std::size_t>(k)];
+        if (in.lane == Lane::kCompute && in.op != Op::kOptimizerStep) last_compute = k;
+        if (in.op == Op::kAllReduceGrads && in.group == Group::kEmbedding) tied = k;
+      }
+      ASSERT_GE(tied, 0);
+      EXPECT_GT(tied, last_compute);
+    }
+  }
 }
 
 TEST(Framework, TrainingFileNamesTheFrameworkAndBadValuesAreRefused) {
