@@ -91,7 +91,6 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.gather = GatherUnit::kBlock;
       p.prefetch = Prefetch::kNextUnit;
       p.reshard_after_use = true;
-      p.one_dp_communicator = true;  // one process_group (framework.hpp, Communicators)
       p.reduce_copy_passes = 2;  // gradient pre-divide div_
       p.source = "PyTorch FSDP FULL_SHARD, transformer-block wrapping (framework.hpp)";
       break;
@@ -99,7 +98,6 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.gather = GatherUnit::kBlock;
       p.prefetch = Prefetch::kNextUnit;
       p.reshard_after_use = true;
-      p.one_dp_communicator = true;  // the shard group (framework.hpp, Communicators)
       p.coalesced_copy_passes = 2;  // foreach_all_gather_copy_out: split_with_sizes_copy of the gathered buffer
       p.source = "PyTorch FSDP2 fully_shard per block (framework.hpp: _fsdp_collectives.py)";
       break;
@@ -108,7 +106,6 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.gather = GatherUnit::kModule;  // unused: no ZeRO-3
       p.prefetch = Prefetch::kLookAhead;
       p.reduce_copy_passes = 2;  // grad buffer scaled by 1/dp in place
-      p.one_dp_communicator = true;  // the data-parallel group (framework.hpp, Communicators)
       // 2021 without contiguous buffers (all but bf16): flatten, scale, copy back
       if (f == Framework::kMegatron2021 && storage_dtype(dtype) != Dtype::kBf16) p.reduce_copy_passes = 6;
       p.max_zero_stage = 1;
@@ -117,6 +114,8 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
                                            : "Megatron-LM before 2021-09: synchronous backward TP all-reduce (framework.hpp)";
       break;
   }
+  // without a plan: its choice for tp 1 (dp_communicator says why; a plan's shape can change it)
+  p.one_dp_communicator = dp_communicator(f, std::nullopt, 1, 3).shared;
   return p;
 }
 
