@@ -426,7 +426,8 @@ def llm_foundry_lines(results):
     checkpointed = [c for k, g in groups.items() for c in g.values() if checkpointing(k)]
     plain = [c for k, g in groups.items() for c in g.values() if not checkpointing(k)]
     spreads = {k: max(c[3] for c in g.values()) - min(c[3] for c in g.values()) for k, g in groups.items() if len(g) > 1}
-    a4, a3 = by_id["A4"], by_id["A3"]
+    a4, a3, a2 = by_id["A4"], by_id["A3"], by_id["A2"]
+    a4_sim, a2_sim = a4[0][-1] * (1 + a4[-1]), a2[0][-1] * (1 + a2[-1])  # simulated tok/s/GPU
     plain_steps = [by_id[c[0]][1]["step_time_s"] for c in plain]
     plain_gib = {gib_of[c[0]] for c in plain}
     others = sorted(c[3] for c in checkpointed if c[0] != "A4")
@@ -469,6 +470,15 @@ def llm_foundry_lines(results):
         f"checkpointed rows' median error ({100 * median:+.1f}%); single rows of this table fall "
         f"{100 * (1 - odd_pub / (sum(rest_pub) / len(rest_pub))):.0f}% below their",
         "neighbours with no configuration to explain it, so part of A4's shortfall may be of that kind.",
+        f"Against A2 ({a2[0][2]} at A4's micro-batch on {a2[0][4]} x {gib_of['A2']} GB, mb {a2[0][5]} x {a2[0][6]}: "
+        f"{a2[0][-1]} tok/s/GPU), A4's {a4[0][-1]} is {100 * (1 - a4[0][-1] / a2[0][-1]):.0f}% fewer tokens per GPU, where "
+        f"the simulation gives {100 * (1 - a4_sim / a2_sim):.0f}% fewer.",
+        "The tables ran FlashAttention's Triton implementation (`attn_impl: triton`, the benchmark script's",
+        "default; flash-attn 1.0.3's flash_attn_triton, timed here at the profile's FlashAttention-1 rates),",
+        "of which llm-foundry's own code warns that it \"uses more memory. When training larger models this can",
+        "trigger alloc retries which hurts performance\" (llmfoundry/models/layers/attention.py at 300cc5c5): the",
+        "largest model on the smaller GPUs is where that would show, and neither that memory nor PyTorch's",
+        "allocator retries are modelled.",
     ]
     return text
 
