@@ -2,6 +2,7 @@
 // issued, what a gradient reduction moves — each against a hand count (spec/framework.hpp).
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -440,6 +441,41 @@ TEST(Framework, ATableTiedOverStagesIsReducedOnceAStepWhereOthersAreReducedEvery
       EXPECT_GT(tied, last_compute);
     }
   }
+}
+
+TEST(Framework, EveryFrameworkScheduleAndZeroStageLowersWithoutADeadlock) {
+  // The orderings the frameworks add (one communicator, the host waiting for each reduction, the
+  // tied table's sum) against every schedule and ZeRO stage: each lowering passes check(), whose
+  // deadlock search replays the ranks' lanes and messages. Tied and untied, tp 1-2, pp 1-4.
+  const std::vector<nlohmann::json> frameworks = {"deepspeed", "deepspeed-0.5", "fsdp", "fsdp2", "megatron",
+                                                  {{"name", "deepspeed"}, {"reduce_communicator", "shared"}}};
+  int64_t lowered = 0;
+  for (bool tied : {true, false}) {
+    for (const nlohmann::json& framework : frameworks) {
+      const int max_zero = framework == "megatron" ? 1 : 3;
+      for (const auto& [tp, pp, dp] : {std::tuple{1, 2, 2}, std::tuple{2, 2, 2}, std::tuple{1, 4, 2}, std::tuple{2, 1, 4}}) {
+        for (const auto& [schedule, v] : {std::pair{"1f1b", 1}, std::pair{"gpipe", 1}, std::pair{"zb-h1", 1}, std::pair{"interleaved", 2}}) {
+          if (pp == 1 && v > 1) continue;
+          for (int zero = 0; zero <= max_zero; ++zero) {
+            for (bool overlap : {false, true}) {
+              SCOPED_TRACE(framework.dump() + " tied " + std::to_string(tied) + " tp" + std::to_string(tp) + " pp" +
+                           std::to_string(pp) + " " + schedule + " zero" + std::to_string(zero) + " overlap " + std::to_string(overlap));
+              const nlohmann::json plan = {{"tp", tp}, {"pp", pp}, {"dp", dp}, {"micro_batches", 4}, {"schedule", schedule},
+                                           {"virtual_stages", v}, {"recompute", "full"},
+                                           {"zero", {{"stage", zero}, {"overlap_comm", overlap}, {"reduce_bucket", 20000},
+                                                     {"prefetch_bucket", 20000}}}};
+              Program prog = lower_json(gpt(8, tied), plan, framework);
+              EXPECT_NO_THROW(check(prog));
+              ++lowered;
+            }
+          }
+        }
+      }
+    }
+  }
+  // tied or not x (5 frameworks x 4 stages + megatron's 2) x (3 pipelined layouts x 4 schedules + pp 1 x
+  // the 3 that are not interleaved) x 2 overlaps
+  EXPECT_EQ(lowered, 2 * (5 * 4 + 2) * (3 * 4 + 3) * 2);
 }
 
 TEST(Framework, TrainingFileNamesTheFrameworkAndBadValuesAreRefused) {
