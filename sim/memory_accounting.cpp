@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/program/comm_rules.hpp"
+#include "core/program/zero.hpp"
 #include "sim/models/memory.hpp"
 #include "sim/models/work.hpp"
 
@@ -32,7 +33,15 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
   trace::MemoryBytes m;
   m[MemoryKind::kParams] = ms.params + fp8_state_bytes(prog.model, prog.plan.tp, blocks, prog.training.dtype);
   // a forward-only Program (scoring) computes no gradient and keeps no optimizer state
-  m[MemoryKind::kGrads] = prog.forward_only ? 0 : ms.grads;
+  // ZeRO-2/3 keep a bucket of a table tied over stages whole for the step, beside its shard
+  // (program::holds_tied_table): (elems - ceil(elems / dp)) more gradient elements
+  int64_t tied_whole = 0;
+  for (const program::Bucket& b : prog.grad_buckets) {
+    if (z.stage >= 2 && b.stage == stage && program::holds_tied_table(prog.model, pl.pp, b)) {
+      tied_whole += b.elems - (b.elems + pl.dp - 1) / pl.dp;
+    }
+  }
+  m[MemoryKind::kGrads] = prog.forward_only ? 0 : ms.grads + tied_whole * prog.param_bytes;
   m[MemoryKind::kOptimizer] = prog.forward_only ? 0 : ms.optimizer;
   m[MemoryKind::kBuffers] = comm_buffer_bytes(message, pl.pp, z, pl.dp, stage_params, prog.param_bytes);
   m[MemoryKind::kReserved] = cluster.gpu.reserved_bytes;

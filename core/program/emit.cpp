@@ -300,12 +300,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   return after;
 }
 
-// Whether gradient bucket `b` holds this stage's copy of an embedding table tied over stages (the
-// embedding on the first stage, the head on the last), which an embedding-group all-reduce sums.
-bool Emitter::holds_tied_table(const Bucket& b) const {
-  const int32_t head = head_unit(prog_.model);
-  return cx_.tied_group && ((stage_ == 0 && b.unit_begin == 0) || (stage_ == plan_.pp - 1 && b.unit_end == head + 1));
-}
+bool Emitter::holds_tied_table(const Bucket& b) const { return program::holds_tied_table(prog_.model, plan_.pp, b); }
 
 // Gradient buckets whose lowest unit this segment produced are complete for this micro-batch:
 // ZeRO-2/3 reduce them every micro-batch, ZeRO 0-1 at the last, beside the backward with

@@ -64,6 +64,14 @@ UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_
                        int64_t persistence_threshold);
 
 std::vector<Bucket> grad_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, const BucketRule& rule);
+// Whether gradient bucket `b` holds its stage's copy of an embedding table tied over `pp` > 1
+// stages (the embedding on the first stage, the head on the last). Its gradient is summed over
+// the embedding group and reduced once a step, after the stage's last compute, whatever the ZeRO
+// stage (program/emit.cpp grads_ready says why): under ZeRO-2/3 it stays whole until then.
+inline bool holds_tied_table(const spec::Model& m, int64_t pp, const Bucket& b) {
+  return m.tied_embeddings && pp > 1 &&
+         ((b.stage == 0 && b.unit_begin == 0) || (b.stage == pp - 1 && b.unit_end == head_unit(m) + 1));
+}
 std::vector<Bucket> param_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, const BucketRule& rule);
 std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket);
 

@@ -13,6 +13,7 @@
 #include "core/spec/bundled.hpp"
 #include "sim/costs.hpp"
 #include "sim/models/collectives.hpp"
+#include "sim/memory_accounting.hpp"
 #include "sim/models/memory.hpp"
 #include "sim/symmetry.hpp"
 
@@ -168,6 +169,33 @@ TEST(Simulator, FullAndReplicaAgreeWhenGpusShareANic) {
       ASSERT_LT(a.metrics.simulated_ranks, b.metrics.simulated_ranks);
       EXPECT_NEAR(a.metrics.step_time_s, b.metrics.step_time_s, 1e-6 * b.metrics.step_time_s);
       EXPECT_NEAR(a.metrics.time.exposed_comm_s, b.metrics.time.exposed_comm_s, 1e-6 * b.metrics.step_time_s);
+    }
+  }
+}
+
+TEST(Simulator, ZeroTwoKeepsATableTiedOverStagesWholeForTheStep) {
+  // h 64, vocab 128, seq 16, 4 layers on pp 2, dp 2, bf16; reduce_bucket 1: each unit a bucket.
+  // Stage 0's embedding unit: wte 128·64 + wpe 16·64 = 9216; stage 1's head: the final norm 64 + 64
+  // and the lm head 128·64 = 8192 (tied: the table's copy; untied: its own), 8320 either way.
+  // Tied, ZeRO-2 sums and reduces that bucket once a step, so its gradient stays whole beside its
+  // shard: 2 bytes · (9216 − 9216/2) = 9216 more on stage 0, 2 · (8320 − 8320/2) = 8320 on stage 1.
+  // ZeRO-1 keeps every gradient whole anyway: no difference.
+  auto model = [](bool tied) {
+    return spec::model_from_json({{"name", "g"}, {"layers", 4}, {"hidden", 64}, {"heads", 4}, {"vocab", 128},
+                                  {"seq_len", 16}, {"tied_embeddings", tied}},
+                                 "g.json");
+  };
+  const spec::Cluster c = ideal_cluster(1, 4);
+  for (int zero : {1, 2}) {
+    const nlohmann::json plan = {{"pp", 2}, {"dp", 2}, {"micro_batches", 2}, {"zero", {{"stage", zero}, {"reduce_bucket", 1}}}};
+    const program::Program tied = lower(model(true), plan), untied = lower(model(false), plan);
+    const std::vector<int64_t> extra = zero == 2 ? std::vector<int64_t>{2 * (9216 - 4608), 2 * (8320 - 4160)}
+                                                 : std::vector<int64_t>{0, 0};
+    for (int64_t stage : {0, 1}) {
+      EXPECT_EQ(stage_static_memory(tied, stage, c)[trace::MemoryKind::kGrads] -
+                    stage_static_memory(untied, stage, c)[trace::MemoryKind::kGrads],
+                extra[static_cast<std::size_t>(stage)])
+          << "ZeRO-" << zero << " stage " << stage;
     }
   }
 }
