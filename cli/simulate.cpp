@@ -113,7 +113,8 @@ int run_simulate(const SimulateArgs& a) {
   // and why (spec::dp_communicator)
   std::optional<spec::CommunicatorChoice> communicator;
   if (prog.plan.zero.stage == 3 && prog.plan.dp > 1) {
-    communicator = spec::dp_communicator(prog.training.framework, prog.training.shared_reduce_communicator, prog.plan.tp, 3);
+    communicator = spec::dp_communicator(prog.training.framework, prog.training.shared_reduce_communicator, prog.plan.tp,
+                                                 prog.plan.zero.stage);
   }
   const std::vector<sim::StageMemory> stages = sim::stage_memory(r.rank_peaks, prog.placement);
   // What the plan costs, at the step time and at the ends of its 1σ range.

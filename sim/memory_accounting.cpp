@@ -38,7 +38,7 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
   int64_t tied_whole = 0;
   for (const program::Bucket& b : prog.grad_buckets) {
     if (z.stage >= 2 && b.stage == stage && program::holds_tied_table(prog.model, pl.pp, b)) {
-      tied_whole += b.elems - (b.elems + pl.dp - 1) / pl.dp;
+      tied_whole += b.elems - program::shard_elems(b.elems, pl.dp);
     }
   }
   m[MemoryKind::kGrads] = prog.forward_only ? 0 : ms.grads + tied_whole * prog.param_bytes;

@@ -72,7 +72,6 @@ class Emitter {
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
-  bool holds_tied_table(const Bucket& b) const;
   void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void flush(std::vector<Deferred>& list, int32_t dep);
   void step_end();
@@ -300,8 +299,6 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   return after;
 }
 
-bool Emitter::holds_tied_table(const Bucket& b) const { return program::holds_tied_table(prog_.model, plan_.pp, b); }
-
 // Gradient buckets whose lowest unit this segment produced are complete for this micro-batch:
 // ZeRO-2/3 reduce them every micro-batch, ZeRO 0-1 at the last, beside the backward with
 // overlap_comm. Not the bucket of a table tied over stages: its sum over the embedding group needs
@@ -319,7 +316,7 @@ void Emitter::grads_ready(const Step& s, const Segment& seg, int32_t instr) {
     const Bucket& b = prog_.grad_buckets[gb];
     if (b.unit_begin < seg.unit_begin || b.unit_begin >= seg.unit_end) continue;
     const int16_t chunk = static_cast<int16_t>(s.chunk);
-    if (holds_tied_table(b)) {
+    if (holds_tied_table(prog_.model, plan_.pp, b)) {
       if (last_mb) end_deferred_.push_back({gb, s.mb, chunk, instr});
     } else if (cx_.per_mb_reduce) {
       if (plan_.zero.overlap_comm) reduce(gb, s.mb, chunk, instr);
@@ -334,7 +331,7 @@ void Emitter::grads_ready(const Step& s, const Segment& seg, int32_t instr) {
 void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep) {
   const Bucket& b = prog_.grad_buckets[grad_bucket];
   const int32_t head = head_unit(prog_.model);
-  const bool tied_here = holds_tied_table(b);
+  const bool tied_here = holds_tied_table(prog_.model, plan_.pp, b);
   int32_t tied = -1;
   if (tied_here) {
     Instr in;

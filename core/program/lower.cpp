@@ -96,7 +96,6 @@ Context make_context(Program& prog) {
   cx.dp_collectives = p.dp > 1;
   cx.zero3_gathers = p.zero.stage == 3 && p.dp > 1;
   cx.per_mb_reduce = p.zero.stage >= 2 && p.dp > 1;
-  cx.tied_group = prog.model.tied_embeddings && p.pp > 1;
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, cx.units, s));
   return cx;
 }

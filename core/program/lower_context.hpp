@@ -40,7 +40,6 @@ struct Context {
   bool zero3_gathers = false;
   bool dp_collectives = false;
   bool per_mb_reduce = false;  // ZeRO-2/3: reduce-scatter at every micro-batch
-  bool tied_group = false;     // tied embeddings split over stages: embedding-group all-reduce
 
   const ChunkPlan& chunk_plan(int64_t stage, int64_t chunk) const {
     return chunk_plans[static_cast<std::size_t>(stage * program->plan.virtual_stages + chunk)];
