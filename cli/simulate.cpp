@@ -157,7 +157,9 @@ int run_simulate(const SimulateArgs& a) {
     if (communicator) {
       std::cout << "collectives ZeRO-3's parameter gathers and gradient reductions "
                 << (communicator->shared ? "share one NCCL communicator and take turns: " : "have a communicator each, side by side: ")
-                << communicator->why << " (framework.reduce_communicator in the training file says otherwise)\n";
+                << communicator->why
+                << (prog.training.shared_reduce_communicator ? "\n"
+                                                             : " (framework.reduce_communicator in the training file can say otherwise)\n");
     }
     if (prog.training.dtype == spec::Dtype::kFp8) {
       std::cout << "precision   fp8: the block GEMMs in FP8 at " << text::fmt("%.1f", c.gpu.peak_flops.at(spec::Dtype::kFp8) / 1e12)

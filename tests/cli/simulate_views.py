@@ -56,6 +56,26 @@ def main():
         check(seen[2] is not None and seen[2]["shared"] and "Megatron-DeepSpeed" in seen[2]["why"],
               f"deepspeed ZeRO-3, tp 2: one communicator, Megatron-DeepSpeed's ({seen[2]})")
         check(seen[1] is not None and not seen[1]["shared"], f"deepspeed ZeRO-3, tp 1: a communicator each ({seen[1]})")
+        # the training file's word: tp 2 told "separate" keeps a communicator each, and the text names the
+        # file as the reason rather than offering it as the way to say otherwise
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "configs", "training", "tiny-cpu.json")) as f:
+            training = dict(json.load(f), framework={"name": "deepspeed", "reduce_communicator": "separate"})
+        path = os.path.join(d, "separate.json")
+        with open(path, "w") as f:
+            json.dump(training, f)
+        args = ["simulate", "--model", "tiny", "--cluster", "cpu-local", "--nodes", "2", "--training", path,
+                "--plan", os.path.join(d, "z3-tp2.json"), "--no-error-bars"]
+        r = subprocess.run([s, *args, "--json"], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            sys.exit(f"FAIL: simulate {path}: rc {r.returncode}\n{r.stderr}")
+        told = json.loads(r.stdout).get("communicator")
+        check(told is not None and not told["shared"] and "reduce_communicator" in told["why"],
+              f"deepspeed ZeRO-3, tp 2, told separate: a communicator each, the file named ({told})")
+        line = next((x for x in subprocess.run([s, *args], capture_output=True, text=True, timeout=120).stdout.splitlines()
+                     if x.startswith("collectives")), "")
+        check("have a communicator each" in line and "otherwise" not in line,
+              f"told by the file: the text says so without offering the file as a way out ({line!r})")
     check("communicator" not in j, "a ZeRO-1 plan: no communicator entry (nothing gathers beside the reductions)")
 
     with tempfile.TemporaryDirectory() as d:
