@@ -40,6 +40,10 @@ ROWS = [
     ("F5", "NeMo 24.07", "llama2-70b", 64, 128, 1, 4096, 4, 4, 20, 1728),
     ("F6", "Megatron-Bridge 25.11 (FP8-CS)", "llama3-70b", 64, 128, 1, 8192, 4, 8, 5, 1602),
 ]
+# The rows on Megatron-Core's interleaved schedule, id -> VP: the other reports compare their
+# interleaved rows with these (validate_table1.py, validate_h100_bf16.py).
+INTERLEAVED = {row[0]: row[9] for row in ROWS if row[9] > 1}
+VP_RANGE = f"VP {min(INTERLEAVED.values())}-{max(INTERLEAVED.values())}"
 
 
 def simulate(exe, work, row, attention):

@@ -32,8 +32,8 @@ import sys
 import tempfile
 
 import validate_fp8
-from validation_report import add_limit_args, add_record_args, error_range, exit_on_limits, record_entry, spread, \
-    update_record, write_section
+from validation_report import add_limit_args, add_record_args, error_range, exit_on_limits, record_entry, \
+    recorded_errors, spread, update_record, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB, SEQ, DP = 131072, 4096, 48
@@ -166,12 +166,10 @@ def main():
     inter = [x[-1] for x in tp8 if x[6]["schedule"] == "interleaved"]
     flat = [x[-1] for x in tp8 if x[6]["schedule"] != "interleaved"]
     if inter and flat:
-        interleaved_ids = {row[0] for row in validate_fp8.ROWS if row[9] > 1}
-        with open(args.record) as f:
-            known = [e["measured_over_simulated"] - 1 for e in json.load(f)["runs"] if e["set"] == "fp8" and e["id"] in interleaved_ids]
+        known = recorded_errors(args.record, "fp8", validate_fp8.INTERLEAVED)
         lines += [f"Among the pipelined TP 8 rows, those whose fastest plan is interleaved come out {error_range(inter)},",
                   f"those on 1F1B {error_range(flat)}. Megatron-Core runs on the interleaved schedule whose",
-                  f"configurations are published (the FP8 section, VP 5-20) come out {error_range(known)}. Where the",
+                  f"configurations are published (the FP8 section, {validate_fp8.VP_RANGE}) come out {error_range(known)}. Where the",
                   "plan a run used is among the candidates, keeping the fastest simulated one can only raise the",
                   "prediction above that plan's, so a row's error here is at least the one its own plan would show."]
     lines.append("")

@@ -135,10 +135,8 @@ def main():
     mae = sum(abs(row[-1]) for row in rows) / len(rows)
     later_stack = recorded_errors(args.record, "korthikanti")
     # Megatron-Core runs on the interleaved schedule, their configurations published (validate_fp8.py)
-    interleaved_ids = {row[0] for row in validate_fp8.ROWS if row[9] > 1}
-    with open(args.record) as f:
-        later_interleaved = [e["measured_over_simulated"] - 1 for e in json.load(f)["runs"]
-                             if e["set"] == "fp8" and e["id"] in interleaved_ids]
+    later_interleaved = recorded_errors(args.record, "fp8", validate_fp8.INTERLEAVED)
+    interleaved_m = [row[7]["plan"]["micro_batches"] for row in rows if row[0] in one_f_one_b]
     full = later[0]
     row530 = next(row for row in rows if row[0] == 529.6)
     # the published full-recompute MFU in Table 1's units: hardware over model FLOPs of the simulation
@@ -168,7 +166,7 @@ def main():
         f"{error_range(list(one_f_one_b.values()))}, within the other rows' range. The simulation gives the",
         "interleaved schedule its bubble reduction ((p - 1)/m of the step to (p - 1)/(v m)), which these",
         "runs did not show: Narayanan et al. (Fig. 12) found the interleaved schedule's lead over 1F1B",
-        "closing as the batch grows, and these batches are large (28-280 micro-batches a pipeline).",
+        f"closing as the batch grows, and these batches are large ({min(interleaved_m)}-{max(interleaved_m)} micro-batches a pipeline).",
         "Megatron-LM of 2021 exchanges each iteration's tensors in one blocking batch",
         "(p2p_communication._communicate: batch_isend_irecv, then torch.cuda.synchronize()), as the",
         "simulated blocking sends do. It also synchronises the device around every forward and backward",
@@ -176,7 +174,7 @@ def main():
         "get_batch's broadcast_data reads sizes back with .cpu()), and interleaving makes v times as many",
         "passes; the GPU idles while the host prepares each, and how long is not known, so it is not",
         f"charged. Megatron-Core's interleaved runs with published configurations are predicted at",
-        f"{error_range(later_interleaved)} (NeMo 24.07 and Megatron-Bridge on H100, VP 5-20: the FP8 section",
+        f"{error_range(later_interleaved)} (NeMo 24.07 and Megatron-Bridge on H100, {validate_fp8.VP_RANGE}: the FP8 section",
         "below), so the gap is the 2021 code's rather than the schedule's. Nothing is fitted to these rows.",
         "",
         "The same machines with later software point at the 2021 stack rather than the model:",

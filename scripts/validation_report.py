@@ -73,10 +73,12 @@ def record_entry(set_name, rid, source, framework, gpu, gpus, r, err):
             "zero_stage": r["plan"]["zero"]["stage"], "measured_over_simulated": round(1 + err, 4)}
 
 
-def recorded_errors(path, set_name):
-    """The errors (simulated throughput over published, minus 1) the record holds for `set_name`."""
+def recorded_errors(path, set_name, ids=None):
+    """The errors (simulated throughput over published, minus 1) the record holds for `set_name`
+    (only the runs of `ids`, when given)."""
     with open(path) as f:
-        return [e["measured_over_simulated"] - 1 for e in json.load(f)["runs"] if e["set"] == set_name]
+        return [e["measured_over_simulated"] - 1 for e in json.load(f)["runs"]
+                if e["set"] == set_name and (ids is None or e["id"] in ids)]
 
 
 def error_range(errors):

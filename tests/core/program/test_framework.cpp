@@ -388,10 +388,10 @@ TEST(Framework, DeepSpeedZero3WithTensorParallelismSharesOneCommunicator) {
 
 TEST(Framework, ATableTiedOverStagesIsReducedOnceAStepWhereOthersAreReducedEveryMicroBatch) {
   // gpt(4) tied over pp 2: stage 0 holds the table (bucket of unit 0), stage 1 the head's copy.
-  // ZeRO-3 reduce-scatters every micro-batch (3 here), but summing the tied copies needs the other
+  // ZeRO-3 reduce-scatters every micro-batch (4 here), but summing the tied copies needs the other
   // stage's gradient of the same micro-batch; under one communicator (fsdp) every later collective
   // of the stage would wait for it, its own gathers too. So the tied buckets are summed and reduced
-  // once, after the stage's last compute; every other bucket 3 times.
+  // once, after the stage's last compute; every other bucket 4 times.
   for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
     const nlohmann::json plan = {{"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"schedule", schedule},
                                  {"virtual_stages", std::string(schedule) == "interleaved" ? 2 : 1}, {"recompute", "full"},
