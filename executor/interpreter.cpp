@@ -17,9 +17,9 @@ using namespace interp;  // the interpreter's own names (interpreter.hpp)
 namespace {
 
 // Communication lanes first, so requests a compute made ready are posted before the next one.
-constexpr std::array<Lane, program::kLaneCount> kIssueOrder = {Lane::kPpRecv,   Lane::kPpSend, Lane::kDpReduce,
-                                                               Lane::kDpGather, Lane::kTp,     Lane::kOffload,
-                                                               Lane::kCompute};
+constexpr std::array<Lane, program::kLaneCount> kIssueOrder = {Lane::kPpRecv,   Lane::kPpSend,    Lane::kDpReduce,
+                                                               Lane::kDpReplica, Lane::kDpGather, Lane::kTp,
+                                                               Lane::kOffload,   Lane::kCompute};
 
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace stagecraft::sim {
 FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
                              const program::Instr& in, int64_t group_size) {
   FrameworkWork w;
-  if (in.group != program::Group::kDp) return w;
+  if (!program::is_dp_group(in.group)) return w;
   w.pieces = std::max(prog.collectives_of(in), 1);
   const bool gather = in.op == program::Op::kGatherParams;
   const bool grads = in.op == program::Op::kReduceScatterGrads || in.op == program::Op::kAllReduceGrads;
@@ -57,7 +57,7 @@ int64_t CostCache::collective_ns(const program::Instr& in, int32_t group) {
     return gradnorm_->time_ns(in.bytes);
   }
   const int32_t shape = shape_of_[static_cast<std::size_t>(group)];
-  if (in.group != program::Group::kDp) return one_ns(in, shape, in.bytes);
+  if (!program::is_dp_group(in.group)) return one_ns(in, shape, in.bytes);
   // a data-parallel bucket: k pieces, and the framework's copies and host work
   const FrameworkWork w = framework_work(prog_, framework_, in, static_cast<int64_t>(members(group).size()));
   const double extra_s = w.copy_bytes / hbm_Bps_ + w.host_s + (w.host_copy_bytes > 0 ? w.host_copy_bytes / pcie_Bps_ : 0.0);

@@ -27,18 +27,20 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
   for (const program::Bucket& b : prog.param_buckets) {
     if (b.stage == stage && z.stage == 3) persistent += b.persistent_elems;
   }
-  const ModelStates ms = model_states(stage_params, persistent, z, pl.dp, prog.training.dtype);
+  const int64_t partition = spec::partition_group(z, pl.dp);
+  const ModelStates ms = model_states(stage_params, persistent, z, partition, prog.training.dtype);
   const int64_t message = program::p2p_message_bytes(prog.tokens_per_micro_batch(), prog.model.hidden, prog.plan.tp,
                                                      prog.activation_bytes);
   trace::MemoryBytes m;
-  m[MemoryKind::kParams] = ms.params + fp8_state_bytes(prog.model, prog.plan.tp, blocks, prog.training.dtype);
+  m[MemoryKind::kParams] = ms.params + fp8_state_bytes(prog.model, prog.plan.tp, blocks, prog.training.dtype) +
+                           hpz_secondary_bytes(stage_params - persistent, z, pl.dp, prog.param_bytes);
   // a forward-only Program (scoring) computes no gradient and keeps no optimizer state
   // ZeRO-2/3 keep a bucket of a table tied over stages whole for the step, beside its shard
   // (program::holds_tied_table): (elems - ceil(elems / dp)) more gradient elements
   int64_t tied_whole = 0;
   for (const program::Bucket& b : prog.grad_buckets) {
     if (z.stage >= 2 && b.stage == stage && program::holds_tied_table(prog.model, pl.pp, b)) {
-      tied_whole += b.elems - program::shard_elems(b.elems, pl.dp);
+      tied_whole += b.elems - program::shard_elems(b.elems, partition);
     }
   }
   m[MemoryKind::kGrads] = prog.forward_only ? 0 : ms.grads + tied_whole * prog.param_bytes;

@@ -6,7 +6,11 @@
 //   Recompute      allocates, at its start, the full activations of its blocks (recompute none)
 //   Backward       frees, at its end, what the Forward (and a Recompute) of its units allocated;
 //                  with zero-bubble (ZB-H1) BackwardWeight frees them instead
-//   GatherParams   allocates, at its start, the gathered bucket (buffers); ReleaseParams frees it
+//   GatherParams   allocates, at its start, the gathered bucket (buffers): elems · w, w the
+//                  parameter bytes (the second level of MiCS's hierarchical gather, over kDpLocal,
+//                  fills what the first allocated); ReleaseParams frees it. A quantized gather
+//                  (qwZ) also holds its wire buffer, `bytes` (int8 values and fp32 scales), from its
+//                  start to its end, beside the dequantized bucket
 // The changes are taken in time order, frees before allocations at equal times, then by
 // instruction id, so the samples (and the peak read from them) do not depend on the order in
 // which simultaneous, folded or eagerly completed instructions are processed. The samples are
@@ -45,7 +49,10 @@ class MemoryRules {
       case Op::kRecompute:
         d = {static_cast<int64_t>(tokens_ * (act_full_prefix_[in.unit_end] - act_full_prefix_[in.unit_begin])), 0};
         return true;
-      case Op::kGatherParams: d = {0, in.bytes}; return true;
+      case Op::kGatherParams:
+        d = {0, (in.group == program::Group::kDpLocal ? 0 : in.elems * param_bytes_) +
+                    ((in.flags & program::kFlagQuantized) ? in.bytes : 0)};
+        return true;
       default: return false;
     }
   }
@@ -57,6 +64,10 @@ class MemoryRules {
     }
     if (in.op == Op::kReleaseParams) {
       d = {0, -in.elems * param_bytes_};
+      return true;
+    }
+    if (in.op == Op::kGatherParams && (in.flags & program::kFlagQuantized)) {
+      d = {0, -in.bytes};
       return true;
     }
     return false;

@@ -64,9 +64,13 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   std::size_t messages = 0;  // one per send and one per receive at most (a peer may not be simulated)
   for (RankState& st : ranks_) {
     flows += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kDpGather) +
-             lane_count(*st.graph, Lane::kDpReduce);
+             lane_count(*st.graph, Lane::kDpReduce) + lane_count(*st.graph, Lane::kDpReplica);
     messages += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kPpRecv);
-    for (Group g : {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld}) {
+    // the data-parallel subgroups only where the list uses them (plain plans have none)
+    std::array<bool, program::kGroupCount> used{};
+    for (const Instr& in : st.role->instrs) used[static_cast<std::size_t>(in.group)] = true;
+    for (Group g : program::kGroups) {
+      if (g >= Group::kDpShard && !used[static_cast<std::size_t>(g)]) continue;
       GroupView& v = st.groups[static_cast<int>(g)];
       v.last.fill({-1, -1});
       v.cost_group = costs_.group_of(g, st.rank);
@@ -164,7 +168,7 @@ int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
   if (options_.network == NetworkModel::kFree) return 0;
   GroupView& g = r.groups[static_cast<int>(in.group)];
   auto& [key, ns] = g.last[static_cast<std::size_t>(in.op)];
-  const int64_t want = CostCache::memo_key(in.bytes, in.group == Group::kDp ? prog_.collectives_of(in) : 1);
+  const int64_t want = CostCache::memo_key(in.bytes, program::is_dp_group(in.group) ? prog_.collectives_of(in) : 1);
   if (key != want) {  // (keys are >= 0: the initial -1 never matches)
     key = want;
     ns = costs_.collective_ns(in, g.cost_group);

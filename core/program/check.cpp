@@ -141,7 +141,7 @@ bool Executor::collective(std::size_t r, int32_t k) {
   for (const auto& [mr, mk] : list) {
     const Instr& other = state_[mr].role->instrs[mk];
     const bool same = other.op == first.op && other.bytes == first.bytes && other.mb == first.mb &&
-                      (in.group != Group::kDp || other.bucket == first.bucket);
+                      (!is_dp_group(in.group) || other.bucket == first.bucket);
     if (!same) {
       fail(prog_, ranks_[mr], *state_[mr].role, mk,
            "is collective number " + std::to_string(seq) + " of its " + to_string(in.group) + " group, but rank " +

@@ -1,4 +1,5 @@
 // Expands one stage's schedule steps into instructions (see lower_context.hpp, docs/program.md).
+#include <array>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -71,6 +72,9 @@ class Emitter {
   Instr p2p(Op op, const Step& s, bool upstream) const;
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
+  int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
+  int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
+  int32_t replica_reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
   void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void flush(std::vector<Deferred>& list, int32_t dep);
@@ -88,10 +92,18 @@ class Emitter {
   int32_t stage_;
   RoleProgram& role_;
   std::optional<ParamTracker> tracker_;
+  std::vector<uint8_t> gathered_;        // per ZeRO-3 bucket: gathered before in this step (hpZ)
+  std::vector<std::pair<int32_t, int32_t>> replica_deferred_;  // (grad bucket, its last reduction): all-reduced at step end
   std::vector<Deferred> step_deferred_, end_deferred_;
   int32_t last_compute_ = -1;
   int32_t last_reduce_ = -1;
-  int32_t last_dp_collective_ = -1;   // the latest data-parallel collective, gather or reduction
+  int32_t last_replica_ = -1;    // the latest replica all-reduce (its lane may not be the reduce lane)
+  std::array<int32_t, kGroupCount> last_dp_collective_ = make_filled(-1);   // per group: the latest collective
+  static std::array<int32_t, kGroupCount> make_filled(int32_t v) {
+    std::array<int32_t, kGroupCount> a{};
+    a.fill(v);
+    return a;
+  }
   int32_t last_send_ = -1;       // the latest pipeline send
   int32_t blocking_send_ = -1;   // a send the next compute waits for (no p2p overlap)
   int32_t blocking_reduce_ = -1; // a reduction the next compute waits for (the host synchronises on it)
@@ -110,15 +122,17 @@ int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
     if (d >= 0) role_.deps.push_back(d);
   }
   // one communicator for gathers and reductions: each data-parallel collective after the one
-  // issued before it, whichever lane that was on (framework.hpp, Communicators)
-  const bool dp_collective = in.group == Group::kDp && is_collective(in.op);
-  if (dp_collective && cx_.framework.one_dp_communicator && last_dp_collective_ >= 0) role_.deps.push_back(last_dp_collective_);
+  // issued before it on the same group, whichever lane that was on (framework.hpp, Communicators);
+  // the data-parallel subgroups are communicators of their own
+  const bool dp_collective = is_dp_group(in.group) && is_collective(in.op);
+  int32_t& last_dp = last_dp_collective_[static_cast<std::size_t>(in.group)];
+  if (dp_collective && cx_.framework.one_dp_communicator && last_dp >= 0) role_.deps.push_back(last_dp);
   in.dep_count = static_cast<int16_t>(static_cast<int32_t>(role_.deps.size()) - in.dep_begin);
   role_.instrs.push_back(in);
   const int32_t index = static_cast<int32_t>(role_.instrs.size()) - 1;
   if (in.lane == Lane::kCompute) last_compute_ = index;
   if (in.lane == Lane::kDpReduce) last_reduce_ = index;
-  if (dp_collective) last_dp_collective_ = index;
+  if (dp_collective) last_dp = index;
   return index;
 }
 
@@ -126,6 +140,7 @@ void Emitter::run(const std::vector<Step>& steps) {
   const bool full = plan_.recompute == spec::Recompute::kFull;
   if (cx_.zero3_gathers) {
     std::vector<int32_t> uses, passes;
+    std::vector<uint8_t> forward_use;   // per use: a forward's (hpZ's every-forward rule)
     int32_t pass = 0;
     for (const Step& s : steps) {
       const ChunkPlan& cp = cx_.chunk_plan(stage_, s.chunk);
@@ -138,26 +153,20 @@ void Emitter::run(const std::vector<Step>& steps) {
           if (b < 0) continue;
           uses.push_back(b);
           passes.push_back(pass);
+          forward_use.push_back(sp.op == Op::kForward);
         }
       }
     }
     const bool device_sync = cx_.framework.prefetch == spec::Prefetch::kNone;
-    tracker_.emplace(prog_, cx_.framework, std::move(uses), std::move(passes), [this, device_sync](Op op, int32_t bucket, int32_t dep) {
-      const Bucket& b = prog_.param_buckets[bucket];
-      // a synchronous fetch starts once every earlier instruction of the compute stream is done
-      if (op == Op::kGatherParams && device_sync) dep = last_compute_;
-      Instr in;
-      in.op = op;
-      in.lane = Lane::kDpGather;
-      in.group = op == Op::kGatherParams ? Group::kDp : Group::kNone;
-      in.bucket = bucket;
-      in.chunk = static_cast<int16_t>(b.chunk);
-      in.unit_begin = b.unit_begin;
-      in.unit_end = b.unit_end;
-      in.elems = b.elems;
-      in.bytes = op == Op::kGatherParams ? b.elems * prog_.param_bytes : 0;
-      return add(in, {dep});
-    });
+    gathered_.assign(prog_.param_buckets.size(), 0);
+    tracker_.emplace(prog_, cx_.framework, std::move(uses), std::move(passes),
+                     [this, device_sync, forward_use = std::move(forward_use)](Op op, int32_t bucket, int32_t dep, std::size_t use) {
+                       // a synchronous fetch starts once every earlier instruction of the compute stream is done
+                       if (op == Op::kGatherParams && device_sync) dep = last_compute_;
+                       if (op == Op::kReleaseParams) return param_op(op, bucket, Group::kNone, dep);
+                       const bool forward = use < forward_use.size() && forward_use[use] != 0;
+                       return gather(bucket, dep, forward);
+                     });
   }
   for (const Step& s : steps) step(s);
   step_end();
@@ -222,6 +231,49 @@ int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_
   in.bytes = bytes;
   in.elems = bytes / prog_.activation_bytes;
   return add(in, {dep});
+}
+
+// A ZeRO-3 parameter instruction of `bucket` on the gather lane: a gather over `group` moving
+// `bytes` (the bucket's, by default), or a release.
+int32_t Emitter::param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes, uint8_t flags) {
+  const Bucket& b = prog_.param_buckets[bucket];
+  Instr in;
+  in.op = op;
+  in.lane = Lane::kDpGather;
+  in.group = group;
+  in.flags = flags;
+  in.bucket = bucket;
+  in.chunk = static_cast<int16_t>(b.chunk);
+  in.unit_begin = b.unit_begin;
+  in.unit_end = b.unit_end;
+  in.elems = b.elems;
+  in.bytes = op == Op::kGatherParams ? (bytes >= 0 ? bytes : b.elems * prog_.param_bytes) : 0;
+  return add(in, {dep});
+}
+
+// A ZeRO-3 gather of `bucket`, over the group the plan's partition says (docs/program.md):
+//   plain           kDp
+//   shard group     kDpShard; MiCS's hierarchical gather first over kDpShardCross (the same local
+//                   rank on the shard group's nodes: 1/l of the bucket), then kDpLocal (the whole)
+//   hpZ             kDp for a bucket's first gather of the step, kDpShard (the secondary
+//                   partition) for every later one; FSDP2's reshard_after_forward=<int>: kDp for
+//                   every forward's gather, kDpShard for the backward's
+int32_t Emitter::gather(int32_t bucket, int32_t dep, bool for_forward) {
+  const int32_t index = [&] {
+    if (cx_.hierarchical_gather) {
+      const int64_t whole = prog_.param_buckets[bucket].elems * prog_.param_bytes;
+      const int32_t cross = param_op(Op::kGatherParams, bucket, Group::kDpShardCross, dep,
+                                     whole / prog_.placement.local_size(), kFlagFirstLevel);
+      return param_op(Op::kGatherParams, bucket, Group::kDpLocal, cross);
+    }
+    if (cx_.hpz) {
+      const bool global = cx_.hpz_every_forward ? for_forward : gathered_[bucket] == 0;
+      return param_op(Op::kGatherParams, bucket, global ? Group::kDp : Group::kDpShard, dep);
+    }
+    return param_op(Op::kGatherParams, bucket, cx_.partition_group, dep);
+  }();
+  gathered_[bucket] = 1;
+  return index;
 }
 
 int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
@@ -352,7 +404,7 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
   Instr in;
   in.op = plan_.zero.stage == 0 ? Op::kAllReduceGrads : Op::kReduceScatterGrads;
   in.lane = Lane::kDpReduce;
-  in.group = Group::kDp;
+  in.group = cx_.partition_group;
   in.mb = mb;
   in.chunk = chunk;
   in.bucket = grad_bucket;
@@ -360,7 +412,34 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
   in.unit_end = b.unit_end;
   in.elems = b.elems;
   in.bytes = b.elems * prog_.reduce_bytes;
-  add(in, {dep, tied});
+  const int32_t reduced = add(in, {dep, tied});
+  if (!cx_.replicas) return;
+  // the replicas' all-reduce of the shard: after each reduce-scatter, or once a step after the last
+  if (cx_.replica_at_step && cx_.per_mb_reduce) {
+    std::erase_if(replica_deferred_, [&](const auto& d) { return d.first == grad_bucket; });
+    replica_deferred_.emplace_back(grad_bucket, reduced);
+  } else {
+    replica_reduce(grad_bucket, mb, chunk, reduced);
+  }
+}
+
+// The all-reduce of gradient bucket `grad_bucket`'s shard (⌈elems/g⌉ elements, g the partition)
+// over the replica group (kDpReplica), after the reduction `dep` that made the shard.
+int32_t Emitter::replica_reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep) {
+  const Bucket& b = prog_.grad_buckets[grad_bucket];
+  Instr in;
+  in.op = Op::kAllReduceGrads;
+  in.lane = cx_.replica_lane;
+  in.group = Group::kDpReplica;
+  in.mb = mb;
+  in.chunk = chunk;
+  in.bucket = grad_bucket;
+  in.unit_begin = b.unit_begin;
+  in.unit_end = b.unit_end;
+  in.elems = shard_elems(b.elems, cx_.partition);
+  in.bytes = in.elems * prog_.reduce_bytes;
+  last_replica_ = add(in, {dep});
+  return last_replica_;
 }
 
 void Emitter::flush(std::vector<Deferred>& list, int32_t dep) {
@@ -372,6 +451,10 @@ void Emitter::step_end() {
   flush(end_deferred_, last_compute_);
   if (tracker_) tracker_->release_all();
   if (prog_.forward_only) return;  // no gradients: nothing to reduce, clip or step
+  for (const auto& [gb, reduced] : replica_deferred_) {
+    replica_reduce(gb, plan_.micro_batches - 1, static_cast<int16_t>(prog_.grad_buckets[gb].chunk), reduced);
+  }
+  replica_deferred_.clear();
   int32_t grads_done = last_reduce_;
   int32_t norm_grads = -1;
   // Sequence parallelism: each tp rank computed its norms' gradients on its sequence shard; they
@@ -390,7 +473,7 @@ void Emitter::step_end() {
     in.flags = kFlagNormGrads;
     in.elems = norms;
     in.bytes = norms * prog_.reduce_bytes;
-    grads_done = norm_grads = add(in, {grads_done, last_compute_});
+    grads_done = norm_grads = add(in, {grads_done, last_compute_, last_replica_});
   }
   if (prog_.placement.world() > 1) {
     Instr in;
@@ -399,11 +482,11 @@ void Emitter::step_end() {
     in.group = Group::kWorld;
     in.elems = 1;
     in.bytes = kGradNormBytes;  // one fp32 sum of squares
-    grads_done = add(in, {last_compute_, norm_grads});  // the reductions are before it on its lane
+    grads_done = add(in, {last_compute_, norm_grads, last_replica_});  // the reductions are before it on its lane
   }
   int64_t stage_elems = 0;
   for (int64_t c = 0; c < plan_.virtual_stages; ++c) stage_elems += prog_.chunk(stage_, c).params;
-  const int64_t shard = plan_.zero.stage >= 1 ? shard_elems(stage_elems, plan_.dp) : stage_elems;
+  const int64_t shard = plan_.zero.stage >= 1 ? shard_elems(stage_elems, cx_.partition) : stage_elems;
   const bool offload = plan_.zero.offload_optimizer == spec::Offload::kCpu;
   Instr opt;
   opt.op = Op::kOptimizerStep;
@@ -424,7 +507,7 @@ void Emitter::step_end() {
     up.flags = kFlagNone;
     updated = add(up, {step});
   } else {
-    updated = add(opt, {grads_done, last_compute_});
+    updated = add(opt, {grads_done, last_compute_, last_replica_});
   }
   const bool gather_after = (plan_.zero.stage == 1 || plan_.zero.stage == 2) && cx_.dp_collectives;
   if (!gather_after) return;
@@ -434,7 +517,7 @@ void Emitter::step_end() {
     Instr in;
     in.op = Op::kAllGatherParams;
     in.lane = Lane::kDpGather;
-    in.group = Group::kDp;
+    in.group = cx_.partition_group;
     in.bucket = b;
     in.elems = bucket.elems;
     in.bytes = bucket.elems * prog_.param_bytes;

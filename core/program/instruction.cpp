@@ -37,6 +37,7 @@ const char* to_string(Lane lane) {
     case Lane::kDpGather: return "dp-gather";
     case Lane::kDpReduce: return "dp-reduce";
     case Lane::kOffload: return "offload";
+    case Lane::kDpReplica: return "dp-replica";
   }
   return "?";
 }
@@ -48,6 +49,11 @@ const char* to_string(Group group) {
     case Group::kDp: return "dp";
     case Group::kEmbedding: return "embedding";
     case Group::kWorld: return "world";
+    case Group::kDpShard: return "dp-shard";
+    case Group::kDpReplica: return "dp-replica";
+    case Group::kDpLocal: return "dp-local";
+    case Group::kDpCross: return "dp-cross";
+    case Group::kDpShardCross: return "dp-shard-cross";
   }
   return "?";
 }

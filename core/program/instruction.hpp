@@ -34,12 +34,26 @@ enum class Op : uint8_t {
 };
 inline constexpr int kOpCount = 20;
 
-enum class Lane : uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDpGather, kDpReduce, kOffload };
-inline constexpr int kLaneCount = 7;
+// kDpReplica: the all-reduce of gradient shards across replicas (hierarchical ZeRO) where the
+// framework runs it on a stream of its own (spec::FrameworkProfile::replica_stream).
+enum class Lane : uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDpGather, kDpReduce, kOffload, kDpReplica };
+inline constexpr int kLaneCount = 8;
 
-// Which communicator a collective runs on, relative to the issuing rank.
-enum class Group : uint8_t { kNone, kTp, kDp, kEmbedding, kWorld };
-inline constexpr int kGroupCount = 5;
+// Which communicator a collective runs on, relative to the issuing rank. The data-parallel
+// subgroups (hierarchical and quantized ZeRO; Placement gives their members) take the dp group's
+// ranks in dp-index order: with i the rank's dp index, g = Placement::inner, l = Placement::local,
+//   kDpShard       the g consecutive ranks holding i: MiCS's and HSDP's shard group, hpZ's secondary group
+//   kDpReplica     the ranks at i's position in every shard group (i mod g): the replica group
+//   kDpLocal       the l consecutive ranks holding i: a node's (qgZ's first all-to-all, MiCS's intra-node gather)
+//   kDpCross       the ranks at i's position on every node (i mod l): qgZ's second all-to-all
+//   kDpShardCross  kDpCross within i's shard group: MiCS's inter-node gather
+enum class Group : uint8_t { kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross };
+inline constexpr int kGroupCount = 10;
+inline constexpr Group kGroups[] = {Group::kTp,      Group::kDp,         Group::kEmbedding, Group::kWorld,
+                                    Group::kDpShard, Group::kDpReplica,  Group::kDpLocal,   Group::kDpCross,
+                                    Group::kDpShardCross};
+// The data-parallel group or one of its subgroups: where ZeRO's buckets move.
+inline bool is_dp_group(Group g) { return g == Group::kDp || g >= Group::kDpShard; }
 
 enum InstrFlags : uint8_t {
   kFlagNone = 0,
@@ -48,6 +62,10 @@ enum InstrFlags : uint8_t {
   kFlagGrad = 4,        // a tensor-parallel collective of a backward pass: it moves a gradient (else an activation)
   kFlagRecompute = 8,   // a tensor-parallel collective of a Recompute: the forward's, re-issued
   kFlagNormGrads = 16,  // sequence parallelism: the TpAllReduce of the norms' gradients, once per step
+  kFlagFirstLevel = 32, // the first step of a two-level data-parallel operation (MiCS's inter-node gather,
+                        // qgZ's intra-node all-to-all): the instruction after it completes the bucket
+  kFlagQuantized = 64,  // a data-parallel collective moving quantized data (ZeRO++ qwZ, qgZ): `bytes` on
+                        // the wire (values and fp32 scales), `elems` the elements they stand for
 };
 
 struct Instr {
@@ -87,7 +105,8 @@ inline Traffic traffic_of(Lane lane, Op op) {
     case Lane::kPpSend:
     case Lane::kPpRecv: return Traffic::kPp;
     case Lane::kDpGather:
-    case Lane::kDpReduce: return op == Op::kReleaseParams ? Traffic::kNone : Traffic::kDp;
+    case Lane::kDpReduce:
+    case Lane::kDpReplica: return op == Op::kReleaseParams ? Traffic::kNone : Traffic::kDp;
     default: return Traffic::kNone;
   }
 }

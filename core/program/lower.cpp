@@ -96,6 +96,15 @@ Context make_context(Program& prog) {
   cx.dp_collectives = p.dp > 1;
   cx.zero3_gathers = p.zero.stage == 3 && p.dp > 1;
   cx.per_mb_reduce = p.zero.stage >= 2 && p.dp > 1;
+  const spec::ZeroConfig& z = p.zero;
+  cx.partition = spec::partition_group(z, p.dp);
+  cx.replicas = cx.partition < p.dp;
+  cx.partition_group = cx.replicas ? Group::kDpShard : Group::kDp;
+  cx.replica_at_step = cx.replicas && spec::replica_sync(z, prog.training.framework) == spec::ReplicaSync::kStep;
+  cx.replica_lane = cx.framework.replica_stream ? Lane::kDpReplica : Lane::kDpReduce;
+  cx.hierarchical_gather = cx.replicas && z.hierarchical_gather;
+  cx.hpz = cx.zero3_gathers && z.hpz_group > 0 && z.hpz_group < p.dp;
+  cx.hpz_every_forward = cx.hpz && prog.training.framework == spec::Framework::kFsdp2;
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, cx.units, s));
   return cx;
 }
@@ -110,6 +119,10 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.training = training;
   prog.plan = plan;
   prog.placement = Placement{plan.tp, plan.pp, plan.dp};
+  // the data-parallel subgroups: the partition's shard group (or hpZ's), a node's ranks
+  if (spec::hierarchical(plan.zero, plan.dp)) prog.placement.inner = plan.zero.shard_group;
+  if (plan.zero.hpz_group > 0 && plan.zero.hpz_group < plan.dp) prog.placement.inner = plan.zero.hpz_group;
+  if (plan.zero.local_group > 0 && plan.zero.local_group < plan.dp) prog.placement.local = plan.zero.local_group;
   prog.forward_only = options.forward_only;
   prog.param_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
   prog.reduce_bytes = training.reduce_bytes();
@@ -191,6 +204,23 @@ std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {
     case Group::kWorld:
       for (int64_t i = 0; i < world(); ++i) out.push_back(i);
       break;
+    case Group::kDpShard:
+    case Group::kDpLocal: {
+      const int64_t g = kind == Group::kDpShard ? inner_size() : local_size();
+      for (int64_t i = d - d % g; i < d - d % g + g; ++i) out.push_back(rank(s, i, t));
+      break;
+    }
+    case Group::kDpReplica:
+    case Group::kDpCross: {
+      const int64_t g = kind == Group::kDpReplica ? inner_size() : local_size();
+      for (int64_t i = d % g; i < dp; i += g) out.push_back(rank(s, i, t));
+      break;
+    }
+    case Group::kDpShardCross: {
+      const int64_t g = inner_size(), l = local_size(), base = d - d % g;
+      for (int64_t i = base + d % l; i < base + g; i += l) out.push_back(rank(s, i, t));
+      break;
+    }
   }
   return out;
 }

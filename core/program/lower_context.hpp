@@ -40,6 +40,18 @@ struct Context {
   bool zero3_gathers = false;
   bool dp_collectives = false;
   bool per_mb_reduce = false;  // ZeRO-2/3: reduce-scatter at every micro-batch
+  // ZeRO across nodes (spec::ZeroConfig; docs/program.md):
+  int64_t partition = 1;        // data-parallel ranks a model-state partition spans (spec::partition_group)
+  Group partition_group = Group::kDp;   // kDp, or kDpShard when partition < dp
+  bool replicas = false;        // partition < dp: gradient shards all-reduced over kDpReplica
+  bool replica_at_step = false; // ... once a step, after the last reduce-scatter (else after each)
+  Lane replica_lane = Lane::kDpReduce;  // the stream the replica all-reduce runs on
+  bool hierarchical_gather = false;     // MiCS: each ZeRO-3 gather over kDpShardCross, then kDpLocal
+  // hpZ: a bucket's gathers after its first of the step go over kDpShard (the secondary
+  // partition); `hpz_every_forward`: FSDP2's reshard_after_forward=<int>, every forward gathers
+  // over kDp and the backward's over kDpShard
+  bool hpz = false;
+  bool hpz_every_forward = false;
 
   const ChunkPlan& chunk_plan(int64_t stage, int64_t chunk) const {
     return chunk_plans[static_cast<std::size_t>(stage * program->plan.virtual_stages + chunk)];

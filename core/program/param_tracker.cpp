@@ -39,15 +39,15 @@ std::size_t ParamTracker::next_use_of(int32_t b, std::size_t from) const {
   return kNpos;
 }
 
-void ParamTracker::gather(int32_t b) {
-  gather_instr_[b] = emit_(Op::kGatherParams, b, -1);
+void ParamTracker::gather(int32_t b, std::size_t use) {
+  gather_instr_[b] = emit_(Op::kGatherParams, b, -1, use);
   used_[b] = 0;
   resident_.push_back(b);
   live_ += elems(b);
 }
 
 void ParamTracker::release(int32_t b) {
-  emit_(Op::kReleaseParams, b, last_use_[b]);
+  emit_(Op::kReleaseParams, b, last_use_[b], kNpos);
   gather_instr_[b] = -1;
   resident_.erase(std::find(resident_.begin(), resident_.end(), b));
   live_ -= elems(b);
@@ -85,7 +85,7 @@ int32_t ParamTracker::before_use(int32_t bucket) {
   }
   if (gather_instr_[bucket] < 0) {
     make_room(elems(bucket), bucket);  // a bucket larger than max_live is still gathered alone
-    gather(bucket);
+    gather(bucket, at);
   }
   const int32_t dep = gather_instr_[bucket];
   if (at + 1 < uses_.size()) {
@@ -96,7 +96,7 @@ int32_t ParamTracker::before_use(int32_t bucket) {
       case spec::Prefetch::kNextUnit: prefetch = true; break;
       case spec::Prefetch::kNone: break;
     }
-    if (gather_instr_[next] < 0 && prefetch) gather(next);
+    if (gather_instr_[next] < 0 && prefetch) gather(next, at + 1);
   }
   return dep;
 }

@@ -26,8 +26,9 @@ namespace stagecraft::program::detail {
 
 class ParamTracker {
  public:
-  // emit(op, bucket, dep) appends a Gather/Release instruction and returns its index.
-  using EmitFn = std::function<int32_t(Op, int32_t bucket, int32_t dep)>;
+  // emit(op, bucket, dep, use) appends a Gather/Release instruction and returns its index; `use`
+  // is the index into `uses` of the use a gather is for (-1 for a release).
+  using EmitFn = std::function<int32_t(Op, int32_t bucket, int32_t dep, std::size_t use)>;
 
   // uses[i]: bucket of the i-th parameter use; passes[i]: which pass (a run of one op in one
   // step) it belongs to.
@@ -47,7 +48,7 @@ class ParamTracker {
 
  private:
   int64_t elems(int32_t b) const { return prog_.param_buckets[static_cast<std::size_t>(b)].elems; }
-  void gather(int32_t b);
+  void gather(int32_t b, std::size_t use);
   void release(int32_t b);
   bool make_room(int64_t need, int32_t keep);
   std::size_t next_use_of(int32_t b, std::size_t from) const;

@@ -23,6 +23,12 @@ namespace stagecraft::program {
 //   rank = (stage * dp + dp_index) * tp + tp_index
 struct Placement {
   int64_t tp = 1, pp = 1, dp = 1;
+  // Data-parallel subgroups (instruction.hpp, Group): the shard group's size g (spec::ZeroConfig
+  // shard_group, or hpz_group; dp when neither) and a node's data-parallel ranks l (local_group;
+  // dp when not given).
+  int64_t inner = 0, local = 0;
+  int64_t inner_size() const { return inner > 0 ? inner : dp; }
+  int64_t local_size() const { return local > 0 ? local : dp; }
 
   int64_t world() const { return tp * pp * dp; }
   int64_t rank(int64_t stage, int64_t dp_index, int64_t tp_index) const { return (stage * dp + dp_index) * tp + tp_index; }
@@ -113,8 +119,9 @@ struct Program {
   int64_t tokens_per_step() const { return training.global_batch * model.seq_len; }   // over every replica
   // How many collectives the framework issues for a data-parallel bucket instruction (a ZeRO-3
   // gather, a gradient reduction): its bucket's count (zero.hpp); 1 for any other collective.
+  // The replicas' all-reduce of a shard (kDpReplica) is one collective.
   int32_t collectives_of(const Instr& in) const {
-    if (in.group != Group::kDp || in.bucket < 0) return 1;
+    if (!is_dp_group(in.group) || in.group == Group::kDpReplica || in.bucket < 0) return 1;
     if (in.op == Op::kGatherParams) return param_buckets[static_cast<std::size_t>(in.bucket)].collectives;
     if (in.op == Op::kReduceScatterGrads || in.op == Op::kAllReduceGrads) {
       return grad_buckets[static_cast<std::size_t>(in.bucket)].collectives;

@@ -92,6 +92,7 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.prefetch = Prefetch::kNextUnit;
       p.reshard_after_use = true;
       p.reduce_copy_passes = 2;  // gradient pre-divide div_
+      p.replica_stream = true;   // HYBRID_SHARD's all-reduce on _all_reduce_stream (PR #106080)
       p.source = "PyTorch FSDP FULL_SHARD, transformer-block wrapping (framework.hpp)";
       break;
     case Framework::kFsdp2:
@@ -99,6 +100,7 @@ FrameworkProfile framework_profile(Framework f, Dtype dtype) {
       p.prefetch = Prefetch::kNextUnit;
       p.reshard_after_use = true;
       p.coalesced_copy_passes = 2;  // foreach_all_gather_copy_out: split_with_sizes_copy of the gathered buffer
+      p.replica_stream = true;      // HSDP: foreach_reduce's all-reduce on a stream of its own
       p.source = "PyTorch FSDP2 fully_shard per block (framework.hpp: _fsdp_collectives.py)";
       break;
     case Framework::kMegatron:

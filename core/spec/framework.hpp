@@ -242,6 +242,7 @@ struct FrameworkProfile {
   double host_s_per_gather = 0;       // exposed host work per gathered tensor (ZeRO-3 gathers), whatever n
   bool tp_grad_overlap = false;       // the backward TP collective of a column-parallel linear beside its wgrad GEMM
   bool one_dp_communicator = false;   // parameter gathers and gradient reductions on one communicator: one at a time
+  bool replica_stream = false;        // hierarchical ZeRO: the replicas' all-reduce on a stream of its own
   int max_zero_stage = 3;
   std::string source;                 // where the constants come from (the header above, by line)
 };

@@ -40,6 +40,62 @@ Recompute parse_recompute(const std::string& s) {
   return Recompute::kNone;
 }
 
+// {"bits": b, "block": n} or true (the default); false or absent: off.
+Quantization read_quantization(ObjectReader& r, std::string_view key, Quantization dflt, int bits) {
+  if (!r.has(key)) return {};
+  const json& v = r.raw(key);
+  if (v.is_boolean()) return v.get<bool>() ? dflt : Quantization{};
+  if (!v.is_object()) r.fail_value(key, "true, false or {\"bits\": " + std::to_string(bits) + ", \"block\": elements per scale}");
+  ObjectReader q(v, r.file(), r.pointer_of(key));
+  Quantization out = dflt;
+  out.bits = static_cast<int>(q.integer_or("bits", dflt.bits));
+  if (out.bits != bits) q.fail_value("bits", std::to_string(bits) + " (DeepSpeed ZeRO++ quantizes " +
+                                                 (bits == 8 ? "weights to int8" : "gradients to int4") + ")");
+  out.block = at_least(q, "block", dflt.block, 1);
+  q.finish();
+  return out;
+}
+
+// The hierarchical and quantized ZeRO fields (ZeroConfig); what needs the dp size, the framework
+// or the dtype is checked by validate_plan.
+void read_hierarchy(ObjectReader& r, ZeroConfig& z) {
+  // absent: 0 (off); present: a positive count
+  const auto count_or_off = [&r](std::string_view key) { return r.has(key) ? at_least(r, key, 0, 1, limits::kGpus) : 0; };
+  z.shard_group = count_or_off("shard_group");
+  if (r.has("replica_sync")) {
+    z.replica_sync = r.choice("replica_sync", {"micro_batch", "step"}) == "step" ? ReplicaSync::kStep : ReplicaSync::kMicroBatch;
+    if (z.shard_group == 0) r.fail_value("replica_sync", "no replica_sync without shard_group (replicas exist only then)");
+  }
+  z.hierarchical_gather = r.boolean_or("hierarchical_gather", false);
+  z.hpz_group = count_or_off("hpz_group");
+  if (z.hpz_group == 1) z.hpz_group = 0;  // DeepSpeed's zero_hpz_partition_size 1: off
+  z.local_group = count_or_off("local_group");
+  z.quantized_weights = read_quantization(r, "quantized_weights", kQwzDefault, 8);
+  z.quantized_gradients = read_quantization(r, "quantized_gradients", kQgzDefault, 4);
+  const bool any = z.shard_group > 0 || z.hpz_group > 0 || z.quantized_weights.on() || z.quantized_gradients.on();
+  if (any && z.stage == 0) {
+    r.fail_value(z.shard_group > 0 ? "shard_group" : z.hpz_group > 0 ? "hpz_group"
+                 : z.quantized_weights.on() ? "quantized_weights" : "quantized_gradients",
+                 "unset with ZeRO stage 0 (nothing is partitioned)");
+  }
+  if (z.hierarchical_gather && z.shard_group == 0) {
+    r.fail_value("hierarchical_gather", "false without shard_group (MiCS gathers hierarchically inside its shard group)");
+  }
+  if (z.hpz_group > 0 && z.shard_group > 0) {
+    r.fail_value("hpz_group", "unset with shard_group: hpZ keeps the primary partition over the whole data-parallel group "
+                              "and a secondary copy over hpz_group; MiCS or hybrid sharding partitions over shard_group");
+  }
+  if (z.quantized_gradients.on() && z.shard_group > 0) {
+    r.fail_value("quantized_gradients", "false with shard_group (qgZ reduces the gradients over the whole data-parallel "
+                                        "group, DeepSpeed's ZeRO-3 partition)");
+  }
+  for (std::string_view key : {"hpz_group", "quantized_weights", "quantized_gradients"}) {
+    const bool set = key == "hpz_group" ? z.hpz_group > 0
+                     : key == "quantized_weights" ? z.quantized_weights.on() : z.quantized_gradients.on();
+    if (set && z.stage != 3) r.fail_value(key, "unset unless ZeRO stage is 3 (DeepSpeed ZeRO++ is a ZeRO-3 feature)");
+  }
+}
+
 ZeroConfig read_zero(ObjectReader r) {
   ZeroConfig z;
   z.stage = static_cast<int>(r.integer_or("stage", 0));
@@ -68,6 +124,7 @@ ZeroConfig read_zero(ObjectReader r) {
   if (z.keep_gathered_across_microbatches && z.stage != 3) {
     r.fail_value("keep_gathered_across_microbatches", "false unless ZeRO stage is 3");
   }
+  read_hierarchy(r, z);
   r.finish();
   return z;
 }
@@ -128,7 +185,79 @@ void check_shapes(const Plan& p, const Model& m) {
   }
 }
 
+bool deepspeed(Framework f) { return f == Framework::kDeepSpeed || f == Framework::kDeepSpeed05; }
+bool fsdp(Framework f) { return f == Framework::kFsdp || f == Framework::kFsdp2; }
+bool megatron(Framework f) { return f == Framework::kMegatron || f == Framework::kMegatron2021; }
+
+// The hierarchical and quantized ZeRO fields against the data-parallel size, the framework that
+// runs them and the dtype (each rule's source: core/spec/framework.hpp, "ZeRO across nodes").
+void check_hierarchy(const Plan& p, const Training& t) {
+  const ZeroConfig& z = p.zero;
+  const Framework f = t.framework;
+  const std::string fw = std::string(" (training framework ") + to_string(f) + ")";
+  const auto divides_dp = [&](const std::string& key, int64_t v) {
+    if (p.dp % v != 0) reject(p, "zero/" + key, "expected a divisor of dp (" + n(p.dp) + "), got " + n(v));
+  };
+  if (z.shard_group > 0) {
+    divides_dp("shard_group", z.shard_group);
+    const std::string key = "zero/shard_group";
+    if (f == Framework::kDeepSpeed05 || f == Framework::kMegatron2021) {
+      reject(p, key, "unset: hierarchical partitioning is not in " + std::string(to_string(f)) +
+                         " (DeepSpeed's MiCS, FSDP's hybrid sharding and Megatron-LM's optimizer instances came later)");
+    }
+    if (deepspeed(f) && z.stage != 3) reject(p, key, "unset below ZeRO stage 3: DeepSpeed's MiCS is a ZeRO-3 engine" + fw);
+    if (fsdp(f) && z.stage < 2) {
+      reject(p, key, "ZeRO stage 2 (_HYBRID_SHARD_ZERO2) or 3 (HYBRID_SHARD): FSDP's hybrid sharding shards gradients" + fw);
+    }
+    if (megatron(f) && z.stage != 1) reject(p, key, "ZeRO stage 1: Megatron-LM's optimizer instances shard the distributed optimizer" + fw);
+    const ReplicaSync sync = replica_sync(z, f);
+    if ((deepspeed(f) || megatron(f)) && sync != ReplicaSync::kStep) {
+      reject(p, "zero/replica_sync", std::string("\"step\": ") +
+                                         (deepspeed(f) ? "MiCS all-reduces gradient shards across replicas at the accumulation boundary"
+                                                       : "Megatron-LM all-reduces across optimizer instances once a step") + fw);
+    }
+    if (f == Framework::kFsdp && sync != ReplicaSync::kMicroBatch) {
+      reject(p, "zero/replica_sync", "\"micro_batch\": FSDP's HYBRID_SHARD all-reduces every backward that syncs gradients "
+                                     "(FSDP2 can defer it, set_requires_all_reduce(False))" + fw);
+    }
+    if (deepspeed(f) && (z.offload_optimizer != Offload::kNone || z.offload_param != Offload::kNone)) {
+      reject(p, key, "unset with offload: DeepSpeed's MiCS has no CPU offload" + fw);
+    }
+  }
+  if (z.hierarchical_gather) {
+    if (!deepspeed(f)) reject(p, "zero/hierarchical_gather", "false: the hierarchical gather is MiCS's (DeepSpeed)" + fw);
+    if (z.local_group == 0 || z.shard_group % z.local_group != 0 || z.local_group >= z.shard_group) {
+      reject(p, "zero/hierarchical_gather", "local_group dividing shard_group (" + n(z.shard_group) + ") and smaller than it: "
+                                            "MiCS gathers across the shard group's nodes, then inside each (it asserts more than one node)");
+    }
+  }
+  // hpZ: DeepSpeed ZeRO++, or FSDP2's reshard_after_forward=<int> (a smaller world after forward)
+  if (z.hpz_group > 1 && f != Framework::kDeepSpeed && f != Framework::kFsdp2) {
+    reject(p, "zero/hpz_group", "unset: a secondary partition is DeepSpeed ZeRO++'s hpZ or FSDP2's reshard_after_forward=<int>" + fw);
+  }
+  if ((z.quantized_weights.on() || z.quantized_gradients.on()) && f != Framework::kDeepSpeed) {
+    reject(p, z.quantized_weights.on() ? "zero/quantized_weights" : "zero/quantized_gradients",
+           "false: quantized ZeRO communication is DeepSpeed ZeRO++'s (qwZ, qgZ)" + fw);
+  }
+  if (z.hpz_group > 1) divides_dp("hpz_group", z.hpz_group);
+  if (z.local_group > 0) divides_dp("local_group", z.local_group);
+  if (z.quantized_gradients.on() && z.local_group == 0) {
+    reject(p, "zero/quantized_gradients", "local_group set too: qgZ all-to-alls inside each node first, then across nodes, "
+                                          "so it needs the data-parallel ranks of a node");
+  }
+  if (z.quantized_weights.on() && t.dtype == Dtype::kFp32) {
+    reject(p, "zero/quantized_weights", "false with fp32 training: DeepSpeed's qwZ quantizes 16-bit parameters");
+  }
+}
+
 }  // namespace
+
+ReplicaSync replica_sync(const ZeroConfig& z, Framework framework) {
+  if (z.replica_sync) return *z.replica_sync;
+  return fsdp(framework) ? ReplicaSync::kMicroBatch : ReplicaSync::kStep;
+}
+
+const char* to_string(ReplicaSync s) { return s == ReplicaSync::kStep ? "step" : "micro_batch"; }
 
 const char* to_string(Schedule s) {
   switch (s) {
@@ -213,6 +342,7 @@ void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t
                                    (t.label().empty() ? "" : " of " + t.label()));
   }
   check_shapes(p, m);
+  check_hierarchy(p, t);
   if (p.zero.stage > t.max_zero_stage()) {
     reject(p, "zero/stage", "at most ZeRO stage " + n(t.max_zero_stage()) + " " + t.zero_stage_reason() +
                                 (t.label().empty() ? "" : " (" + t.label() + ")"));
@@ -220,7 +350,7 @@ void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t
 }
 
 json to_json(const ZeroConfig& z) {
-  return {{"stage", z.stage},
+  json j = {{"stage", z.stage},
           {"prefetch_bucket", z.prefetch_bucket},
           {"reduce_bucket", z.reduce_bucket},
           {"allgather_bucket", z.allgather_bucket},
@@ -231,6 +361,15 @@ json to_json(const ZeroConfig& z) {
           {"offload_optimizer", to_string(z.offload_optimizer)},
           {"offload_param", to_string(z.offload_param)},
           {"keep_gathered_across_microbatches", z.keep_gathered_across_microbatches}};
+  // the hierarchical and quantized fields only when set, so plain plans read as before
+  if (z.shard_group > 0) j["shard_group"] = z.shard_group;
+  if (z.replica_sync) j["replica_sync"] = to_string(*z.replica_sync);
+  if (z.hierarchical_gather) j["hierarchical_gather"] = true;
+  if (z.hpz_group > 0) j["hpz_group"] = z.hpz_group;
+  if (z.local_group > 0) j["local_group"] = z.local_group;
+  if (z.quantized_weights.on()) j["quantized_weights"] = {{"bits", z.quantized_weights.bits}, {"block", z.quantized_weights.block}};
+  if (z.quantized_gradients.on()) j["quantized_gradients"] = {{"bits", z.quantized_gradients.bits}, {"block", z.quantized_gradients.block}};
+  return j;
 }
 
 json to_json(const Plan& p) {
@@ -250,6 +389,17 @@ json to_json(const Plan& p) {
   return j;
 }
 
+std::string zero_variant(const ZeroConfig& z, int64_t dp) {
+  std::string out;
+  if (hierarchical(z, dp)) out += " shard" + n(z.shard_group);
+  if (z.replica_sync) out += std::string(" sync=") + to_string(*z.replica_sync);
+  if (z.hierarchical_gather) out += " hgather";
+  if (z.hpz_group > 0) out += " hpz" + n(z.hpz_group);
+  if (z.quantized_weights.on()) out += " qwz";
+  if (z.quantized_gradients.on()) out += " qgz";
+  return out;
+}
+
 std::string summary(const Plan& p) {
   std::ostringstream out;
   out << "tp" << p.tp << " pp" << p.pp << " dp" << p.dp << " mb" << p.micro_batch << "x" << p.micro_batches << " "
@@ -260,6 +410,7 @@ std::string summary(const Plan& p) {
   if (p.recompute != Recompute::kNone) out << " recompute=" << to_string(p.recompute);
   if (p.zero.offload_optimizer == Offload::kCpu) out << " offload=cpu";
   if (p.zero.offload_param == Offload::kCpu) out << " offload_param=cpu";
+  out << zero_variant(p.zero, p.dp);
   return out.str();
 }
 

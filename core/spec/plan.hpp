@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "core/spec/framework.hpp"
 
 namespace stagecraft::spec {
 
@@ -21,6 +24,20 @@ enum class Offload { kNone, kCpu };
 inline constexpr Schedule kSchedules[] = {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1};
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 inline constexpr Offload kOffloads[] = {Offload::kNone, Offload::kCpu};
+// When the replicas of a hierarchical partition (ZeroConfig::shard_group) all-reduce their
+// gradient shards: after every micro-batch's reduce-scatter (FSDP HYBRID_SHARD's default), or once
+// a step at the accumulation boundary (MiCS, Megatron-LM's optimizer instances, FSDP2's
+// set_requires_all_reduce(False)).
+enum class ReplicaSync : uint8_t { kMicroBatch, kStep };
+
+// Quantized communication (DeepSpeed ZeRO++): `bits` per element on the wire, one fp32 scale per
+// `block` elements; bits 0 is off.
+struct Quantization {
+  int bits = 0;
+  int64_t block = 0;
+  bool on() const { return bits > 0; }
+  bool operator==(const Quantization&) const = default;
+};
 
 struct ZeroConfig {
   int stage = 0;
@@ -39,7 +56,37 @@ struct ZeroConfig {
   // Stagecraft option: keep a stage's ZeRO-3 parameters gathered across its micro-batches
   // (one gather per step instead of one per micro-batch), trading memory for traffic.
   bool keep_gathered_across_microbatches = false;
+
+  // ZeRO across nodes (docs/program.md, "Hierarchical and quantized ZeRO"; each rule's source in
+  // core/spec/framework.hpp). Ranks of the data-parallel group are taken in dp-index order, so
+  // with tp·g GPUs per node a group of g consecutive dp ranks is a node's.
+  // Model states partitioned over shard_group consecutive dp ranks and replicated over the
+  // dp/shard_group such groups (MiCS mics_shard_size, FSDP HYBRID_SHARD, Megatron-LM's
+  // --num-distributed-optimizer-instances dp/g); 0: over the whole data-parallel group.
+  int64_t shard_group = 0;
+  std::optional<ReplicaSync> replica_sync;   // unset: the framework's rule (replica_sync())
+  bool hierarchical_gather = false;          // MiCS: gather across nodes first, then inside each
+  // DeepSpeed hpZ: a secondary copy of the 16-bit parameters sharded over hpz_group consecutive
+  // dp ranks, from which every gather after a bucket's first in a step is served; 0: off.
+  int64_t hpz_group = 0;
+  // Data-parallel ranks on one node: qgZ's intra-node all-to-all group and MiCS's hierarchical
+  // gather need it; 0: not given.
+  int64_t local_group = 0;
+  Quantization quantized_weights;    // DeepSpeed qwZ: every ZeRO-3 gather in int8 blocks
+  Quantization quantized_gradients;  // DeepSpeed qgZ: gradients reduced by int4 all-to-alls
 };
+
+// DeepSpeed ZeRO++'s quantizers (partition_parameters.py CUDAQuantizer, coalesced_collectives.py
+// all_to_all_quant_reduce): int8 weights in groups of at most 8000 elements, int4 gradients.
+inline constexpr Quantization kQwzDefault{8, 8000};
+inline constexpr Quantization kQgzDefault{4, 2048};
+
+// The data-parallel ranks one partition of the model states spans: shard_group, else dp.
+inline int64_t partition_group(const ZeroConfig& z, int64_t dp) {
+  return z.shard_group > 0 && z.shard_group < dp ? z.shard_group : dp;
+}
+// Whether the plan partitions over groups smaller than dp (MiCS, HSDP, optimizer instances).
+inline bool hierarchical(const ZeroConfig& z, int64_t dp) { return partition_group(z, dp) < dp; }
 
 struct Plan {
   int64_t tp = 1, pp = 1, dp = 1;
@@ -69,11 +116,19 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& file);
 // Throws SpecError naming the plan file (or the training file) and the field.
 void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpus);
 
+// When replicas synchronise (ReplicaSync) under `framework` when the plan does not say: DeepSpeed's
+// MiCS and Megatron-LM at the accumulation boundary, FSDP every backward.
+ReplicaSync replica_sync(const ZeroConfig& z, Framework framework);
+const char* to_string(ReplicaSync s);
+
 nlohmann::json to_json(const Plan& p);
 nlohmann::json to_json(const ZeroConfig& z);
 const char* to_string(Schedule s);
 const char* to_string(Recompute r);
 const char* to_string(Offload o);
+// The hierarchical and quantized ZeRO choices as summary() writes them (" shard8 hpz8 qwz qgz"),
+// empty for plain ZeRO.
+std::string zero_variant(const ZeroConfig& z, int64_t dp);
 // One line, e.g. "tp8 pp8 dp16 mb1x96 1f1b zero1 sp recompute=selective".
 std::string summary(const Plan& p);
 

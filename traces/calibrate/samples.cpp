@@ -137,7 +137,7 @@ void program_samples(const Trace& t, const spec::Cluster& base, const std::optio
       // framework's pieces (program::collective_piece_range) without the framework's copies or
       // host work; a simulated one has both.
       if (measured) {
-        inst.framework.pieces = in.group == program::Group::kDp ? std::max(prog.collectives_of(in), 1) : 1;
+        inst.framework.pieces = program::is_dp_group(in.group) ? std::max(prog.collectives_of(in), 1) : 1;
       } else {
         program::Instr sized = in;
         sized.bytes = bytes;
