@@ -285,7 +285,7 @@ int run_search(const SearchArgs& a) {
     throw spec::SpecError("--deepspeed", "", "a DeepSpeed config is compared at one size; give one --nodes or --gpus");
   }
   std::optional<planner::DeepSpeedImport> ds;
-  if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, sizes.front().second, m.layers, hf_args(m));
+  if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, sizes.front().second, m.layers, hf_args(m), c.gpus_per_node);
   if (a.training.empty() && !ds) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
   spec::Training t = with_training_args(
       a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training), overrides),

@@ -56,7 +56,7 @@ int run_simulate(const SimulateArgs& a) {
   spec::Plan p;
   std::vector<std::string> deepspeed_defaults;
   if (!a.deepspeed.empty()) {
-    const planner::DeepSpeedImport ds = planner::load_deepspeed(a.deepspeed, a.gpus > 0 ? a.gpus : c.gpus(), m.layers, hf_args(m));
+    const planner::DeepSpeedImport ds = planner::load_deepspeed(a.deepspeed, a.gpus > 0 ? a.gpus : c.gpus(), m.layers, hf_args(m), c.gpus_per_node);
     t = ds.training;
     p = ds.plan;
     deepspeed_defaults = ds.defaults;

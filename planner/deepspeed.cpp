@@ -30,8 +30,8 @@ bool uniform_split(const spec::Plan& p) {
   return true;
 }
 
-json zero_section(const spec::ZeroConfig& z) {
-  return {{"stage", z.stage},
+json zero_section(const spec::ZeroConfig& z, int64_t dp) {
+  json j = {{"stage", z.stage},
           {"overlap_comm", z.overlap_comm},
           {"contiguous_gradients", true},
           {"reduce_scatter", true},
@@ -43,6 +43,13 @@ json zero_section(const spec::ZeroConfig& z) {
           {"stage3_param_persistence_threshold", z.param_persistence_threshold},
           {"offload_optimizer", {{"device", z.offload_optimizer == spec::Offload::kCpu ? "cpu" : "none"}, {"pin_memory", true}}},
           {"offload_param", {{"device", z.offload_param == spec::Offload::kCpu ? "cpu" : "none"}, {"pin_memory", true}}}};
+  // ZeRO++ and MiCS, as read_zeropp reads them
+  if (z.hpz_group > 1) j["zero_hpz_partition_size"] = z.hpz_group;
+  if (z.quantized_weights.on()) j["zero_quantized_weights"] = true;
+  if (z.quantized_gradients.on()) j["zero_quantized_gradients"] = true;
+  if (spec::hierarchical(z, dp)) j["mics_shard_size"] = z.shard_group;
+  if (z.hierarchical_gather) j["mics_hierarchical_params_gather"] = true;
+  return j;
 }
 
 std::vector<std::string> export_warnings(const spec::Plan& p) {
@@ -410,6 +417,127 @@ void read_zero(DsReader& r, const HfTrainerArgs& hf, std::vector<std::string>& n
   }
 }
 
+// ZeRO++ and MiCS (zero_optimization's zero_hpz_partition_size, zero_quantized_weights,
+// zero_quantized_gradients, zero_quantized_nontrainable_weights, mics_shard_size,
+// mics_hierarchical_params_gather), as DeepSpeed's code reads them (microsoft/DeepSpeed edaa7221;
+// ZERO3-HIERARCHICAL.md): DeepSpeed's config validates none of them; the ZeRO-3 engine reads them
+// (below stage 3 nothing does), its asserts refuse some combinations, and its MiCS engine drops
+// the ZeRO++ ones. `local` is the data-parallel ranks of one node (GPUs per node / tp); 0 when
+// the cluster is not known.
+void read_zeropp(DsReader& r, spec::Plan& p, const spec::Training& t, int64_t local, std::vector<std::string>& notes,
+                 std::vector<std::string>& warnings) {
+  spec::ZeroConfig& z = p.zero;
+  const auto number = [&](const char* key, int64_t fallback) -> int64_t {
+    const std::string ptr = std::string("/zero_optimization/") + key;
+    const json* v = r.at(ptr);
+    if (v == nullptr) return fallback;
+    if (!v->is_number_integer()) r.fail(ptr, "expected an integer, got " + spec::describe(*v));
+    return v->get<int64_t>();
+  };
+  const auto on = [&](const char* key) {  // absent: false, DeepSpeed's default (not listed: it changes nothing)
+    const std::string ptr = std::string("/zero_optimization/") + key;
+    const json* v = r.at(ptr);
+    if (v != nullptr && !v->is_boolean()) r.fail(ptr, "expected true or false, got " + spec::describe(*v));
+    return v != nullptr && v->get<bool>();
+  };
+  const int64_t hpz = number("zero_hpz_partition_size", 1);
+  const bool qwz = on("zero_quantized_weights");
+  const bool qgz = on("zero_quantized_gradients");
+  const bool frozen = on("zero_quantized_nontrainable_weights");
+  const int64_t mics = number("mics_shard_size", -1);
+  const bool hier = on("mics_hierarchical_params_gather");
+  if (hpz < 0) r.fail("/zero_optimization/zero_hpz_partition_size", "expected an integer >= 0 (DeepSpeed: Field(1, ge=0)), got " + std::to_string(hpz));
+  const bool any = hpz > 1 || qwz || qgz || mics > 0;
+  if (any && z.stage != 3) {
+    warnings.push_back("zero_optimization: ZeRO++ and MiCS keys are read by DeepSpeed's ZeRO-3 engine only, so at stage " +
+                       std::to_string(z.stage) + " DeepSpeed ignores them and so does this import");
+    return;
+  }
+  if (frozen) {
+    warnings.push_back("zero_optimization.zero_quantized_nontrainable_weights: quantizes frozen parameters only; "
+                       "Stagecraft's models train every parameter, so it changes nothing here");
+  }
+  const int64_t world = p.world();
+  if (mics > 0) {
+    if (hpz > 1 || qwz || qgz) {
+      warnings.push_back("zero_optimization: mics_shard_size with ZeRO++ keys: DeepSpeed's MiCS engine is not given "
+                         "zero_hpz_partition_size, zero_quantized_weights or zero_quantized_gradients (engine.py "
+                         "_return_mics_optimizer) and gathers unquantized, so they are dropped");
+    }
+    if ((world / p.pp) % mics != 0) {
+      r.fail("/zero_optimization/mics_shard_size", "expected a divisor of the data-parallel world " + std::to_string(world / p.pp) +
+                                                       " (DeepSpeed asserts (world_size // pp_size) % shard_size == 0, mics_utils.py)");
+    }
+    if (z.offload_optimizer != spec::Offload::kNone || z.offload_param != spec::Offload::kNone) {
+      r.fail("/zero_optimization/mics_shard_size", "MiCS with offload: DeepSpeed raises \"Local sharding has no support for CPU "
+                                                   "offloading\" (mics.py allreduce_mics_shard_grads)");
+    }
+    if (mics < p.dp) {
+      z.shard_group = mics;
+      z.replica_sync = spec::ReplicaSync::kStep;
+    } else {
+      notes.push_back("zero_optimization.mics_shard_size " + std::to_string(mics) + ": the whole data-parallel group, plain ZeRO-3");
+    }
+    if (hier) {
+      if (local <= 0) r.fail("/zero_optimization/mics_hierarchical_params_gather", "needs the cluster's GPUs per node");
+      if (mics <= local || mics % local != 0) {
+        r.fail("/zero_optimization/mics_hierarchical_params_gather",
+               "a shard group spanning whole nodes: mics_shard_size " + std::to_string(mics) + " over " + std::to_string(local) +
+                   " data-parallel ranks a node (DeepSpeed asserts \"sharding spans on single node, no need for hierarchy allgather\")");
+      }
+      if (z.shard_group > 0) {
+        z.hierarchical_gather = true;
+        z.local_group = local;
+      }
+    }
+    return;
+  }
+  if (hier) warnings.push_back("zero_optimization.mics_hierarchical_params_gather: without mics_shard_size DeepSpeed ignores it");
+  if (hpz > 1) {
+    if (world % std::min(hpz, world) != 0) {
+      r.fail("/zero_optimization/zero_hpz_partition_size", "expected a divisor of the world size " + std::to_string(world) +
+                                                               " (DeepSpeed asserts it, groups._create_zero_param_parallel_group)");
+    }
+    if (p.tp * p.pp > 1) {
+      warnings.push_back("zero_optimization.zero_hpz_partition_size: DeepSpeed forms hpZ groups of consecutive global ranks, "
+                         "written for pure data parallelism; modelled as " + std::to_string(hpz) + " consecutive data-parallel ranks");
+    }
+    if (local > 0 && hpz > local) {
+      warnings.push_back("zero_optimization.zero_hpz_partition_size " + std::to_string(hpz) + " spans more than a node's " +
+                         std::to_string(local) + " data-parallel ranks: its secondary gathers cross nodes (DeepSpeed's tutorial "
+                         "sets it to the GPUs per node)");
+    }
+    if (hpz < p.dp) z.hpz_group = hpz;
+  }
+  if (qwz) {
+    z.quantized_weights = spec::kQwzDefault;
+    if (t.dtype == spec::Dtype::kBf16) {
+      warnings.push_back("zero_optimization.zero_quantized_weights with bf16: DeepSpeed's quantizer reads fp16, so bf16 "
+                         "weights are cast to fp16 and back around each gather; values beyond 65504 overflow (DeepSpeed "
+                         "issues #4852, #3992, #7775)");
+    }
+  }
+  if (qgz) {
+    if (const json* rs = r.at("/zero_optimization/reduce_scatter"); rs && rs->is_boolean() && !rs->get<bool>()) {
+      r.fail("/zero_optimization/reduce_scatter", "true with zero_quantized_gradients (DeepSpeed asserts \"when enable "
+                                                   "all_to_all_reduce, reduce_scatter should also be enabled\", stage3.py)");
+    }
+    if (local <= 0) r.fail("/zero_optimization/zero_quantized_gradients", "needs the cluster's GPUs per node (qgZ all-to-alls inside each node first)");
+    if (local >= p.dp) {
+      warnings.push_back("zero_optimization.zero_quantized_gradients: one node's data-parallel ranks hold the whole group, "
+                         "and DeepSpeed's qgZ runs only across nodes (stage3.py __avg_scatter_grads: num_nodes > 1): off");
+    } else {
+      if (p.tp * p.pp > 1) {
+        warnings.push_back("zero_optimization.zero_quantized_gradients: DeepSpeed's qgZ groups ranks by the world size and "
+                           "the GPUs per node, written for pure data parallelism; modelled over the data-parallel group, " +
+                           std::to_string(local) + " of its ranks a node");
+      }
+      z.quantized_gradients = spec::kQgzDefault;
+      z.local_group = local;
+    }
+  }
+}
+
 // The "stagecraft" section an export wrote: the plan fields DeepSpeed cannot express.
 void read_stagecraft(const json& ds, const std::string& file, spec::Plan& p) {
   if (!ds.contains("stagecraft") || !ds.at("stagecraft").contains("plan")) return;
@@ -449,7 +577,7 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
              {"fp16", {{"enabled", training.dtype == spec::Dtype::kFp16}}},
              {"bf16", {{"enabled", spec::storage_dtype(training.dtype) == spec::Dtype::kBf16}}},
              {"optimizer", {{"type", opt}}},
-             {"zero_optimization", zero_section(plan.zero)},
+             {"zero_optimization", zero_section(plan.zero, plan.dp)},
              {"pipeline",
               {{"stages", plan.pp},
                {"partition", uniform_split(plan) ? "uniform" : "parameters"},
@@ -471,7 +599,7 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
 }
 
 DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t gpus, int64_t layers,
-                               const HfTrainerArgs& hf) {
+                               const HfTrainerArgs& hf, int64_t gpus_per_node) {
   if (!ds.is_object()) throw spec::SpecError(file, "", "expected a JSON object (a DeepSpeed config), got " + spec::describe(ds));
   DeepSpeedImport out;
   const json config = normalized(ds, file, out.defaults, out.warnings);
@@ -499,6 +627,7 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   if (opt != "adam" && opt != "adamw") r.fail("/optimizer/type", "expected \"Adam\" or \"AdamW\" (what Stagecraft models), got \"" + opt + "\"");
   t.optimizer = opt == "adamw" ? spec::Optimizer::kAdamW : spec::Optimizer::kAdam;
   read_zero(r, hf, out.defaults, p.zero);
+  read_zeropp(r, p, t, gpus_per_node > 0 ? std::max<int64_t>(1, gpus_per_node / p.tp) : 0, out.defaults, out.warnings);
   // DeepSpeed's own collective schedule (spec/framework.hpp); gradients travel in
   // communication_data_type (engine.py l.939-950: the model dtype by default)
   t.framework = spec::Framework::kDeepSpeed;
@@ -571,8 +700,9 @@ DeepSpeedImport from_deepspeed(const json& ds, const std::string& file, int64_t 
   return out;
 }
 
-DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers, const HfTrainerArgs& hf) {
-  return from_deepspeed(spec::read_json_file(path), path, gpus, layers, hf);
+DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers, const HfTrainerArgs& hf,
+                               int64_t gpus_per_node) {
+  return from_deepspeed(spec::read_json_file(path), path, gpus, layers, hf, gpus_per_node);
 }
 
 }  // namespace stagecraft::planner

@@ -10,7 +10,9 @@
 //                      reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size,
 //                      stage3_max_live_parameters, stage3_max_reuse_distance,
 //                      stage3_param_persistence_threshold, offload_optimizer {device, pin_memory},
-//                      offload_param {device, pin_memory}}
+//                      offload_param {device, pin_memory}, and ZeRO++ / MiCS: zero_hpz_partition_size,
+//                      zero_quantized_weights, zero_quantized_gradients, mics_shard_size,
+//                      mics_hierarchical_params_gather}
 //   pipeline {stages, partition, activation_checkpoint_interval}, tensor_parallel {autotp_size}
 // plus a "stagecraft" object (DeepSpeed reads only the keys it knows) holding the full plan, so
 // what DeepSpeed cannot express (schedule, virtual stages, sequence parallelism, selective
@@ -18,7 +20,8 @@
 // DeepSpeed cannot run the plan (pipeline + ZeRO >= 2: "ZeRO-2 and ZeRO-3 are incompatible with
 // pipeline parallelism", deepspeed/runtime/pipe/engine.py) or runs it differently.
 //
-// Import reads those keys; a missing key takes DeepSpeed's code default (bucket sizes 5e8,
+// Import reads those keys (ZeRO++ and MiCS with the asserts DeepSpeed's ZeRO-3 engine makes, and a
+// warning where DeepSpeed silently ignores or drops one: deepspeed.cpp read_zeropp); a missing key takes DeepSpeed's code default (bucket sizes 5e8,
 // stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters and max_reuse_distance 1e9,
 // stage3_param_persistence_threshold 1e5, overlap_comm true only for stage 3, stage 0, fp32,
 // pipeline stages 1, autotp_size 0 = no tensor parallelism), and the batch triple is completed as
@@ -88,8 +91,11 @@ struct HfTrainerArgs {
 // "uniform"), resolving "auto" as the Hugging Face Trainer would with `hf`. Throws SpecError naming
 // `file`, the JSON pointer and the reason (DeepSpeed's own wording for its batch and precision
 // checks).
+// `gpus_per_node`: the cluster's (qgZ and MiCS's hierarchical gather group ranks by node); 0 when
+// not known, and then a config that needs it is refused.
 DeepSpeedImport from_deepspeed(const nlohmann::json& ds, const std::string& file, int64_t gpus, int64_t layers,
-                               const HfTrainerArgs& hf = {});
-DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers, const HfTrainerArgs& hf = {});
+                               const HfTrainerArgs& hf = {}, int64_t gpus_per_node = 0);
+DeepSpeedImport load_deepspeed(const std::string& path, int64_t gpus, int64_t layers, const HfTrainerArgs& hf = {},
+                               int64_t gpus_per_node = 0);
 
 }  // namespace stagecraft::planner

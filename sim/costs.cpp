@@ -5,6 +5,30 @@
 
 namespace stagecraft::sim {
 
+namespace {
+
+// ZeRO++'s quantize kernels around a collective (costs.hpp).
+double quantize_bytes(const program::Program& prog, const program::Instr& in, int64_t group_size) {
+  if (!(in.flags & program::kFlagQuantized)) return 0;
+  const double e = static_cast<double>(in.elems);
+  if (in.op == program::Op::kGatherParams) {
+    const double w = static_cast<double>(prog.param_bytes), n = static_cast<double>(std::max<int64_t>(group_size, 1));
+    const bool bf16 = spec::storage_dtype(prog.training.dtype) == spec::Dtype::kBf16;
+    return (3 * w + 1) * e / n + 3 * e + (bf16 ? 4 * e : 0.0);
+  }
+  if (in.op == program::Op::kAllToAll && (in.flags & program::kFlagFirstLevel)) {
+    return (static_cast<double>(prog.param_bytes) + 0.5) * e;
+  }
+  if (in.op == program::Op::kAllToAll) {
+    const double l = static_cast<double>(prog.placement.local_size());
+    const double nodes = static_cast<double>(prog.placement.dp) / l;
+    return (l / 2 + 5 + 2 / nodes) * e;
+  }
+  return 0;
+}
+
+}  // namespace
+
 FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
                              const program::Instr& in, int64_t group_size) {
   FrameworkWork w;
@@ -13,7 +37,7 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
   const bool gather = in.op == program::Op::kGatherParams;
   const bool grads = in.op == program::Op::kReduceScatterGrads || in.op == program::Op::kAllReduceGrads;
   const double passes = gather ? framework.gather_copy_passes : (grads ? framework.reduce_copy_passes : 0.0);
-  w.copy_bytes = passes * static_cast<double>(in.bytes);
+  w.copy_bytes = passes * static_cast<double>(in.bytes) + quantize_bytes(prog, in, group_size);
   w.host_s = static_cast<double>(w.pieces) * (static_cast<double>(group_size) * framework.host_s_per_rank +
                                                (gather ? framework.host_s_per_gather : 0.0));
   if (gather && prog.plan.zero.offload_param == spec::Offload::kCpu && group_size > 0) {

@@ -21,6 +21,20 @@
 //     With offload_param a ZeRO-3 gather first copies the rank's shard, S/n bytes, from pinned host
 //     memory: + (S/n) / host.pcie_Bps (DeepSpeed's partitioned_param_coordinator moves ds_tensor to
 //     the device before the all-gather).
+//   * ZeRO++'s quantize kernels (memory-bound, on the collective's stream: DeepSpeed quantizes and
+//     dequantizes on its all-gather stream, partitioned_param_coordinator.py, and on its reduction
+//     stream for qgZ), as HBM bytes at the contiguous rate, with e the elements an instruction
+//     stands for (Instr::elems), w the parameter bytes, W the group size, L the qgZ node's ranks:
+//         qwZ gather       (3w + 1)·e/W   the shards concatenated (read and write w) and quantized
+//                                         (read w, write 1) before the gather
+//                          + 3·e          the gathered int8 dequantized to fp16 (read 1, write 2)
+//                          + 4·e if w = 2 and bf16: cast to fp16 and back (read and write 2 each)
+//         qgZ, first level (w + ½)·e      swizzled and quantized to int4 (read w, write ½)
+//         qgZ, second      (L/2 + 5 + 2/N)·e, e = n/L the node's share: the L received int4 chunks
+//                                         dequantized, summed and requantized (read L·e/2, write e/2),
+//                                         then the N chunks from the other nodes dequantized (read
+//                                         e/2, write 2e) and averaged (read 2e, write 2e/N)
+//     The fp32 scales (one per group of 8000 weights, of max(d, W) gradients) are not charged.
 // Internal to the simulator; one per simulation (not thread-safe).
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/count/tensors.hpp"
+#include "core/spec/error.hpp"
 #include "core/program/comm_rules.hpp"
 #include "core/program/lower_context.hpp"
 #include "core/program/param_tracker.hpp"
@@ -74,7 +75,9 @@ class Emitter {
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
+  QuantizedGather quantized_gather(int32_t bucket, int64_t members) const;
   int32_t replica_reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
+  void quantized_reduce(Instr plain, int32_t dep, int32_t tied);
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
   void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void flush(std::vector<Deferred>& list, int32_t dep);
@@ -266,14 +269,38 @@ int32_t Emitter::gather(int32_t bucket, int32_t dep, bool for_forward) {
                                      whole / prog_.placement.local_size(), kFlagFirstLevel);
       return param_op(Op::kGatherParams, bucket, Group::kDpLocal, cross);
     }
+    Group group = cx_.partition_group;
     if (cx_.hpz) {
       const bool global = cx_.hpz_every_forward ? for_forward : gathered_[bucket] == 0;
-      return param_op(Op::kGatherParams, bucket, global ? Group::kDp : Group::kDpShard, dep);
+      group = global ? Group::kDp : Group::kDpShard;
     }
-    return param_op(Op::kGatherParams, bucket, cx_.partition_group, dep);
+    if (cx_.qwz_block > 0) {
+      const int64_t members = group == Group::kDp ? plan_.dp : prog_.placement.inner_size();
+      return param_op(Op::kGatherParams, bucket, group, dep, quantized_gather(bucket, members).bytes, kFlagQuantized);
+    }
+    return param_op(Op::kGatherParams, bucket, group, dep);
   }();
   gathered_[bucket] = 1;
   return index;
+}
+
+// qwZ's gather of `bucket` over `members` ranks (zero.hpp): int8 values and fp32 scales.
+QuantizedGather Emitter::quantized_gather(int32_t bucket, int64_t members) const {
+  const Bucket& b = prog_.param_buckets[bucket];
+  std::vector<int64_t> tensors;
+  for (int32_t u = b.unit_begin; u < b.unit_end; ++u) {
+    const UnitParams& p = cx_.stage_params[stage_][u];
+    tensors.insert(tensors.end(), p.gathered.begin(), p.gathered.end());
+  }
+  const QuantizedGather q = qwz_gather(tensors, cx_.rule, plan_.dp, members, cx_.qwz_block);
+  if (q.bad_shard > 0) {
+    throw spec::SpecError(plan_.file, "/zero/quantized_weights",
+                          "false for this model and dp: DeepSpeed's qwZ quantizer needs each gathered shard a multiple of 8 "
+                          "elements in groups under 16000 (partition_parameters.py CUDAQuantizer asserts it), and a shard of "
+                          "units [" + std::to_string(b.unit_begin) + ", " + std::to_string(b.unit_end) + ") has " +
+                              std::to_string(q.bad_shard));
+  }
+  return q;
 }
 
 int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
@@ -412,6 +439,10 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
   in.unit_end = b.unit_end;
   in.elems = b.elems;
   in.bytes = b.elems * prog_.reduce_bytes;
+  if (cx_.qgz) {
+    quantized_reduce(in, dep, tied);
+    return;
+  }
   const int32_t reduced = add(in, {dep, tied});
   if (!cx_.replicas) return;
   // the replicas' all-reduce of the shard: after each reduce-scatter, or once a step after the last
@@ -420,6 +451,35 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
     replica_deferred_.emplace_back(grad_bucket, reduced);
   } else {
     replica_reduce(grad_bucket, mb, chunk, reduced);
+  }
+}
+
+// qgZ's reduction of a gradient bucket (zero.hpp): its matrices' int4 values and scales
+// all-to-all'd inside the node, reduced, then all-to-all'd across nodes (two levels on the reduce
+// lane), and its other tensors reduce-scattered one by one (`plain`, the bucket's reduce-scatter,
+// with only those tensors).
+void Emitter::quantized_reduce(Instr plain, int32_t dep, int32_t tied) {
+  const Bucket& b = prog_.grad_buckets[static_cast<std::size_t>(plain.bucket)];
+  const int64_t l = prog_.placement.local_size();
+  if (b.qgz_matrices > 0) {
+    Instr local = plain;
+    local.op = Op::kAllToAll;
+    local.group = Group::kDpLocal;
+    local.flags = kFlagQuantized | kFlagFirstLevel;
+    local.elems = b.qgz_elems;
+    local.bytes = b.qgz_elems / 2 + 4 * b.qgz_groups;
+    const int32_t first = add(local, {dep, tied});
+    Instr cross = local;
+    cross.group = Group::kDpCross;
+    cross.flags = kFlagQuantized;
+    cross.elems = b.qgz_elems / l;
+    cross.bytes = b.qgz_elems / (2 * l) + 4 * (b.qgz_groups / l);
+    add(cross, {first});
+  }
+  if (b.qgz_fallbacks > 0) {
+    plain.elems = b.elems - b.qgz_elems;
+    plain.bytes = plain.elems * prog_.reduce_bytes;
+    add(plain, {dep, tied});
   }
 }
 

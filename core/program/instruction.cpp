@@ -24,6 +24,7 @@ const char* to_string(Op op) {
     case Op::kTpReduceScatter: return "TpReduceScatter";
     case Op::kTpAllGather: return "TpAllGather";
     case Op::kGradNormAllReduce: return "GradNormAllReduce";
+    case Op::kAllToAll: return "AllToAll";
   }
   return "?";
 }
@@ -78,6 +79,7 @@ const char* trace_kind(Op op) {
     case Op::kAllReduceGrads:
     case Op::kTpAllReduce:
     case Op::kGradNormAllReduce: return "all_reduce";
+    case Op::kAllToAll: return "all_to_all";
     case Op::kOptimizerStep: return "optimizer";
     case Op::kOffloadCopy: return "offload";
   }

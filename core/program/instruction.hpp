@@ -31,8 +31,9 @@ enum class Op : uint8_t {
   kTpReduceScatter,     // (sequence parallel)
   kTpAllGather,         // (sequence parallel)
   kGradNormAllReduce,   // global gradient norm for clipping, over every rank
+  kAllToAll,            // ZeRO++ qgZ: quantized gradients exchanged inside a node, then across nodes
 };
-inline constexpr int kOpCount = 20;
+inline constexpr int kOpCount = 21;
 
 // kDpReplica: the all-reduce of gradient shards across replicas (hierarchical ZeRO) where the
 // framework runs it on a stream of its own (spec::FrameworkProfile::replica_stream).
@@ -126,7 +127,8 @@ inline bool is_collective(Op op) {
     case Op::kTpAllReduce:
     case Op::kTpReduceScatter:
     case Op::kTpAllGather:
-    case Op::kGradNormAllReduce: return true;
+    case Op::kGradNormAllReduce:
+    case Op::kAllToAll: return true;
     default: return false;
   }
 }

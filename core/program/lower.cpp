@@ -50,7 +50,7 @@ std::vector<Segment> chunk_segments(const Context& cx, const ChunkInfo& c, int32
 
 void plan_chunks(Program& prog, Context& cx) {
   const spec::ZeroConfig& z = prog.plan.zero;
-  const BucketRule rule = bucket_rule(z, cx.framework);
+  const BucketRule& rule = cx.rule;
   for (const ChunkInfo& c : prog.chunks) {
     const std::vector<UnitParams>& params = cx.stage_params[c.stage];
     ChunkPlan plan;
@@ -105,6 +105,11 @@ Context make_context(Program& prog) {
   cx.hierarchical_gather = cx.replicas && z.hierarchical_gather;
   cx.hpz = cx.zero3_gathers && z.hpz_group > 0 && z.hpz_group < p.dp;
   cx.hpz_every_forward = cx.hpz && prog.training.framework == spec::Framework::kFsdp2;
+  cx.rule = bucket_rule(z, cx.framework);
+  cx.qwz_block = cx.zero3_gathers && z.quantized_weights.on() ? z.quantized_weights.block : 0;
+  // DeepSpeed all-to-alls only across more than one node (stage3.py __avg_scatter_grads: num_nodes > 1)
+  cx.qgz = cx.per_mb_reduce && z.stage == 3 && z.quantized_gradients.on() && prog.placement.local_size() < p.dp;
+  if (cx.qgz) cx.rule.qgz_world = p.dp;
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, cx.units, s));
   return cx;
 }

@@ -52,6 +52,9 @@ struct Context {
   // over kDp and the backward's over kDpShard
   bool hpz = false;
   bool hpz_every_forward = false;
+  BucketRule rule;              // how buckets were cut (zero.hpp)
+  int64_t qwz_block = 0;        // qwZ: every ZeRO-3 gather quantized, scales per ~block elements; 0 off
+  bool qgz = false;             // qgZ: gradients all-to-all'd in int4, inside nodes then across (more than one node)
 
   const ChunkPlan& chunk_plan(int64_t stage, int64_t chunk) const {
     return chunk_plans[static_cast<std::size_t>(stage * program->plan.virtual_stages + chunk)];

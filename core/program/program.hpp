@@ -80,6 +80,12 @@ struct Bucket {
   int64_t persistent_elems = 0;  // ZeRO-3: elements kept whole (below param_persistence_threshold)
   int32_t collectives = 1;       // collectives the framework issues for it (zero.hpp), 0 if nothing gathered
   int64_t coalesced_elems = 0;   // ZeRO-3: elements gathered in collectives of two or more tensors (zero.hpp)
+  // qgZ (zero.hpp): the matrices a gradient bucket all-to-alls, their elements and Σ max(d, W)
+  // groups, and the tensors it reduce-scatters one by one instead (its fallbacks)
+  int32_t qgz_matrices = 0;
+  int64_t qgz_elems = 0;
+  int64_t qgz_groups = 0;
+  int32_t qgz_fallbacks = 0;
 };
 
 struct RoleProgram {
@@ -119,12 +125,18 @@ struct Program {
   int64_t tokens_per_step() const { return training.global_batch * model.seq_len; }   // over every replica
   // How many collectives the framework issues for a data-parallel bucket instruction (a ZeRO-3
   // gather, a gradient reduction): its bucket's count (zero.hpp); 1 for any other collective.
-  // The replicas' all-reduce of a shard (kDpReplica) is one collective.
+  // The replicas' all-reduce of a shard (kDpReplica) is one collective; a quantized gather two
+  // per collective of its bucket (the values, the scales); qgZ's all-to-alls two per matrix, its
+  // reduce-scatter one per fallback tensor (zero.hpp).
   int32_t collectives_of(const Instr& in) const {
     if (!is_dp_group(in.group) || in.group == Group::kDpReplica || in.bucket < 0) return 1;
-    if (in.op == Op::kGatherParams) return param_buckets[static_cast<std::size_t>(in.bucket)].collectives;
+    if (in.op == Op::kGatherParams) {
+      return param_buckets[static_cast<std::size_t>(in.bucket)].collectives * ((in.flags & kFlagQuantized) ? 2 : 1);
+    }
+    const Bucket& b = grad_buckets[static_cast<std::size_t>(in.bucket)];
+    if (in.op == Op::kAllToAll) return 2 * b.qgz_matrices;
     if (in.op == Op::kReduceScatterGrads || in.op == Op::kAllReduceGrads) {
-      return grad_buckets[static_cast<std::size_t>(in.bucket)].collectives;
+      return b.qgz_matrices + b.qgz_fallbacks > 0 ? b.qgz_fallbacks : b.collectives;
     }
     return 1;
   }

@@ -1,5 +1,6 @@
 #include "core/program/units.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/count/count.hpp"
@@ -17,6 +18,7 @@ Unit with_tensors(Unit u, const Model& m, int32_t unit, int64_t tp) {
   for (const count::TensorSpec& t : count::unit_tensors(m, unit, tp)) {
     u.tensors.push_back(t.elems());
     u.module.push_back(t.module);
+    u.dims.push_back(t.rows > 1 ? std::max(t.rows, t.cols) : 0);
   }
   u.params = std::accumulate(u.tensors.begin(), u.tensors.end(), int64_t{0});
   return u;
@@ -33,7 +35,7 @@ double linear_flops(const Model& m, int64_t tp, const char* group) {
 }
 
 Unit attention(const Model& m, int64_t tp, int32_t block) {
-  Unit u{UnitKind::kAttention, block, {}, {}, 0, 0, 0, 0, 0};
+  Unit u{UnitKind::kAttention, block, {}, {}, {}, 0, 0, 0, 0, 0};
   const double gemm = linear_flops(m, tp, "attn.");
   const double scores = 4.0 * static_cast<double>(m.seq_len) * static_cast<double>(m.q_dim() / tp);
   u.fwd_flops_per_token = gemm + scores;
@@ -44,7 +46,7 @@ Unit attention(const Model& m, int64_t tp, int32_t block) {
 }
 
 Unit mlp(const Model& m, int64_t tp, int32_t block) {
-  Unit u{UnitKind::kMlp, block, {}, {}, 0, 0, 0, 0, 0};
+  Unit u{UnitKind::kMlp, block, {}, {}, {}, 0, 0, 0, 0, 0};
   const double gemm = linear_flops(m, tp, "mlp.");
   u.fwd_flops_per_token = gemm;
   u.bwd_input_flops_per_token = gemm;
@@ -59,12 +61,12 @@ int64_t tied_head_copy(const Model& m, int64_t tp) { return m.tied_embeddings ? 
 std::vector<Unit> model_units(const Model& m, int64_t tp) {
   std::vector<Unit> units;
   units.reserve(static_cast<std::size_t>(unit_count(m)));
-  units.push_back(with_tensors(Unit{UnitKind::kEmbedding, -1, {}, {}, 0, 0, 0, 0, 0}, m, 0, tp));
+  units.push_back(with_tensors(Unit{UnitKind::kEmbedding, -1, {}, {}, {}, 0, 0, 0, 0, 0}, m, 0, tp));
   for (int32_t b = 0; b < static_cast<int32_t>(m.layers); ++b) {
     units.push_back(attention(m, tp, b));
     units.push_back(mlp(m, tp, b));
   }
-  Unit head{UnitKind::kHead, -1, {}, {}, 0, 0, 0, 0, 0};
+  Unit head{UnitKind::kHead, -1, {}, {}, {}, 0, 0, 0, 0, 0};
   const double gemm = 2.0 * static_cast<double>(m.hidden) * static_cast<double>(count::vocab_per_rank(m, tp));
   head.fwd_flops_per_token = gemm;
   head.bwd_input_flops_per_token = gemm;

@@ -32,6 +32,7 @@ struct Unit {
   std::vector<int64_t> tensors;        // elements of each parameter tensor on one tp rank
   std::vector<int8_t> module;          // per tensor: the nn.Module owning it (0, 1, ... within the unit):
                                        // a norm, a Linear with its bias, an embedding table
+  std::vector<int64_t> dims;           // per tensor: a matrix's larger dimension on the tp rank, 0 for a vector
   int64_t params = 0;                  // sum of tensors
   double fwd_flops_per_token = 0;      // GEMMs + attention scores
   double bwd_input_flops_per_token = 0;

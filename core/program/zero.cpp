@@ -10,15 +10,19 @@ UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_
   const Unit& u = units[static_cast<std::size_t>(unit)];
   UnitParams p;
   p.block = u.block >= 0 ? u.block : (u.kind == UnitKind::kEmbedding ? -1 : -2);
-  auto add = [&](int64_t t) {
+  auto add = [&](int64_t t, int64_t dim) {
     p.elems += t;
     ++p.tensors;
     p.sizes.push_back(t);
+    p.dims.push_back(dim);
     if (t < persistence_threshold) p.persistent += t;
     else p.gathered.push_back(t);
   };
-  for (int64_t t : u.tensors) add(t);
-  if (u.kind == UnitKind::kHead && !stage_has_embedding && tied_copy > 0) add(tied_copy);
+  for (std::size_t i = 0; i < u.tensors.size(); ++i) add(u.tensors[i], u.dims.empty() ? 0 : u.dims[i]);
+  // a tied head's copy of the embedding table (the embedding unit's first tensor, wte)
+  if (u.kind == UnitKind::kHead && !stage_has_embedding && tied_copy > 0) {
+    add(tied_copy, units.front().dims.empty() ? 0 : units.front().dims.front());
+  }
   return p;
 }
 
@@ -67,6 +71,20 @@ std::vector<Bucket> grad_buckets(const ChunkInfo& c, const std::vector<UnitParam
     out.push_back(cur);
     tensors.clear();
   };
+  // qgZ: a matrix whose elements divide by 2W is all-to-all'd in max(d, W) groups; anything else falls back
+  const auto qgz = [&](const UnitParams& p) {
+    if (rule.qgz_world <= 0) return;
+    for (std::size_t i = 0; i < p.sizes.size(); ++i) {
+      const int64_t n = p.sizes[i], d = i < p.dims.size() ? p.dims[i] : 0;
+      if (d > 0 && n % (2 * rule.qgz_world) == 0) {
+        ++cur.qgz_matrices;
+        cur.qgz_elems += n;
+        cur.qgz_groups += std::max(d, rule.qgz_world);
+      } else {
+        ++cur.qgz_fallbacks;
+      }
+    }
+  };
   int32_t block = 0;
   for (int32_t u = c.unit_end - 1; u >= c.unit_begin; --u) {
     const UnitParams& p = params[static_cast<std::size_t>(u)];
@@ -78,11 +96,39 @@ std::vector<Bucket> grad_buckets(const ChunkInfo& c, const std::vector<UnitParam
     cur.unit_begin = u;
     cur.elems += p.elems;
     cur.collectives = rule.per_tensor_reduce ? cur.collectives + p.tensors : 1;
+    qgz(p);
     tensors.insert(tensors.end(), p.sizes.rbegin(), p.sizes.rend());
     block = p.block;
   }
   if (cur.unit_begin < cur.unit_end) close();
   return out;  // backward order: out[0] holds the chunk's last units
+}
+
+namespace {
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> gather_split(const std::vector<int64_t>& tensors, const BucketRule& rule) {
+  std::vector<std::vector<int64_t>> out;
+  if (tensors.empty()) return out;
+  if (rule.gather == spec::GatherUnit::kBlock) return {tensors};
+  if (rule.gather == spec::GatherUnit::kParameter) {
+    for (int64_t t : tensors) out.push_back({t});
+    return out;
+  }
+  std::vector<int64_t> open;  // the collective being filled
+  int64_t elems = 0;
+  for (int64_t t : tensors) {
+    open.push_back(t);
+    elems += t;
+    if (elems >= rule.prefetch_bucket) {
+      out.push_back(std::move(open));
+      open.clear();
+      elems = 0;
+    }
+  }
+  if (!open.empty()) out.push_back(std::move(open));
+  return out;
 }
 
 namespace {
@@ -96,25 +142,16 @@ struct GatherSplit {
 GatherSplit gather_collectives(const std::vector<int64_t>& tensors, const BucketRule& rule) {
   GatherSplit g;
   if (tensors.empty()) return g;
+  const std::vector<std::vector<int64_t>> split = gather_split(tensors, rule);
+  g.collectives = static_cast<int32_t>(split.size());
   if (rule.gather == spec::GatherUnit::kBlock) {
     // FSDP's flat parameter is the gathered buffer itself; FSDP2's per-parameter tensors are copied out of it
-    return {1, rule.block_copy_out ? std::accumulate(tensors.begin(), tensors.end(), int64_t{0}) : 0};
+    g.coalesced = rule.block_copy_out ? std::accumulate(tensors.begin(), tensors.end(), int64_t{0}) : 0;
+    return g;
   }
-  if (rule.gather == spec::GatherUnit::kParameter) return {static_cast<int32_t>(tensors.size()), 0};
-  int64_t open = 0;  // elements in the collective being filled
-  int32_t count = 0; // its tensors
-  auto close = [&] {
-    ++g.collectives;
-    if (count > 1) g.coalesced += open;
-    open = 0;
-    count = 0;
-  };
-  for (int64_t t : tensors) {
-    open += t;
-    ++count;
-    if (open >= rule.prefetch_bucket) close();
+  for (const std::vector<int64_t>& c : split) {
+    if (c.size() > 1 && rule.gather == spec::GatherUnit::kModule) g.coalesced += std::accumulate(c.begin(), c.end(), int64_t{0});
   }
-  if (open > 0) close();
   return g;
 }
 
@@ -148,6 +185,30 @@ std::vector<Bucket> param_buckets(const ChunkInfo& c, const std::vector<UnitPara
   }
   if (cur.unit_begin < cur.unit_end) close();
   return out;  // forward order
+}
+
+int64_t qwz_groups(int64_t shard, int64_t block) {
+  if (shard <= 0 || block <= 0) return 0;
+  int64_t g = (shard + block - 1) / block;
+  while (g < shard && shard % (8 * g) != 0) ++g;
+  while (shard % (16 * g) == 0 && shard / g > block) g *= 2;
+  if (shard % (8 * g) != 0 || shard / g >= 16000 || shard <= g) return 0;
+  return g;
+}
+
+QuantizedGather qwz_gather(const std::vector<int64_t>& tensors, const BucketRule& rule, int64_t dp, int64_t group,
+                           int64_t block) {
+  QuantizedGather q;
+  for (const std::vector<int64_t>& c : gather_split(tensors, rule)) {
+    int64_t shard = 0;  // this rank's piece of the collective: primary shards, or dp/group of them (hpZ's secondary)
+    for (int64_t n : c) shard += shard_elems(n, dp) * (dp / group);
+    const int64_t g = qwz_groups(shard, block);
+    if (g == 0 && q.bad_shard == 0) q.bad_shard = shard;
+    ++q.collectives;
+    q.scales += 4 * g * group;
+    q.bytes += shard * group + 4 * g * group;
+  }
+  return q;
 }
 
 std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket) {

@@ -44,6 +44,7 @@ struct UnitParams {
   int32_t block = -1;               // transformer block, -1 embedding, -2 head
   std::vector<int64_t> gathered;    // elements of each tensor at or above the threshold, forward order
   std::vector<int64_t> sizes;       // elements of every tensor, forward order
+  std::vector<int64_t> dims;        // per tensor of `sizes`: a matrix's larger dimension, 0 for a vector
 };
 
 // How a framework cuts a stage's parameters and gradients into buckets.
@@ -55,6 +56,8 @@ struct BucketRule {
   bool per_tensor_reduce = false;                    // one reduce-scatter per gradient tensor
   bool ipg_flush = false;                            // DeepSpeed: a bucket's tensors flushed by the IPG rule
   bool block_copy_out = false;                       // FSDP2: a block's gathered buffer copied out per parameter
+  int64_t qgz_world = 0;                             // qgZ (DeepSpeed ZeRO++) over this many ranks: the bucket's
+                                                     // split into all-to-all'd matrices and fallbacks (below)
 };
 BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework);
 // Elements below which a ZeRO-3 tensor stays whole on every rank (0 when nothing persists: FSDP
@@ -77,5 +80,38 @@ std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_
 
 // Elements of one dp rank's shard: ceil(elems / dp) (flat buffers are padded to a multiple of dp).
 inline int64_t shard_elems(int64_t elems, int64_t dp) { return (elems + dp - 1) / dp; }
+
+// ZeRO++ (DeepSpeed; docs/program.md "Hierarchical and quantized ZeRO").
+// qwZ quantizes each gather's local shard of s elements in g groups, one fp32 scale each
+// (partition_parameters.py CUDAQuantizer.quantize, target group size b = 8000):
+//     g = ⌈s/b⌉, raised by one until 8g divides s, then doubled while 16g divides s and s/g > b
+// (DeepSpeed then asserts 8g | s and s/g < 16000; qwz_groups returns 0 when they fail). A gather
+// over W ranks of the tensors of a collective c moves W·s_c int8 values and 4·W·g(s_c) bytes of
+// scales, s_c = Σ_tensors ⌈n/dp⌉·(dp/W) (each tensor's primary shard over dp, or hpZ's secondary
+// of dp/W of them), in two all-gathers: the values and the scales.
+int64_t qwz_groups(int64_t shard, int64_t block);
+// The framework's collectives for gathering `tensors` (forward order): the tensors of each
+// (DeepSpeed: closing at prefetch_bucket elements; deepspeed-0.5: one each; FSDP: one).
+std::vector<std::vector<int64_t>> gather_split(const std::vector<int64_t>& tensors, const BucketRule& rule);
+struct QuantizedGather {
+  int64_t bytes = 0;        // values and scales on the wire, over the whole group
+  int64_t scales = 0;       // fp32 scales on the wire
+  int32_t collectives = 0;  // the framework's collectives for the bucket (each one sends two)
+  int64_t bad_shard = 0;    // a collective's shard DeepSpeed's quantizer refuses (not a multiple of 8), 0 if none
+};
+// `tensors`: the bucket's gathered tensors in forward order; `rule` splits them into collectives.
+QuantizedGather qwz_gather(const std::vector<int64_t>& tensors, const BucketRule& rule, int64_t dp, int64_t group,
+                           int64_t block);
+
+// qgZ (coalesced_collectives.py all_to_all_quant_reduce, stage3.py __avg_scatter_grads) reduces a
+// gradient bucket tensor by tensor over W = dp ranks, L of them on a node: a vector, or a tensor
+// whose n is not a multiple of 2W, by a reduce-scatter of its own (the fallback); any other
+// (a matrix of larger dimension d) in G = max(d, W) groups of int4 values:
+//     swizzle + quantize                   n/2 bytes and 4G of scales
+//     all-to-all over the node (L)         two all-to-alls: the values and the scales
+//     dequantize, sum L chunks, requantize n/(2L) bytes and 4G/L of scales
+//     all-to-all across nodes (W/L)        two all-to-alls
+//     dequantize, average the W/L chunks   n/W elements: the rank's shard
+// Bucket fields (grad buckets, with BucketRule::qgz_world): the matrices, their elements and Σ G.
 
 }  // namespace stagecraft::program

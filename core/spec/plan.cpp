@@ -51,7 +51,7 @@ Quantization read_quantization(ObjectReader& r, std::string_view key, Quantizati
   out.bits = static_cast<int>(q.integer_or("bits", dflt.bits));
   if (out.bits != bits) q.fail_value("bits", std::to_string(bits) + " (DeepSpeed ZeRO++ quantizes " +
                                                  (bits == 8 ? "weights to int8" : "gradients to int4") + ")");
-  out.block = at_least(q, "block", dflt.block, 1);
+  if (dflt.block > 0) out.block = at_least(q, "block", dflt.block, 16, 15999);  // CUDAQuantizer: groups under 16000
   q.finish();
   return out;
 }
@@ -84,6 +84,10 @@ void read_hierarchy(ObjectReader& r, ZeroConfig& z) {
   if (z.hpz_group > 0 && z.shard_group > 0) {
     r.fail_value("hpz_group", "unset with shard_group: hpZ keeps the primary partition over the whole data-parallel group "
                               "and a secondary copy over hpz_group; MiCS or hybrid sharding partitions over shard_group");
+  }
+  if (z.quantized_weights.on() && z.shard_group > 0) {
+    r.fail_value("quantized_weights", "false with shard_group (DeepSpeed's MiCS gathers its shards unquantized: "
+                                      "MiCS_Init replaces the gather, and the MiCS optimizer is not given ZeRO++'s settings)");
   }
   if (z.quantized_gradients.on() && z.shard_group > 0) {
     r.fail_value("quantized_gradients", "false with shard_group (qgZ reduces the gradients over the whole data-parallel "
@@ -245,9 +249,6 @@ void check_hierarchy(const Plan& p, const Training& t) {
     reject(p, "zero/quantized_gradients", "local_group set too: qgZ all-to-alls inside each node first, then across nodes, "
                                           "so it needs the data-parallel ranks of a node");
   }
-  if (z.quantized_weights.on() && t.dtype == Dtype::kFp32) {
-    reject(p, "zero/quantized_weights", "false with fp32 training: DeepSpeed's qwZ quantizes 16-bit parameters");
-  }
 }
 
 }  // namespace
@@ -368,7 +369,7 @@ json to_json(const ZeroConfig& z) {
   if (z.hpz_group > 0) j["hpz_group"] = z.hpz_group;
   if (z.local_group > 0) j["local_group"] = z.local_group;
   if (z.quantized_weights.on()) j["quantized_weights"] = {{"bits", z.quantized_weights.bits}, {"block", z.quantized_weights.block}};
-  if (z.quantized_gradients.on()) j["quantized_gradients"] = {{"bits", z.quantized_gradients.bits}, {"block", z.quantized_gradients.block}};
+  if (z.quantized_gradients.on()) j["quantized_gradients"] = {{"bits", z.quantized_gradients.bits}};
   return j;
 }
 

@@ -76,10 +76,12 @@ struct ZeroConfig {
   Quantization quantized_gradients;  // DeepSpeed qgZ: gradients reduced by int4 all-to-alls
 };
 
-// DeepSpeed ZeRO++'s quantizers (partition_parameters.py CUDAQuantizer, coalesced_collectives.py
-// all_to_all_quant_reduce): int8 weights in groups of at most 8000 elements, int4 gradients.
+// DeepSpeed ZeRO++'s quantizers: qwZ int8 weights, one fp32 scale per group of about `block` =
+// 8000 elements of a rank's shard (partition_parameters.py CUDAQuantizer.target_group_size);
+// qgZ int4 gradients, max(rows, cols, world) groups per tensor (coalesced_collectives.py
+// all_to_all_quant_reduce), so no block size (0).
 inline constexpr Quantization kQwzDefault{8, 8000};
-inline constexpr Quantization kQgzDefault{4, 2048};
+inline constexpr Quantization kQgzDefault{4, 0};
 
 // The data-parallel ranks one partition of the model states spans: shard_group, else dp.
 inline int64_t partition_group(const ZeroConfig& z, int64_t dp) {

@@ -34,7 +34,7 @@ Loaded load(const Inputs& in) {
     // as `search --deepspeed` reads it: DeepSpeed's batch must be the training's
     planner::HfTrainerArgs hf;
     hf.hidden_size = l.model.hidden;
-    const planner::DeepSpeedImport ds = planner::load_deepspeed(in.deepspeed, l.cluster.gpus(), l.model.layers, hf);
+    const planner::DeepSpeedImport ds = planner::load_deepspeed(in.deepspeed, l.cluster.gpus(), l.model.layers, hf, l.cluster.gpus_per_node);
     if (ds.training.global_batch != l.training.global_batch) {
       throw spec::SpecError(in.deepspeed, "/train_batch_size",
                             "expected the global batch of " + l.training.label() + " (" + std::to_string(l.training.global_batch) +

@@ -1,7 +1,9 @@
 #include "sim/models/collectives.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 
 #include "sim/network/flows.hpp"
@@ -39,6 +41,7 @@ std::string to_string(CollectiveKind kind) {
     case CollectiveKind::kReduceScatter: return "reduce-scatter";
     case CollectiveKind::kAllReduce: return "all-reduce";
     case CollectiveKind::kSendRecv: return "send/recv";
+    case CollectiveKind::kAllToAll: return "all-to-all";
   }
   return "unknown";
 }
@@ -54,6 +57,7 @@ std::optional<CollectiveKind> collective_kind(program::Op op) {
     case Op::kAllReduceGrads:
     case Op::kTpAllReduce:
     case Op::kGradNormAllReduce: return CollectiveKind::kAllReduce;
+    case Op::kAllToAll: return CollectiveKind::kAllToAll;
     default: return std::nullopt;
   }
 }
@@ -64,7 +68,8 @@ double bus_bandwidth_factor(CollectiveKind kind, int64_t n) {
   switch (kind) {
     case CollectiveKind::kAllReduce: return 2.0 * (nd - 1) / nd;
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: return (nd - 1) / nd;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll: return (nd - 1) / nd;
     case CollectiveKind::kSendRecv: return 1.0;
   }
   return 1.0;
@@ -144,11 +149,62 @@ CollectiveCost::CollectiveCost(CollectiveKind kind, std::span<const int64_t> pla
     for (LinkId l : r.links) send_Bps_ = std::min(send_Bps_, topology.link(l).bandwidth_Bps);
     return;
   }
+  if (kind == CollectiveKind::kAllToAll) {
+    all_to_all(placement, topology);
+    return;
+  }
   bus_ = group_bus(placement, topology);
   nccl_.emplace(kind, NcclGroup{group_size_, bus_.nodes, bus_.Bps}, topology.nccl());
 }
 
+// The all-to-all's terms (collectives.hpp): k, each member's NIC share and NVLink egress, the
+// binding one of the two into bus_ and a2a_share_, and its latency.
+void CollectiveCost::all_to_all(std::span<const int64_t> placement, const Topology& topology) {
+  std::map<int64_t, int64_t> on_node;                    // node -> members
+  std::map<std::pair<int64_t, int64_t>, int64_t> on_nic; // (node, NIC) -> members
+  for (int64_t gpu : placement) {
+    ++on_node[topology.node_of(gpu)];
+    if (topology.nodes() > 1) ++on_nic[{topology.node_of(gpu), topology.nic_of(gpu)}];
+  }
+  int64_t k = 0;
+  for (const auto& [node, m] : on_node) k = std::max(k, m);
+  const int64_t n = group_size_;
+  const double inf = std::numeric_limits<double>::infinity();
+  double nic = inf, nvlink = inf, nic_line = 0, nvlink_line = 0;   // *_line: one link's own rate (rho's base)
+  for (const auto& [key, m] : on_nic) {
+    const double egress = topology.link(topology.nic_egress(key.first, key.second)).bandwidth_Bps;
+    nic_line = egress;
+    const double up = topology.link(topology.uplink(key.first)).bandwidth_Bps / static_cast<double>(on_node[key.first]);
+    nic = std::min({nic, egress / static_cast<double>(m), up});
+  }
+  if (k > 1) {
+    for (int64_t gpu : placement) nvlink = std::min(nvlink, topology.link(topology.nvlink_egress(gpu)).bandwidth_Bps);
+    nvlink_line = nvlink;
+  }
+  const double remote = on_node.size() > 1 ? static_cast<double>(n - k) / static_cast<double>(n) : 0.0;
+  const double local = static_cast<double>(k - 1) / static_cast<double>(n);
+  // the term that takes longer per byte of S binds
+  const bool network = remote > 0 && (local == 0 || remote / nic >= local / nvlink);
+  bus_.nodes = static_cast<int64_t>(on_node.size());
+  bus_.network = network;
+  bus_.Bps = network ? nic : nvlink;
+  bus_.rho = bus_.Bps / (network ? nic_line : nvlink_line);
+  a2a_share_ = network ? remote : local;
+  const NcclBand& band = nccl_band(topology.nccl().minor);
+  constexpr int kRing = 1, kSimple = 2;
+  const double hop = network ? band.net_lat[kRing][kSimple] : band.nvlink_lat[kRing][kSimple];
+  a2a_latency_s_ = (band.base_lat[kRing][kSimple] + hop) * topology.nccl().latency_scale * 1e-6;
+}
+
 NcclChoice CollectiveCost::choose(int64_t bytes) const {
+  if (kind_ == CollectiveKind::kAllToAll && group_size_ > 1) {
+    NcclChoice c;  // point-to-point, Simple (collectives.hpp)
+    c.latency_s = a2a_latency_s_;
+    c.alg_Bps = bus_.Bps / a2a_share_;
+    c.bus_fraction = 1 / a2a_share_;
+    c.seconds = c.latency_s + static_cast<double>(bytes) / c.alg_Bps;
+    return c;
+  }
   if (!nccl_) return {};
   return nccl_->choose(bytes);
 }
@@ -161,6 +217,10 @@ int64_t CollectiveCost::time_ns(int64_t bytes) const {
   if (group_size_ < 2) return 0;
   if (kind_ == CollectiveKind::kSendRecv) {
     return send_latency_ns_ + transfer_time_ns(static_cast<double>(bytes), send_Bps_);
+  }
+  if (kind_ == CollectiveKind::kAllToAll) {
+    if (bytes == 0) return 0;
+    return static_cast<int64_t>(std::ceil(choose(bytes).seconds * 1e9));
   }
   return nccl_->time_ns(bytes);
 }

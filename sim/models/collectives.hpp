@@ -18,6 +18,24 @@
 // The gradient-norm all-reduce (a few bytes over the whole world) is the same model at its size:
 // NCCL picks the tree (⌊log2 N⌋ network steps) or a low-latency ring for it.
 //
+// All-to-all (ZeRO++ qgZ): NCCL runs it as point-to-point work — ncclAlltoAll (2.28+) is expanded
+// into a send and a receive per peer (src/enqueue.cc taskAppend), as PyTorch's grouped
+// ncclSend/ncclRecv were before — and has no time model for it (nccl_common.h: "Send/Recv not
+// included"). Each member sends S/n to each other member (S its send buffer, nccl-tests' size; busbw
+// factor (n − 1)/n as all-gather's). Its traffic to other nodes leaves through its own NIC — an
+// all-to-all cannot spread one GPU's traffic over its node's NICs ("the performance you should see
+// is the performance of a single NIC", nccl-tests #267; #321) — and its traffic to members on its
+// node over NVLink, at once:
+//     t = lat + max(S·(n − k)/n / B_nic, S·(k − 1)/n / B_nvlink)
+// k the members on the fullest node, B_nic a member's share of its NIC (NIC egress over the members
+// using it, at most the node's uplink over its members), B_nvlink a member's NVLink egress. lat is
+// inferred from NCCL's tuning constants (tuning.cc, the cluster's version band; × latency_scale):
+// baseLat[Ring][Simple] + one Simple hop, hwLat[Net] across nodes (network p2p has no LL buffers by
+// default, transport/net.cc), else hwLat[NVLink] — each remote node's block of rounds runs on
+// channels of its own (init.cc ncclP2pSchedule, channel.h), so the hops overlap rather than add.
+// Check (nccl #1138): 2 nodes × 8 A100, 4 × 200 Gb/s NICs, 2 GPUs a NIC: B_nic = 23.5/2 GB/s (NCCL's
+// 0.94 of the line rate), t ≈ S·8/16 / 11.75 GB/s, busbw = (S/t)·15/16 = 22.0 GB/s; measured 19.8.
+//
 // Send/recv (placement = {src, dst}): one transfer of S bytes, t = route latency (intra_node or
 // inter_node latency_ns) + ⌈S·1e9 / narrowest link on the route⌉, exactly what a flow alone on its
 // route takes on the FlowNetwork.
@@ -45,7 +63,7 @@
 
 namespace stagecraft::sim {
 
-enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kSendRecv };
+enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kSendRecv, kAllToAll };
 
 std::string to_string(CollectiveKind kind);
 
@@ -87,12 +105,17 @@ class CollectiveCost {
   const GroupBus& bus() const { return bus_; }
 
  private:
+  void all_to_all(std::span<const int64_t> placement, const Topology& topology);
+
   CollectiveKind kind_;
   int64_t group_size_ = 0;
   GroupBus bus_;
   std::optional<NcclModel> nccl_;
   int64_t send_latency_ns_ = 0;   // send/recv: route latency and narrowest link
   double send_Bps_ = 0;
+  // all-to-all: its latency, and the binding term's rate and share of S (bus_ holds its rate)
+  double a2a_latency_s_ = 0;
+  double a2a_share_ = 0;          // (n − k)/n or (k − 1)/n
 };
 
 }  // namespace stagecraft::sim

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/count/tensors.hpp"
 #include "core/program/check.hpp"
 #include "core/program/zero.hpp"
 #include "core/spec/error.hpp"
@@ -224,6 +225,85 @@ TEST(ZeroHierarchy, RefusesWhatTheFrameworksDoNotRun) {
       "/zero/hpz_group", "primary partition");
 }
 
+TEST(ZeroHierarchy, QuantizerGroupsFollowDeepSpeedsRule) {
+  // CUDAQuantizer.quantize, target 8000: g = ⌈n/8000⌉, raised until 8g | n, doubled while 16g | n and n/g > 8000
+  EXPECT_EQ(qwz_groups(8192, 8000), 2);       // ⌈8192/8000⌉ = 2, 16 | 8192: 8192/2 = 4096 ≤ 8000, keep
+  EXPECT_EQ(qwz_groups(4096, 8000), 1);       // 1 group of 4096
+  EXPECT_EQ(qwz_groups(24000, 8000), 3);      // 3: 24 | 24000; 48 | 24000 but 24000/3 = 8000 is not > 8000
+  EXPECT_EQ(qwz_groups(8008, 8000), 7);       // 2 .. 6 leave 8g ∤ 8008 (8008 = 8·7·11·13): 7 groups of 1144
+  EXPECT_EQ(qwz_groups(100, 8000), 0);        // 8g never divides 100 below g = 100: DeepSpeed's assert fails
+}
+
+TEST(ZeroHierarchy, QuantizedGathersMoveInt8ValuesAndScalesInTwoCollectivesEach) {
+  // dp 4, qwZ: the attention bucket (threshold 1000: qkv 12288 and out 4096 gathered, one collective
+  // with prefetch 20000) moves 12288 + 4096 = 16384 int8 values; its shard ⌈12288/4⌉ + ⌈4096/4⌉ = 4096
+  // takes qwz_groups(4096) = 1 scale per rank: 4 · 1 · 4 = 16 bytes of scales.
+  json plan = {{"dp", 4},
+               {"zero", {{"stage", 3}, {"prefetch_bucket", 20000}, {"param_persistence_threshold", 1000}, {"quantized_weights", true}}}};
+  const Program prog = lower_json(gpt(2, false), plan, "deepspeed");
+  check(prog);
+  bool seen = false;
+  for (const Instr& in : prog.rank(0)) {
+    if (in.op != Op::kGatherParams || in.unit_begin != 1) continue;
+    seen = true;
+    EXPECT_EQ(in.flags & kFlagQuantized, kFlagQuantized);
+    EXPECT_EQ(in.elems, 12288 + 4096);
+    EXPECT_EQ(in.bytes, 16384 + 16);
+    EXPECT_EQ(prog.collectives_of(in), 2);  // the values and the scales
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(ZeroHierarchy, QgzAllToAllsMatricesInsideThenAcrossNodesAndReduceScattersTheRest) {
+  // dp 4 on 2 nodes (local_group 2), ZeRO-3, qgZ. A whole-block gradient bucket (reduce_bucket large)
+  // of gpt(1): every matrix's n divides by 2·4 = 8 — embedding wte [128 x 64] 8192 and wpe [16 x 64]
+  // 1024, qkv [64 x 192] 12288, out 4096, fc1 16384, fc2 16384, lm head 8192 — all-to-all'd; the
+  // vectors (norm weights and biases, linear biases) are reduce-scattered one by one.
+  json plan = {{"dp", 4}, {"micro_batch", 1}, {"micro_batches", 1},
+               {"zero", {{"stage", 3}, {"reduce_bucket", 1000000}, {"local_group", 2}, {"quantized_gradients", true}}}};
+  const Program prog = lower_json(gpt(1, false), plan, "deepspeed");
+  check(prog);
+  ASSERT_EQ(prog.grad_buckets.size(), 1u);
+  const Bucket& b = prog.grad_buckets[0];
+  const int64_t matrices = 8192 + 1024 + 12288 + 4096 + 16384 + 16384 + 8192;
+  // groups max(d, 4): wte 128, wpe 64, qkv 192, out 64, fc1 256, fc2 256, lm head 128
+  const int64_t groups = 128 + 64 + 192 + 64 + 256 + 256 + 128;
+  EXPECT_EQ(b.qgz_matrices, 7);
+  EXPECT_EQ(b.qgz_elems, matrices);
+  EXPECT_EQ(b.qgz_groups, groups);
+  // the rest are the vectors (rows == 1 in the tensor table): norm1 and norm2 weights and biases,
+  // the qkv, out, fc1 and fc2 biases, the final norm's weight and bias (and an LM-head bias if any)
+  int32_t vectors = 0;
+  int64_t vector_elems = 0;
+  for (int32_t u = 0; u < unit_count(gpt(1, false)); ++u) {
+    for (const count::TensorSpec& t : count::unit_tensors(gpt(1, false), u, 1)) {
+      if (t.rows != 1) continue;
+      ++vectors;
+      vector_elems += t.elems();
+    }
+  }
+  EXPECT_GE(vectors, 10);
+  EXPECT_EQ(b.elems, matrices + vector_elems);
+  EXPECT_EQ(b.qgz_fallbacks, vectors);
+  const auto local = all(prog, Op::kAllToAll, Group::kDpLocal);
+  const auto cross = all(prog, Op::kAllToAll, Group::kDpCross);
+  const auto rs = all(prog, Op::kReduceScatterGrads, Group::kDp);
+  ASSERT_EQ(local.size(), 1u);
+  ASSERT_EQ(cross.size(), 1u);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(local[0]->bytes, matrices / 2 + 4 * groups);            // int4 values, fp32 scales
+  EXPECT_EQ(cross[0]->bytes, matrices / (2 * 2) + 4 * (groups / 2)); // reduced over the node's 2 ranks
+  EXPECT_EQ(prog.collectives_of(*local[0]), 2 * 7);                 // values and scales per matrix
+  EXPECT_EQ(rs[0]->elems, b.elems - matrices);
+  EXPECT_EQ(rs[0]->bytes, (b.elems - matrices) * 2);
+  EXPECT_EQ(prog.collectives_of(*rs[0]), b.qgz_fallbacks);
+  // one node (local_group 4 = dp): DeepSpeed's qgZ is off, a plain reduce-scatter
+  plan["zero"]["local_group"] = 4;
+  const Program one = lower_json(gpt(1, false), plan, "deepspeed");
+  EXPECT_TRUE(all(one, Op::kAllToAll, Group::kDpLocal).empty());
+  EXPECT_EQ(all(one, Op::kReduceScatterGrads, Group::kDp).size(), 1u);
+}
+
 // Every variant × framework that runs it × tp 1-2 × pp 1-2 × schedule lowers to a Program the
 // checks pass (matching, order, no deadlock), tied and untied.
 TEST(ZeroHierarchy, EveryVariantLowersWithoutADeadlock) {
@@ -236,6 +316,7 @@ TEST(ZeroHierarchy, EveryVariantLowersWithoutADeadlock) {
       {"deepspeed", 3, {{"shard_group", 2}}},
       {"deepspeed", 3, {{"shard_group", 4}, {"hierarchical_gather", true}, {"local_group", 2}}},
       {"deepspeed", 3, {{"hpz_group", 2}}},
+      {"deepspeed", 3, {{"hpz_group", 2}, {"quantized_weights", true}, {"quantized_gradients", true}, {"local_group", 2}}},
       {"fsdp", 3, {{"shard_group", 2}}},
       {"fsdp", 2, {{"shard_group", 2}}},
       {"fsdp2", 3, {{"shard_group", 2}, {"replica_sync", "step"}}},
@@ -262,7 +343,7 @@ TEST(ZeroHierarchy, EveryVariantLowersWithoutADeadlock) {
       }
     }
   }
-  EXPECT_EQ(lowered, 8 * 2 * 2 * (2 + 3));  // variants × tied × tp × (pp 1: two schedules, pp 2: three)
+  EXPECT_EQ(lowered, 9 * 2 * 2 * (2 + 3));  // variants × tied × tp × (pp 1: two schedules, pp 2: three)
 }
 
 }  // namespace
