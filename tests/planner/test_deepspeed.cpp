@@ -351,3 +351,95 @@ TEST(DeepSpeedImport, OffloadParamIsReadWithStage3AndOptimizerOffload) {
 
 }  // namespace
 }  // namespace stagecraft::planner
+
+namespace stagecraft::planner {
+namespace {
+
+// A ZeRO-3 config on 64 GPUs (bf16, micro-batch 4) with `keys` added to zero_optimization,
+// imported for a cluster of `per_node` GPUs a node.
+DeepSpeedImport import_zero3(const nlohmann::json& keys, int64_t per_node = 8) {
+  nlohmann::json ds = {{"train_batch_size", 256}, {"train_micro_batch_size_per_gpu", 4}, {"bf16", {{"enabled", true}}},
+                       {"zero_optimization", {{"stage", 3}}}};
+  ds["zero_optimization"].update(keys);
+  return from_deepspeed(ds, "ds.json", 64, 24, {}, per_node);
+}
+
+bool warned(const DeepSpeedImport& im, const std::string& fragment) {
+  for (const std::string& w : im.warnings) {
+    if (w.find(fragment) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(DeepSpeedImport, ZeroPlusPlusKeysBecomeThePlansVariants) {
+  // hpZ over a node's 8 ranks; qwZ int8 with DeepSpeed's 8000-element groups; qgZ over 8 ranks a node
+  const DeepSpeedImport all =
+      import_zero3({{"zero_hpz_partition_size", 8}, {"zero_quantized_weights", true}, {"zero_quantized_gradients", true}});
+  EXPECT_EQ(all.plan.zero.hpz_group, 8);
+  EXPECT_EQ(all.plan.zero.quantized_weights, spec::kQwzDefault);
+  EXPECT_EQ(all.plan.zero.quantized_gradients, spec::kQgzDefault);
+  EXPECT_EQ(all.plan.zero.local_group, 8);
+  // DeepSpeed's fp16 quantizer kernel on bf16 weights: said
+  EXPECT_TRUE(warned(all, "cast to fp16 and back"));
+  // MiCS: shard groups of 16, replicas all-reduced at the accumulation boundary; hierarchical over 2 nodes
+  const DeepSpeedImport mics = import_zero3({{"mics_shard_size", 16}, {"mics_hierarchical_params_gather", true}});
+  EXPECT_EQ(mics.plan.zero.shard_group, 16);
+  EXPECT_EQ(mics.plan.zero.replica_sync, spec::ReplicaSync::kStep);
+  EXPECT_TRUE(mics.plan.zero.hierarchical_gather);
+  EXPECT_EQ(mics.plan.zero.local_group, 8);
+  // export writes them back, and import reads the export as it was
+  const DeepSpeedExport out = to_deepspeed(all.plan, all.training);
+  const nlohmann::json& z = out.config.at("zero_optimization");
+  EXPECT_EQ(z.at("zero_hpz_partition_size"), 8);
+  EXPECT_EQ(z.at("zero_quantized_weights"), true);
+  EXPECT_EQ(z.at("zero_quantized_gradients"), true);
+  const DeepSpeedImport back = from_deepspeed(out.config, "exported.json", 64, 24, {}, 8);
+  EXPECT_EQ(spec::to_json(back.plan.zero), spec::to_json(all.plan.zero));
+  const DeepSpeedExport mics_out = to_deepspeed(mics.plan, mics.training);
+  EXPECT_EQ(mics_out.config.at("zero_optimization").at("mics_shard_size"), 16);
+  EXPECT_EQ(mics_out.config.at("zero_optimization").at("mics_hierarchical_params_gather"), true);
+}
+
+TEST(DeepSpeedImport, ZeroPlusPlusKeysDeepSpeedWouldRefuseAreRefusedWithItsReason) {
+  // groups._create_zero_param_parallel_group asserts world % size == 0
+  stagecraft::test::expect_spec_error([] { import_zero3({{"zero_hpz_partition_size", 3}}); },
+                                      "/zero_optimization/zero_hpz_partition_size", "divisor of the world size 64");
+  // stage3.py: "when enable all_to_all_reduce, reduce_scatter should also be enabled"
+  stagecraft::test::expect_spec_error([] { import_zero3({{"zero_quantized_gradients", true}, {"reduce_scatter", false}}); },
+                                      "/zero_optimization/reduce_scatter", "reduce_scatter should also be enabled");
+  // mics_utils.py asserts the shard size divides the data-parallel world
+  stagecraft::test::expect_spec_error([] { import_zero3({{"mics_shard_size", 12}}); }, "/zero_optimization/mics_shard_size",
+                                      "divisor of the data-parallel world 64");
+  // mics.py: "Local sharding has no support for CPU offloading"
+  stagecraft::test::expect_spec_error(
+      [] { import_zero3({{"mics_shard_size", 8}, {"offload_optimizer", {{"device", "cpu"}}}}); },
+      "/zero_optimization/mics_shard_size", "no support for CPU offloading");
+  // mics_utils.py: "sharding spans on single node, no need for hierarchy allgather"
+  stagecraft::test::expect_spec_error(
+      [] { import_zero3({{"mics_shard_size", 8}, {"mics_hierarchical_params_gather", true}}); },
+      "/zero_optimization/mics_hierarchical_params_gather", "no need for hierarchy allgather");
+  stagecraft::test::expect_spec_error([] { import_zero3({{"zero_hpz_partition_size", -1}}); },
+                                      "/zero_optimization/zero_hpz_partition_size", "ge=0");
+}
+
+TEST(DeepSpeedImport, ZeroPlusPlusKeysDeepSpeedIgnoresAreDroppedWithAWarning) {
+  // below stage 3 nothing reads them
+  nlohmann::json ds = {{"train_batch_size", 256}, {"train_micro_batch_size_per_gpu", 4},
+                       {"zero_optimization", {{"stage", 2}, {"zero_hpz_partition_size", 8}, {"zero_quantized_weights", true}}}};
+  const DeepSpeedImport stage2 = from_deepspeed(ds, "ds.json", 64, 24, {}, 8);
+  EXPECT_EQ(stage2.plan.zero.hpz_group, 0);
+  EXPECT_FALSE(stage2.plan.zero.quantized_weights.on());
+  EXPECT_TRUE(warned(stage2, "ZeRO-3 engine only"));
+  // MiCS's engine is not given the ZeRO++ settings
+  const DeepSpeedImport mics = import_zero3({{"mics_shard_size", 8}, {"zero_quantized_weights", true}});
+  EXPECT_EQ(mics.plan.zero.shard_group, 8);
+  EXPECT_FALSE(mics.plan.zero.quantized_weights.on());
+  EXPECT_TRUE(warned(mics, "_return_mics_optimizer"));
+  // qgZ on one node (64 GPUs a node): off, as DeepSpeed runs it only across nodes
+  const DeepSpeedImport one = import_zero3({{"zero_quantized_gradients", true}}, 64);
+  EXPECT_FALSE(one.plan.zero.quantized_gradients.on());
+  EXPECT_TRUE(warned(one, "num_nodes > 1"));
+}
+
+}  // namespace
+}  // namespace stagecraft::planner

@@ -56,6 +56,34 @@ TEST(Collectives, RingAllGatherInOneNodeAndTheProtocolByHand) {
   EXPECT_EQ(CollectiveCost(CollectiveKind::kReduceScatter, group, topo).time_ns(1'000'000'000), cost.time_ns(1'000'000'000));
 }
 
+TEST(Collectives, AllToAllIsPointToPointOverOneNicPerGpuByHand) {
+  // NCCL 2.30's Simple latencies (µs): baseLat[Ring] 8.4, one hop: NVLink 3.4, network 14.0.
+  // One node, n = k = 4: S·(k − 1)/n = 3/4 of S over a member's NVLink egress, 100 GB/s.
+  const Topology one(make_cluster(), 8);
+  const CollectiveCost local(CollectiveKind::kAllToAll, std::vector<int64_t>{0, 1, 2, 3}, one);
+  const int64_t S = 4'000'000;
+  EXPECT_FALSE(local.bus().network);
+  EXPECT_NEAR(us(local.time_ns(S)), 8.4 + 3.4 + 4e6 * 0.75 / 100e3, kOneNs);
+  // One member on each of 3 nodes (GPU 0 of each, NIC 0 of 25 GB/s alone): 2/3 of S leaves through it.
+  ClusterShape three;
+  three.nodes = 3;
+  const Topology topo3(make_cluster(three), 12);
+  const CollectiveCost cross(CollectiveKind::kAllToAll, std::vector<int64_t>{0, 4, 8}, topo3);
+  EXPECT_TRUE(cross.bus().network);
+  EXPECT_DOUBLE_EQ(cross.bus().Bps, 25e9);
+  EXPECT_NEAR(us(cross.time_ns(S)), 8.4 + 14.0 + 4e6 * (2.0 / 3.0) / 25e3, kOneNs);
+  // All 8 GPUs of 2 nodes: k = 4, each member sends (8 − 4)/8 = 1/2 of S to the other node through
+  // its NIC, which it shares with one other member of its node (local index mod 2): 12.5 GB/s —
+  // unlike a ring, which spreads a node's crossing over both NICs — and 3/8 over NVLink at the same
+  // time, which takes less: 0.5/12.5 > 0.375/100.
+  const CollectiveCost all(CollectiveKind::kAllToAll, iota_gpus(0, 8), one);
+  EXPECT_DOUBLE_EQ(all.bus().Bps, 12.5e9);
+  EXPECT_NEAR(us(all.time_ns(S)), 8.4 + 14.0 + 4e6 * 0.5 / 12.5e3, kOneNs);
+  // nccl-tests' bus bandwidth factor, as all-gather's
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollectiveKind::kAllToAll, 8), 7.0 / 8.0);
+  EXPECT_EQ(all.time_ns(0), 0);
+}
+
 TEST(Collectives, ThreeNodeRingAllGatherByHand) {
   // 12 GPUs on 3 nodes of 4 (k = 4), each node's members leave through NICs {0, 1}:
   //   B = min(NVLink 100, NICs 2·25 = 50, uplink 2·25/1 = 50) = 50 GB/s, network-bound (ρ = 2).
