@@ -68,6 +68,12 @@ AxisAlternative alternative(const SearchResult& r, const Evaluated& best, const 
     a.delta = a.step_time_s / t0 - 1;
     a.plan = found->key;
     a.reason = signed_pct(a.delta) + " (" + fmt("%.3f s", a.step_time_s) + "): " + grew(best.metrics, found->metrics);
+    // ZeRO across nodes: what it changes is the traffic that crosses nodes
+    if (axis == "zero_variant") {
+      a.reason += "; data-parallel traffic a GPU sends to other nodes per micro-batch " +
+                  text::short_bytes(found->metrics.dp_internode_bytes) + ", the best plan's " +
+                  text::short_bytes(best.metrics.dp_internode_bytes);
+    }
   } else if (cell.has_survivor && !simulated) {
     a.verdict = "bound";
     const double kth = r.top.back().metrics.step_time_s;

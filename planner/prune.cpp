@@ -28,6 +28,7 @@ inline double ns(int64_t t) { return static_cast<double>(t) * 1e-9; }
 // One ZeRO variant (stage, overlap, offload, bucket sizes) on one layout; per-stage terms.
 struct ZeroTerms {
   int8_t zero = 0;
+  ZeroVariant variant = ZeroVariant::kPlain;
   bool offload = false, overlap = true;
   int8_t reduce_i = -1, prefetch_i = -1, max_live_i = -1;
   bool duplicate = false;   // the same Program as an earlier variant
@@ -71,6 +72,11 @@ struct Layout {
 
 struct CommCosts {
   std::vector<sim::CollectiveCost> dp_ag, dp_rs, dp_ar;   // one per distinct placement of the stages' groups
+  // ZeRO across nodes, over a node's data-parallel ranks L (Space::node_dp): the shard group's
+  // all-gather and reduce-scatter, the replicas' all-reduce and qgZ's all-to-all across nodes
+  std::vector<sim::CollectiveCost> shard_ag, shard_rs, replica_ar, shard_a2a, cross_a2a;
+  int64_t node_dp = 0;      // L, 0 when no variant applies
+  double shard_ag_slope = 0;
   std::optional<sim::CollectiveCost> tp_ag, tp_rs, tp_ar, tied_ar;
   std::vector<sim::CollectiveCost> p2p;                   // boundary s -> s+1, then the wrap p-1 -> 0
   double gradnorm_s = 0;
@@ -78,24 +84,31 @@ struct CommCosts {
 
   // T(S) = Σ_stages steps·(α + ⌈⌈S/div⌉·1e9/β⌉) ns >= S · Σ steps/(div·β): the slope between two
   // large sizes, less a hair for the rounding.
-  void set_slope() {
+  static double slope(const std::vector<sim::CollectiveCost>& list) {
     const int64_t x = int64_t{1} << 32;
     double best = -1;
-    for (const sim::CollectiveCost& c : dp_ag) {
+    for (const sim::CollectiveCost& c : list) {
       const double s = ns(c.time_ns(2 * x) - c.time_ns(x)) / static_cast<double>(x);
       if (best < 0 || s < best) best = s;
     }
-    dp_ag_slope = std::max(0.0, best) * (1 - 1e-6);
+    return std::max(0.0, best) * (1 - 1e-6);
+  }
+  void set_slope() {
+    dp_ag_slope = slope(dp_ag);
+    shard_ag_slope = shard_ag.empty() ? 0.0 : slope(shard_ag);
   }
 
-  double dp_s(CollectiveKind kind, int64_t bytes) const {
-    const auto& list = kind == CollectiveKind::kAllGather ? dp_ag : kind == CollectiveKind::kReduceScatter ? dp_rs : dp_ar;
+  // The least time of a collective of `bytes` over the placements of `list`.
+  static double least_s(const std::vector<sim::CollectiveCost>& list, int64_t bytes) {
     int64_t best = -1;
     for (const sim::CollectiveCost& c : list) {
       const int64_t t = c.time_ns(bytes);
       if (best < 0 || t < best) best = t;
     }
     return best < 0 ? 0.0 : static_cast<double>(best) * 1e-9;
+  }
+  double dp_s(CollectiveKind kind, int64_t bytes) const {
+    return least_s(kind == CollectiveKind::kAllGather ? dp_ag : kind == CollectiveKind::kReduceScatter ? dp_rs : dp_ar, bytes);
   }
 };
 
@@ -178,6 +191,7 @@ std::vector<std::vector<int64_t>> dp_placements(const program::Placement& pl, in
 ZeroTerms variant_of(const Candidate& c) {
   ZeroTerms z;
   z.zero = c.zero;
+  z.variant = c.zero_variant;
   z.offload = c.offload;
   z.overlap = c.overlap_comm;
   z.reduce_i = c.reduce_i;
@@ -188,6 +202,7 @@ ZeroTerms variant_of(const Candidate& c) {
 
 void set_variant(Candidate& c, const ZeroTerms& z) {
   c.zero = z.zero;
+  c.zero_variant = z.variant;
   c.offload = z.offload;
   c.overlap_comm = z.overlap;
   c.reduce_i = z.reduce_i;
@@ -204,13 +219,14 @@ struct GradTerms {
   double all = 0, c0_sum = 0, c0_last = 0;
 };
 
-GradTerms grad_terms(const Layout& lay, int64_t s, const program::BucketRule& rule, const CommCosts& cc,
-                     CollectiveKind kind, int64_t pbytes, std::vector<int64_t>& sig) {
+// `time`: a bucket's reduction time, at least (build_variant says which collective).
+template <typename Time>
+GradTerms grad_terms(const Layout& lay, int64_t s, const program::BucketRule& rule, const Time& time, std::vector<int64_t>& sig) {
   GradTerms g;
   const bool dpc = lay.dp > 1;
   for (int64_t c = 0; c < lay.v; ++c) {
     for (const program::Bucket& b : program::grad_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], rule)) {
-      const double t = dpc ? cc.dp_s(kind, b.elems * pbytes) : 0.0;
+      const double t = dpc ? time(b) : 0.0;
       g.all += t;
       if (c == 0) {
         g.c0_sum += t;
@@ -232,7 +248,9 @@ struct GatherStats {
   std::vector<double> chunk_longest;    // max_b T_AG(b)
 };
 
-GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule& rule, const CommCosts& cc,
+// `gather_s(bytes)`: a bucket's gather time, at least; `pbytes` the bytes of a gathered element.
+template <typename Time>
+GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule& rule, const Time& gather_s,
                          int64_t pbytes, std::vector<int64_t>& sig) {
   GatherStats g;
   for (int64_t c = 0; c < lay.v; ++c) {
@@ -240,7 +258,7 @@ GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule
     double pass = 0, longest = 0;
     for (const program::Bucket& b : program::param_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], rule)) {
       if (b.elems <= 0) continue;   // all persistent: never gathered
-      const double t = cc.dp_s(CollectiveKind::kAllGather, b.elems * pbytes);
+      const double t = gather_s(b.elems * pbytes);
       pass += t;
       longest = std::max(longest, t);
       elems += b.elems;
@@ -297,18 +315,30 @@ void add_regathers(ZeroTerms& z, const GatherStats& g, int64_t max_live, int64_t
 // After a stage's last compute: gradient norm, optimizer step, ZeRO-1/2 parameter all-gather.
 double after_terms(const ZeroTerms& z, int64_t s, int64_t P, int64_t dp, const CommCosts& cc, const sim::ComputeModel& cm,
                    int64_t pbytes) {
-  const int64_t shard = z.zero >= 1 ? program::shard_elems(P, dp) : P;
+  const bool sharded = z.variant == ZeroVariant::kShard && !cc.shard_ag.empty();
+  const int64_t group = sharded ? cc.node_dp : dp;
+  const int64_t shard = z.zero >= 1 ? program::shard_elems(P, group) : P;
   double after = cc.gradnorm_s;
   after += z.offload ? 2 * cm.offload_copy_s(shard * pbytes) + cm.optimizer_host_s(shard) : cm.optimizer_gpu_s(shard);
   if ((z.zero == 1 || z.zero == 2) && dp > 1) {
     for (const program::Bucket& b : program::allgather_buckets(static_cast<int32_t>(s), P, spec::ZeroConfig{}.allgather_bucket)) {
-      after += cc.dp_s(CollectiveKind::kAllGather, b.elems * pbytes);
+      after += sharded ? CommCosts::least_s(cc.shard_ag, b.elems * pbytes) : cc.dp_s(CollectiveKind::kAllGather, b.elems * pbytes);
     }
   }
   return after;
 }
 
 // The per-stage ZeRO terms of one variant; `sig` receives what makes its Program distinct.
+// ZeRO across nodes (Space's ZeroVariant) in the bounds, each term at most what the simulator charges:
+//   shard    states sharded over L: model states over L; gathers and reduce-scatters over the shard
+//            group; the replicas' all-reduce of each bucket's shard on the reduce lane where the
+//            framework runs it there (DeepSpeed's MiCS, Megatron-LM), not counted with FSDP (its own stream)
+//   hpz      each bucket's first gather of a step over the whole group (the gather lane's once-a-step
+//            term), every other gather term at the cheaper of the whole and the secondary group's
+//            cost; 2·⌈P_gathered/L⌉ bytes more memory
+//   zeropp   hpz's, with gathers of 1 byte an element (int8; scales not counted); a reduction at
+//            least qgZ's two all-to-alls of the matrices (n/2 bytes over the node, n/(2L) across)
+//            and one reduce-scatter of the rest (scales and the quantize kernels not counted)
 void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const Space& space,
                    const sim::ComputeModel& cm, std::vector<int64_t>& sig) {
   const spec::Model& m = space.model();
@@ -325,29 +355,65 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   const int64_t prefetch = bucket_value(space.prefetch_grid(), z.prefetch_i, defaults.prefetch_bucket);
   const int64_t max_live = bucket_value(space.max_live_grid(), z.max_live_i, defaults.max_live_parameters);
   zc.prefetch_bucket = prefetch;
-  const program::BucketRule rule = program::bucket_rule(zc, space.training().framework_profile());
+  const int64_t l = cc.node_dp;
+  const bool across = z.variant != ZeroVariant::kPlain && l > 0;
+  const bool sharded = across && z.variant == ZeroVariant::kShard;
+  const bool hpz = across && (z.variant == ZeroVariant::kHpz || z.variant == ZeroVariant::kZeroPP);
+  const bool zeropp = across && z.variant == ZeroVariant::kZeroPP;
+  if (sharded) zc.shard_group = l;
+  if (hpz) zc.hpz_group = l;
+  program::BucketRule rule = program::bucket_rule(zc, space.training().framework_profile());
+  if (zeropp) rule.qgz_world = dp;
+  const int64_t partition = spec::partition_group(zc, dp);
   const int64_t rbytes = space.training().reduce_bytes();
   const bool tied = m.tied_embeddings && pp > 1;
   const double tied_s = tied ? ns(cc.tied_ar->time_ns(program::tied_head_copy(m, lay.tp) * rbytes)) : 0.0;
   const CollectiveKind red_kind = z.zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
-  sig = {dpc ? z.zero : -1, z.offload, z.overlap};
-  z.gather_slope = cc.dp_ag_slope;
+  const bool replica_on_lane = sharded && !space.training().framework_profile().replica_stream;
+  const auto reduce_s = [&](const program::Bucket& b) {
+    if (sharded) {
+      const double rs = CommCosts::least_s(cc.shard_rs, b.elems * rbytes);
+      return rs + (replica_on_lane ? CommCosts::least_s(cc.replica_ar, program::shard_elems(b.elems, l) * rbytes) : 0.0);
+    }
+    if (zeropp) {
+      const double a2a = b.qgz_matrices > 0 ? CommCosts::least_s(cc.shard_a2a, b.qgz_elems / 2) +
+                                                   CommCosts::least_s(cc.cross_a2a, b.qgz_elems / (2 * l))
+                                             : 0.0;
+      return a2a + (b.qgz_fallbacks > 0 ? cc.dp_s(CollectiveKind::kReduceScatter, (b.elems - b.qgz_elems) * rbytes) : 0.0);
+    }
+    return cc.dp_s(red_kind, b.elems * rbytes);
+  };
+  const auto global_s = [&](int64_t bytes) { return cc.dp_s(CollectiveKind::kAllGather, bytes); };
+  const auto gather_s = [&](int64_t bytes) {
+    if (sharded) return CommCosts::least_s(cc.shard_ag, bytes);
+    if (hpz) return std::min(global_s(bytes), CommCosts::least_s(cc.shard_ag, bytes));
+    return global_s(bytes);
+  };
+  const int64_t gather_bytes = zeropp ? 1 : pbytes;   // qwZ: int8
+  sig = {dpc ? z.zero : -1, z.offload, z.overlap, static_cast<int64_t>(across ? z.variant : ZeroVariant::kPlain)};
+  z.gather_slope = sharded || hpz ? std::min(cc.dp_ag_slope, cc.shard_ag_slope) : cc.dp_ag_slope;
   int64_t max_gathered = 0;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t P = lay.stage_params[static_cast<std::size_t>(s)];
-    const GradTerms g = grad_terms(lay, s, rule, cc, red_kind, rbytes, sig);
+    const GradTerms g = grad_terms(lay, s, rule, reduce_s, sig);
     GatherStats gs;
-    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, rule, cc, pbytes, sig);
+    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, rule, gather_s, gather_bytes, sig);
+    // hpZ: every bucket's first gather of the step is over the whole group
+    if (z.zero == 3 && dpc && hpz) {
+      std::vector<int64_t> unused;
+      gs.once = gather_stats(lay, s, rule, global_s, gather_bytes, unused).once;
+    }
     max_gathered = std::max(max_gathered, gs.gathered);
-    add_regathers(z, gs, max_live, pbytes, space.training().framework_profile().prefetch);
+    add_regathers(z, gs, max_live, gather_bytes, space.training().framework_profile().prefetch);
     // reductions after the last compute: the last bucket, or every deferred one without overlap
     double last = dpc ? (z.overlap ? g.c0_last : (z.zero <= 1 ? g.all : g.c0_sum)) : 0.0;
     if (s == 0) last += tied_s;
     const double lane = g.all + ((s == 0 || s == pp - 1) ? tied_s : 0.0);
     const bool per_mb = z.zero >= 2 && dpc;
     const int64_t persistent = z.zero == 3 && dpc ? lay.stage_persistent[static_cast<std::size_t>(s)] : 0;
-    z.static_bytes.push_back(sim::model_states(P, persistent, zc, dp, dtype).total() +
-                             sim::grad_bucket_buffer_bytes(zc, dp, P, pbytes));
+    z.static_bytes.push_back(sim::model_states(P, persistent, zc, partition, dtype).total() +
+                             sim::grad_bucket_buffer_bytes(zc, dp, P, pbytes) +
+                             sim::hpz_secondary_bytes(P - persistent, zc, dp, pbytes));
     z.last_reduce_s.push_back(last);
     z.once_s.push_back(per_mb ? 0.0 : lane);
     z.per_mb_s.push_back(per_mb ? lane : 0.0);
@@ -360,12 +426,13 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
 
 void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const sim::ComputeModel& cm) {
   std::set<std::vector<int64_t>> seen;
-  std::map<std::tuple<int, bool, int, int, int>, int32_t> without_offload;
+  std::map<std::tuple<int, int, bool, int, int, int>, int32_t> without_offload;
   auto add = [&](ZeroTerms z) {
     std::vector<int64_t> sig;
     build_variant(z, lay, cc, space, cm, sig);
     z.duplicate = !seen.insert(sig).second;
-    const auto key = std::make_tuple(int{z.zero}, z.overlap, int{z.reduce_i}, int{z.prefetch_i}, int{z.max_live_i});
+    const auto key = std::make_tuple(int{z.zero}, static_cast<int>(z.variant), z.overlap, int{z.reduce_i}, int{z.prefetch_i},
+                                     int{z.max_live_i});
     if (!z.offload) {
       without_offload[key] = static_cast<int32_t>(lay.variants.size());
     } else if (auto it = without_offload.find(key); it != without_offload.end()) {
@@ -377,12 +444,16 @@ void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const 
   const int8_t nr = static_cast<int8_t>(space.reduce_grid().size());
   const int8_t np = static_cast<int8_t>(space.prefetch_grid().size());
   const int8_t nl = static_cast<int8_t>(space.max_live_grid().size());
+  const bool deepspeed = space.training().framework == spec::Framework::kDeepSpeed;
   for (int zero : space.zero_values()) {
+    for (ZeroVariant variant : space.zero_variants(zero, lay.tp, lay.dp)) {
     for (bool overlap : space.overlap_values()) {
       for (bool offload : space.offload_values()) {
         if (offload && zero == 0) continue;   // optimizer offload needs ZeRO >= 1
+        if (offload && deepspeed && variant == ZeroVariant::kShard) continue;   // MiCS has no CPU offload
         ZeroTerms z;
         z.zero = static_cast<int8_t>(zero);
+        z.variant = variant;
         z.overlap = overlap;
         z.offload = offload;
         if (!dpc) {
@@ -404,6 +475,7 @@ void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const 
           }
         }
       }
+    }
     }
   }
 }
@@ -511,6 +583,26 @@ const CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
     cc->dp_ag.emplace_back(CollectiveKind::kAllGather, g, topology_);
     cc->dp_rs.emplace_back(CollectiveKind::kReduceScatter, g, topology_);
     cc->dp_ar.emplace_back(CollectiveKind::kAllReduce, g, topology_);
+  }
+  // ZeRO across nodes: the groups over a node's L data-parallel ranks, on every stage's placement
+  const int64_t l = space_.node_dp(tp);
+  if (l > 1 && l < pl.dp && pl.dp % l == 0) {
+    program::Placement sub = pl;
+    sub.inner = l;
+    sub.local = l;
+    cc->node_dp = l;
+    std::set<int64_t> seen;
+    for (int64_t s = 0; s < pp; ++s) {
+      const int64_t base = pl.rank(s, 0, 0);
+      if (!seen.insert(base % gpn).second) continue;
+      const std::vector<int64_t> shard = sub.group_members(program::Group::kDpShard, base);
+      cc->shard_ag.emplace_back(CollectiveKind::kAllGather, shard, topology_);
+      cc->shard_rs.emplace_back(CollectiveKind::kReduceScatter, shard, topology_);
+      const std::vector<int64_t> replicas = sub.group_members(program::Group::kDpReplica, base);
+      cc->replica_ar.emplace_back(CollectiveKind::kAllReduce, replicas, topology_);
+      cc->shard_a2a.emplace_back(CollectiveKind::kAllToAll, shard, topology_);
+      cc->cross_a2a.emplace_back(CollectiveKind::kAllToAll, sub.group_members(program::Group::kDpCross, base), topology_);
+    }
   }
   const std::vector<int64_t> tpg = pl.group_members(program::Group::kTp, 0);
   cc->tp_ag.emplace(CollectiveKind::kAllGather, tpg, topology_);

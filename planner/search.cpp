@@ -58,16 +58,16 @@ T take(const std::string& in, std::size_t& pos) {
 
 // ---- per-axis statistics ----------------------------------------------------------------------
 
-enum AxisId : int { kTp, kPp, kMicroBatch, kSchedule, kVirtual, kZero, kRecompute, kSp, kOffload, kAxisCount };
+enum AxisId : int { kTp, kPp, kMicroBatch, kSchedule, kVirtual, kZero, kZeroVariant, kRecompute, kSp, kOffload, kAxisCount };
 const char* kAxisNames[kAxisCount] = {"tp", "pp", "micro_batch", "schedule", "virtual_stages",
-                                      "zero", "recompute", "sequence_parallel", "offload"};
+                                      "zero", "zero_variant", "recompute", "sequence_parallel", "offload"};
 
 using AxisKey = std::pair<int, int64_t>;
 using AxisTable = std::map<AxisKey, AxisCell>;
 
 std::array<int64_t, kAxisCount> axis_codes(const Candidate& c) {
   return {c.tp, c.pp, c.micro_batch, static_cast<int64_t>(c.schedule), c.virtual_stages, c.zero,
-          static_cast<int64_t>(c.recompute), c.sequence_parallel ? 1 : 0, c.offload ? 1 : 0};
+          static_cast<int64_t>(c.zero_variant), static_cast<int64_t>(c.recompute), c.sequence_parallel ? 1 : 0, c.offload ? 1 : 0};
 }
 
 std::string axis_text(int axis, int64_t code) {
@@ -76,6 +76,7 @@ std::string axis_text(int axis, int64_t code) {
     case kRecompute: return spec::to_string(static_cast<spec::Recompute>(code));
     case kSp: return code ? "on" : "off";
     case kOffload: return code ? "cpu" : "none";
+    case kZeroVariant: return to_string(static_cast<ZeroVariant>(code));
     default: return std::to_string(code);
   }
 }

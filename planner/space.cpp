@@ -184,6 +184,33 @@ std::vector<Split> Space::split_values(int64_t pp) const {
   return out;
 }
 
+const char* to_string(ZeroVariant v) {
+  switch (v) {
+    case ZeroVariant::kPlain: return "plain";
+    case ZeroVariant::kHpz: return "hpz";
+    case ZeroVariant::kZeroPP: return "zeropp";
+    case ZeroVariant::kShard: return "shard";
+  }
+  return "plain";
+}
+
+std::vector<ZeroVariant> Space::zero_variants(int zero, int64_t tp, int64_t dp) const {
+  std::vector<ZeroVariant> out;
+  if (allowed(limits_.zero_variants, ZeroVariant::kPlain)) out.push_back(ZeroVariant::kPlain);
+  const int64_t l = node_dp(tp);
+  if (l < 2 || l >= dp || dp % l != 0) return out;
+  const spec::Framework f = training_.framework;
+  const bool deepspeed = f == spec::Framework::kDeepSpeed, fsdp2 = f == spec::Framework::kFsdp2;
+  const bool fsdp = f == spec::Framework::kFsdp || fsdp2;
+  const auto add = [&](ZeroVariant v, bool runs) {
+    if (runs && allowed(limits_.zero_variants, v)) out.push_back(v);
+  };
+  add(ZeroVariant::kHpz, zero == 3 && (deepspeed || fsdp2));
+  add(ZeroVariant::kZeroPP, zero == 3 && deepspeed);
+  add(ZeroVariant::kShard, (deepspeed && zero == 3) || (fsdp && zero >= 2) || (f == spec::Framework::kMegatron && zero == 1));
+  return out;
+}
+
 spec::Plan Space::plan(const Candidate& c) const {
   spec::Plan p;
   p.tp = c.tp;
@@ -204,6 +231,18 @@ spec::Plan Space::plan(const Candidate& c) const {
   if (c.reduce_i >= 0) p.zero.reduce_bucket = reduce_[static_cast<std::size_t>(c.reduce_i)];
   if (c.prefetch_i >= 0) p.zero.prefetch_bucket = prefetch_[static_cast<std::size_t>(c.prefetch_i)];
   if (c.max_live_i >= 0) p.zero.max_live_parameters = max_live_[static_cast<std::size_t>(c.max_live_i)];
+  const int64_t l = node_dp(c.tp);
+  switch (c.zero_variant) {
+    case ZeroVariant::kPlain: break;
+    case ZeroVariant::kHpz: p.zero.hpz_group = l; break;
+    case ZeroVariant::kZeroPP:
+      p.zero.hpz_group = l;
+      p.zero.quantized_weights = spec::kQwzDefault;
+      p.zero.quantized_gradients = spec::kQgzDefault;
+      p.zero.local_group = l;
+      break;
+    case ZeroVariant::kShard: p.zero.shard_group = l; break;
+  }
   p.source = "stagecraft search";
   return p;
 }
@@ -254,7 +293,7 @@ nlohmann::json Space::to_json() const {
   };
   nlohmann::json splits = nlohmann::json::array();
   for (Split s : limits_.split) splits.push_back(to_string(s));
-  return {{"model", spec::to_json(model_)},
+  nlohmann::json j = {{"model", spec::to_json(model_)},
           {"cluster", spec::to_json(cluster_)},
           {"training", spec::to_json(training_)},
           {"gpus", gpus_},
@@ -274,6 +313,12 @@ nlohmann::json Space::to_json() const {
             {"reduce_bucket", reduce_},
             {"prefetch_bucket", prefetch_},
             {"max_live_parameters", max_live_}}}};
+  if (!limits_.zero_variants.empty()) {   // only when limited, so earlier searches' inputs read the same
+    nlohmann::json variants = nlohmann::json::array();
+    for (ZeroVariant v : limits_.zero_variants) variants.push_back(to_string(v));
+    j["limits"]["zero_variant"] = variants;
+  }
+  return j;
 }
 
 std::string short_elems(int64_t v) {

@@ -14,7 +14,8 @@
 //   split     balanced (by cost, core/program/partition.hpp) and uniform (equal blocks per stage)
 //   ZeRO      stage 0..3; with dp > 1 the bucket axes each stage uses: reduce_bucket (all stages),
 //             prefetch_bucket and max_live_parameters (stage 3), on a log grid of elements;
-//             optimizer offload (stages >= 1); overlap_comm
+//             optimizer offload (stages >= 1); overlap_comm; and ZeRO across nodes (ZeroVariant)
+//             where the framework runs it and the plan spans nodes
 // A Candidate stores the chosen value of each axis (bucket values as indices into the grids), so
 // survivors of pruning cost a few dozen bytes each; plan() turns one into a spec::Plan.
 #pragma once
@@ -34,6 +35,18 @@ namespace stagecraft::planner {
 enum class Split : uint8_t { kBalanced, kUniform };
 const char* to_string(Split s);
 
+// ZeRO across nodes (docs/planner.md, docs/program.md): the plan's ZeRO stage run over a node's
+// data-parallel ranks L = gpus_per_node / tp, where 1 < L < dp and L divides dp:
+//   plain    over the whole data-parallel group
+//   hpz      hpZ secondary partition over L (DeepSpeed ZeRO-3; FSDP2's reshard_after_forward=L)
+//   zeropp   ZeRO++ as DeepSpeed's tutorial sets it: hpZ over L, qwZ, qgZ with L ranks a node
+//   shard    model states sharded over L, replicated across nodes: DeepSpeed MiCS (ZeRO-3), FSDP
+//            hybrid sharding (ZeRO-2/3), Megatron-LM's optimizer instances (ZeRO-1)
+enum class ZeroVariant : uint8_t { kPlain, kHpz, kZeroPP, kShard };
+inline constexpr ZeroVariant kZeroVariants[] = {ZeroVariant::kPlain, ZeroVariant::kHpz, ZeroVariant::kZeroPP,
+                                                ZeroVariant::kShard};
+const char* to_string(ZeroVariant v);
+
 // What the command line pins or limits. An empty list leaves the axis free.
 struct SpaceLimits {
   std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
@@ -43,6 +56,7 @@ struct SpaceLimits {
   std::vector<spec::Recompute> recompute;
   std::vector<int> sequence_parallel;          // 0 / 1
   std::vector<spec::Offload> offload;
+  std::vector<ZeroVariant> zero_variants;
   std::vector<Split> split;
   std::vector<int> overlap_comm = {1};         // DeepSpeed's recommended setting
   // Bucket grids in elements (DeepSpeed counts elements); empty: the default log grid.
@@ -61,6 +75,7 @@ struct Candidate {
   Split split = Split::kBalanced;
   bool sequence_parallel = false;
   int8_t zero = 0;
+  ZeroVariant zero_variant = ZeroVariant::kPlain;
   bool offload = false;
   bool overlap_comm = true;
   int8_t reduce_i = -1, prefetch_i = -1, max_live_i = -1;   // -1: DeepSpeed's default
@@ -90,6 +105,10 @@ class Space {
   const std::vector<spec::Recompute>& recompute_values() const { return recompute_; }
   std::vector<Split> split_values(int64_t pp) const;
   const std::vector<int>& zero_values() const { return zero_; }
+  // The ZeRO variants a plan of this stage, tp and dp can take (plain first), after limits.
+  std::vector<ZeroVariant> zero_variants(int zero, int64_t tp, int64_t dp) const;
+  // A node's data-parallel ranks for tensor-parallel size tp: gpus_per_node / tp.
+  int64_t node_dp(int64_t tp) const { return cluster_.gpus_per_node / tp; }
   const std::vector<bool>& offload_values() const { return offload_; }
   const std::vector<bool>& overlap_values() const { return overlap_; }
   const std::vector<int64_t>& reduce_grid() const { return reduce_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace stagecraft::sim {
 
@@ -44,6 +45,36 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
     w.host_copy_bytes = static_cast<double>(in.bytes) / static_cast<double>(group_size);
   }
   return w;
+}
+
+double dp_internode_bytes_per_micro_batch(const program::Program& prog, int64_t gpus_per_node) {
+  const program::Placement& pl = prog.placement;
+  double most = 0;
+  for (int64_t s = 0; s < pl.pp; ++s) {
+    const int64_t rank = pl.rank(s, 0, 0);
+    std::map<std::pair<int, int32_t>, double> per_group;   // (group, op) -> bytes per byte of S, cached
+    double bytes = 0;
+    for (const program::Instr& in : prog.rank(rank)) {
+      if (!program::is_dp_group(in.group) || !program::is_collective(in.op)) continue;
+      const auto key = std::make_pair(static_cast<int>(in.group), static_cast<int32_t>(in.op));
+      auto it = per_group.find(key);
+      if (it == per_group.end()) {
+        const std::vector<int64_t> members = pl.group_members(in.group, rank);
+        std::set<int64_t> nodes;
+        for (int64_t m : members) nodes.insert(m / gpus_per_node);
+        const double n = static_cast<double>(members.size()), N = static_cast<double>(nodes.size()), k = n / N;
+        double factor = 0;
+        if (N > 1) {
+          const CollectiveKind kind = *collective_kind(in.op);
+          factor = kind == CollectiveKind::kAllToAll ? (n - k) / n : (n - 1) / n / k * (kind == CollectiveKind::kAllReduce ? 2 : 1);
+        }
+        it = per_group.emplace(key, factor).first;
+      }
+      bytes += it->second * static_cast<double>(in.bytes);
+    }
+    most = std::max(most, bytes);
+  }
+  return most / static_cast<double>(std::max<int64_t>(prog.plan.micro_batches, 1));
 }
 
 CostCache::CostCache(const program::Program& prog, const Topology& topology, const spec::Cluster& cluster)

@@ -64,6 +64,14 @@ struct FrameworkWork {
 FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
                              const program::Instr& in, int64_t group_size);
 
+// Data-parallel bytes one GPU sends to other nodes per micro-batch, the most of any pipeline
+// stage (its first rank): for each data-parallel collective of S bytes over n ranks on N > 1 nodes,
+// k = n/N of them on a node — a ring (all-gather, reduce-scatter) sends S·(n − 1)/n / k, the node's
+// crossing spread over its k members' NICs; an all-reduce twice that; an all-to-all S·(n − k)/n,
+// each member its own. ZeRO-3 on 16-bit parameters sends about 3·2P/k a micro-batch; DeepSpeed's
+// ZeRO++ volume table counts the same traffic (3M → 0.75M, blogs/zeropp).
+double dp_internode_bytes_per_micro_batch(const program::Program& prog, int64_t gpus_per_node);
+
 class CostCache {
  public:
   CostCache(const program::Program& prog, const Topology& topology, const spec::Cluster& cluster);

@@ -42,6 +42,9 @@ struct Metrics {
   int64_t events = 0;                   // instructions the simulation executed
   bool fits = false;                    // peak_memory_bytes <= capacity_bytes
   bool failed = false;                  // lowering or simulation threw (never expected)
+  // data-parallel bytes a GPU sends to other nodes per micro-batch (costs.hpp
+  // dp_internode_bytes_per_micro_batch): what ZeRO across nodes cuts
+  double dp_internode_bytes = 0;
 };
 
 // Why a plan does not fit, naming the largest memory term; empty when it fits or failed.

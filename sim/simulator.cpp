@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/count/count.hpp"
+#include "sim/costs.hpp"
 #include "sim/error.hpp"
 #include "sim/simulation.hpp"
 
@@ -58,6 +59,7 @@ Metrics summarize(RunRecord& run, const program::Program& prog, const spec::Clus
       step > 0 ? tokens * count::hardware_flops_per_token_train(prog.model, prog.plan.recompute) / (world * step) / 1e12 : 0;
   out.mfu = out.model_tflops_per_gpu * 1e12 / peak_flops;
   out.capacity_bytes = cluster.gpu.memory_bytes;
+  out.dp_internode_bytes = dp_internode_bytes_per_micro_batch(prog, cluster.gpus_per_node);
   out.fits = out.peak_memory_bytes <= out.capacity_bytes;
   return out;
 }

@@ -75,7 +75,7 @@ class Emitter {
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
-  QuantizedGather quantized_gather(int32_t bucket, int64_t members) const;
+  QuantizedGather quantized_gather(int32_t bucket, int64_t members);
   int32_t replica_reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
   void quantized_reduce(Instr plain, int32_t dep, int32_t tied);
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
@@ -96,6 +96,7 @@ class Emitter {
   RoleProgram& role_;
   std::optional<ParamTracker> tracker_;
   std::vector<uint8_t> gathered_;        // per ZeRO-3 bucket: gathered before in this step (hpZ)
+  std::map<std::pair<int32_t, int64_t>, QuantizedGather> quantized_;   // qwZ: (bucket, group size) -> its bytes
   std::vector<std::pair<int32_t, int32_t>> replica_deferred_;  // (grad bucket, its last reduction): all-reduced at step end
   std::vector<Deferred> step_deferred_, end_deferred_;
   int32_t last_compute_ = -1;
@@ -284,8 +285,11 @@ int32_t Emitter::gather(int32_t bucket, int32_t dep, bool for_forward) {
   return index;
 }
 
-// qwZ's gather of `bucket` over `members` ranks (zero.hpp): int8 values and fp32 scales.
-QuantizedGather Emitter::quantized_gather(int32_t bucket, int64_t members) const {
+// qwZ's gather of `bucket` over `members` ranks (zero.hpp): int8 values and fp32 scales; each
+// (bucket, group size) worked out once.
+QuantizedGather Emitter::quantized_gather(int32_t bucket, int64_t members) {
+  const auto key = std::make_pair(bucket, members);
+  if (auto it = quantized_.find(key); it != quantized_.end()) return it->second;
   const Bucket& b = prog_.param_buckets[bucket];
   std::vector<int64_t> tensors;
   for (int32_t u = b.unit_begin; u < b.unit_end; ++u) {
@@ -300,6 +304,7 @@ QuantizedGather Emitter::quantized_gather(int32_t bucket, int64_t members) const
                           "units [" + std::to_string(b.unit_begin) + ", " + std::to_string(b.unit_end) + ") has " +
                               std::to_string(q.bad_shard));
   }
+  quantized_.emplace(key, q);
   return q;
 }
 

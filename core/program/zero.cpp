@@ -1,6 +1,7 @@
 #include "core/program/zero.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace stagecraft::program {
@@ -188,9 +189,28 @@ std::vector<Bucket> param_buckets(const ChunkInfo& c, const std::vector<UnitPara
 }
 
 int64_t qwz_groups(int64_t shard, int64_t block) {
-  if (shard <= 0 || block <= 0) return 0;
-  int64_t g = (shard + block - 1) / block;
-  while (g < shard && shard % (8 * g) != 0) ++g;
+  if (shard <= 0 || block <= 0 || shard % 8 != 0) return 0;  // no g below the shard has 8g | shard
+  // DeepSpeed raises g one by one from ⌈s/b⌉ until 8g | s: the least divisor of m = s/8 at or
+  // above it — the least such divisor up to √m (scanning up), or m/e for the largest divisor
+  // e ≤ m/start below √m (scanning down; m/e ≥ start): each scan stops at its first hit
+  const int64_t start = (shard + block - 1) / block, m = shard / 8;
+  if (start > m) return 0;
+  int64_t g = m;  // m divides m
+  for (int64_t d = start; d * d <= m; ++d) {
+    if (m % d == 0) {
+      g = d;
+      break;
+    }
+  }
+  int64_t root = static_cast<int64_t>(std::sqrt(static_cast<double>(m)));
+  while (root * root > m) --root;
+  while ((root + 1) * (root + 1) <= m) ++root;
+  for (int64_t e = std::min(m / start, root); e >= 1; --e) {
+    if (m % e == 0) {
+      g = std::min(g, m / e);
+      break;
+    }
+  }
   while (shard % (16 * g) == 0 && shard / g > block) g *= 2;
   if (shard % (8 * g) != 0 || shard / g >= 16000 || shard <= g) return 0;
   return g;

@@ -66,7 +66,8 @@ QString text(const planner::Evaluated& e, int column, int rank) {
       if (p.virtual_stages > 1) s += QStringLiteral(" v%1").arg(p.virtual_stages);
       return s;
     }
-    case PlanTableModel::kZero: return QString::number(p.zero.stage);
+    // the stage and its variant across nodes ("3 hpz8 qwz qgz", "3 shard8")
+    case PlanTableModel::kZero: return QString::number(p.zero.stage) + QString::fromStdString(spec::zero_variant(p.zero, p.dp));
     case PlanTableModel::kRecompute: return QString::fromUtf8(spec::to_string(p.recompute));
     case PlanTableModel::kSp: return p.sequence_parallel ? QStringLiteral("on") : QStringLiteral("off");
     case PlanTableModel::kFits: return m.fits ? QStringLiteral("yes") : QStringLiteral("no");

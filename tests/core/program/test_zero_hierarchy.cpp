@@ -232,6 +232,18 @@ TEST(ZeroHierarchy, QuantizerGroupsFollowDeepSpeedsRule) {
   EXPECT_EQ(qwz_groups(24000, 8000), 3);      // 3: 24 | 24000; 48 | 24000 but 24000/3 = 8000 is not > 8000
   EXPECT_EQ(qwz_groups(8008, 8000), 7);       // 2 .. 6 leave 8g ∤ 8008 (8008 = 8·7·11·13): 7 groups of 1144
   EXPECT_EQ(qwz_groups(100, 8000), 0);        // 8g never divides 100 below g = 100: DeepSpeed's assert fails
+  // the divisor search equals DeepSpeed's loop, written out literally, on every multiple of 8 up to 80000
+  const auto literal = [](int64_t n) -> int64_t {
+    int64_t g = (n + 7999) / 8000;
+    while (g < n) {
+      if (n % (8 * g) == 0) break;
+      ++g;
+    }
+    while (n % (8 * g * 2) == 0 && n / g > 8000) g *= 2;
+    if (n % (8 * g) != 0 || n / g >= 16000 || n <= g) return 0;
+    return g;
+  };
+  for (int64_t n = 8; n <= 80000; n += 8) ASSERT_EQ(qwz_groups(n, 8000), literal(n)) << n;
 }
 
 TEST(ZeroHierarchy, QuantizedGathersMoveInt8ValuesAndScalesInTwoCollectivesEach) {
