@@ -64,6 +64,10 @@ class Backend {
   virtual void fill(std::span<float> dst, float value) = 0;
   // One element, read back to the host (the loss of a tp = 1 head).
   virtual float read(std::span<const float> src, int64_t index) = 0;
+  // Host copies of views of this backend's memory, and back (ZeRO++'s quantizers run on the host,
+  // zero/quantize.hpp, on the values the quantized collectives move).
+  virtual void download(std::span<const float> src, std::span<float> host) = 0;
+  virtual void upload(std::span<const float> host, std::span<float> dst) = 0;
   // Bytes the backend holds for micro-batch caches (the units' saved activations).
   virtual int64_t cache_bytes() const = 0;
 
@@ -86,7 +90,7 @@ class Backend {
   // Host copies for checkpoints and model export.
   virtual std::vector<float> owned_state() = 0;
   virtual void load_owned_state(std::span<const float> state) = 0;
-  virtual void load_peer_shard(int64_t dp_index, std::span<const float> peer_state) = 0;
+  virtual void load_peer_shard(int64_t shard, std::span<const float> peer_state) = 0;
   virtual int64_t owned_state_elems() const = 0;
   virtual std::vector<float> params_host() = 0;
 

@@ -169,7 +169,7 @@ void check_identity(const Manifest& manifest, const json& current, const fs::pat
 struct Loaded {
   int64_t step = 0;
   std::vector<float> own;
-  std::vector<std::pair<int64_t, std::vector<float>>> peers;  // (dp index, state), ZeRO 1-2
+  std::vector<std::pair<int64_t, std::vector<float>>> peers;  // (shard, its owner's state), ZeRO 1-2
 };
 
 Loaded read_for_rank(Runner& runner, const fs::path& dir, const CheckpointContext& ctx) {
@@ -186,12 +186,15 @@ Loaded read_for_rank(Runner& runner, const fs::path& dir, const CheckpointContex
   const int64_t own_elems = runner.backend().owned_state_elems();
   out.own = read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(me)), out.step, own_elems);
   const StageLayout& layout = runner.layout();
+  // ZeRO 1-2: the other shards of the partition group (its g consecutive dp ranks), each from the
+  // peer that owns it
   const bool needs_peers = (layout.zero_stage() == 1 || layout.zero_stage() == 2) && layout.dp() > 1;
-  for (int64_t d = 0; needs_peers && d < layout.dp(); ++d) {
-    if (d == layout.dp_index()) continue;
-    const int64_t peer = prog.placement.rank(layout.stage(), d, prog.placement.tp_index_of(me));
-    // Peers of one stage own equal shards, so equal state sizes (StageLayout pads to dp).
-    out.peers.emplace_back(d, read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(peer)), out.step, own_elems));
+  const int64_t first = layout.dp_index() - layout.partition_index();
+  for (int64_t i = 0; needs_peers && i < layout.partition(); ++i) {
+    if (i == layout.partition_index()) continue;
+    const int64_t peer = prog.placement.rank(layout.stage(), first + i, prog.placement.tp_index_of(me));
+    // Peers of one stage own equal shards, so equal state sizes (StageLayout pads to g).
+    out.peers.emplace_back(i, read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(peer)), out.step, own_elems));
   }
   return out;
 }

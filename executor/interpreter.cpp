@@ -38,8 +38,9 @@ Runner::Interpreter::Interpreter(Runner& runner)
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) lanes_[lane_index(instrs_[at(i)].lane)].push_back(i);
   snapshot_after_.resize(instrs_.size());
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) {
-    const Op op = instrs_[at(i)].op;
-    if (op != Op::kReduceScatterGrads && op != Op::kAllReduceGrads) continue;
+    const Instr& in = instrs_[at(i)];
+    const bool first_all_to_all = in.op == Op::kAllToAll && (in.flags & program::kFlagFirstLevel);
+    if (in.op != Op::kReduceScatterGrads && in.op != Op::kAllReduceGrads && !first_all_to_all) continue;
     int32_t compute = -1;  // the latest compute (or backward tp collective) it depends on completes its gradients
     for (int32_t d : role_.deps_of(instrs_[at(i)])) {
       const Instr& dep = instrs_[at(d)];
@@ -48,6 +49,9 @@ Runner::Interpreter::Interpreter(Runner& runner)
     }
     if (compute >= 0) snapshot_after_[at(compute)].push_back(i);
   }
+  plan_replica_reductions();
+  secondary_.resize(prog_.param_buckets.size());
+  stash_.resize(prog_.param_buckets.size());
 }
 
 // ---- the loop -------------------------------------------------------------------------------------
@@ -65,6 +69,8 @@ void Runner::Interpreter::reset(int64_t step) {
   micro_.clear();
   micro_.resize(at(prog_.plan.virtual_stages * prog_.plan.micro_batches));
   for (std::size_t s = 0; s < micro_.size(); ++s) backend().clear_slot(static_cast<int64_t>(s));
+  restore_stashes();    // a step that ended (or failed) with a dequantized bucket gathered
+  drop_secondaries();   // made by releases after the last optimizer step
   weighted_loss_ = 0;
   micro_losses_.clear();
   norm_sq_ = 0;
@@ -188,10 +194,14 @@ void Runner::Interpreter::finish(int32_t i) {
     case Op::kAllReduceGrads:
       if (in.group == Group::kEmbedding) {
         finish_tied_reduce(i);
+      } else if (in.group == Group::kDpReplica) {
+        finish_replica_reduce(i);
       } else {
         finish_dp_reduce(i);
       }
       break;
+    case Op::kGatherParams: finish_gather(i); break;
+    case Op::kAllToAll: finish_all_to_all(i); break;
     case Op::kGradNormAllReduce:
       norm_sq_ = pending_[at(i)].norm.at(0);
       norm_known_ = true;
@@ -300,10 +310,13 @@ void Runner::Interpreter::issue_async(int32_t i) {
     case Op::kAllReduceGrads:
       if (in.group == Group::kEmbedding) {
         post_tied_reduce(i);
+      } else if (in.group == Group::kDpReplica) {
+        post_replica_reduce(i);
       } else {
         post_dp_reduce(i);
       }
       return;
+    case Op::kAllToAll: post_all_to_all(i); return;
     case Op::kGradNormAllReduce: post_grad_norm(i); return;
     case Op::kTpAllReduce:
     case Op::kTpAllGather:

@@ -1,5 +1,6 @@
 // Internal to the runner: the state of one rank's instruction list while a step executes — the
-// lanes' positions, the requests in flight, the micro-batches' activations — and one handler per
+// lanes' positions, the requests in flight, the micro-batches' activations, hierarchical and
+// quantized ZeRO's copies (hpZ's secondary partition, qwZ's exact shards) — and one handler per
 // instruction. runner.hpp describes the semantics; this header is not part of the interface.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "executor/index.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/runner.hpp"
+#include "executor/zero/qgz.hpp"
 
 namespace stagecraft::executor {
 
@@ -24,6 +26,19 @@ using program::Instr;
 using program::Lane;
 using program::Op;
 inline std::size_t lane_index(Lane l) { return static_cast<std::size_t>(l); }
+// A bucket's range cut into the framework's k collectives (program::collective_piece_range: the
+// pieces the simulator times).
+inline std::vector<Range> collective_pieces(Range r, int32_t k) {
+  const int64_t n = r.size();
+  const int32_t count = program::collective_piece_count(n, k);
+  std::vector<Range> out;
+  out.reserve(static_cast<std::size_t>(count));
+  for (int32_t i = 0; i < count; ++i) {
+    const auto [b, e] = program::collective_piece_range(n, k, i);
+    out.push_back({r.begin + b, r.begin + e});
+  }
+  return out;
+}
 }  // namespace interp
 
 class Runner::Interpreter {
@@ -53,6 +68,9 @@ class Runner::Interpreter {
     Buffer extra;                 // the vocabulary-parallel loss's rescaled sums
     std::function<void()> then;   // a next phase to post once every request completed
     Range range;                  // flat positions it works on
+    std::vector<Range> parts;     // the positions of `range` a reduction moves, packed in that order in `buffer`
+    // ZeRO++ (host memory): per collective piece (qwZ) or matrix (qgZ), what it sends and receives
+    std::vector<QuantizedPayload> sent, received;
     bool tied_result = false;     // an embedding-group result waiting for its dp reduction
     bool snapshotted = false;     // `buffer` holds the gradients this reduction moves
   };
@@ -105,6 +123,31 @@ class Runner::Interpreter {
   void finish_recv(int32_t i);
   void finish_dp_reduce(int32_t i);
   void finish_tied_reduce(int32_t i);
+  void add_reduced_shard(Pending& p);
+
+  // ---- hierarchical and quantized ZeRO (interpreter_zero.cpp) ---------------------------------
+  void plan_replica_reductions();
+  std::vector<int64_t> gather_counts(const program::Instr& in, Range bucket, Range r) const;
+  Range member_piece(const program::Instr& in, Range bucket, Range r, int64_t member) const;
+  std::vector<Range> quantized_positions(const program::Instr& in, Range bucket, Range r, int64_t member) const;
+  int64_t gather_position(const program::Instr& in) const;
+  void place_secondary(int32_t i);
+  void post_quantized_gather(int32_t i);
+  void finish_quantized_gather(int32_t i);
+  void post_hierarchical_gather(int32_t i);
+  void finish_hierarchical_gather(int32_t i);
+  void finish_gather(int32_t i);
+  void post_replica_reduce(int32_t i);
+  void finish_replica_reduce(int32_t i);
+  void post_all_to_all(int32_t i);
+  void post_qgz_level(int32_t i);
+  void finish_all_to_all(int32_t i);
+  void finish_qgz_level(int32_t i);
+  int32_t first_level_of(int32_t i) const;
+  void keep_secondary(const program::Instr& in);
+  void restore_stash(int32_t bucket);
+  void restore_stashes();
+  void drop_secondaries();
 
   // ---- helpers --------------------------------------------------------------------------------
   MicroState& micro(const program::Instr& in);
@@ -114,6 +157,8 @@ class Runner::Interpreter {
   int64_t peer_rank(int16_t peer_stage) const;
   int32_t tag(const program::Instr& in, bool receiving) const;
   void take_snapshot(int32_t i);
+  std::vector<Range> reduction_parts(const program::Instr& in) const;
+  int64_t packed_at(const Pending& p, int64_t pos) const;
   void overlay_tied_result(int32_t i);
   float clip_scale_now();
   void update_activation_memory();
@@ -134,6 +179,11 @@ class Runner::Interpreter {
   bool full_recompute_ = false;
   std::array<std::vector<int32_t>, program::kLaneCount> lanes_;
   std::vector<std::vector<int32_t>> snapshot_after_;  // per compute: the reductions depending on it
+  // Replica all-reduces (kDpReplica): per instruction, the reduce-scatter it follows (-1: none);
+  // whether it all-reduces that reduce-scatter's result alone (every micro-batch: the
+  // reduce-scatter hands it its piece) or the shard accumulated over the step (once a step).
+  std::vector<int32_t> replica_source_;
+  std::vector<char> replica_piece_, hands_off_;
 
   // per step
   int64_t step_ = 0;
@@ -151,6 +201,10 @@ class Runner::Interpreter {
   double compute_seconds_ = 0;
   bool fault_armed_ = false;
   std::chrono::steady_clock::time_point last_progress_;
+  // per parameter bucket: hpZ's secondary slice (made when the bucket is released after a gather,
+  // dropped after the optimizer step), and while a qwZ gather's dequantized values stand in the
+  // buffer, this rank's exact shard of it (put back at release, or before the optimizer step)
+  std::vector<Buffer> secondary_, stash_;
 };
 
 }  // namespace stagecraft::executor

@@ -15,20 +15,6 @@ using namespace interp;  // the interpreter's own names (interpreter.hpp)
 
 namespace {
 bool is_tied_reduce(const Instr& in) { return in.op == Op::kAllReduceGrads && in.group == Group::kEmbedding; }
-
-// A bucket's range cut into the framework's k collectives (program::collective_piece_range: the
-// pieces the simulator times).
-std::vector<Range> pieces(Range r, int32_t k) {
-  const int64_t n = r.size();
-  const int32_t count = program::collective_piece_count(n, k);
-  std::vector<Range> out;
-  out.reserve(static_cast<std::size_t>(count));
-  for (int32_t i = 0; i < count; ++i) {
-    const auto [b, e] = program::collective_piece_range(n, k, i);
-    out.push_back({r.begin + b, r.begin + e});
-  }
-  return out;
-}
 }  // namespace
 
 // ---- communication ----------------------------------------------------------------------------------
@@ -87,19 +73,26 @@ void Runner::Interpreter::post_send(int32_t i) {
   p.requests.push_back(runner_.comm_.isend(p.buffer.view(), peer_rank(in.peer_stage), tag(in, false)));
 }
 
-// GatherParams (ZeRO-3) and AllGatherParams (ZeRO 1-2): every dp rank's piece of the bucket's
-// range lands in place in the working buffer.
+// GatherParams (ZeRO-3) and AllGatherParams (ZeRO 1-2): every member's piece of the bucket's
+// range lands in place in the working buffer — the partition group's shards, or hpZ's secondary
+// slices (a GatherParams over kDpShard with hpZ: this rank's slice is put in place first).
+// Quantized (qwZ) and two-level (MiCS) gathers: interpreter_zero.cpp.
 void Runner::Interpreter::post_gather(int32_t i) {
   const Instr& in = instrs_[at(i)];
+  if (in.op == Op::kGatherParams && (in.flags & program::kFlagQuantized)) return post_quantized_gather(i);
+  if (in.op == Op::kGatherParams && (in.group == Group::kDpShardCross || in.group == Group::kDpLocal)) {
+    return post_hierarchical_gather(i);
+  }
   Pending& p = pending_[at(i)];
   p.range = runner_.layout_.param_bucket(in.bucket);
   p.bytes = p.range.size() * static_cast<int64_t>(sizeof(float));
   if (in.op == Op::kGatherParams) runner_.memory_.add(MemoryKind::kBuffers, in.elems * static_cast<int64_t>(sizeof(float)));
+  if (in.op == Op::kGatherParams) place_secondary(i);
   const std::span<float> params = backend().params();
   // the framework's collectives for the bucket (a ZeRO-3 gather; one for ZeRO 1-2's all-gather)
-  for (const Range& r : pieces(p.range, prog_.collectives_of(in))) {
-    const std::vector<int64_t> counts = runner_.layout_.shard_counts(r);
-    p.requests.push_back(runner_.comm_.iall_gather({Group::kDp, Lane::kDpGather}, params.subspan(at(r.begin), at(r.size())), counts));
+  for (const Range& r : collective_pieces(p.range, prog_.collectives_of(in))) {
+    const std::vector<int64_t> counts = gather_counts(in, p.range, r);
+    p.requests.push_back(runner_.comm_.iall_gather({in.group, in.lane}, params.subspan(at(r.begin), at(r.size())), counts));
   }
 }
 
@@ -112,32 +105,67 @@ void Runner::Interpreter::take_snapshot(int32_t i) {
   Pending& p = pending_[at(i)];
   if (p.snapshotted) return;
   p.range = is_tied_reduce(in) ? runner_.layout_.tied_table(in.unit_begin) : runner_.layout_.grad_bucket(in.bucket);
-  const std::span<float> grads = backend().grads().subspan(at(p.range.begin), at(p.range.size()));
-  p.buffer = backend().alloc(p.range.size());
-  backend().copy(p.buffer.view(), grads);
-  backend().fill(grads, 0.0f);
+  p.parts = reduction_parts(in);
+  p.buffer = backend().alloc(total(p.parts));
+  int64_t k = 0;
+  for (const Range& r : p.parts) {
+    const std::span<float> grads = backend().grads().subspan(at(r.begin), at(r.size()));
+    backend().copy(p.buffer.view().subspan(at(k), at(r.size())), grads);
+    backend().fill(grads, 0.0f);
+    k += r.size();
+  }
   p.snapshotted = true;
   add_messages(p.buffer.bytes());
 }
 
+// What a reduction of its range moves: all of it, except under qgZ, where the bucket's matrices go
+// through the AllToAll (its first level takes them) and the other tensors through the
+// ReduceScatterGrads (StageLayout::qgz_split).
+std::vector<Range> Runner::Interpreter::reduction_parts(const Instr& in) const {
+  const StageLayout& layout = runner_.layout_;
+  if (is_tied_reduce(in)) return {layout.tied_table(in.unit_begin)};
+  if (!layout.qgz(in.bucket)) return {layout.grad_bucket(in.bucket)};
+  const QgzSplit& split = layout.qgz_split(in.bucket);
+  return in.op == Op::kAllToAll ? split.matrix_ranges() : split.fallbacks;
+}
+
+// Where flat position `pos` (inside one of p.parts) sits in p.buffer.
+int64_t Runner::Interpreter::packed_at(const Pending& p, int64_t pos) const {
+  int64_t k = 0;
+  for (const Range& r : p.parts) {
+    if (pos >= r.begin && pos < r.end) return k + (pos - r.begin);
+    k += r.size();
+  }
+  throw ExecutorError("rank " + std::to_string(runner_.rank_) + ": position " + std::to_string(pos) +
+                      " is in none of the reduction's ranges");
+}
+
 // Where an embedding-group all-reduce of the tied table precedes this dp reduction (one of its
 // deps), the table's part of the bucket is that all-reduce's result (the snapshot holds zeros
-// there: the table was taken out first).
+// there: the table was taken out first). Under qgZ the table is a matrix or a fallback: the
+// reduction whose parts hold it takes the result.
 void Runner::Interpreter::overlay_tied_result(int32_t i) {
   Pending& p = pending_[at(i)];
-  for (int32_t d : role_.deps_of(instrs_[at(i)])) {
+  const Instr& in = instrs_[at(i)];
+  for (int32_t d : role_.deps_of(in)) {
     if (!is_tied_reduce(instrs_[at(d)])) continue;
     Pending& tied = pending_[at(d)];
+    const bool mine = std::any_of(p.parts.begin(), p.parts.end(), [&](const Range& r) {
+      return r.begin <= tied.range.begin && tied.range.end <= r.end;
+    });
+    if (!mine && runner_.layout_.qgz(in.bucket)) continue;  // the sibling reduction's
+    if (!mine) throw ExecutorError(where(i) + ": the tied table is not inside the bucket");
     if (!tied.tied_result) throw ExecutorError(where(i) + ": its embedding-group reduction left no result");
-    const Range t = intersect(tied.range, p.range);
-    if (t.size() != tied.range.size()) throw ExecutorError(where(i) + ": the tied table is not inside the bucket");
-    backend().add(p.buffer.view().subspan(at(t.begin - p.range.begin), at(t.size())), tied.buffer.view());
+    backend().add(p.buffer.view().subspan(at(packed_at(p, tied.range.begin)), at(tied.range.size())), tied.buffer.view());
     add_messages(-tied.buffer.bytes());
     tied.buffer = {};
     tied.tied_result = false;
   }
 }
 
+// A reduce-scatter over the partition group (kDp, or kDpShard for a shard group) of the parts it
+// moves, as the framework's collectives (qgZ: one per fallback tensor), each member keeping its
+// shard's piece; the persistent tensors' gradients all-reduced whole. ZeRO-0: an all-reduce.
 void Runner::Interpreter::post_dp_reduce(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
@@ -145,25 +173,32 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
   take_snapshot(i);
   overlay_tied_result(i);
   p.bytes = p.buffer.bytes();
-  const Channel ch{Group::kDp, Lane::kDpReduce};
-  const std::vector<Range> parts = pieces(p.range, prog_.collectives_of(in));  // the framework's collectives
+  const Channel ch{in.group, in.lane};
+  const bool qgz = layout.qgz(in.bucket);
+  // the framework's collectives: the bucket in k pieces, or (qgZ) one per fallback tensor
+  const std::vector<Range> parts = qgz ? p.parts : collective_pieces(p.range, prog_.collectives_of(in));
+  if (qgz && static_cast<int32_t>(parts.size()) != prog_.collectives_of(in)) {
+    throw ExecutorError(where(i) + ": " + std::to_string(parts.size()) + " collectives where the Program counts " +
+                        std::to_string(prog_.collectives_of(in)));
+  }
   if (in.op == Op::kAllReduceGrads) {
     for (const Range& r : parts) {
-      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view().subspan(at(r.begin - p.range.begin), at(r.size()))));
+      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size()))));
     }
     return;
   }
   const Range own = intersect(p.range, layout.own_shard());
   p.piece = backend().alloc(own.size());
-  const std::vector<Range> persistent = clip(layout.persistent(), p.range);
-  int64_t packed = 0;
-  for (const Range& r : persistent) packed += r.size();
-  if (packed > 0) {
+  std::vector<Range> persistent;
+  for (const Range& part : p.parts) {
+    for (const Range& r : clip(layout.persistent(), part)) persistent.push_back(r);
+  }
+  if (const int64_t packed = total(persistent); packed > 0) {
     p.packed = backend().alloc(packed);
     int64_t k = 0;
     for (const Range& r : persistent) {
       backend().copy(p.packed.view().subspan(at(k), at(r.size())),
-                     p.buffer.view().subspan(at(r.begin - p.range.begin), at(r.size())));
+                     p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size())));
       k += r.size();
     }
   }
@@ -171,7 +206,7 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
   for (const Range& r : parts) {  // each piece's sum lands in this rank's part of p.piece
     const Range mine = intersect(r, layout.own_shard());
     const int64_t at_piece = mine.size() > 0 ? mine.begin - own.begin : 0;
-    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view().subspan(at(r.begin - p.range.begin), at(r.size())),
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size())),
                                                        p.piece.view().subspan(at(at_piece), at(mine.size())),
                                                        layout.shard_counts(r)));
   }
@@ -182,21 +217,31 @@ void Runner::Interpreter::finish_dp_reduce(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
   Backend& be = backend();
-  const StageLayout& layout = runner_.layout_;
+  add_messages(-p.buffer.bytes());
   if (in.op == Op::kAllReduceGrads) {
     be.add(be.grads().subspan(at(p.range.begin), at(p.buffer.size())), p.buffer.view());
-  } else {
-    const Range own = intersect(p.range, layout.own_shard());
-    if (own.size() > 0) be.add(be.shard_grads().subspan(at(own.begin - layout.own_shard().begin), at(own.size())), p.piece.view());
-    int64_t k = 0;
-    for (const Range& r : clip(layout.persistent(), p.range)) {  // a persistent range packs contiguously
+  } else if (!hands_off_[at(i)]) {  // else its replica all-reduce takes the piece (interpreter_zero.cpp)
+    add_reduced_shard(p);
+  }
+  p.buffer = {};
+}
+
+// A reduce-scatter's result into the rank's reduced gradients: its piece of the shard, the
+// persistent tensors' sums.
+void Runner::Interpreter::add_reduced_shard(Pending& p) {
+  Backend& be = backend();
+  const StageLayout& layout = runner_.layout_;
+  const Range own = intersect(p.range, layout.own_shard());
+  if (own.size() > 0) be.add(be.shard_grads().subspan(at(own.begin - layout.own_shard().begin), at(own.size())), p.piece.view());
+  int64_t k = 0;
+  for (const Range& part : p.parts) {
+    for (const Range& r : clip(layout.persistent(), part)) {  // a persistent range packs contiguously
       be.add(be.persistent_grads().subspan(at(layout.persistent_index(r.begin)), at(r.size())),
              p.packed.view().subspan(at(k), at(r.size())));
       k += r.size();
     }
   }
-  add_messages(-(p.buffer.bytes() + p.piece.bytes() + p.packed.bytes()));
-  p.buffer = {};
+  add_messages(-(p.piece.bytes() + p.packed.bytes()));
   p.piece = {};
   p.packed = {};
 }

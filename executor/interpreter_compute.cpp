@@ -1,5 +1,6 @@
 // The Program interpreter's compute instructions: Forward, Recompute, Backward, BackwardInput,
-// BackwardWeight over the segment's units, the optimizer step, offload copies, ZeRO-3 release.
+// BackwardWeight over the segment's units, the optimizer step, offload copies, ZeRO-3 release
+// (with hpZ's secondary copy and qwZ's exact shard, interpreter_zero.cpp).
 #include "executor/interpreter.hpp"
 
 #include <cmath>
@@ -120,11 +121,13 @@ float Runner::Interpreter::clip_scale_now() {
 
 void Runner::Interpreter::optimizer(const Instr& in) {
   const float clip = clip_scale_now();
+  restore_stashes();  // qwZ: the exact shard back under the dequantized copy before it is stepped
   if (in.flags & program::kFlagOnHost) {
     backend().host_optimizer_step(runner_.options_.adam, step_ + 1, clip);
   } else {
     backend().optimizer_step(runner_.options_.adam, step_ + 1, clip);
   }
+  drop_secondaries();  // hpZ: stale now (DeepSpeed's _post_step invalidates them)
 }
 
 void Runner::Interpreter::offload_copy(const Instr& in) {
@@ -136,6 +139,8 @@ void Runner::Interpreter::offload_copy(const Instr& in) {
 }
 
 void Runner::Interpreter::release_params(const Instr& in) {
+  keep_secondary(in);        // hpZ: this rank's slice of the gathered bucket, before it goes
+  restore_stash(in.bucket);  // qwZ: the exact shard under the dequantized copy
   backend().release(runner_.layout_.param_bucket(in.bucket));
   runner_.memory_.add(MemoryKind::kBuffers, -in.elems * static_cast<int64_t>(sizeof(float)));
 }

@@ -11,7 +11,10 @@
 //    their gradients travel between stages as point-to-point messages tagged by (kind,
 //    micro-batch, chunk); ZeRO 0-3 is exactly the Program's GatherParams / ReleaseParams /
 //    ReduceScatterGrads / AllReduceGrads / GradNormAllReduce / OptimizerStep / OffloadCopy /
-//    AllGatherParams over the model state (zero/stage_state.hpp);
+//    AllGatherParams over the model state (zero/stage_state.hpp), over the group each names:
+//    hierarchical partitions (shard groups and their replicas, MiCS's two-level gather, hpZ's
+//    secondary partition) and ZeRO++'s quantized gathers (qwZ) and gradient all-to-alls (qgZ,
+//    AllToAll) included (interpreter_zero.cpp);
 //  * tensors live in a Backend (backend.hpp) and its arithmetic runs there: the interpreter
 //    moves no element itself. The CPU backend (cpu_backend.hpp) is Eigen over host memory.
 // Numerics: the loss of every micro-batch is weighted 1 / (micro_batches * dp) and reductions
@@ -42,6 +45,7 @@
 #include "executor/memory.hpp"
 #include "executor/model/adamw.hpp"
 #include "executor/tracer.hpp"
+#include "executor/zero/quantize.hpp"
 #include "executor/zero/stage_layout.hpp"
 
 namespace stagecraft::executor {
@@ -91,6 +95,13 @@ struct RunnerOptions {
   BackendFactory make_backend;
 };
 
+// ZeRO++: what this rank's quantizations lost so far — qwZ's int8 pieces of gathered parameters
+// (each against its exact values), qgZ's int4 gradients (each quantization against its input:
+// the first against the rank's gradient, the requantization against the node's sum).
+struct QuantizationReport {
+  QuantizationError weights, gradients;
+};
+
 struct StepStats {
   int64_t step = 0;        // 0-based index of the step just run
   double loss = 0;         // mean loss over the global batch (every rank has it)
@@ -124,6 +135,7 @@ class Runner {
   Backend& backend() { return *backend_; }
   const MemoryTracker& memory() const { return memory_; }
   const Tracer& tracer() const { return tracer_; }
+  const QuantizationReport& quantization() const { return quantization_; }
 
  private:
   class Interpreter;  // one step's lanes, in-flight requests and micro-batch activations
@@ -139,6 +151,7 @@ class Runner {
   StageLayout layout_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Interpreter> interpreter_;
+  QuantizationReport quantization_;
   int64_t steps_done_ = 0;
 };
 

@@ -1,9 +1,12 @@
 // Communicator: what the Program interpreter needs from a communication library, over float
-// (and, for the gradient norm, double) buffers. Point-to-point messages between pipeline
-// stages and collectives over the Program's groups (tp, dp, embedding, world) are all
-// non-blocking: they return a Request that the caller tests, so lanes overlap. Each
-// collective runs on a Channel = (group, lane): one communicator per channel keeps the
-// collectives of different lanes from interleaving differently on different ranks.
+// (and, for the gradient norm, double) buffers, and typed ones (int8 or fp32: ZeRO++'s quantized
+// values and their scales) for the all-gathers and all-to-alls that move quantized data.
+// Point-to-point messages between pipeline stages and collectives over the Program's groups (tp,
+// dp, embedding, world and the data-parallel subgroups of hierarchical ZeRO, members from
+// Placement::group_members in increasing world rank) are all non-blocking: they return a
+// Request that the caller tests, so lanes overlap. Each collective runs on a Channel = (group,
+// lane): one communicator per channel keeps the collectives of different lanes from interleaving
+// differently on different ranks.
 // Blocking "control" calls (barrier, metrics, trace and checkpoint bookkeeping) run on their
 // own communicator and never mix with the Program's traffic.
 //
@@ -26,6 +29,22 @@ namespace stagecraft::executor {
 struct Channel {
   program::Group group = program::Group::kWorld;
   program::Lane lane = program::Lane::kDpReduce;
+};
+
+// The element types of the typed collectives: int8 (qwZ's int8 values, qgZ's packed int4) and fp32
+// (their scales).
+enum class ElemType : uint8_t { kInt8, kFloat32 };
+
+// A buffer of one ElemType, its elements counted in that type.
+struct TypedSpan {
+  void* data = nullptr;
+  int64_t count = 0;
+  ElemType type = ElemType::kFloat32;
+  TypedSpan() = default;
+  TypedSpan(std::span<int8_t> s) : data(s.data()), count(static_cast<int64_t>(s.size())), type(ElemType::kInt8) {}
+  TypedSpan(std::span<float> s) : data(s.data()), count(static_cast<int64_t>(s.size())), type(ElemType::kFloat32) {}
+  int64_t elem_bytes() const { return type == ElemType::kInt8 ? 1 : 4; }
+  int64_t bytes() const { return count * elem_bytes(); }
 };
 
 // A pending non-blocking operation; spent once test() returned true or wait() returned.
@@ -60,6 +79,13 @@ class Communicator {
   virtual Request iall_reduce(Channel ch, std::span<double> buffer) = 0;
   // In-place maximum over the members (the vocabulary-parallel loss's row maxima).
   virtual Request iall_reduce_max(Channel ch, std::span<float> buffer) = 0;
+  // In-place all-gather of typed elements, as iall_gather.
+  virtual Request iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) = 0;
+  // All-to-all of typed elements: send_counts[i] elements of `send` (consecutive, member order) go
+  // to member i, recv_counts[i] elements from member i land in `recv` (consecutive, member order).
+  // Both spans have the same type and must stay untouched until the request completes.
+  virtual Request iall_to_all(Channel ch, TypedSpan send, std::span<const int64_t> send_counts, TypedSpan recv,
+                              std::span<const int64_t> recv_counts) = 0;
 
   // True when `r` completed (it is then spent). Drives progress of every pending request.
   virtual bool test(Request& r) = 0;

@@ -1,6 +1,7 @@
 #include "executor/comm/local.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "executor/errors.hpp"
@@ -56,6 +57,21 @@ Request LocalCommunicator::ireduce_scatter(Channel, std::span<const float> send,
   check_counts(counts, send.size(), "reduce-scatter");
   check_counts(counts, recv.size(), "reduce-scatter");
   std::copy(send.begin(), send.end(), recv.begin());
+  return done();
+}
+
+Request LocalCommunicator::iall_gather_typed(Channel, TypedSpan buffer, std::span<const int64_t> counts) {
+  check_counts(counts, static_cast<std::size_t>(buffer.count), "all-gather");
+  return done();
+}
+
+Request LocalCommunicator::iall_to_all(Channel, TypedSpan send, std::span<const int64_t> send_counts, TypedSpan recv,
+                                       std::span<const int64_t> recv_counts) {
+  if (send.type != recv.type) throw CommError("LocalCommunicator: all-to-all between buffers of two element types");
+  check_counts(send_counts, static_cast<std::size_t>(send.count), "all-to-all");
+  check_counts(recv_counts, static_cast<std::size_t>(recv.count), "all-to-all");
+  check_counts(recv_counts, static_cast<std::size_t>(send.count), "all-to-all");
+  if (send.count > 0) std::memcpy(recv.data, send.data, static_cast<std::size_t>(send.bytes()));
   return done();
 }
 

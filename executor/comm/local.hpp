@@ -27,6 +27,9 @@ class LocalCommunicator final : public Communicator {
   Request iall_reduce(Channel ch, std::span<float> buffer) override;
   Request iall_reduce(Channel ch, std::span<double> buffer) override;
   Request iall_reduce_max(Channel ch, std::span<float> buffer) override;
+  Request iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) override;
+  Request iall_to_all(Channel ch, TypedSpan send, std::span<const int64_t> send_counts, TypedSpan recv,
+                      std::span<const int64_t> recv_counts) override;
   bool test(Request& r) override;
   void wait(Request& r) override;
 

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <map>
@@ -21,6 +22,13 @@ using program::Lane;
 
 constexpr std::array<Group, 4> kCollectiveGroups = {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld};
 constexpr std::array<Lane, 3> kCollectiveLanes = {Lane::kTp, Lane::kDpGather, Lane::kDpReduce};
+// Hierarchical ZeRO's data-parallel subgroups and the lanes that use them (only built when the
+// placement has them: Placement::inner or ::local set).
+constexpr std::array<Group, 5> kSubgroups = {Group::kDpShard, Group::kDpReplica, Group::kDpLocal, Group::kDpCross,
+                                             Group::kDpShardCross};
+constexpr std::array<Lane, 3> kSubgroupLanes = {Lane::kDpGather, Lane::kDpReduce, Lane::kDpReplica};
+
+MPI_Datatype mpi_type(ElemType t) { return t == ElemType::kInt8 ? MPI_INT8_T : MPI_FLOAT; }
 
 int to_int(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX) throw CommError(std::string("MPI: ") + what + " " + std::to_string(v) + " exceeds an int");
@@ -50,6 +58,7 @@ struct MpiCommunicator::Impl {
   struct Slot {
     MPI_Request request = MPI_REQUEST_NULL;
     std::vector<int> counts, displs;
+    std::vector<int> recv_counts, recv_displs;  // an all-to-all's receiving side
     bool busy = false;
   };
 
@@ -83,6 +92,8 @@ struct MpiCommunicator::Impl {
     s.busy = false;
     s.counts.clear();
     s.displs.clear();
+    s.recv_counts.clear();
+    s.recv_displs.clear();
     free_slots.push_back(r.id);
     r.id = -1;
   }
@@ -102,15 +113,17 @@ struct MpiCommunicator::Impl {
     }
     return it->second;
   }
-  // Counts and displacements (prefix sums) as MPI ints.
-  void set_counts(Slot& s, std::span<const int64_t> counts) {
+  // Counts and displacements (prefix sums) as MPI ints; their sum.
+  static int64_t set_counts(std::vector<int>& out, std::vector<int>& displs, std::span<const int64_t> counts) {
     int64_t offset = 0;
     for (int64_t c : counts) {
-      s.counts.push_back(to_int(c, "count"));
-      s.displs.push_back(to_int(offset, "displacement"));
+      out.push_back(to_int(c, "count"));
+      displs.push_back(to_int(offset, "displacement"));
       offset += c;
     }
+    return offset;
   }
+  void set_counts(Slot& s, std::span<const int64_t> counts) { set_counts(s.counts, s.displs, counts); }
   static bool all_equal(std::span<const int64_t> counts) {
     for (int64_t c : counts) {
       if (c != counts[0]) return false;
@@ -149,6 +162,17 @@ MpiCommunicator::MpiCommunicator(const program::Placement& placement) : impl_(st
     for (Lane lane : kCollectiveLanes) {
       m.channels[{g, lane}] = m.groups[g] == MPI_COMM_NULL ? MPI_COMM_NULL : dup(m.groups[g]);
     }
+  }
+  if (placement.inner == 0 && placement.local == 0) return;
+  // each subgroup kind partitions the world: its groups split by their first member, ranks in
+  // increasing world rank (the order of Placement::group_members, the interpreter's counts). A
+  // kind the placement leaves this rank out of (dp-shard-cross when a node is larger than the
+  // shard group: no two-level gather then) gets no communicator.
+  for (Group g : kSubgroups) {
+    const std::vector<int64_t> members = placement.group_members(g, r);
+    const bool in = std::find(members.begin(), members.end(), r) != members.end();
+    m.groups[g] = split(MPI_COMM_WORLD, in ? static_cast<int>(members.front()) : MPI_UNDEFINED, m.rank);
+    for (Lane lane : kSubgroupLanes) m.channels[{g, lane}] = m.groups[g] == MPI_COMM_NULL ? MPI_COMM_NULL : dup(m.groups[g]);
   }
 }
 
@@ -267,6 +291,41 @@ Request MpiCommunicator::iall_reduce(Channel ch, std::span<double> buffer) {
 Request MpiCommunicator::iall_reduce_max(Channel ch, std::span<float> buffer) {
   Request r{impl_->acquire()};
   post_all_reduce(buffer.data(), buffer.size(), MPI_FLOAT, MPI_MAX, impl_->channel(ch), &impl_->slot(r).request);
+  return r;
+}
+
+Request MpiCommunicator::iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) {
+  Impl& m = *impl_;
+  m.check_members(ch, counts);
+  Request r{m.acquire()};
+  Impl::Slot& s = m.slot(r);
+  const int64_t total = Impl::set_counts(s.counts, s.displs, counts);
+  if (total != buffer.count) {
+    throw CommError("MpiCommunicator: all-gather counts sum to " + std::to_string(total) + " for a buffer of " +
+                    std::to_string(buffer.count));
+  }
+  MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data, s.counts.data(), s.displs.data(),
+                            mpi_type(buffer.type), m.channel(ch), &s.request));
+  return r;
+}
+
+Request MpiCommunicator::iall_to_all(Channel ch, TypedSpan send, std::span<const int64_t> send_counts, TypedSpan recv,
+                                     std::span<const int64_t> recv_counts) {
+  Impl& m = *impl_;
+  if (send.type != recv.type) throw CommError("MpiCommunicator: all-to-all between buffers of two element types");
+  m.check_members(ch, send_counts);
+  m.check_members(ch, recv_counts);
+  Request r{m.acquire()};
+  Impl::Slot& s = m.slot(r);
+  const int64_t sent = Impl::set_counts(s.counts, s.displs, send_counts);
+  const int64_t received = Impl::set_counts(s.recv_counts, s.recv_displs, recv_counts);
+  if (sent != send.count || received != recv.count) {
+    throw CommError("MpiCommunicator: all-to-all counts sum to " + std::to_string(sent) + " sent and " +
+                    std::to_string(received) + " received for buffers of " + std::to_string(send.count) + " and " +
+                    std::to_string(recv.count));
+  }
+  MPI_CHECK(MPI_Ialltoallv(send.data, s.counts.data(), s.displs.data(), mpi_type(send.type), recv.data,
+                           s.recv_counts.data(), s.recv_displs.data(), mpi_type(recv.type), m.channel(ch), &s.request));
   return r;
 }
 

@@ -1,10 +1,12 @@
 // MpiCommunicator: the Communicator over MPI (CPU executor; built only with STAGECRAFT_WITH_MPI).
 // Sub-communicators come from the Program's Placement with MPI_Comm_split: tp, pp (the
 // pipeline peers, used for point-to-point), dp, embedding (stages 0 and p-1 of one replica
-// position) and world; every collective group is duplicated per lane so that the collectives
-// each lane issues in Program order never interleave with another lane's on the same
-// communicator. Requests are MPI_Isend/Irecv, MPI_Iallgather(v), MPI_Ireduce_scatter(_block)
-// and MPI_Iallreduce; the control plane runs on its own duplicate of MPI_COMM_WORLD.
+// position), world and, when the placement has them (hierarchical or quantized ZeRO), the
+// data-parallel subgroups (dp-shard, dp-replica, dp-local, dp-cross, dp-shard-cross); every
+// collective group is duplicated per lane so that the collectives each lane issues in Program
+// order never interleave with another lane's on the same communicator. Requests are
+// MPI_Isend/Irecv, MPI_Iallgather(v), MPI_Ireduce_scatter(_block), MPI_Iallreduce and
+// MPI_Ialltoallv (int8 or float); the control plane runs on its own duplicate of MPI_COMM_WORLD.
 // Every MPI call is checked (MPI_CHECK: mpi::MpiError naming the call, file and line); errors
 // are returned, not fatal, on every communicator it creates. Blobs of the control plane travel
 // with mpi::gather_bytes / broadcast_bytes.
@@ -43,6 +45,9 @@ class MpiCommunicator final : public Communicator {
   Request iall_reduce(Channel ch, std::span<float> buffer) override;
   Request iall_reduce(Channel ch, std::span<double> buffer) override;
   Request iall_reduce_max(Channel ch, std::span<float> buffer) override;
+  Request iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) override;
+  Request iall_to_all(Channel ch, TypedSpan send, std::span<const int64_t> send_counts, TypedSpan recv,
+                      std::span<const int64_t> recv_counts) override;
   bool test(Request& r) override;
   void wait(Request& r) override;
 

@@ -4,6 +4,7 @@
 
 #include "core/program/units.hpp"
 #include "core/program/zero.hpp"
+#include "core/spec/plan.hpp"
 #include "executor/errors.hpp"
 #include "executor/zero/ranges.hpp"
 
@@ -39,7 +40,11 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
     offsets_.push_back(elems_);
     elems_ += chunks_.back().size();
   }
-  shard_ = program::shard_elems(elems_, dp_);
+  partition_ = spec::partition_group(prog.plan.zero, dp_);
+  const int64_t h = prog.plan.zero.hpz_group;
+  hpz_ = prog.plan.zero.stage == 3 && h > 1 && h < dp_ ? h : 0;
+  local_ = prog.placement.local_size();
+  shard_ = program::shard_elems(elems_, partition_);
   // the lowering's rule (FSDP flattens every tensor: nothing persists)
   const int64_t threshold = program::persistence_threshold(prog.plan.zero, prog.training.framework_profile());
   for (int64_t c = 0; c < chunk_count(); ++c) {
@@ -64,7 +69,67 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
     allgather_pieces_.push_back(mine ? Range{piece, piece + b.elems} : Range{0, 0});
     if (mine) piece += b.elems;
   }
+  build_qgz(prog);
   check_against(prog);
+}
+
+std::vector<Range> QgzSplit::matrix_ranges() const {
+  std::vector<Range> out;
+  for (const QgzMatrix& m : matrices) out.push_back(m.range());
+  return out;
+}
+
+// Each qgZ bucket's tensors: a matrix (rows > 1) whose elements divide by 2·dp is all-to-all'd,
+// anything else reduce-scattered on its own (program/zero.cpp grad_buckets, the same rule).
+void StageLayout::build_qgz(const program::Program& prog) {
+  qgz_.resize(prog.grad_buckets.size());
+  for (std::size_t b = 0; b < prog.grad_buckets.size(); ++b) {
+    const program::Bucket& bucket = prog.grad_buckets[b];
+    if (bucket.stage != stage_ || bucket.qgz_matrices + bucket.qgz_fallbacks == 0) continue;
+    if (partition_ != dp_) throw ExecutorError(where(stage_) + "qgZ with a shard group smaller than dp");
+    QgzSplit& split = qgz_[b];
+    const int64_t off = chunk_offset(bucket.chunk);
+    for (const TensorSlot& t : chunk(bucket.chunk).tensors()) {
+      if (t.unit < bucket.unit_begin || t.unit >= bucket.unit_end) continue;
+      const Range r{off + t.offset, off + t.offset + t.size()};
+      if (t.rows > 1 && t.size() % (2 * dp_) == 0) {
+        std::vector<Range> parts;  // r ∩ shard d, written so that empty ones keep the tiling's place
+        for (int64_t d = 0; d < dp_; ++d) {
+          parts.push_back({std::clamp(shard(d).begin, r.begin, r.end), std::clamp(shard(d).end, r.begin, r.end)});
+        }
+        try {
+          split.matrices.emplace_back(r, std::move(parts), t.rows, t.cols, local_);
+        } catch (const ExecutorError& e) {
+          throw ExecutorError(where(stage_) + "gradient bucket " + std::to_string(b) + ", " + t.name + ": " + e.what());
+        }
+      } else {
+        split.fallbacks.push_back(r);
+      }
+    }
+  }
+}
+
+bool StageLayout::qgz(int32_t bucket) const {
+  const QgzSplit& s = qgz_.at(static_cast<std::size_t>(bucket));
+  return !s.matrices.empty() || !s.fallbacks.empty();
+}
+
+const QgzSplit& StageLayout::qgz_split(int32_t bucket) const {
+  if (!qgz(bucket)) throw ExecutorError(where(stage_) + "gradient bucket " + std::to_string(bucket) + " is not reduced by qgZ");
+  return qgz_[static_cast<std::size_t>(bucket)];
+}
+
+Range StageLayout::secondary_slice(Range bucket, int64_t j) const {
+  if (hpz_ <= 0) throw ExecutorError(where(stage_) + "no hpZ secondary partition in this plan");
+  const int64_t size = (bucket.size() + hpz_ - 1) / hpz_;
+  const int64_t begin = std::min(bucket.end, bucket.begin + j * size);
+  return {begin, std::min(bucket.end, begin + size)};
+}
+
+std::vector<int64_t> StageLayout::secondary_counts(Range bucket, Range r) const {
+  std::vector<int64_t> out;
+  for (int64_t j = 0; j < hpz_; ++j) out.push_back(intersect(r, secondary_slice(bucket, j)).size());
+  return out;
 }
 
 void StageLayout::check_against(const program::Program& prog) const {
@@ -101,6 +166,22 @@ void StageLayout::check_against(const program::Program& prog) const {
                           std::to_string(bucket.elems) + " and keeps " + std::to_string(bucket.persistent_elems) +
                           " elements in the Program, but the layout has " + std::to_string(r.size() - kept) +
                           " partitioned and " + std::to_string(kept) + " persistent");
+    }
+  }
+  for (std::size_t b = 0; b < prog.grad_buckets.size(); ++b) {
+    const program::Bucket& bucket = prog.grad_buckets[b];
+    if (bucket.stage != stage_ || !qgz(static_cast<int32_t>(b))) continue;
+    const QgzSplit& split = qgz_[b];
+    int64_t elems = 0, groups = 0;
+    for (const QgzMatrix& m : split.matrices) elems += m.range().size(), groups += m.groups();
+    if (static_cast<int64_t>(split.matrices.size()) != bucket.qgz_matrices || elems != bucket.qgz_elems ||
+        groups != bucket.qgz_groups || static_cast<int64_t>(split.fallbacks.size()) != bucket.qgz_fallbacks) {
+      throw ExecutorError(where(stage_) + "gradient bucket " + std::to_string(b) + " all-to-alls " +
+                          std::to_string(bucket.qgz_matrices) + " matrices of " + std::to_string(bucket.qgz_elems) +
+                          " elements in " + std::to_string(bucket.qgz_groups) + " groups and reduce-scatters " +
+                          std::to_string(bucket.qgz_fallbacks) + " tensors in the Program, the layout " +
+                          std::to_string(split.matrices.size()) + ", " + std::to_string(elems) + ", " +
+                          std::to_string(groups) + " and " + std::to_string(split.fallbacks.size()));
     }
   }
   if (pieces != 0 && pieces != elems_) {
@@ -154,7 +235,7 @@ Range StageLayout::tied_table(int32_t unit) const {
 
 std::vector<int64_t> StageLayout::shard_counts(Range r) const {
   std::vector<int64_t> out;
-  for (int64_t i = 0; i < dp_; ++i) out.push_back(intersect(r, shard(i)).size());
+  for (int64_t i = 0; i < partition_; ++i) out.push_back(intersect(r, shard(i)).size());
   return out;
 }
 

@@ -2,12 +2,21 @@
 // how ZeRO cuts that buffer — positions only, no storage (zero/stage_state.hpp owns the buffers).
 //
 //   buffer   the stage's chunks' ParamLayouts end to end (chunk 0 first), N elements, padded
-//            with zeros to dp * S, S = ceil(N / dp) (program::shard_elems)
-//   shard i  positions [i*S, (i+1)*S): what dp rank i updates (ZeRO >= 1) and, with ZeRO-3,
-//            the only non-persistent parameters it keeps between gathers
+//            with zeros to g * S, S = ceil(N / g) (program::shard_elems), g the partition group
+//            (spec::partition_group: zero.shard_group, else dp)
+//   shard i  positions [i*S, (i+1)*S): what the rank at position i of its shard group (its g
+//            consecutive dp ranks, dp index mod g) updates (ZeRO >= 1) and, with ZeRO-3, the only
+//            non-persistent parameters it keeps between gathers; the dp/g replicas of a shard
+//            (the replica group) hold identical copies of it
 //   buckets  a Program bucket's units map to one contiguous range (units are contiguous in a
-//            chunk's layout); its intersections with the shards, in dp order, are the counts of
-//            the all-gather / reduce-scatter that moves it
+//            chunk's layout); its intersections with the shards, in shard order, are the counts of
+//            the all-gather / reduce-scatter that moves it over the partition group
+//   hpZ      (zero.hpz_group = h) a ZeRO-3 bucket's range cut in h consecutive slices of
+//            ceil(size / h): the secondary partition; slice j is what the rank at position j of its
+//            h-group (dp index mod h) keeps after the bucket's first gather of a step
+//   qgZ      (zero.quantized_gradients) a gradient bucket's matrices whose elements divide by 2·dp,
+//            each reduced over its partitions tensor ∩ shard d (zero/qgz.hpp), and the other
+//            tensors, reduce-scattered one by one
 //   persistent (ZeRO-3, dp > 1) tensors below param_persistence_threshold: kept whole on every
 //            rank, their gradients all-reduced and their Adam state replicated
 //   norm-excluded  the tied head's copy of the embedding table on the last stage (pp > 1): its
@@ -15,8 +24,9 @@
 //            gradient norm counts it once, on stage 0; and on tp ranks other than 0 the tensors
 //            every tp rank holds whole (norms, row-parallel biases, positions), counted on tp rank 0
 // Every tp rank of the stage has its own layout of the same shape: its shards of the tensors.
-// Construction checks every size against the Program's (chunk params, bucket elements) so a
-// disagreement between the lowering and the model math is an error, not a silent mismatch.
+// Construction checks every size against the Program's (chunk params, bucket elements, qgZ's
+// split) so a disagreement between the lowering and the model math is an error, not a silent
+// mismatch.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +35,17 @@
 
 #include "core/program/program.hpp"
 #include "executor/model/params.hpp"
+#include "executor/zero/qgz.hpp"
 
 namespace stagecraft::executor {
+
+// qgZ's split of a gradient bucket (Program::collectives_of's all-to-all'd matrices and
+// reduce-scattered fallbacks), in the layout's tensor order.
+struct QgzSplit {
+  std::vector<QgzMatrix> matrices;
+  std::vector<Range> fallbacks;
+  std::vector<Range> matrix_ranges() const;
+};
 
 class StageLayout {
  public:
@@ -36,6 +55,11 @@ class StageLayout {
   int64_t stage() const { return stage_; }
   int64_t dp() const { return dp_; }
   int64_t dp_index() const { return dp_index_; }
+  // The partition group: g ranks (zero.shard_group, else dp), this rank's position in it and which
+  // of the dp/g replicas of its shard it holds.
+  int64_t partition() const { return partition_; }
+  int64_t partition_index() const { return dp_index_ % partition_; }
+  int64_t replica_index() const { return dp_index_ / partition_; }
   int64_t tp_index() const { return tp_index_; }
   int zero_stage() const { return zero_stage_; }
   bool zero3_gathers() const { return zero_stage_ == 3 && dp_ > 1; }
@@ -47,9 +71,10 @@ class StageLayout {
 
   int64_t elems() const { return elems_; }                    // N
   int64_t shard_elems() const { return shard_; }              // S
-  int64_t padded_elems() const { return shard_ * dp_; }       // dp * S
-  Range shard(int64_t dp_index) const { return {dp_index * shard_, (dp_index + 1) * shard_}; }
-  Range own_shard() const { return shard(dp_index_); }
+  int64_t padded_elems() const { return shard_ * partition_; }  // g * S
+  // Shard i of the partition (i < g).
+  Range shard(int64_t i) const { return {i * shard_, (i + 1) * shard_}; }
+  Range own_shard() const { return shard(partition_index()); }
   // What this rank's optimizer updates: its shard (ZeRO >= 1), or the whole buffer (ZeRO-0).
   Range optimizer_range() const { return zero_stage_ >= 1 ? own_shard() : Range{0, padded_elems()}; }
 
@@ -61,8 +86,21 @@ class StageLayout {
   // The embedding table whose gradient the embedding group all-reduces: unit 0's on stage 0,
   // the tied head's copy on the last stage.
   Range tied_table(int32_t unit) const;
-  // |r ∩ shard i| for i = 0 .. dp-1; these pieces tile r in dp order.
+  // |r ∩ shard i| for i = 0 .. g-1; these pieces tile r in the partition group's member order.
   std::vector<int64_t> shard_counts(Range r) const;
+
+  // hpZ: the secondary group's size h (0 without hpZ), slice j of `bucket`, this rank's slice
+  // (j = dp index mod h), and |r ∩ slice j| for j < h (they tile r in the h-group's order).
+  int64_t hpz_group() const { return hpz_; }
+  Range secondary_slice(Range bucket, int64_t j) const;
+  Range own_secondary(Range bucket) const { return secondary_slice(bucket, dp_index_ % hpz_); }
+  std::vector<int64_t> secondary_counts(Range bucket, Range r) const;
+  // Data-parallel ranks of a node (Placement::local_size).
+  int64_t local_group() const { return local_; }
+  // qgZ's split of gradient bucket `bucket`: filled only for a bucket the Program reduces by qgZ
+  // (Bucket::qgz_matrices + qgz_fallbacks > 0).
+  bool qgz(int32_t bucket) const;
+  const QgzSplit& qgz_split(int32_t bucket) const;
 
   const std::vector<Range>& decayed() const { return decayed_; }
   const std::vector<Range>& persistent() const { return persistent_; }
@@ -75,10 +113,13 @@ class StageLayout {
 
  private:
   void check_against(const program::Program& prog) const;
+  void build_qgz(const program::Program& prog);
   int64_t chunk_of_unit(int64_t unit) const;
 
   const program::Program* prog_;
   int64_t stage_ = 0, dp_ = 1, dp_index_ = 0, tp_index_ = 0;
+  int64_t partition_ = 1, hpz_ = 0, local_ = 1;
+  std::vector<QgzSplit> qgz_;              // by gradient bucket; empty for buckets not reduced by qgZ
   int zero_stage_ = 0;
   std::vector<ParamLayout> chunks_;
   std::vector<int64_t> offsets_;

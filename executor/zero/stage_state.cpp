@@ -186,6 +186,8 @@ void StageState::unpack_reduced_grads(const std::vector<Range>& ranges, std::spa
 }
 
 double StageState::owned_grad_norm_sq() {
+  // the dp/g replicas of a shard hold the same reduced gradients: the first replica counts them
+  if (layout_.replica_index() > 0) return 0;
   const Range own = layout_.own_shard();
   double sum = 0;
   for (const Range& r : subtract(subtract(own, layout_.persistent()), layout_.norm_excluded())) {
@@ -303,10 +305,10 @@ void StageState::load_owned_state(std::span<const float> state) {
   if (offload_) mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
 }
 
-void StageState::load_peer_shard(int64_t dp_index, std::span<const float> peer_state) {
-  const Range r = layout_.shard(dp_index);
+void StageState::load_peer_shard(int64_t shard, std::span<const float> peer_state) {
+  const Range r = layout_.shard(shard);
   if (static_cast<int64_t>(peer_state.size()) < r.size()) {
-    throw CheckpointError("stage " + std::to_string(layout_.stage()) + ": dp rank " + std::to_string(dp_index) +
+    throw CheckpointError("stage " + std::to_string(layout_.stage()) + ": the owner of shard " + std::to_string(shard) +
                           "'s checkpoint holds fewer values than its shard of " + std::to_string(r.size()));
   }
   mem_.upload(peer_state.first(at(r.size())), params_.subspan(at(r.begin), at(r.size())));

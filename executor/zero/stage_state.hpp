@@ -64,7 +64,8 @@ class StageState {
   void zero_grads();
   // Sum of squared gradients this rank owns for the global norm: its shard (ZeRO-0: its slice
   // of the all-reduced buffer), persistent tensors counted by their shard's owner, the tied
-  // head's copy of the embedding table left out.
+  // head's copy of the embedding table left out; 0 on every replica of a shard but the first
+  // (hierarchical partitions: StageLayout::replica_index).
   double owned_grad_norm_sq();
   // AdamW on optimizer_range() (and the persistent tensors), gradients scaled by clip_scale.
   void optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale);
@@ -79,8 +80,9 @@ class StageState {
   // Parameters of optimizer_range(), Adam m and v, then the persistent tensors' values, m and v.
   std::vector<float> owned_state();
   void load_owned_state(std::span<const float> state);
-  // ZeRO 1-2: a dp peer's shard of parameters, from its checkpoint (first values of its state).
-  void load_peer_shard(int64_t dp_index, std::span<const float> peer_state);
+  // ZeRO 1-2: shard `shard` of the parameters (a peer of the partition group holds it), from its
+  // owner's checkpoint (first values of its state).
+  void load_peer_shard(int64_t shard, std::span<const float> peer_state);
   int64_t owned_state_elems() const;
 
   const StageLayout& layout() const { return layout_; }

@@ -1,7 +1,9 @@
 // MpiCommunicator over 4 ranks, nccl-tests style: inputs exactly representable, so every
 // collective's output is checked for exact equality — uneven all-gather and reduce-scatter
 // (ZeRO buckets straddle shards), in-place all-reduce in float and double, the embedding group,
-// point-to-point between pipeline stages, and the control plane.
+// point-to-point between pipeline stages, the control plane, hierarchical ZeRO's data-parallel
+// subgroups and the typed (int8 / fp32) all-gather and all-to-all of ZeRO++'s quantized payloads.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -89,6 +91,80 @@ TEST(MpiCommunicator, ControlPlane) {
     EXPECT_TRUE(blobs.empty());
   }
   EXPECT_EQ(comm.broadcast_from_root(comm.rank() == 0 ? "plan" : ""), "plan");
+}
+
+// dp 4 in shard groups of 2 ({0,1}, {2,3}), one dp rank a node: each subgroup's members, in
+// increasing world rank, by summing each member's 2^rank.
+TEST(MpiCommunicator, DataParallelSubgroupsHaveThePlacementsMembers) {
+  Placement pl{1, 1, 4};
+  pl.inner = 2;
+  pl.local = 1;
+  MpiCommunicator comm(pl);
+  const int64_t me = comm.rank();
+  for (Group g : {Group::kDpShard, Group::kDpReplica, Group::kDpLocal, Group::kDpCross, Group::kDpShardCross}) {
+    const std::vector<int64_t> members = pl.group_members(g, me);
+    std::vector<float> bits = {float(1 << me)};
+    for (Lane lane : {Lane::kDpGather, Lane::kDpReduce, Lane::kDpReplica}) {
+      std::vector<float> v = bits;
+      Request r = comm.iall_reduce({g, lane}, v);
+      comm.wait(r);
+      float want = 0;
+      for (int64_t m : members) want += float(1 << m);
+      EXPECT_EQ(v[0], want) << program::to_string(g) << " " << program::to_string(lane);
+    }
+    EXPECT_EQ(comm.group_size(g), static_cast<int64_t>(members.size())) << program::to_string(g);
+    const auto pos = std::find(members.begin(), members.end(), me) - members.begin();
+    EXPECT_EQ(comm.group_rank(g), pos) << program::to_string(g);
+  }
+  // kDpShard {0,1}/{2,3}; kDpReplica {0,2}/{1,3}; kDpLocal one rank; kDpCross every rank; kDpShardCross the shard group
+  EXPECT_EQ(comm.group_size(Group::kDpShard), 2);
+  EXPECT_EQ(comm.group_size(Group::kDpCross), 4);
+}
+
+// Typed collectives: an uneven int8 all-gather and fp32 all-gather in place, an uneven int8
+// all-to-all (rank r sends r + 1 + i bytes of value 10r + i to member i) and a float one.
+TEST(MpiCommunicator, TypedAllGatherAndAllToAllAreExact) {
+  Placement pl{1, 1, 4};
+  pl.local = 2;
+  MpiCommunicator comm(pl);
+  const int64_t me = comm.rank();
+  const std::vector<int64_t> counts = {2, 0, 1, 3};
+  std::vector<int8_t> bytes(6, -1);
+  int64_t first = 0;
+  for (int64_t i = 0; i < me; ++i) first += counts[static_cast<std::size_t>(i)];
+  for (int64_t k = 0; k < counts[static_cast<std::size_t>(me)]; ++k) bytes[static_cast<std::size_t>(first + k)] = int8_t(10 * me + k);
+  Request g = comm.iall_gather_typed({Group::kDp, Lane::kDpGather}, std::span<int8_t>(bytes), counts);
+  std::vector<float> scales(4, -1.0f);
+  scales[static_cast<std::size_t>(me)] = 0.5f * float(me);
+  Request gs = comm.iall_gather_typed({Group::kDp, Lane::kDpReduce}, std::span<float>(scales), std::vector<int64_t>(4, 1));
+  comm.wait(g);
+  comm.wait(gs);
+  EXPECT_EQ(bytes, (std::vector<int8_t>{0, 1, 20, 30, 31, 32}));
+  EXPECT_EQ(scales, (std::vector<float>{0.0f, 0.5f, 1.0f, 1.5f}));
+
+  std::vector<int64_t> send_counts, recv_counts;
+  std::vector<int8_t> send;
+  for (int64_t i = 0; i < 4; ++i) {
+    send_counts.push_back(me + 1 + i);
+    recv_counts.push_back(i + 1 + me);  // member i sends i + 1 + me to me
+    for (int64_t k = 0; k < me + 1 + i; ++k) send.push_back(int8_t(10 * me + i));
+  }
+  std::vector<int8_t> recv(static_cast<std::size_t>(4 * (me + 1) + 6), -1);
+  Request a = comm.iall_to_all({Group::kDp, Lane::kDpReduce}, std::span<int8_t>(send), send_counts, std::span<int8_t>(recv),
+                               recv_counts);
+  comm.wait(a);
+  std::vector<int8_t> want;
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t k = 0; k < i + 1 + me; ++k) want.push_back(int8_t(10 * i + me));
+  }
+  EXPECT_EQ(recv, want);
+  // over the node (kDpLocal: {0,1}, {2,3}): one float each way
+  std::vector<float> out = {float(me), float(me) + 0.5f}, in(2, -1.0f);
+  Request f = comm.iall_to_all({Group::kDpLocal, Lane::kDpReduce}, std::span<float>(out), std::vector<int64_t>{1, 1},
+                               std::span<float>(in), std::vector<int64_t>{1, 1});
+  comm.wait(f);
+  const int64_t base = me - me % 2, pos = me % 2;
+  EXPECT_EQ(in, (std::vector<float>{float(base) + 0.5f * float(pos), float(base + 1) + 0.5f * float(pos)}));
 }
 
 TEST(MpiCommunicator, RejectsAPlacementOfAnotherSize) {

@@ -22,6 +22,7 @@
 #include "executor/errors.hpp"
 #include "executor/model_params.hpp"
 #include "executor/runner.hpp"
+#include "harness.hpp"
 #include "plans.hpp"
 
 namespace stagecraft::executor {
@@ -30,74 +31,14 @@ namespace {
 constexpr int kSteps = 5;
 constexpr double kTolerance = 1e-5;
 
-struct Outcome {
-  std::vector<double> losses;
-  ModelParams params;
-};
-
-program::Program lower(const test::PlanSpec& spec, const spec::Model& model = test::tiny_model()) {
-  return program::lower(model, test::tiny_training(spec.framework), test::make_plan(spec));
-}
-
-Corpus corpus_for(const program::Program& prog) { return Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 11); }
-
-Outcome train(Runner& runner, int steps) {
-  Outcome out;
-  for (int s = 0; s < steps; ++s) out.losses.push_back(runner.step().loss);
-  out.params = gather_model_params(runner);
-  return out;
-}
-
-Outcome run_distributed(const test::PlanSpec& spec, int steps, const spec::Model& model = test::tiny_model()) {
-  const program::Program prog = lower(spec, model);
-  const Corpus corpus = corpus_for(prog);
-  MpiCommunicator comm(prog.placement);
-  Runner runner(prog, comm, corpus, {});
-  return train(runner, steps);
-}
-
-Outcome run_single_rank(int steps, const spec::Model& model = test::tiny_model()) {
-  const program::Program prog = lower(test::reference_plan(), model);
-  const Corpus corpus = corpus_for(prog);
-  LocalCommunicator comm;
-  Runner runner(prog, comm, corpus, {});
-  return train(runner, steps);
-}
-
-struct Errors {
-  double loss = 0;     // largest relative loss difference over the steps
-  double params = 0;   // ||p - ref|| / ||ref||
-  double tied = 0;     // ||copy - table|| / ||table|| of the tied embedding copy
-  bool nan = false;
-};
-
-double relative_norm(const std::vector<float>& a, const std::vector<float>& b, bool& nan) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    if (std::isnan(a[i])) nan = true;
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-Errors compare(const Outcome& got, const Outcome& ref, const spec::Model& model) {
-  Errors e;
-  for (std::size_t s = 0; s < ref.losses.size(); ++s) {
-    const double d = std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]);
-    if (!(d <= e.loss)) e.loss = d;  // a NaN loss is the worst error
-    if (std::isnan(got.losses[s])) e.nan = true;
-  }
-  e.params = relative_norm(got.params.values, ref.params.values, e.nan);
-  if (!got.params.tied_copy.empty()) {
-    const ParamLayout layout(model);  // named: find() returns a reference into it
-    const TensorSlot& wte = layout.find("embedding.wte");
-    const std::vector<float> table(got.params.values.begin() + wte.offset,
-                                   got.params.values.begin() + wte.offset + wte.size());
-    e.tied = relative_norm(got.params.tied_copy, table, e.nan);
-  }
-  return e;
-}
+using test::compare;
+using test::corpus_for;
+using test::Errors;
+using test::lower;
+using test::Outcome;
+using test::run_distributed;
+using test::run_single_rank;
+using test::train;
 
 TEST(MpiEquivalence, EveryPlanMatchesTheSingleRankRun) {
   int rank = 0;
@@ -216,6 +157,13 @@ class CountingCommunicator final : public Communicator {
   Request iall_reduce(Channel ch, std::span<float> b) override { return inner_.iall_reduce(ch, b); }
   Request iall_reduce(Channel ch, std::span<double> b) override { return inner_.iall_reduce(ch, b); }
   Request iall_reduce_max(Channel ch, std::span<float> b) override { return inner_.iall_reduce_max(ch, b); }
+  Request iall_gather_typed(Channel ch, TypedSpan b, std::span<const int64_t> counts) override {
+    return inner_.iall_gather_typed(ch, b, counts);
+  }
+  Request iall_to_all(Channel ch, TypedSpan send, std::span<const int64_t> sc, TypedSpan recv,
+                      std::span<const int64_t> rc) override {
+    return inner_.iall_to_all(ch, send, sc, recv, rc);
+  }
   bool test(Request& r) override { return inner_.test(r); }
   void wait(Request& r) override { inner_.wait(r); }
   void barrier() override { inner_.barrier(); }
@@ -303,6 +251,13 @@ TEST(MpiCheckpoint, ResumeIsBitForBitUnderEveryZeroStage) {
 TEST(MpiCheckpoint, ResumeIsBitForBitWithTensorParallelism) {
   expect_resume_is_exact({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .sequence_parallel = true});
   expect_resume_is_exact({.tp = 2, .pp = 2, .micro_batches = 8, .zero = 1});
+}
+
+// Shard groups (ZeRO 1-2 read the other shards of their group from its members' files):
+// Megatron-LM's optimizer instances and FSDP's _HYBRID_SHARD_ZERO2, 2 ranks a group over dp 4.
+TEST(MpiCheckpoint, ResumeIsBitForBitWithShardGroups) {
+  expect_resume_is_exact({.dp = 4, .micro_batches = 2, .zero = 1, .framework = spec::Framework::kMegatron, .shard_group = 2});
+  expect_resume_is_exact({.dp = 4, .micro_batches = 2, .zero = 2, .framework = spec::Framework::kFsdp, .shard_group = 2});
 }
 
 TEST(MpiCheckpoint, RejectsAnotherPlanAndACorruptFile) {

@@ -31,6 +31,13 @@ struct PlanSpec {
   bool overlap_p2p = false;           // sends overlap the next compute (else it waits for them)
   bool sequence_parallel = false;
   spec::Framework framework = spec::Framework::kDeepSpeed;  // training.json "framework"
+  // hierarchical and quantized ZeRO (plan.json zero.*; 0 / "" / false: unset)
+  int shard_group = 0;
+  std::string replica_sync{};         // "micro_batch" or "step"; "": the framework's rule
+  bool hierarchical_gather = false;
+  int hpz_group = 0;
+  int local_group = 0;
+  bool qwz = false, qgz = false;
 
   std::string name() const {
     std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) + "pp" + std::to_string(pp) + "-dp" +
@@ -45,6 +52,13 @@ struct PlanSpec {
     if (overlap_p2p) s += "-p2p-overlap";
     if (sequence_parallel) s += "-sp";
     if (framework != spec::Framework::kDeepSpeed) s += std::string("-") + spec::to_string(framework);
+    if (shard_group > 0) s += "-shard" + std::to_string(shard_group);
+    if (!replica_sync.empty()) s += "-sync-" + replica_sync;
+    if (hierarchical_gather) s += "-hgather";
+    if (hpz_group > 0) s += "-hpz" + std::to_string(hpz_group);
+    if (local_group > 0) s += "-local" + std::to_string(local_group);
+    if (qwz) s += "-qwz";
+    if (qgz) s += "-qgz";
     return s;
   }
 };
@@ -67,6 +81,13 @@ inline spec::Plan make_plan(const PlanSpec& s) {
                          {"offload_optimizer", s.offload ? "cpu" : "none"},
                          {"keep_gathered_across_microbatches", s.keep_gathered}};
   if (s.overlap >= 0) zero["overlap_comm"] = s.overlap == 1;
+  if (s.shard_group > 0) zero["shard_group"] = s.shard_group;
+  if (!s.replica_sync.empty()) zero["replica_sync"] = s.replica_sync;
+  if (s.hierarchical_gather) zero["hierarchical_gather"] = true;
+  if (s.hpz_group > 0) zero["hpz_group"] = s.hpz_group;
+  if (s.local_group > 0) zero["local_group"] = s.local_group;
+  if (s.qwz) zero["quantized_weights"] = true;
+  if (s.qgz) zero["quantized_gradients"] = true;
   const nlohmann::json j = {{"tp", s.tp},
                             {"pp", s.pp},
                             {"dp", s.dp},

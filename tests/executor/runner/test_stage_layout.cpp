@@ -110,5 +110,77 @@ TEST(StageLayout, Zero3KeepsSmallTensorsWhole) {
   EXPECT_TRUE(clip(l.persistent(), qkv_b).empty());
 }
 
+// A shard group of 2 over dp 4 (MiCS, hybrid sharding): the buffer is cut in 2 shards, dp ranks d
+// and d + 2 hold the same one (d mod 2), and a bucket's counts are the group's 2.
+TEST(StageLayout, ShardGroupsPartitionOverTheirRanksAndReplicasHoldTheSameShard) {
+  const program::Program prog = program::lower(test::tiny_model(), test::tiny_training(),
+                                               test::make_plan({.dp = 4, .micro_batches = 2, .zero = 3, .shard_group = 2}));
+  for (int64_t d = 0; d < 4; ++d) {
+    const StageLayout l(prog, 0, d, 0);
+    EXPECT_EQ(l.partition(), 2);
+    EXPECT_EQ(l.partition_index(), d % 2);
+    EXPECT_EQ(l.replica_index(), d / 2);
+    EXPECT_EQ(l.shard_elems(), (l.elems() + 1) / 2);
+    EXPECT_EQ(l.own_shard().begin, (d % 2) * l.shard_elems());
+    EXPECT_EQ(l.padded_elems(), 2 * l.shard_elems());
+    for (const program::Bucket& b : prog.grad_buckets) {
+      const Range r = l.units(b.chunk, b.unit_begin, b.unit_end);
+      const std::vector<int64_t> counts = l.shard_counts(r);
+      ASSERT_EQ(counts.size(), 2u);
+      EXPECT_EQ(counts[0] + counts[1], r.size());
+    }
+  }
+}
+
+// hpZ over 2 of dp 4: the primary partition stays over 4; a bucket's secondary slices are its 2
+// halves (the first ⌈n/2⌉), rank d keeping slice d mod 2, and they tile any piece of it.
+TEST(StageLayout, HpzSlicesABucketInHalvesForItsSecondaryGroup) {
+  const program::Program prog = program::lower(test::tiny_model(), test::tiny_training(),
+                                               test::make_plan({.dp = 4, .micro_batches = 2, .zero = 3, .hpz_group = 2}));
+  const StageLayout l(prog, 0, 3, 0);
+  EXPECT_EQ(l.partition(), 4);
+  EXPECT_EQ(l.hpz_group(), 2);
+  const Range r = l.param_bucket(1);
+  const int64_t half = (r.size() + 1) / 2;
+  EXPECT_EQ(l.secondary_slice(r, 0).begin, r.begin);
+  EXPECT_EQ(l.secondary_slice(r, 0).end, r.begin + half);
+  EXPECT_EQ(l.secondary_slice(r, 1).end, r.end);
+  EXPECT_EQ(l.own_secondary(r).begin, r.begin + half);  // d = 3: slice 1
+  EXPECT_EQ(l.secondary_counts(r, r), (std::vector<int64_t>{half, r.size() - half}));
+  EXPECT_EQ(l.secondary_counts(r, {r.begin + 1, r.begin + 3}), (std::vector<int64_t>{2, 0}));
+}
+
+// qgZ over dp 4: each gradient bucket splits into the matrices whose elements divide by 8 (each
+// partitioned by the shards: part d = tensor ∩ shard d) and the other tensors; together they are
+// the bucket. (The constructor checks the counts against the Program's.)
+TEST(StageLayout, QgzSplitsABucketIntoPartitionedMatricesAndFallbacks) {
+  const program::Program prog = program::lower(
+      test::tiny_model(), test::tiny_training(),
+      test::make_plan({.dp = 4, .micro_batches = 2, .zero = 3, .local_group = 2, .qgz = true}));
+  const StageLayout l(prog, 0, 1, 0);
+  int64_t matrices = 0;
+  for (int32_t b = 0; b < static_cast<int32_t>(prog.grad_buckets.size()); ++b) {
+    ASSERT_TRUE(l.qgz(b));
+    const QgzSplit& split = l.qgz_split(b);
+    int64_t covered = 0;
+    for (const QgzMatrix& m : split.matrices) {
+      EXPECT_EQ(m.range().size() % 8, 0);
+      EXPECT_EQ(m.local(), 2);
+      for (int64_t d = 0; d < 4; ++d) {
+        const Range want = intersect(m.range(), l.shard(d));
+        EXPECT_EQ(m.part(d).size(), want.size());
+        if (want.size() > 0) {
+          EXPECT_EQ(m.part(d).begin, want.begin);
+        }
+      }
+      covered += m.range().size();
+      ++matrices;
+    }
+    for (const Range& f : split.fallbacks) covered += f.size();
+    EXPECT_EQ(covered, l.grad_bucket(b).size());
+  }
+  EXPECT_GT(matrices, 0);
+}
+
 }  // namespace
 }  // namespace stagecraft::executor
