@@ -211,7 +211,7 @@ nlohmann::json search_json(const SizeRun& s, const std::optional<planner::Baseli
     const planner::Evaluated& e = s.result.top[i];
     j["plans"][i]["cost"] = sim::to_json(sim::run_cost(s.cluster, s.gpus, tokens_per_step, e.metrics.step_time_s, budget));
     if (record) j["plans"][i]["model_error"] = sim::to_json(sim::model_error(*record, s.space->training().framework, e.plan.zero.stage,
-                                                                                    s.cluster.gpu.name));
+                                                                                    s.cluster.gpu.name, spec::across_nodes_class(e.plan.zero, e.plan.dp)));
   }
   for (const planner::RowErrorBars& b : s.bars) {
     if (b.bars.empty() || b.index >= j["plans"].size()) continue;

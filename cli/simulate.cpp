@@ -29,6 +29,35 @@ namespace stagecraft::cli {
 
 namespace {
 
+// What the plan's ZeRO runs across nodes (docs/program.md), in words; empty for plain ZeRO.
+std::string across_nodes_text(const spec::Plan& p, spec::Framework f) {
+  const spec::ZeroConfig& z = p.zero;
+  std::vector<std::string> parts;
+  const std::string dp = std::to_string(p.dp);
+  if (spec::hierarchical(z, p.dp)) {
+    const char* who = f == spec::Framework::kDeepSpeed ? "MiCS" : f == spec::Framework::kMegatron ? "optimizer instances" : "hybrid sharding";
+    parts.push_back(std::string(who) + ": model states sharded over " + std::to_string(z.shard_group) + " of the " + dp +
+                    " data-parallel ranks, replicas all-reduced " +
+                    (spec::replica_sync(z, f) == spec::ReplicaSync::kStep ? "once a step" : "after every reduce-scatter") +
+                    (z.hierarchical_gather ? ", gathers across nodes then inside each" : ""));
+  }
+  if (z.hpz_group > 1 && z.hpz_group < p.dp) {
+    parts.push_back(f == spec::Framework::kFsdp2 ? "reshard_after_forward=" + std::to_string(z.hpz_group) + ": the backward gathers over " +
+                                                       std::to_string(z.hpz_group) + " ranks"
+                                                 : "hpZ: gathers after a bucket's first of the step over " + std::to_string(z.hpz_group) +
+                                                       " ranks (a secondary copy)");
+  }
+  if (z.quantized_weights.on()) parts.push_back("qwZ: int8 weights on the wire");
+  if (z.quantized_gradients.on()) {
+    parts.push_back(z.local_group > 0 && z.local_group < p.dp ? "qgZ: int4 gradients, all-to-all inside each node then across"
+                                                              : "qgZ: off on one node, as DeepSpeed runs it");
+  }
+  std::string out;
+  for (const std::string& s : parts) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
+
 struct SimulateArgs {
   std::string model, cluster, training, plan, trace, deepspeed, png;
   int64_t nodes = 0;
@@ -106,7 +135,9 @@ int run_simulate(const SimulateArgs& a) {
   // What published runs of this framework and ZeRO class measured against their simulation.
   const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record();
   const std::optional<sim::ModelError> model_error =
-      record ? std::optional(sim::model_error(*record, prog.training.framework, prog.plan.zero.stage, c.gpu.name)) : std::nullopt;
+      record ? std::optional(sim::model_error(*record, prog.training.framework, prog.plan.zero.stage, c.gpu.name,
+                                                     spec::across_nodes_class(prog.plan.zero, prog.plan.dp)))
+             : std::nullopt;
   // The attention the simulation timed: a fused kernel of the GPU profile, or unfused.
   const spec::AttentionKernel* kernel = sim::attention_kernel(c, prog.training);
   // ZeRO-3's gathers and the gradient reductions: one NCCL communicator (taking turns) or one each,
@@ -154,6 +185,10 @@ int run_simulate(const SimulateArgs& a) {
                                prog.training.attention + "\")"
                          : std::string("unfused: score GEMMs and softmax passes, scores kept for the backward"))
               << "\n";
+    if (const std::string across = across_nodes_text(prog.plan, prog.training.framework); !across.empty()) {
+      std::cout << "across nodes " << across << "; a GPU sends " << text::short_bytes(r.metrics.dp_internode_bytes)
+                << " of data-parallel traffic to other nodes per micro-batch\n";
+    }
     if (communicator) {
       std::cout << "collectives ZeRO-3's parameter gathers and gradient reductions "
                 << (communicator->shared ? "share one NCCL communicator and take turns: " : "have a communicator each, side by side: ")

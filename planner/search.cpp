@@ -640,18 +640,19 @@ std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, cons
 
 std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, spec::Framework framework,
                                            const sim::ValidationRecord& record, const std::string& gpu) {
-  std::vector<std::pair<bool, std::string>> classes;  // (ZeRO-3, the rows "1, 2, 4"), in order of first row
+  // (ZeRO-3, class across nodes) -> the rows "1, 2, 4", in order of first row
+  std::vector<std::pair<std::pair<bool, std::string>, std::string>> classes;
   for (std::size_t i = 0; i < std::min<std::size_t>(top.size(), 5); ++i) {
-    const bool zero3 = top[i].plan.zero.stage == 3;
-    auto it = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return c.first == zero3; });
-    if (it == classes.end()) it = classes.insert(classes.end(), {zero3, ""});
+    const std::pair<bool, std::string> cls{top[i].plan.zero.stage == 3, spec::across_nodes_class(top[i].plan.zero, top[i].plan.dp)};
+    auto it = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return c.first == cls; });
+    if (it == classes.end()) it = classes.insert(classes.end(), {cls, ""});
     it->second += (it->second.empty() ? "" : ", ") + std::to_string(i + 1);
   }
   std::vector<std::string> lines;
   if (classes.empty()) return lines;
   lines.push_back("Model error, measured on published runs of the framework:");
-  for (const auto& [zero3, rows] : classes) {
-    const sim::ModelError e = sim::model_error(record, framework, zero3 ? 3 : 0, gpu);
+  for (const auto& [cls, rows] : classes) {
+    const sim::ModelError e = sim::model_error(record, framework, cls.first ? 3 : 0, gpu, cls.second);
     lines.push_back(std::string("  ") + (rows.find(',') == std::string::npos ? "row " : "rows ") + rows + ": " +
                     sim::model_error_text(e) + ".");
   }

@@ -104,7 +104,8 @@ def update_record(path, set_name, entries, check):
     if check:
         stale = len(old) != len(entries) or any(
             a["id"] != b["id"] or abs(a["measured_over_simulated"] - b["measured_over_simulated"]) > 2e-3 or
-            a["framework"] != b["framework"] or a["zero_stage"] != b["zero_stage"] for a, b in zip(old, entries))
+            a["framework"] != b["framework"] or a["zero_stage"] != b["zero_stage"] or
+            a.get("variant", "") != b.get("variant", "") for a, b in zip(old, entries))
         if stale:
             print(f"{path}: the {set_name} runs differ from this simulation; rerun the script without "
                   "--check-record to rewrite them", file=sys.stderr)

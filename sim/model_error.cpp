@@ -30,6 +30,7 @@ CheckedRun run_from_json(const nlohmann::json& j, const std::string& file, const
   const int64_t stage = r.integer("zero_stage");
   if (stage < 0 || stage > 3) r.fail_value("zero_stage", "a ZeRO stage, 0 to 3");
   run.zero_stage = static_cast<int>(stage);
+  run.variant = r.choice_or("variant", {"", "zeropp", "shard"}, "");
   run.measured_over_simulated = r.number("measured_over_simulated");
   if (!std::isfinite(run.measured_over_simulated) || run.measured_over_simulated <= 0) {
     r.fail_value("measured_over_simulated", "a positive ratio of step times");
@@ -75,15 +76,16 @@ std::string gpu_family(const std::string& gpu_name) { return gpu_name.substr(0, 
 
 namespace {
 // The runs of `framework` and the ZeRO class of `zero_stage`; of GPU family `family` only, unless empty.
-ModelError of_framework(const ValidationRecord& record, spec::Framework framework, int zero_stage,
+ModelError of_framework(const ValidationRecord& record, spec::Framework framework, int zero_stage, const std::string& variant,
                         const std::string& family_only = "") {
   ModelError e;
   e.framework = framework;
   e.zero3 = zero_stage == 3;
+  e.variant = variant;
   e.record = record.file;
   std::vector<double> r;
   for (const CheckedRun& run : record.runs) {
-    if (run.framework != framework || (run.zero_stage == 3) != e.zero3) continue;
+    if (run.framework != framework || (run.zero_stage == 3) != e.zero3 || run.variant != variant) continue;
     const std::string family = gpu_family(run.gpu);
     if (!family_only.empty() && family != family_only) continue;
     e.run_ids.push_back(run.set + "/" + run.id);
@@ -109,26 +111,29 @@ ModelError of_framework(const ValidationRecord& record, spec::Framework framewor
 }
 }  // namespace
 
-ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage, const std::string& plan_gpu) {
-  ModelError e = of_framework(record, framework, zero_stage);
+ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage, const std::string& plan_gpu,
+                       const std::string& variant) {
+  ModelError e = of_framework(record, framework, zero_stage, variant);
   e.plan_gpu_family = gpu_family(plan_gpu);
   if (e.runs() > 0) {
     if (!e.plan_gpu_family.empty()) {
-      ModelError same = of_framework(record, framework, zero_stage, e.plan_gpu_family);
+      ModelError same = of_framework(record, framework, zero_stage, variant, e.plan_gpu_family);
       if (same.runs() > 0) e.same_gpu.push_back(std::move(same));
     }
     return e;
   }
   for (spec::Framework other : spec::kFrameworks) {
     if (other == framework) continue;
-    ModelError o = of_framework(record, other, zero_stage);
+    ModelError o = of_framework(record, other, zero_stage, variant);
     if (o.runs() > 0) e.other_frameworks.push_back(std::move(o));
   }
   return e;
 }
 
 namespace {
-std::string zero_class(const ModelError& e) { return e.zero3 ? "ZeRO-3" : "ZeRO 0-2"; }
+std::string zero_class(const ModelError& e) {
+  return std::string(e.zero3 ? "ZeRO-3" : "ZeRO 0-2") + (e.variant == "zeropp" ? " with ZeRO++" : e.variant == "shard" ? " sharded in groups" : "");
+}
 }  // namespace
 
 std::string model_error_text(const ModelError& e) {

@@ -20,7 +20,9 @@
 // as one family's runs can sit apart from another's (docs/validation.md), and a family with no
 // checked run is named as such. It is what the record measured, not a confidence interval: a plan
 // unlike every checked run (another GPU, scale or model) may fall outside it, and a framework with
-// no checked run says so (runs = 0).
+// no checked run says so (runs = 0). ZeRO across nodes is a class of its own: a run with a
+// "variant" ("zeropp": hpZ, qwZ or qgZ; "shard": MiCS, hybrid sharding, optimizer instances;
+// spec::across_nodes_class) speaks only to plans of that variant, a plain plan only to plain runs.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,7 @@ struct CheckedRun {
   int64_t gpus = 0;
   int zero_stage = 0;
   double measured_over_simulated = 1;  // r above
+  std::string variant;                 // ZeRO across nodes ("zeropp", "shard"), empty for plain
 };
 
 struct ValidationRecord {
@@ -60,6 +63,7 @@ std::string bundled_validation_record_path();
 struct ModelError {
   spec::Framework framework = spec::Framework::kDeepSpeed;
   bool zero3 = false;
+  std::string variant;               // the plan's class of ZeRO across nodes, empty for plain
   std::string record;                // the file the runs come from
   std::vector<std::string> run_ids;  // "set/id" of each matching run
   double low = 0, median = 0, high = 0;  // of r over the matching runs; 0 when there are none
@@ -80,8 +84,9 @@ struct ModelError {
 // The family of a GPU name: up to its first space or '-' ("A100-SXM4-80GB" and "A100 80GB": "A100").
 std::string gpu_family(const std::string& gpu_name);
 // `plan_gpu`: the plan's GPU name (the cluster's gpu.name), or empty for every GPU alike.
+// `variant`: the plan's spec::across_nodes_class.
 ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage,
-                       const std::string& plan_gpu = "");
+                       const std::string& plan_gpu = "", const std::string& variant = "");
 
 // One line for text output: what the matching runs measured, or that there are none.
 std::string model_error_text(const ModelError& e);

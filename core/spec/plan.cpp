@@ -390,6 +390,11 @@ json to_json(const Plan& p) {
   return j;
 }
 
+std::string across_nodes_class(const ZeroConfig& z, int64_t dp) {
+  if ((z.hpz_group > 1 && z.hpz_group < dp) || z.quantized_weights.on() || z.quantized_gradients.on()) return "zeropp";
+  return hierarchical(z, dp) ? "shard" : "";
+}
+
 std::string zero_variant(const ZeroConfig& z, int64_t dp) {
   std::string out;
   if (hierarchical(z, dp)) out += " shard" + n(z.shard_group);

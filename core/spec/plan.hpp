@@ -128,6 +128,9 @@ nlohmann::json to_json(const ZeroConfig& z);
 const char* to_string(Schedule s);
 const char* to_string(Recompute r);
 const char* to_string(Offload o);
+// The class of ZeRO across nodes a plan's model error is measured on (sim/model_error.hpp):
+// "zeropp" with hpZ, qwZ or qgZ, "shard" with a shard group smaller than dp, else "".
+std::string across_nodes_class(const ZeroConfig& z, int64_t dp);
 // The hierarchical and quantized ZeRO choices as summary() writes them (" shard8 hpz8 qwz qgz"),
 // empty for plain ZeRO.
 std::string zero_variant(const ZeroConfig& z, int64_t dp);

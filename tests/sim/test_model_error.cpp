@@ -136,6 +136,25 @@ TEST(ModelError, AnEvenNumberOfRunsTakesTheMeanOfTheMiddleTwo) {
   std::filesystem::remove(path);
 }
 
+TEST(ModelError, RunsOfZeroAcrossNodesSpeakOnlyToPlansOfTheirVariant) {
+  // a plain deepspeed ZeRO-3 run (r 1.2) and two ZeRO++ runs (r 2.0, 1.5)
+  const std::string path = write("variant.json", R"({"runs": [
+    {"set": "s", "id": "1", "framework": "deepspeed", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 1.2},
+    {"set": "s", "id": "2", "framework": "deepspeed", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 2.0, "variant": "zeropp"},
+    {"set": "s", "id": "3", "framework": "deepspeed", "gpus": 8, "zero_stage": 3, "measured_over_simulated": 1.5, "variant": "zeropp"}]})");
+  const ValidationRecord record = read_validation_record(path);
+  const ModelError plain = model_error(record, spec::Framework::kDeepSpeed, 3);
+  EXPECT_EQ(plain.runs(), 1u);
+  EXPECT_DOUBLE_EQ(plain.median, 1.2);
+  const ModelError zeropp = model_error(record, spec::Framework::kDeepSpeed, 3, "", "zeropp");
+  EXPECT_EQ(zeropp.runs(), 2u);
+  EXPECT_DOUBLE_EQ(zeropp.median, (1.5 + 2.0) / 2);
+  EXPECT_NE(model_error_text(zeropp).find("ZeRO-3 with ZeRO++"), std::string::npos) << model_error_text(zeropp);
+  // no sharded run: none, and no other framework has one either
+  EXPECT_EQ(model_error(record, spec::Framework::kDeepSpeed, 3, "", "shard").runs(), 0u);
+  std::filesystem::remove(path);
+}
+
 TEST(ModelError, FromFourRunsTheMiddleHalfIsTheMediansOfTheHalves) {
   // r = 2.0, 1.0, 1.6, 1.3, 1.1: sorted 1.0 1.1 | 1.3 | 1.6 2.0, the middle value in neither half:
   // q1 = (1.0 + 1.1) / 2, q3 = (1.6 + 2.0) / 2, median 1.3.
