@@ -52,7 +52,7 @@ struct SearchArgs {
   std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
   int64_t max_micro_batch = 0;
   std::vector<int> zero;
-  std::vector<std::string> schedule, recompute, sequence_parallel, offload, split, overlap_comm;
+  std::vector<std::string> schedule, recompute, sequence_parallel, offload, split, overlap_comm, zero_variant;
   std::vector<double> reduce_bucket, prefetch_bucket, max_live;
   TrainingArgs training_args;
   CostArgs cost_args;
@@ -114,6 +114,9 @@ planner::SpaceLimits limits_of(const SearchArgs& a) {
   l.recompute = parse_enum(a.recompute, "--recompute", names_of(spec::kRecomputes));
   l.sequence_parallel = parse_enum<int>(a.sequence_parallel, "--sequence-parallel", {{"off", 0}, {"on", 1}});
   l.offload = parse_enum(a.offload, "--offload", names_of(spec::kOffloads));
+  std::vector<std::pair<std::string, planner::ZeroVariant>> variants;
+  for (planner::ZeroVariant v : planner::kZeroVariants) variants.emplace_back(planner::to_string(v), v);
+  l.zero_variants = parse_enum(a.zero_variant, "--zero-variant", variants);
   l.split = parse_enum<planner::Split>(a.split, "--split",
                                        {{"balanced", planner::Split::kBalanced}, {"uniform", planner::Split::kUniform}});
   if (!a.overlap_comm.empty()) l.overlap_comm = parse_enum<int>(a.overlap_comm, "--overlap-comm", {{"false", 0}, {"true", 1}});
@@ -457,6 +460,10 @@ Subcommand add_search(CLI::App& root) {
   lim->add_option("--recompute", a->recompute, "none, selective, full")->delimiter(',');
   lim->add_option("--sequence-parallel", a->sequence_parallel, "off, on")->delimiter(',');
   lim->add_option("--offload", a->offload, "optimizer offload: none, cpu")->delimiter(',');
+  lim->add_option("--zero-variant", a->zero_variant,
+                  "ZeRO across nodes: plain, hpz, zeropp (hpZ + qwZ + qgZ), shard (MiCS, hybrid sharding, optimizer "
+                  "instances), where the framework runs it")
+      ->delimiter(',');
   lim->add_option("--split", a->split, "stage split: balanced, uniform")->delimiter(',');
   lim->add_option("--overlap-comm", a->overlap_comm, "ZeRO overlap_comm: true, false (default true)")->delimiter(',');
   lim->add_option("--reduce-bucket", a->reduce_bucket, "reduce_bucket_size grid in elements (default 1e6,1e7,1e8,1e9)")
