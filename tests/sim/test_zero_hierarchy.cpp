@@ -11,7 +11,7 @@
 #include "sim/simulator.hpp"
 
 namespace stagecraft::sim {
-namespace {
+namespace zero_hierarchy_sim {
 
 // 2 nodes × 4 GPUs, one NIC per node of B = 1e8 B/s, NVLink 1e12 B/s, GEMMs at 1e18 FLOP/s and
 // memory-bound work free: compute is microseconds against ~0.1 s per collective, and NCCL's
@@ -131,5 +131,5 @@ TEST(ZeroHierarchySim, MemoryHoldsTheSecondaryPartitionAndTheLargerShards) {
   EXPECT_EQ(plain[trace::MemoryKind::kOptimizer], 12 * ((P + 7) / 8));
 }
 
-}  // namespace
+}  // namespace zero_hierarchy_sim
 }  // namespace stagecraft::sim

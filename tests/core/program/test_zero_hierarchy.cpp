@@ -14,7 +14,7 @@
 #include "support.hpp"
 
 namespace stagecraft::program {
-namespace {
+namespace zero_hierarchy_test {
 
 using test::gpt;
 using test::lower_json;
@@ -358,5 +358,5 @@ TEST(ZeroHierarchy, EveryVariantLowersWithoutADeadlock) {
   EXPECT_EQ(lowered, 9 * 2 * 2 * (2 + 3));  // variants × tied × tp × (pp 1: two schedules, pp 2: three)
 }
 
-}  // namespace
+}  // namespace zero_hierarchy_test
 }  // namespace stagecraft::program

@@ -22,7 +22,7 @@
 #include "harness.hpp"
 
 namespace stagecraft::executor {
-namespace {
+namespace zero_hierarchy_mpi {  // named: the sanitized unity build compiles this with test_equivalence.cpp
 
 using test::PlanSpec;
 using spec::Framework;
@@ -143,7 +143,13 @@ struct QuantizedCase {
 };
 
 TEST(MpiZeroHierarchy, QuantizedTrainingFollowsTheUnquantizedRun) {
+  // the sanitized build (3x slower) runs the same code paths for 10 steps: it checks memory and
+  // undefined behaviour; the training bounds are checked over 50 steps in the normal build
+#if defined(STAGECRAFT_SANITIZED)
+  constexpr int kQuantizedSteps = 10;
+#else
   constexpr int kQuantizedSteps = 50;
+#endif
   const int rank = rank_of_world(4);
   test::Outcome ref;
   if (rank == 0) ref = test::run_single_rank(kQuantizedSteps);
@@ -182,7 +188,7 @@ TEST(MpiZeroHierarchy, QuantizedTrainingFollowsTheUnquantizedRun) {
                 g_rms, seconds);
     EXPECT_TRUE(finite && !nan) << c.spec.name();
     EXPECT_LE(gap, c.max_loss_gap) << c.spec.name();
-    EXPECT_LE(got.losses.back(), got.losses.front() - 1.0) << c.spec.name() << ": it must learn";
+    if (kQuantizedSteps == 50) EXPECT_LE(got.losses.back(), got.losses.front() - 1.0) << c.spec.name() << ": it must learn";
     // each quantization was exercised exactly where the plan asks for it
     EXPECT_EQ(w_ref > 0, c.spec.qwz) << c.spec.name();
     EXPECT_EQ(g_ref > 0, c.spec.qgz) << c.spec.name();
@@ -195,5 +201,5 @@ TEST(MpiZeroHierarchy, QuantizedTrainingFollowsTheUnquantizedRun) {
   }
 }
 
-}  // namespace
+}  // namespace zero_hierarchy_mpi
 }  // namespace stagecraft::executor
