@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/program/lower.hpp"
+#include "core/trace/trace.hpp"
 #include "executor/comm/local.hpp"
 #include "executor/comm/mpi.hpp"
 #include "executor/model_params.hpp"
@@ -25,6 +26,17 @@ inline program::Program lower(const PlanSpec& spec, const spec::Model& model = t
 }
 
 inline Corpus corpus_for(const program::Program& prog) { return Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 11); }
+
+// Two traced steps of `prog` on `comm`, every rank's events and memory gathered (the trace on rank 0).
+inline trace::Trace traced_two_steps(const program::Program& prog, MpiCommunicator& comm) {
+  const Corpus corpus = corpus_for(prog);
+  RunnerOptions o;
+  o.trace = true;
+  Runner runner(prog, comm, corpus, o);
+  runner.step();
+  runner.step();
+  return runner.tracer().gather(comm, runner.memory().samples(), prog, "cpu-local");
+}
 
 inline Outcome train(Runner& runner, int steps) {
   Outcome out;

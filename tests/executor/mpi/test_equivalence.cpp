@@ -102,14 +102,8 @@ TEST(MpiEquivalence, TensorParallelPlansMatchTheSingleRankRun) {
 
 TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
   const program::Program prog = lower({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 3});
-  const Corpus corpus = corpus_for(prog);
   MpiCommunicator comm(prog.placement);
-  RunnerOptions o;
-  o.trace = true;
-  Runner runner(prog, comm, corpus, o);
-  runner.step();
-  runner.step();
-  const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), prog, "cpu-local");
+  const trace::Trace t = test::traced_two_steps(prog, comm);
   if (comm.rank() != 0) return;
   const std::string path = testing::TempDir() + "/stagecraft_mpi_trace_" + std::to_string(getpid()) + ".json";
   trace::write_trace(t, path);

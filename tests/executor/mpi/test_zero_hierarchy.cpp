@@ -100,14 +100,8 @@ TEST(MpiZeroHierarchy, TracesNameEveryInstruction) {
            {.dp = 4, .micro_batches = 2, .zero = 3, .shard_group = 2, .hierarchical_gather = true, .local_group = 1},
            {.dp = 4, .micro_batches = 2, .zero = 3, .hpz_group = 2, .local_group = 2, .qwz = true, .qgz = true}}) {
     const program::Program prog = test::lower(spec);
-    const Corpus corpus = test::corpus_for(prog);
     MpiCommunicator comm(prog.placement);
-    RunnerOptions o;
-    o.trace = true;
-    Runner runner(prog, comm, corpus, o);
-    runner.step();
-    runner.step();
-    const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), prog, "cpu-local");
+    const trace::Trace t = test::traced_two_steps(prog, comm);
     if (comm.rank() != 0) continue;
     for (int64_t r = 0; r < 4; ++r) {
       const program::RoleProgram& role = prog.role_of(r);
