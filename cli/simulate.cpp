@@ -41,7 +41,7 @@ std::string across_nodes_text(const spec::Plan& p, spec::Framework f) {
                     (spec::replica_sync(z, f) == spec::ReplicaSync::kStep ? "once a step" : "after every reduce-scatter") +
                     (z.hierarchical_gather ? ", gathers across nodes then inside each" : ""));
   }
-  if (z.hpz_group > 1 && z.hpz_group < p.dp) {
+  if (spec::secondary_partition(z, p.dp)) {
     parts.push_back(f == spec::Framework::kFsdp2 ? "reshard_after_forward=" + std::to_string(z.hpz_group) + ": the backward gathers over " +
                                                        std::to_string(z.hpz_group) + " ranks"
                                                  : "hpZ: gathers after a bucket's first of the step over " + std::to_string(z.hpz_group) +

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "executor/backend.hpp"
+#include "executor/errors.hpp"
 #include "executor/index.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/runner.hpp"
@@ -162,6 +164,17 @@ class Runner::Interpreter {
   void overlay_tied_result(int32_t i);
   float clip_scale_now();
   void update_activation_memory();
+  void add_packed_persistent_grads(const Pending& p);
+  // Runs f(); an ExecutorError it throws is named after instruction i, unless it already is.
+  template <typename F>
+  void named_errors(int32_t i, F&& f) {
+    try {
+      f();
+    } catch (const ExecutorError& e) {
+      if (std::string(e.what()).starts_with(where(i))) throw;
+      throw ExecutorError(where(i) + ": " + e.what());
+    }
+  }
   void add_messages(int64_t bytes) { runner_.memory_.add(MemoryKind::kBuffers, bytes); }
   Backend& backend() { return *runner_.backend_; }
   std::string where(int32_t i) const;

@@ -233,6 +233,17 @@ void Runner::Interpreter::add_reduced_shard(Pending& p) {
   const StageLayout& layout = runner_.layout_;
   const Range own = intersect(p.range, layout.own_shard());
   if (own.size() > 0) be.add(be.shard_grads().subspan(at(own.begin - layout.own_shard().begin), at(own.size())), p.piece.view());
+  add_packed_persistent_grads(p);
+  add_messages(-(p.piece.bytes() + p.packed.bytes()));
+  p.piece = {};
+  p.packed = {};
+}
+
+// The whole-kept (persistent) gradients a reduction carried beside its pieces, packed in `p.packed`
+// in the order of `p.parts`: each added to the rank's persistent gradients.
+void Runner::Interpreter::add_packed_persistent_grads(const Pending& p) {
+  Backend& be = backend();
+  const StageLayout& layout = runner_.layout_;
   int64_t k = 0;
   for (const Range& part : p.parts) {
     for (const Range& r : clip(layout.persistent(), part)) {  // a persistent range packs contiguously
@@ -241,9 +252,6 @@ void Runner::Interpreter::add_reduced_shard(Pending& p) {
       k += r.size();
     }
   }
-  add_messages(-(p.piece.bytes() + p.packed.bytes()));
-  p.piece = {};
-  p.packed = {};
 }
 
 // Tied embeddings over stages: the table's gradient on stage 0 and the head's copy on the last

@@ -409,12 +409,7 @@ int32_t Runner::Interpreter::first_level_of(int32_t i) const {
 // (kDpCross) reduces and requantizes what the first received and all-to-alls it across nodes; its
 // completion adds the rank's partition of each matrix's sum to the shard (zero/qgz.hpp).
 void Runner::Interpreter::post_all_to_all(int32_t i) {
-  try {
-    post_qgz_level(i);
-  } catch (const ExecutorError& e) {  // the quantizers' size checks, named after the instruction
-    if (std::string(e.what()).starts_with(where(i))) throw;
-    throw ExecutorError(where(i) + ": " + e.what());
-  }
+  named_errors(i, [&] { post_qgz_level(i); });  // the quantizers' size checks, named after the instruction
 }
 
 void Runner::Interpreter::post_qgz_level(int32_t i) {
@@ -488,12 +483,7 @@ void Runner::Interpreter::post_qgz_level(int32_t i) {
 }
 
 void Runner::Interpreter::finish_all_to_all(int32_t i) {
-  try {
-    finish_qgz_level(i);
-  } catch (const ExecutorError& e) {
-    if (std::string(e.what()).starts_with(where(i))) throw;
-    throw ExecutorError(where(i) + ": " + e.what());
-  }
+  named_errors(i, [&] { finish_qgz_level(i); });
 }
 
 void Runner::Interpreter::finish_qgz_level(int32_t i) {
@@ -504,14 +494,7 @@ void Runner::Interpreter::finish_qgz_level(int32_t i) {
   add_messages(-payload_bytes(p.sent));
   p.sent.clear();
   if (in.flags & program::kFlagFirstLevel) {  // the received chunks wait for the second level
-    int64_t k = 0;
-    for (const Range& part : p.parts) {
-      for (const Range& r : clip(layout.persistent(), part)) {
-        be.add(be.persistent_grads().subspan(at(layout.persistent_index(r.begin)), at(r.size())),
-               p.packed.view().subspan(at(k), at(r.size())));
-        k += r.size();
-      }
-    }
+    add_packed_persistent_grads(p);
     add_messages(-(p.buffer.bytes() + p.packed.bytes()));
     p.buffer = {};
     p.packed = {};

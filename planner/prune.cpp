@@ -248,10 +248,11 @@ struct GatherStats {
   std::vector<double> chunk_longest;    // max_b T_AG(b)
 };
 
-// `gather_s(bytes)`: a bucket's gather time, at least; `pbytes` the bytes of a gathered element.
-template <typename Time>
+// `gather_s(bytes)`: a bucket's gather time, at least; `first_s(bytes)` its first gather's in a step
+// (the once-a-step term: hpZ's is over the whole group); `pbytes` the bytes of a gathered element.
+template <typename Time, typename First>
 GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule& rule, const Time& gather_s,
-                         int64_t pbytes, std::vector<int64_t>& sig) {
+                         const First& first_s, int64_t pbytes, std::vector<int64_t>& sig) {
   GatherStats g;
   for (int64_t c = 0; c < lay.v; ++c) {
     int64_t elems = 0, buckets = 0;
@@ -260,6 +261,7 @@ GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule
       if (b.elems <= 0) continue;   // all persistent: never gathered
       const double t = gather_s(b.elems * pbytes);
       pass += t;
+      g.once += first_s(b.elems * pbytes);
       longest = std::max(longest, t);
       elems += b.elems;
       ++buckets;
@@ -272,7 +274,6 @@ GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule
       }
       sig.push_back(-b.elems);
     }
-    g.once += pass;
     g.gathered += elems;
     g.chunk_elems.push_back(elems);
     g.chunk_buckets.push_back(buckets);
@@ -397,12 +398,9 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     const int64_t P = lay.stage_params[static_cast<std::size_t>(s)];
     const GradTerms g = grad_terms(lay, s, rule, reduce_s, sig);
     GatherStats gs;
-    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, rule, gather_s, gather_bytes, sig);
     // hpZ: every bucket's first gather of the step is over the whole group
-    if (z.zero == 3 && dpc && hpz) {
-      std::vector<int64_t> unused;
-      gs.once = gather_stats(lay, s, rule, global_s, gather_bytes, unused).once;
-    }
+    const auto first_s = [&](int64_t bytes) { return hpz ? global_s(bytes) : gather_s(bytes); };
+    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, rule, gather_s, first_s, gather_bytes, sig);
     max_gathered = std::max(max_gathered, gs.gathered);
     add_regathers(z, gs, max_live, gather_bytes, space.training().framework_profile().prefetch);
     // reductions after the last compute: the last bucket, or every deferred one without overlap
@@ -445,37 +443,38 @@ void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const 
   const int8_t np = static_cast<int8_t>(space.prefetch_grid().size());
   const int8_t nl = static_cast<int8_t>(space.max_live_grid().size());
   const bool deepspeed = space.training().framework == spec::Framework::kDeepSpeed;
-  for (int zero : space.zero_values()) {
-    for (ZeroVariant variant : space.zero_variants(zero, lay.tp, lay.dp)) {
-    for (bool overlap : space.overlap_values()) {
-      for (bool offload : space.offload_values()) {
-        if (offload && zero == 0) continue;   // optimizer offload needs ZeRO >= 1
-        if (offload && deepspeed && variant == ZeroVariant::kShard) continue;   // MiCS has no CPU offload
-        ZeroTerms z;
-        z.zero = static_cast<int8_t>(zero);
-        z.variant = variant;
-        z.overlap = overlap;
-        z.offload = offload;
-        if (!dpc) {
+  // every bucket grid value the variant's stage uses (none without data parallelism)
+  const auto add_buckets = [&](ZeroTerms z) {
+    if (!dpc) return add(z);
+    for (int8_t r = 0; r < nr; ++r) {
+      z.reduce_i = r;
+      if (z.zero != 3) {
+        add(z);
+        continue;
+      }
+      for (int8_t p = 0; p < np; ++p) {
+        for (int8_t l = 0; l < nl; ++l) {
+          z.prefetch_i = p;
+          z.max_live_i = l;
           add(z);
-          continue;
-        }
-        for (int8_t r = 0; r < nr; ++r) {
-          z.reduce_i = r;
-          if (zero != 3) {
-            add(z);
-            continue;
-          }
-          for (int8_t p = 0; p < np; ++p) {
-            for (int8_t l = 0; l < nl; ++l) {
-              z.prefetch_i = p;
-              z.max_live_i = l;
-              add(z);
-            }
-          }
         }
       }
     }
+  };
+  for (int zero : space.zero_values()) {
+    for (ZeroVariant variant : space.zero_variants(zero, lay.tp, lay.dp)) {
+      for (bool overlap : space.overlap_values()) {
+        for (bool offload : space.offload_values()) {
+          if (offload && zero == 0) continue;   // optimizer offload needs ZeRO >= 1
+          if (offload && deepspeed && variant == ZeroVariant::kShard) continue;   // MiCS has no CPU offload
+          ZeroTerms z;
+          z.zero = static_cast<int8_t>(zero);
+          z.variant = variant;
+          z.overlap = overlap;
+          z.offload = offload;
+          add_buckets(z);
+        }
+      }
     }
   }
 }
@@ -585,8 +584,7 @@ const CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
     cc->dp_ar.emplace_back(CollectiveKind::kAllReduce, g, topology_);
   }
   // ZeRO across nodes: the groups over a node's L data-parallel ranks, on every stage's placement
-  const int64_t l = space_.node_dp(tp);
-  if (l > 1 && l < pl.dp && pl.dp % l == 0) {
+  if (const int64_t l = space_.node_dp(tp, pl.dp); l > 0) {
     program::Placement sub = pl;
     sub.inner = l;
     sub.local = l;

@@ -197,8 +197,7 @@ const char* to_string(ZeroVariant v) {
 std::vector<ZeroVariant> Space::zero_variants(int zero, int64_t tp, int64_t dp) const {
   std::vector<ZeroVariant> out;
   if (allowed(limits_.zero_variants, ZeroVariant::kPlain)) out.push_back(ZeroVariant::kPlain);
-  const int64_t l = node_dp(tp);
-  if (l < 2 || l >= dp || dp % l != 0) return out;
+  if (node_dp(tp, dp) == 0) return out;
   const spec::Framework f = training_.framework;
   const bool deepspeed = f == spec::Framework::kDeepSpeed, fsdp2 = f == spec::Framework::kFsdp2;
   const bool fsdp = f == spec::Framework::kFsdp || fsdp2;
@@ -231,7 +230,7 @@ spec::Plan Space::plan(const Candidate& c) const {
   if (c.reduce_i >= 0) p.zero.reduce_bucket = reduce_[static_cast<std::size_t>(c.reduce_i)];
   if (c.prefetch_i >= 0) p.zero.prefetch_bucket = prefetch_[static_cast<std::size_t>(c.prefetch_i)];
   if (c.max_live_i >= 0) p.zero.max_live_parameters = max_live_[static_cast<std::size_t>(c.max_live_i)];
-  const int64_t l = node_dp(c.tp);
+  const int64_t l = node_dp(c.tp, c.dp);
   switch (c.zero_variant) {
     case ZeroVariant::kPlain: break;
     case ZeroVariant::kHpz: p.zero.hpz_group = l; break;

@@ -107,8 +107,12 @@ class Space {
   const std::vector<int>& zero_values() const { return zero_; }
   // The ZeRO variants a plan of this stage, tp and dp can take (plain first), after limits.
   std::vector<ZeroVariant> zero_variants(int zero, int64_t tp, int64_t dp) const;
-  // A node's data-parallel ranks for tensor-parallel size tp: gpus_per_node / tp.
-  int64_t node_dp(int64_t tp) const { return cluster_.gpus_per_node / tp; }
+  // A node's data-parallel ranks L = gpus_per_node / tp where ZeRO across nodes applies to a
+  // plan of this tp and dp (1 < L < dp, L divides dp), else 0.
+  int64_t node_dp(int64_t tp, int64_t dp) const {
+    const int64_t l = cluster_.gpus_per_node / tp;
+    return l > 1 && l < dp && dp % l == 0 ? l : 0;
+  }
   const std::vector<bool>& offload_values() const { return offload_; }
   const std::vector<bool>& overlap_values() const { return overlap_; }
   const std::vector<int64_t>& reduce_grid() const { return reduce_; }

@@ -103,7 +103,7 @@ Context make_context(Program& prog) {
   cx.replica_at_step = cx.replicas && spec::replica_sync(z, prog.training.framework) == spec::ReplicaSync::kStep;
   cx.replica_lane = cx.framework.replica_stream ? Lane::kDpReplica : Lane::kDpReduce;
   cx.hierarchical_gather = cx.replicas && z.hierarchical_gather;
-  cx.hpz = cx.zero3_gathers && z.hpz_group > 0 && z.hpz_group < p.dp;
+  cx.hpz = cx.zero3_gathers && spec::secondary_partition(z, p.dp);
   cx.hpz_every_forward = cx.hpz && prog.training.framework == spec::Framework::kFsdp2;
   cx.rule = bucket_rule(z, cx.framework);
   cx.qwz_block = cx.zero3_gathers && z.quantized_weights.on() ? z.quantized_weights.block : 0;
@@ -126,7 +126,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.placement = Placement{plan.tp, plan.pp, plan.dp};
   // the data-parallel subgroups: the partition's shard group (or hpZ's), a node's ranks
   if (spec::hierarchical(plan.zero, plan.dp)) prog.placement.inner = plan.zero.shard_group;
-  if (plan.zero.hpz_group > 0 && plan.zero.hpz_group < plan.dp) prog.placement.inner = plan.zero.hpz_group;
+  if (spec::secondary_partition(plan.zero, plan.dp)) prog.placement.inner = plan.zero.hpz_group;
   if (plan.zero.local_group > 0 && plan.zero.local_group < plan.dp) prog.placement.local = plan.zero.local_group;
   prog.forward_only = options.forward_only;
   prog.param_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));

@@ -391,7 +391,7 @@ json to_json(const Plan& p) {
 }
 
 std::string across_nodes_class(const ZeroConfig& z, int64_t dp) {
-  if ((z.hpz_group > 1 && z.hpz_group < dp) || z.quantized_weights.on() || z.quantized_gradients.on()) return "zeropp";
+  if (secondary_partition(z, dp) || z.quantized_weights.on() || z.quantized_gradients.on()) return "zeropp";
   return hierarchical(z, dp) ? "shard" : "";
 }
 

@@ -89,6 +89,8 @@ inline int64_t partition_group(const ZeroConfig& z, int64_t dp) {
 }
 // Whether the plan partitions over groups smaller than dp (MiCS, HSDP, optimizer instances).
 inline bool hierarchical(const ZeroConfig& z, int64_t dp) { return partition_group(z, dp) < dp; }
+// Whether hpZ's secondary partition is smaller than dp (hpz_group of dp or more changes nothing).
+inline bool secondary_partition(const ZeroConfig& z, int64_t dp) { return z.hpz_group > 1 && z.hpz_group < dp; }
 
 struct Plan {
   int64_t tp = 1, pp = 1, dp = 1;

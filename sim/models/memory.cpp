@@ -34,7 +34,7 @@ int64_t fp8_state_bytes(const spec::Model& m, int64_t tp, int64_t blocks, spec::
 int64_t p2p_buffer_bytes(int64_t message_bytes, int64_t pp) { return pp > 1 ? 2 * message_bytes : 0; }
 
 int64_t hpz_secondary_bytes(int64_t gathered_params, const spec::ZeroConfig& zero, int64_t dp, int64_t param_bytes) {
-  if (zero.stage != 3 || zero.hpz_group <= 1 || zero.hpz_group >= dp) return 0;
+  if (zero.stage != 3 || !spec::secondary_partition(zero, dp)) return 0;
   return param_bytes * ((gathered_params + zero.hpz_group - 1) / zero.hpz_group);
 }
 

@@ -344,7 +344,7 @@ TEST(ModelErrorLines, GroupTheTopRowsByZeroClass) {
   sim::ValidationRecord record;
   record.file = "record.json";
   // fsdp ZeRO-3: r 1.2 and 1.4 (median 1.3); fsdp ZeRO 0-2: none.
-  record.runs = {{"s", "1", "", spec::Framework::kFsdp, "A100", 8, 3, 1.2}, {"s", "2", "", spec::Framework::kFsdp, "A100", 64, 3, 1.4}};
+  record.runs = {{"s", "1", "", spec::Framework::kFsdp, "A100", 8, 3, 1.2, ""}, {"s", "2", "", spec::Framework::kFsdp, "A100", 64, 3, 1.4, ""}};
   std::vector<Evaluated> top(7);
   const int stages[] = {1, 3, 1, 3, 0, 3, 3};  // rows 1, 3, 5 are ZeRO 0-2, rows 2, 4 ZeRO-3; rows 6-7 beyond the fifth
   for (std::size_t i = 0; i < top.size(); ++i) top[i].plan.zero.stage = stages[i];

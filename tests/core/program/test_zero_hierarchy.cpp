@@ -92,7 +92,9 @@ TEST(ZeroHierarchy, MicsGathersAndReducesInItsShardGroupAndAllReducesReplicasOnc
   int64_t params = 0;
   for (const ChunkInfo& c : prog.chunks) params += c.params;
   for (const Instr& in : prog.rank(0)) {
-    if (in.op == Op::kOptimizerStep) EXPECT_EQ(in.elems, (params + 1) / 2);
+    if (in.op == Op::kOptimizerStep) {
+      EXPECT_EQ(in.elems, (params + 1) / 2);
+    }
   }
   // MiCS's hierarchical gather: over the same local rank of the shard group's nodes (1/l of the
   // bucket, l = 1 dp rank a node here), then inside the node (the whole bucket)
