@@ -369,15 +369,23 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
   blocking_send_ = -1;
   blocking_reduce_ = -1;
-  if (tracked && seg.tied_bucket >= 0) tracker_->after_use(index);
-  if (tracked && seg.param_bucket >= 0) tracker_->after_use(index);
+  // A backward's collective completes the input gradient of the norm that opens the segment, and
+  // the norm's backward (its input and weight gradients) runs on the summed gradient, with the
+  // norm's parameters: the segment's buckets are in use until that collective is done (the
+  // module's post-backward release follows its whole backward, all-reduce included).
+  const bool used_through_collective = tp.after && grad_pass;
+  auto used = [&](int32_t instr) {
+    if (tracked && seg.tied_bucket >= 0) tracker_->after_use(instr);
+    if (tracked && seg.param_bucket >= 0) tracker_->after_use(instr);
+  };
+  if (!used_through_collective) used(index);
   if (!tp.after) {
     if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
     return index;
   }
-  // a backward's collective completes the input gradient the norm's weight gradient needs: the
-  // segment's gradients are ready once it is done
+  // the segment's gradients are ready once the collective is done
   const int32_t after = tp_op(tp.after->op, s, seg.unit_begin, tp.after->bytes, index, tp_flags);
+  if (used_through_collective) used(after);
   if (sp.op == Op::kBackwardInput) input_grad_collective_[seg_key(s, sp.seg)] = after;
   if (makes_weight_grads(sp.op)) grads_ready(s, seg, after);
   return after;

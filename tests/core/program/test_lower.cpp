@@ -235,6 +235,43 @@ TEST(Lower, Zero3RespectsMaxLiveParameters) {
   EXPECT_GT(peak, 0);
 }
 
+// With tensor parallelism a backward's input gradient is summed over tp after the compute, and the
+// norm that opens the segment runs its backward on the sum, with its own (gathered) parameters: a
+// ZeRO-3 bucket used by a backward is released only after that collective. Released before it, the
+// executor's norm backward read released parameters (NaN) whenever the norm's tensors were not
+// persistent (param_persistence_threshold 0, or FSDP, which keeps nothing whole).
+TEST(Lower, Zero3ReleasesABackwardsBucketAfterItsTensorParallelCollective) {
+  for (const nlohmann::json& framework : {nlohmann::json("deepspeed"), nlohmann::json("fsdp")}) {
+    // one bucket per unit, released after each use
+    Program prog = lower_json(gpt(2), {{"tp", 2}, {"dp", 2}, {"micro_batches", 2},
+                                       {"zero", {{"stage", 3}, {"param_persistence_threshold", 0}, {"prefetch_bucket", 1},
+                                                 {"max_reuse_distance", 0}}}}, framework);
+    check(prog);
+    const RoleProgram& role = prog.roles[0];
+    // the backward computes a tensor-parallel gradient collective follows
+    std::vector<char> summed_after(role.instrs.size(), 0);
+    for (const Instr& in : role.instrs) {
+      if (in.op != Op::kTpAllReduce || !(in.flags & kFlagGrad)) continue;
+      for (int32_t d : role.deps_of(in)) summed_after[static_cast<std::size_t>(d)] = 1;
+    }
+    int64_t after_collective = 0, after_compute = 0;
+    for (const Instr& in : role.instrs) {
+      if (in.op != Op::kReleaseParams) continue;
+      for (int32_t d : role.deps_of(in)) {
+        const Instr& use = role.instrs[static_cast<std::size_t>(d)];
+        const bool backward = use.op == Op::kBackward || use.op == Op::kBackwardInput;
+        EXPECT_FALSE(backward && summed_after[static_cast<std::size_t>(d)])
+            << framework << ": bucket " << in.bucket << " released before the tp collective of its backward";
+        if (use.op == Op::kTpAllReduce && (use.flags & kFlagGrad)) ++after_collective;
+        if (backward) ++after_compute;
+      }
+    }
+    // not vacuous: releases do follow backward collectives (and the embedding's, which has none, its compute)
+    EXPECT_GT(after_collective, 0) << framework;
+    EXPECT_GT(after_compute, 0) << framework;
+  }
+}
+
 TEST(Lower, ZeroStagesPlaceReductionsAsSpecified) {
   const int64_t m = 3;
   auto role = [&](int stage) {

@@ -140,6 +140,10 @@ inline std::vector<PlanSpec> tensor_parallel_matrix() {
     out.push_back(p);
   }
   out.push_back({.tp = 2, .pp = 2, .micro_batch = 2, .micro_batches = 4, .recompute = "selective", .sequence_parallel = true});
+  // ZeRO-3 gathering the norms' tensors too (nothing persistent; FSDP never keeps a tensor whole):
+  // their backward runs after the tp collective, on gathered parameters
+  out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .persistence = 0});
+  out.push_back({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .framework = spec::Framework::kFsdp});
   return out;
 }
 
