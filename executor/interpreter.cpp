@@ -139,6 +139,7 @@ void Runner::Interpreter::start(int32_t i) {
     finish(i);
     return;
   }
+  runner_.comm_.label_next(role_.first_id + i);
   issue_async(i);
   running_.push_back(i);
   // A send does not hold its lane (sends are asynchronous), but an instruction depending on it
@@ -156,6 +157,7 @@ void Runner::Interpreter::poll() {
     if (all && p.then) {  // a multi-phase collective posts its next phase
       std::function<void()> next = std::move(p.then);
       p.then = nullptr;
+      runner_.comm_.label_next(role_.first_id + i);
       next();
       continue;
     }

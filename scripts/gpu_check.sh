@@ -5,11 +5,11 @@
 #   3. stagecraft probe --backend cuda: a bf16 cuBLASLt GEMM sweep up to 8192^3 and memory passes
 #      past the L2, checked element by element, written as a trace (probe-gpu.json);
 #   4. training on the GPU: GPT-2 124M, one rank, fp32 (run --backend cuda, plan one-gpu), traced
-#      (run-124m.json), and the same Program simulated on h200-1 and compared with it; GPT-2
-#      1.5B for 4 steps;
-#   5. stagecraft calibrate on the probe and the run against configs/clusters/h200-1.json (the
-#      fitted GEMM efficiency and memory rate: h200-1-calibrated.json and its report), then
-#      simulate and compare again on the calibrated profile.
+#      (run-124m.json), and the same Program simulated on the profile of the GPU found (h100-1 for
+#      an H100, h200-1 for an H200) and compared with it; GPT-2 1.5B for 4 steps;
+#   5. stagecraft calibrate on the probe and the run against that profile (the fitted GEMM
+#      efficiency and memory rate: <profile>-calibrated.json and its report), then simulate and
+#      compare again on the calibrated profile.
 # Everything lands in $OUT (or ./gpu-out): 7 files at most; summary.txt holds every table. Each
 # step has its own timeout; the whole is meant to take under 4 minutes.
 #   bash scripts/gpu_check.sh
@@ -38,6 +38,14 @@ done
 } > "$O/env.txt" 2>&1
 if grep -q "=> not found" "$O/env.txt"; then say "missing libraries:"; grep "=> not found" "$O/env.txt" | sort -u | tee -a "$O/summary.txt"; fi
 export STAGECRAFT_CONFIG_DIR=$PWD/configs
+# The bundled profile of the GPU found; another GPU is simulated on none rather than on a wrong one.
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case "$gpu_name" in
+  *H100*) P=h100-1 ;;
+  *H200*) P=h200-1 ;;
+  *) P= ;;
+esac
+say "GPU: ${gpu_name:-none found}; profile: ${P:-none bundled, simulate and calibrate skipped}"
 
 # 2. The device tests (run directly: CTest files name this machine's build paths).
 NVIDIA_TF32_OVERRIDE=0 timeout 180 "$B/stagecraft_cuda_tests" > "$O/tests.txt" 2>&1
@@ -54,29 +62,29 @@ cat "$T/probe.txt" >> "$O/summary.txt"
 
 # 4. Training on the GPU, and the simulator on the same Program.
 run_args=(--model gpt2-124m --training tiny-cpu --plan one-gpu)
-timeout 240 "$B/stagecraft" run --backend cuda "${run_args[@]}" --steps 20 --cluster h200-1 --trace "$O/run-124m.json" \
+timeout 240 "$B/stagecraft" run --backend cuda "${run_args[@]}" --steps 20 ${P:+--cluster $P} --trace "$O/run-124m.json" \
   > "$T/run.txt" 2>&1
 say "run gpt2-124m on the GPU: rc=$?"
 cat "$T/run.txt" >> "$O/summary.txt"
-if [ -s "$O/run-124m.json" ]; then
-  timeout 60 "$B/stagecraft" simulate "${run_args[@]}" --cluster h200-1 --trace "$T/sim-124m.json" >> "$O/summary.txt" 2>&1
+if [ -n "$P" ] && [ -s "$O/run-124m.json" ]; then
+  timeout 60 "$B/stagecraft" simulate "${run_args[@]}" --cluster $P --trace "$T/sim-124m.json" >> "$O/summary.txt" 2>&1
   timeout 60 "$B/stagecraft" compare "$T/sim-124m.json" "$O/run-124m.json" >> "$O/summary.txt" 2>&1
-  say "simulate + compare on h200-1: rc=$?"
+  say "simulate + compare on $P: rc=$?"
 fi
 # GPT-2 1.5B, a few steps (fp32, unfused attention: the simulator puts its peak at 92 GiB).
 timeout 240 "$B/stagecraft" run --backend cuda --model gpt2-1.5b --training tiny-cpu --plan one-gpu --steps 4 \
-  --cluster h200-1 > "$T/run-1.5b.txt" 2>&1
+  ${P:+--cluster $P} > "$T/run-1.5b.txt" 2>&1
 say "run gpt2-1.5b on the GPU: rc=$?"
 cat "$T/run-1.5b.txt" >> "$O/summary.txt"
 
-# 5. Calibrate h200-1 on the probe and the run, then simulate and compare again.
+# 5. Calibrate the profile on the probe and the run, then simulate and compare again.
 traces=()
 for f in "$O/probe-gpu.json" "$O/run-124m.json"; do [ -s "$f" ] && traces+=("$f"); done
-if [ ${#traces[@]} -gt 0 ]; then
-  timeout 60 "$B/stagecraft" calibrate "${traces[@]}" --cluster h200-1 -o "$O/h200-1-calibrated.json" >> "$O/summary.txt" 2>&1
+if [ -n "$P" ] && [ ${#traces[@]} -gt 0 ]; then
+  timeout 60 "$B/stagecraft" calibrate "${traces[@]}" --cluster $P -o "$O/$P-calibrated.json" >> "$O/summary.txt" 2>&1
   say "calibrate: rc=$?"
-  if [ -s "$O/h200-1-calibrated.json" ] && [ -s "$O/run-124m.json" ]; then
-    timeout 60 "$B/stagecraft" simulate "${run_args[@]}" --cluster "$O/h200-1-calibrated.json" --trace "$T/sim-cal.json" \
+  if [ -s "$O/$P-calibrated.json" ] && [ -s "$O/run-124m.json" ]; then
+    timeout 60 "$B/stagecraft" simulate "${run_args[@]}" --cluster "$O/$P-calibrated.json" --trace "$T/sim-cal.json" \
       >> "$O/summary.txt" 2>&1
     timeout 60 "$B/stagecraft" compare "$T/sim-cal.json" "$O/run-124m.json" >> "$O/summary.txt" 2>&1
     say "simulate + compare on the calibrated profile: rc=$?"

@@ -57,6 +57,10 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
 
+  // The Program instruction (its id: RoleProgram::first_id + index) that the next operations belong
+  // to. A communicator that checks or reports on operations may use it; the others ignore it.
+  virtual void label_next(int32_t /*instr*/) {}
+
   virtual int64_t rank() const = 0;  // in the world
   virtual int64_t size() const = 0;
   // This rank's index in `group` and the group's size (members in increasing world rank).
@@ -101,6 +105,11 @@ class Communicator {
   // Rank 0's blob on every rank.
   virtual std::string broadcast_from_root(const std::string& blob) = 0;
 };
+
+// The class of a point-to-point message, its tag's lowest bit: 0 activations, 1 gradients
+// (Interpreter::tag). A transport without tags (NCCL) matches a receive with the peer's next send
+// of the same class, one communicator per (sender, receiver, class): program::check_p2p_order.
+inline int p2p_class(int32_t tag) { return tag & 1; }
 
 // Values that ranks hold at some of `n` slots, assembled on every rank: slot i holds the value a
 // rank gave for i (NaN where none did). Collective. Throws CommError for a slot outside [0, n).
