@@ -80,7 +80,7 @@ struct NcclRulesCommunicator::Op {
 };
 
 NcclRulesCommunicator::NcclRulesCommunicator(Communicator& data, Communicator& shadow, NcclRulesOptions options)
-    : data_(data), shadow_(shadow), options_(std::move(options)) {}
+    : ForwardingCommunicator(data), data_(data), shadow_(shadow), options_(std::move(options)) {}
 
 NcclRulesCommunicator::~NcclRulesCommunicator() = default;
 

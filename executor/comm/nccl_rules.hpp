@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "executor/comm/communicator.hpp"
+#include "executor/comm/forwarding.hpp"
 #include "executor/errors.hpp"
 
 namespace stagecraft::executor {
@@ -57,7 +58,7 @@ struct NcclRulesOptions {
   double wait_deadline_s = 60;  // wait() on one request gives up (NcclRuleError) after this long
 };
 
-class NcclRulesCommunicator final : public Communicator {
+class NcclRulesCommunicator final : public ForwardingCommunicator {
  public:
   // `data` moves the data, `shadow` the signatures and acknowledgements: two communicators over the
   // same placement (its channels and point-to-point), used by nothing else.
@@ -67,11 +68,8 @@ class NcclRulesCommunicator final : public Communicator {
   int64_t collectives_checked() const { return collectives_checked_; }
   int64_t messages_checked() const { return messages_checked_; }
 
+  // The control plane, ranks and groups go to `data` as they are.
   void label_next(int32_t instr) override { instr_ = instr; }
-  int64_t rank() const override { return data_.rank(); }
-  int64_t size() const override { return data_.size(); }
-  int64_t group_rank(program::Group g) const override { return data_.group_rank(g); }
-  int64_t group_size(program::Group g) const override { return data_.group_size(g); }
 
   Request isend(std::span<const float> data, int64_t peer, int32_t tag) override;
   Request irecv(std::span<float> data, int64_t peer, int32_t tag) override;
@@ -86,13 +84,6 @@ class NcclRulesCommunicator final : public Communicator {
                       std::span<const int64_t> recv_counts) override;
   bool test(Request& r) override;
   void wait(Request& r) override;
-
-  void barrier() override { data_.barrier(); }
-  std::vector<int64_t> all_gather(int64_t value) override { return data_.all_gather(value); }
-  double all_reduce_sum(double value) override { return data_.all_reduce_sum(value); }
-  double all_reduce_max(double value) override { return data_.all_reduce_max(value); }
-  std::vector<std::string> gather_to_root(const std::string& blob) override { return data_.gather_to_root(blob); }
-  std::string broadcast_from_root(const std::string& blob) override { return data_.broadcast_from_root(blob); }
 
   enum class Kind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kAllReduceDouble, kAllReduceMax,
                               kAllGatherTyped, kAllToAll, kSend, kRecv };
@@ -111,7 +102,7 @@ class NcclRulesCommunicator final : public Communicator {
   std::string what(const Op& op) const;
   bool stream_done_through(int stream, int64_t id);
 
-  Communicator& data_;
+  Communicator& data_;  // inner_
   Communicator& shadow_;
   NcclRulesOptions options_;
   int32_t instr_ = -1;

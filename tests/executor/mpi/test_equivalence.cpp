@@ -17,6 +17,7 @@
 
 #include "core/program/lower.hpp"
 #include "executor/checkpoint.hpp"
+#include "executor/comm/forwarding.hpp"
 #include "executor/comm/local.hpp"
 #include "executor/comm/mpi.hpp"
 #include "executor/errors.hpp"
@@ -128,17 +129,11 @@ TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
 
 // A communicator that counts the data-parallel collectives the runner issues and passes every
 // call on to MPI.
-class CountingCommunicator final : public Communicator {
+class CountingCommunicator final : public ForwardingCommunicator {
  public:
-  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  using ForwardingCommunicator::ForwardingCommunicator;
   int64_t gathers = 0, reduce_scatters = 0;
 
-  int64_t rank() const override { return inner_.rank(); }
-  int64_t size() const override { return inner_.size(); }
-  int64_t group_rank(program::Group g) const override { return inner_.group_rank(g); }
-  int64_t group_size(program::Group g) const override { return inner_.group_size(g); }
-  Request isend(std::span<const float> d, int64_t peer, int32_t tag) override { return inner_.isend(d, peer, tag); }
-  Request irecv(std::span<float> d, int64_t peer, int32_t tag) override { return inner_.irecv(d, peer, tag); }
   Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts) override {
     if (ch.group == program::Group::kDp) ++gathers;
     return inner_.iall_gather(ch, b, counts);
@@ -148,27 +143,6 @@ class CountingCommunicator final : public Communicator {
     if (ch.group == program::Group::kDp) ++reduce_scatters;
     return inner_.ireduce_scatter(ch, send, recv, counts);
   }
-  Request iall_reduce(Channel ch, std::span<float> b) override { return inner_.iall_reduce(ch, b); }
-  Request iall_reduce(Channel ch, std::span<double> b) override { return inner_.iall_reduce(ch, b); }
-  Request iall_reduce_max(Channel ch, std::span<float> b) override { return inner_.iall_reduce_max(ch, b); }
-  Request iall_gather_typed(Channel ch, TypedSpan b, std::span<const int64_t> counts) override {
-    return inner_.iall_gather_typed(ch, b, counts);
-  }
-  Request iall_to_all(Channel ch, TypedSpan send, std::span<const int64_t> sc, TypedSpan recv,
-                      std::span<const int64_t> rc) override {
-    return inner_.iall_to_all(ch, send, sc, recv, rc);
-  }
-  bool test(Request& r) override { return inner_.test(r); }
-  void wait(Request& r) override { inner_.wait(r); }
-  void barrier() override { inner_.barrier(); }
-  std::vector<int64_t> all_gather(int64_t v) override { return inner_.all_gather(v); }
-  double all_reduce_sum(double v) override { return inner_.all_reduce_sum(v); }
-  double all_reduce_max(double v) override { return inner_.all_reduce_max(v); }
-  std::vector<std::string> gather_to_root(const std::string& b) override { return inner_.gather_to_root(b); }
-  std::string broadcast_from_root(const std::string& b) override { return inner_.broadcast_from_root(b); }
-
- private:
-  Communicator& inner_;
 };
 
 // The executor issues each data-parallel bucket as the framework's collectives, the pieces the

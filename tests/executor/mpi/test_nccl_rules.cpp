@@ -19,6 +19,7 @@
 
 #include "core/program/format.hpp"
 #include "core/program/lower.hpp"
+#include "executor/comm/forwarding.hpp"
 #include "executor/comm/mpi.hpp"
 #include "executor/comm/nccl_rules.hpp"
 #include "executor/errors.hpp"
@@ -150,21 +151,16 @@ TEST(NcclRules, EveryPlanOfTheSweepKeepsThem) {
 // (a bucket's tensors gathered in another order); kSends, the first two activation sends to one
 // peer (two micro-batches sent in the wrong order). A held operation is posted right after the one
 // it is swapped with (a gather also once its instruction has issued everything, so nothing waits).
-class Reordering final : public Communicator {
+class Reordering final : public ForwardingCommunicator {
  public:
   enum class What { kGathers, kSends };
-  Reordering(Communicator& inner, int64_t rank, What what) : inner_(inner), rank_(rank), what_(what) {}
+  Reordering(Communicator& inner, int64_t rank, What what) : ForwardingCommunicator(inner), rank_(rank), what_(what) {}
   bool planted() const { return planted_; }
 
   void label_next(int32_t instr) override {
     if (held_ && what_ == What::kGathers) post_held();
-    instr_ = instr;
     inner_.label_next(instr);
   }
-  int64_t rank() const override { return inner_.rank(); }
-  int64_t size() const override { return inner_.size(); }
-  int64_t group_rank(program::Group g) const override { return inner_.group_rank(g); }
-  int64_t group_size(program::Group g) const override { return inner_.group_size(g); }
   Request isend(std::span<const float> d, int64_t peer, int32_t tag) override {
     auto post = [this, d, peer, tag] { return inner_.isend(d, peer, tag); };
     if (what_ != What::kSends || !armed() || p2p_class(tag) != 0) return wrap(post());
@@ -218,12 +214,6 @@ class Reordering final : public Communicator {
     while (!test(r)) {
     }
   }
-  void barrier() override { inner_.barrier(); }
-  std::vector<int64_t> all_gather(int64_t v) override { return inner_.all_gather(v); }
-  double all_reduce_sum(double v) override { return inner_.all_reduce_sum(v); }
-  double all_reduce_max(double v) override { return inner_.all_reduce_max(v); }
-  std::vector<std::string> gather_to_root(const std::string& b) override { return inner_.gather_to_root(b); }
-  std::string broadcast_from_root(const std::string& b) override { return inner_.broadcast_from_root(b); }
 
  private:
   bool armed() const { return inner_.rank() == rank_ && !planted_; }
@@ -243,11 +233,9 @@ class Reordering final : public Communicator {
     held_ = nullptr;
   }
 
-  Communicator& inner_;
   int64_t rank_;
   What what_;
   bool planted_ = false;
-  int32_t instr_ = -1;
   std::function<Request()> held_;
   int64_t held_id_ = -1, held_count_ = 0, held_peer_ = -1;
   std::vector<Request> inner_requests_;
