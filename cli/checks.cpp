@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -140,6 +142,33 @@ int64_t ranks_on_this_host(int64_t world) {
     }
   }
   return world;
+}
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void on_interrupt(int sig) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, sig);
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second signal ends the process
+  std::signal(SIGTERM, SIG_DFL);
+}
+}  // namespace
+
+void install_interrupt_handler() {
+  g_interrupted.store(false);
+  g_signal.store(0);
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+}
+
+const std::atomic<bool>& interrupted() { return g_interrupted; }
+
+int interrupted_exit_code() {
+  const int sig = g_signal.load();
+  return sig == 0 ? 0 : 128 + sig;
 }
 
 void rank_error(int64_t rank, const std::string& what) {

@@ -82,8 +82,12 @@ void apply_price(spec::Cluster& c, const CostArgs& a);
 // TrainingArguments' defaults and the model's hidden size (planner/deepspeed.hpp).
 planner::HfTrainerArgs hf_args(const spec::Model& m);
 
-// Ctrl-C during a search (search.cpp): the first SIGINT sets the flag (the search stops after the
-// batch in flight and reports what it found), a second one ends the process.
+// Interrupted work (docs/reliability.md, "Interrupted work"): search, sweep, demo and run stop at
+// the first SIGINT or SIGTERM (a Ctrl-C, a scheduler's preemption, mpirun passing either on) once
+// the piece in flight is done (a batch of plans, a sweep's cells, a training step), report and keep
+// what they finished (a search's store marked interrupted, a run's checkpoint saved with --save),
+// and exit 128 + the signal's number (130, 143) as a shell does for a process a signal ended, so a
+// partial answer is never mistaken for a whole one. A second signal ends the process at once.
 // "stagecraft: rank R: error: <what>" on stderr in one write: mpirun forwards each rank's stderr as
 // it arrives and prints its own abort banner, so a line written piece by piece (std::cerr's <<
 // are unbuffered) can be cut in two by it.
@@ -91,5 +95,7 @@ void rank_error(int64_t rank, const std::string& what);
 
 void install_interrupt_handler();
 const std::atomic<bool>& interrupted();
+// 128 + the first signal's number once interrupted; 0 before.
+int interrupted_exit_code();
 
 }  // namespace stagecraft::cli

@@ -110,7 +110,7 @@ int run_demo(const DemoArgs& a) {
   std::printf("%s\n\n", planner::format_counts(r).c_str());
   if (r.top.empty()) {
     std::cerr << "stagecraft: no plan: " << r.reason << "\n";
-    return kImpossible;
+    return r.interrupted ? interrupted_exit_code() : kImpossible;
   }
   std::printf("Top plans (fastest first, all fit in memory):\n%s\n", planner::format_table(r.top).c_str());
   std::printf("Best plan: %s\n", r.top.front().key.c_str());
@@ -131,6 +131,10 @@ int run_demo(const DemoArgs& a) {
               "open it in https://ui.perfetto.dev), search.json (this answer as JSON).\n"
               "Next: stagecraft simulate --model %s --cluster %s --nodes %lld --training %s --plan %s/plan.json\n",
               dir.string().c_str(), kModel, kCluster, static_cast<long long>(kNodes), kTraining, dir.string().c_str());
+  if (r.interrupted) {
+    std::cerr << "stagecraft: interrupted; the answer above is the best of the plans simulated before it (exit status 128 + the signal)\n";
+    return interrupted_exit_code();
+  }
   return kOk;
 }
 

@@ -1,5 +1,5 @@
 // stagecraft run --model M --training T --plan P [--steps S] [--backend cpu|cuda] [--trace out.json]
-//                [--json] [--save DIR] [--resume DIR] [--seed N] [--lr X] [--init-from HF_DIR]
+//                [--json] [--save DIR [--save-every N]] [--resume DIR] [--seed N] [--lr X] [--init-from HF_DIR]
 //                [--save-hf DIR [--save-hf-dtype fp32|bf16]]
 // --init-from starts from a Hugging Face checkpoint folder (executor/hf_weights.hpp; --model then
 // defaults to its config.json), --save-hf writes the trained parameters as one at the end.
@@ -11,6 +11,7 @@
 // Test-only: STAGECRAFT_FAULT_RANK=r STAGECRAFT_FAULT_STEP=s makes rank r throw during step s
 // (numbered from 1 as printed).
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -42,6 +43,7 @@ struct RunArgs {
   int64_t steps = 10;
   std::string backend = "cpu";
   std::string trace, save, resume;
+  int64_t save_every = 0;
   std::string init_from, save_hf, save_hf_dtype = "fp32";  // Hugging Face folders in and out
   std::string cluster = "cpu-local";
   bool json = false;
@@ -101,6 +103,8 @@ nlohmann::json report_json(const executor::TrainReport& r, const program::Progra
           {"plan", spec::to_json(prog.plan)},
           {"model", prog.model.name},
           {"first_step", r.first_step},
+          {"interrupted", r.interrupted},
+          {"saved_at_steps", r.saved_at},
           {"params_checksum", r.params_checksum}};
 }
 
@@ -129,6 +133,8 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.data = {a.data.empty() ? "synthetic" : a.data, a.seed, a.data_order};
   o.resume_dir = a.resume;
   o.save_dir = a.save;
+  o.save_every = a.save_every;
+  o.cancel = &interrupted();
   o.save_hf_dir = a.save_hf;
   o.save_hf_dtype = a.save_hf_dtype == "bf16" ? io::safetensors::Dtype::kBF16 : io::safetensors::Dtype::kF32;
   o.trace_path = a.trace;
@@ -136,8 +142,12 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.cluster = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, a.cluster)).name;
   const double tokens = static_cast<double>(prog.tokens_per_step());
   if (rank == 0) {
-    o.on_step = [&a, tokens](const executor::StepStats& s) {
-      print_step(s, a.steps, 0, tokens, a.json ? std::cerr : std::cout);
+    // "step 47/48" after a resume from step 46 with --steps 2: the k-th step of this run is step
+    // s.step + 1 of the whole training, which ends at s.step + 1 - k + steps
+    auto done = std::make_shared<int64_t>(0);
+    o.on_step = [&a, tokens, done](const executor::StepStats& s) {
+      ++*done;
+      print_step(s, a.steps, s.step + 1 - *done, tokens, a.json ? std::cerr : std::cout);
     };
   }
   return o;
@@ -177,6 +187,7 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
         << (a.init_from.empty() ? "" : ", parameters from " + a.init_from) << "\n";
   }
   executor::TrainReport r;
+  install_interrupt_handler();
   try {
     r = executor::train(prog, *comm, corpus, options);
   } catch (const executor::CheckpointError&) {
@@ -195,7 +206,15 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
     rank_error(world.rank(), e.what());
     return world.abort(3);
   }
-  if (world.rank() != 0) return kOk;
+  // interrupted: 128 + this rank's signal (a rank it did not reach stopped with its peers: SIGINT's)
+  const int done = !r.interrupted ? kOk : interrupted_exit_code() != 0 ? interrupted_exit_code() : 128 + SIGINT;
+  if (world.rank() != 0) return done;
+  if (r.interrupted) {
+    std::cerr << "stagecraft: interrupted after step " << r.first_step + static_cast<int64_t>(r.losses.size()) << " of "
+              << r.first_step + a.steps
+              << (a.save.empty() ? "; nothing saved (--save DIR keeps the state)" : "; saved to " + a.save + ", --resume " + a.save + " continues")
+              << " (exit status 128 + the signal)\n";
+  }
   if (a.json) {
     std::cout << report_json(r, prog).dump(1) << "\n";
   } else {
@@ -203,7 +222,7 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
               << short_bytes(static_cast<double>(r.peak_memory_bytes.empty() ? 0 : r.peak_memory_bytes[0]))
               << " on rank 0, parameters " << r.params_checksum << "\n";
   }
-  return kOk;
+  return done;
 }
 
 int run_run(const RunArgs& a) {
@@ -279,7 +298,13 @@ Subcommand add_run(CLI::App& root) {
   app->add_option("--cluster", args->cluster,
                   "the cluster profile that describes these machines, recorded in the trace (default cpu-local)");
   app->add_flag("--json", args->json, "print one JSON document (SCHEMAS.md run --json); progress goes to stderr");
-  app->add_option("--save", args->save, "write a checkpoint to this directory at the end")->check(writable_dir());
+  CLI::Option* save = app->add_option("--save", args->save,
+                                      "write a checkpoint to this directory at the end (and when interrupted by SIGINT or "
+                                      "SIGTERM: the run stops after the step in flight, saves, and exits 128 + the signal)")
+                          ->check(writable_dir());
+  app->add_option("--save-every", args->save_every, "with --save: also a checkpoint after every N-th step (each replaces the last)")
+      ->check(positive_int(int64_t{1} << 40))
+      ->needs(save);
   app->add_option("--resume", args->resume, "continue from the checkpoint in this directory");
   app->add_option("--init-from", args->init_from,
                   "start from this Hugging Face checkpoint folder (config.json + model.safetensors or its index): "

@@ -34,13 +34,6 @@ namespace stagecraft::cli {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-
-extern "C" void on_sigint(int) {
-  g_interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);   // a second Ctrl-C ends the process
-}
-
 struct SearchArgs {
   std::string model, cluster, training, db, deepspeed, objective = "time";
   std::vector<int64_t> nodes, gpus;
@@ -291,7 +284,8 @@ int run_search(const SearchArgs& a) {
   if (!a.deepspeed.empty()) ds = planner::load_deepspeed(a.deepspeed, sizes.front().second, m.layers, hf_args(m), c.gpus_per_node);
   if (a.training.empty() && !ds) throw spec::SpecError("--training", "", "expected a training file or bundled name (or --deepspeed)");
   spec::Training t = with_training_args(
-      a.training.empty() ? ds->training : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training), overrides),
+      a.training.empty() ? spec::with_overrides(ds->training, overrides)
+                         : spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training), overrides),
       a.training_args);
   warn_training_length(m, &t);
   if (ds && ds->training.global_batch != t.global_batch) {
@@ -337,13 +331,14 @@ int run_search(const SearchArgs& a) {
   const bool bar = root && !a.no_progress && isatty(STDERR_FILENO);
   if (bar) o.on_progress = [](const planner::Progress& p) { std::cerr << progress_line(p) << std::flush; };
   bool any_plan = false;
+  for (SizeRun& s : runs) s.result.reason = "not searched: interrupted before this size";
   for (SizeRun& s : runs) {
     if (bar && runs.size() > 1) std::cerr << "search on " << s.gpus << " GPUs\n";
     s.result = planner::search(*s.space, o);
     if (bar) std::cerr << "\n";
     if (!root) continue;
     for (const std::string& w : s.result.warnings) std::cerr << "stagecraft: warning: " << w << "\n";
-    if (s.result.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far\n";
+    if (s.result.interrupted) std::cerr << "stagecraft: interrupted; reporting the plans found so far (exit status 128 + the signal)\n";
     if (a.resume && !s.result.resumed) {
       std::cerr << "stagecraft: --resume: " << a.db << " holds no earlier search with these inputs on " << s.gpus
                 << " GPUs; this was a new one\n";
@@ -357,9 +352,20 @@ int run_search(const SearchArgs& a) {
         s.high = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.bars.front().bars.step_high_s, budget);
       }
     }
-    if (interrupted().load()) break;
+    if (s.result.interrupted) break;
   }
-  if (!root) return any_plan ? kOk : kImpossible;
+  // Every rank exits as rank 0 does: its answer decides (the others hold no results), and an
+  // interrupted search exits 128 + the signal on every rank, whichever rank the signal reached.
+  const bool found = shard->any(any_plan);
+  const bool cut = std::any_of(runs.begin(), runs.end(), [](const SizeRun& s) { return s.result.interrupted; });
+  int cut_code = 0;
+  if (cut) {
+    for (const std::string& code : shard->allgather(std::to_string(interrupted_exit_code()))) {
+      cut_code = std::max(cut_code, std::stoi(code));
+    }
+    if (cut_code == 0) cut_code = 128 + SIGINT;  // stopped by a peer's signal before this rank's arrived
+  }
+  if (!root) return cut ? cut_code : found ? kOk : kImpossible;
   std::vector<planner::SizeCost> costs;
   for (const SizeRun& s : runs) costs.push_back(s.cost);
   const std::vector<bool> front = planner::time_cost_front(costs);
@@ -394,23 +400,16 @@ int run_search(const SearchArgs& a) {
       std::cerr << "stagecraft: no plan" << (runs.size() > 1 ? " on " + std::to_string(s.gpus) + " GPUs" : std::string())
                 << ": " << s.result.reason << "\n";
     }
-    return kImpossible;
+    return cut ? cut_code : kImpossible;
   }
   if (!a.db.empty() && !a.json) {
     std::printf("\nResults store: %s (search %lld%s)\n", a.db.c_str(), static_cast<long long>(pick.result.search_id),
                 pick.result.resumed ? ", resumed" : "");
   }
-  return kOk;
+  return cut ? cut_code : kOk;
 }
 
 }  // namespace
-
-void install_interrupt_handler() {
-  g_interrupted.store(false);
-  std::signal(SIGINT, on_sigint);
-}
-
-const std::atomic<bool>& interrupted() { return g_interrupted; }
 
 Subcommand add_search(CLI::App& root) {
   auto a = std::make_shared<SearchArgs>();

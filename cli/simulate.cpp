@@ -86,7 +86,7 @@ int run_simulate(const SimulateArgs& a) {
   std::vector<std::string> deepspeed_defaults;
   if (!a.deepspeed.empty()) {
     const planner::DeepSpeedImport ds = planner::load_deepspeed(a.deepspeed, a.gpus > 0 ? a.gpus : c.gpus(), m.layers, hf_args(m), c.gpus_per_node);
-    t = ds.training;
+    t = spec::with_overrides(ds.training, overrides);  // --set training.* as on a training file
     p = ds.plan;
     deepspeed_defaults = ds.defaults;
     if (!a.json) {

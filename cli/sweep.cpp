@@ -31,6 +31,7 @@ struct SweepArgs {
 
 int run_sweep(const SweepArgs& a) {
   using spec::ConfigKind;
+  install_interrupt_handler();
   planner::SweepInputs in;
   in.model = load_model_arg(a.model);
   in.cluster_path = spec::resolve_config(ConfigKind::kCluster, a.cluster);
@@ -55,7 +56,12 @@ int run_sweep(const SweepArgs& a) {
     planner::SearchOptions o;
     o.top_k = std::max<int64_t>(a.top * 4, 10);   // bucket variants share rows: keep enough to fill K rows
     o.threads = a.threads;
+    o.cancel = &interrupted();
     const planner::SearchResult r = planner::search(space, o);
+    if (r.interrupted) {
+      std::cerr << "stagecraft: interrupted during the search for the plans to sweep; nothing swept\n";
+      return interrupted_exit_code();
+    }
     if (r.top.empty()) {
       std::cerr << "stagecraft: no plan to sweep: " << r.reason << "\n";
       return kImpossible;
@@ -65,11 +71,15 @@ int run_sweep(const SweepArgs& a) {
       plans.push_back({r.top[row].key, r.top[row].plan});
     }
   }
-  const planner::Sweep s = planner::sweep(in, axis, values, plans, a.threads);
+  const planner::Sweep s = planner::sweep(in, axis, values, plans, a.threads, &interrupted());
   if (a.json) {
     std::cout << planner::to_json(s).dump(2) << "\n";
   } else {
     std::cout << planner::format_sweep(s);
+  }
+  if (s.interrupted) {
+    std::cerr << "stagecraft: interrupted; the sweep above is partial (exit status 128 + the signal)\n";
+    return interrupted_exit_code();
   }
   return kOk;
 }

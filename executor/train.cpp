@@ -32,12 +32,25 @@ TrainReport train(const program::Program& prog, Communicator& comm, const Corpus
     report.step_seconds.push_back(stats.seconds);
     report.compute_seconds += stats.compute_seconds;
     if (options.on_step) options.on_step(stats);
+    const bool last = s + 1 == options.steps;
+    // whether any rank was asked to stop: collective, so every rank stops after the same step
+    if (!last && options.cancel != nullptr) {
+      report.interrupted = comm.all_reduce_max(options.cancel->load() ? 1.0 : 0.0) > 0;
+      if (report.interrupted) break;
+    }
+    if (!last && options.save_every > 0 && !options.save_dir.empty() && (s + 1) % options.save_every == 0) {
+      save_checkpoint(runner, options.save_dir, options.data);
+      report.saved_at.push_back(runner.steps_done());
+    }
   }
   report.tokens_per_s = tokens_per_second(prog, report.step_seconds);
   for (int64_t peak : comm.all_gather(runner.memory().peak())) report.peak_memory_bytes.push_back(peak);
   const ModelParams params = gather_model_params(runner);
   if (comm.rank() == 0) report.params_checksum = checksum(params.values);
-  if (!options.save_dir.empty()) save_checkpoint(runner, options.save_dir, options.data);
+  if (!options.save_dir.empty()) {
+    save_checkpoint(runner, options.save_dir, options.data);
+    report.saved_at.push_back(runner.steps_done());
+  }
   if (ro.trace) {
     const trace::Trace t = runner.tracer().gather(comm, runner.memory().samples(), prog, options.cluster);
     if (comm.rank() == 0) {

@@ -5,6 +5,7 @@
 // Nothing here prints: progress goes to the on_step callback.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,6 +24,10 @@ struct TrainOptions {
   CheckpointContext data;     // recorded in / checked against checkpoints
   std::string resume_dir;     // empty: start from the initial parameters
   std::string save_dir;       // empty: no checkpoint at the end
+  int64_t save_every = 0;     // > 0 (with save_dir): also a checkpoint after every save_every-th step
+  // Set (by SIGINT or SIGTERM) on any rank: every rank stops after the step in flight, and the run
+  // ends as if it had been asked for the steps done (checkpoint, trace, report); `interrupted` says so.
+  const std::atomic<bool>* cancel = nullptr;
   std::string save_hf_dir;    // empty: no Hugging Face folder at the end (rank 0 writes it)
   io::safetensors::Dtype save_hf_dtype = io::safetensors::Dtype::kF32;
   std::string trace_path;     // empty: no trace (rank 0 writes it)
@@ -38,6 +43,8 @@ struct TrainReport {
   std::vector<int64_t> peak_memory_bytes;  // rank 0: every rank's high-water mark
   std::string params_checksum;          // rank 0: FNV-1a of the gathered model parameters
   double compute_seconds = 0;           // rank 0's time inside compute instructions
+  bool interrupted = false;             // stopped by `cancel` before the steps asked for
+  std::vector<int64_t> saved_at;        // the steps (counted from 1, resumed steps included) checkpointed
 };
 
 TrainReport train(const program::Program& prog, Communicator& comm, const Corpus& corpus, const TrainOptions& options);

@@ -90,6 +90,10 @@ AxisAlternative alternative(const SearchResult& r, const Evaluated& best, const 
   } else if (simulated) {
     a.verdict = "not fitting";
     a.reason = "the simulated plans do not fit in memory";
+  } else if (cell.min_memory_lb == INT64_MAX) {  // no candidate but dominated ones: no memory bound was taken
+    a.verdict = "dominated";
+    a.reason = "every such plan is dominated, so none was simulated: it lowers to the same Program as a plan counted "
+               "under another value, or offloads the optimizer where the same plan without offload fits";
   } else {
     a.verdict = "memory";
     a.reason = "does not fit: needs at least " + gib(static_cast<double>(cell.min_memory_lb)) + " per GPU";

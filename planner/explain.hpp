@@ -22,7 +22,7 @@ namespace stagecraft::planner {
 
 struct AxisAlternative {
   std::string value;
-  std::string verdict;         // "simulated", "bound", "memory", "not fitting"
+  std::string verdict;         // "simulated", "bound", "memory", "not fitting", "dominated"
   double step_time_s = 0;      // simulated (or the lower bound)
   double delta = 0;            // step_time / best − 1
   std::string plan;            // the plan key, when simulated

@@ -1,5 +1,6 @@
 #include "planner/sweep.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -12,7 +13,7 @@
 namespace stagecraft::planner {
 
 Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector<std::string>& values,
-            const std::vector<SweepPlan>& plans, int threads) {
+            const std::vector<SweepPlan>& plans, int threads, const std::atomic<bool>* cancel) {
   Sweep s;
   s.axis = axis;
   s.plans = plans;
@@ -37,6 +38,11 @@ Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector
   pool.parallel_for(values.size() * plans.size(), [&](std::size_t k, int) {
     const std::size_t i = k / plans.size(), j = k % plans.size();
     SweepCell& cell = s.points[i].cells[j];
+    if (cancel != nullptr && cancel->load()) {
+      cell.skipped = true;
+      cell.error = "not simulated: interrupted";
+      return;
+    }
     try {
       const spec::Model model = spec::with_training_length(in.model, at[i].training);
       spec::Plan plan = plans[j].plan;
@@ -55,12 +61,15 @@ Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector
   });
   for (std::size_t i = 0; i < s.points.size(); ++i) {
     SweepPoint& p = s.points[i];
+    p.complete = std::none_of(p.cells.begin(), p.cells.end(), [](const SweepCell& c) { return c.skipped; });
+    s.interrupted = s.interrupted || !p.complete;
+    if (!p.complete) continue;  // a winner among the cells that ran would be a guess
     for (std::size_t j = 0; j < p.cells.size(); ++j) {
       const SweepCell& c = p.cells[j];
       if (!c.ok || !c.metrics.fits) continue;
       if (p.best < 0 || c.metrics.step_time_s < p.cells[static_cast<std::size_t>(p.best)].metrics.step_time_s) p.best = static_cast<int>(j);
     }
-    if (i > 0 && p.best != s.points[i - 1].best) s.changes.push_back(i);
+    if (i > 0 && s.points[i - 1].complete && p.best != s.points[i - 1].best) s.changes.push_back(i);
   }
   return s;
 }
@@ -154,7 +163,7 @@ std::string format_sweep(const Sweep& s) {
     out << "  " << std::string(width - p.value.size(), ' ') << p.value;
     for (std::size_t j = 0; j < p.cells.size(); ++j) {
       const SweepCell& c = p.cells[j];
-      std::string cell = !c.ok ? "n/a" : text::fmt("%.4f", c.metrics.step_time_s) + (c.metrics.fits ? "" : " oom");
+      std::string cell = c.skipped ? "-" : !c.ok ? "n/a" : text::fmt("%.4f", c.metrics.step_time_s) + (c.metrics.fits ? "" : " oom");
       if (static_cast<int>(j) == p.best) cell += "*";
       out << "  " << std::string(cell.size() < 12 ? 12 - cell.size() : 0, ' ') << cell;
     }
@@ -166,12 +175,21 @@ std::string format_sweep(const Sweep& s) {
         << (a >= 0 ? "[" + std::to_string(a + 1) + "]" : std::string("none")) << " to "
         << (b >= 0 ? "[" + std::to_string(b + 1) + "]" : std::string("none"));
   }
-  if (s.changes.empty() && !s.points.empty()) out << "\nthe fastest plan is the same at every value";
+  if (s.interrupted) {
+    std::size_t done = 0, all = 0;
+    for (const SweepPoint& p : s.points) {
+      for (const SweepCell& c : p.cells) done += c.skipped ? 0 : 1, ++all;
+    }
+    out << "\ninterrupted: " << done << " of " << all << " cells simulated (- : not simulated); values with a cell "
+        << "missing name no fastest plan";
+  } else if (s.changes.empty() && !s.points.empty()) {
+    out << "\nthe fastest plan is the same at every value";
+  }
   out << "\n";
   for (std::size_t i = 0; i < s.points.size(); ++i) {
     for (std::size_t j = 0; j < s.points[i].cells.size(); ++j) {
       const SweepCell& c = s.points[i].cells[j];
-      if (!c.ok) out << "n/a: [" << j + 1 << "] at " << s.points[i].value << ": " << c.error << "\n";
+      if (!c.ok && !c.skipped) out << "n/a: [" << j + 1 << "] at " << s.points[i].value << ": " << c.error << "\n";
     }
   }
   return out.str();
@@ -187,10 +205,11 @@ nlohmann::json to_json(const Sweep& s) {
         cells.push_back({{"step_time_s", c.metrics.step_time_s}, {"tokens_per_s", c.metrics.tokens_per_s}, {"mfu", c.metrics.mfu},
                          {"fits", c.metrics.fits}, {"peak_memory_bytes", c.metrics.peak_memory_bytes}});
       } else {
-        cells.push_back({{"error", c.error}});
+        cells.push_back({{"error", c.error}, {"skipped", c.skipped}});
       }
     }
-    points.push_back({{"value", p.value}, {"plans", cells}, {"best", p.best >= 0 ? nlohmann::json(p.best) : nlohmann::json()}});
+    points.push_back({{"value", p.value}, {"plans", cells}, {"best", p.best >= 0 ? nlohmann::json(p.best) : nlohmann::json()},
+                      {"complete", p.complete}});
   }
   nlohmann::json changes = nlohmann::json::array();
   for (std::size_t i : s.changes) {
@@ -198,7 +217,7 @@ nlohmann::json to_json(const Sweep& s) {
                        {"from", s.points[i - 1].best >= 0 ? nlohmann::json(s.points[i - 1].best) : nlohmann::json()},
                        {"to", s.points[i].best >= 0 ? nlohmann::json(s.points[i].best) : nlohmann::json()}});
   }
-  return {{"axis", s.axis.key()}, {"plans", plans}, {"points", points}, {"changes", changes}};
+  return {{"axis", s.axis.key()}, {"plans", plans}, {"points", points}, {"changes", changes}, {"interrupted", s.interrupted}};
 }
 
 }  // namespace stagecraft::planner

@@ -12,6 +12,7 @@
 // The points x plans simulations run in parallel; the results do not depend on the thread count.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,21 +41,24 @@ struct SweepPlan {
 
 struct SweepCell {
   bool ok = false;
+  bool skipped = false;  // not simulated: the sweep was interrupted first
   sim::Metrics metrics;
-  std::string error;   // when !ok
+  std::string error;     // when !ok
 };
 
 struct SweepPoint {
   std::string value;            // as given
   std::vector<SweepCell> cells; // one per plan
-  int best = -1;                // the fastest plan that fits; -1: none
+  int best = -1;                // the fastest plan that fits; -1: none (or a cell skipped)
+  bool complete = true;         // every cell simulated (or refused); false once interrupted
 };
 
 struct Sweep {
   spec::Override axis;          // its value is the first point's
   std::vector<SweepPlan> plans;
   std::vector<SweepPoint> points;
-  std::vector<std::size_t> changes;   // i: the winner at points[i] differs from points[i - 1]'s
+  std::vector<std::size_t> changes;   // i: the winner at points[i] differs from points[i - 1]'s (both complete)
+  bool interrupted = false;           // `cancel` was set before every cell was simulated
 };
 
 // The plan on another GPU count, keeping its tensor and pipeline sizes, micro-batch size, schedule
@@ -69,8 +73,10 @@ AdaptedPlan adapt_plan(const spec::Plan& plan, int64_t global_batch, int64_t gpu
 
 // values: JSON values (spec::parse_value of each text). Throws SpecError for an axis key that is
 // not a cluster or training field.
+// `cancel` (e.g. set by SIGINT or SIGTERM): cells not started once it is set are skipped, and the
+// points they belong to name no winner.
 Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector<std::string>& values,
-            const std::vector<SweepPlan>& plans, int threads);
+            const std::vector<SweepPlan>& plans, int threads, const std::atomic<bool>* cancel = nullptr);
 
 // "lo:hi:n" (linear) or "lo:hi:n:log" -> n values from lo to hi; SpecError naming `option`.
 std::vector<std::string> range_values(const std::string& text, const std::string& option);

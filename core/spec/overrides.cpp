@@ -1,5 +1,7 @@
 #include "core/spec/overrides.hpp"
 
+#include <algorithm>
+
 #include "core/spec/error.hpp"
 #include "core/spec/json_reader.hpp"
 
@@ -120,6 +122,16 @@ Cluster load_cluster(const std::string& path, const std::vector<Override>& overr
 
 Training load_training(const std::string& path, const std::vector<Override>& overrides) {
   return load_with<Training>(path, overrides, "training", &training_from_json);
+}
+
+Training with_overrides(const Training& t, const std::vector<Override>& overrides) {
+  if (std::none_of(overrides.begin(), overrides.end(), [](const Override& o) { return o.target == "training"; })) return t;
+  nlohmann::json j = to_json(t);
+  const std::string file = label(t.file, overrides, "training");
+  apply_overrides(j, overrides, "training", file);
+  Training out = training_from_json(j, file);
+  out.file = t.file;
+  return out;
 }
 
 }  // namespace stagecraft::spec

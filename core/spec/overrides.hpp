@@ -46,5 +46,8 @@ void apply_overrides(nlohmann::json& j, const std::vector<Override>& overrides, 
 // The file (bundled name resolved by the caller) read with the overrides applied.
 Cluster load_cluster(const std::string& path, const std::vector<Override>& overrides);
 Training load_training(const std::string& path, const std::vector<Override>& overrides);
+// A training made without a file of its own (a DeepSpeed config's) with the "training." overrides
+// applied the same way: its JSON (to_json), the overrides, its loader; errors name t.file.
+Training with_overrides(const Training& t, const std::vector<Override>& overrides);
 
 }  // namespace stagecraft::spec
