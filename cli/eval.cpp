@@ -90,6 +90,9 @@ int run_plan_eval(const EvalArgs& a, const executor::World& world, const program
     r.mean = s.loss;
     r.tokens = prog.tokens_per_step();
     bytes = static_cast<int64_t>(comm->all_reduce_sum(static_cast<double>(reader->bytes_read())));
+  } catch (const executor::NonFiniteError& e) {
+    rank_error(world.rank(), e.what());
+    return world.abort(kImpossible);
   } catch (const std::exception& e) {
     rank_error(world.rank(), e.what());
     return world.abort(3);
@@ -179,6 +182,10 @@ int run_eval(const EvalArgs& a) {
     return fail(e.what());
   } catch (const executor::DataError& e) {
     return fail(e.what());
+  } catch (const executor::NonFiniteError& e) {
+    // weights holding NaN or inf: no answer to give (exit 1), and the error names the tensor
+    if (world.rank() == 0) std::cerr << "stagecraft: error: " << e.what() << std::endl;
+    return kImpossible;
   }
   executor::EvalResult r;
   try {

@@ -8,6 +8,7 @@
 #include "core/io/file.hpp"
 #include "core/spec/error.hpp"
 #include "core/text/format.hpp"
+#include "executor/errors.hpp"
 #include "executor/model/layers.hpp"
 
 namespace stagecraft::executor::hf {
@@ -282,6 +283,20 @@ void HfReader::read(const TensorSlot& s, int64_t lo, int64_t hi, std::span<float
         for (int64_t r = ra; r < rb; ++r) out[static_cast<std::size_t>(r * cols + lc - lo)] = seg[static_cast<std::size_t>(r - ra)];
       }
     }
+  }
+  // Weights holding NaN or inf give a NaN loss whatever follows: name the tensor instead.
+  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != out.end()) {
+    const int64_t count = std::count_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+    std::string names;
+    for (const Resolved& rp : it->second) {
+      if (!names.empty()) names += ", ";
+      names += rp.piece.name;
+    }
+    throw NonFiniteError(folder_.dir() + ": tensor " + names + " holds " + std::to_string(count) + " non-finite value" +
+                         (count == 1 ? "" : "s") + " (" + text::fmt("%g", static_cast<double>(*bad)) +
+                         " at element " + std::to_string(lo + (bad - out.begin())) + " of " + s.name +
+                         "): the checkpoint is damaged or diverged; evaluating or training from it gives NaN");
   }
 }
 

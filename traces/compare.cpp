@@ -163,6 +163,9 @@ std::vector<Pair> match(const Trace& meas, const Items& sim_items, const Items& 
     if (it != sim_items.end()) used.insert(it->first);
     out.push_back({rank, k, item.kind, it == sim_items.end() ? 0.0 : it->second.value(), item.value()});
   }
+  std::set<int64_t> mapped;  // the simulated ranks the measured ones stand for
+  for (int64_t r : meas_ranks) mapped.insert(map(r));
+  std::vector<std::string> missing;  // instructions of those ranks the measured trace lacks
   for (const auto& [key, item] : sim_items) {
     if (used.count(key)) continue;
     if (level == Level::kKernelClass) {
@@ -171,7 +174,32 @@ std::vector<Pair> match(const Trace& meas, const Items& sim_items, const Items& 
       }
     } else {
       ++c.unmatched_simulated;
+      if (mapped.count(key.first)) {
+        std::string what = "#";
+        what += std::to_string(key.second);
+        what += ' ';
+        what += item.kind;
+        what += " of rank ";
+        what += std::to_string(key.first);
+        missing.push_back(std::move(what));
+      }
     }
+  }
+  if (!missing.empty()) {
+    // A step time over part of the work would pass for an error of the simulator (a trace cut
+    // short, or filtered, read +109% before this check).
+    std::string first;
+    for (std::size_t i = 0; i < missing.size() && i < 5; ++i) {
+      if (i > 0) first += ", ";
+      first += missing[i];
+    }
+    std::size_t of = 0;
+    for (const auto& [key, item] : sim_items) of += mapped.count(key.first);
+    throw spec::SpecError(meas.files.at(0), "/traceEvents",
+                          "expected every instruction its ranks run in the simulated trace, but " +
+                              std::to_string(missing.size()) + " of " + std::to_string(of) + " are missing (" + first +
+                              (missing.size() > 5 ? ", ..." : "") +
+                              "): a trace cut short or filtered measures part of the step; trace whole steps");
   }
   return out;
 }

@@ -164,6 +164,21 @@ TEST_F(CompareTest, AnInstructionThePlanDoesNotHaveIsAnError) {
   test::expect_spec_error([&] { compare(sim, meas); }, meas.event_pointer(3) + "/args/instr", "does not exist");
 }
 
+// A measured trace cut short or filtered (here: rank 0's backward passes left out) measures part of
+// the step; compared, it read as a large simulator error. It is refused, naming how many of the
+// instructions of the ranks it covers are missing and the first of them.
+TEST_F(CompareTest, AMeasuredTraceMissingInstructionsIsRefusedNamingThem) {
+  trace::Trace t = result.trace;
+  t.source = "measured";
+  const std::size_t all = t.events.size();  // one step of the replica's ranks 0 and 2: an event each
+  std::erase_if(t.events, [](const trace::Event& e) { return e.rank == 0 && e.op == Op::kBackward; });
+  const std::size_t cut = all - t.events.size();
+  ASSERT_GT(cut, 0u);
+  const Trace meas = test::as_trace(t, "cut.json");
+  test::expect_spec_error([&] { compare(sim, meas); }, "/traceEvents",
+                          std::to_string(cut) + " of " + std::to_string(all) + " are missing (#");
+}
+
 TEST_F(CompareTest, PyTorchTracesAlignByStepAndKernelClass) {
   // tests/data/kineto/handwritten_rank{0,1}.json: per step, compute 100 + 12 µs on rank 0 and
   // 125 + 12 on rank 1, memory 10 + 2, communication 60; ProfilerStep spans of 300 µs.

@@ -1,0 +1,90 @@
+"""Results that cannot be trusted are not printed as results (docs/reliability.md, "Results that
+cannot be trusted"): weights holding NaN are named, not scored; a measured trace missing
+instructions is refused, not compared; --set training.* reaches a DeepSpeed config's training; a
+search's explanation never prints an unset bound.
+
+usage: untrusted.py STAGECRAFT"""
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+
+from clitest import Checks, call
+
+
+def poison(folder, element):
+    """Writes NaN over one float32 element of the first F32 tensor of folder/model.safetensors;
+    returns that tensor's name."""
+    path = os.path.join(folder, "model.safetensors")
+    with open(path, "r+b") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        name, info = next((k, v) for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32")
+        f.seek(8 + n + info["data_offsets"][0] + 4 * element)
+        f.write(struct.pack("<f", math.nan))
+    return name
+
+
+def main():
+    stagecraft = sys.argv[1]
+    check = Checks()
+    d = tempfile.mkdtemp(prefix="stagecraft_untrusted_")
+    tiny = ["--model", "tiny", "--training", "tiny-cpu"]
+
+    # Weights with a NaN: eval and run --init-from name the tensor and exit 1 (eval printed "nan",
+    # exit 0; run said the training diverged).
+    hf = os.path.join(d, "hf")
+    r = call(stagecraft, "run", *tiny, "--plan", "one-gpu", "--steps", "1", "--save-hf", hf)
+    check(r.returncode == 0, f"run --save-hf wrote a folder (exit {r.returncode})")
+    name = poison(hf, 5)
+    text = os.path.join(d, "text.txt")
+    with open(text, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 200)
+    r = call(stagecraft, "eval", "--weights", hf, "--data", text, "--sequences", "2")
+    check(r.returncode == 1 and name in r.stderr and "non-finite" in r.stderr and "nan" not in r.stdout,
+          f"eval of weights holding NaN: exit {r.returncode} (expected 1), names {name}: {r.stderr.strip()[:160]}")
+    r = call(stagecraft, "run", "--training", "tiny-cpu", "--plan", "one-gpu", "--steps", "1", "--init-from", hf)
+    check(r.returncode == 1 and name in r.stderr and "the training diverged" not in r.stderr,
+          f"run --init-from weights holding NaN: exit {r.returncode} (expected 1), names {name}")
+
+    # A measured trace missing instructions: refused (exit 2) with how many are missing, not a
+    # step-time error over part of the step.
+    sim = os.path.join(d, "sim.json")
+    r = call(stagecraft, "simulate", *tiny, "--plan", "tiny-pp2-dp2", "--cluster", "cpu-local", "--nodes", "2", "--trace", sim)
+    check(r.returncode == 0, f"simulate --trace (exit {r.returncode})")
+    doc = json.load(open(sim))
+    events = doc["traceEvents"]
+    backward = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("Backward") and e.get("pid") == 0]
+    cut = [e for e in events if e not in backward]
+    doc["traceEvents"] = cut
+    cut_path = os.path.join(d, "cut.json")
+    json.dump(doc, open(cut_path, "w"))
+    r = call(stagecraft, "compare", sim, cut_path)
+    check(len(backward) > 0 and r.returncode == 2 and f"{len(backward)} of " in r.stderr and "are missing" in r.stderr
+          and "cut.json" in r.stderr,
+          f"compare of a trace without rank 0's {len(backward)} backward passes: exit {r.returncode} (expected 2): "
+          f"{r.stderr.strip()[:200]}")
+
+    # --set training.* on a DeepSpeed config: applied and checked as on a training file.
+    ds = os.path.join(d, "ds.json")
+    json.dump({"train_batch_size": 8, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}, open(ds, "w"))
+    base = ["simulate", "--model", "tiny", "--cluster", "cpu-local", "--deepspeed", ds, "--json"]
+    r = call(stagecraft, *base, "--set", "training.nonsense=3")
+    check(r.returncode == 2 and "nonsense" in r.stderr, f"--deepspeed with --set training.nonsense=3: exit {r.returncode}")
+    a = call(stagecraft, *base)
+    b = call(stagecraft, *base, "--set", "training.dtype=fp32")
+    ok = a.returncode == 0 and b.returncode == 0
+    check(ok and json.loads(a.stdout)["precision"]["dtype"] == "bf16" and json.loads(b.stdout)["precision"]["dtype"] == "fp32",
+          "--deepspeed with --set training.dtype=fp32 simulates fp32 (the config says bf16)")
+
+    # The explanation of an axis whose plans are all dominated (offload where everything fits).
+    r = call(stagecraft, "search", *tiny, "--cluster", "cpu-local", "--offload", "none,cpu", "--no-progress")
+    check(r.returncode == 0 and "8589934592" not in r.stdout and "offload = cpu: every such plan is dominated" in r.stdout,
+          "search --offload none,cpu: the offload alternative is called dominated, with no memory bound")
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
