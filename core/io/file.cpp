@@ -95,4 +95,57 @@ void sync_directory(const std::string& dir) {
   if (rc != 0 && error != EINVAL) throw spec::SpecError(dir, "", std::string("fsync of the folder failed: ") + std::strerror(error));
 }
 
+std::uintmax_t check_input(const std::string& path, std::uintmax_t max_bytes, std::string_view kind) {
+  const std::string want(kind);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int error = errno;
+    if (error == ENOENT) throw spec::SpecError(path, "", "cannot open file: no such file (expected " + want + ")");
+    throw spec::SpecError(path, "", std::string("cannot open file: ") + std::strerror(error) + " (expected " + want + ")");
+  }
+  const char* other = S_ISDIR(st.st_mode)    ? "a directory"
+                      : S_ISCHR(st.st_mode)  ? "a character device"
+                      : S_ISBLK(st.st_mode)  ? "a block device"
+                      : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                      : S_ISSOCK(st.st_mode) ? "a socket"
+                      : S_ISREG(st.st_mode)  ? nullptr
+                                             : "not a regular file";
+  if (other != nullptr) {
+    throw spec::SpecError(path, "", std::string("is ") + other + ", not a regular file: expected " + want +
+                                        " (a stream has no end or size to check; save it to a file first)");
+  }
+  const auto size = static_cast<std::uintmax_t>(st.st_size);
+  if (size > max_bytes) {
+    throw spec::SpecError(path, "", "is " + std::to_string(size) + " bytes, above the limit of " + std::to_string(max_bytes) +
+                                        " bytes for " + want + " (docs/reliability.md, \"File kinds\")");
+  }
+  return size;
+}
+
+std::string read_input(const std::string& path, std::uintmax_t max_bytes, std::string_view kind) {
+  const std::uintmax_t size = check_input(path, max_bytes, kind);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw spec::SpecError(path, "", std::string("cannot open: ") + std::strerror(errno));
+  std::string out;
+  out.reserve(static_cast<std::size_t>(size));
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw spec::SpecError(path, "", std::string("read error: ") + std::strerror(error));
+    }
+    if (n == 0) break;
+    out.append(chunk, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      throw spec::SpecError(path, "", "grew past the limit of " + std::to_string(max_bytes) + " bytes while being read");
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
 }  // namespace stagecraft::io

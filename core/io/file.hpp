@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -48,6 +49,16 @@ class AtomicFile {
 
 // The whole of `content` into `path` through an AtomicFile.
 void write_file(const std::string& path, std::string_view content);
+
+// Reading an input whole (docs/reliability.md, "File kinds"): a spec or trace, a token file, a
+// weights index. check_input refuses, before a byte is read, what is not a regular file — a
+// device (/dev/zero, /dev/urandom would be read until memory runs out), a FIFO, a socket, a
+// directory — and a file above `max_bytes` (the kind's limit); it names the system's reason for a
+// path it cannot stat (a symbolic-link loop is not "no such file"). SpecError(path, "", why), `kind`
+// saying what was expected ("a token file"). Returns the file's size.
+std::uintmax_t check_input(const std::string& path, std::uintmax_t max_bytes, std::string_view kind);
+// The file's bytes, after check_input (read with the same bound, should it grow meanwhile).
+std::string read_input(const std::string& path, std::uintmax_t max_bytes, std::string_view kind);
 
 // fsync(2) of a folder, so that entries renamed into it are on disk. Throws SpecError.
 void sync_directory(const std::string& dir);

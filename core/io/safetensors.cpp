@@ -11,6 +11,7 @@
 
 #include "core/io/file.hpp"
 #include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
 
 namespace stagecraft::io::safetensors {
 
@@ -94,7 +95,16 @@ uint16_t to_bf16(float v) {
 
 float from_bf16(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
-File::File(std::string path) : path_(std::move(path)), in_(path_, std::ios::binary) {
+namespace {
+// A regular file (not a device or FIFO: io::check_input) before anything is opened or read; its
+// values are then read by offset, so the size bound is only the format's (offsets are uint64).
+std::string regular_file(std::string path) {
+  check_input(path, std::numeric_limits<int64_t>::max(), "a safetensors file");
+  return path;
+}
+}  // namespace
+
+File::File(std::string path) : path_(regular_file(std::move(path))), in_(path_, std::ios::binary) {
   if (!in_) throw SpecError(path_, "", "cannot open the safetensors file: " + std::string(std::strerror(errno)));
   std::error_code ec;
   const auto size = static_cast<int64_t>(std::filesystem::file_size(path_, ec));
@@ -247,13 +257,7 @@ Folder::Folder(std::string dir) : dir_(std::move(dir)) {
   const fs::path single = fs::path(dir_) / "model.safetensors";
   if (fs::exists(index)) {
     index_path_ = index.string();
-    std::ifstream in(index_path_);
-    json j;
-    try {
-      j = json::parse(in);
-    } catch (const json::parse_error& e) {
-      throw SpecError(index_path_, "", std::string("not JSON: ") + e.what());
-    }
+    const json j = spec::read_json_file(index_path_);  // a regular file within the spec limit
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
       throw SpecError(index_path_, "/weight_map", "expected an object of tensor name -> file name");
     }

@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/io/file.hpp"
 #include "core/spec/error.hpp"
+#include "core/spec/json_reader.hpp"
 
 #ifndef STAGECRAFT_CONFIG_DIR
 #define STAGECRAFT_CONFIG_DIR "configs"
@@ -45,8 +47,11 @@ std::string resolve_config(ConfigKind kind, const std::string& arg) {
   std::error_code ec;
   if (fs::is_regular_file(arg, ec)) return arg;
   if (fs::is_directory(arg, ec)) throw SpecError(arg, "", "is a directory, not a JSON file");
-  // A pipe or device (/dev/stdin, <(...)) is read as it is; read_json_file bounds it.
+  // A pipe or device is refused by the reader (read_json_file: io::check_input), naming what it is.
   if (fs::exists(arg, ec)) return arg;
+  // There, but not to be followed (a symbolic-link loop, a link to nowhere, a folder we may not
+  // enter): the system's reason, not "no such file".
+  if (fs::is_symlink(fs::symlink_status(arg, ec))) io::check_input(arg, kMaxSpecFileBytes, "a JSON file");
   const bool bare = arg.find('/') == std::string::npos;
   if (bare) {
     fs::path stem = arg;

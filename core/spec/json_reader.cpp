@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/io/file.hpp"
+
 namespace stagecraft::spec {
 
 using nlohmann::json;
@@ -235,31 +237,7 @@ json parse_json_text(const std::string& text, const std::string& path, int max_d
 }
 
 json read_json_file(const std::string& path, std::uintmax_t max_bytes) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) throw SpecError(path, "", "cannot open file: no such file");
-  if (std::filesystem::is_directory(status)) throw SpecError(path, "", "cannot read: it is a directory, not a JSON file");
-  if (std::filesystem::is_regular_file(status)) {
-    const std::uintmax_t size = std::filesystem::file_size(path, ec);
-    if (!ec && size > max_bytes) {
-      throw SpecError(path, "", "the file is " + std::to_string(size) + " bytes, above the limit of " +
-                                    std::to_string(max_bytes) + " bytes for this kind of input");
-    }
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(path, "", "cannot open file: " + std::string(std::strerror(errno)));
-  // Pipes and devices have no size to check first: read at most one byte past the limit.
-  std::string text;
-  std::array<char, 1 << 16> chunk;
-  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
-    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
-    if (text.size() > max_bytes) {
-      throw SpecError(path, "", "the input is more than " + std::to_string(max_bytes) +
-                                    " bytes, above the limit for this kind of input");
-    }
-  }
-  if (in.bad()) throw SpecError(path, "", "read error: " + std::string(std::strerror(errno)));
-  return parse_json_text(text, path);
+  return parse_json_text(io::read_input(path, max_bytes, "a JSON file"), path);
 }
 
 std::optional<double> parse_quantity(std::string_view text, Quantity kind, bool require_unit) {

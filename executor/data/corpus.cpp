@@ -7,6 +7,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/io/file.hpp"
+#include "core/spec/error.hpp"
 #include "executor/model/random.hpp"
 
 namespace stagecraft::executor {
@@ -30,10 +32,14 @@ std::string describe(const std::string& file, int64_t byte_offset, const std::st
   return file + ": byte " + std::to_string(byte_offset) + ": " + detail;
 }
 
-std::vector<unsigned char> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(path, -1, std::string("cannot open: ") + std::strerror(errno));
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+// A regular file within kMaxCorpusFileBytes (io::read_input: not a device or FIFO read forever).
+std::vector<unsigned char> read_bytes(const std::string& path, std::string_view kind) {
+  try {
+    const std::string bytes = io::read_input(path, kMaxCorpusFileBytes, kind);
+    return std::vector<unsigned char>(bytes.begin(), bytes.end());
+  } catch (const spec::SpecError& e) {
+    throw DataError(path, -1, e.detail());
+  }
 }
 
 void check_sizes(const std::string& source, int64_t vocab, int64_t seq_len) {
@@ -68,14 +74,14 @@ Corpus Corpus::from_text_file(const std::string& path, int64_t vocab, int64_t se
   if (vocab < 256) {
     throw DataError(path, -1, "byte-level text needs a vocab of at least 256, the model has " + std::to_string(vocab));
   }
-  const std::vector<unsigned char> bytes = read_bytes(path);
+  const std::vector<unsigned char> bytes = read_bytes(path, "a text file");
   check_length(path, bytes.size(), seq_len);
   return Corpus(vocab, seq_len, seed, path, std::vector<int32_t>(bytes.begin(), bytes.end()));
 }
 
 Corpus Corpus::from_token_file(const std::string& path, int64_t vocab, int64_t seq_len, uint64_t seed) {
   check_sizes(path, vocab, seq_len);
-  const std::vector<unsigned char> bytes = read_bytes(path);
+  const std::vector<unsigned char> bytes = read_bytes(path, "a token file (uint16 ids)");
   if (bytes.size() % 2 != 0) {
     throw DataError(path, static_cast<int64_t>(bytes.size()) - 1,
                     "odd trailing byte: a token file holds little-endian uint16 ids (" +

@@ -47,6 +47,10 @@ struct Batch {
   TokenBatch view() const { return {{sequences, seq}, inputs, targets}; }
 };
 
+// The largest token or text file a Corpus reads (its tokens are held in memory as 4-byte ids:
+// 8 GiB of them for a 4 GiB uint16 file): docs/reliability.md, "File kinds".
+inline constexpr std::uintmax_t kMaxCorpusFileBytes = std::uintmax_t{4} << 30;
+
 class Corpus {
  public:
   // Tokens from a fixed random first-order Markov chain over [0, vocab): from each token the

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "core/spec/error.hpp"
@@ -97,6 +100,46 @@ TEST(AtomicFile, AMissingFolderOrAFolderAsTargetIsAnError) {
   } catch (const spec::SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace stagecraft::io
+
+namespace stagecraft::io {
+namespace {
+
+// What check_input refuses before a byte is read, each with its name: a character device (read
+// forever: /dev/zero), a FIFO (a reader would wait for a writer), a directory, a symbolic-link loop
+// (the system's ELOOP, not "no such file"), a file above the kind's limit; a regular file within it
+// is read whole.
+TEST(ReadInput, RefusesWhatIsNotARegularFileWithinItsLimit) {
+  auto refused = [](const std::string& path, std::uintmax_t limit, const std::string& expected) {
+    try {
+      check_input(path, limit, "a token file");
+      ADD_FAILURE() << path << " was accepted";
+    } catch (const spec::SpecError& e) {
+      EXPECT_EQ(e.file(), path);
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("a token file"), std::string::npos) << e.what();
+    }
+  };
+  refused("/dev/zero", 1 << 20, "is a character device, not a regular file");
+  const fs::path dir = fs::path(::testing::TempDir()) / ("stagecraft_read_input_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string fifo = (dir / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  refused(fifo, 1 << 20, "is a FIFO (named pipe)");
+  refused(dir.string(), 1 << 20, "is a directory");
+  fs::create_symlink(dir / "b", dir / "a");
+  fs::create_symlink(dir / "a", dir / "b");
+  refused((dir / "a").string(), 1 << 20, "Too many levels of symbolic links");
+  refused((dir / "missing").string(), 1 << 20, "no such file");
+  const std::string file = (dir / "ten.bin").string();
+  std::ofstream(file, std::ios::binary) << "0123456789";
+  refused(file, 9, "is 10 bytes, above the limit of 9 bytes");
+  EXPECT_EQ(check_input(file, 10, "a token file"), 10u);
+  EXPECT_EQ(read_input(file, 10, "a token file"), "0123456789");
+  fs::remove_all(dir);
 }
 
 }  // namespace
