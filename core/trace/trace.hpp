@@ -54,6 +54,10 @@ struct Trace {
 void name_program(Trace& t, const program::Program& prog);
 
 nlohmann::json to_chrome_json(const Trace& t);
+// Parts of to_chrome_json(t) without building it: its "stagecraft" header, and how many metadata
+// events (rank and lane names) come before the instruction events in its "traceEvents".
+nlohmann::json header_json(const Trace& t);
+int64_t metadata_event_count(const Trace& t);
 // A Chrome-trace time in microseconds ("ts" a timestamp, "dur" a duration) in nanoseconds. A
 // SpecError at `pointer` when it is a negative duration, a duration above 1e12 us (11.6 days) or a
 // timestamp beyond +-4e15 us (the year 2096 as Unix time; int64 nanoseconds hold +-9.2e18).

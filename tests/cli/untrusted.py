@@ -79,6 +79,20 @@ def main():
     check(ok and json.loads(a.stdout)["precision"]["dtype"] == "bf16" and json.loads(b.stdout)["precision"]["dtype"] == "fp32",
           "--deepspeed with --set training.dtype=fp32 simulates fp32 (the config says bf16)")
 
+    # A --full trace no host can hold: sized before simulating and refused with its numbers (exit 1),
+    # not an abort once memory runs out. GPT-3 175B on 1,048,576 GPUs, 64 micro-batches: about 7
+    # billion instruction events, terabytes at 150 bytes each.
+    huge = os.path.join(d, "huge.json")
+    json.dump({"tp": 8, "pp": 8, "dp": 16384, "micro_batch": 1, "micro_batches": 64, "schedule": "1f1b",
+               "zero": {"stage": 1}}, open(huge, "w"))
+    trace = os.path.join(d, "huge-trace.json")
+    r = call(stagecraft, "simulate", "--model", "gpt3-175b", "--cluster", "dgx-h100-ndr", "--nodes", "131072", "--training",
+             "gpt3-175b-1536", "--global-batch", str(16384 * 64), "--plan", huge, "--full", "--trace", trace, timeout=120)
+    check(r.returncode == 1 and "events (an instruction of each of its 1048576 ranks)" in r.stderr
+          and "of memory to simulate and write" in r.stderr and not os.path.exists(trace),
+          f"simulate --full --trace of a million GPUs: exit {r.returncode} (expected 1), nothing written: "
+          f"{r.stderr.strip()[:200]}")
+
     # The explanation of an axis whose plans are all dominated (offload where everything fits).
     r = call(stagecraft, "search", *tiny, "--cluster", "cpu-local", "--offload", "none,cpu", "--no-progress")
     check(r.returncode == 0 and "8589934592" not in r.stdout and "offload = cpu: every such plan is dominated" in r.stdout,

@@ -59,6 +59,24 @@ TEST(TraceIo, StagecraftFileKeepsPositionsStepsAndHeader) {
   std::remove(path.c_str());
 }
 
+// from_core builds in memory what writing the trace and reading it back gives: the same events, the
+// same positions in the file, the same steps and header.
+TEST(TraceIo, FromCoreIsTheFileReadBack) {
+  trace::Trace core = two_steps();
+  core.memory.push_back({0, 1500, 2, {{1, 2, 3, 4, 5, 6}}});
+  core.memory.push_back({3, 2500, -1, {{6, 5, 4, 3, 2, 1}}});  // a rank with memory samples alone
+  const std::string path = temp_path("from_core.json");
+  const Trace direct = from_core(core, path, {{"probe", {{"world", 4}}}});
+  write_stagecraft(direct, path);
+  const Trace back = read_trace_files({path});
+  EXPECT_EQ(trace::to_chrome_json(direct.data).dump(), trace::to_chrome_json(back.data).dump());
+  EXPECT_EQ(direct.meta, back.meta);
+  EXPECT_EQ(direct.event_step, back.event_step);
+  ASSERT_EQ(direct.event_origin.size(), back.event_origin.size());
+  for (std::size_t i = 0; i < direct.event_origin.size(); ++i) EXPECT_EQ(direct.event_pointer(i), back.event_pointer(i));
+  std::remove(path.c_str());
+}
+
 TEST(TraceIo, DetectsFormats) {
   EXPECT_EQ(detect_format(nlohmann::json::array(), "a"), Format::kAutograd);
   EXPECT_EQ(detect_format({{"traceEvents", nlohmann::json::array()}}, "k"), Format::kKineto);
