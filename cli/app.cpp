@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include <iostream>
+#include <new>
 #include <string_view>
 #include <vector>
 
@@ -70,6 +71,12 @@ int run_cli(int argc, char** argv, const HandOff& hand_off) {
   } catch (const stagecraft::planner::StoreError& e) {
     std::cerr << "stagecraft: error: " << e.what() << "\n";
     return kBadInput;
+  } catch (const std::bad_alloc&) {
+    // not a bug: the request needs more memory than this host gave (exit 1, as any request that
+    // cannot be met); the commands size what they can before starting (docs/reliability.md)
+    std::cerr << "stagecraft: error: out of memory: this request needs more memory than the host could give; "
+                 "ask for less (fewer GPUs traced, a smaller search with --tp/--pp/--zero), or use a larger host\n";
+    return kImpossible;
   } catch (const std::exception& e) {
     std::cerr << "stagecraft: internal error: " << e.what() << "\n";
     return 3;

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import struct
+import subprocess
 import sys
 import tempfile
 
@@ -92,6 +93,15 @@ def main():
           and "of memory to simulate and write" in r.stderr and not os.path.exists(trace),
           f"simulate --full --trace of a million GPUs: exit {r.returncode} (expected 1), nothing written: "
           f"{r.stderr.strip()[:200]}")
+
+    # Memory that runs out anyway (here a 400 MB address-space limit) is exit 1 "out of memory", not an
+    # internal error. Not under AddressSanitizer, whose shadow memory needs terabytes of address space.
+    if b"__asan_init" not in open(stagecraft, "rb").read():
+        r = subprocess.run(["bash", "-c", "ulimit -v 400000; exec \"$0\" simulate --model gpt3-13b --cluster dgx-h100-ndr "
+                            "--nodes 8 --training demo-13b-1024 --plan demo-13b --full --trace \"$1\" --no-error-bars",
+                            stagecraft, os.path.join(d, "oom.json")], capture_output=True, text=True, timeout=300)
+        check(r.returncode == 1 and "out of memory" in r.stderr and "internal error" not in r.stderr,
+              f"simulate out of memory (ulimit -v 400000): exit {r.returncode} (expected 1): {r.stderr.strip()[:120]}")
 
     # The explanation of an axis whose plans are all dominated (offload where everything fits).
     r = call(stagecraft, "search", *tiny, "--cluster", "cpu-local", "--offload", "none,cpu", "--no-progress")
