@@ -28,17 +28,19 @@ int run_calibrate(const CalibrateArgs& a) {
   std::vector<std::string> inputs = a.traces;
   inputs.push_back(base.file);
   refuse_overwriting_input(a.output, inputs, "-o");
+  // its companion report too (CALIBRATED.calibration.json), which was written over an input of that name
+  refuse_overwriting_input(traces::report_path_for(a.output), inputs, "-o (its report " + traces::report_path_for(a.output) + ")");
   std::optional<spec::Training> training;
   if (!a.training.empty()) training = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, a.training));
   const traces::Samples samples = traces::samples_from_files(a.traces, base, training);
   traces::Calibration c;
   try {
     c = traces::calibrate(samples, base);
+    traces::write_calibration(c, a.output);
   } catch (const traces::CalibrationError& e) {
     std::cerr << "stagecraft: cannot calibrate: " << e.what() << "\n";
     return kImpossible;
   }
-  traces::write_calibration(c, a.output);
   if (a.json) {
     std::cout << traces::report_json(c).dump(2) << "\n";
   } else {

@@ -305,6 +305,19 @@ Manifest manifest_from_json(const json& m, const std::string& path) {
 
 }  // namespace
 
+void check_save_target(const program::Program& prog, const std::string& dir, const CheckpointContext& ctx) {
+  const fs::path root(dir);
+  std::error_code ec;
+  if (!fs::exists(root / kManifest, ec)) return;
+  const std::string refuse = "--save " + dir + " holds a checkpoint of another run, which this run's would replace: ";
+  const std::string advice = "; save to another folder, or remove this one";
+  try {
+    check_identity(read_manifest(root), run_identity(prog, ctx), root);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(refuse + e.what() + advice);
+  }
+}
+
 void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointContext& ctx) {
   Communicator& comm = runner.comm();
   const RunnerOptions& faults = runner.options();

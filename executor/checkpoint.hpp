@@ -54,6 +54,12 @@ struct Manifest {
 };
 Manifest parse_manifest(const std::string& text, const std::string& path);
 
+// Before a run that will save into `dir`: a checkpoint there of another run (another model, plan,
+// training, data or world size) would be replaced by this one's, so it is refused (CheckpointError
+// naming the field that differs), as is a manifest.json that is not a checkpoint's. A checkpoint of
+// this same run (the one --resume continues) may be saved over. Every rank reads the same file.
+void check_save_target(const program::Program& prog, const std::string& dir, const CheckpointContext& ctx);
+
 // Writes the runner's state after runner.steps_done() steps into `dir` (created if needed).
 void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointContext& ctx);
 // Restores the state saved in `dir`; the runner's next step is the checkpoint's step.

@@ -20,6 +20,7 @@ double tokens_per_second(const program::Program& prog, const std::vector<double>
 }  // namespace
 
 TrainReport train(const program::Program& prog, Communicator& comm, const Corpus& corpus, const TrainOptions& options) {
+  if (!options.save_dir.empty()) check_save_target(prog, options.save_dir, options.data);  // before any work
   RunnerOptions ro = options.runner;
   ro.trace = !options.trace_path.empty();
   Runner runner(prog, comm, corpus, ro);

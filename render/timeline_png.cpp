@@ -1,5 +1,7 @@
 // render/timeline_png.hpp with Qt Gui (QImage + QPainter), offscreen (library stagecraft_render,
 // built only with STAGECRAFT_WITH_GUI).
+#include <QBuffer>
+#include <QByteArray>
 #include <QColor>
 #include <QFontMetrics>
 #include <QFont>
@@ -14,6 +16,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/io/file.hpp"
 #include "render/colours.hpp"
 #include "render/timeline_png.hpp"
 
@@ -125,9 +128,15 @@ void write_timeline_png(const std::vector<traces::TimelinePanel>& panels, const 
       top += panel_height(p) + kMargin;
     }
   }
-  const bool saved = image.save(QString::fromStdString(path), "PNG");
+  // encoded in memory, then written through io::AtomicFile: a full disk or a kill never leaves a
+  // truncated PNG over the previous good one (QImage::save wrote the target in place)
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  const bool encoded = image.save(&buffer, "PNG");
   qInstallMessageHandler(previous);
-  if (!saved) throw std::runtime_error("cannot write " + path);
+  if (!encoded) throw std::runtime_error("cannot encode the PNG for " + path);
+  io::write_file(path, std::string_view(png.constData(), static_cast<std::size_t>(png.size())));
 }
 
 }  // namespace stagecraft::render

@@ -805,14 +805,20 @@ std::string to_text(const Calibration& c) {
 void write_calibration(Calibration& c, const std::string& profile_path) {
   c.report_file = report_path_for(profile_path);
   c.cluster.file = profile_path;
-  auto write = [](const std::string& path, const json& j) { io::write_file(path, j.dump(2) + "\n"); };
-  write(profile_path, profile_json(c));
-  write(c.report_file, report_json(c));
+  const json profile = profile_json(c);
+  // The loader's bounds are the physical ones (docs/reliability.md, "Limits on sizes"): a fit past
+  // them (a memory rate of 1e33 B/s from a trace far faster than the base profile) is a fit that
+  // failed, exit 1 with its values and residuals, and nothing is written.
   try {
-    spec::load_cluster(profile_path);
+    spec::cluster_from_json(profile, profile_path);
   } catch (const spec::SpecError& e) {
-    throw std::logic_error(std::string("calibrate wrote a profile the loader rejects: ") + e.what());
+    throw CalibrationError(std::string("the fitted profile is outside the physical bounds a profile may hold (") +
+                           e.detail() + (e.pointer().empty() ? "" : " at " + e.pointer()) +
+                           "); nothing written. The fit:\n" + to_text(c));
   }
+  auto write = [](const std::string& path, const json& j) { io::write_file(path, j.dump(2) + "\n"); };
+  write(c.report_file, report_json(c));  // the report first: the profile names it
+  write(profile_path, profile);
 }
 
 }  // namespace stagecraft::traces

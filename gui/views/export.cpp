@@ -1,5 +1,7 @@
 #include "gui/views/export.hpp"
 
+#include <QBuffer>
+#include <QByteArray>
 #include <QFile>
 #include <QImage>
 #include <QPainter>
@@ -74,6 +76,15 @@ void export_csv(const std::string& path, const QAbstractItemModel& m) {
 namespace {
 
 // Paints into an SVG file of `size` with `paint`; refused where Qt Svg was not built in.
+// Encoded in memory, written through io::AtomicFile: never a truncated PNG over a good one.
+void write_png(const std::string& path, const QImage& image) {
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  if (!image.save(&buffer, "PNG")) throw std::runtime_error(path + ": cannot encode the PNG");
+  io::write_file(path, std::string_view(png.constData(), static_cast<std::size_t>(png.size())));
+}
+
 void write_svg(const std::string& path, QSize size, const QString& title, const std::function<void(QPainter&)>& paint) {
 #if !defined(STAGECRAFT_GUI_SVG)
   (void)size;
@@ -123,7 +134,7 @@ void export_step_image(const std::string& path, const PlanView& v, TimelineStyle
     QPainter g(&image);
     paint_step(g, v, style, window, rank, full, layout, memory_height);
   }
-  if (!image.save(QString::fromStdString(path), "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
+  write_png(path, image);
 }
 
 void export_widget_image(const std::string& path, QWidget& widget) {
@@ -131,7 +142,7 @@ void export_widget_image(const std::string& path, QWidget& widget) {
     write_svg(path, widget.size(), widget.windowTitle(), [&](QPainter& g) { widget.render(&g); });
     return;
   }
-  if (!widget.grab().save(QString::fromStdString(path), "PNG")) throw std::runtime_error(path + ": cannot write the PNG");
+  write_png(path, widget.grab().toImage());
 }
 
 }  // namespace stagecraft::gui

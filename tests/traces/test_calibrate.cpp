@@ -220,6 +220,30 @@ TEST(Calibrate, WritesAProfileTheLoaderAcceptsAndItsReport) {
   std::remove(c.report_file.c_str());
 }
 
+// A fit past the physical bounds a profile may hold (a memory rate of 1.5e33 B/s, as a trace far
+// faster than its base once gave) is a failed fit: CalibrationError (exit 1) with the fit's table,
+// and neither the profile nor its report is written (the profile was written, then found bad: exit 3).
+TEST(Calibrate, AFitPastThePhysicalBoundsWritesNothing) {
+  const spec::Cluster truth = true_cluster(), base = base_cluster();
+  Samples samples;
+  for (const Trace& t : synthesized(truth, 7)) add_trace_samples(t, base, std::nullopt, samples);
+  Calibration c = calibrate(samples, base);
+  c.cluster.gpu.hbm_Bps = 1.5e33;
+  const std::string path = (std::filesystem::temp_directory_path() / ("stagecraft_unbounded_" + std::to_string(::getpid()) + ".json")).string();
+  try {
+    write_calibration(c, path);
+    ADD_FAILURE() << "a memory rate of 1.5e33 B/s was written";
+  } catch (const CalibrationError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("outside the physical bounds"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("hbm_Bps"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nothing written"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("RMS relative residual"), std::string::npos) << msg;  // the fit's residuals
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(report_path_for(path)));
+}
+
 // What the executor writes (source measured, several steps, no cluster in the header) gives the
 // same samples, and a member that issued a collective early (and waited for its peers) does not
 // lengthen the collective: its time is last end − last start over the members.
