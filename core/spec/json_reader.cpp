@@ -211,6 +211,16 @@ std::string describe(const json& v) {
 }
 
 json parse_json_text(const std::string& text, const std::string& path, int max_depth) {
+  // JSON is UTF-8 (RFC 8259): a UTF-16 or UTF-32 file (a byte-order mark, or NUL bytes among the
+  // first characters, as Windows editors and PowerShell's > write) would read as a syntax error at
+  // byte 0; say what it is instead.
+  const std::string_view head(text.data(), std::min<std::size_t>(text.size(), 4));
+  const bool bom16 = head.starts_with("\xff\xfe") || head.starts_with("\xfe\xff");
+  if (bom16 || head.find('\0') != std::string_view::npos) {
+    throw SpecError(path, "", "the file is encoded as UTF-16 or UTF-32 (its first bytes" +
+                                  std::string(bom16 ? " are a byte-order mark" : " hold NUL bytes") +
+                                  "); JSON is read as UTF-8: save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
+  }
   BoundedBuilder builder(max_depth);
   json::sax_parse(text, &builder, json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/true);
   if (builder.problem_) throw SpecError(path, builder.problem_->pointer, builder.problem_->detail);

@@ -42,6 +42,9 @@ def make_inputs(d):
     p["ds_fp16_true"] = write(d, "ds-fp16-true.json", {"train_batch_size": 64, "fp16": True})
     p["ds_pp_zero3"] = write(d, "ds-pp-zero3.json", {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
                                                      "pipeline": {"stages": 2}, "zero_optimization": {"stage": 3}})
+    p["utf16"] = os.path.join(d, "utf16.json")  # what Windows editors and PowerShell's > write
+    with open(p["utf16"], "wb") as f:
+        f.write('{"name": "tiny"}'.encode("utf-16"))
     p["overflow"] = write(d, "overflow.json", '{"name": "tiny", "layers": 1e400, "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 64}')
     p["dup"] = write(d, "dup.json", '{"name": "tiny", "layers": 4, "layers": 8, "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 64}')
     p["hex"] = write(d, "hex.json", '{"name": "tiny", "layers": "0x4", "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 64}')
@@ -177,6 +180,10 @@ def cases(s, p, t):
         ("D20", ["explore"], 2, "unknown command \"explore\"", {}),
         ("D21", ["info", "--model", p["hex"]], 2, "numbers are written without quotes", {}),
         ("D24", ["probe", "--gemm", "200000", "--tests", "all_reduce"], 2, "the probe needs about", {"timeout": 60}),
+        # issue 49's unclear messages: UTF-16 read as a syntax error at byte 0; control characters
+        # echoed raw (an escape sequence recolours the terminal)
+        ("U1", ["info", "--model", p["utf16"]], 2, "encoded as UTF-16 or UTF-32 (its first bytes are a byte-order mark)", {}),
+        ("U2", ["info", "--model", "evil\x1b[31mred"], 2, "evil\\x1b[31mred: ", {}),
     ]
 
 
