@@ -210,7 +210,8 @@ def main():
                 cmd = ["bash", "-c", f"ulimit -v {o['ulimit_v']}; exec \"$@\"", "bash"] + cmd
             stdout = open(o["stdout"], "w") if "stdout" in o else subprocess.PIPE if o.get("in_stdout") else subprocess.DEVNULL
             try:
-                r = subprocess.run(cmd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=o.get("timeout", 30))
+                r = subprocess.run(cmd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, errors="replace",
+                                   timeout=o.get("timeout", 30))
                 got_rc, err = r.returncode, (r.stdout if o.get("in_stdout") else r.stderr)
             except subprocess.TimeoutExpired:
                 got_rc, err = "timeout", ""
