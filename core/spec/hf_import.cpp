@@ -107,6 +107,7 @@ class Reader {
   // config class defaults them.
   void numerics(const char* eps_key, double eps_default, double theta_default = 10000.0) {
     m.norm_eps = number_or(eps_key, eps_default);
+    keys_.norm_eps = eps_key;  // an error names the config's own key, not ours
     m.rope_theta = number_or("rope_theta", theta_default);
   }
 

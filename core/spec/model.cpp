@@ -113,7 +113,7 @@ void validate_model(const Model& m, const ModelKeys& k) {
                         std::to_string(m.position_offset));
   }
   if (!(m.norm_eps > 0 && m.norm_eps < 1)) {
-    throw SpecError(m.file, "/norm_eps", "expected a positive epsilon below 1, got " + std::to_string(m.norm_eps));
+    throw SpecError(m.file, "/" + k.norm_eps, "expected a positive epsilon below 1, got " + std::to_string(m.norm_eps));
   }
   if (!(m.rope_theta > 1 && std::isfinite(m.rope_theta))) {
     throw SpecError(m.file, "/rope_theta", "expected a finite RoPE base above 1, got " + std::to_string(m.rope_theta));

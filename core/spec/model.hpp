@@ -105,7 +105,7 @@ Model model_from_hf_config(const nlohmann::json& j, const std::string& file);
 struct ModelKeys {
   std::string layers = "layers", hidden = "hidden", heads = "heads", kv_heads = "kv_heads",
               ffn_hidden = "ffn_hidden", vocab = "vocab", seq_len = "seq_len", max_positions = "max_positions",
-              head_size = "head_dim";
+              head_size = "head_dim", norm_eps = "norm_eps";
 };
 // The training length a Hugging Face config is planned at when nothing sets one: its
 // max_position_embeddings when at most this, else this (with a warning naming --seq-len).

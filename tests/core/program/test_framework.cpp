@@ -173,8 +173,12 @@ TEST(Framework, Fsdp2CopiesEachGatheredBlockOutBeforeItsFirstUse) {
     if (in.op == Op::kGatherParams) gathered += in.bytes;   // elements x 2 bytes
     if (!is_compute(in.op)) continue;
     copied += in.bytes;
-    if (in.op == Op::kForward && in.unit_begin == 1) EXPECT_EQ(in.bytes, 199936);
-    if (in.op == Op::kForward && in.unit_begin == 2) EXPECT_EQ(in.bytes, 0);
+    if (in.op == Op::kForward && in.unit_begin == 1) {
+      EXPECT_EQ(in.bytes, 199936);
+    }
+    if (in.op == Op::kForward && in.unit_begin == 2) {
+      EXPECT_EQ(in.bytes, 0);
+    }
   }
   EXPECT_GT(gathered, 0);
   EXPECT_EQ(copied, 2 * gathered);

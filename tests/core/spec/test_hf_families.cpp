@@ -90,6 +90,14 @@ TEST(HfFamilies, NumericsAreReadWithTheConfigClassDefaults) {
   EXPECT_EQ(round["rope_theta"], 500000.0);
   EXPECT_EQ(round["rope_scaling"], "llama3");
   EXPECT_FALSE(to_json(model_from_json(gpt2, "gpt2.json")).contains("rope_theta"));
+  // a bad epsilon names the config's own key (it named model.json's /norm_eps, which the file lacks)
+  gpt2["layer_norm_epsilon"] = -1;
+  expect_spec_error([&] { model_from_json(gpt2, "gpt2.json"); }, "/layer_norm_epsilon", "a positive epsilon below 1");
+  llama["rms_norm_eps"] = 2;
+  expect_spec_error([&] { model_from_json(llama, "llama.json"); }, "/rms_norm_eps", "a positive epsilon below 1");
+  expect_spec_error([&] { model_from_json(json{{"name", "m"}, {"layers", 1}, {"hidden", 64}, {"heads", 4}, {"vocab", 256},
+                                               {"seq_len", 16}, {"norm_eps", 0}}, "m.json"); },
+                    "/norm_eps", "a positive epsilon below 1");
 }
 
 // ---- LLaMA / Mistral ----------------------------------------------------------------------------
