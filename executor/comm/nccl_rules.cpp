@@ -167,25 +167,27 @@ Request NcclRulesCommunicator::iall_to_all(Channel ch, TypedSpan send, std::span
   });
 }
 
-Request NcclRulesCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag) {
+// A send (on the pp-send lane's stream) or a receive (pp-recv), numbered in its (peer, class, way).
+std::unique_ptr<NcclRulesCommunicator::Op> NcclRulesCommunicator::message(Kind kind, int64_t peer, int32_t tag,
+                                                                         std::size_t count) {
   auto op = std::make_unique<Op>();
-  op->kind = Kind::kSend;
+  op->kind = kind;
   op->peer = peer;
   op->tag = tag;
-  op->count = static_cast<int64_t>(data.size());
+  op->count = static_cast<int64_t>(count);
+  op->seq = p2p_seq_[{peer, p2p_class(tag), kind == Kind::kSend}]++;
+  return op;
+}
+
+Request NcclRulesCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag) {
+  std::unique_ptr<Op> op = message(Kind::kSend, peer, tag, data.size());
   op->send_data = data;
-  op->seq = p2p_seq_[{peer, p2p_class(tag), true}]++;
   return add(std::move(op), static_cast<int>(program::Lane::kPpSend));
 }
 
 Request NcclRulesCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag) {
-  auto op = std::make_unique<Op>();
-  op->kind = Kind::kRecv;
-  op->peer = peer;
-  op->tag = tag;
-  op->count = static_cast<int64_t>(data.size());
+  std::unique_ptr<Op> op = message(Kind::kRecv, peer, tag, data.size());
   op->recv_data = data;
-  op->seq = p2p_seq_[{peer, p2p_class(tag), false}]++;
   return add(std::move(op), static_cast<int>(program::Lane::kPpRecv));
 }
 

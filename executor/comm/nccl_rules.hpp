@@ -93,6 +93,7 @@ class NcclRulesCommunicator final : public ForwardingCommunicator {
   Request add_collective(Channel ch, Kind kind, ElemType type, std::vector<int64_t> send_counts,
                          std::vector<int64_t> recv_counts, std::function<Request()> post);
   Request add(std::unique_ptr<Op> op, int stream);
+  std::unique_ptr<Op> message(Kind kind, int64_t peer, int32_t tag, std::size_t count);
   void progress(Op& op);
   void progress_collective(Op& op);
   void progress_send(Op& op);
