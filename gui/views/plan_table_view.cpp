@@ -74,6 +74,8 @@ PlanTableView::PlanTableView(PlanTableModel* model, QWidget* parent) : QWidget(p
   table_->setColumnWidth(PlanTableModel::kSplit, 120);
   table_->setColumnWidth(PlanTableModel::kMemory, 140);
   for (int c = PlanTableModel::kTp; c < PlanTableModel::kColumnCount; ++c) table_->setColumnWidth(c, 58);
+  table_->setColumnWidth(PlanTableModel::kZero, 110);       // "3 hpz8 qwz qgz", ZeRO across nodes
+  table_->setColumnWidth(PlanTableModel::kRecompute, 76);   // its header and "selective"
   table_->setTextElideMode(Qt::ElideMiddle);
 
   text_ = new QLineEdit;
