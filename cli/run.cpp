@@ -51,6 +51,7 @@ struct RunArgs {
   std::string data, data_format, data_order = "hashed";  // --data FILE; empty: the synthetic corpus
   double lr = 1e-3;
   bool skip_memory_check = false;
+  double watchdog_s = 300;
   TrainingArgs training_args;
 };
 
@@ -130,6 +131,7 @@ executor::TrainOptions train_options(const RunArgs& a, const program::Program& p
   o.steps = a.steps;
   o.runner.adam.lr = a.lr;
   o.runner.init_seed = a.seed;
+  o.runner.stall_timeout_s = a.watchdog_s;
   o.runner.fault_rank = env_int("STAGECRAFT_FAULT_RANK", -1);
   o.runner.fault_step = env_int("STAGECRAFT_FAULT_STEP", 0) - 1;
   o.runner.fault_kind = fault_kind_from_env();
@@ -331,6 +333,10 @@ Subcommand add_run(CLI::App& root) {
   app->add_option("--lr", args->lr, "AdamW learning rate (default 1e-3)")->check(positive_finite());
   app->add_flag("--skip-memory-check", args->skip_memory_check,
                 "start even when the simulator's memory estimate exceeds what the host has available");
+  app->add_option("--watchdog", args->watchdog_s,
+                  "seconds without progress after which a rank ends the job, naming the ranks that stopped answering "
+                  "(default 300)")
+      ->check(positive_finite());
   return {app, [args]() { return run_run(*args); }};
 }
 

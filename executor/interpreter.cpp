@@ -248,8 +248,10 @@ void Runner::Interpreter::stalled() const {
     const std::vector<int32_t>& list = lanes_[lane_index(lane)];
     if (head_[lane_index(lane)] < list.size()) waiting += "\n  next: " + where(list[head_[lane_index(lane)]]);
   }
-  throw ExecutorError("rank " + std::to_string(runner_.rank_) + ": step " + std::to_string(step_) +
-                      " made no progress for " + std::to_string(static_cast<int>(idle)) + " s" + waiting);
+  const std::string verdict = runner_.comm_.ask_watchdog().text();
+  throw ExecutorError("rank " + std::to_string(runner_.rank_) + ": step " + std::to_string(step_) + " made no progress for " +
+                      std::to_string(static_cast<int>(idle)) + " s (the watchdog's deadline, run --watchdog)" +
+                      (verdict.empty() ? "" : "; " + verdict) + waiting);
 }
 
 void Runner::Interpreter::check_step_end() const {

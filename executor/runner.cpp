@@ -97,6 +97,7 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_), prog.placement.tp_index_of(rank_)),
       backend_(make_backend(options_.make_backend, layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_,
                             prog.forward_only, prog.plan.virtual_stages * prog.plan.micro_batches)) {
+  comm_.set_progress_deadline(options_.stall_timeout_s);
   tracer_.start(comm_);
   memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);
   if (options_.init_from) {

@@ -90,7 +90,9 @@ struct RunnerOptions {
   int64_t fault_rank = -1;
   int64_t fault_step = -1;
   FaultKind fault_kind = FaultKind::kThrow;
-  // A step in which nothing progresses for this long throws ExecutorError naming what waits.
+  // The watchdog's deadline (run --watchdog): a step in which nothing progresses for this long, or
+  // a wait of the communicator's control plane, throws naming what waits and the ranks that
+  // stopped answering (Communicator::set_progress_deadline, ask_watchdog).
   double stall_timeout_s = 300;
   BackendFactory make_backend;
 };

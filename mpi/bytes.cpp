@@ -27,12 +27,22 @@ Layout layout_of(const std::vector<int64_t>& lengths, const char* what) {
   return l;
 }
 
-std::vector<int64_t> all_lengths(MPI_Comm comm, std::string_view mine) {
+void finish(MPI_Request* q, const Waiter& wait) {
+  if (wait) {
+    wait(q);
+  } else {
+    MPI_CHECK(MPI_Wait(q, MPI_STATUS_IGNORE));
+  }
+}
+
+std::vector<int64_t> all_lengths(MPI_Comm comm, std::string_view mine, const Waiter& wait) {
   int n = 0;
   MPI_CHECK(MPI_Comm_size(comm, &n));
   const int64_t len = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lengths(static_cast<std::size_t>(n));
-  MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, comm));
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallgather(&len, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, comm, &q));
+  finish(&q, wait);
   return lengths;
 }
 
@@ -57,33 +67,42 @@ int total_bytes(std::span<const int64_t> lengths, const char* what) {
   return static_cast<int>(total);
 }
 
-std::vector<std::string> all_gather_bytes(MPI_Comm comm, std::string_view mine) {
-  const Layout l = layout_of(all_lengths(comm, mine), "all_gather_bytes");
+std::vector<std::string> all_gather_bytes(MPI_Comm comm, std::string_view mine, const Waiter& wait) {
+  const Layout l = layout_of(all_lengths(comm, mine, wait), "all_gather_bytes");
   std::string all(static_cast<std::size_t>(l.total), '\0');
-  MPI_CHECK(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), l.counts.data(),
-                           l.displs.data(), MPI_BYTE, comm));
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), l.counts.data(),
+                            l.displs.data(), MPI_BYTE, comm, &q));
+  finish(&q, wait);
   return split(all, l);
 }
 
-std::vector<std::string> gather_bytes(MPI_Comm comm, std::string_view mine, int root) {
+std::vector<std::string> gather_bytes(MPI_Comm comm, std::string_view mine, int root, const Waiter& wait) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  const Layout l = layout_of(all_lengths(comm, mine), "gather_bytes");
+  const Layout l = layout_of(all_lengths(comm, mine, wait), "gather_bytes");
   std::string all(rank == root ? static_cast<std::size_t>(l.total) : 0, '\0');
-  MPI_CHECK(MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), l.counts.data(),
-                        l.displs.data(), MPI_BYTE, root, comm));
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Igatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), l.counts.data(),
+                         l.displs.data(), MPI_BYTE, root, comm, &q));
+  finish(&q, wait);
   if (rank != root) return {};
   return split(all, l);
 }
 
-std::string broadcast_bytes(MPI_Comm comm, std::string_view data, int root) {
+std::string broadcast_bytes(MPI_Comm comm, std::string_view data, int root, const Waiter& wait) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   int64_t len = rank == root ? static_cast<int64_t>(data.size()) : 0;
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT64_T, root, comm));
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ibcast(&len, 1, MPI_INT64_T, root, comm, &q));
+  finish(&q, wait);
   total_bytes(std::span<const int64_t>(&len, 1), "broadcast_bytes");
   std::string out = rank == root ? std::string(data) : std::string(static_cast<std::size_t>(len), '\0');
-  if (len > 0) MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(len), MPI_BYTE, root, comm));
+  if (len > 0) {
+    MPI_CHECK(MPI_Ibcast(out.data(), static_cast<int>(len), MPI_BYTE, root, comm, &q));
+    finish(&q, wait);
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,12 +17,16 @@
 
 namespace stagecraft::mpi {
 
+// Completes a request of the non-blocking collectives these functions start: MPI_Wait by default;
+// a caller that must not block inside MPI polls instead (MpiCommunicator's watchdog).
+using Waiter = std::function<void(MPI_Request*)>;
+
 // Every rank's `mine`, on every rank, in rank order.
-std::vector<std::string> all_gather_bytes(MPI_Comm comm, std::string_view mine);
+std::vector<std::string> all_gather_bytes(MPI_Comm comm, std::string_view mine, const Waiter& wait = {});
 // Every rank's `mine` on `root`, in rank order; other ranks get an empty vector.
-std::vector<std::string> gather_bytes(MPI_Comm comm, std::string_view mine, int root = 0);
+std::vector<std::string> gather_bytes(MPI_Comm comm, std::string_view mine, int root = 0, const Waiter& wait = {});
 // `root`'s `data` on every rank (what other ranks pass is ignored).
-std::string broadcast_bytes(MPI_Comm comm, std::string_view data, int root = 0);
+std::string broadcast_bytes(MPI_Comm comm, std::string_view data, int root = 0, const Waiter& wait = {});
 
 // The size guard: the sum of `lengths` as an MPI int count, or MpiError (MPI_ERR_COUNT)
 // "<what>: <n> bytes in all exceed MPI's int counts (2147483647)".

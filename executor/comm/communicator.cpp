@@ -7,6 +7,25 @@
 
 namespace stagecraft::executor {
 
+std::string WatchdogReport::text() const {
+  if (!asked) return "";
+  const std::string grace = std::to_string(static_cast<int64_t>(grace_s + 0.5)) + " s";
+  if (silent.empty()) {
+    return "every rank answers the watchdog within " + grace +
+           ": the job is slow or deadlocked, not stopped (a longer --watchdog lets a slow step finish)";
+  }
+  std::string ranks;
+  for (std::size_t i = 0; i < silent.size(); ++i) {
+    if (i == 8) {
+      ranks += " and " + std::to_string(silent.size() - i) + " more";
+      break;
+    }
+    ranks += (i == 0 ? "" : i + 1 == silent.size() ? " and " : ", ") + std::to_string(silent[i]);
+  }
+  return std::string(silent.size() == 1 ? "rank " : "ranks ") + ranks + " stopped answering (no reply to the watchdog in " +
+         grace + ": a process stopped with SIGSTOP or by a debugger, swapped out, or hung outside MPI)";
+}
+
 std::vector<double> all_gather_slots(Communicator& comm, const std::vector<std::pair<int64_t, double>>& mine, int64_t n) {
   constexpr std::size_t kRecord = sizeof(int64_t) + sizeof(double);
   std::string blob;

@@ -53,6 +53,17 @@ struct Request {
   bool valid() const { return id >= 0; }
 };
 
+// What the watchdog found (docs/reliability.md, "A stopped rank"): the world's ranks that did not
+// answer a ping within `grace_s`. `asked` is false where the communicator has no watchdog (one
+// process cannot wait on a peer).
+struct WatchdogReport {
+  bool asked = false;
+  double grace_s = 0;
+  std::vector<int64_t> silent;
+  // "rank 1 stopped answering (...)", or that every rank answers: a slow or deadlocked job.
+  std::string text() const;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -60,6 +71,15 @@ class Communicator {
   // The Program instruction (its id: RoleProgram::first_id + index) that the next operations belong
   // to. A communicator that checks or reports on operations may use it; the others ignore it.
   virtual void label_next(int32_t /*instr*/) {}
+
+  // The watchdog. A blocking wait of this communicator (wait(), the control plane) that sees no
+  // progress for `seconds` throws CommError naming the ranks that stopped answering; while it
+  // waits, and in test(), the communicator answers the other ranks' pings. A communicator that
+  // cannot wait on a peer ignores it.
+  virtual void set_progress_deadline(double /*seconds*/) {}
+  // Pings every other rank and names those that do not answer within the grace period: asked by
+  // a caller that saw no progress for the deadline (the interpreter's stall check).
+  virtual WatchdogReport ask_watchdog() { return {}; }
 
   virtual int64_t rank() const = 0;  // in the world
   virtual int64_t size() const = 0;

@@ -11,6 +11,8 @@ class ForwardingCommunicator : public Communicator {
   explicit ForwardingCommunicator(Communicator& inner) : inner_(inner) {}
 
   void label_next(int32_t instr) override { inner_.label_next(instr); }
+  void set_progress_deadline(double seconds) override { inner_.set_progress_deadline(seconds); }
+  WatchdogReport ask_watchdog() override { return inner_.ask_watchdog(); }
   int64_t rank() const override { return inner_.rank(); }
   int64_t size() const override { return inner_.size(); }
   int64_t group_rank(program::Group g) const override { return inner_.group_rank(g); }

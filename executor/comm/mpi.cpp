@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <climits>
 #include <map>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "executor/errors.hpp"
@@ -70,6 +73,96 @@ struct MpiCommunicator::Impl {
   std::map<std::pair<Group, Lane>, MPI_Comm> channels;
   std::vector<Slot> slots;
   std::vector<int64_t> free_slots;
+
+  // ---- the watchdog: pings and pongs on a duplicate of the world of their own ----
+  using Clock = std::chrono::steady_clock;
+  static constexpr int kPing = 1, kPong = 2;
+  static constexpr double kAnswerEvery_s = 0.02;   // how often a polling rank looks for pings
+  MPI_Comm watchdog = MPI_COMM_NULL;
+  double deadline_s = 300;
+  Clock::time_point last_look{};
+  // The latest ask's buffers and requests: kept for the communicator's life, since a silent rank's
+  // requests stay pending (a stopped rank may wake and answer into them).
+  int32_t ping_number = 1;
+  std::vector<int32_t> pongs;
+  std::vector<MPI_Request> ping_recvs, ping_sends;
+  std::optional<WatchdogReport> asked;
+
+  static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+  // The grace a rank gets to answer: a fifth of the deadline, from 1 s to 30 s. A live rank
+  // answers from any wait or test; one computing for longer than this between two of them would
+  // be named wrongly, which a deadline of minutes (the default) leaves no room for.
+  double grace_s() const { return std::clamp(deadline_s / 5, 1.0, 30.0); }
+  // Answers every ping that arrived (a pong of the same number), at most every kAnswerEvery_s.
+  void answer_pings(bool now = false) {
+    if (!now && since(last_look) < kAnswerEvery_s) return;
+    last_look = Clock::now();
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kPing, watchdog, &flag, &st));
+      if (!flag) return;
+      int32_t number = 0;
+      MPI_CHECK(MPI_Recv(&number, 1, MPI_INT32_T, st.MPI_SOURCE, kPing, watchdog, MPI_STATUS_IGNORE));
+      // the pinger posted its receive before its pings: this small send completes at once
+      MPI_CHECK(MPI_Send(&number, 1, MPI_INT32_T, st.MPI_SOURCE, kPong, watchdog));
+    }
+  }
+  // Pings every other rank; those without a pong after the grace are silent. Answers the others'
+  // pings meanwhile (two ranks may ask at once). Requests left pending (a stopped rank's) are
+  // abandoned: the caller ends the job.
+  WatchdogReport ask() {
+    if (asked) return *asked;   // once: the job ends after it
+    WatchdogReport report;
+    report.asked = true;
+    report.grace_s = grace_s();
+    pongs.assign(static_cast<std::size_t>(size), 0);
+    ping_recvs.assign(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
+    ping_sends = ping_recvs;
+    std::vector<MPI_Request>& recvs = ping_recvs;
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      MPI_CHECK(MPI_Irecv(&pongs[static_cast<std::size_t>(r)], 1, MPI_INT32_T, r, kPong, watchdog, &recvs[static_cast<std::size_t>(r)]));
+    }
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) MPI_CHECK(MPI_Isend(&ping_number, 1, MPI_INT32_T, r, kPing, watchdog, &ping_sends[static_cast<std::size_t>(r)]));
+    }
+    const Clock::time_point t0 = Clock::now();
+    int answered = 0;
+    while (answered < size - 1 && since(t0) < report.grace_s) {
+      answered = 0;
+      for (int r = 0; r < size; ++r) {
+        if (r == rank) continue;
+        int flag = 0;
+        MPI_CHECK(MPI_Test(&recvs[static_cast<std::size_t>(r)], &flag, MPI_STATUS_IGNORE));
+        answered += flag;   // a completed request reads as done (MPI_REQUEST_NULL) from then on
+      }
+      answer_pings(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (int r = 0; r < size; ++r) {
+      if (r != rank && recvs[static_cast<std::size_t>(r)] != MPI_REQUEST_NULL) report.silent.push_back(r);
+    }
+    asked = report;
+    return report;
+  }
+  // Waits for `request`, polling, answering pings; past the deadline without completion it asks
+  // the watchdog and throws CommError naming what waited and who stopped answering.
+  void await(MPI_Request* request, const std::string& what) {
+    const Clock::time_point t0 = Clock::now();
+    for (;;) {
+      int flag = 0;
+      MPI_CHECK(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
+      if (flag) return;
+      answer_pings();
+      if (since(t0) > deadline_s) {
+        const double waited = since(t0);
+        throw CommError("rank " + std::to_string(rank) + ": waited " + std::to_string(static_cast<int64_t>(waited)) + " s for " +
+                        what + " (the watchdog's deadline, run --watchdog); " + ask().text());
+      }
+      std::this_thread::yield();
+    }
+  }
 
   int64_t acquire() {
     if (free_slots.empty()) {
@@ -152,6 +245,7 @@ MpiCommunicator::MpiCommunicator(const program::Placement& placement) : impl_(st
   const int64_t r = m.rank, stage = placement.stage_of(r), d = placement.dp_index_of(r), t = placement.tp_index_of(r);
   const bool on_embedding_stage = stage == 0 || stage == placement.pp - 1;
   m.control = dup(MPI_COMM_WORLD);
+  m.watchdog = dup(MPI_COMM_WORLD);
   m.pp = split(MPI_COMM_WORLD, static_cast<int>(d * placement.tp + t), m.rank);
   m.groups[Group::kTp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.dp + d), m.rank);
   m.groups[Group::kDp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.tp + t), m.rank);
@@ -191,7 +285,15 @@ MpiCommunicator::~MpiCommunicator() {
   for (auto& [_, c] : m.groups) free_comm(c);
   free_comm(m.pp);
   free_comm(m.control);
+  free_comm(m.watchdog);
 }
+
+void MpiCommunicator::set_progress_deadline(double seconds) {
+  if (!(seconds > 0)) throw CommError("MpiCommunicator: the watchdog's deadline must be positive, got " + std::to_string(seconds));
+  impl_->deadline_s = seconds;
+}
+
+WatchdogReport MpiCommunicator::ask_watchdog() { return impl_->ask(); }
 
 int64_t MpiCommunicator::rank() const { return impl_->rank; }
 int64_t MpiCommunicator::size() const { return impl_->size; }
@@ -334,41 +436,53 @@ bool MpiCommunicator::test(Request& r) {
   int flag = 0;
   MPI_CHECK(MPI_Test(&s.request, &flag, MPI_STATUS_IGNORE));
   if (flag) impl_->release(r);
+  impl_->answer_pings();
   return flag != 0;
 }
 
 void MpiCommunicator::wait(Request& r) {
   Impl::Slot& s = impl_->slot(r);
-  MPI_CHECK(MPI_Wait(&s.request, MPI_STATUS_IGNORE));
+  impl_->await(&s.request, "request " + std::to_string(r.id));
   impl_->release(r);
 }
 
-void MpiCommunicator::barrier() { MPI_CHECK(MPI_Barrier(impl_->control)); }
+// The control plane: non-blocking collectives awaited under the watchdog.
+void MpiCommunicator::barrier() {
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ibarrier(impl_->control, &q));
+  impl_->await(&q, "a barrier of every rank");
+}
 
 std::vector<int64_t> MpiCommunicator::all_gather(int64_t value) {
   std::vector<int64_t> out(static_cast<std::size_t>(impl_->size));
-  MPI_CHECK(MPI_Allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, impl_->control));
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, impl_->control, &q));
+  impl_->await(&q, "an all-gather of every rank");
   return out;
 }
 
 double MpiCommunicator::all_reduce_sum(double value) {
   double out = 0;
-  MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, impl_->control));
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, impl_->control, &q));
+  impl_->await(&q, "an all-reduce of every rank");
   return out;
 }
 
 double MpiCommunicator::all_reduce_max(double value) {
   double out = 0;
-  MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->control));
+  MPI_Request q = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->control, &q));
+  impl_->await(&q, "an all-reduce of every rank");
   return out;
 }
 
 std::vector<std::string> MpiCommunicator::gather_to_root(const std::string& blob) {
-  return mpi::gather_bytes(impl_->control, blob);
+  return mpi::gather_bytes(impl_->control, blob, 0, [this](MPI_Request* q) { impl_->await(q, "a gather to rank 0"); });
 }
 
 std::string MpiCommunicator::broadcast_from_root(const std::string& blob) {
-  return mpi::broadcast_bytes(impl_->control, blob);
+  return mpi::broadcast_bytes(impl_->control, blob, 0, [this](MPI_Request* q) { impl_->await(q, "a broadcast from rank 0"); });
 }
 
 }  // namespace stagecraft::executor

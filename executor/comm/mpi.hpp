@@ -11,6 +11,13 @@
 // are returned, not fatal, on every communicator it creates. Blobs of the control plane travel
 // with mpi::gather_bytes / broadcast_bytes.
 //
+// The watchdog (docs/reliability.md, "A stopped rank"): no call blocks inside MPI. wait() and the
+// control plane (non-blocking collectives) poll their request; a rank that polls, there or in
+// test(), answers pings on a duplicate of the world of its own. A wait without progress for the
+// deadline (set_progress_deadline; run --watchdog, 300 s by default) pings every other rank and
+// throws CommError naming those that did not answer within the grace (a fifth of the deadline,
+// 1-30 s): a stopped rank ends the job with its number instead of stalling it forever.
+//
 // Built into stagecraft_executor_mpi (with STAGECRAFT_WITH_MPI). MPI itself is initialised and
 // finalised by an mpi::Session (executor::World owns one). Not NCCL (that is the CUDA backend's
 // job), not a launcher.
@@ -31,6 +38,9 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  void set_progress_deadline(double seconds) override;
+  WatchdogReport ask_watchdog() override;
 
   int64_t rank() const override;
   int64_t size() const override;
