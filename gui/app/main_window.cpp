@@ -36,6 +36,7 @@
 
 #include "core/program/format.hpp"
 #include "core/spec/bundled.hpp"
+#include "core/spec/error.hpp"
 #include "core/text/format.hpp"
 #include "gui/views/explain_view.hpp"
 #include "gui/views/export.hpp"
@@ -216,6 +217,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     stop_action_->setEnabled(false);
     progress_->setRange(0, 1);
     progress_label_->setText(QStringLiteral("  search failed: ") + why);
+    search_error_ = why;
     emit search_done();
   });
   connect(table_, &PlanTableView::plan_selected, this, &MainWindow::select_plan);
@@ -250,6 +252,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(jobs_, &PlanJobs::failed, this, [this](const QString& key, const QString& why) {
     step_title_->setText(QStringLiteral("%1: could not simulate: %2").arg(key, why));
+    emit step_failed(key, why);
   });
   connect(timeline_, &TimelineView::range_selected, this, &MainWindow::show_range);
   connect(timeline_, &TimelineView::instruction_selected, this, [this](int row, qulonglong index) {
@@ -416,6 +419,7 @@ void MainWindow::start_search() {
   model_->clear();
   baseline_ = l->baseline;
   result_.reset();
+  search_error_.clear();
   selected_.clear();
   view_.reset();
   timeline_->set_view(nullptr);
@@ -788,14 +792,17 @@ void MainWindow::show_range() {
 }
 
 void MainWindow::save_screenshots(const QString& dir) {
-  QDir().mkpath(dir);
+  if (!QDir().mkpath(dir)) throw spec::SpecError(dir.toStdString(), "", "cannot create the folder for the screenshots");
+  const auto save = [this, &dir](const QString& name) {
+    export_widget_image(QDir(dir).filePath(name).toStdString(), *this);
+  };
   resize(1700, 1150);
   QApplication::processEvents();
   const char* const names[] = {"plans", "pareto", "space-map", "why"};
   for (int i = 0; i < plan_tabs_->count() && i < 4; ++i) {
     plan_tabs_->setCurrentIndex(i);
     QApplication::processEvents();
-    grab().save(QDir(dir).filePath(QStringLiteral("gui-%1.png").arg(QString::fromUtf8(names[i]))));
+    save(QStringLiteral("gui-%1.png").arg(QString::fromUtf8(names[i])));
   }
   plan_tabs_->setCurrentIndex(0);
   // The schedule view shows a pipeline: the best simulated plan with pp >= 2 when this one has none.
@@ -815,11 +822,11 @@ void MainWindow::save_screenshots(const QString& dir) {
   }
   schedule_->setChecked(true);
   QApplication::processEvents();
-  grab().save(QDir(dir).filePath(QStringLiteral("gui-schedule.png")));
+  save(QStringLiteral("gui-schedule.png"));
   schedule_->setChecked(false);
   critical_->setChecked(true);
   QApplication::processEvents();
-  grab().save(QDir(dir).filePath(QStringLiteral("gui-critical.png")));
+  save(QStringLiteral("gui-critical.png"));
   critical_->setChecked(false);
   if (selected_ != shown) {
     QEventLoop wait;
@@ -831,10 +838,10 @@ void MainWindow::save_screenshots(const QString& dir) {
   if (compare_->data()) {
     workspaces_->setCurrentWidget(compare_);
     QApplication::processEvents();
-    grab().save(QDir(dir).filePath(QStringLiteral("gui-compare.png")));
+    save(QStringLiteral("gui-compare.png"));
     compare_->tables()->setCurrentIndex(1);
     QApplication::processEvents();
-    grab().save(QDir(dir).filePath(QStringLiteral("gui-compare-ranks.png")));
+    save(QStringLiteral("gui-compare-ranks.png"));
     compare_->tables()->setCurrentIndex(0);
     workspaces_->setCurrentIndex(0);
   }
@@ -846,7 +853,7 @@ void MainWindow::save_screenshots(const QString& dir) {
     whatif_->run_sweep("cluster.inter_node.nic_bandwidth_Bps", 25, 800, 8);
     wait.exec();
     QApplication::processEvents();
-    grab().save(QDir(dir).filePath(QStringLiteral("gui-whatif.png")));
+    save(QStringLiteral("gui-whatif.png"));
   }
 }
 

@@ -83,12 +83,18 @@ class MainWindow : public QMainWindow {
   bool open_session(const std::string& path);
   // A file dropped on the window, routed by its content; false when it is not one the GUI reads.
   bool open_file(const std::string& path);
-  // Saves a PNG of the window with each plan tab in front, and of the schedule view, into `dir`.
+  // Saves a PNG of the window with each plan tab in front, and of the schedule view, into `dir`,
+  // each through io::AtomicFile (never a truncated PNG over a good one). Throws spec::SpecError
+  // naming the file that could not be written.
   void save_screenshots(const QString& dir);
+  // Why the latest search failed ("" when it did not).
+  const QString& search_error() const { return search_error_; }
 
  signals:
   // The selected plan's step is on screen.
   void step_ready();
+  // The selected plan's step could not be simulated (the job's message).
+  void step_failed(const QString& key, const QString& why);
   void search_done();
 
  private:
@@ -138,6 +144,7 @@ class MainWindow : public QMainWindow {
   std::optional<planner::Baseline> baseline_;
   PlanViewPtr view_;
   std::string selected_;
+  QString search_error_;
 };
 
 }  // namespace stagecraft::gui

@@ -2,7 +2,6 @@
 
 #include <QBuffer>
 #include <QByteArray>
-#include <QFile>
 #include <QImage>
 #include <QPainter>
 #if defined(STAGECRAFT_GUI_SVG)
@@ -75,7 +74,6 @@ void export_csv(const std::string& path, const QAbstractItemModel& m) {
 
 namespace {
 
-// Paints into an SVG file of `size` with `paint`; refused where Qt Svg was not built in.
 // Encoded in memory, written through io::AtomicFile: never a truncated PNG over a good one.
 void write_png(const std::string& path, const QImage& image) {
   QByteArray png;
@@ -85,6 +83,8 @@ void write_png(const std::string& path, const QImage& image) {
   io::write_file(path, std::string_view(png.constData(), static_cast<std::size_t>(png.size())));
 }
 
+// Paints into an SVG file of `size` with `paint`; refused where Qt Svg was not built in. Generated
+// in memory and written through io::AtomicFile, as the PNGs are.
 void write_svg(const std::string& path, QSize size, const QString& title, const std::function<void(QPainter&)>& paint) {
 #if !defined(STAGECRAFT_GUI_SVG)
   (void)size;
@@ -92,17 +92,21 @@ void write_svg(const std::string& path, QSize size, const QString& title, const 
   (void)paint;
   throw std::runtime_error(path + ": this stagecraft-gui was built without Qt Svg (qt6-svg-dev); save a .png");
 #else
-  const QString file = QString::fromStdString(path);
-  QSvgGenerator svg;
-  svg.setFileName(file);
-  svg.setSize(size);
-  svg.setViewBox(QRect(QPoint(0, 0), size));
-  svg.setTitle(title);
-  QPainter g;
-  if (!g.begin(&svg)) throw std::runtime_error(path + ": cannot write the SVG");
-  paint(g);
-  g.end();
-  if (!QFile::exists(file)) throw std::runtime_error(path + ": cannot write the SVG");
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
+  {
+    QSvgGenerator svg;
+    svg.setOutputDevice(&buffer);
+    svg.setSize(size);
+    svg.setViewBox(QRect(QPoint(0, 0), size));
+    svg.setTitle(title);
+    QPainter g;
+    if (!g.begin(&svg)) throw std::runtime_error(path + ": cannot generate the SVG");
+    paint(g);
+    g.end();
+  }
+  io::write_file(path, std::string_view(bytes.constData(), static_cast<std::size_t>(bytes.size())));
 #endif
 }
 

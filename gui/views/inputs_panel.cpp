@@ -74,7 +74,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   cluster_ = picker(spec::ConfigKind::kCluster);
   form->addRow(QStringLiteral("Cluster"), with_open(cluster_, QStringLiteral("JSON (*.json)")));
   nodes_ = new QSpinBox;
-  nodes_->setRange(1, 100000);
+  nodes_->setRange(1, kMaxNodes);
   nodes_->setToolTip(QStringLiteral("nodes of the cluster in use (--nodes)"));
   connect(nodes_, &QSpinBox::valueChanged, this, [this] { reload(); });
   form->addRow(QStringLiteral("Nodes"), nodes_);

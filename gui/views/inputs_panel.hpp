@@ -26,6 +26,8 @@ namespace stagecraft::gui {
 class InputsPanel : public QWidget {
   Q_OBJECT
  public:
+  // The most nodes the panel's spin box takes (the command line refuses more, never clamps).
+  static constexpr int kMaxNodes = 100000;
   explicit InputsPanel(QWidget* parent = nullptr);
 
   void set_inputs(const Inputs& in);
