@@ -10,6 +10,7 @@
 
 #include "core/io/file.hpp"
 #include "core/spec/error.hpp"
+#include "core/spec/limits.hpp"
 #include "sim/models/work.hpp"
 #include "traces/calibrate/lsq.hpp"
 #include "traces/compare.hpp"
@@ -201,12 +202,26 @@ void unpack(const std::vector<bool>& free, const Eigen::VectorXd& phi, ComputeVa
   }
 }
 
+// The physical range of compute parameter j in its fitted form (an efficiency, or seconds per
+// byte / element / parameter): calibrate.hpp, "Physical bounds".
+constexpr double kMinGemmEfficiency = 1e-6;
+std::pair<double, double> compute_range(std::size_t j, std::size_t K) {
+  if (j < K) return {kMinGemmEfficiency, 1.0};
+  if (j == K) return {1.0 / spec::limits::kMaxBandwidthBps, 1.0 / spec::limits::kMinBandwidthBps};
+  return {1.0 / spec::limits::kMaxRate, 1.0 / spec::limits::kMinRate};
+}
+
 NonlinearFit lm_compute(const ComputeProblem& P, const std::vector<bool>& free, const ComputeValues& v0) {
   const int nfree = static_cast<int>(std::count(free.begin(), free.end(), true));
   Eigen::VectorXd phi(nfree);
+  Box box{Eigen::VectorXd(nfree), Eigen::VectorXd(nfree)};
   Eigen::Index j = 0;
   for (std::size_t k = 0; k < free.size(); ++k) {
-    if (free[k]) phi(j++) = std::log(value_at(v0, k));
+    if (!free[k]) continue;
+    const auto [lo, hi] = compute_range(k, v0.e.size());
+    box.lo(j) = std::log(lo);
+    box.hi(j) = std::log(hi);
+    phi(j++) = std::log(value_at(v0, k));
   }
   const ResidualFunction f = [&](const Eigen::VectorXd& p, Eigen::VectorXd& r, Eigen::MatrixXd* J) {
     ComputeValues v = v0;
@@ -225,7 +240,7 @@ NonlinearFit lm_compute(const ComputeProblem& P, const std::vector<bool>& free, 
       }
     }
   };
-  return levenberg_marquardt(f, phi);
+  return levenberg_marquardt(f, phi, 200, &box);
 }
 
 // The free-set iteration every group shares (calibrate.hpp, "What gets fitted"): select the
@@ -365,6 +380,13 @@ ComputeResult fit_compute(const std::vector<ComputeSample>& samples, const spec:
     p.value = j < K ? out.values.e[j] : 1.0 / out.values.c[j - K];  // the linear terms: rates
     p.std_error = p.value * std::sqrt(fit.covariance(c, c));  // δ-method: se(e^±φ) = e^±φ·se(φ)
     p.status = fit.converged ? "fitted" : "fitted (not converged after " + std::to_string(fit.iterations) + " iterations)";
+    if (const int b = fit.bound[static_cast<std::size_t>(c)]; b != 0) {
+      // φ is ln e for an efficiency and ln(1/rate) for a rate: a rate's bounds swap
+      p.physical_bound = j < K ? b : -b;
+      const auto [lo, hi] = compute_range(j, K);
+      const double edge = j < K ? (b > 0 ? hi : lo) : 1.0 / (b > 0 ? hi : lo);
+      p.status = "at bound: " + fmt("%.3g", edge) + (p.physical_bound > 0 ? ", the most" : ", the least") + " a profile may hold";
+    }
   });
   hold_absent();
   std::vector<double> r;
@@ -593,6 +615,36 @@ std::string residual_text(const GroupReport& g) {
   return g.name + ": " + std::to_string(g.samples) + " samples, RMS relative residual " + fmt("%.2f%%", 100 * g.rms_residual);
 }
 
+// A fitted value a profile may not hold: the compute fit ended on its box, or a link or host value
+// is past the limits (calibrate.hpp, "Physical bounds"). Throws CalibrationError with the fit.
+void check_physical(const Calibration& c) {
+  namespace L = spec::limits;
+  std::string why;
+  for (const Parameter& p : c.parameters) {
+    if (!p.fitted) continue;
+    std::string past;
+    if (p.physical_bound != 0) {
+      if (p.name.rfind("gpu.matmul_efficiency@", 0) == 0 && p.physical_bound > 0) {
+        past = "the samples pull it above 1: the measured GEMMs run faster than the peak_flops of " +
+               (c.base.file.empty() ? c.base.name : c.base.file) + "; raise the peak and calibrate again";
+      } else {
+        past = "the samples pull it past " + p.status.substr(std::string("at bound: ").size());
+      }
+    } else if (p.name.ends_with("latency_ns") && !(p.value >= 0 && p.value <= static_cast<double>(L::kMaxLatencyNs))) {
+      past = fmt("%.3g ns", p.value) + " is outside [0, " + fmt("%.3g", static_cast<double>(L::kMaxLatencyNs)) + "] ns";
+    } else if (p.name.ends_with("_Bps") && !(p.value >= L::kMinBandwidthBps && p.value <= L::kMaxBandwidthBps)) {
+      past = fmt("%.3g B/s", p.value) + " is outside [" + fmt("%.3g", L::kMinBandwidthBps) + ", " + fmt("%.3g", L::kMaxBandwidthBps) + "] B/s";
+    } else if (p.name.ends_with("_per_s") && !(p.value >= L::kMinRate && p.value <= L::kMaxRate)) {
+      past = fmt("%.3g /s", p.value) + " is outside [" + fmt("%.3g", L::kMinRate) + ", " + fmt("%.3g", L::kMaxRate) + "] per second";
+    }
+    if (!past.empty()) why += "\n  " + p.name + ": " + past;
+  }
+  if (why.empty()) return;
+  throw CalibrationError("the fit failed: these values are outside what a profile may hold, so the profile's model cannot give "
+                         "the measured times (a trace far faster or slower than the base profile's fixed terms allow: start "
+                         "from a profile nearer the measured machine)" + why + "\nNothing written. The fit:\n" + to_text(c));
+}
+
 void apply(Calibration& c, const ComputeResult& comp, const LinksResult& links, const Parameter& adam, const Parameter& pcie) {
   spec::Cluster& out = c.cluster;
   const std::vector<double>& e = comp.values.e;
@@ -695,6 +747,7 @@ Calibration calibrate(const Samples& samples, const spec::Cluster& base) {
     for (const GroupReport& g : c.groups) why += "\n  " + g.name + ": " + g.status;
     throw CalibrationError("nothing to calibrate: no parameter has enough samples to fit" + why);
   }
+  check_physical(c);
   apply(c, comp, links, adam, pcie);
   write_sources(c);
   record_uncertainty(c);

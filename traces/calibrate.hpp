@@ -29,6 +29,13 @@
 // least-supported one is held and the fit repeated). Supports are re-evaluated at the fitted
 // values until the free set stops changing. Everything else keeps its base value, and the report
 // says why. A fitted GEMM efficiency above 1 means the profile's peak is too low: an error.
+// Physical bounds: the compute fit runs inside a box (projected Levenberg–Marquardt, lsq.hpp) —
+// each GEMM efficiency in [1e-6, 1], the memory rate within the bandwidths a profile may hold
+// (core/spec/limits.hpp: 1 kB/s to 1 PB/s), the activation and Adam rates within its rates (1e3
+// to 1e16 per second) — so no value diverges; a fit that ends on a bound is one the profile's
+// model cannot give (a trace far faster than the base's fixed terms allow), and calibrate()
+// throws CalibrationError (exit 1) with the fit's values and residuals. Fitted link and host
+// values are checked against the same limits.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +70,9 @@ struct Parameter {
   double support = 0;
   bool fitted = false;
   std::string status;     // "fitted", "held: ...", "at bound: ..."
+  // -1 / +1: the fit ended on the parameter's physical lower / upper bound (fit_compute's box):
+  // the samples pull it past what a profile may hold, and calibrate() refuses the fit.
+  int physical_bound = 0;
 };
 
 struct GroupReport {

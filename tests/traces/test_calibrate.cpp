@@ -244,6 +244,36 @@ TEST(Calibrate, AFitPastThePhysicalBoundsWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(report_path_for(path)));
 }
 
+// Traces of a machine 10x faster in everything than the base profile (a newer machine): the GEMMs
+// run faster than the base's peak allows (an efficiency above 1) and the memory-bound kernels
+// faster than its fixed terms. The fit stays inside its physical box (no value diverges, as an
+// unbounded fit once gave hbm_Bps 1.5e33) and is refused as a failed fit: CalibrationError (exit 1)
+// naming what ended on a bound, with the residuals.
+TEST(Calibrate, ATraceFarFasterThanItsBaseFailsInsideTheBounds) {
+  spec::Cluster fast = true_cluster();
+  for (auto& [dtype, peak] : fast.gpu.peak_flops) peak *= 10;
+  fast.gpu.hbm_Bps *= 10;
+  fast.gpu.activation_elems_per_s *= 10;
+  fast.gpu.adam_params_per_s *= 10;
+  fast.intra_node.bandwidth_Bps *= 10;
+  fast.inter_node.nic_bandwidth_Bps *= 10;
+  Samples samples;
+  for (const Trace& t : synthesized(fast, 7)) add_trace_samples(t, base_cluster(), std::nullopt, samples);
+  try {
+    const Calibration c = calibrate(samples, base_cluster());
+    ADD_FAILURE() << "a fit of a machine 10x faster than its base profile was accepted:\n" << to_text(c);
+  } catch (const CalibrationError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("the fit failed"), std::string::npos) << msg;
+    // the GEMMs: 10x the truth's efficiencies (0.30-0.80) against the base's peak is above 1
+    EXPECT_NE(msg.find("gpu.matmul_efficiency@"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("raise the peak"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Nothing written"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("RMS relative residual"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("e+33"), std::string::npos) << msg;
+  }
+}
+
 // What the executor writes (source measured, several steps, no cluster in the header) gives the
 // same samples, and a member that issued a collective early (and waited for its peers) does not
 // lengthen the collective: its time is last end − last start over the members.

@@ -2,6 +2,7 @@
 #include "traces/calibrate/lsq.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -43,6 +44,31 @@ TEST(Lsq, LevenbergMarquardtFitsAnExponential) {
   EXPECT_TRUE(fit.converged);
   EXPECT_NEAR(fit.phi(0), 2, 1e-8);
   EXPECT_NEAR(fit.phi(1), 0.3, 1e-9);
+}
+
+TEST(Lsq, LevenbergMarquardtStaysInItsBox) {
+  // r(φ) = (φ0 − 3, φ1 − 1, φ0 + φ1 − 4): unconstrained optimum φ = (3, 1), cost 0. In the box
+  // φ0 ≤ 2, φ1 ∈ [−5, 5], φ0 is held at 2 and φ1 minimises (φ1 − 1)² + (φ1 − 2)², so φ1 = 1.5 and
+  // the cost is (2 − 3)² + 0.5² + 0.5² = 1.5.
+  const ResidualFunction f = [](const Eigen::VectorXd& p, Eigen::VectorXd& r, Eigen::MatrixXd* J) {
+    r = Eigen::Vector3d(p(0) - 3, p(1) - 1, p(0) + p(1) - 4);
+    if (J) {
+      J->resize(3, 2);
+      *J << 1, 0, 0, 1, 1, 1;
+    }
+  };
+  const Box box{Eigen::Vector2d(-5, -5), Eigen::Vector2d(2, 5)};
+  const NonlinearFit fit = levenberg_marquardt(f, Eigen::Vector2d(0, 0), 200, &box);
+  EXPECT_TRUE(fit.converged);
+  EXPECT_EQ(fit.phi(0), 2);
+  EXPECT_NEAR(fit.phi(1), 1.5, 1e-8);
+  EXPECT_NEAR(fit.cost, 1.5, 1e-10);
+  EXPECT_EQ(fit.bound, (std::vector<int>{1, 0}));
+  // Without the box: the unconstrained optimum, nothing at a bound.
+  const NonlinearFit free = levenberg_marquardt(f, Eigen::Vector2d(0, 0));
+  EXPECT_NEAR(free.phi(0), 3, 1e-8);
+  EXPECT_NEAR(free.phi(1), 1, 1e-8);
+  EXPECT_EQ(free.bound, (std::vector<int>{0, 0}));
 }
 
 TEST(Lsq, RankOfDependentColumns) {

@@ -63,7 +63,19 @@ LinearFit nonnegative_least_squares(const Eigen::MatrixXd& A, const Eigen::Vecto
   return best;
 }
 
-NonlinearFit levenberg_marquardt(const ResidualFunction& f, Eigen::VectorXd phi, int max_iterations) {
+NonlinearFit levenberg_marquardt(const ResidualFunction& f, Eigen::VectorXd phi, int max_iterations, const Box* box) {
+  const Eigen::Index p = phi.size();
+  const auto project = [box](Eigen::VectorXd& x) {
+    if (box) x = x.cwiseMax(box->lo).cwiseMin(box->hi);
+  };
+  // -1 / +1 where x sits on the box's lower / upper face
+  const auto faces = [box, p](const Eigen::VectorXd& x) {
+    std::vector<int> at(static_cast<std::size_t>(p), 0);
+    if (!box) return at;
+    for (Eigen::Index j = 0; j < p; ++j) at[static_cast<std::size_t>(j)] = x(j) <= box->lo(j) ? -1 : x(j) >= box->hi(j) ? 1 : 0;
+    return at;
+  };
+  project(phi);
   Eigen::VectorXd r;
   Eigen::MatrixXd J;
   f(phi, r, &J);
@@ -74,10 +86,29 @@ NonlinearFit levenberg_marquardt(const ResidualFunction& f, Eigen::VectorXd phi,
     out.iterations = it + 1;
     const Eigen::MatrixXd normal = J.transpose() * J;
     const Eigen::VectorXd gradient = J.transpose() * r;
-    Eigen::MatrixXd damped = normal;
-    for (Eigen::Index j = 0; j < damped.rows(); ++j) damped(j, j) += lambda * std::max(normal(j, j), 1e-300);
-    const Eigen::VectorXd step = damped.ldlt().solve(-gradient);
+    // held for this step: on a face with the descent direction (−gradient) pointing out of the box
+    const std::vector<int> at = faces(phi);
+    std::vector<Eigen::Index> free;
+    for (Eigen::Index j = 0; j < p; ++j) {
+      const int a = at[static_cast<std::size_t>(j)];
+      if (!((a < 0 && gradient(j) > 0) || (a > 0 && gradient(j) < 0))) free.push_back(j);
+    }
+    const Eigen::Index nf = static_cast<Eigen::Index>(free.size());
+    Eigen::VectorXd step = Eigen::VectorXd::Zero(p);
+    if (nf > 0) {
+      Eigen::MatrixXd damped(nf, nf);
+      Eigen::VectorXd g(nf);
+      for (Eigen::Index a = 0; a < nf; ++a) {
+        g(a) = gradient(free[static_cast<std::size_t>(a)]);
+        for (Eigen::Index b = 0; b < nf; ++b) damped(a, b) = normal(free[static_cast<std::size_t>(a)], free[static_cast<std::size_t>(b)]);
+        damped(a, a) += lambda * std::max(damped(a, a), 1e-300);
+      }
+      const Eigen::VectorXd s = damped.ldlt().solve(-g);
+      for (Eigen::Index a = 0; a < nf; ++a) step(free[static_cast<std::size_t>(a)]) = s(a);
+    }
     Eigen::VectorXd trial = phi + step, r_trial;
+    project(trial);
+    step = trial - phi;   // what the projection left of it
     f(trial, r_trial, nullptr);
     const double trial_cost = r_trial.squaredNorm();
     if (std::isfinite(trial_cost) && trial_cost < cost) {
@@ -102,6 +133,7 @@ NonlinearFit levenberg_marquardt(const ResidualFunction& f, Eigen::VectorXd phi,
   out.cost = cost;
   out.jacobian = J;
   out.covariance = covariance_of(J, cost);
+  out.bound = faces(phi);
   return out;
 }
 

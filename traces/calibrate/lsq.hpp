@@ -10,6 +10,12 @@
 //     minimize ‖r(φ)‖²,   step δ from (JᵀJ + λ·diag(JᵀJ))·δ = −Jᵀr,  J = ∂r/∂φ
 // λ shrinks ×1/3 after a step that lowers the cost and grows ×4 after one that does not; stops
 // when the step or the relative cost change falls below 1e-12, or after `max_iterations`.
+// With a box lo ≤ φ ≤ hi (calibration's physical bounds), projected: a parameter at a bound whose
+// gradient points out of the box is held for the step (the step is solved over the others), and
+// the trial point is projected onto the box, so the cost still falls monotonically and no
+// parameter ever leaves it; the fit reports which ended at a bound. (The projected step is that of
+// Kanzow, Yamashita and Fukushima, J. Comput. Appl. Math. 172, 2004; holding the parameters that
+// push outward is the active-set rule of bound-constrained Newton methods.)
 //
 // Both report the covariance of the estimate, s²·(JᵀJ)⁻¹ with s² = ‖r‖²/(N − p) (NaN when N ≤ p),
 // for standard errors.
@@ -41,9 +47,17 @@ struct NonlinearFit {
   bool converged = false;
   Eigen::MatrixXd covariance;
   Eigen::MatrixXd jacobian;        // at the solution
+  std::vector<int> bound;          // per parameter: -1 at lo, +1 at hi, 0 inside (all 0 without a box)
 };
 
-NonlinearFit levenberg_marquardt(const ResidualFunction& f, Eigen::VectorXd phi0, int max_iterations = 200);
+// Box constraints on φ (each lo_j < hi_j; ±infinity for none).
+struct Box {
+  Eigen::VectorXd lo, hi;
+};
+
+// phi0 must lie in the box (it is projected onto it first).
+NonlinearFit levenberg_marquardt(const ResidualFunction& f, Eigen::VectorXd phi0, int max_iterations = 200,
+                                 const Box* box = nullptr);
 
 // Rank of J with singular values below rcond·σ_max counted as zero.
 int numerical_rank(const Eigen::MatrixXd& J, double rcond = 1e-9);
