@@ -237,11 +237,20 @@ json parse_json_text(const std::string& text, const std::string& path, int max_d
     }
     if (detail.size() > 200) detail = detail.substr(0, 197) + "...";
     const std::string at = "line " + std::to_string(line) + ", column " + std::to_string(column);
-    if (e.id == 101 && e.position >= text.size()) {
+    // truncated: the parser ran out of input (not merely failed on the last byte, as at the '}' of
+    // '{"a": 1,}', which is a trailing comma)
+    if (e.id == 101 && e.position >= text.size() && detail.find("end of input") != std::string::npos) {
       throw SpecError(path, "", "truncated JSON: the file ends at " + at + " (byte " + std::to_string(text.size()) +
                                     ") inside an unfinished value: " + detail);
     }
-    throw SpecError(path, "", "invalid JSON at " + at + " (byte " + std::to_string(byte) + "): " + detail);
+    // A closing bracket right after a comma: the most common hand-editing slip, said so.
+    std::string hint;
+    if (byte < text.size() && (text[byte] == '}' || text[byte] == ']')) {
+      std::size_t k = byte;
+      while (k > 0 && std::isspace(static_cast<unsigned char>(text[k - 1]))) --k;
+      if (k > 0 && text[k - 1] == ',') hint = " (a trailing comma before '" + std::string(1, text[byte]) + "': JSON allows none; remove it)";
+    }
+    throw SpecError(path, "", "invalid JSON at " + at + " (byte " + std::to_string(byte) + "): " + detail + hint);
   }
   return std::move(builder.root);
 }

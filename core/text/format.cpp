@@ -29,7 +29,8 @@ std::string short_count(double v) {
     ++u;
   }
   char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.2f%s", v, units[u]);
+  // below 100, three significant digits: 0.0914 tokens/s is not "0"
+  std::snprintf(buf, sizeof buf, u > 0 ? "%.2f%s" : std::fabs(v) < 100 ? "%.3g%s" : "%.0f%s", v, units[u]);
   return buf;
 }
 
@@ -50,7 +51,7 @@ std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024 * 1024
 std::string short_rate(double v) {
   if (v >= 1e6) return fmt("%.2f M", v / 1e6);
   if (v >= 1e3) return fmt("%.1f K", v / 1e3);
-  return fmt("%.0f", v);
+  return fmt(std::fabs(v) < 100 ? "%.3g" : "%.0f", v);   // 0.36 tokens/s is not "0"
 }
 
 }  // namespace stagecraft::text

@@ -11,13 +11,14 @@ namespace stagecraft::text {
 std::string fmt(const char* format, double value);
 // 1234567 -> "1,234,567"
 std::string with_commas(int64_t v);
-// 1.746e11 -> "174.62 B" (K, M, B, T, P, E), for counts of parameters, FLOPs and tokens.
+// 1.746e11 -> "174.62 B" (K, M, B, T, P, E), for counts of parameters, FLOPs and tokens; below
+// 100, three significant digits (0.0914).
 std::string short_count(double v);
 // Bytes with a binary unit: 85899345920 -> "80.0 GiB".
 std::string short_bytes(double bytes);
 // Bytes as GiB with one decimal and no unit, for table columns headed "GiB": "80.0".
 std::string gib(double bytes);
-// Tokens per second for tables: "1.23 M", "456.7 K", "89".
+// Tokens per second for tables: "1.23 M", "456.7 K", "456", "89.5", "0.0914".
 std::string short_rate(double per_s);
 
 }  // namespace stagecraft::text

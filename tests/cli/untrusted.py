@@ -68,6 +68,24 @@ def main():
           f"compare of a trace without rank 0's {len(backward)} backward passes: exit {r.returncode} (expected 2): "
           f"{r.stderr.strip()[:200]}")
 
+    # Calibration cannot diverge: the same trace with every time divided by 10 (a machine 10x faster
+    # than cpu-local) fits inside the physical bounds, ends on one (a GEMM efficiency of 1: faster
+    # than the peak), and is refused: exit 1 with the fit's residuals, and neither file written.
+    doc = json.load(open(sim))
+    for e in doc["traceEvents"]:
+        for k in ("ts", "dur"):
+            if isinstance(e.get(k), (int, float)):
+                e[k] = e[k] / 10
+    fast = os.path.join(d, "fast.json")
+    json.dump(doc, open(fast, "w"))
+    out = os.path.join(d, "fast-cal.json")
+    r = call(stagecraft, "calibrate", fast, "--cluster", "cpu-local", "-o", out)
+    check(r.returncode == 1 and "the fit failed" in r.stderr and "raise the peak" in r.stderr
+          and "RMS relative residual" in r.stderr and "Nothing written" in r.stderr,
+          f"calibrate of a trace 10x faster than its base: exit {r.returncode} (expected 1): {r.stderr.strip()[:300]}")
+    check(not os.path.exists(out) and not os.path.exists(os.path.join(d, "fast-cal.calibration.json")),
+          "calibrate of a trace 10x faster than its base wrote nothing")
+
     # --set training.* on a DeepSpeed config: applied and checked as on a training file.
     ds = os.path.join(d, "ds.json")
     json.dump({"train_batch_size": 8, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}, open(ds, "w"))

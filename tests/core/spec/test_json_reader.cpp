@@ -135,6 +135,18 @@ TEST(ReadJsonFile, TruncatedFileSaysSo) {
   expect_spec_error([&] { read_json_file(path); }, "", "truncated JSON");
 }
 
+// '{"name": "x",}' fails on its last byte, but the file is whole: a trailing comma, said so (it was
+// called "truncated JSON ... inside an unfinished value"). Byte 13 is the '}' (0-based), column 14.
+TEST(ReadJsonFile, TrailingCommaIsNotTruncation) {
+  const std::string path = write_temp("comma.json", "{\"name\": \"x\",}");
+  const std::string msg = expect_spec_error([&] { read_json_file(path); }, "", "invalid JSON at line 1, column 14 (byte 13)");
+  EXPECT_EQ(msg.find("truncated"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a trailing comma before '}'"), std::string::npos) << msg;
+  const std::string list = write_temp("comma-list.json", "{\"a\": [1, 2,\n ]}");
+  EXPECT_NE(expect_spec_error([&] { read_json_file(list); }, "", "invalid JSON").find("a trailing comma before ']'"),
+            std::string::npos);
+}
+
 TEST(ReadJsonFile, SizeLimitAndDirectories) {
   const std::string path = write_temp("size.json", "{\"name\": \"" + std::string(100, 'x') + "\"}");
   expect_spec_error([&] { read_json_file(path, 64); }, "", "above the limit of 64 bytes");
