@@ -197,10 +197,12 @@ int main(int argc, char** argv) {
     }
   }
   bool shots_saved = false;
+  bool shooting = false;   // once: save_screenshots selects other plans, whose steps are ready too
   if (headless) {
-    QObject::connect(&w, &stagecraft::gui::MainWindow::step_ready, &w, [&w, shots_dir, &shots_saved, &end_task] {
+    QObject::connect(&w, &stagecraft::gui::MainWindow::step_ready, &w, [&w, shots_dir, &shots_saved, &shooting, &end_task] {
+      if (shooting) return;
+      shooting = true;
       QTimer::singleShot(300, &w, [&w, shots_dir, &shots_saved, &end_task] {
-        if (shots_saved) return;
         try {
           w.save_screenshots(shots_dir);
         } catch (const stagecraft::spec::SpecError& e) {

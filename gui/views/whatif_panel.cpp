@@ -346,10 +346,9 @@ void WhatIfPanel::draw_sweep(const WhatIfField& f) {
   chart->addAxis(ay, Qt::AlignLeft);
   for (std::size_t j = 0; j < s.plans.size(); ++j) {
     auto* line = new QLineSeries;
-    // "[1] tp1 pp1 dp64 mb4x4 1f1b zero3": the shape, without the bucket sizes
-    QStringList words = QString::fromStdString(s.plans[j].key).split(' ');
-    while (words.size() > 6) words.removeLast();
-    line->setName(QStringLiteral("[%1] %2").arg(j + 1).arg(words.join(' ')));
+    // "[1] tp1 pp1 dp64 mb4x4 1f1b zero3 hpz8 qwz qgz": the plan's summary (shape, schedule, ZeRO
+    // stage and variant, sp, recompute, offload), without the bucket sizes
+    line->setName(QStringLiteral("[%1] %2").arg(j + 1).arg(QString::fromStdString(spec::summary(s.plans[j].plan))));
     for (std::size_t i = 0; i < s.points.size(); ++i) {
       const planner::SweepCell& c = s.points[i].cells[j];
       if (!c.ok) continue;

@@ -74,6 +74,19 @@ def main():
            f"{'' if r is None else r.stderr.strip()[:300]!r}")
         refused(tiny + ["--nodes", "8"], "tiny-zero3")      # 8 x 2 = 16 GPUs for a 2-rank plan
 
+        # The screenshots of a whole search, once: save_screenshots selects other plans, whose steps
+        # becoming ready started it again inside itself (hundreds of nested calls, minutes, and a
+        # what-if chart drawn twice over). One "screenshots in" line, every view's PNG, exit 0. The demo
+        # case: its best plan has no pipeline, so the schedule view selects another plan.
+        done = os.path.join(tmp, "done")
+        r = gui("--demo", "--screenshots", done, "--quit-after", "300000", timeout=400)
+        ok(r is not None and r.returncode == 0, f"--screenshots of the demo: exit {None if r is None else r.returncode}")
+        if r is not None:
+            ok(r.stdout.count("screenshots in") == 1, f"saved once: {r.stdout.count('screenshots in')} 'screenshots in' lines")
+        views = ["plans", "pareto", "space-map", "why", "schedule", "critical", "whatif"]
+        missing = [v for v in views if not os.path.isfile(os.path.join(done, f"gui-{v}.png"))]
+        ok(missing == [], f"a PNG of every view (missing: {missing})")
+
         # A headless task that runs out of time says so and exits 1, and leaves no PNG behind.
         late = os.path.join(tmp, "late")
         refused(["--demo", "--screenshots", late, "--quit-after", "1"], "--quit-after 1", "screenshots", rc=1)
