@@ -205,7 +205,8 @@ nlohmann::json search_json(const SizeRun& s, const std::optional<planner::Baseli
   const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record();
   for (std::size_t i = 0; i < s.result.top.size() && i < j["plans"].size(); ++i) {
     const planner::Evaluated& e = s.result.top[i];
-    j["plans"][i]["cost"] = sim::to_json(sim::run_cost(s.cluster, s.gpus, tokens_per_step, e.metrics.step_time_s, budget));
+    j["plans"][i]["cost"] = sim::to_json(sim::run_cost(s.cluster, s.gpus, tokens_per_step, e.metrics.step_time_s, budget,
+                                                       sim::checkpoint_bytes(s.space->model(), s.space->training().dtype)));
     if (record) j["plans"][i]["model_error"] = sim::to_json(sim::model_error(*record, s.space->training().framework, e.plan.zero.stage,
                                                                                     s.cluster.gpu.name, spec::across_nodes_class(e.plan.zero, e.plan.dp)));
   }
@@ -346,10 +347,11 @@ int run_search(const SearchArgs& a) {
     s.bars = a.no_error_bars ? std::vector<planner::RowErrorBars>{} : planner::top_error_bars(*s.space, s.result.top, 5);
     if (!s.result.top.empty()) {
       any_plan = true;
-      s.cost = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.result.top.front().metrics.step_time_s, budget);
+      const double checkpoint = sim::checkpoint_bytes(s.space->model(), s.space->training().dtype);
+      s.cost = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.result.top.front().metrics.step_time_s, budget, checkpoint);
       if (budget && !s.bars.empty() && !s.bars.front().bars.empty() && s.bars.front().index == 0) {
-        s.low = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.bars.front().bars.step_low_s, budget);
-        s.high = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.bars.front().bars.step_high_s, budget);
+        s.low = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.bars.front().bars.step_low_s, budget, checkpoint);
+        s.high = sim::run_cost(s.cluster, s.gpus, tokens_per_step, s.bars.front().bars.step_high_s, budget, checkpoint);
       }
     }
     if (s.result.interrupted) break;

@@ -188,10 +188,11 @@ int run_simulate(const SimulateArgs& a) {
   // What the plan costs, at the step time and at the ends of its 1σ range.
   const std::optional<double> budget = token_budget(a.cost_args);
   const double tokens_per_step = static_cast<double>(prog.tokens_per_step());
-  const sim::RunCost cost = sim::run_cost(c, gpus, tokens_per_step, r.metrics.step_time_s, budget);
+  const double checkpoint = sim::checkpoint_bytes(prog.model, prog.training.dtype);
+  const sim::RunCost cost = sim::run_cost(c, gpus, tokens_per_step, r.metrics.step_time_s, budget, checkpoint);
   const bool cost_range = !bars.empty() && budget.has_value();
-  const sim::RunCost cost_low = cost_range ? sim::run_cost(c, gpus, tokens_per_step, bars.step_low_s, budget) : cost;
-  const sim::RunCost cost_high = cost_range ? sim::run_cost(c, gpus, tokens_per_step, bars.step_high_s, budget) : cost;
+  const sim::RunCost cost_low = cost_range ? sim::run_cost(c, gpus, tokens_per_step, bars.step_low_s, budget, checkpoint) : cost;
+  const sim::RunCost cost_high = cost_range ? sim::run_cost(c, gpus, tokens_per_step, bars.step_high_s, budget, checkpoint) : cost;
   if (a.json) {
     nlohmann::json j = sim::to_json(r.metrics, prog.plan);
     if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);

@@ -12,7 +12,7 @@
 namespace stagecraft::sim {
 
 RunCost run_cost(const spec::Cluster& cluster, int64_t gpus, double tokens_per_step, double step_time_s,
-                 std::optional<double> tokens) {
+                 std::optional<double> tokens, double checkpoint_bytes) {
   RunCost c;
   c.gpus = gpus;
   c.step_time_s = step_time_s;
@@ -41,6 +41,9 @@ RunCost run_cost(const spec::Cluster& cluster, int64_t gpus, double tokens_per_s
     c.train_gpu_hours = steps * c.gpu_hours_per_step;
     if (c.cost_per_step) c.train_cost = steps * *c.cost_per_step;
     if (c.power_watts > 0) c.train_energy_kwh = c.train_seconds * c.power_watts / 3.6e6;
+    if (cluster.reliability.known() && checkpoint_bytes > 0) {
+      c.goodput = goodput(cluster.reliability, gpus, cluster.gpus_per_node, checkpoint_bytes, c.train_seconds);
+    }
   }
   return c;
 }
@@ -126,6 +129,18 @@ std::string run_cost_text(const RunCost& c, const RunCost* low, const RunCost* h
            (c.energy_basis == "node" ? "the nodes' maximum input power" : "the GPUs' board power limit") + ")";
   }
   out += "; steady-state steps only (no checkpoints, evaluation or restarts)\n";
+  if (c.goodput) {
+    const Goodput& g = *c.goodput;
+    out += "failures    " + duration_text(g.wall_s);
+    if (range && low->goodput && high->goodput) {
+      out += " (1σ " + duration_text(low->goodput->wall_s) + " .. " + duration_text(high->goodput->wall_s) + ")";
+    }
+    out += " with failures, checkpoints and restarts: goodput " +
+           fmt(g.goodput >= 0.995 ? "%.2f%%" : "%.1f%%", 100 * g.goodput) + "; the job fails every " +
+           duration_text(g.mtbf_s) + " (" + fmt("%.3g", g.failures) + " failures expected), a checkpoint of " +
+           text::short_bytes(g.checkpoint_bytes) + " takes " + duration_text(g.checkpoint_s) + " every " +
+           duration_text(g.interval_s) + " (Daly's interval), a restart " + duration_text(g.restart_s) + "\n";
+  }
   return out;
 }
 
@@ -151,7 +166,8 @@ nlohmann::json to_json(const RunCost& c) {
                   {"cost", opt(c.train_cost)},
                   {"energy_kwh_max", opt(c.train_energy_kwh)},
                   {"energy_basis", c.energy_basis.empty() ? json(nullptr) : json(c.energy_basis)},
-                  {"power_watts", c.power_watts > 0 ? json(c.power_watts) : json(nullptr)}};
+                  {"power_watts", c.power_watts > 0 ? json(c.power_watts) : json(nullptr)},
+                  {"goodput", c.goodput ? to_json(*c.goodput) : json(nullptr)}};
   }
   return j;
 }

@@ -17,7 +17,9 @@
 //                                    limit when communication or the bubble idles them.
 // The time to train counts steady-state steps only: no checkpoint writes, evaluation, restarts
 // after failures or warm-up (the step time is the simulator's, with its error bars: the 1σ step
-// range gives the range of every figure above, all of them ∝ T).
+// range gives the range of every figure above, all of them ∝ T). Where the cluster profile has a
+// "reliability" section and the caller gives the checkpoint's bytes, the time to train with
+// failures, checkpoints and restarts, and its goodput, come from sim/goodput.hpp.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/spec/cluster.hpp"
+#include "sim/goodput.hpp"
 
 namespace stagecraft::sim {
 
@@ -50,11 +53,13 @@ struct RunCost {
   std::optional<double> train_energy_kwh;        // an upper bound (see above); absent without power data
   std::string energy_basis;                      // "node" or "gpu": which power the bound used
   double power_watts = 0;                        // P above
+  std::optional<Goodput> goodput;                // with a budget, a reliability section and checkpoint bytes
 };
 
-// The figures above for one plan. `tokens_per_step` > 0, `gpus` > 0, `step_time_s` > 0.
+// The figures above for one plan. `tokens_per_step` > 0, `gpus` > 0, `step_time_s` > 0;
+// `checkpoint_bytes` (sim::checkpoint_bytes) > 0 for the time to train with failures.
 RunCost run_cost(const spec::Cluster& cluster, int64_t gpus, double tokens_per_step, double step_time_s,
-                 std::optional<double> tokens);
+                 std::optional<double> tokens, double checkpoint_bytes = 0);
 
 // A token count as people write it: "1e12", "1T", "300B", "1.5T", "500M", "10K" (decimal: K 1e3,
 // M 1e6, B and G 1e9, T 1e12); nullopt when it is not a positive finite count of at most
@@ -72,7 +77,8 @@ std::string money_text(double amount, const std::string& currency);
 std::string run_cost_text(const RunCost& c, const RunCost* low = nullptr, const RunCost* high = nullptr);
 // SCHEMAS.md "cost": gpu_hours_per_step, gpu_hours_per_million_tokens, price {per_gpu_hour,
 // currency, source} | null, cost_per_step, cost_per_million_tokens (null without a price), and with
-// a budget "train": {tokens, steps, seconds, gpu_hours, cost, energy_kwh_max, energy_basis}.
+// a budget "train": {tokens, steps, seconds, gpu_hours, cost, energy_kwh_max, energy_basis,
+// goodput: sim::to_json(Goodput) | null}.
 nlohmann::json to_json(const RunCost& c);
 
 }  // namespace stagecraft::sim

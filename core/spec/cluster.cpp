@@ -246,6 +246,33 @@ Price read_price(ObjectReader& parent) {
   return p;
 }
 
+Reliability read_reliability(ObjectReader& parent) {
+  Reliability rel;
+  if (!parent.has("reliability")) return rel;
+  ObjectReader r = parent.object("reliability");
+  const auto per_hour = [&r](std::string_view key) {
+    if (!r.has(key)) return 0.0;
+    const double v = r.number(key);
+    if (!(v > 0 && v <= limits::kMaxFailuresPerHour)) {
+      r.fail_value(key, "failures per hour, above 0 and at most " + g3(limits::kMaxFailuresPerHour));
+    }
+    return v;
+  };
+  rel.failures_per_gpu_hour = per_hour("failures_per_gpu_hour");
+  rel.failures_per_node_hour = per_hour("failures_per_node_hour");
+  if ((rel.failures_per_gpu_hour > 0) == (rel.failures_per_node_hour > 0)) {
+    r.fail("failures_per_gpu_hour", "one of \"failures_per_gpu_hour\" and \"failures_per_node_hour\"");
+  }
+  rel.restart_s = r.number("restart_s");
+  if (!(rel.restart_s >= 0 && rel.restart_s <= limits::kMaxRestartSeconds)) {
+    r.fail_value("restart_s", "seconds from 0 to " + g3(limits::kMaxRestartSeconds));
+  }
+  rel.checkpoint_Bps = bandwidth(r, "checkpoint_Bps");
+  rel.source = r.string_or("source", "");
+  r.finish();
+  return rel;
+}
+
 // "2.X" or "2.X.Y" with 7 <= X <= 30: the minor version, or -1.
 int nccl_minor(const std::string& v) {
   int major = 0, minor = 0, patch = 0;
@@ -411,6 +438,7 @@ Cluster cluster_from_json(const json& j, const std::string& file) {
   c.nccl = read_nccl(r, c.gpu.name);
   c.power = read_power(r);
   c.price = read_price(r);
+  c.reliability = read_reliability(r);
   c.uncertainty = read_uncertainty(r, c.gpu);
   c.source = r.string_or("source", "");
   r.finish();
@@ -483,6 +511,15 @@ json to_json(const Cluster& c) {
     json price = {{"per_gpu_hour", c.price.per_gpu_hour}, {"currency", c.price.currency}};
     put_source(price, c.price.source);
     j["price"] = price;
+  }
+  if (c.reliability.known()) {
+    json rel = json::object();
+    if (c.reliability.failures_per_gpu_hour > 0) rel["failures_per_gpu_hour"] = c.reliability.failures_per_gpu_hour;
+    if (c.reliability.failures_per_node_hour > 0) rel["failures_per_node_hour"] = c.reliability.failures_per_node_hour;
+    rel["restart_s"] = c.reliability.restart_s;
+    rel["checkpoint_Bps"] = c.reliability.checkpoint_Bps;
+    put_source(rel, c.reliability.source);
+    j["reliability"] = rel;
   }
   if (!c.uncertainty.empty()) {
     json u = json::object();

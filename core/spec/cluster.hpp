@@ -158,6 +158,21 @@ struct Price {
 // Whether `code` is three upper-case letters (ISO 4217's form: "USD", "EUR").
 bool valid_currency(const std::string& code);
 
+// How often the job is interrupted and what a checkpoint costs (optional in cluster.json as
+// "reliability"; sim/goodput.hpp turns it into the time to train with failures). A failure rate per
+// GPU-hour or per node-hour (one of them; a job of G GPUs on G/g nodes fails G times, or G/g times,
+// as often: independent components), the time from a failure to training again besides reading
+// the checkpoint (detection, rescheduling, process start), and the checkpoint store's sustained
+// bandwidth (aggregate over the job, for writing and reading back). 0 = unknown.
+struct Reliability {
+  double failures_per_gpu_hour = 0;
+  double failures_per_node_hour = 0;
+  double restart_s = 0;
+  double checkpoint_Bps = 0;
+  std::string source;
+  bool known() const { return (failures_per_gpu_hour > 0 || failures_per_node_hour > 0) && checkpoint_Bps > 0; }
+};
+
 struct Cluster {
   std::string name;
   int64_t nodes = 0;
@@ -169,6 +184,7 @@ struct Cluster {
   Nccl nccl;
   Power power;
   Price price;
+  Reliability reliability;
   std::vector<ParameterUncertainty> uncertainty;   // in file order
   std::string source;
   std::string file;

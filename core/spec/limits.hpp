@@ -39,6 +39,8 @@ inline constexpr double kMaxRate = 1e16;
 // Power of one GPU or node (W) and the price of a GPU-hour: a megawatt or a million is a typo.
 inline constexpr double kMaxWatts = 1e6;
 inline constexpr double kMaxGpuHourPrice = 1e6;
+inline constexpr double kMaxFailuresPerHour = 1.0;   // per GPU or node: one an hour is no machine
+inline constexpr double kMaxRestartSeconds = 1e6;    // 11.6 days
 // Tokens a --tokens budget may name (1e18: a million times today's largest runs).
 inline constexpr double kMaxTrainTokens = 1e18;
 inline constexpr int64_t kMinMemoryBytes = int64_t{1} << 20;  // 1 MiB

@@ -52,6 +52,19 @@ TEST(Count, GroupedQueryAttentionShrinksKeyAndValue) {
   EXPECT_EQ(block_linears(m)[0].out, h + 2 * kv);
 }
 
+// Llama 3.1 405B (bundled): the embedding and the untied head 128,256 × 16,384 each; a layer holds
+// Q and O 16,384² each, K and V 16,384 × 8 × 128 each, the SwiGLU MLP 3 × 16,384 × 53,248 and two
+// RMSNorms of 16,384; 126 layers and the final norm. The model card's 405B; the checkpoint's
+// 405,853,388,800.
+TEST(Count, Llama31_405bIsExact) {
+  const Model m = bundled("llama3.1-405b");
+  const int64_t h = 16384, kv = 8 * 128, f = 53248, v = 128256;
+  const int64_t layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h;
+  EXPECT_EQ(layer, 3'187'703'808);
+  EXPECT_EQ(parameters(m), 2 * v * h + 126 * layer + h);
+  EXPECT_EQ(parameters(m), 405'853'388'800);
+}
+
 TEST(Count, Gpt3_175bWithinNarayananFormula) {
   Model m = bundled("gpt3-175b");
   const double L = 96, h = 12288, V = 51200, s = 2048;

@@ -19,7 +19,7 @@ TEST(Bundled, EveryModelLoadsWithASource) {
   const auto names = bundled_names(ConfigKind::kModel);
   for (const char* required : {"gpt2-124m", "gpt2-1.5b", "gpt3-1.3b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
                                "megatron-22b", "turing-530b", "megatron-1t", "llama2-7b", "llama2-13b",
-                               "llama2-70b", "llama3-8b", "llama3-70b", "tiny"}) {
+                               "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-405b", "tiny"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   }
   for (const std::string& n : names) {
@@ -32,7 +32,7 @@ TEST(Bundled, EveryModelLoadsWithASource) {
 
 TEST(Bundled, EveryClusterLoadsWithSources) {
   const auto names = bundled_names(ConfigKind::kCluster);
-  for (const char* required : {"dgx-a100-80g-hdr", "dgx-h100-ndr", "h200-1", "h100-1", "dgx-h100-roce-100g", "cpu-local"}) {
+  for (const char* required : {"dgx-a100-80g-hdr", "dgx-h100-ndr", "h200-1", "h100-1", "dgx-h100-roce-100g", "h100-roce-400g-16k", "cpu-local"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   }
   for (const std::string& n : names) {
@@ -43,6 +43,7 @@ TEST(Bundled, EveryClusterLoadsWithSources) {
                                  &c.host.source}) {
       EXPECT_FALSE(s->empty());
     }
+    if (c.reliability.known()) EXPECT_FALSE(c.reliability.source.empty());   // a failure rate names where it comes from
   }
 }
 

@@ -100,6 +100,32 @@ TEST(Cluster, PowerAndPriceAreOptionalAndRoundTrip) {
   expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/price/per_gpu_hr", "per_gpu_hour");
 }
 
+TEST(Cluster, ReliabilityIsOptionalOneRateAndRoundTrips) {
+  EXPECT_FALSE(cluster_from_json(small_cluster(), "c.json").reliability.known());
+  json j = small_cluster();
+  j["reliability"] = {{"failures_per_gpu_hour", 2e-5}, {"restart_s", 600}, {"checkpoint_Bps", "2TB/s"}, {"source", "paper"}};
+  const Cluster c = cluster_from_json(j, "c.json");
+  EXPECT_TRUE(c.reliability.known());
+  EXPECT_EQ(c.reliability.failures_per_gpu_hour, 2e-5);
+  EXPECT_EQ(c.reliability.checkpoint_Bps, 2e12);
+  EXPECT_EQ(to_json(cluster_from_json(to_json(c), "again.json")), to_json(c));
+  json bad = j;
+  bad["reliability"]["failures_per_node_hour"] = 1e-4;   // both rates
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/reliability/failures_per_gpu_hour", "one of");
+  bad = j;
+  bad["reliability"].erase("failures_per_gpu_hour");     // neither
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/reliability/failures_per_gpu_hour", "one of");
+  bad = j;
+  bad["reliability"]["failures_per_gpu_hour"] = 2;       // more than one an hour
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/reliability/failures_per_gpu_hour", "at most 1");
+  bad = j;
+  bad["reliability"]["restart_s"] = -1;
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/reliability/restart_s", "seconds from 0");
+  bad = j;
+  bad["reliability"].erase("checkpoint_Bps");
+  expect_spec_error([&] { cluster_from_json(bad, "c.json"); }, "/reliability/checkpoint_Bps", "");
+}
+
 TEST(Cluster, NcclSectionAsAVersionOrAnObject) {
   Cluster c = cluster_from_json(small_cluster(), "c.json");
   EXPECT_EQ(c.nccl.version, "2.30");          // default: the newest band
