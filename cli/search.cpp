@@ -239,7 +239,9 @@ void print_sizes(const std::vector<SizeRun>& runs, const std::vector<bool>& fron
               planner::to_string(objective));
   std::string header = "     GPUs   step time    tokens/s     MFU  GPU-h/M tok";
   if (priced) header += "  " + pad_left(priced->currency + "/M tok", 11);
+  const bool failures = std::any_of(runs.begin(), runs.end(), [](const SizeRun& s) { return s.cost && s.cost->goodput; });
   if (budget) header += "  time to train    GPU-hours" + std::string(priced ? "           cost" : "");
+  if (failures) header += "  with failures  goodput";
   std::printf("%s  plan\n", header.c_str());
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const SizeRun& s = runs[i];
@@ -258,6 +260,11 @@ void print_sizes(const std::vector<SizeRun>& runs, const std::vector<bool>& fron
              pad_left(with_commas(static_cast<int64_t>(std::llround(s.cost->train_gpu_hours))), 13);
       if (priced) row += pad_left(s.cost->train_cost ? sim::money_text(*s.cost->train_cost, s.cost->currency) : "-", 15);
     }
+    if (failures) {
+      row += s.cost->goodput ? pad_left(sim::duration_text(s.cost->goodput->wall_s), 15) +
+                                   pad_left(sim::goodput_text(s.cost->goodput->goodput), 9)
+                             : pad_left("-", 15) + pad_left("-", 9);
+    }
     std::printf("%s  %s\n", row.c_str(), best.key.c_str());
   }
   std::printf("\n");
@@ -272,7 +279,7 @@ int run_search(const SearchArgs& a) {
                  "searches alone\n";
   }
   const std::optional<planner::Objective> objective = planner::parse_objective(a.objective);
-  if (!objective) throw spec::SpecError("--objective", "", "expected time or cost, got \"" + a.objective + "\"");
+  if (!objective) throw spec::SpecError("--objective", "", "expected time, cost or goodput, got \"" + a.objective + "\"");
   const spec::Model m = load_model_arg(a.model);
   const std::vector<spec::Override> overrides = spec::parse_overrides(a.set);
   spec::Cluster c = spec::load_cluster(spec::resolve_config(ConfigKind::kCluster, a.cluster), overrides);
@@ -295,6 +302,12 @@ int run_search(const SearchArgs& a) {
                               std::to_string(ds->training.global_batch));
   }
   const std::optional<double> budget = token_budget(a.cost_args);
+  if (*objective == planner::Objective::kGoodput && (!budget || !c.reliability.known())) {
+    throw spec::SpecError("--objective", "", std::string("goodput needs ") +
+                                                 (!budget ? "a token budget (--tokens 15T)"
+                                                          : "a cluster profile with a \"reliability\" section (" + c.name +
+                                                                " has none; h100-roce-400g-16k has one)"));
+  }
 
   std::vector<SizeRun> runs(sizes.size());
   for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -431,8 +444,10 @@ Subcommand add_search(CLI::App& root) {
       ->delimiter(',')
       ->check(positive_int(spec::limits::kGpus));
   app->add_option("--objective", a->objective,
-                  "with several sizes, the one to report in full: time (fastest) or cost (fewest GPU-hours per token)")
-      ->check(CLI::IsMember({"time", "cost"}));
+                  "with several sizes, the one to report in full: time (fastest), cost (fewest GPU-hours per token) or "
+                  "goodput (least time to train with failures, checkpoints and restarts; needs --tokens and a cluster "
+                  "with a reliability section)")
+      ->check(CLI::IsMember({"time", "cost", "goodput"}));
   add_cost_options(app, a->cost_args);
   app->add_option("--top", a->top, "how many plans to report (default 10)")->check(positive_int(int64_t{1} << 20));
   app->add_flag("--no-error-bars", a->no_error_bars,

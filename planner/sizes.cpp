@@ -14,11 +14,12 @@ bool dominates(const sim::RunCost& j, const sim::RunCost& i) {
 
 }  // namespace
 
-const char* to_string(Objective o) { return o == Objective::kCost ? "cost" : "time"; }
+const char* to_string(Objective o) { return o == Objective::kCost ? "cost" : o == Objective::kGoodput ? "goodput" : "time"; }
 
 std::optional<Objective> parse_objective(const std::string& name) {
   if (name == "time") return Objective::kTime;
   if (name == "cost") return Objective::kCost;
+  if (name == "goodput") return Objective::kGoodput;
   return std::nullopt;
 }
 
@@ -38,6 +39,14 @@ std::optional<std::size_t> choose_size(const std::vector<SizeCost>& sizes, Objec
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (!sizes[i]) continue;
+    if (objective == Objective::kGoodput) {
+      if (!sizes[i]->goodput) continue;
+      const double w = sizes[i]->goodput->wall_s;
+      if (!best || w < sizes[*best]->goodput->wall_s || (w == sizes[*best]->goodput->wall_s && sizes[i]->gpus < sizes[*best]->gpus)) {
+        best = i;
+      }
+      continue;
+    }
     if (!best) {
       best = i;
       continue;

@@ -8,7 +8,11 @@
 //   j dominates i      when t_j <= t_i and c_j <= c_i, one of them strictly;
 //   the front          the sizes no other size dominates, by increasing GPUs;
 //   objective "time"   the size of least t (ties: fewer GPUs);
-//   objective "cost"   the size of least c (ties: less t, then fewer GPUs).
+//   objective "cost"   the size of least c (ties: less t, then fewer GPUs);
+//   objective "goodput" the size of least expected time to train with failures, checkpoints and
+//                      restarts (sim/goodput.hpp: T_w, which grows with the failure rate as the job
+//                      grows), for a token budget on a profile with a reliability section (ties:
+//                      fewer GPUs). A size without that figure is never chosen by it.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +24,7 @@
 
 namespace stagecraft::planner {
 
-enum class Objective { kTime, kCost };
+enum class Objective { kTime, kCost, kGoodput };
 const char* to_string(Objective o);
 std::optional<Objective> parse_objective(const std::string& name);
 

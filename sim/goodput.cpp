@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/count/count.hpp"
+#include "core/text/format.hpp"
 #include "sim/models/memory.hpp"
 
 namespace stagecraft::sim {
@@ -31,6 +32,10 @@ Goodput goodput(const spec::Reliability& rel, int64_t gpus, int64_t gpus_per_nod
   g.goodput = train_s / g.wall_s;
   g.failures = g.wall_s / M;
   return g;
+}
+
+std::string goodput_text(double goodput) {
+  return text::fmt(goodput >= 0.995 ? "%.2f%%" : "%.1f%%", 100 * goodput);
 }
 
 nlohmann::json to_json(const Goodput& g) {

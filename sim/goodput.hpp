@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,9 @@ double checkpoint_bytes(const spec::Model& m, spec::Dtype dtype);
 // The figures above. `reliability.known()`, gpus >= 1, train_s > 0, checkpoint_bytes > 0.
 Goodput goodput(const spec::Reliability& reliability, int64_t gpus, int64_t gpus_per_node, double checkpoint_bytes,
                 double train_s);
+
+// The goodput as a percentage: "92.6%", with two decimals from 99.5% on ("99.97%", not "100.0%").
+std::string goodput_text(double goodput);
 
 // SCHEMAS.md "goodput": failures_per_hour, mtbf_s, checkpoint_bytes, checkpoint_s, restart_s,
 // interval_s, wall_s, goodput, failures.

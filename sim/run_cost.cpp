@@ -135,8 +135,7 @@ std::string run_cost_text(const RunCost& c, const RunCost* low, const RunCost* h
     if (range && low->goodput && high->goodput) {
       out += " (1σ " + duration_text(low->goodput->wall_s) + " .. " + duration_text(high->goodput->wall_s) + ")";
     }
-    out += " with failures, checkpoints and restarts: goodput " +
-           fmt(g.goodput >= 0.995 ? "%.2f%%" : "%.1f%%", 100 * g.goodput) + "; the job fails every " +
+    out += " with failures, checkpoints and restarts: goodput " + goodput_text(g.goodput) + "; the job fails every " +
            duration_text(g.mtbf_s) + " (" + fmt("%.3g", g.failures) + " failures expected), a checkpoint of " +
            text::short_bytes(g.checkpoint_bytes) + " takes " + duration_text(g.checkpoint_s) + " every " +
            duration_text(g.interval_s) + " (Daly's interval), a restart " + duration_text(g.restart_s) + "\n";

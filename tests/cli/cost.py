@@ -103,6 +103,29 @@ def main():
     r = call(s, *base, "--nodes", "1,1")
     check(r.returncode == 2 and "twice" in r.stderr, "search --nodes 1,1: exit 2, the same size twice")
 
+    # Goodput (sim/goodput.hpp), derived again from the figures the JSON gives: h100-roce-400g-16k
+    # carries a reliability section; 4 nodes of it are 32 GPUs.
+    g_runs = run(s, "search", "--model", "gpt3-1.3b", "--cluster", "h100-roce-400g-16k", "--nodes", "4", "--training",
+                 "demo-13b-1024", "--tokens", "100B", "--no-progress", "--no-error-bars", "--top", "1", "--json")
+    cost = g_runs["plans"][0]["cost"]
+    g = cost["train"]["goodput"]
+    rate = 1.973e-5 * 32                       # the profile's failures per GPU-hour × 32 GPUs
+    M = 3600 / rate
+    delta = g["checkpoint_bytes"] / 2e12       # the profile's 2 TB/s store
+    R = 600 + delta
+    x = delta / (2 * M)
+    tau = math.sqrt(2 * delta * M) * (1 + math.sqrt(x) / 3 + x / 9) - delta
+    Ts = cost["train"]["seconds"]
+    Tw = M * math.exp(R / M) * math.expm1((tau + delta) / M) * Ts / tau
+    check(close(g["failures_per_hour"], rate) and close(g["mtbf_s"], M), "goodput: 32 GPUs x 1.973e-5 failures a GPU-hour")
+    check(close(g["interval_s"], tau), f"goodput: Daly's interval {tau:.1f} s")
+    check(close(g["wall_s"], Tw) and close(g["goodput"], Ts / Tw), f"goodput: {Ts / Tw:.4%} of {Tw:.0f} s")
+    r = call(s, *base, "--nodes", "1,2", "--objective", "goodput")
+    check(r.returncode == 2 and "reliability" in r.stderr, "search --objective goodput on a profile without reliability: exit 2")
+    r = call(s, "search", "--model", "gpt3-1.3b", "--cluster", "h100-roce-400g-16k", "--nodes", "1,2", "--training",
+             "demo-13b-1024", "--objective", "goodput")
+    check(r.returncode == 2 and "--tokens" in r.stderr, "search --objective goodput without --tokens: exit 2")
+
     check.finish()
 
 
