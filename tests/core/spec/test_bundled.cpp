@@ -32,7 +32,7 @@ TEST(Bundled, EveryModelLoadsWithASource) {
 
 TEST(Bundled, EveryClusterLoadsWithSources) {
   const auto names = bundled_names(ConfigKind::kCluster);
-  for (const char* required : {"dgx-a100-80g-hdr", "dgx-h100-ndr", "h200-1", "h100-1", "dgx-h100-roce-100g", "h100-roce-400g-16k", "cpu-local"}) {
+  for (const char* required : {"dgx-a100-80g-hdr", "dgx-h100-ndr", "h200-1", "h100-1", "dgx-h100-roce-100g", "h100-roce-400g-16k", "dgx-h100-ndr-16k", "cpu-local"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   }
   for (const std::string& n : names) {
