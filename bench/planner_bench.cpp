@@ -2,6 +2,9 @@
 //   * Search175B_1024GPU: GPT-3 175B on 128 DGX A100 nodes (1024 GPUs, HDR), global batch 1536, the
 //     full space (~1.7 M candidates) on 2 threads. Targets: <= 60 s, peak memory <= 2 GiB.
 //   * Demo13B_64GPU: `stagecraft demo`'s search (GPT-3 13B on 8 DGX H100 nodes, batch 1024).
+//   * Search405B_16kGPU: Llama 3.1 405B on 2048 DGX H100 nodes (16,384 GPUs, NDR), global batch 2048
+//     of 8192 tokens (Llama 3's pre-training), the space as it stands (no cp axis yet) on 2 threads.
+//     Target (issue: frontier scale): <= 5 s with every axis.
 //   * Table1/<row>: Narayanan et al. SC'21 Table 1 (REFERENCE.md): each row's GPU count and batch,
 //     fp16, searched twice — tp and pp free, and pinned to the row's published tp and pp (the rest
 //     free: "the best micro-batching the planner finds for it"). Quality target: free <= pinned.
@@ -64,6 +67,15 @@ void BM_Demo13B_64GPU(benchmark::State& state) {
   run_search(state, space, 2);
 }
 
+void BM_Search405B_16kGPU(benchmark::State& state) {
+  spec::Training t = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, "demo-13b-1024"));
+  t.global_batch = 2048;
+  t.seq_len = 8192;
+  const planner::Space space(spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "llama3.1-405b")),
+                             cluster("dgx-h100-ndr-16k", 2048), t, 16384, {});
+  run_search(state, space, 2);
+}
+
 // Narayanan et al. SC'21 Table 1: params (B), heads, hidden, layers, tp, pp, GPUs, batch.
 struct Row {
   double params;
@@ -118,4 +130,5 @@ void BM_Table1(benchmark::State& state) {
 
 BENCHMARK(BM_Search175B_1024GPU)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Demo13B_64GPU)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_Search405B_16kGPU)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Table1)->DenseRange(0, 9)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();

@@ -86,7 +86,12 @@ CostCache::CostCache(const program::Program& prog, const Topology& topology, con
       pcie_Bps_(cluster.host.pcie_Bps) {}
 
 int32_t CostCache::group_of(program::Group kind, int64_t rank) {
-  std::vector<int64_t> members = prog_.placement.group_members(kind, rank);
+  if (kind == program::Group::kWorld && world_group_ >= 0) return world_group_;
+  if (kind == program::Group::kWorld) return world_group_ = group_of_members(prog_.placement.group_members(kind, rank));
+  return group_of_members(prog_.placement.group_members(kind, rank));
+}
+
+int32_t CostCache::group_of_members(std::vector<int64_t> members) {
   const auto [it, fresh] = group_ids_.try_emplace(members, static_cast<int32_t>(groups_.size()));
   if (!fresh) return it->second;
   std::vector<int64_t> shape = members;

@@ -78,6 +78,7 @@ class CostCache {
 
   // The id of the group of `kind` that contains `rank` (ranks with equal member lists share it).
   int32_t group_of(program::Group kind, int64_t rank);
+  int32_t group_of_members(std::vector<int64_t> members);
   std::span<const int64_t> members(int32_t group) const { return groups_[static_cast<std::size_t>(group)]; }
 
   // Contention-free time of a collective instruction over `group`.
@@ -107,6 +108,7 @@ class CostCache {
   std::optional<CollectiveCost> gradnorm_;   // the whole world's all-reduce
   std::vector<std::vector<int64_t>> groups_;
   std::map<std::vector<int64_t>, int32_t> group_ids_;
+  int32_t world_group_ = -1;   // every rank's world group is the same: found once (16,384 members at 16K GPUs)
   std::vector<int32_t> shape_of_;                        // group -> its placement shifted to node 0
   std::vector<std::vector<int64_t>> shapes_;
   std::map<std::vector<int64_t>, int32_t> shape_ids_;

@@ -62,6 +62,13 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   if (!every_rank_ && topology_.nodes() > 1 && options.network == NetworkModel::kShared) share_core_links();
   std::size_t flows = 0;   // at most one flow per p2p send and per dp collective of a rank
   std::size_t messages = 0;  // one per send and one per receive at most (a peer may not be simulated)
+  // per cost group, counted once: its simulated members and the nodes it spans (a world group
+  // of 16,384 GPUs is 16,384 lookups, and every simulated rank is in it)
+  struct GroupFacts {
+    int32_t needed = -1;
+    int64_t nodes = 0;
+  };
+  std::vector<GroupFacts> facts;
   for (RankState& st : ranks_) {
     flows += lane_count(*st.graph, Lane::kPpSend) + lane_count(*st.graph, Lane::kDpGather) +
              lane_count(*st.graph, Lane::kDpReduce) + lane_count(*st.graph, Lane::kDpReplica);
@@ -76,10 +83,17 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       v.cost_group = costs_.group_of(g, st.rank);
       const std::span<const int64_t> group = costs_.members(v.cost_group);
       v.front = group.front();
-      for (int64_t m : group) v.needed += slot_of_.count(m) ? 1 : 0;
+      if (facts.size() <= static_cast<std::size_t>(v.cost_group)) facts.resize(static_cast<std::size_t>(v.cost_group) + 1);
+      GroupFacts& f = facts[static_cast<std::size_t>(v.cost_group)];
+      if (f.needed < 0) {
+        f.needed = 0;
+        for (int64_t m : group) f.needed += slot_of_.count(m) ? 1 : 0;
+        f.nodes = nodes_spanned(group, cluster.gpus_per_node);
+      }
+      v.needed = f.needed;
       // (a middle stage is no member of the embedding group and never issues its collectives)
       if (std::find(group.begin(), group.end(), st.rank) == group.end()) continue;
-      v.ring = ring_flow(group, st.rank, cluster.gpus_per_node);
+      v.ring = ring_flow(group, st.rank, cluster.gpus_per_node, f.nodes);
       topology_.route_into(st.rank, v.ring.successor, v.route);
     }
   }

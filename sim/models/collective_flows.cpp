@@ -6,15 +6,21 @@
 
 namespace stagecraft::sim {
 
+int64_t nodes_spanned(std::span<const int64_t> group, int64_t gpus_per_node) {
+  int64_t nodes = 1;
+  for (std::size_t i = 1; i < group.size(); ++i) nodes += group[i] / gpus_per_node != group[i - 1] / gpus_per_node;
+  return nodes;
+}
+
 RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_per_node) {
+  return ring_flow(group, member, gpus_per_node, nodes_spanned(group, gpus_per_node));
+}
+
+RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t /*gpus_per_node*/, int64_t nodes) {
   const auto n = static_cast<int64_t>(group.size());
   const auto it = std::find(group.begin(), group.end(), member);
   if (it == group.end()) throw std::invalid_argument("ring_flow: GPU " + std::to_string(member) + " is not in the group");
   const int64_t me = it - group.begin();
-  int64_t nodes = 1;
-  for (int64_t i = 1; i < n; ++i) {
-    nodes += group[static_cast<std::size_t>(i)] / gpus_per_node != group[static_cast<std::size_t>(i - 1)] / gpus_per_node;
-  }
   RingFlow f;
   f.parts = n;
   if (nodes > 1) {

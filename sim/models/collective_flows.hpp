@@ -31,6 +31,11 @@ struct RingFlow {
 
 // For `member` of `group` (GPU indices in placement order; members of a node consecutive).
 RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_per_node);
+// The same with the group's node count given (nodes_spanned): a caller that asks for several
+// members of one group counts its nodes once (a world group of 16,384 GPUs is 16,384 steps).
+RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_per_node, int64_t nodes);
+// The nodes a group spans: 1 + the changes of node between consecutive members.
+int64_t nodes_spanned(std::span<const int64_t> group, int64_t gpus_per_node);
 // Bytes of the member's flow for a collective of `bytes` (S).
 int64_t ring_flow_bytes(const RingFlow& f, CollectiveKind kind, int64_t bytes);
 // The cap that makes a flow of `flow_bytes` take `time_ns` alone.
