@@ -85,16 +85,12 @@ std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p
   return "";
 }
 
-// A rate as people read it: whole numbers from 100 up, three significant digits below (a slow
-// model's 0.36 tokens/s printed as "0").
-std::string rate_text(double per_s) { return text::fmt(per_s >= 100 ? "%.0f" : "%.3g", per_s); }
-
 void print_step(const executor::StepStats& s, int64_t total_steps, int64_t first_step, double tokens_per_step,
                 std::ostream& out) {
   out << "step " << s.step + 1 << "/" << first_step + total_steps << "  loss " << std::fixed;
   out.precision(4);
   out << s.loss << "  grad-norm " << s.grad_norm << "  time " << s.seconds << " s  tokens/s "
-      << rate_text(tokens_per_step / s.seconds) << std::defaultfloat << "\n";
+      << text::plain_number(tokens_per_step / s.seconds) << std::defaultfloat << "\n";
   out.precision(6);
 }
 
@@ -223,7 +219,7 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
   if (a.json) {
     std::cout << report_json(r, prog).dump(1) << "\n";
   } else {
-    std::cout << "tokens/s " << rate_text(r.tokens_per_s) << " (steps after the first), peak memory "
+    std::cout << "tokens/s " << text::plain_number(r.tokens_per_s) << " (steps after the first), peak memory "
               << short_bytes(static_cast<double>(r.peak_memory_bytes.empty() ? 0 : r.peak_memory_bytes[0]))
               << " on rank 0, parameters " << r.params_checksum << "\n";
   }

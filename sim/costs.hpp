@@ -78,7 +78,6 @@ class CostCache {
 
   // The id of the group of `kind` that contains `rank` (ranks with equal member lists share it).
   int32_t group_of(program::Group kind, int64_t rank);
-  int32_t group_of_members(std::vector<int64_t> members);
   std::span<const int64_t> members(int32_t group) const { return groups_[static_cast<std::size_t>(group)]; }
 
   // Contention-free time of a collective instruction over `group`.
@@ -89,6 +88,7 @@ class CostCache {
   int64_t p2p_ns(int64_t src, int64_t dst, int64_t bytes);
 
  private:
+  int32_t group_of_members(std::vector<int64_t> members);   // the id of this member list (new ones registered)
   struct Entry {
     std::optional<CollectiveCost> cost;
     std::array<int64_t, 8> bytes{-1, -1, -1, -1, -1, -1, -1, -1};  // a few recent sizes: buckets alternate

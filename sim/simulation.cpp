@@ -92,8 +92,9 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       }
       v.needed = f.needed;
       // (a middle stage is no member of the embedding group and never issues its collectives)
-      if (std::find(group.begin(), group.end(), st.rank) == group.end()) continue;
-      v.ring = ring_flow(group, st.rank, cluster.gpus_per_node, f.nodes);
+      const auto at = std::find(group.begin(), group.end(), st.rank);
+      if (at == group.end()) continue;
+      v.ring = ring_flow_at(group, at - group.begin(), f.nodes);
       topology_.route_into(st.rank, v.ring.successor, v.route);
     }
   }

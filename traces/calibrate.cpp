@@ -383,9 +383,7 @@ ComputeResult fit_compute(const std::vector<ComputeSample>& samples, const spec:
     if (const int b = fit.bound[static_cast<std::size_t>(c)]; b != 0) {
       // φ is ln e for an efficiency and ln(1/rate) for a rate: a rate's bounds swap
       p.physical_bound = j < K ? b : -b;
-      const auto [lo, hi] = compute_range(j, K);
-      const double edge = j < K ? (b > 0 ? hi : lo) : 1.0 / (b > 0 ? hi : lo);
-      p.status = "at bound: " + fmt("%.3g", edge) + (p.physical_bound > 0 ? ", the most" : ", the least") + " a profile may hold";
+      p.status = "at bound: " + fmt("%.3g", p.value) + (p.physical_bound > 0 ? ", the most" : ", the least") + " a profile may hold";
     }
   });
   hold_absent();
@@ -628,7 +626,9 @@ void check_physical(const Calibration& c) {
         past = "the samples pull it above 1: the measured GEMMs run faster than the peak_flops of " +
                (c.base.file.empty() ? c.base.name : c.base.file) + "; raise the peak and calibrate again";
       } else {
-        past = "the samples pull it past " + p.status.substr(std::string("at bound: ").size());
+        // the value sits on the bound it was held at
+        past = "the samples pull it past " + fmt("%.3g", p.value) + (p.physical_bound > 0 ? ", the most" : ", the least") +
+               " a profile may hold";
       }
     } else if (p.name.ends_with("latency_ns") && !(p.value >= 0 && p.value <= static_cast<double>(L::kMaxLatencyNs))) {
       past = fmt("%.3g ns", p.value) + " is outside [0, " + fmt("%.3g", static_cast<double>(L::kMaxLatencyNs)) + "] ns";

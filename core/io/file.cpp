@@ -126,25 +126,23 @@ std::string read_input(const std::string& path, std::uintmax_t max_bytes, std::s
   const std::uintmax_t size = check_input(path, max_bytes, kind);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw spec::SpecError(path, "", std::string("cannot open: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};   // closed on every way out, an allocation failure included
   std::string out;
   out.reserve(static_cast<std::size_t>(size));
   char chunk[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      throw spec::SpecError(path, "", std::string("read error: ") + std::strerror(error));
-    }
+    if (n < 0) throw spec::SpecError(path, "", std::string("read error: ") + std::strerror(errno));
     if (n == 0) break;
     out.append(chunk, static_cast<std::size_t>(n));
     if (out.size() > max_bytes) {
-      ::close(fd);
       throw spec::SpecError(path, "", "grew past the limit of " + std::to_string(max_bytes) + " bytes while being read");
     }
   }
-  ::close(fd);
   return out;
 }
 

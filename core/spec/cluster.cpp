@@ -213,18 +213,20 @@ Host read_host(ObjectReader r) {
   return h;
 }
 
+// An optional number in (0, max] (0 when absent), or fail_value "<unit>, above 0 and at most <max>".
+double optional_positive(ObjectReader& r, std::string_view key, double max, const std::string& unit) {
+  if (!r.has(key)) return 0.0;
+  const double v = r.number(key);
+  if (!(v > 0 && v <= max)) r.fail_value(key, unit + ", above 0 and at most " + g3(max));
+  return v;
+}
+
 Power read_power(ObjectReader& parent) {
   Power w;
   if (!parent.has("power")) return w;
   ObjectReader r = parent.object("power");
-  const auto watts = [&r](std::string_view key) {
-    if (!r.has(key)) return 0.0;
-    const double v = r.number(key);
-    if (!(v > 0 && v <= limits::kMaxWatts)) r.fail_value(key, "watts, above 0 and at most " + g3(limits::kMaxWatts));
-    return v;
-  };
-  w.gpu_watts = watts("gpu_watts");
-  w.node_watts = watts("node_watts");
+  w.gpu_watts = optional_positive(r, "gpu_watts", limits::kMaxWatts, "watts");
+  w.node_watts = optional_positive(r, "node_watts", limits::kMaxWatts, "watts");
   if (w.gpu_watts == 0 && w.node_watts == 0) r.fail("gpu_watts", "\"gpu_watts\" or \"node_watts\" (or no \"power\" section)");
   w.source = r.string_or("source", "");
   r.finish();
@@ -250,16 +252,8 @@ Reliability read_reliability(ObjectReader& parent) {
   Reliability rel;
   if (!parent.has("reliability")) return rel;
   ObjectReader r = parent.object("reliability");
-  const auto per_hour = [&r](std::string_view key) {
-    if (!r.has(key)) return 0.0;
-    const double v = r.number(key);
-    if (!(v > 0 && v <= limits::kMaxFailuresPerHour)) {
-      r.fail_value(key, "failures per hour, above 0 and at most " + g3(limits::kMaxFailuresPerHour));
-    }
-    return v;
-  };
-  rel.failures_per_gpu_hour = per_hour("failures_per_gpu_hour");
-  rel.failures_per_node_hour = per_hour("failures_per_node_hour");
+  rel.failures_per_gpu_hour = optional_positive(r, "failures_per_gpu_hour", limits::kMaxFailuresPerHour, "failures per hour");
+  rel.failures_per_node_hour = optional_positive(r, "failures_per_node_hour", limits::kMaxFailuresPerHour, "failures per hour");
   if ((rel.failures_per_gpu_hour > 0) == (rel.failures_per_node_hour > 0)) {
     r.fail("failures_per_gpu_hour", "one of \"failures_per_gpu_hour\" and \"failures_per_node_hour\"");
   }

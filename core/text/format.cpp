@@ -21,6 +21,8 @@ std::string with_commas(int64_t v) {
   return v < 0 ? "-" + out : out;
 }
 
+std::string plain_number(double v) { return fmt(std::fabs(v) < 100 ? "%.3g" : "%.0f", v); }
+
 std::string short_count(double v) {
   const char* units[] = {"", " K", " M", " B", " T", " P", " E"};
   int u = 0;
@@ -28,9 +30,9 @@ std::string short_count(double v) {
     v /= 1000.0;
     ++u;
   }
+  if (u == 0) return plain_number(v);
   char buf[32];
-  // below 100, three significant digits: 0.0914 tokens/s is not "0"
-  std::snprintf(buf, sizeof buf, u > 0 ? "%.2f%s" : std::fabs(v) < 100 ? "%.3g%s" : "%.0f%s", v, units[u]);
+  std::snprintf(buf, sizeof buf, "%.2f%s", v, units[u]);
   return buf;
 }
 
@@ -51,7 +53,7 @@ std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024 * 1024
 std::string short_rate(double v) {
   if (v >= 1e6) return fmt("%.2f M", v / 1e6);
   if (v >= 1e3) return fmt("%.1f K", v / 1e3);
-  return fmt(std::fabs(v) < 100 ? "%.3g" : "%.0f", v);   // 0.36 tokens/s is not "0"
+  return plain_number(v);
 }
 
 }  // namespace stagecraft::text

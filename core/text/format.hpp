@@ -9,6 +9,9 @@ namespace stagecraft::text {
 
 // printf-style formatting of one number: fmt("%.3f s", 1.5) -> "1.500 s".
 std::string fmt(const char* format, double value);
+// A number without a unit as people read it: three significant digits below 100 (0.0914, 12.3: a
+// slow rate is not "0"), whole from 100 on (456, 18600).
+std::string plain_number(double v);
 // 1234567 -> "1,234,567"
 std::string with_commas(int64_t v);
 // 1.746e11 -> "174.62 B" (K, M, B, T, P, E), for counts of parameters, FLOPs and tokens; below

@@ -33,10 +33,9 @@ std::string describe(const std::string& file, int64_t byte_offset, const std::st
 }
 
 // A regular file within kMaxCorpusFileBytes (io::read_input: not a device or FIFO read forever).
-std::vector<unsigned char> read_bytes(const std::string& path, std::string_view kind) {
+std::string read_bytes(const std::string& path, std::string_view kind) {
   try {
-    const std::string bytes = io::read_input(path, kMaxCorpusFileBytes, kind);
-    return std::vector<unsigned char>(bytes.begin(), bytes.end());
+    return io::read_input(path, kMaxCorpusFileBytes, kind);
   } catch (const spec::SpecError& e) {
     throw DataError(path, -1, e.detail());
   }
@@ -74,14 +73,16 @@ Corpus Corpus::from_text_file(const std::string& path, int64_t vocab, int64_t se
   if (vocab < 256) {
     throw DataError(path, -1, "byte-level text needs a vocab of at least 256, the model has " + std::to_string(vocab));
   }
-  const std::vector<unsigned char> bytes = read_bytes(path, "a text file");
+  const std::string bytes = read_bytes(path, "a text file");
   check_length(path, bytes.size(), seq_len);
-  return Corpus(vocab, seq_len, seed, path, std::vector<int32_t>(bytes.begin(), bytes.end()));
+  std::vector<int32_t> ids(bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) ids[i] = static_cast<unsigned char>(bytes[i]);   // byte values 0-255
+  return Corpus(vocab, seq_len, seed, path, std::move(ids));
 }
 
 Corpus Corpus::from_token_file(const std::string& path, int64_t vocab, int64_t seq_len, uint64_t seed) {
   check_sizes(path, vocab, seq_len);
-  const std::vector<unsigned char> bytes = read_bytes(path, "a token file (uint16 ids)");
+  const std::string bytes = read_bytes(path, "a token file (uint16 ids)");
   if (bytes.size() % 2 != 0) {
     throw DataError(path, static_cast<int64_t>(bytes.size()) - 1,
                     "odd trailing byte: a token file holds little-endian uint16 ids (" +
@@ -89,7 +90,7 @@ Corpus Corpus::from_token_file(const std::string& path, int64_t vocab, int64_t s
   }
   std::vector<int32_t> tokens(bytes.size() / 2);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t id = static_cast<int32_t>(bytes[2 * i]) | (static_cast<int32_t>(bytes[2 * i + 1]) << 8);
+    const int32_t id = static_cast<unsigned char>(bytes[2 * i]) | (static_cast<unsigned char>(bytes[2 * i + 1]) << 8);
     if (id >= vocab) {
       throw DataError(path, static_cast<int64_t>(2 * i),
                       "token id " + std::to_string(id) + " is not below the vocab " + std::to_string(vocab));

@@ -13,14 +13,13 @@ int64_t nodes_spanned(std::span<const int64_t> group, int64_t gpus_per_node) {
 }
 
 RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_per_node) {
-  return ring_flow(group, member, gpus_per_node, nodes_spanned(group, gpus_per_node));
-}
-
-RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t /*gpus_per_node*/, int64_t nodes) {
-  const auto n = static_cast<int64_t>(group.size());
   const auto it = std::find(group.begin(), group.end(), member);
   if (it == group.end()) throw std::invalid_argument("ring_flow: GPU " + std::to_string(member) + " is not in the group");
-  const int64_t me = it - group.begin();
+  return ring_flow_at(group, it - group.begin(), nodes_spanned(group, gpus_per_node));
+}
+
+RingFlow ring_flow_at(std::span<const int64_t> group, int64_t me, int64_t nodes) {
+  const auto n = static_cast<int64_t>(group.size());
   RingFlow f;
   f.parts = n;
   if (nodes > 1) {

@@ -31,9 +31,10 @@ struct RingFlow {
 
 // For `member` of `group` (GPU indices in placement order; members of a node consecutive).
 RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_per_node);
-// The same with the group's node count given (nodes_spanned): a caller that asks for several
-// members of one group counts its nodes once (a world group of 16,384 GPUs is 16,384 steps).
-RingFlow ring_flow(std::span<const int64_t> group, int64_t member, int64_t gpus_per_node, int64_t nodes);
+// The same for the member at `position` in the group, with the group's node count given
+// (nodes_spanned): a caller that asks for several members of one group scans it once (a world
+// group of 16,384 GPUs is 16,384 steps).
+RingFlow ring_flow_at(std::span<const int64_t> group, int64_t position, int64_t nodes);
 // The nodes a group spans: 1 + the changes of node between consecutive members.
 int64_t nodes_spanned(std::span<const int64_t> group, int64_t gpus_per_node);
 // Bytes of the member's flow for a collective of `bytes` (S).
