@@ -115,7 +115,7 @@ program::Program eval_program(const spec::Model& m, spec::Plan plan, int64_t win
   t.dtype = executor::kCpuDtype;
   t.attention = "unfused";
   t.source = "stagecraft eval: " + std::to_string(windows) + " windows";
-  if (const std::string why = executor::tp_unsupported(m, plan); !why.empty()) throw spec::SpecError(plan.file, "", why);
+  if (const std::string why = executor::plan_unsupported(m, plan); !why.empty()) throw spec::SpecError(plan.file, "", why);
   program::LowerOptions o;
   o.forward_only = true;
   return program::lower(m, t, plan, o);

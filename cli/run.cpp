@@ -68,7 +68,7 @@ std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p
   if (a.backend == "cuda") {
     if (const std::string why = cuda_plan_unsupported(p); !why.empty()) return "--backend cuda: " + why;
   }
-  if (const std::string why = executor::tp_unsupported(m, p); !why.empty()) {
+  if (const std::string why = executor::plan_unsupported(m, p); !why.empty()) {
     return (p.file.empty() ? std::string("the plan") : p.file) + ": " + why;
   }
   if (world != p.world()) {

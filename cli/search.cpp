@@ -42,7 +42,8 @@ struct SearchArgs {
   int threads = 0;
   bool json = false, resume = false, no_progress = false;
   double pareto_window = 0.1;
-  std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp;
+  std::vector<std::string> cp_comm;
   int64_t max_micro_batch = 0;
   std::vector<int> zero;
   std::vector<std::string> schedule, recompute, sequence_parallel, offload, split, overlap_comm, zero_variant;
@@ -99,6 +100,8 @@ planner::SpaceLimits limits_of(const SearchArgs& a) {
   l.micro_batch = a.micro_batch;
   l.max_micro_batch = a.max_micro_batch;
   l.virtual_stages = a.virtual_stages;
+  l.cp = a.cp;
+  l.cp_comm = parse_enum(a.cp_comm, "--cp-comm", names_of(spec::kCpComms));
   l.zero = a.zero;
   for (int z : a.zero) {
     if (z < 0 || z > 3) throw spec::SpecError("--zero", "", "expected ZeRO stages 0, 1, 2 or 3, got " + std::to_string(z));
@@ -471,6 +474,12 @@ Subcommand add_search(CLI::App& root) {
   lim->add_option("--virtual-stages", a->virtual_stages, "virtual stages (interleaved chunks) to consider; 1 = not interleaved")
       ->delimiter(',')
       ->check(positive_int(spec::limits::kLayers));
+  lim->add_option("--cp", a->cp,
+                  "context-parallel sizes to consider (default: those whose causal chunks, seq_len / 2cp, hold at least " +
+                      std::to_string(planner::kMinCpChunk) + " tokens, where the framework runs context parallelism)")
+      ->delimiter(',')
+      ->check(positive_int(spec::limits::kGpus));
+  lim->add_option("--cp-comm", a->cp_comm, "context-parallel comm types: p2p, all_gather, a2a")->delimiter(',');
   lim->add_option("--zero", a->zero, "ZeRO stages to consider, e.g. 1 or 1,3")->delimiter(',');
   lim->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved, zb-h1")->delimiter(',');
   lim->add_option("--recompute", a->recompute, "none, selective, full")->delimiter(',');

@@ -24,8 +24,8 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
                         " x pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(prog.plan.dp) +
                         "), the communicator has " + std::to_string(comm.size()));
   }
-  if (const std::string why = tp_unsupported(prog.model, prog.plan); !why.empty()) {
-    throw ExecutorError("the plan's tensor parallelism: " + why);
+  if (const std::string why = plan_unsupported(prog.model, prog.plan); !why.empty()) {
+    throw ExecutorError("the plan: " + why);
   }
   if (prog.plan.zero.offload_param == spec::Offload::kCpu) {
     throw ExecutorError("offload_param \"cpu\" places ZeRO-3's parameter shards in a GPU host's memory; the CPU "
@@ -60,7 +60,11 @@ void fault_kill(int64_t rank, const std::string& where) {
   std::abort();  // not reached
 }
 
-std::string tp_unsupported(const spec::Model& m, const spec::Plan& p) {
+std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
+  if (p.cp > 1) {
+    return "/cp: expected 1: the executor does not run context parallelism yet (cp " + std::to_string(p.cp) +
+           "); simulate and search model it (docs/program.md, \"Context parallelism\")";
+  }
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);
   if (m.heads % p.tp != 0) return "/tp: " + t + " does not divide the model's " + std::to_string(m.heads) + " heads";

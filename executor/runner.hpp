@@ -26,7 +26,7 @@
 // row-parallel attention output and MLP down, a vocabulary-parallel embedding and cross-entropy,
 // the f/g all-reduces at the Program's TpAllReduce instructions (docs/program.md), pipeline
 // messages scattered over the tp ranks and all-gathered by the receiver. Not supported
-// (constructor throws ExecutorError): what tp_unsupported names, a Program lowered for another
+// (constructor throws ExecutorError): what plan_unsupported names, a Program lowered for another
 // dtype than fp32 (executed_training). Selective
 // recompute runs with full activation caches (same math, no memory saving); full recompute
 // keeps only each block's input and re-runs it at the Program's Recompute instructions.
@@ -57,9 +57,10 @@ namespace stagecraft::executor {
 inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
 spec::Training executed_training(const spec::Training& requested);
 
-// Why this executor cannot run `plan`'s tensor parallelism on `model`, as "/field: reason"
-// (the plan field's JSON pointer first); empty when it can (always for tp = 1).
-std::string tp_unsupported(const spec::Model& model, const spec::Plan& plan);
+// Why this executor cannot run `plan` on `model`, as "/field: reason" (the plan field's JSON
+// pointer first): context parallelism, or tensor parallelism the layers cannot split; empty when
+// it can (always for tp = 1 and cp = 1).
+std::string plan_unsupported(const spec::Model& model, const spec::Plan& plan);
 
 // What the test-only fault switch does (STAGECRAFT_FAULT_KIND, cli/run.cpp).
 enum class FaultKind {

@@ -34,7 +34,8 @@ std::string grew(const Metrics& best, const Metrics& other) {
   if (top->second == "exposed communication") {
     const std::pair<double, const char*> lanes[] = {{other.time.tp_s - best.time.tp_s, "tp"},
                                                        {other.time.pp_s - best.time.pp_s, "pp"},
-                                                       {other.time.dp_s - best.time.dp_s, "dp"}};
+                                                       {other.time.dp_s - best.time.dp_s, "dp"},
+                                                       {other.time.cp_s - best.time.cp_s, "cp"}};
     const auto* l = std::max_element(std::begin(lanes), std::end(lanes), [](const auto& x, const auto& y) { return x.first < y.first; });
     if (l->first > 0) lane = std::string(", mostly ") + l->second;
   }

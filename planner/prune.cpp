@@ -510,7 +510,7 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     if (full && u >= rb && u < re) tb += tp.fwd(unit.kind);
     act += sim::activation_bytes_per_token(unit, m, plan, space.training(), plan.recompute);
   }
-  const double tokens = static_cast<double>(plan.micro_batch * m.seq_len);
+  const double tokens = static_cast<double>(spec::rank_tokens(plan, m.seq_len));
   // The simulator rounds each Forward's bytes down to a whole byte, and a chunk's forward is at
   // most one instruction per unit: at most (units) bytes below the exact sum.
   t.act_bytes = std::max(0.0, tokens * act - static_cast<double>(ch.unit_end - ch.unit_begin));
@@ -548,8 +548,12 @@ struct Pruner::ComputeEntry {
 std::vector<Group> groups(const Space& space) {
   std::vector<Group> out;
   for (int64_t tp : space.tp_values()) {
-    for (int64_t pp : space.pp_values(tp)) {
-      for (int64_t mb : space.micro_batch_values(space.gpus() / (tp * pp))) out.push_back({tp, pp, mb});
+    for (int64_t pp : space.pp_values(tp)) {   // (tp, pp)-major: the pruner keeps one pair's layouts
+      for (int64_t cp : space.cp_values(tp, pp)) {
+        for (spec::CpComm comm : space.cp_comms(tp, cp)) {
+          for (int64_t mb : space.micro_batch_values(space.gpus() / (tp * pp * cp))) out.push_back({tp, pp, mb, cp, comm});
+        }
+      }
     }
   }
   return out;
@@ -558,8 +562,8 @@ std::vector<Group> groups(const Space& space) {
 Pruner::Pruner(const Space& space) : space_(space), topology_(space.cluster(), space.gpus()) {}
 Pruner::~Pruner() = default;
 
-const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb) {
-  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb);
+const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp, spec::CpComm comm) {
+  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb, cp, static_cast<int>(comm));
   auto it = computes_.find(key);
   if (it != computes_.end()) return *it->second->model;
   auto entry = std::make_unique<ComputeEntry>();
@@ -567,6 +571,8 @@ const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc
   entry->plan.sequence_parallel = sp;
   entry->plan.recompute = rc;
   entry->plan.micro_batch = mb;
+  entry->plan.cp = cp;
+  entry->plan.cp_comm = comm;
   entry->model.emplace(space_.model(), space_.cluster(), space_.training(), entry->plan);
   return *computes_.emplace(key, std::move(entry)).first->second->model;
 }
@@ -766,19 +772,22 @@ TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t h
 
 }  // namespace
 
-PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule) {
+PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule, int64_t cp,
+                       spec::CpComm cp_comm) {
   const spec::Model& m = space_.model();
-  const int64_t micro_batches = space_.training().global_batch / (lay.dp * mb);
-  const int64_t tokens = mb * m.seq_len;
-  const int64_t abytes = spec::bytes_of(spec::storage_dtype(space_.training().dtype));
-  const CommCosts& cc = comm(lay.tp, lay.pp);
-  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb);
-  const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap());
+  const int64_t micro_batches = space_.training().global_batch / (lay.dp / cp * mb);
   spec::Plan plan;
   plan.tp = lay.tp;
   plan.sequence_parallel = sp;
   plan.recompute = rc;
   plan.micro_batch = mb;
+  plan.cp = cp;
+  plan.cp_comm = cp_comm;
+  const int64_t tokens = spec::rank_tokens(plan, m.seq_len);
+  const int64_t abytes = spec::bytes_of(spec::storage_dtype(space_.training().dtype));
+  const CommCosts& cc = comm(lay.tp, lay.pp);
+  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm);
+  const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap());
   std::vector<ChunkTimes> times;
   times.reserve(lay.chunks.size());
   for (const ChunkInfo& ch : lay.chunks) {
@@ -794,24 +803,27 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
 
 void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec::Schedule schedule,
                               const Visitor& visit) {
-  const int64_t micro_batches = space_.training().global_batch / (lay.dp * g.micro_batch);
+  const int64_t micro_batches = space_.training().global_batch / (lay.dp / g.cp * g.micro_batch);
   const int64_t capacity = space_.cluster().gpu.memory_bytes;
   const int64_t reserved = space_.cluster().gpu.reserved_bytes;
   Candidate c;
   c.tp = static_cast<int32_t>(g.tp);
   c.pp = static_cast<int32_t>(g.pp);
-  c.dp = static_cast<int32_t>(lay.dp);
+  c.dp = static_cast<int32_t>(lay.dp / g.cp);
+  c.cp = static_cast<int16_t>(g.cp);
+  c.cp_comm = g.cp_comm;
   c.micro_batch = static_cast<int32_t>(g.micro_batch);
   c.micro_batches = static_cast<int32_t>(micro_batches);
   c.virtual_stages = static_cast<int16_t>(v);
   c.schedule = schedule;
   c.split = lay.split;
-  for (bool sp : space_.sequence_parallel_values(g.tp)) {
+  for (bool sp : space_.sequence_parallel_values(g.tp, g.cp)) {
     for (spec::Recompute rc : space_.recompute_values()) {
-      const PipeTerms terms = pipe(lay, g.micro_batch, sp, rc, schedule);
+      const PipeTerms terms = pipe(lay, g.micro_batch, sp, rc, schedule, g.cp, g.cp_comm);
       c.sequence_parallel = sp;
       c.recompute = rc;
       for (const ZeroTerms& z : lay.variants) {
+        if (g.cp > 1 && z.variant != ZeroVariant::kPlain) continue;   // not with cp (spec::validate_plan)
         set_variant(c, z);
         const Estimate e = combine(terms, z, micro_batches, reserved);
         Verdict verdict = Verdict::kKeep;
@@ -831,7 +843,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
 }
 
 void Pruner::enumerate(const Group& g, const Visitor& visit) {
-  const int64_t dp = space_.gpus() / (g.tp * g.pp);
+  const int64_t dp = space_.gpus() / (g.tp * g.pp * g.cp);
   const int64_t micro_batches = space_.training().global_batch / (dp * g.micro_batch);
   for (Split split : space_.split_values(g.pp)) {
     for (spec::Schedule s : space_.schedules(g.pp)) {
@@ -848,8 +860,8 @@ Estimate Pruner::estimate(const Candidate& c) {
   ZeroTerms z = variant_of(c);
   std::vector<int64_t> sig;
   build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1), sig);
-  const int64_t micro_batches = space_.training().global_batch / (lay.dp * c.micro_batch);
-  return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule), z, micro_batches,
+  const int64_t micro_batches = space_.training().global_batch / (lay.dp / c.cp * c.micro_batch);
+  return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm), z, micro_batches,
                  space_.cluster().gpu.reserved_bytes);
 }
 

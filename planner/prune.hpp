@@ -45,6 +45,11 @@
 //                on another chunk than the step before (interleaved) gathers all of its buckets.
 //   T_lb = max_s max( head_s + busy_s + tail_s + dp_tail_0,  head_s + busy_s + dp_tail_s,
 //                     head_s + (F+TP)_{s,0} + reduce_lane_s + after_s,  gather_lane_s )
+// Context parallelism: a layout's data-parallel group is its dp·cp ranks (G/(tp·pp), what ZeRO
+// partitions over and gradients are reduced over, whatever cp is), so layouts and their ZeRO
+// terms are shared by every cp; a candidate's compute, tp collectives, messages and activations
+// are its rank's tokens' (micro_batch·seq_len/cp) and its micro-batches B/(dp·mb). The cp
+// collectives are left out of the bound (they only lengthen a step).
 // Collectives are timed with sim::CollectiveCost over the group's placement (the minimum over
 // the placements the stages' groups take); contention only slows them, so each is a bound.
 // A small relative margin absorbs the simulator's nanosecond rounding.
@@ -79,9 +84,12 @@ struct Estimate {
   int64_t memory_lb_bytes = 0;   // its simulated peak memory is at least this
 };
 
-// A unit of enumeration work: every candidate with this tp, pp and micro-batch size.
+// A unit of enumeration work: every candidate with this tp, pp, cp (and its comm type) and
+// micro-batch size.
 struct Group {
   int64_t tp = 1, pp = 1, micro_batch = 1;
+  int64_t cp = 1;
+  spec::CpComm cp_comm = spec::CpComm::kP2p;
 };
 // The groups of a space, in the fixed order candidates are numbered by.
 std::vector<Group> groups(const Space& space);
@@ -112,8 +120,10 @@ class Pruner {
   const detail::CommCosts& comm(int64_t tp, int64_t pp);
   // Per stage, the interleaved schedule's steps on another chunk than the step before.
   const std::vector<int64_t>& switches(int64_t p, int64_t m, int64_t v);
-  const sim::ComputeModel& compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb);
-  detail::PipeTerms pipe(const detail::Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule);
+  const sim::ComputeModel& compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp = 1,
+                                   spec::CpComm comm = spec::CpComm::kP2p);
+  detail::PipeTerms pipe(const detail::Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule,
+                         int64_t cp, spec::CpComm comm);
   void enumerate_layout(const Group& g, const detail::Layout& lay, int64_t v, spec::Schedule schedule,
                         const Visitor& visit);
 
@@ -123,7 +133,7 @@ class Pruner {
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<detail::CommCosts>> comms_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> switches_;
   struct ComputeEntry;
-  std::map<std::tuple<int64_t, bool, int, int64_t>, std::unique_ptr<ComputeEntry>> computes_;
+  std::map<std::tuple<int64_t, bool, int, int64_t, int64_t, int>, std::unique_ptr<ComputeEntry>> computes_;
 };
 
 }  // namespace stagecraft::planner

@@ -131,6 +131,29 @@ std::vector<int64_t> Space::pp_values(int64_t tp) const {
   return out;
 }
 
+std::vector<int64_t> Space::cp_values(int64_t tp, int64_t pp) const {
+  std::vector<int64_t> out;
+  for (int64_t cp : divisors(gpus_ / (tp * pp))) {
+    if (cp > 1 && (model_.seq_len % (2 * cp) != 0 || cp_comms(tp, cp).empty())) continue;
+    if (limits_.cp.empty() ? cp > 1 && model_.seq_len / (2 * cp) < kMinCpChunk : !allowed(limits_.cp, cp)) continue;
+    out.push_back(cp);
+  }
+  return out;
+}
+
+std::vector<spec::CpComm> Space::cp_comms(int64_t tp, int64_t cp) const {
+  if (cp == 1) return {spec::CpComm::kP2p};
+  const spec::Framework f = training_.framework;
+  std::vector<spec::CpComm> out;
+  for (spec::CpComm c : spec::kCpComms) {
+    const bool runs = f == spec::Framework::kMegatron || (f == spec::Framework::kDeepSpeed && c == spec::CpComm::kA2a) ||
+                      (f == spec::Framework::kFsdp2 && c != spec::CpComm::kA2a);
+    const bool heads = c != spec::CpComm::kA2a || ((model_.heads / tp) % cp == 0 && model_.kv_heads % (tp * cp) == 0);
+    if (runs && heads && allowed(limits_.cp_comm, c)) out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<int64_t> Space::micro_batch_values(int64_t dp) const {
   std::vector<int64_t> out;
   if (training_.global_batch % dp != 0) return out;
@@ -167,10 +190,10 @@ std::vector<spec::Schedule> Space::schedules(int64_t pp) const {
   return out;
 }
 
-std::vector<bool> Space::sequence_parallel_values(int64_t tp) const {
+std::vector<bool> Space::sequence_parallel_values(int64_t tp, int64_t cp) const {
   std::vector<bool> out;
   if (allowed(limits_.sequence_parallel, 0)) out.push_back(false);
-  if (tp > 1 && model_.seq_len % tp == 0 && allowed(limits_.sequence_parallel, 1)) out.push_back(true);
+  if (tp > 1 && (model_.seq_len / cp) % tp == 0 && allowed(limits_.sequence_parallel, 1)) out.push_back(true);
   return out;
 }
 
@@ -215,6 +238,8 @@ spec::Plan Space::plan(const Candidate& c) const {
   p.tp = c.tp;
   p.pp = c.pp;
   p.dp = c.dp;
+  p.cp = c.cp;
+  p.cp_comm = c.cp_comm;
   p.micro_batch = c.micro_batch;
   p.micro_batches = c.micro_batches;
   p.schedule = c.schedule;
@@ -230,7 +255,7 @@ spec::Plan Space::plan(const Candidate& c) const {
   if (c.reduce_i >= 0) p.zero.reduce_bucket = reduce_[static_cast<std::size_t>(c.reduce_i)];
   if (c.prefetch_i >= 0) p.zero.prefetch_bucket = prefetch_[static_cast<std::size_t>(c.prefetch_i)];
   if (c.max_live_i >= 0) p.zero.max_live_parameters = max_live_[static_cast<std::size_t>(c.max_live_i)];
-  const int64_t l = node_dp(c.tp, c.dp);
+  const int64_t l = node_dp(c.tp, c.dp);   // the variants are plain with cp > 1 (spec::validate_plan)
   switch (c.zero_variant) {
     case ZeroVariant::kPlain: break;
     case ZeroVariant::kHpz: p.zero.hpz_group = l; break;
@@ -255,17 +280,26 @@ std::string Space::why_empty() const {
   }
   std::vector<int64_t> dps;
   bool any_pp = false, any_mb = false;
+  bool any_cp = false;
   for (int64_t tp : tp_) {
     for (int64_t pp : pp_values(tp)) {
       any_pp = true;
-      const int64_t dp = gpus_ / (tp * pp);
-      dps.push_back(dp);
-      if (!micro_batch_values(dp).empty()) any_mb = true;
+      for (int64_t cp : cp_values(tp, pp)) {
+        any_cp = true;
+        const int64_t dp = gpus_ / (tp * pp * cp);
+        dps.push_back(dp);
+        if (!micro_batch_values(dp).empty()) any_mb = true;
+      }
     }
   }
   if (!any_pp) {
     return "no pipeline size divides the " + g + " GPUs with at most " + std::to_string(model_.layers) +
            " stages (one layer each)" + (limits_.pp.empty() ? "" : " among --pp " + join(limits_.pp));
+  }
+  if (!any_cp) {
+    return "no context-parallel size among --cp " + join(limits_.cp) + " divides the GPUs left by tp × pp, with 2 × cp "
+           "dividing seq_len (" + std::to_string(model_.seq_len) + ") and a comm type the framework (" +
+           spec::to_string(training_.framework) + ") runs";
   }
   if (!any_mb) {
     std::sort(dps.begin(), dps.end());
@@ -273,7 +307,7 @@ std::string Space::why_empty() const {
     std::string why = "global_batch " + std::to_string(training_.global_batch) +
                       (training_.label().empty() ? "" : " (" + training_.label() + ")") +
                       " is not divisible into micro_batch × micro_batches × dp for any data-parallel size dp = " + g +
-                      " / (tp × pp) in {" + join(dps) + "}";
+                      " / (tp × cp × pp) in {" + join(dps) + "}";
     if (!limits_.micro_batch.empty() || limits_.max_micro_batch > 0) why += " with the micro-batch limits given";
     why += " and at most " + std::to_string(spec::limits::kMicroBatches) + " micro-batches a step";
     return why;
@@ -312,6 +346,8 @@ nlohmann::json Space::to_json() const {
             {"reduce_bucket", reduce_},
             {"prefetch_bucket", prefetch_},
             {"max_live_parameters", max_live_}}}};
+  if (!limits_.cp.empty()) j["limits"]["cp"] = limits_.cp;   // only when limited, as below
+  if (!limits_.cp_comm.empty()) j["limits"]["cp_comm"] = names(limits_.cp_comm);
   if (!limits_.zero_variants.empty()) {   // only when limited, so earlier searches' inputs read the same
     nlohmann::json variants = nlohmann::json::array();
     for (ZeroVariant v : limits_.zero_variants) variants.push_back(to_string(v));
@@ -355,8 +391,8 @@ std::string plan_key(const spec::Plan& p) {
       for (std::size_t s = 0; s < p.stage_layers.size(); ++s) key += (s ? "," : "") + std::to_string(p.stage_layers[s]);
     }
   }
-  if (p.dp > 1) key += " rb=" + short_elems(z.reduce_bucket);
-  if (p.dp > 1 && z.stage == 3) key += " pf=" + short_elems(z.prefetch_bucket) + " live=" + short_elems(z.max_live_parameters);
+  if (p.dp_cp() > 1) key += " rb=" + short_elems(z.reduce_bucket);
+  if (p.dp_cp() > 1 && z.stage == 3) key += " pf=" + short_elems(z.prefetch_bucket) + " live=" + short_elems(z.max_live_parameters);
   if (z.allgather_bucket != d.allgather_bucket) key += " ag=" + short_elems(z.allgather_bucket);
   if (z.max_reuse_distance != d.max_reuse_distance) key += " reuse=" + short_elems(z.max_reuse_distance);
   if (z.param_persistence_threshold != d.param_persistence_threshold) {

@@ -10,7 +10,13 @@
 //   schedule  gpipe, 1f1b, zb-h1 (v = 1) and interleaved with v >= 2 where pp >= 2, pp·v divides L
 //             (Megatron-LM's equal chunks) and pp divides m; with pp = 1 the schedule axis
 //             collapses to one value (nothing to pipeline)
-//   recompute none, selective, full;   sequence parallel: off, and on when tp > 1 and tp | seq_len
+//   cp        context parallelism: divisors of G/(tp·pp) with 2·cp | seq_len, where the training's
+//             framework runs it, and by default only while each rank's two causal chunks hold at
+//             least kMinCpChunk tokens each (shorter chunks leave the attention kernels too little
+//             work; --cp pins any); dp = G/(tp·cp·pp). The comm type (p2p, all_gather, a2a): those
+//             the framework runs (spec::validate_plan), a2a only where cp divides a tp rank's heads
+//             and kv_heads; one value stands for all when cp = 1
+//   recompute none, selective, full;   sequence parallel: off, and on when tp > 1 and tp | seq_len/cp
 //   split     balanced (by cost, core/program/partition.hpp) and uniform (equal blocks per stage)
 //   ZeRO      stage 0..3; with dp > 1 the bucket axes each stage uses: reduce_bucket (all stages),
 //             prefetch_bucket and max_live_parameters (stage 3), on a log grid of elements;
@@ -49,7 +55,8 @@ const char* to_string(ZeroVariant v);
 
 // What the command line pins or limits. An empty list leaves the axis free.
 struct SpaceLimits {
-  std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp;
+  std::vector<spec::CpComm> cp_comm;
   int64_t max_micro_batch = 0;                 // 0: no limit
   std::vector<int> zero;
   std::vector<spec::Schedule> schedules;
@@ -63,11 +70,16 @@ struct SpaceLimits {
   std::vector<int64_t> reduce_bucket, prefetch_bucket, max_live_parameters;
 };
 
+// The shortest causal chunk (seq_len / 2cp tokens) the default cp axis goes down to.
+inline constexpr int64_t kMinCpChunk = 1024;
+
 // The default bucket grid: 1e6, 1e7, 1e8, 1e9 elements.
 std::vector<int64_t> default_bucket_grid();
 
 struct Candidate {
   int32_t tp = 1, pp = 1, dp = 1;
+  int16_t cp = 1;
+  spec::CpComm cp_comm = spec::CpComm::kP2p;
   int32_t micro_batch = 1, micro_batches = 1;
   int16_t virtual_stages = 1;
   spec::Schedule schedule = spec::Schedule::k1F1B;
@@ -97,11 +109,14 @@ class Space {
   // The values of each axis after limits (sorted ascending).
   const std::vector<int64_t>& tp_values() const { return tp_; }
   std::vector<int64_t> pp_values(int64_t tp) const;
+  // cp sizes for this tp and pp (1 first), and the comm types of one (cp = 1: p2p alone)
+  std::vector<int64_t> cp_values(int64_t tp, int64_t pp) const;
+  std::vector<spec::CpComm> cp_comms(int64_t tp, int64_t cp) const;
   std::vector<int64_t> micro_batch_values(int64_t dp) const;
   std::vector<int64_t> virtual_stage_values(int64_t pp, int64_t micro_batches) const;   // v >= 2
   std::vector<spec::Schedule> schedules(int64_t pp) const;   // v = 1 schedules (no interleaved)
   bool interleaved_allowed() const;
-  std::vector<bool> sequence_parallel_values(int64_t tp) const;
+  std::vector<bool> sequence_parallel_values(int64_t tp, int64_t cp = 1) const;
   const std::vector<spec::Recompute>& recompute_values() const { return recompute_; }
   std::vector<Split> split_values(int64_t pp) const;
   const std::vector<int>& zero_values() const { return zero_; }

@@ -74,7 +74,9 @@ inline constexpr std::array<OpStyle, program::kOpCount> kOpStyles = {{
     {program::Op::kTpReduceScatter, {153, 170, 204}, "tensor parallel"},
     {program::Op::kTpAllGather, {85, 102, 136}, "tensor parallel"},
     {program::Op::kGradNormAllReduce, {187, 187, 187}, "gradient norm"},
-    {program::Op::kAllToAll, {34, 102, 102}, "gradient reduce"},
+    {program::Op::kAllToAll, {34, 102, 102}, "all-to-all"},
+    {program::Op::kCpAllGather, {238, 119, 51}, "context parallel"},
+    {program::Op::kCpReduceScatter, {204, 51, 17}, "context parallel"},
 }};
 
 constexpr const OpStyle& style_of(program::Op op) {

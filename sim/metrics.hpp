@@ -23,7 +23,7 @@ namespace stagecraft::sim {
 // was busy.
 struct TimeBreakdown {
   double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;
-  double tp_s = 0, pp_s = 0, dp_s = 0;
+  double tp_s = 0, pp_s = 0, dp_s = 0, cp_s = 0;
 };
 
 struct Metrics {

@@ -27,8 +27,10 @@ std::string report_text(const Metrics& m, const spec::Plan& plan, int64_t world,
   std::snprintf(buf, sizeof buf, "time        compute %.4f s, exposed communication %.4f s, bubble %.4f s (%.1f%%)\n",
                 m.time.compute_s, m.time.exposed_comm_s, m.time.bubble_s, 100 * m.bubble_fraction);
   out += buf;
-  std::snprintf(buf, sizeof buf, "comm busy   tp %.4f s, pp %.4f s, dp %.4f s\n", m.time.tp_s, m.time.pp_s, m.time.dp_s);
+  std::snprintf(buf, sizeof buf, "comm busy   tp %.4f s, pp %.4f s, dp %.4f s", m.time.tp_s, m.time.pp_s, m.time.dp_s);
   out += buf;
+  if (m.time.cp_s > 0) out += text::fmt(", cp %.4f s", m.time.cp_s);
+  out += "\n";
   out += "memory      peak " + bytes(m.peak_memory_bytes) + " of " + bytes(m.capacity_bytes) + " on rank " +
          std::to_string(m.peak_rank) + ":";
   for (MemoryKind k : trace::kMemoryKinds) {
@@ -65,6 +67,7 @@ std::string limit_text(const Metrics& m, std::string* term) {
   s += "; compute " + fmt("%.3f s", m.time.compute_s) + ", exposed communication " + fmt("%.3f s", m.time.exposed_comm_s) +
        ", bubble " + fmt("%.3f s", m.time.bubble_s) + "; communication lanes busy: tp " + fmt("%.3f s", m.time.tp_s) +
        ", pp " + fmt("%.3f s", m.time.pp_s) + ", dp " + fmt("%.3f s", m.time.dp_s);
+  if (m.time.cp_s > 0) s += ", cp " + fmt("%.3f s", m.time.cp_s);
   return s;
 }
 

@@ -136,6 +136,7 @@ void Simulation::add_rank(int64_t r) {
     st.traffic[0].reserve(lane_count(g, Lane::kTp));
     st.traffic[1].reserve(lane_count(g, Lane::kPpSend) + lane_count(g, Lane::kPpRecv));
     st.traffic[2].reserve(lane_count(g, Lane::kDpGather) + lane_count(g, Lane::kDpReduce));
+    st.traffic[3].reserve(lane_count(g, Lane::kCp));
     st.static_mem = stage_static_memory(prog_, pl.stage_of(r), cluster_);
   }
   if (!every_rank_ && topology_.nodes() > 1) {

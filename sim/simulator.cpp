@@ -49,6 +49,7 @@ Metrics summarize(RunRecord& run, const program::Program& prog, const spec::Clus
   out.time.tp_s = lane_busy[0] / n * 1e-9;
   out.time.pp_s = lane_busy[1] / n * 1e-9;
   out.time.dp_s = lane_busy[2] / n * 1e-9;
+  out.time.cp_s = lane_busy[3] / n * 1e-9;
   out.bubble_fraction = step > 0 ? out.time.bubble_s / step : 0;
 
   const double tokens = static_cast<double>(prog.tokens_per_step());

@@ -27,4 +27,34 @@ TpAround tp_collectives(UnitKind kind, Op op, bool sp, int64_t tokens, int64_t h
   return out;
 }
 
+CpShapes cp_shapes(const spec::Model& m, int64_t tp, int64_t w) {
+  const int64_t d = m.head_dim(), q = m.heads / tp, k = m.kv_heads >= tp ? m.kv_heads / tp : 1;
+  return {2 * k * d * w, (q + 2 * k) * d * w, q * d * w};
+}
+
+CpAround cp_collectives(UnitKind kind, Op op, spec::CpComm comm, int64_t cp, int64_t tokens, const CpShapes& sh) {
+  CpAround out;
+  if (cp <= 1 || kind != UnitKind::kAttention || op == Op::kBackwardWeight) return out;
+  const bool forward = op == Op::kForward || op == Op::kRecompute;
+  const CpCollective gather{Op::kCpAllGather, cp * tokens * sh.kv};
+  const CpCollective reduce{Op::kCpReduceScatter, cp * tokens * sh.kv};
+  switch (comm) {
+    case spec::CpComm::kP2p:
+      out.beside.push_back(gather);
+      if (!forward) out.beside.push_back(reduce);
+      break;
+    case spec::CpComm::kAllGather:
+      out.before.push_back(gather);
+      if (!forward) out.after.push_back(reduce);
+      break;
+    case spec::CpComm::kA2a: {
+      const CpCollective qkv{Op::kAllToAll, tokens * sh.qkv}, o{Op::kAllToAll, tokens * sh.out};
+      out.before.push_back(forward ? qkv : o);
+      out.after.push_back(forward ? o : qkv);
+      break;
+    }
+  }
+  return out;
+}
+
 }  // namespace stagecraft::program

@@ -20,13 +20,33 @@
 //   head        before: sp AG; after: the loss's   after: all-reduce (sp: RS)
 //               all-reduce
 // The weight-gradient pass (zero-bubble W) issues none.
+//
+// Context parallelism around an attention unit's pass (docs/program.md, "Context parallelism";
+// Megatron-Core context_parallel.md and Transformer Engine's context_parallel.py, its
+// AttnFuncWithCPAndKVP2P, AttnFuncWithCPAndKVAllGather, AttnFuncWithCPAndQKVOA2A). T = a rank's
+// tokens of the micro-batch (micro_batch·seq_len/cp), d head_dim, q = heads/t and k = kv_heads/t
+// (at least 1: a tp rank short of a K/V head keeps a copy) heads of the tp rank, w bytes:
+//   K/V gather     S = cp·T·2k·d·w, each rank's K and V to every other (nccl-tests' S, the gathered
+//                  output): the ring passes cp−1 chunks of T·2k·d·w, what an all-gather moves
+//   dK/dV reduce   S = cp·T·2k·d·w, each chunk's gradient summed back to its owner
+//   a2a Q,K,V      S = T·(q + 2k)·d·w, the send buffer; a2a output S = T·q·d·w
+//   comm type   forward (and recompute)              backward (and backward-input)
+//   p2p         beside: K/V gather                   beside: K/V gather, then dK/dV reduce
+//   all_gather  before: K/V gather                   before: K/V gather; after: dK/dV reduce
+//   a2a         before: a2a Q,K,V; after: a2a out    before: a2a d(out); after: a2a dQ,dK,dV
+// "beside": the ring runs on its own lane while the attention computes; what follows the unit
+// waits for both (TE overlaps each pass with the block of attention it feeds). The backward
+// re-gathers K/V, as TE's do (neither saves the gathered K/V). The weight-gradient pass issues none.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/program/instruction.hpp"
 #include "core/program/units.hpp"
+#include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
 
 namespace stagecraft::program {
 
@@ -54,5 +74,22 @@ struct TpAround {
 // unit of `kind` issues when tp > 1.
 TpAround tp_collectives(UnitKind kind, Op op, bool sequence_parallel, int64_t tokens, int64_t hidden,
                         int64_t activation_bytes);
+
+// One context-parallel collective: CpAllGather, CpReduceScatter or AllToAll over Group::kCp.
+struct CpCollective {
+  Op op = Op::kCpAllGather;
+  int64_t bytes = 0;
+};
+struct CpAround {
+  std::vector<CpCollective> before, beside, after;
+};
+// Bytes per token of a tp rank's attention tensors: K and V (2k·d·w), Q, K and V ((q + 2k)·d·w)
+// and the attention output (q·d·w); see above.
+struct CpShapes {
+  int64_t kv = 0, qkv = 0, out = 0;
+};
+CpShapes cp_shapes(const spec::Model& m, int64_t tp, int64_t activation_bytes);
+// The collectives a pass `op` of a unit of `kind` issues when cp > 1 (none but attention's).
+CpAround cp_collectives(UnitKind kind, Op op, spec::CpComm comm, int64_t cp, int64_t tokens, const CpShapes& shapes);
 
 }  // namespace stagecraft::program

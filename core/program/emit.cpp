@@ -73,6 +73,7 @@ class Emitter {
   Instr p2p(Op op, const Step& s, bool upstream) const;
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
+  int32_t cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
   QuantizedGather quantized_gather(int32_t bucket, int64_t members);
@@ -109,6 +110,9 @@ class Emitter {
     return a;
   }
   int32_t last_send_ = -1;       // the latest pipeline send
+  // cp's p2p ring beside an attention pass: the last of its exchanges, which every instruction
+  // consuming the pass's result waits for, up to and including the next compute
+  int32_t cp_join_ = -1;
   int32_t blocking_send_ = -1;   // a send the next compute waits for (no p2p overlap)
   int32_t blocking_reduce_ = -1; // a reduction the next compute waits for (the host synchronises on it)
   // tp > 1: the last instruction of each (chunk, micro-batch)'s forward — its backward's input
@@ -131,6 +135,12 @@ int32_t Emitter::add(Instr in, std::initializer_list<int32_t> deps) {
   const bool dp_collective = is_dp_group(in.group) && is_collective(in.op);
   int32_t& last_dp = last_dp_collective_[static_cast<std::size_t>(in.group)];
   if (dp_collective && cx_.framework.one_dp_communicator && last_dp >= 0) role_.deps.push_back(last_dp);
+  const bool consumes = in.lane == Lane::kCompute || in.lane == Lane::kTp || in.lane == Lane::kPpSend ||
+                        in.lane == Lane::kDpReduce || in.lane == Lane::kDpReplica || in.lane == Lane::kOffload;
+  if (cp_join_ >= 0 && consumes) {
+    role_.deps.push_back(cp_join_);
+    if (in.lane == Lane::kCompute) cp_join_ = -1;
+  }
   in.dep_count = static_cast<int16_t>(static_cast<int32_t>(role_.deps.size()) - in.dep_begin);
   role_.instrs.push_back(in);
   const int32_t index = static_cast<int32_t>(role_.instrs.size()) - 1;
@@ -237,6 +247,22 @@ int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_
   return add(in, {dep});
 }
 
+// A context-parallel collective of an attention unit's pass over Group::kCp (comm_rules.hpp).
+int32_t Emitter::cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags) {
+  Instr in;
+  in.op = c.op;
+  in.flags = flags;
+  in.lane = Lane::kCp;
+  in.group = Group::kCp;
+  in.mb = s.mb;
+  in.chunk = static_cast<int16_t>(s.chunk);
+  in.unit_begin = unit;
+  in.unit_end = unit + 1;
+  in.bytes = c.bytes;
+  in.elems = c.bytes / prog_.activation_bytes;
+  return add(in, {dep});
+}
+
 // A ZeRO-3 parameter instruction of `bucket` on the gather lane: a gather over `group` moving
 // `bytes` (the bucket's, by default), or a release.
 int32_t Emitter::param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes, uint8_t flags) {
@@ -276,7 +302,7 @@ int32_t Emitter::gather(int32_t bucket, int32_t dep, bool for_forward) {
       group = global ? Group::kDp : Group::kDpShard;
     }
     if (cx_.qwz_block > 0) {
-      const int64_t members = group == Group::kDp ? plan_.dp : prog_.placement.inner_size();
+      const int64_t members = group == Group::kDp ? plan_.dp_cp() : prog_.placement.inner_size();
       return param_op(Op::kGatherParams, bucket, group, dep, quantized_gather(bucket, members).bytes, kFlagQuantized);
     }
     return param_op(Op::kGatherParams, bucket, group, dep);
@@ -296,7 +322,7 @@ QuantizedGather Emitter::quantized_gather(int32_t bucket, int64_t members) {
     const UnitParams& p = cx_.stage_params[stage_][u];
     tensors.insert(tensors.end(), p.gathered.begin(), p.gathered.end());
   }
-  const QuantizedGather q = qwz_gather(tensors, cx_.rule, plan_.dp, members, cx_.qwz_block);
+  const QuantizedGather q = qwz_gather(tensors, cx_.rule, plan_.dp_cp(), members, cx_.qwz_block);
   if (q.bad_shard > 0) {
     throw spec::SpecError(plan_.file, "/zero/quantized_weights",
                           "false for this model and dp: DeepSpeed's qwZ quantizer needs each gathered shard a multiple of 8 "
@@ -318,6 +344,13 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   const bool grad_pass = sp.op == Op::kBackward || sp.op == Op::kBackwardInput;
   const uint8_t tp_flags = grad_pass ? kFlagGrad : sp.op == Op::kRecompute ? kFlagRecompute : kFlagNone;
   if (tp.before) chain = tp_op(tp.before->op, s, seg.unit_begin, tp.before->bytes, chain, tp_flags);
+  CpAround cp;
+  if (cx_.cp_collectives) {
+    cp = cp_collectives(cx_.units[seg.unit_begin].kind, sp.op, plan_.cp_comm, plan_.cp, cx_.tokens, cx_.cp_shapes);
+  }
+  for (const CpCollective& c : cp.before) chain = cp_op(c, s, seg.unit_begin, chain, tp_flags);
+  int32_t beside = -1;
+  for (const CpCollective& c : cp.beside) beside = cp_op(c, s, seg.unit_begin, chain, tp_flags);
   // zero-bubble W: the segment's input gradient, and with it the norm's, is complete
   int32_t input_grad = -1;
   if (sp.op == Op::kBackwardWeight) {
@@ -366,9 +399,12 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
                                        static_cast<double>(prog_.param_buckets[b].coalesced_elems * prog_.param_bytes));
     }
   }
-  const int32_t index = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+  const int32_t computed = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
   blocking_send_ = -1;
   blocking_reduce_ = -1;
+  if (beside >= 0) cp_join_ = beside;
+  int32_t index = computed;
+  for (const CpCollective& c : cp.after) index = cp_op(c, s, seg.unit_begin, index, tp_flags);
   // A backward's collective completes the input gradient of the norm that opens the segment, and
   // the norm's backward (its input and weight gradients) runs on the summed gradient, with the
   // norm's parameters: the segment's buckets are in use until that collective is done (the
@@ -378,7 +414,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     if (tracked && seg.tied_bucket >= 0) tracker_->after_use(instr);
     if (tracked && seg.param_bucket >= 0) tracker_->after_use(instr);
   };
-  if (!used_through_collective) used(index);
+  if (!used_through_collective) used(computed);
   if (!tp.after) {
     if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
     return index;

@@ -28,6 +28,10 @@ std::string fingerprint(const Program& prog) {
   h.add(prog.placement.tp);
   h.add(prog.placement.pp);
   h.add(prog.placement.dp);
+  if (prog.placement.cp > 1) {  // only then, so the fingerprints of plans without it stay as they were
+    h.add(prog.placement.cp);
+    h.add(prog.plan.cp_comm);
+  }
   h.add(prog.param_bytes);
   h.add(prog.activation_bytes);
   for (const RoleProgram& role : prog.roles) {

@@ -25,6 +25,8 @@ const char* to_string(Op op) {
     case Op::kTpAllGather: return "TpAllGather";
     case Op::kGradNormAllReduce: return "GradNormAllReduce";
     case Op::kAllToAll: return "AllToAll";
+    case Op::kCpAllGather: return "CpAllGather";
+    case Op::kCpReduceScatter: return "CpReduceScatter";
   }
   return "?";
 }
@@ -39,6 +41,7 @@ const char* to_string(Lane lane) {
     case Lane::kDpReduce: return "dp-reduce";
     case Lane::kOffload: return "offload";
     case Lane::kDpReplica: return "dp-replica";
+    case Lane::kCp: return "cp";
   }
   return "?";
 }
@@ -55,6 +58,7 @@ const char* to_string(Group group) {
     case Group::kDpLocal: return "dp-local";
     case Group::kDpCross: return "dp-cross";
     case Group::kDpShardCross: return "dp-shard-cross";
+    case Group::kCp: return "cp";
   }
   return "?";
 }
@@ -72,10 +76,12 @@ const char* trace_kind(Op op) {
     case Op::kRecvGrad: return "recv";
     case Op::kGatherParams:
     case Op::kAllGatherParams:
-    case Op::kTpAllGather: return "gather";
+    case Op::kTpAllGather:
+    case Op::kCpAllGather: return "gather";
     case Op::kReleaseParams: return "release";
     case Op::kReduceScatterGrads:
-    case Op::kTpReduceScatter: return "reduce_scatter";
+    case Op::kTpReduceScatter:
+    case Op::kCpReduceScatter: return "reduce_scatter";
     case Op::kAllReduceGrads:
     case Op::kTpAllReduce:
     case Op::kGradNormAllReduce: return "all_reduce";

@@ -31,14 +31,18 @@ enum class Op : uint8_t {
   kTpReduceScatter,     // (sequence parallel)
   kTpAllGather,         // (sequence parallel)
   kGradNormAllReduce,   // global gradient norm for clipping, over every rank
-  kAllToAll,            // ZeRO++ qgZ: quantized gradients exchanged inside a node, then across nodes
+  kAllToAll,            // ZeRO++ qgZ: quantized gradients exchanged inside a node, then across nodes;
+                        // context parallelism's a2a: Q, K, V to heads over cp and the output back
+  kCpAllGather,         // context parallelism: the sequence's K and V gathered over cp (p2p: the ring's passes)
+  kCpReduceScatter,     // context parallelism: dK and dV summed back to their owners over cp
 };
-inline constexpr int kOpCount = 21;
+inline constexpr int kOpCount = 23;
 
 // kDpReplica: the all-reduce of gradient shards across replicas (hierarchical ZeRO) where the
 // framework runs it on a stream of its own (spec::FrameworkProfile::replica_stream).
-enum class Lane : uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDpGather, kDpReduce, kOffload, kDpReplica };
-inline constexpr int kLaneCount = 8;
+// kCp: context parallelism's K/V exchanges (a p2p ring runs beside the attention it feeds).
+enum class Lane : uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDpGather, kDpReduce, kOffload, kDpReplica, kCp };
+inline constexpr int kLaneCount = 9;
 
 // Which communicator a collective runs on, relative to the issuing rank. The data-parallel
 // subgroups (hierarchical and quantized ZeRO; Placement gives their members) take the dp group's
@@ -48,13 +52,16 @@ inline constexpr int kLaneCount = 8;
 //   kDpLocal       the l consecutive ranks holding i: a node's (qgZ's first all-to-all, MiCS's intra-node gather)
 //   kDpCross       the ranks at i's position on every node (i mod l): qgZ's second all-to-all
 //   kDpShardCross  kDpCross within i's shard group: MiCS's inter-node gather
-enum class Group : uint8_t { kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross };
-inline constexpr int kGroupCount = 10;
+// With context parallelism the data-parallel group holds the dp·cp ranks of a stage and tp index
+// (gradients are reduced over them); kCp is the cp consecutive ones among them that split one
+// sequence.
+enum class Group : uint8_t { kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross, kCp };
+inline constexpr int kGroupCount = 11;
 inline constexpr Group kGroups[] = {Group::kTp,      Group::kDp,         Group::kEmbedding, Group::kWorld,
                                     Group::kDpShard, Group::kDpReplica,  Group::kDpLocal,   Group::kDpCross,
-                                    Group::kDpShardCross};
+                                    Group::kDpShardCross, Group::kCp};
 // The data-parallel group or one of its subgroups: where ZeRO's buckets move.
-inline bool is_dp_group(Group g) { return g == Group::kDp || g >= Group::kDpShard; }
+inline bool is_dp_group(Group g) { return g == Group::kDp || (g >= Group::kDpShard && g <= Group::kDpShardCross); }
 
 enum InstrFlags : uint8_t {
   kFlagNone = 0,
@@ -98,8 +105,8 @@ const char* trace_kind(Op op);
 // Which communication an instruction is, by its lane: tensor-parallel, pipeline or data-parallel
 // traffic, or none (compute, optimizer, offload copies, and ReleaseParams, which only frees
 // memory). The simulator's lane accounting and trace analysis classify alike with it.
-enum class Traffic : uint8_t { kNone, kTp, kPp, kDp };
-inline constexpr int kTrafficClasses = 3;   // kTp, kPp, kDp
+enum class Traffic : uint8_t { kNone, kTp, kPp, kDp, kCp };
+inline constexpr int kTrafficClasses = 4;   // kTp, kPp, kDp, kCp
 inline Traffic traffic_of(Lane lane, Op op) {
   switch (lane) {
     case Lane::kTp: return Traffic::kTp;
@@ -108,6 +115,7 @@ inline Traffic traffic_of(Lane lane, Op op) {
     case Lane::kDpGather:
     case Lane::kDpReduce:
     case Lane::kDpReplica: return op == Op::kReleaseParams ? Traffic::kNone : Traffic::kDp;
+    case Lane::kCp: return Traffic::kCp;
     default: return Traffic::kNone;
   }
 }
@@ -128,7 +136,9 @@ inline bool is_collective(Op op) {
     case Op::kTpReduceScatter:
     case Op::kTpAllGather:
     case Op::kGradNormAllReduce:
-    case Op::kAllToAll: return true;
+    case Op::kAllToAll:
+    case Op::kCpAllGather:
+    case Op::kCpReduceScatter: return true;
     default: return false;
   }
 }

@@ -29,7 +29,7 @@ std::vector<UnitParams> stage_unit_params(const Program& prog, const std::vector
 
 int32_t unit_group(const Unit& u) { return u.block >= 0 ? u.block : (u.kind == UnitKind::kEmbedding ? -1 : -2); }
 
-// Forward-order segments of a chunk: cut between units when tp > 1, at ZeRO-3 bucket edges, and
+// Forward-order segments of a chunk: cut between units when tp > 1 or cp > 1, at ZeRO-3 bucket edges, and
 // at block edges with full recompute (each block is a checkpoint).
 std::vector<Segment> chunk_segments(const Context& cx, const ChunkInfo& c, int32_t first_bucket, int32_t n_buckets) {
   const Program& prog = *cx.program;
@@ -40,7 +40,7 @@ std::vector<Segment> chunk_segments(const Context& cx, const ChunkInfo& c, int32
     while (n_buckets > 0 && u >= prog.param_buckets[bucket].unit_end) ++bucket;
     const int32_t b = n_buckets > 0 && prog.param_buckets[bucket].elems > 0 ? bucket : -1;
     const int32_t group = unit_group(cx.units[u]);
-    const bool cut = out.empty() || cx.tp_collectives || out.back().param_bucket != b ||
+    const bool cut = out.empty() || cx.tp_collectives || cx.cp_collectives || out.back().param_bucket != b ||
                      (full && out.back().group != group);
     if (cut) out.push_back(Segment{u, u + 1, b, group});
     else out.back().unit_end = u + 1;
@@ -74,7 +74,7 @@ void plan_chunks(Program& prog, Context& cx) {
     }
     cx.chunk_plans.push_back(std::move(plan));
   }
-  if ((z.stage == 1 || z.stage == 2) && prog.plan.dp > 1) {
+  if ((z.stage == 1 || z.stage == 2) && prog.plan.dp_cp() > 1) {
     for (int32_t s = 0; s < prog.plan.pp; ++s) {
       int64_t elems = 0;
       for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) elems += prog.chunk(s, c).params;
@@ -93,23 +93,25 @@ Context make_context(Program& prog) {
   cx.p2p_bytes = p2p_message_bytes(cx.tokens, prog.model.hidden, p.tp, prog.activation_bytes);
   cx.tp_bytes = tp_collective_bytes(cx.tokens, prog.model.hidden, prog.activation_bytes);
   cx.tp_collectives = p.tp > 1;
-  cx.dp_collectives = p.dp > 1;
-  cx.zero3_gathers = p.zero.stage == 3 && p.dp > 1;
-  cx.per_mb_reduce = p.zero.stage >= 2 && p.dp > 1;
+  cx.cp_collectives = p.cp > 1;
+  cx.cp_shapes = cp_shapes(prog.model, p.tp, prog.activation_bytes);
+  cx.dp_collectives = p.dp_cp() > 1;
+  cx.zero3_gathers = p.zero.stage == 3 && p.dp_cp() > 1;
+  cx.per_mb_reduce = p.zero.stage >= 2 && p.dp_cp() > 1;
   const spec::ZeroConfig& z = p.zero;
-  cx.partition = spec::partition_group(z, p.dp);
-  cx.replicas = cx.partition < p.dp;
+  cx.partition = spec::partition_group(z, p.dp_cp());
+  cx.replicas = cx.partition < p.dp_cp();
   cx.partition_group = cx.replicas ? Group::kDpShard : Group::kDp;
   cx.replica_at_step = cx.replicas && spec::replica_sync(z, prog.training.framework) == spec::ReplicaSync::kStep;
   cx.replica_lane = cx.framework.replica_stream ? Lane::kDpReplica : Lane::kDpReduce;
   cx.hierarchical_gather = cx.replicas && z.hierarchical_gather;
-  cx.hpz = cx.zero3_gathers && spec::secondary_partition(z, p.dp);
+  cx.hpz = cx.zero3_gathers && spec::secondary_partition(z, p.dp_cp());
   cx.hpz_every_forward = cx.hpz && prog.training.framework == spec::Framework::kFsdp2;
   cx.rule = bucket_rule(z, cx.framework);
   cx.qwz_block = cx.zero3_gathers && z.quantized_weights.on() ? z.quantized_weights.block : 0;
   // DeepSpeed all-to-alls only across more than one node (stage3.py __avg_scatter_grads: num_nodes > 1)
-  cx.qgz = cx.per_mb_reduce && z.stage == 3 && z.quantized_gradients.on() && prog.placement.local_size() < p.dp;
-  if (cx.qgz) cx.rule.qgz_world = p.dp;
+  cx.qgz = cx.per_mb_reduce && z.stage == 3 && z.quantized_gradients.on() && prog.placement.local_size() < p.dp_cp();
+  if (cx.qgz) cx.rule.qgz_world = p.dp_cp();
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, cx.units, s));
   return cx;
 }
@@ -123,11 +125,12 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.model = model;
   prog.training = training;
   prog.plan = plan;
-  prog.placement = Placement{plan.tp, plan.pp, plan.dp};
+  prog.placement = Placement{plan.tp, plan.pp, plan.dp_cp()};
+  prog.placement.cp = plan.cp;
   // the data-parallel subgroups: the partition's shard group (or hpZ's), a node's ranks
-  if (spec::hierarchical(plan.zero, plan.dp)) prog.placement.inner = plan.zero.shard_group;
-  if (spec::secondary_partition(plan.zero, plan.dp)) prog.placement.inner = plan.zero.hpz_group;
-  if (plan.zero.local_group > 0 && plan.zero.local_group < plan.dp) prog.placement.local = plan.zero.local_group;
+  if (spec::hierarchical(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.shard_group;
+  if (spec::secondary_partition(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.hpz_group;
+  if (plan.zero.local_group > 0 && plan.zero.local_group < plan.dp_cp()) prog.placement.local = plan.zero.local_group;
   prog.forward_only = options.forward_only;
   prog.param_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
   prog.reduce_bytes = training.reduce_bytes();
@@ -165,7 +168,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   thread::parallel_for(prog.roles.size(), options.threads, [&](std::size_t s) { prog.roles[s].graph = build_graph(prog.roles[s]); });
   for (int32_t s = 0; s < plan.pp; ++s) {
     RoleProgram& role = prog.roles[s];
-    for (int64_t d = 0; d < plan.dp; ++d) {
+    for (int64_t d = 0; d < plan.dp_cp(); ++d) {
       for (int64_t t = 0; t < plan.tp; ++t) {
         const int64_t r = prog.placement.rank(s, d, t);
         role.ranks.push_back(r);
@@ -226,6 +229,9 @@ std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {
       for (int64_t i = base + d % l; i < base + g; i += l) out.push_back(rank(s, i, t));
       break;
     }
+    case Group::kCp:
+      for (int64_t i = d - d % cp; i < d - d % cp + cp; ++i) out.push_back(rank(s, i, t));
+      break;
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/program/comm_rules.hpp"
 #include "core/program/program.hpp"
 #include "core/program/schedules/schedules.hpp"
 #include "core/program/units.hpp"
@@ -12,7 +13,7 @@
 
 namespace stagecraft::program::detail {
 
-// A run of units computed by one instruction (cut at tp collectives, ZeRO-3 buckets and, with
+// A run of units computed by one instruction (cut at tp and cp collectives, ZeRO-3 buckets and, with
 // full recompute, checkpoint boundaries).
 struct Segment {
   int32_t unit_begin = 0;
@@ -37,6 +38,8 @@ struct Context {
   int64_t tp_bytes = 0;        // one tensor-parallel collective buffer S
   int64_t tokens = 0;          // tokens per micro-batch
   bool tp_collectives = false;
+  bool cp_collectives = false; // cp > 1: attention units exchange K/V over Group::kCp (comm_rules.hpp)
+  CpShapes cp_shapes;
   bool zero3_gathers = false;
   bool dp_collectives = false;
   bool per_mb_reduce = false;  // ZeRO-2/3: reduce-scatter at every micro-batch

@@ -19,14 +19,18 @@
 
 namespace stagecraft::program {
 
-// Rank layout, Megatron's order: tp fastest, then dp, then pp.
+// Rank layout, Megatron's order: tp fastest, then cp, then dp, then pp.
 //   rank = (stage * dp + dp_index) * tp + tp_index
+// where, with context parallelism, `dp` counts the dp·cp ranks of a stage and tp index and
+// dp_index = batch replica · cp + cp index: the data-parallel group (kDp) is the dp·cp ranks
+// gradients are reduced over, and kCp the cp consecutive ones splitting one sequence.
 struct Placement {
   int64_t tp = 1, pp = 1, dp = 1;
   // Data-parallel subgroups (instruction.hpp, Group): the shard group's size g (spec::ZeroConfig
   // shard_group, or hpz_group; dp when neither) and a node's data-parallel ranks l (local_group;
   // dp when not given).
   int64_t inner = 0, local = 0;
+  int64_t cp = 1;   // context-parallel ranks splitting a sequence (dp includes them)
   int64_t inner_size() const { return inner > 0 ? inner : dp; }
   int64_t local_size() const { return local > 0 ? local : dp; }
 
@@ -35,6 +39,8 @@ struct Placement {
   int64_t stage_of(int64_t rank) const { return rank / (tp * dp); }
   int64_t dp_index_of(int64_t rank) const { return (rank / tp) % dp; }
   int64_t tp_index_of(int64_t rank) const { return rank % tp; }
+  int64_t cp_index_of(int64_t rank) const { return dp_index_of(rank) % cp; }
+  int64_t batch_index_of(int64_t rank) const { return dp_index_of(rank) / cp; }   // the batch replica
   // Ranks of the group of `kind` that contains `rank`.
   std::vector<int64_t> group_members(Group kind, int64_t rank) const;
 };
@@ -121,7 +127,8 @@ struct Program {
   const ChunkInfo& chunk(int64_t stage, int64_t c) const {
     return chunks[static_cast<std::size_t>(stage * plan.virtual_stages + c)];
   }
-  int64_t tokens_per_micro_batch() const { return plan.micro_batch * model.seq_len; }
+  // tokens one rank computes per micro-batch: its 1/cp of the sequences (spec::rank_tokens)
+  int64_t tokens_per_micro_batch() const { return spec::rank_tokens(plan, model.seq_len); }
   int64_t tokens_per_step() const { return training.global_batch * model.seq_len; }   // over every replica
   // How many collectives the framework issues for a data-parallel bucket instruction (a ZeRO-3
   // gather, a gradient reduction): its bucket's count (zero.hpp); 1 for any other collective.

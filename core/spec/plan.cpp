@@ -163,8 +163,21 @@ void check_shapes(const Plan& p, const Model& m) {
   if (m.ffn_hidden % p.tp != 0) {
     reject(p, "tp", "expected a divisor of ffn_hidden (" + n(m.ffn_hidden) + model + "), got " + n(p.tp));
   }
-  if (p.sequence_parallel && m.seq_len % p.tp != 0) {
-    reject(p, "sequence_parallel", "expected seq_len (" + n(m.seq_len) + ") divisible by tp (" + n(p.tp) + ")");
+  if (p.cp > 1 && m.seq_len % (2 * p.cp) != 0) {
+    reject(p, "cp", "expected 2 × cp dividing seq_len (" + n(m.seq_len) + model +
+                        "): each cp rank takes a chunk from the front and one from the back of the sequence "
+                        "(Megatron-Core get_batch_on_this_cp_rank), got cp " + n(p.cp));
+  }
+  if (p.cp > 1 && p.cp_comm == CpComm::kA2a) {
+    if ((m.heads / p.tp) % p.cp != 0 || m.kv_heads % (p.tp * p.cp) != 0) {
+      reject(p, "cp", "expected cp dividing the heads and the kv_heads of a tp rank (" + n(m.heads) + " and " + n(m.kv_heads) +
+                          model + " over tp " + n(p.tp) + ") with \"cp_comm_type\": \"a2a\", which scatters heads over cp, "
+                          "got cp " + n(p.cp));
+    }
+  }
+  if (p.sequence_parallel && (m.seq_len / p.cp) % p.tp != 0) {
+    reject(p, "sequence_parallel", "expected a rank's sequence, seq_len / cp (" + n(m.seq_len) + " / " + n(p.cp) +
+                                       "), divisible by tp (" + n(p.tp) + ")");
   }
   const int64_t chunks = p.pp * p.virtual_stages;
   if (chunks > m.layers) {
@@ -199,6 +212,11 @@ void check_hierarchy(const Plan& p, const Training& t) {
   const ZeroConfig& z = p.zero;
   const Framework f = t.framework;
   const std::string fw = std::string(" (training framework ") + to_string(f) + ")";
+  if (p.cp > 1 && (z.shard_group > 0 || z.hpz_group > 0 || z.local_group > 0 || z.quantized_weights.on() ||
+                   z.quantized_gradients.on())) {
+    reject(p, "cp", "1 with hierarchical or quantized ZeRO (shard_group, hpz_group, local_group, quantized_*): "
+                    "their groups with context parallelism are not modelled, got cp " + n(p.cp));
+  }
   const auto divides_dp = [&](const std::string& key, int64_t v) {
     if (p.dp % v != 0) reject(p, "zero/" + key, "expected a divisor of dp (" + n(p.dp) + "), got " + n(v));
   };
@@ -251,7 +269,37 @@ void check_hierarchy(const Plan& p, const Training& t) {
   }
 }
 
+// Which frameworks run context parallelism, and how (core/spec/framework.hpp has the sources):
+// Megatron-Core every cp_comm_type; DeepSpeed the all-to-all (DeepSpeed-Ulysses); FSDP2 with
+// torch's context_parallel (torchtitan) the ring and the all-gather.
+void check_context_parallel(const Plan& p, const Training& t) {
+  if (p.cp == 1) return;
+  const Framework f = t.framework;
+  const std::string fw = std::string(" (training framework ") + to_string(f) + ")";
+  if (f == Framework::kMegatron) return;
+  if (f == Framework::kDeepSpeed && p.cp_comm == CpComm::kA2a) return;
+  if (f == Framework::kFsdp2 && p.cp_comm != CpComm::kA2a) return;
+  if (f == Framework::kDeepSpeed) {
+    reject(p, "cp_comm_type", "\"a2a\": DeepSpeed's context parallelism is DeepSpeed-Ulysses' all-to-all over heads" + fw);
+  }
+  if (f == Framework::kFsdp2) {
+    reject(p, "cp_comm_type", "\"p2p\" or \"all_gather\": torch's context_parallel rotates K/V around a ring or "
+                              "all-gathers them" + fw);
+  }
+  reject(p, "cp", "1: " + std::string(to_string(f)) + " has no context parallelism (Megatron-Core, DeepSpeed-Ulysses and "
+                  "torch's context_parallel with FSDP2 do)" + fw + ", got cp " + n(p.cp));
+}
+
 }  // namespace
+
+const char* to_string(CpComm c) {
+  switch (c) {
+    case CpComm::kP2p: return "p2p";
+    case CpComm::kAllGather: return "all_gather";
+    case CpComm::kA2a: return "a2a";
+  }
+  return "?";
+}
 
 ReplicaSync replica_sync(const ZeroConfig& z, Framework framework) {
   if (z.replica_sync) return *z.replica_sync;
@@ -288,6 +336,9 @@ Plan plan_from_json(const json& j, const std::string& file) {
   p.tp = at_least(r, "tp", 1, 1, limits::kGpus);
   p.pp = at_least(r, "pp", 1, 1, limits::kGpus);
   p.dp = at_least(r, "dp", 1, 1, limits::kGpus);
+  p.cp = at_least(r, "cp", 1, 1, limits::kGpus);
+  const std::string comm = r.choice_or("cp_comm_type", {"p2p", "all_gather", "a2a"}, "p2p");
+  p.cp_comm = comm == "a2a" ? CpComm::kA2a : comm == "all_gather" ? CpComm::kAllGather : CpComm::kP2p;
   p.micro_batch = at_least(r, "micro_batch", 1, 1, limits::kGlobalBatch);
   p.micro_batches = at_least(r, "micro_batches", 1, 1, limits::kMicroBatches);
   p.schedule = parse_schedule(r.choice_or("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}, "1f1b"));
@@ -316,10 +367,10 @@ Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(p
 
 void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t gpus) {
   const Model m = with_training_length(model, t);
-  const auto world = checked_mul(p.tp, p.pp, p.dp);
-  if (!world || *world > limits::kGpus) {
-    reject(p, "dp", "expected tp × pp × dp (" + n(p.tp) + " × " + n(p.pp) + " × " + n(p.dp) + ") to equal the GPU count, " +
-                        n(gpus));
+  const auto world = checked_mul(p.tp * p.cp, p.pp, p.dp);
+  if (p.tp * p.cp > limits::kGpus || !world || *world > limits::kGpus) {
+    reject(p, "dp", "expected tp × cp × pp × dp (" + n(p.tp) + " × " + n(p.cp) + " × " + n(p.pp) + " × " + n(p.dp) +
+                        ") to equal the GPU count, " + n(gpus));
   }
   const auto micro_total = checked_mul(p.micro_batch, p.micro_batches, p.dp);
   if (!micro_total) {
@@ -332,8 +383,9 @@ void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t
                                        ") at most " + n(limits::kTokensPerStep) + " tokens per step");
   }
   if (p.world() != gpus) {
-    reject(p, "dp", "expected tp × pp × dp (" + n(p.tp) + " × " + n(p.pp) + " × " + n(p.dp) + " = " + n(p.world()) +
-                        ") to equal the GPU count, " + n(gpus));
+    reject(p, "dp", (p.cp > 1 ? "expected tp × cp × pp × dp (" + n(p.tp) + " × " + n(p.cp) + " × "
+                              : "expected tp × pp × dp (" + n(p.tp) + " × ") +
+                        n(p.pp) + " × " + n(p.dp) + " = " + n(p.world()) + ") to equal the GPU count, " + n(gpus));
   }
   const int64_t batch = p.micro_batch * p.micro_batches * p.dp;
   if (batch != t.global_batch) {
@@ -343,6 +395,7 @@ void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t
                                    (t.label().empty() ? "" : " of " + t.label()));
   }
   check_shapes(p, m);
+  check_context_parallel(p, t);
   check_hierarchy(p, t);
   if (p.zero.stage > t.max_zero_stage()) {
     reject(p, "zero/stage", "at most ZeRO stage " + n(t.max_zero_stage()) + " " + t.zero_stage_reason() +
@@ -385,6 +438,10 @@ json to_json(const Plan& p) {
             {"overlap_p2p", p.overlap_p2p},
             {"recompute", to_string(p.recompute)},
             {"zero", to_json(p.zero)}};
+  if (p.cp > 1) {  // only when set, so plans without context parallelism read as before
+    j["cp"] = p.cp;
+    j["cp_comm_type"] = to_string(p.cp_comm);
+  }
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   if (!p.source.empty()) j["source"] = p.source;
   return j;
@@ -408,7 +465,9 @@ std::string zero_variant(const ZeroConfig& z, int64_t dp) {
 
 std::string summary(const Plan& p) {
   std::ostringstream out;
-  out << "tp" << p.tp << " pp" << p.pp << " dp" << p.dp << " mb" << p.micro_batch << "x" << p.micro_batches << " "
+  out << "tp" << p.tp;
+  if (p.cp > 1) out << " cp" << p.cp << (p.cp_comm == CpComm::kP2p ? "" : p.cp_comm == CpComm::kA2a ? "-a2a" : "-ag");
+  out << " pp" << p.pp << " dp" << p.dp << " mb" << p.micro_batch << "x" << p.micro_batches << " "
       << to_string(p.schedule);
   if (p.virtual_stages > 1) out << " v" << p.virtual_stages;
   out << " zero" << p.zero.stage;

@@ -30,6 +30,17 @@ inline constexpr Offload kOffloads[] = {Offload::kNone, Offload::kCpu};
 // set_requires_all_reduce(False)).
 enum class ReplicaSync : uint8_t { kMicroBatch, kStep };
 
+// How context parallelism gives each rank's attention the whole sequence's keys and values
+// (docs/program.md, "Context parallelism"; Megatron-Core --cp-comm-type, arguments.py):
+//   kP2p        K/V chunks passed around the cp ring, overlapped with the attention they feed, dK/dV
+//               passed back in the backward (Megatron's default "p2p"; torch's ring attention)
+//   kAllGather  K/V all-gathered before attention, dK/dV reduce-scattered after (Megatron's
+//               "all_gather", the Llama 3 paper's choice): blocking
+//   kA2a        heads scattered over cp by an all-to-all of Q, K, V and back of the output
+//               (Megatron's "a2a", DeepSpeed-Ulysses): blocking
+enum class CpComm : uint8_t { kP2p, kAllGather, kA2a };
+inline constexpr CpComm kCpComms[] = {CpComm::kP2p, CpComm::kAllGather, CpComm::kA2a};
+
 // Quantized communication (DeepSpeed ZeRO++): `bits` per element on the wire, one fp32 scale per
 // `block` elements; bits 0 is off.
 struct Quantization {
@@ -94,6 +105,12 @@ inline bool secondary_partition(const ZeroConfig& z, int64_t dp) { return z.hpz_
 
 struct Plan {
   int64_t tp = 1, pp = 1, dp = 1;
+  // Context parallelism: each sequence split over cp ranks (load-balanced causal chunks: rank i
+  // holds chunks i and 2cp-1-i), the ranks laid out tp fastest, then cp, then dp, then pp
+  // (Megatron-Core's order). The batch splits over dp only; gradients are reduced, and ZeRO
+  // partitions, over the dp·cp ranks (Megatron's data-parallel group with context parallelism).
+  int64_t cp = 1;
+  CpComm cp_comm = CpComm::kP2p;
   int64_t micro_batch = 1;      // sequences per micro-batch
   int64_t micro_batches = 1;    // micro-batches per step per data-parallel rank
   Schedule schedule = Schedule::k1F1B;
@@ -108,14 +125,19 @@ struct Plan {
   std::string source;
   std::string file;
 
-  int64_t world() const { return tp * pp * dp; }
+  int64_t world() const { return tp * cp * pp * dp; }
+  // The ranks a gradient is reduced over and ZeRO partitions over: dp · cp.
+  int64_t dp_cp() const { return dp * cp; }
 };
+
+// Tokens one rank computes per micro-batch: micro_batch · seq_len / cp.
+inline int64_t rank_tokens(const Plan& p, int64_t seq_len) { return p.micro_batch * seq_len / p.cp; }
 
 Plan load_plan(const std::string& path);
 // Reads and checks the plan on its own (types, ranges, schedule/virtual_stages agreement).
 Plan plan_from_json(const nlohmann::json& j, const std::string& file);
 // Checks the plan against the model, the training and the GPU count it will run on:
-// tp*pp*dp == gpus, global_batch == micro_batch * micro_batches * dp, tp divides heads,
+// tp*cp*pp*dp == gpus, global_batch == micro_batch * micro_batches * dp, tp divides heads,
 // stage_layers sum to layers, at least one layer per stage and per virtual chunk, ...
 // Throws SpecError naming the plan file (or the training file) and the field.
 void validate_plan(const Plan& p, const Model& m, const Training& t, int64_t gpus);
@@ -130,6 +152,7 @@ nlohmann::json to_json(const ZeroConfig& z);
 const char* to_string(Schedule s);
 const char* to_string(Recompute r);
 const char* to_string(Offload o);
+const char* to_string(CpComm c);
 // The class of ZeRO across nodes a plan's model error is measured on (sim/model_error.hpp):
 // "zeropp" with hpZ, qwZ or qgZ, "shard" with a shard group smaller than dp, else "".
 std::string across_nodes_class(const ZeroConfig& z, int64_t dp);

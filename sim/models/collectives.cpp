@@ -51,9 +51,11 @@ std::optional<CollectiveKind> collective_kind(program::Op op) {
   switch (op) {
     case Op::kGatherParams:
     case Op::kAllGatherParams:
-    case Op::kTpAllGather: return CollectiveKind::kAllGather;
+    case Op::kTpAllGather:
+    case Op::kCpAllGather: return CollectiveKind::kAllGather;
     case Op::kReduceScatterGrads:
-    case Op::kTpReduceScatter: return CollectiveKind::kReduceScatter;
+    case Op::kTpReduceScatter:
+    case Op::kCpReduceScatter: return CollectiveKind::kReduceScatter;
     case Op::kAllReduceGrads:
     case Op::kTpAllReduce:
     case Op::kGradNormAllReduce: return CollectiveKind::kAllReduce;

@@ -188,7 +188,7 @@ namespace {
 // The head's logits GEMM on one tp rank (column-parallel over the vocabulary), one micro-batch:
 // 2 · T · h · ⌈V/t⌉ FLOPs.
 double head_gemm_flops(const spec::Model& m, const spec::Plan& p) {
-  return 2 * static_cast<double>(p.micro_batch * m.seq_len) * static_cast<double>(m.hidden) *
+  return 2 * static_cast<double>(spec::rank_tokens(p, m.seq_len)) * static_cast<double>(m.hidden) *
          static_cast<double>((m.vocab + p.tp - 1) / p.tp);
 }
 
@@ -321,7 +321,8 @@ Work backward_bytes(const Work& forward) {
 
 WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const Unit& u, bool fp32, bool fp8, bool eager,
                               bool flash, double grad_pass) {
-  const double T = static_cast<double>(p.micro_batch * m.seq_len), h = static_cast<double>(m.hidden);
+  // T: the rank's tokens (1/cp of each sequence with context parallelism)
+  const double T = static_cast<double>(spec::rank_tokens(p, m.seq_len)), h = static_cast<double>(m.hidden);
   const int64_t t = p.tp;
   const double h_r = p.sequence_parallel ? h / static_cast<double>(t) : h;
   const double f_r = static_cast<double>(m.ffn_hidden / t);
@@ -346,14 +347,17 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       const double s = static_cast<double>(m.seq_len), dd = static_cast<double>(d);
       const double a_r = static_cast<double>(m.heads / t);
       const double batched = static_cast<double>(p.micro_batch) * a_r;
+      // context parallelism: a rank computes 1/cp of every sequence's causal attention (balanced
+      // chunks; Ulysses: a/cp heads of the whole sequence), the p2p ring in blocks of s/cp keys
+      const double cp = static_cast<double>(p.cp);
       if (flash) {
         // one fused kernel: causal forward 2 b a_r s^2 d, backward 2.5x (the kernels' convention)
-        scores.attention_fwd_flops = 2 * batched * s * s * dd;
+        scores.attention_fwd_flops = 2 * batched * s * s * dd / cp;
         scores.attention_bwd_flops = 2.5 * scores.attention_fwd_flops;
-        scores.attention_seq = s;
+        scores.attention_seq = p.cp_comm == spec::CpComm::kP2p ? s / cp : s;
       } else {
         // QK^T and softmax.V: per (sequence, head) 2 s^2 d FLOPs each; b * heads/t of them.
-        scores.add_gemm(2 * s * s * dd, 2 * batched);
+        scores.add_gemm(2 * s * s * dd / cp, 2 * batched);
         // softmax and its dropout; eager: the scale and the mask (broadcast) as passes of their own
         score_token.add_bytes(MemKind::kSoftmax, 4 * width * a_r * s);
         score_token.softmax_row = s;
@@ -436,7 +440,7 @@ Work block_linear_gemms(const spec::Model& m, const spec::Training& training, co
   Work w;
   if (kind == UnitKind::kHead && !row) w.add_gemm(head_gemm_flops(m, p), 1);
   if (kind != UnitKind::kAttention && kind != UnitKind::kMlp) return w;
-  add_linear_gemms(m, p.tp, static_cast<double>(p.micro_batch * m.seq_len), kind == UnitKind::kAttention ? "attn." : "mlp.",
+  add_linear_gemms(m, p.tp, static_cast<double>(spec::rank_tokens(p, m.seq_len)), kind == UnitKind::kAttention ? "attn." : "mlp.",
                    training.dtype == spec::Dtype::kFp8, w, row ? 1 : 0);
   return w;
 }

@@ -86,7 +86,7 @@ void expect_tensor_parallel_matches(const spec::Model& model, int rank) {
   if (rank == 0) ref = run_single_rank(kSteps, model);
   if (rank == 0) std::printf("%s, single rank: loss %.5f -> %.5f\n", model.name.c_str(), ref.losses.front(), ref.losses.back());
   for (const test::PlanSpec& spec : test::tensor_parallel_matrix()) {
-    if (model.kv_heads % spec.tp != 0) continue;  // the executor splits K/V heads (tp_unsupported)
+    if (model.kv_heads % spec.tp != 0) continue;  // the executor splits K/V heads (plan_unsupported)
     const Outcome got = run_distributed(spec, kSteps, model);
     if (rank != 0) continue;
     const Errors e = compare(got, ref, model);
