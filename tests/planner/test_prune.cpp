@@ -14,7 +14,8 @@ namespace {
 
 std::string category(const Candidate& c) {
   return std::to_string(c.zero) + to_string(c.zero_variant) + spec::to_string(c.schedule) + (c.tp > 1 ? (c.sequence_parallel ? "sp" : "tp") : "") +
-         spec::to_string(c.recompute) + (c.offload ? "off" : "") + (c.max_live_i == 0 ? "live-small" : "");
+         spec::to_string(c.recompute) + (c.offload ? "off" : "") + (c.max_live_i == 0 ? "live-small" : "") +
+         (c.cp > 1 ? std::string("cp-") + spec::to_string(c.cp_comm) : "");
 }
 
 // Up to `per` candidates of each category with the given verdict, spread over the enumeration.
@@ -70,6 +71,14 @@ TEST(Prune, StepTimeAndMemoryBoundsHoldAgainstTheSimulator) {
   spec::Training overlap = test::training(64);
   overlap.tp_comm_overlap = true;
   expect_bounds_hold(Space(test::bundled_model("gpt3-1.3b"), test::bundled_cluster("dgx-h100-ndr", 1), overlap, 8, {}), 1);
+  // context parallelism (Megatron-Core: p2p, all_gather, a2a) at 8K tokens over two nodes: the
+  // rank's tokens in every term, the cp collectives left out of the bound
+  spec::Training long_context = test::training(16);
+  long_context.framework = spec::Framework::kMegatron;
+  long_context.seq_len = 8192;
+  SpaceLimits cp_limits;
+  cp_limits.cp = {2, 4};
+  expect_bounds_hold(Space(test::bundled_model("llama3-8b"), test::bundled_cluster("dgx-h100-ndr", 2), long_context, 16, cp_limits), 1);
 }
 
 TEST(Prune, PlansPrunedForMemoryReallyDoNotFit) {
