@@ -585,6 +585,11 @@ DeepSpeedExport to_deepspeed(const spec::Plan& plan, const spec::Training& train
   if (plan.tp > 1) ds["tensor_parallel"] = {{"autotp_size", plan.tp}};
   if (training.reduce_dtype) ds["communication_data_type"] = spec::to_string(*training.reduce_dtype);
   out.warnings = export_warnings(plan);
+  if (plan.cp > 1) {
+    out.warnings.push_back("cp " + std::to_string(plan.cp) + ": a DeepSpeed config has no context-parallel key; DeepSpeed-Ulysses' "
+                           "sequence parallelism is set where the model is built (Megatron-DeepSpeed --ds-sequence-parallel-size " +
+                           std::to_string(plan.cp) + "), and train_batch_size counts the dp replicas only");
+  }
   if (training.dtype == spec::Dtype::kFp8) {
     out.warnings.push_back("dtype fp8: DeepSpeed has no FP8 key; the config says bf16, and FP8 GEMMs come from "
                            "Transformer Engine layers in the model code (te.Linear / te.LayerNormLinear under "

@@ -76,7 +76,7 @@ Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector
 
 AdaptedPlan adapt_plan(const spec::Plan& plan, int64_t global_batch, int64_t gpus, int64_t gpus_per_node) {
   const auto works = [&](int64_t g) {
-    const int64_t shard = plan.tp * plan.pp;
+    const int64_t shard = plan.tp * plan.cp * plan.pp;
     if (g <= 0 || g % shard != 0) return false;
     const int64_t dp = g / shard;
     return global_batch % (dp * plan.micro_batch) == 0;
@@ -84,14 +84,15 @@ AdaptedPlan adapt_plan(const spec::Plan& plan, int64_t global_batch, int64_t gpu
   AdaptedPlan out;
   if (works(gpus)) {
     spec::Plan p = plan;
-    p.dp = gpus / (plan.tp * plan.pp);
+    p.dp = gpus / (plan.tp * plan.cp * plan.pp);
     p.micro_batches = global_batch / (p.dp * plan.micro_batch);
     out.plan = p;
     return out;
   }
-  const int64_t shard = plan.tp * plan.pp;
+  const int64_t shard = plan.tp * plan.cp * plan.pp;
   if (gpus % shard != 0) {
-    out.reason = std::to_string(gpus) + " GPUs are not a multiple of tp x pp = " + std::to_string(shard);
+    out.reason = std::to_string(gpus) + " GPUs are not a multiple of " + (plan.cp > 1 ? "tp x cp x pp = " : "tp x pp = ") +
+                 std::to_string(shard);
   } else {
     const int64_t dp = gpus / shard;
     out.reason = "the global batch " + std::to_string(global_batch) + " / (dp " + std::to_string(dp) + " x micro-batch " +

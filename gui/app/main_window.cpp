@@ -514,7 +514,7 @@ void MainWindow::select_plan(const QString& qkey) {
   const planner::Evaluated& e = model_->plan(row);
   step_title_->setText(QStringLiteral("simulating %1 …").arg(qkey));
   QString html = QStringLiteral("<h3>%1</h3><pre style=\"white-space: pre-wrap\">").arg(html_escaped(key));
-  html += html_escaped(sim::report_text(e.metrics, e.plan, space_ ? space_->gpus() : e.plan.tp * e.plan.pp * e.plan.dp,
+  html += html_escaped(sim::report_text(e.metrics, e.plan, space_ ? space_->gpus() : e.plan.world(),
                                          space_ ? space_->cluster().name : std::string())) + QStringLiteral("</pre>");
   details_->setHtml(html);
   if (!space_) space_ = inputs_->loaded() ? inputs_->loaded()->space : nullptr;

@@ -31,6 +31,7 @@ double raw(const planner::Evaluated& e, int column, int rank) {
     case PlanTableModel::kSplit: return m.time.compute_s;
     case PlanTableModel::kMemory: return static_cast<double>(m.peak_memory_bytes);
     case PlanTableModel::kTp: return static_cast<double>(p.tp);
+    case PlanTableModel::kCp: return static_cast<double>(p.cp);
     case PlanTableModel::kPp: return static_cast<double>(p.pp);
     case PlanTableModel::kDp: return static_cast<double>(p.dp);
     case PlanTableModel::kMicro: return static_cast<double>(p.micro_batch) * 1e6 + static_cast<double>(p.micro_batches);
@@ -58,6 +59,10 @@ QString text(const planner::Evaluated& e, int column, int rank) {
     case PlanTableModel::kMemory:
       return q(text::gib(static_cast<double>(m.peak_memory_bytes)) + " / " + text::gib(static_cast<double>(m.capacity_bytes)));
     case PlanTableModel::kTp: return QString::number(p.tp);
+    // the size and, but for the default ring, its comm type ("2", "16 all_gather", "4 a2a")
+    case PlanTableModel::kCp:
+      return p.cp > 1 && p.cp_comm != spec::CpComm::kP2p ? QStringLiteral("%1 %2").arg(p.cp).arg(QString::fromUtf8(spec::to_string(p.cp_comm)))
+                                                        : QString::number(p.cp);
     case PlanTableModel::kPp: return QString::number(p.pp);
     case PlanTableModel::kDp: return QString::number(p.dp);
     case PlanTableModel::kMicro: return QStringLiteral("%1×%2").arg(p.micro_batch).arg(p.micro_batches);
@@ -116,14 +121,15 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
 QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
   static const char* const names[kColumnCount] = {"#", "plan", "step s", "tokens/s", "MFU", "bubble", "exposed comm s",
-                                                  "time split", "peak / capacity GiB", "tp", "pp", "dp", "mb×m",
+                                                  "time split", "peak / capacity GiB", "tp", "cp", "pp", "dp", "mb×m",
                                                   "schedule", "ZeRO", "recompute", "sp", "fits"};
   static const char* const tips[kColumnCount] = {
       "rank by tokens/s among the plans that fit (planner::better)", "the plan key (planner::plan_key)",
       "simulated step time, seconds", "tokens per second over all GPUs", "model FLOP/s over the dtype's peak",
       "pipeline bubble as a fraction of the step", "communication the compute lane does not hide, seconds",
       "compute | exposed communication | bubble (the step's partition)", "peak memory of the peak rank against the GPU",
-      "tensor parallel", "pipeline stages", "data parallel", "micro-batch size × micro-batches", "pipeline schedule",
+      "tensor parallel", "context parallel: ranks splitting a sequence, and the comm type when not the p2p ring",
+      "pipeline stages", "data parallel", "micro-batch size × micro-batches", "pipeline schedule",
       "ZeRO stage", "activation recompute", "sequence parallelism", "peak memory within the GPU"};
   if (section < 0 || section >= kColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromUtf8(names[section]);

@@ -115,13 +115,13 @@ WhatIfResult evaluate_whatif(const Inputs& inputs, const std::vector<spec::Overr
       }
       p = *a.plan;
     }
-    if (l.cluster.gpus() != p.tp * p.pp * p.dp) {
+    if (l.cluster.gpus() != p.world()) {
       const planner::AdaptedPlan a = planner::adapt_plan(p, l.training.global_batch, l.cluster.gpus(), l.cluster.gpus_per_node);
       if (!a.plan) {
         r.error = a.reason;
         return r;
       }
-      r.plan_note += std::string(r.plan_note.empty() ? "" : "; ") + "keeping tp " + std::to_string(p.tp) + ", pp " + std::to_string(p.pp) + " and micro-batch " +
+      r.plan_note += std::string(r.plan_note.empty() ? "" : "; ") + "keeping tp " + std::to_string(p.tp) + (p.cp > 1 ? ", cp " + std::to_string(p.cp) : std::string()) + ", pp " + std::to_string(p.pp) + " and micro-batch " +
                     std::to_string(p.micro_batch) + ": dp " + std::to_string(p.dp) + " -> " + std::to_string(a.plan->dp) +
                     ", micro-batches " + std::to_string(p.micro_batches) + " -> " + std::to_string(a.plan->micro_batches);
       p = *a.plan;
