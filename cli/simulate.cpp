@@ -22,6 +22,7 @@
 #include "sim/model_error.hpp"
 #include "sim/models/work.hpp"
 #include "sim/simulator.hpp"
+#include "sim/straggler.hpp"
 #include "sim/uncertainty.hpp"
 #include "traces/io/trace_io.hpp"
 #include "traces/timeline.hpp"
@@ -185,6 +186,8 @@ int run_simulate(const SimulateArgs& a) {
                                                  prog.plan.zero.stage);
   }
   const std::vector<sim::StageMemory> stages = sim::stage_memory(r.rank_peaks, prog.placement);
+  // a straggler's cost: the step against the symmetric one, and where the others wait
+  const std::optional<sim::StragglerReport> straggler = sim::straggler_report(prog, c, r);
   // What the plan costs, at the step time and at the ends of its 1σ range.
   const std::optional<double> budget = token_budget(a.cost_args);
   const double tokens_per_step = static_cast<double>(prog.tokens_per_step());
@@ -197,6 +200,7 @@ int run_simulate(const SimulateArgs& a) {
     nlohmann::json j = sim::to_json(r.metrics, prog.plan);
     if (!bars.empty()) j["uncertainty"] = sim::to_json(bars);
     if (model_error) j["model_error"] = sim::to_json(*model_error);
+    if (straggler) j["straggler"] = sim::to_json(*straggler);
     if (!a.deepspeed.empty()) j["defaults_applied"] = deepspeed_defaults;  // what text mode prints to stderr
     std::string term;
     const std::string limit = sim::limit_text(r.metrics, &term);
@@ -239,6 +243,7 @@ int run_simulate(const SimulateArgs& a) {
                 << " TFLOP/s peak, the head, attention and every other kernel in bf16; MFU is against the bf16 peak, "
                 << text::fmt("%.1f", c.gpu.peak_flops.at(spec::Dtype::kBf16) / 1e12) << " TFLOP/s\n";
     }
+    if (straggler) std::cout << "straggler   " << sim::straggler_text(*straggler) << "\n";
     if (!bars.empty()) std::cout << "uncertainty " << sim::error_bars_text(bars) << "\n";
     if (model_error) std::cout << "validation  " << sim::model_error_text(*model_error) << "\n";
     std::cout << sim::run_cost_text(cost, cost_range ? &cost_low : nullptr, cost_range ? &cost_high : nullptr);

@@ -1,4 +1,5 @@
 #include "sim/simulation.hpp"
+#include "core/spec/error.hpp"
 
 #include <algorithm>
 #include <string>
@@ -57,8 +58,26 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   }
   net_.set_fast_paths(options.fast_paths);
   graphs_.resize(prog.roles.size());
-  every_rank_ = options.full || !options.fast_paths;
+  // a straggler breaks the replicas' symmetry: every rank runs
+  every_rank_ = options.full || !options.fast_paths || cluster.straggler.has_value();
   for (int64_t r : simulated_ranks(prog.placement, every_rank_)) add_rank(r);
+  if (const auto& s = cluster.straggler; s && s->kind != spec::Straggler::Kind::kNic) {
+    const int64_t per = s->kind == spec::Straggler::Kind::kNode ? cluster.gpus_per_node : 1;
+    const int64_t world = prog.placement.world();
+    if (s->first * per >= world) {
+      throw spec::SpecError(cluster.name, "/straggler/first", "a " + std::string(spec::to_string(s->kind)) +
+                                                              " among those the plan's " + std::to_string(world) +
+                                                              " GPUs use, got " + std::to_string(s->first));
+    }
+    for (RankState& st : ranks_) {
+      if (st.rank / per >= s->first && st.rank / per < s->first + s->count) st.slow = s->slowdown;
+    }
+  } else if (s && (topology_.nodes() < 2 || s->first >= topology_.nodes() * topology_.nics_per_node())) {
+    throw spec::SpecError(cluster.name, "/straggler/first", "a NIC among the " +
+                                                            std::to_string(topology_.nodes() > 1 ? topology_.nodes() * topology_.nics_per_node() : 0) +
+                                                            " the plan's GPUs use (NICs join nodes: one node uses none), got " +
+                                                            std::to_string(s->first));
+  }
   if (!every_rank_ && topology_.nodes() > 1 && options.network == NetworkModel::kShared) share_core_links();
   std::size_t flows = 0;   // at most one flow per p2p send and per dp collective of a rank
   std::size_t messages = 0;  // one per send and one per receive at most (a peer may not be simulated)
@@ -218,6 +237,7 @@ double Simulation::beside_rate(double stream, double hbm) const {
 // data-parallel collectives hold SMs and HBM bandwidth beside it (see simulation.hpp), plus the
 // slowdown owed from collectives that started during the previous one.
 int64_t Simulation::compute_ns(RankState& r, int64_t t, int64_t ns, double stream) {
+  if (r.slow != 1) ns = std::llround(static_cast<double>(ns) * r.slow);
   if (!beside_) return ns;
   double extra = static_cast<double>(r.sm_debt_ns);
   r.sm_debt_ns = 0;
@@ -332,7 +352,11 @@ void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
     schedule(end, slot, k);
     m.delivered = true;
     m.deliver_ns = end;
-    if (m.waiting_slot >= 0) schedule(std::max(end, m.waiting_post_ns), m.waiting_slot, m.waiting_instr);
+    if (m.waiting_slot >= 0) {
+      ranks_[static_cast<std::size_t>(m.waiting_slot)].waited_ns[static_cast<std::size_t>(Lane::kPpRecv)] +=
+          std::max<int64_t>(0, end - m.waiting_post_ns);
+      schedule(std::max(end, m.waiting_post_ns), m.waiting_slot, m.waiting_instr);
+    }
     return;
   }
   const int64_t latency = topology_.route_into(key.src, key.dst, path_);
@@ -430,8 +454,12 @@ void Simulation::arrive(int32_t slot, int32_t k, int64_t t) {
   const std::tuple<int, int64_t, int64_t> key{static_cast<int>(in.group), g.front, g.issued++};
   Arrival& a = arrivals_[key];
   a.members.emplace_back(slot, k);
+  a.issued.push_back(t);
   a.latest = std::max(a.latest, t);
   if (static_cast<int32_t>(a.members.size()) < g.needed) return;
+  for (std::size_t i = 0; i < a.members.size(); ++i) {
+    ranks_[static_cast<std::size_t>(a.members[i].first)].waited_ns[static_cast<std::size_t>(in.lane)] += a.latest - a.issued[i];
+  }
   start_collective(a.members, a.latest);
   arrivals_.erase(key);
 }
@@ -478,7 +506,11 @@ void Simulation::on_flow(const FlowCompletion& c) {
   Message& m = messages_[o.message];
   m.delivered = true;
   m.deliver_ns = c.time_ns;
-  if (m.waiting_slot >= 0) queue_.push(c.time_ns, m.waiting_slot, m.waiting_instr);
+  if (m.waiting_slot >= 0) {
+    ranks_[static_cast<std::size_t>(m.waiting_slot)].waited_ns[static_cast<std::size_t>(Lane::kPpRecv)] +=
+        std::max<int64_t>(0, c.time_ns - m.waiting_post_ns);
+    queue_.push(c.time_ns, m.waiting_slot, m.waiting_instr);
+  }
 }
 
 // What a finished instruction held and kept busy: its memory change, its lane's busy interval.
@@ -568,6 +600,7 @@ RunRecord Simulation::run() {
     RankRecord rec;
     rec.rank = r.rank;
     rec.last_end_ns = r.last_end_ns;
+    rec.waited_ns = r.waited_ns;
     rec.compute = std::move(r.compute);
     rec.traffic = std::move(r.traffic);
     if (usage_) {

@@ -80,6 +80,9 @@ struct RankRecord {
   std::array<std::vector<Interval>, program::kTrafficClasses> traffic;  // tp, pp, dp lanes busy
   trace::MemorySample peak;                                         // the largest memory sample
   std::vector<trace::MemorySample> memory;                          // every sample, in time order, when tracing
+  // per lane: time its instructions waited for other ranks — a collective from this rank's issue
+  // to the last member's, a receive from its post to the message's arrival
+  std::array<int64_t, program::kLaneCount> waited_ns{};
 };
 
 struct RunRecord {
@@ -148,6 +151,8 @@ class Simulation {
     };
     std::array<DpKernel, 2> dp_comm{};   // [gather lane, reduce lane]
     int64_t sm_debt_ns = 0;
+    double slow = 1;   // a straggler's compute: kernels take `slow` times their time (spec::Straggler)
+    std::array<int64_t, program::kLaneCount> waited_ns{};
   };
   struct Message {
     bool delivered = false;
@@ -158,6 +163,7 @@ class Simulation {
   };
   struct Arrival {
     std::vector<std::pair<int32_t, int32_t>> members;   // (slot, instr)
+    std::vector<int64_t> issued;                         // each member's issue time
     int64_t latest = 0;                                  // the latest issue time
   };
   enum class FlowKind { kSend, kCollective };

@@ -80,6 +80,19 @@ SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, c
   RunRecord run = sim.run();
   SimResult result;
   result.metrics = summarize(run, prog, cluster, sim.peak_flops());
+  {
+    const std::optional<spec::Straggler>& s = cluster.straggler;
+    const int64_t per = s && s->kind == spec::Straggler::Kind::kNode ? cluster.gpus_per_node : 1;
+    int64_t others = 0;
+    for (const RankRecord& r : run.ranks) {
+      if (s && s->kind != spec::Straggler::Kind::kNic && r.rank / per >= s->first && r.rank / per < s->first + s->count) continue;
+      ++others;
+      for (int l = 0; l < program::kLaneCount; ++l) {
+        result.others_wait_s[static_cast<std::size_t>(l)] += static_cast<double>(r.waited_ns[static_cast<std::size_t>(l)]) * 1e-9;
+      }
+    }
+    for (double& w : result.others_wait_s) w = others > 0 ? w / static_cast<double>(others) : 0.0;
+  }
   result.rank_peaks.reserve(run.ranks.size());
   for (const RankRecord& r : run.ranks) result.rank_peaks.push_back(r.peak);
   std::sort(result.rank_peaks.begin(), result.rank_peaks.end(),

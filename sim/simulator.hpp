@@ -40,6 +40,7 @@
 // communication = compute idle while a communication of this rank is in flight; bubble = the rest.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -74,6 +75,10 @@ struct SimResult {
   // Each simulated rank's largest memory sample (its rank, moment and bytes by kind), in rank
   // order: what the per-stage memory table reads (report.hpp stage_memory).
   std::vector<trace::MemorySample> rank_peaks;
+  // Per lane (program::Lane): the mean time the simulated ranks' instructions waited for other
+  // ranks (a collective for its last member, a receive for its message), seconds; the ranks of a
+  // straggling GPU or node (spec::Straggler) left out. straggler.hpp reads it.
+  std::array<double, program::kLaneCount> others_wait_s{};
 };
 
 // Pure and reentrant. Throws SimError when the cluster cannot hold the plan (too few GPUs, no

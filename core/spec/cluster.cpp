@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cmath>
 #include <cstdio>
 
@@ -267,6 +268,33 @@ Reliability read_reliability(ObjectReader& parent) {
   return rel;
 }
 
+std::optional<Straggler> read_straggler(ObjectReader& parent, const Cluster& c) {
+  if (!parent.has("straggler")) return std::nullopt;
+  ObjectReader r = parent.object("straggler");
+  Straggler s;
+  const std::string kind = r.choice("kind", {"gpu", "node", "nic"});
+  s.kind = kind == "node" ? Straggler::Kind::kNode : kind == "nic" ? Straggler::Kind::kNic : Straggler::Kind::kGpu;
+  const int64_t components = s.kind == Straggler::Kind::kGpu    ? c.nodes * c.gpus_per_node
+                             : s.kind == Straggler::Kind::kNode ? c.nodes
+                                                                : c.nodes * c.inter_node.nics_per_node;
+  s.first = r.integer_or("first", 0);
+  if (s.first < 0 || s.first >= components) {
+    r.fail_value("first", "a " + kind + " index from 0 to " + std::to_string(components - 1) + " (the cluster's " +
+                              std::to_string(components) + ")");
+  }
+  s.count = r.integer_or("count", 1);
+  if (s.count < 1 || s.count > components - s.first) {
+    r.fail_value("count", "from 1 to " + std::to_string(components - s.first) + " (the " + kind + "s from " +
+                              std::to_string(s.first) + " on)");
+  }
+  s.slowdown = r.number("slowdown");
+  if (!(s.slowdown >= 1 && s.slowdown <= 1000)) {
+    r.fail_value("slowdown", "a factor from 1 (as the profile says) to 1000: how many times slower the " + kind + " runs");
+  }
+  r.finish();
+  return s;
+}
+
 // "2.X" or "2.X.Y" with 7 <= X <= 30: the minor version, or -1.
 int nccl_minor(const std::string& v) {
   int major = 0, minor = 0, patch = 0;
@@ -433,6 +461,7 @@ Cluster cluster_from_json(const json& j, const std::string& file) {
   c.power = read_power(r);
   c.price = read_price(r);
   c.reliability = read_reliability(r);
+  c.straggler = read_straggler(r, c);
   c.uncertainty = read_uncertainty(r, c.gpu);
   c.source = r.string_or("source", "");
   r.finish();
@@ -440,6 +469,23 @@ Cluster cluster_from_json(const json& j, const std::string& file) {
 }
 
 Cluster load_cluster(const std::string& path) { return cluster_from_json(read_json_file(path), path); }
+
+const char* to_string(Straggler::Kind k) {
+  switch (k) {
+    case Straggler::Kind::kGpu: return "gpu";
+    case Straggler::Kind::kNode: return "node";
+    case Straggler::Kind::kNic: return "nic";
+  }
+  return "?";
+}
+
+std::string describe(const Straggler& s) {
+  std::string out = to_string(s.kind);
+  out += s.count == 1 ? " " + std::to_string(s.first) : "s " + std::to_string(s.first) + "-" + std::to_string(s.first + s.count - 1);
+  char f[32];
+  std::snprintf(f, sizeof f, " ×%.3g", s.slowdown);
+  return out + f;
+}
 
 json to_json(const Cluster& c) {
   json peak = json::object();
@@ -514,6 +560,10 @@ json to_json(const Cluster& c) {
     rel["checkpoint_Bps"] = c.reliability.checkpoint_Bps;
     put_source(rel, c.reliability.source);
     j["reliability"] = rel;
+  }
+  if (c.straggler) {
+    j["straggler"] = {{"kind", to_string(c.straggler->kind)}, {"first", c.straggler->first}, {"count", c.straggler->count},
+                      {"slowdown", c.straggler->slowdown}};
   }
   if (!c.uncertainty.empty()) {
     json u = json::object();

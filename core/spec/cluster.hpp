@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -173,6 +174,21 @@ struct Reliability {
   bool known() const { return (failures_per_gpu_hour > 0 || failures_per_node_hour > 0) && checkpoint_Bps > 0; }
 };
 
+// A what-if: `count` consecutive components from `first` run `slowdown` times slower than the
+// profile says (docs/simulator.md, "Stragglers"): a GPU's compute (kernels take slowdown× their
+// time), every GPU of a node, or a NIC's bandwidth (both directions divided by slowdown; NICs
+// numbered node · nics_per_node + r). Not a measured value: what a user asks "what if".
+struct Straggler {
+  enum class Kind : uint8_t { kGpu, kNode, kNic };
+  Kind kind = Kind::kGpu;
+  int64_t first = 0;
+  int64_t count = 1;
+  double slowdown = 1;
+};
+const char* to_string(Straggler::Kind k);
+// "gpu 3 ×1.5", "nodes 2-3 ×2"
+std::string describe(const Straggler& s);
+
 struct Cluster {
   std::string name;
   int64_t nodes = 0;
@@ -185,6 +201,7 @@ struct Cluster {
   Power power;
   Price price;
   Reliability reliability;
+  std::optional<Straggler> straggler;   // cluster.json "straggler", a what-if (--set cluster.straggler=...)
   std::vector<ParameterUncertainty> uncertainty;   // in file order
   std::string source;
   std::string file;

@@ -91,8 +91,13 @@ Topology::Topology(const spec::Cluster& cluster, int64_t gpus_in_use) {
     const double nic_Bps = cluster.inter_node.nic_bandwidth_Bps;
     for (int64_t n = 0; n < nodes_; ++n) {
       for (int64_t r = 0; r < nics_per_node_; ++r) {
-        links_.push_back({LinkKind::kNicEgress, n, r, nic_Bps});
-        links_.push_back({LinkKind::kNicIngress, n, r, nic_Bps});
+        // a straggling NIC (the what-if of spec::Straggler) runs at 1/slowdown of its bandwidth
+        const spec::Straggler* s = cluster.straggler && cluster.straggler->kind == spec::Straggler::Kind::kNic
+                                       ? &*cluster.straggler : nullptr;
+        const int64_t nic = n * nics_per_node_ + r;
+        const double Bps = s && nic >= s->first && nic < s->first + s->count ? nic_Bps / s->slowdown : nic_Bps;
+        links_.push_back({LinkKind::kNicEgress, n, r, Bps});
+        links_.push_back({LinkKind::kNicIngress, n, r, Bps});
       }
     }
   }

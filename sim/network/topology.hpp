@@ -22,7 +22,8 @@
 //     [0, 2·gpus)                       NVLink egress (2g), ingress (2g+1)
 //     [nic_base, nic_base + 2·nodes·R)  NIC egress, ingress of NIC (node·R + r)
 //     [core_base, core_base + 2·nodes)  uplink (2·node), downlink (2·node + 1)
-//   NIC and core links exist only when more than one node is in use.
+//   NIC and core links exist only when more than one node is in use. A straggling NIC
+//   (spec::Cluster::straggler, kind nic) has 1/slowdown of the bandwidth both ways.
 // References: NVIDIA DGX A100/H100 system architecture (NVSwitch, 8 rail-aligned HDR/NDR NICs);
 // fat-tree taper as in Leiserson, "Fat-trees" (IEEE ToC 1985); link-level flow modelling as in
 // SimGrid (Casanova et al., JPDC 2014).
