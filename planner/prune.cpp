@@ -70,6 +70,12 @@ struct Layout {
   bool has_next(const ChunkInfo& c) const { return c.stage < pp - 1 || c.chunk < v - 1; }
 };
 
+// The cp groups' all-gather, reduce-scatter and all-to-all over every distinct placement the
+// simulated ranks' groups take.
+struct CpCosts {
+  std::vector<sim::CollectiveCost> ag, rs, a2a;
+};
+
 struct CommCosts {
   std::vector<sim::CollectiveCost> dp_ag, dp_rs, dp_ar;   // one per distinct placement of the stages' groups
   // ZeRO across nodes, over a node's data-parallel ranks L (Space::node_dp): the shard group's
@@ -78,6 +84,7 @@ struct CommCosts {
   int64_t node_dp = 0;      // L, 0 when no variant applies
   double shard_ag_slope = 0;
   std::optional<sim::CollectiveCost> tp_ag, tp_rs, tp_ar, tied_ar;
+  std::map<int64_t, CpCosts> cp;   // context parallelism, by cp (filled on first use)
   std::vector<sim::CollectiveCost> p2p;                   // boundary s -> s+1, then the wrap p-1 -> 0
   double gradnorm_s = 0;
   double dp_ag_slope = 0;   // d(all-gather time)/d(bytes): T_AG(S) >= slope · S
@@ -119,6 +126,9 @@ struct ChunkTimes {
   double busy = 0;         // F + B + R + W + tp collectives, less one op per pass
   double act_bytes = 0;    // one activation set
   int sends = 0;           // pipeline sends per micro-batch (forward to the next chunk, backward to the previous)
+  // the collectives before each pass's first compute, which need not wait for the send before it
+  // (a blocking send holds the next compute only): what of each send they may hide
+  double pre_fwd = 0, pre_bwd = 0;
 };
 
 // Per-stage pipeline terms of one (layout, compute, schedule, m).
@@ -137,6 +147,7 @@ struct PipeTerms {
 using detail::ChunkTimes;
 using detail::PipeTerms;
 using detail::CommCosts;
+using detail::CpCosts;
 using detail::Layout;
 using detail::ZeroTerms;
 
@@ -485,13 +496,25 @@ struct TpOps {
   bool any = false, sp = false;
   double ag = 0;                           // the all-gather of a received message (scatter-gather)
   std::array<double, 4> fwd_s{}, bwd_s{};  // by UnitKind: a forward (recompute) / backward pass's collectives
+  std::array<double, 4> fwd_before{}, bwd_before{};  // by UnitKind: those before the pass's compute
   double max_s = 0;                        // the longest single collective
   double max_op() const { return max_s; }
   double fwd(UnitKind k) const { return fwd_s[static_cast<std::size_t>(k)]; }
   double bwd(UnitKind k) const { return bwd_s[static_cast<std::size_t>(k)]; }
 };
 
-ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::ComputeModel& cm, const TpOps& tp,
+// The context-parallel collectives of one attention unit's passes, where the lowering puts them
+// (program::cp_collectives): the blocking ones (before and after the unit) and the p2p ring's
+// (beside it: what follows waits for the longer of the ring and the unit's compute).
+struct CpOps {
+  bool any = false;
+  double fwd_block = 0, bwd_block = 0;   // all_gather, a2a
+  double fwd_before = 0, bwd_before = 0; // the blocking ones before the unit's compute
+  double fwd_ring = 0, bwd_ring = 0;     // p2p
+  double max_s = 0;                      // the longest single collective
+};
+
+ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::ComputeModel& cm, const TpOps& tp, const CpOps& cp,
                        const spec::Plan& plan, const Space& space, bool zb) {
   const spec::Model& m = space.model();
   const int32_t head = program::head_unit(m);
@@ -508,6 +531,13 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     tf += tp.fwd(unit.kind);
     tb += tp.bwd(unit.kind);
     if (full && u >= rb && u < re) tb += tp.fwd(unit.kind);
+    if (cp.any && unit.kind == UnitKind::kAttention) {
+      // the ring beside the unit's pass: what follows waits max(ring, compute)
+      const auto beyond = [&](double ring, Op op) { return ring > 0 ? std::max(0.0, ring - cm.compute_s(op, u, u + 1)) : 0.0; };
+      tf += cp.fwd_block + beyond(cp.fwd_ring, Op::kForward);
+      tb += cp.bwd_block + beyond(cp.bwd_ring, zb ? Op::kBackwardInput : Op::kBackward);
+      if (full && u >= rb && u < re) tb += cp.fwd_block + beyond(cp.fwd_ring, Op::kRecompute);
+    }
     act += sim::activation_bytes_per_token(unit, m, plan, space.training(), plan.recompute);
   }
   const double tokens = static_cast<double>(spec::rank_tokens(plan, m.seq_len));
@@ -521,7 +551,16 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
   const bool gather_recv = tp.any && program::gathers_received_message(plan.tp, tp.sp);
   if (gather_recv && lay.has_prev(ch)) tf += tp.ag;
   if (gather_recv && lay.has_next(ch)) tb += tp.ag;
-  const double op = tp.max_op();
+  {
+    const Unit& first = lay.units[static_cast<std::size_t>(ch.unit_begin)];
+    const Unit& last = lay.units[static_cast<std::size_t>(ch.unit_end - 1)];
+    const bool attn_first = cp.any && first.kind == UnitKind::kAttention, attn_last = cp.any && last.kind == UnitKind::kAttention;
+    t.pre_fwd = (tp.any ? tp.fwd_before[static_cast<std::size_t>(first.kind)] : 0.0) + (attn_first ? cp.fwd_before : 0.0) +
+                (gather_recv && lay.has_prev(ch) ? tp.ag : 0.0);
+    t.pre_bwd = (tp.any ? tp.bwd_before[static_cast<std::size_t>(last.kind)] : 0.0) + (attn_last ? cp.bwd_before : 0.0) +
+                (gather_recv && lay.has_next(ch) ? tp.ag : 0.0);
+  }
+  const double op = std::max(tp.max_op(), cp.max_s);
   t.busy = F + B + R + std::max(0.0, tf - op) + std::max(0.0, tb - op);
   t.sends = (lay.has_next(ch) ? 1 : 0) + (lay.has_prev(ch) ? 1 : 0);
   return t;
@@ -577,7 +616,7 @@ const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc
   return *computes_.emplace(key, std::move(entry)).first->second->model;
 }
 
-const CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
+CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
   const auto key = std::make_pair(tp, pp);
   auto it = comms_.find(key);
   if (it != comms_.end()) return *it->second;
@@ -704,14 +743,19 @@ PipeTerms pipe_terms(const Layout& lay, const std::vector<ChunkTimes>& times, co
   t.link = p > 1 ? link : 0.0;
   const bool blocking = !spec::Plan{}.overlap_p2p;
   for (int64_t s = 0; s < p; ++s) {
-    double busy = 0;
+    double busy = 0, hidden = 0;
     int64_t sends = 0;
     for (int64_t c = 0; c < v; ++c) {
-      busy += times[static_cast<std::size_t>(s * v + c)].busy;
-      sends += times[static_cast<std::size_t>(s * v + c)].sends;
+      const ChunkTimes& ct = times[static_cast<std::size_t>(s * v + c)];
+      busy += ct.busy;
+      sends += ct.sends;
+      hidden += std::min(link, ct.pre_fwd) + std::min(link, ct.pre_bwd);
     }
     double total = static_cast<double>(m) * busy;
-    if (blocking && p > 1) total += static_cast<double>(std::max<int64_t>(0, m * sends - 1)) * link;
+    // a blocking send holds the next compute, not the collectives before it: they may hide it
+    if (blocking && p > 1) {
+      total += std::max(0.0, static_cast<double>(std::max<int64_t>(0, m * sends - 1)) * link - static_cast<double>(m) * hidden);
+    }
     t.busy.push_back(total);
     t.first_fwd.push_back(times[static_cast<std::size_t>(s * v)].fwd_chain);
     t.held.push_back(held_activations(lay, times, s, sched, m));
@@ -762,7 +806,10 @@ TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t h
     for (Op pass : {Op::kForward, Op::kBackward}) {
       const program::TpAround around = program::tp_collectives(kind, pass, sp, tokens, hidden, abytes);
       double total = 0;
-      if (around.before) total += time(*around.before, kind, pass == Op::kBackward);
+      if (around.before) {
+        total += time(*around.before, kind, pass == Op::kBackward);
+        (pass == Op::kForward ? ops.fwd_before : ops.bwd_before)[static_cast<std::size_t>(kind)] = total;
+      }
       if (around.after) total += time(*around.after, kind, pass == Op::kBackward);
       (pass == Op::kForward ? ops.fwd_s : ops.bwd_s)[static_cast<std::size_t>(kind)] = total;
     }
@@ -770,7 +817,56 @@ TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t h
   return ops;
 }
 
+// The cp collectives' times of one attention unit's passes (program::cp_collectives), each the
+// least over the cp groups' placements.
+CpOps cp_ops(const CpCosts& costs, spec::CpComm comm, int64_t cp, int64_t tokens, const program::CpShapes& shapes) {
+  CpOps ops;
+  if (cp <= 1) return ops;
+  ops.any = true;
+  auto time = [&](const program::CpCollective& c) {
+    const std::vector<sim::CollectiveCost>& list = c.op == Op::kCpAllGather ? costs.ag : c.op == Op::kCpReduceScatter ? costs.rs : costs.a2a;
+    const double t = CommCosts::least_s(list, c.bytes);
+    ops.max_s = std::max(ops.max_s, t);
+    return t;
+  };
+  for (Op pass : {Op::kForward, Op::kBackward}) {
+    const program::CpAround around = program::cp_collectives(UnitKind::kAttention, pass, comm, cp, tokens, shapes);
+    double block = 0, ring = 0;
+    for (const program::CpCollective& c : around.before) block += time(c);
+    (pass == Op::kForward ? ops.fwd_before : ops.bwd_before) = block;
+    for (const program::CpCollective& c : around.after) block += time(c);
+    for (const program::CpCollective& c : around.beside) ring += time(c);
+    (pass == Op::kForward ? ops.fwd_block : ops.bwd_block) = block;
+    (pass == Op::kForward ? ops.fwd_ring : ops.bwd_ring) = ring;
+  }
+  return ops;
+}
+
 }  // namespace
+
+const CpCosts& Pruner::cp_costs(int64_t tp, int64_t pp, int64_t cp) {
+  CommCosts& cc = comm(tp, pp);
+  auto it = cc.cp.find(cp);
+  if (it != cc.cp.end()) return it->second;
+  CpCosts costs;
+  // the cp groups of every simulated rank (tp index 0, every stage and replica), one per distinct
+  // offset within a node
+  program::Placement pl{tp, pp, space_.gpus() / (tp * pp)};
+  pl.cp = cp;
+  const int64_t gpn = space_.cluster().gpus_per_node;
+  std::set<int64_t> seen;
+  for (int64_t s = 0; s < pp; ++s) {
+    for (int64_t d = 0; d < pl.dp; d += cp) {
+      const int64_t base = pl.rank(s, d, 0);
+      if (!seen.insert(base % gpn).second) continue;
+      const std::vector<int64_t> g = pl.group_members(program::Group::kCp, base);
+      costs.ag.emplace_back(CollectiveKind::kAllGather, g, topology_);
+      costs.rs.emplace_back(CollectiveKind::kReduceScatter, g, topology_);
+      costs.a2a.emplace_back(CollectiveKind::kAllToAll, g, topology_);
+    }
+  }
+  return cc.cp.emplace(cp, std::move(costs)).first->second;
+}
 
 PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule, int64_t cp,
                        spec::CpComm cp_comm) {
@@ -788,15 +884,18 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const CommCosts& cc = comm(lay.tp, lay.pp);
   const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm);
   const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap());
+  const CpOps cps = cp > 1 ? cp_ops(cp_costs(lay.tp, lay.pp, cp), cp_comm, cp, tokens, program::cp_shapes(m, lay.tp, abytes)) : CpOps{};
   std::vector<ChunkTimes> times;
   times.reserve(lay.chunks.size());
   for (const ChunkInfo& ch : lay.chunks) {
-    times.push_back(chunk_times(lay, ch, cm, ops, plan, space_, schedule == spec::Schedule::kZbH1));
+    times.push_back(chunk_times(lay, ch, cm, ops, cps, plan, space_, schedule == spec::Schedule::kZbH1));
   }
   static const std::vector<int64_t> none;
   const std::vector<int64_t>& sw = schedule == spec::Schedule::kInterleaved ? switches(lay.pp, micro_batches, lay.v) : none;
   PipeTerms t = pipe_terms(lay, times, cc, schedule, micro_batches, program::p2p_message_bytes(tokens, m.hidden, lay.tp, abytes), sw);
-  t.tp_gap = ops.any ? 2 * ops.max_op() : 0.0;
+  // what a ZeRO-3 gather may overlap between two computes: tp collectives, and with cp its
+  // blocking collectives and the ring's excess
+  t.tp_gap = (ops.any ? 2 * ops.max_op() : 0.0) + (cps.any ? 2 * cps.max_s + std::max(cps.fwd_ring, cps.bwd_ring) : 0.0);
   t.step_gap = t.tp_gap + t.link + (ops.any ? ops.ag : 0.0);
   return t;
 }

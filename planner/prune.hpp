@@ -48,8 +48,10 @@
 // Context parallelism: a layout's data-parallel group is its dp·cp ranks (G/(tp·pp), what ZeRO
 // partitions over and gradients are reduced over, whatever cp is), so layouts and their ZeRO
 // terms are shared by every cp; a candidate's compute, tp collectives, messages and activations
-// are its rank's tokens' (micro_batch·seq_len/cp) and its micro-batches B/(dp·mb). The cp
-// collectives are left out of the bound (they only lengthen a step).
+// are its rank's tokens' (micro_batch·seq_len/cp) and its micro-batches B/(dp·mb). Each attention
+// pass's cp collectives join its chain where the lowering puts them (comm_rules.hpp): the blocking
+// ones (all_gather, a2a) add their time, the p2p ring what it takes beyond the unit's compute
+// (what follows waits for both); each timed over the least of the cp groups' placements.
 // Collectives are timed with sim::CollectiveCost over the group's placement (the minimum over
 // the placements the stages' groups take); contention only slows them, so each is a bound.
 // A small relative margin absorbs the simulator's nanosecond rounding.
@@ -97,6 +99,7 @@ std::vector<Group> groups(const Space& space);
 namespace detail {
 struct Layout;
 struct CommCosts;
+struct CpCosts;
 struct PipeTerms;
 struct ZeroTerms;
 }  // namespace detail
@@ -117,7 +120,8 @@ class Pruner {
 
  private:
   const detail::Layout& layout(int64_t tp, int64_t pp, int64_t v, Split split);
-  const detail::CommCosts& comm(int64_t tp, int64_t pp);
+  detail::CommCosts& comm(int64_t tp, int64_t pp);
+  const detail::CpCosts& cp_costs(int64_t tp, int64_t pp, int64_t cp);
   // Per stage, the interleaved schedule's steps on another chunk than the step before.
   const std::vector<int64_t>& switches(int64_t p, int64_t m, int64_t v);
   const sim::ComputeModel& compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp = 1,
