@@ -78,6 +78,8 @@ std::string search_command(const Inputs& in) {
   const auto num = [](auto v) { return std::to_string(v); };
   list(out, "--tp", l.tp, num);
   list(out, "--pp", l.pp, num);
+  list(out, "--cp", l.cp, num);
+  list(out, "--cp-comm", l.cp_comm, [](spec::CpComm c) { return std::string(spec::to_string(c)); });
   list(out, "--micro-batch", l.micro_batch, num);
   if (l.max_micro_batch > 0) out << " --max-micro-batch " << l.max_micro_batch;
   list(out, "--virtual-stages", l.virtual_stages, num);
@@ -102,12 +104,16 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
   const auto add = [&](const std::string& axis, std::vector<std::string> values) {
     out.push_back({axis, values, std::vector<bool>(values.size(), true)});
   };
-  std::vector<int64_t> pp;
+  std::vector<int64_t> pp, cps;
   std::vector<spec::Schedule> schedules;
   bool sp_on = false;
   for (int64_t tp : space.tp_values()) {
     for (int64_t p : space.pp_values(tp)) {
       if (std::find(pp.begin(), pp.end(), p) == pp.end()) pp.push_back(p);
+      for (int64_t c : space.cp_values(tp, p)) {
+        if (std::find(cps.begin(), cps.end(), c) == cps.end()) cps.push_back(c);
+        for (bool s : space.sequence_parallel_values(tp, c)) sp_on = sp_on || s;
+      }
       for (spec::Schedule s : space.schedules(p)) {
         if (std::find(schedules.begin(), schedules.end(), s) == schedules.end()) schedules.push_back(s);
       }
@@ -116,9 +122,13 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
   }
   if (space.interleaved_allowed()) schedules.push_back(spec::Schedule::kInterleaved);
   std::sort(pp.begin(), pp.end());
+  std::sort(cps.begin(), cps.end());
   std::vector<std::string> v;
   for (int64_t t : space.tp_values()) v.push_back(std::to_string(t));
   add("tp", v);
+  v.clear();
+  for (int64_t c : cps) v.push_back(std::to_string(c));
+  add("cp", v);
   v.clear();
   for (int64_t p : pp) v.push_back(std::to_string(p));
   add("pp", v);
@@ -155,6 +165,8 @@ planner::SpaceLimits limits_of(const std::vector<AxisChoice>& axes, planner::Spa
       l.tp = ints();
     } else if (a.axis == "pp") {
       l.pp = ints();
+    } else if (a.axis == "cp") {
+      l.cp = ints();
     } else if (a.axis == "zero") {
       l.zero.clear();
       for (int64_t z : ints()) l.zero.push_back(static_cast<int>(z));
