@@ -181,7 +181,7 @@ int run_simulate(const SimulateArgs& a) {
   // ZeRO-3's gathers and the gradient reductions: one NCCL communicator (taking turns) or one each,
   // and why (spec::dp_communicator)
   std::optional<spec::CommunicatorChoice> communicator;
-  if (prog.plan.zero.stage == 3 && prog.plan.dp > 1) {
+  if (prog.plan.zero.stage == 3 && prog.plan.dp_cp() > 1) {
     communicator = spec::dp_communicator(prog.training.framework, prog.training.shared_reduce_communicator, prog.plan.tp,
                                                  prog.plan.zero.stage);
   }

@@ -447,11 +447,12 @@ Work block_linear_gemms(const spec::Model& m, const spec::Training& training, co
 
 WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, const spec::Plan& plan)
     : selective_(plan.recompute == spec::Recompute::kSelective),
-      optimizer_bytes_(spec::optimizer_step_bytes(training.framework, training.dtype, plan.zero.stage, plan.dp)) {
+      // the shards are over the dp·cp ranks ZeRO partitions over (spec::Plan::dp_cp)
+      optimizer_bytes_(spec::optimizer_step_bytes(training.framework, training.dtype, plan.zero.stage, plan.dp_cp())) {
   const bool fp32 = training.dtype == spec::Dtype::kFp32;
   const bool fp8 = training.dtype == spec::Dtype::kFp8;
   const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, training.reduce_bytes(), plan.zero.stage,
-                                                 plan.dp, plan.micro_batches);
+                                                 plan.dp_cp(), plan.micro_batches);
   std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
   for (const Unit& u : program::model_units(model, plan.tp)) {
     const auto key = std::make_pair(u.kind, u.params);
