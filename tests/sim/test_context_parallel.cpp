@@ -83,5 +83,26 @@ TEST(ContextParallelSim, ARankHoldsItsShareOfTheActivations) {
   EXPECT_NEAR(a_cp, a_dp / 2, 8.0);   // each unit's bytes rounded down to a whole byte
 }
 
+TEST(ContextParallelSim, EveryRankRunsAsTheReplicaSaysForEachCommType) {
+  // tp 2 × cp 2 × pp 2 over two nodes of 4 (a2a: tp 1 × cp 2 × pp 2 × dp 2, its cp splitting the
+  // model's 2 K/V heads): the cp groups' other members, run for real, arrive with the simulated
+  // ones (symmetry.hpp)
+  const spec::Cluster c = test::ideal_cluster(2, 4);
+  for (const std::string comm : {"p2p", "all_gather", "a2a"}) {
+    SCOPED_TRACE(comm);
+    const bool a2a = comm == "a2a";
+    const program::Program prog = lower({{"tp", a2a ? 1 : 2}, {"cp", 2}, {"cp_comm_type", comm}, {"pp", 2}, {"dp", a2a ? 2 : 1},
+                                         {"micro_batches", 4}, {"sequence_parallel", !a2a}});
+    SimOptions full;
+    full.full = true;
+    const SimResult a = simulate(prog, c), b = simulate(prog, c, full);
+    EXPECT_EQ(a.metrics.simulated_ranks, 2);
+    EXPECT_EQ(b.metrics.simulated_ranks, 8);
+    EXPECT_NEAR(a.metrics.step_time_s, b.metrics.step_time_s, 1e-9 * b.metrics.step_time_s);
+    EXPECT_NEAR(a.metrics.time.cp_s, b.metrics.time.cp_s, 1e-9 * b.metrics.step_time_s);
+    EXPECT_GT(a.metrics.time.cp_s, 0);
+  }
+}
+
 }  // namespace context_parallel_sim
 }  // namespace stagecraft::sim
