@@ -1,7 +1,7 @@
 """docs/validation.md holds one section per validation script, each between its own markers, so
 that each script rewrites only its own section (scripts/validate_table1.py, validate_zero3.py,
 validate_korthikanti.py, validate_flash.py, validate_fp8.py,
-validate_h100_bf16.py, validate_layers.py); and what those scripts share, among it the record of every run they
+validate_h100_bf16.py, validate_layers.py, validate_long_context.py); and what those scripts share, among it the record of every run they
 check (configs/validation/runs.json), which `stagecraft simulate` and `search` read to say how far
 published runs of the plan's framework were from their simulation."""
 import json
