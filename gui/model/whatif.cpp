@@ -19,6 +19,8 @@ const std::vector<WhatIfField>& whatif_fields() {
       {"cluster.intra_node.bandwidth_Bps", "NVLink bandwidth per GPU", "GB/s", 1e9, false, 1, 5000},
       {"cluster.gpu.memory_bytes", "GPU memory", "GiB", 1024.0 * 1024 * 1024, false, 1, 1024},
       {"cluster.nodes", "nodes", "", 1, true, 1, 100000},
+      // a straggler (spec::Straggler): the cluster's own, else GPU 0, this many times slower
+      {"cluster.straggler", "straggler slowdown", "×", 1, false, 1, 100},
   };
   return fields;
 }
@@ -38,11 +40,17 @@ double field_value(const spec::Cluster& c, const WhatIfField& f) {
   if (f.key == "cluster.intra_node.bandwidth_Bps") v = c.intra_node.bandwidth_Bps;
   if (f.key == "cluster.gpu.memory_bytes") v = static_cast<double>(c.gpu.memory_bytes);
   if (f.key == "cluster.nodes") v = static_cast<double>(c.nodes);
+  if (f.key == "cluster.straggler") v = c.straggler ? c.straggler->slowdown : 1.0;
   return v / f.scale;
 }
 
-spec::Override field_override(const WhatIfField& f, double shown) {
+spec::Override field_override(const WhatIfField& f, double shown, const spec::Cluster* cluster) {
   const double v = shown * f.scale;
+  if (f.key == "cluster.straggler") {   // the whole object: the cluster's straggler (or GPU 0) at this slowdown
+    const spec::Straggler s = cluster && cluster->straggler ? *cluster->straggler : spec::Straggler{};
+    return spec::parse_override(f.key + "={\"kind\": \"" + spec::to_string(s.kind) + "\", \"first\": " + std::to_string(s.first) +
+                                ", \"count\": " + std::to_string(s.count) + ", \"slowdown\": " + text::fmt("%.17g", v) + "}");
+  }
   const bool whole = f.integer || f.key == "cluster.gpu.memory_bytes" || f.key == "cluster.inter_node.latency_ns";
   return spec::parse_override(f.key + "=" + (whole ? std::to_string(std::llround(v)) : text::fmt("%.17g", v)));
 }
@@ -145,10 +153,13 @@ planner::Sweep whatif_sweep(const Inputs& inputs, const std::vector<spec::Overri
   s.base = in.overrides;
   s.nodes = in.nodes;
   std::vector<std::string> values;
+  // the straggler field sweeps the cluster's own straggler (GPU 0 when it has none)
+  std::optional<spec::Cluster> cluster;
+  if (field.key == "cluster.straggler") cluster = spec::load_cluster(s.cluster_path, s.base);
   for (int i = 0; i < n; ++i) {
     const double f = n > 1 ? static_cast<double>(i) / (n - 1) : 0;
     const double shown = lo > 0 && hi > 0 ? lo * std::pow(hi / lo, f) : lo + (hi - lo) * f;
-    const spec::Override o = field_override(field, field.integer ? std::round(shown) : shown);
+    const spec::Override o = field_override(field, field.integer ? std::round(shown) : shown, cluster ? &*cluster : nullptr);
     values.push_back(o.text.substr(o.text.find('=') + 1));
   }
   values.erase(std::unique(values.begin(), values.end()), values.end());

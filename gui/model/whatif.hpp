@@ -30,8 +30,9 @@ const std::vector<WhatIfField>& whatif_fields();
 const WhatIfField& whatif_field(const std::string& key);   // throws std::out_of_range
 // The field's value in a cluster, in its unit.
 double field_value(const spec::Cluster& c, const WhatIfField& f);
-// The override that sets the field to `shown` (in its unit).
-spec::Override field_override(const WhatIfField& f, double shown);
+// The override that sets the field to `shown` (in its unit). The straggler field sets the whole
+// "straggler" object: `cluster`'s straggler at that slowdown, or GPU 0 when it has none.
+spec::Override field_override(const WhatIfField& f, double shown, const spec::Cluster* cluster = nullptr);
 
 // Edits of the plan itself: the micro-batch size (the data-parallel size kept, so the micro-batch
 // count becomes B / (dp · mb)) and DeepSpeed's bucket sizes in elements (ZeRO: reduce_bucket_size;

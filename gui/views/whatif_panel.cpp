@@ -209,7 +209,7 @@ std::vector<spec::Override> WhatIfPanel::edits() const {
   for (std::size_t i = 0; i < boxes_.size(); ++i) {
     const double v = boxes_[i]->value();
     if (v != base_[i]) {
-      out.push_back(field_override(whatif_fields()[i], v));
+      out.push_back(field_override(whatif_fields()[i], v, &cluster_));
     }
   }
   return out;

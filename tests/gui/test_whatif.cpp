@@ -64,6 +64,35 @@ TEST(WhatIf, NoEditIsTheTablesNumbersAndEditsAreSimulateSet) {
   }
 }
 
+// A straggler what-if: GPU 0 twice as slow is the number `simulate --set cluster.straggler=...` gives
+// (every rank simulated), and a step at least as long as without it.
+TEST(WhatIf, AStragglerIsTheSetThatSimulateTakes) {
+  const Inputs in = demo_inputs();
+  const Loaded l = load(in);
+  const planner::Evaluated e = evaluated(l, demo_zero3());
+  const WhatIfField& f = whatif_field("cluster.straggler");
+  EXPECT_EQ(field_value(l.cluster, f), 1.0);   // the demo's cluster has none
+  const spec::Override slow = field_override(f, 2.0);
+  EXPECT_EQ(slow.value.at("kind"), "gpu");
+  EXPECT_EQ(slow.value.at("first"), 0);
+  EXPECT_EQ(slow.value.at("slowdown").get<double>(), 2.0);
+  const WhatIfResult w = evaluate_whatif(in, {slow}, e);
+  ASSERT_TRUE(w.modified) << w.error;
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, in.cluster), {slow});
+  c.nodes = in.nodes;
+  const program::Program prog = program::lower(l.space->model(), l.space->training(), e.plan);
+  EXPECT_EQ(w.modified->step_time_s, sim::simulate(prog, c).metrics.step_time_s);
+  EXPECT_GT(w.modified->step_time_s, e.metrics.step_time_s);
+  // the cluster's own straggler keeps its place
+  spec::Cluster nic = l.cluster;
+  nic.straggler = spec::Straggler{spec::Straggler::Kind::kNic, 3, 2, 1.5};
+  EXPECT_EQ(field_value(nic, f), 1.5);
+  const spec::Override moved = field_override(f, 4.0, &nic);
+  EXPECT_EQ(moved.value.at("kind"), "nic");
+  EXPECT_EQ(moved.value.at("first"), 3);
+  EXPECT_EQ(moved.value.at("count"), 2);
+}
+
 // The demo's ZeRO-3 plan on 16 nodes: dp 64 -> 128, micro-batches 1024 / (128 · 4) = 2; on 12 nodes
 // 1024 / (96 · 4) is no whole number, and nothing is simulated.
 TEST(WhatIf, TheNodeCountAdaptsThePlanOrSaysWhy) {
