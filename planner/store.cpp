@@ -12,7 +12,9 @@ namespace stagecraft::planner {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 2: the plans' context parallelism (cp, cp_comm_type, cp_comm_s), added to a version-1 store
+// when it is opened for writing (migrate_v1)
+constexpr int kSchemaVersion = 2;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,7 +50,16 @@ CREATE TABLE IF NOT EXISTS plans (
   mem_activations INTEGER NOT NULL, mem_buffers INTEGER NOT NULL, mem_reserved INTEGER NOT NULL,
   capacity_bytes INTEGER NOT NULL, lower_bound_s REAL NOT NULL, memory_lower_bound_bytes INTEGER NOT NULL,
   plan TEXT NOT NULL, metrics TEXT NOT NULL, evaluated_at TEXT NOT NULL,
+  cp INTEGER NOT NULL DEFAULT 1, cp_comm_type TEXT NOT NULL DEFAULT 'p2p', cp_comm_s REAL NOT NULL DEFAULT 0,
   PRIMARY KEY (search_id, key));
+)sql";
+
+// Version 1 to 2: the context-parallel columns, every earlier plan at cp 1.
+const char* kMigrateV1 = R"sql(
+ALTER TABLE plans ADD COLUMN cp INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE plans ADD COLUMN cp_comm_type TEXT NOT NULL DEFAULT 'p2p';
+ALTER TABLE plans ADD COLUMN cp_comm_s REAL NOT NULL DEFAULT 0;
+UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
 std::string now_utc() {
@@ -142,7 +153,7 @@ const char* kPlanColumns =
     "key, fits, failed, step_time_s, tokens_per_s, mfu, model_tflops_per_gpu, hardware_tflops_per_gpu, "
     "bubble_fraction, compute_s, exposed_comm_s, bubble_s, tp_comm_s, pp_comm_s, dp_comm_s, peak_memory_bytes, "
     "peak_rank, mem_params, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_reserved, capacity_bytes, "
-    "plan, metrics";
+    "plan, metrics, cp_comm_s";
 
 // The Metrics columns in kPlanColumns order from column 1 (fits) to 23 (capacity_bytes): one
 // list for reading a row back and for writing one.
@@ -166,6 +177,7 @@ Metrics metrics_from_row(const Statement& s) {
     else if constexpr (std::is_same_v<T, bool>) v = s.integer(c) != 0;
     else v = s.integer(c);
   });
+  m.time.cp_s = s.real(26);   // after plan (24) and metrics (25)
   return m;
 }
 
@@ -254,14 +266,14 @@ void Store::init(bool read_only) {
     // folder nobody can write).
     open(path, SQLITE_OPEN_READONLY);
     try {
-      if (check_identity() == 0) fail("not a Stagecraft results database (it is empty)");
+      if ((schema_ = check_identity()) == 0) fail("not a Stagecraft results database (it is empty)");
     } catch (const StoreError&) {
       const int code = sqlite3_errcode(db_);
       if (code != SQLITE_CANTOPEN && code != SQLITE_READONLY) throw;
       sqlite3_close(db_);
       db_ = nullptr;
       open("file:" + uri_escaped(path) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
-      if (check_identity() == 0) fail("not a Stagecraft results database (it is empty)");
+      if ((schema_ = check_identity()) == 0) fail("not a Stagecraft results database (it is empty)");
     }
     return;
   }
@@ -272,13 +284,14 @@ void Store::init(bool read_only) {
   check_identity();  // refuses a foreign or newer file before taking any lock on it
   exec("BEGIN IMMEDIATE");
   try {
-    check_identity();
+    if (check_identity() == 1) exec(kMigrateV1);
     exec(kSchema);
     Statement meta(db_, "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1), ('created_by', 'stagecraft')",
                    path_);
     meta.bind(1, std::to_string(kSchemaVersion));
     meta.step();
     exec("COMMIT");
+    schema_ = kSchemaVersion;
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
@@ -357,9 +370,15 @@ int64_t Store::start_search(const nlohmann::json& inputs, const std::string& ver
   return sqlite3_last_insert_rowid(db_);
 }
 
+std::string Store::plan_columns() const {
+  std::string c = kPlanColumns;
+  if (schema_ < 2) c.replace(c.rfind("cp_comm_s"), 9, "0 AS cp_comm_s");
+  return c;
+}
+
 std::unordered_map<std::string, Metrics> Store::load_metrics(int64_t search_id) {
   std::unordered_map<std::string, Metrics> out;
-  Statement s(db_, std::string("SELECT ") + kPlanColumns + " FROM plans WHERE search_id = ?1", path_);
+  Statement s(db_, "SELECT " + plan_columns() + " FROM plans WHERE search_id = ?1", path_);
   s.bind(1, search_id);
   while (s.step()) out.emplace(s.text(0), metrics_from_row(s));
   return out;
@@ -371,7 +390,7 @@ void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows,
     Statement s(db_,
                 "INSERT OR IGNORE INTO plans VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
                 "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, "
-                "?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46)",
+                "?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48, ?49)",
                 path_);
     const std::string at = now_utc();
     for (const Evaluated* e : rows) {
@@ -391,6 +410,7 @@ void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows,
       });
       s.add(e->estimate.step_time_lb_s).add(e->estimate.memory_lb_bytes).add(spec::to_json(p).dump());
       s.add(to_json(m, p).dump()).add(at);
+      s.add(p.cp).add(std::string(spec::to_string(p.cp_comm))).add(m.time.cp_s);
       s.step();
       s.reset();
     }
@@ -444,7 +464,7 @@ std::vector<StoredSearch> Store::searches() {
 }
 
 std::vector<StoredPlan> Store::plans(int64_t search_id, const std::string& where, int64_t limit) {
-  std::string sql = std::string("SELECT ") + kPlanColumns + " FROM plans WHERE search_id = ?1";
+  std::string sql = "SELECT " + plan_columns() + " FROM plans WHERE search_id = ?1";
   if (!where.empty()) sql += " AND (" + where + ")";
   sql += " ORDER BY fits DESC, tokens_per_s DESC, key ASC";
   if (limit > 0) sql += " LIMIT " + std::to_string(limit);

@@ -92,8 +92,13 @@ class Store {
   int64_t check_identity();
   [[noreturn]] void fail(const std::string& what) const;
 
+  // The columns a plan row is read with: kPlanColumns, the cp time given as 0 on a version-1
+  // store opened read-only (writing migrates it)
+  std::string plan_columns() const;
+
   std::string path_;
   sqlite3* db_ = nullptr;
+  int64_t schema_ = 0;   // the store's schema version once opened
 };
 
 }  // namespace stagecraft::planner

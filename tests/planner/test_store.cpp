@@ -142,3 +142,68 @@ TEST(Store, ForeignAndNewerDatabasesAreRefused) {
 
 }  // namespace
 }  // namespace stagecraft::planner
+
+namespace stagecraft::planner {
+namespace {
+
+// Context parallelism's columns (schema 2): a cp plan's size, comm type and cp lane time are kept
+// and filtered on; a version-1 store reads with the cp time 0 and is migrated when opened for
+// writing, its plans at cp 1.
+TEST(Store, ContextParallelColumnsAndTheVersionOneMigration) {
+  const std::string path = temp_path("cp.sqlite");
+  std::filesystem::remove(path);
+  const Space space = test::medium_space();
+  Evaluated a = row(space, "", 1, 1), b = row(space, "", 2, 1);
+  b.candidate.cp = 2;
+  b.candidate.dp /= 2;
+  b.candidate.cp_comm = spec::CpComm::kAllGather;
+  b.plan = space.plan(b.candidate);
+  b.key = plan_key(b.plan);
+  b.metrics.time.cp_s = 0.25;
+  int64_t id = 0;
+  {
+    Store store(path, false);
+    bool resumed = false;
+    id = store.start_search(space.to_json(), "test", 3, false, &resumed);
+    Counts counts;
+    store.record(id, {&a, &b}, counts, 1.0);
+  }
+  {
+    Store store(path, true);
+    const auto cp = store.plans(id, "cp = 2 AND cp_comm_type = 'all_gather'", 0);
+    ASSERT_EQ(cp.size(), 1u);
+    EXPECT_EQ(cp[0].numbers.time.cp_s, 0.25);
+    EXPECT_EQ(cp[0].plan.at("cp"), 2);
+    EXPECT_EQ(store.plans(id, "cp = 1", 0).size(), 1u);
+  }
+  // back to version 1: the columns dropped, the version said
+  run_sql(path, "ALTER TABLE plans DROP COLUMN cp_comm_s; ALTER TABLE plans DROP COLUMN cp_comm_type; "
+                "ALTER TABLE plans DROP COLUMN cp; UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+  {
+    Store store(path, true);   // read-only: nothing changes, the cp time reads 0
+    const auto all = store.plans(id, "", 0);
+    ASSERT_EQ(all.size(), 2u);
+    for (const StoredPlan& p : all) EXPECT_EQ(p.numbers.time.cp_s, 0.0);
+  }
+  {
+    Store store(path, false);   // for writing: migrated, every plan at cp 1
+    EXPECT_EQ(store.plans(id, "cp = 1 AND cp_comm_type = 'p2p' AND cp_comm_s = 0", 0).size(), 2u);
+  }
+  run_sql(path, "SELECT 1");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st, nullptr);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "2");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+}
+
+}  // namespace
+}  // namespace stagecraft::planner
