@@ -257,6 +257,13 @@ MpiCommunicator::MpiCommunicator(const program::Placement& placement) : impl_(st
       m.channels[{g, lane}] = m.groups[g] == MPI_COMM_NULL ? MPI_COMM_NULL : dup(m.groups[g]);
     }
   }
+  // context parallelism: the cp consecutive data-parallel ranks splitting a sequence (Placement's
+  // kCp), split by their first member, on the cp lane's channel of its own
+  if (placement.cp > 1) {
+    const std::vector<int64_t> members = placement.group_members(Group::kCp, r);
+    m.groups[Group::kCp] = split(MPI_COMM_WORLD, static_cast<int>(members.front()), m.rank);
+    m.channels[{Group::kCp, Lane::kCp}] = dup(m.groups[Group::kCp]);
+  }
   if (placement.inner == 0 && placement.local == 0) return;
   // each subgroup kind partitions the world: its groups split by their first member, ranks in
   // increasing world rank (the order of Placement::group_members, the interpreter's counts). A

@@ -46,6 +46,29 @@ TEST(MpiCommunicator, UnevenAllGatherAndReduceScatterAreExact) {
   EXPECT_EQ(even_piece, std::vector<float>(2, 6.0f));
 }
 
+// Context parallelism (Placement::cp): 4 data-parallel ranks of which each 2 consecutive split a
+// sequence, so the cp groups are {0, 1} and {2, 3}, on the cp lane's channel.
+TEST(MpiCommunicator, ContextParallelGroupsAreTheConsecutivePairs) {
+  Placement pl{1, 1, 4};
+  pl.cp = 2;
+  MpiCommunicator comm(pl);
+  ASSERT_EQ(comm.group_size(Group::kCp), 2);
+  const int64_t me = comm.rank();
+  EXPECT_EQ(comm.group_rank(Group::kCp), me % 2);
+  std::vector<float> kv(4, std::numeric_limits<float>::quiet_NaN());
+  kv[static_cast<std::size_t>(2 * (me % 2))] = float(10 * me);
+  kv[static_cast<std::size_t>(2 * (me % 2) + 1)] = float(10 * me + 1);
+  Request r = comm.iall_gather({Group::kCp, Lane::kCp}, kv, std::vector<int64_t>(2, 2));
+  comm.wait(r);
+  const int64_t first = me - me % 2;   // the pair's first rank
+  EXPECT_EQ(kv, (std::vector<float>{float(10 * first), float(10 * first + 1), float(10 * (first + 1)), float(10 * (first + 1) + 1)}));
+  std::vector<float> dkv = {float(me + 1), float(me + 1), float(me + 1), float(me + 1)}, mine(2);
+  Request rs = comm.ireduce_scatter({Group::kCp, Lane::kCp}, dkv, mine, std::vector<int64_t>(2, 2));
+  comm.wait(rs);
+  const float sum = float(first + 1) + float(first + 2);   // the pair's values summed
+  EXPECT_EQ(mine, (std::vector<float>{sum, sum}));
+}
+
 TEST(MpiCommunicator, AllReduceOverGroupsIsExact) {
   MpiCommunicator comm(Placement{1, 2, 2});  // ranks 0,1 stage 0; 2,3 stage 1
   std::vector<float> f = {float(comm.rank()), 1.0f};
