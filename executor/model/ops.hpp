@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <numbers>
+#include <span>
 #include <vector>
 
 #include <Eigen/Core>
@@ -302,6 +303,82 @@ void attention_backward(const S* qkv, const S* probs, const S* dout, S* dqkv, co
       dp = p.cwiseProduct(dp - pdp.replicate(1, T)) * scale;  // dS, already scaled
       StridedMap<S>(drows + h * D, T, D, Eigen::OuterStride<>(W)).noalias() = dp * k;
       StridedMap<S>(drows + k0, T, D, Eigen::OuterStride<>(W)).noalias() += dp.transpose() * q;
+    }
+  }
+}
+
+// ---- context parallelism: a rank's queries against the whole sequence's keys -----------------------
+// (docs/program.md, "Context parallelism"). Each of a sequence's 2·cp chunks of L = seq/(2·cp) tokens
+// goes to one rank: rank c holds chunks c and 2cp−1−c (Megatron-Core get_batch_on_this_cp_rank), its
+// T_q = seq/cp rows in that order. Their positions in the sequence:
+inline std::vector<int64_t> cp_positions(int64_t seq, int64_t cp, int64_t c) {
+  const int64_t L = seq / (2 * cp);
+  std::vector<int64_t> out;
+  out.reserve(static_cast<std::size_t>(2 * L));
+  for (int64_t chunk : {c, 2 * cp - 1 - c}) {
+    for (int64_t i = 0; i < L; ++i) out.push_back(chunk * L + i);
+  }
+  return out;
+}
+
+// The rank's rows qkv [B·T_q, C + 2KV] (their own k and v unused here) attend to the sequence's
+// kv [B·T_k, 2KV] (k | v, positions 0 .. T_k − 1): query row i sees key j iff j <= pos[i].
+// probs [B, H, T_q, T_k]; out [B·T_q, C]. With cp = 1 (pos = 0 .. T − 1, kv the rows' own k | v)
+// this is attention_forward.
+template <typename S>
+void attention_forward_cp(const S* qkv, const S* kv, std::span<const int64_t> pos, int64_t tk, S* probs, S* out,
+                          const AttentionShape& a) {
+  const int64_t tq = static_cast<int64_t>(pos.size()), D = a.head_dim, C = a.hidden(), W = a.qkv_cols(), K2 = 2 * a.kv_dim();
+  const S scale = S(1) / std::sqrt(static_cast<S>(D));
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const S* rows = qkv + b * tq * W;
+    const S* keys = kv + b * tk * K2;
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t g = h / a.group();
+      ConstStridedMap<S> q(rows + h * D, tq, D, Eigen::OuterStride<>(W));
+      ConstStridedMap<S> k(keys + g * D, tk, D, Eigen::OuterStride<>(K2));
+      ConstStridedMap<S> v(keys + a.kv_dim() + g * D, tk, D, Eigen::OuterStride<>(K2));
+      MatMap<S> p(probs + (b * a.heads + h) * tq * tk, tq, tk);
+      p.noalias() = (q * k.transpose()) * scale;
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t seen = pos[static_cast<std::size_t>(i)] + 1;
+        auto row = p.row(i).head(seen);
+        row = (row.array() - row.maxCoeff()).exp();
+        row /= row.sum();
+        p.row(i).tail(tk - seen).setZero();
+      }
+      StridedMap<S> o(out + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C));
+      o.noalias() = p * v;
+    }
+  }
+}
+
+// From dout [B·T_q, C]: dq [B·T_q, C] (overwritten) and this rank's part of the sequence's dK | dV,
+// added to dkv [B·T_k, 2KV] (the ranks' parts sum to the whole: a reduce-scatter's input).
+template <typename S>
+void attention_backward_cp(const S* qkv, const S* kv, const S* probs, int64_t tq, int64_t tk, const S* dout, S* dq, S* dkv,
+                           const AttentionShape& a) {
+  const int64_t D = a.head_dim, C = a.hidden(), W = a.qkv_cols(), K2 = 2 * a.kv_dim();
+  const S scale = S(1) / std::sqrt(static_cast<S>(D));
+  MatMap<S>(dq, a.batch * tq, C).setZero();
+  Matrix<S> dp(tq, tk);
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const S* rows = qkv + b * tq * W;
+    const S* keys = kv + b * tk * K2;
+    S* dkeys = dkv + b * tk * K2;
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t g = h / a.group(), k0 = g * D, v0 = a.kv_dim() + g * D;
+      ConstStridedMap<S> q(rows + h * D, tq, D, Eigen::OuterStride<>(W));
+      ConstStridedMap<S> k(keys + k0, tk, D, Eigen::OuterStride<>(K2));
+      ConstStridedMap<S> v(keys + v0, tk, D, Eigen::OuterStride<>(K2));
+      ConstStridedMap<S> d_o(dout + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C));
+      ConstMatMap<S> p(probs + (b * a.heads + h) * tq * tk, tq, tk);
+      StridedMap<S>(dkeys + v0, tk, D, Eigen::OuterStride<>(K2)).noalias() += p.transpose() * d_o;
+      dp.noalias() = d_o * v.transpose();
+      const Eigen::Matrix<S, Eigen::Dynamic, 1> pdp = p.cwiseProduct(dp).rowwise().sum();
+      dp = p.cwiseProduct(dp - pdp.replicate(1, tk)) * scale;  // dS, already scaled
+      StridedMap<S>(dq + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C)).noalias() = dp * k;
+      StridedMap<S>(dkeys + k0, tk, D, Eigen::OuterStride<>(K2)).noalias() += dp.transpose() * q;
     }
   }
 }
