@@ -252,59 +252,86 @@ struct AttentionShape {
   int64_t group() const { return heads / kv_heads; }  // query heads per K/V head
 };
 
-// qkv [N, C + 2KV] = q | k | v; query head h reads K/V head h / (H/G).
-// probs [B, H, T, T] = causal softmax(q k^T / sqrt(D)) (zeros above the diagonal); out [N, C].
+// Causal grouped-query attention of query rows against key rows, the one kernel under both
+// entry points below. Per sequence b: T_q query rows at q + b·T_q·q_stride (head h at column
+// h·D), at positions pos[i] of the sequence, and its T_k key rows at kv + b·T_k·kv_stride (K/V
+// head g's k at column g·D, its v at KV + g·D); query head h reads K/V head h / (H/G), and query
+// row i sees key j iff j <= pos[i]. probs [B, H, T_q, T_k] = the masked softmax of q k^T / sqrt(D)
+// (zeros where masked); out [B·T_q, C].
 template <typename S>
-void attention_forward(const S* qkv, S* probs, S* out, const AttentionShape& a) {
-  const int64_t T = a.seq, D = a.head_dim, C = a.hidden(), W = a.qkv_cols();
+void attention_forward_rows(const S* q_rows, int64_t q_stride, std::span<const int64_t> pos, const S* kv, int64_t kv_stride,
+                            int64_t tk, S* probs, S* out, const AttentionShape& a) {
+  const int64_t tq = static_cast<int64_t>(pos.size()), D = a.head_dim, C = a.hidden();
   const S scale = S(1) / std::sqrt(static_cast<S>(D));
   for (int64_t b = 0; b < a.batch; ++b) {
-    const S* rows = qkv + b * T * W;
+    const S* rows = q_rows + b * tq * q_stride;
+    const S* keys = kv + b * tk * kv_stride;
     for (int64_t h = 0; h < a.heads; ++h) {
       const int64_t g = h / a.group();
-      ConstStridedMap<S> q(rows + h * D, T, D, Eigen::OuterStride<>(W));
-      ConstStridedMap<S> k(rows + C + g * D, T, D, Eigen::OuterStride<>(W));
-      ConstStridedMap<S> v(rows + C + a.kv_dim() + g * D, T, D, Eigen::OuterStride<>(W));
-      MatMap<S> p(probs + (b * a.heads + h) * T * T, T, T);
+      ConstStridedMap<S> q(rows + h * D, tq, D, Eigen::OuterStride<>(q_stride));
+      ConstStridedMap<S> k(keys + g * D, tk, D, Eigen::OuterStride<>(kv_stride));
+      ConstStridedMap<S> v(keys + a.kv_dim() + g * D, tk, D, Eigen::OuterStride<>(kv_stride));
+      MatMap<S> p(probs + (b * a.heads + h) * tq * tk, tq, tk);
       p.noalias() = (q * k.transpose()) * scale;
-      for (int64_t i = 0; i < T; ++i) {
-        auto row = p.row(i).head(i + 1);
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t seen = pos[static_cast<std::size_t>(i)] + 1;
+        auto row = p.row(i).head(seen);
         row = (row.array() - row.maxCoeff()).exp();
         row /= row.sum();
-        p.row(i).tail(T - i - 1).setZero();
+        p.row(i).tail(tk - seen).setZero();
       }
-      StridedMap<S> o(out + b * T * C + h * D, T, D, Eigen::OuterStride<>(C));
+      StridedMap<S> o(out + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C));
       o.noalias() = p * v;
     }
   }
 }
 
-// From dout [N, C] to dqkv [N, C + 2KV] (overwritten):  dP = dO v^T,  dv += P^T dO,
-// dS = P * (dP - rowsum(P * dP)),  dq = dS k / sqrt(D),  dk += dS^T q / sqrt(D).
+// Its backward, from dout [B·T_q, C]: dP = dO v^T,  dv += P^T dO,  dS = P * (dP - rowsum(P * dP)),
+// dq = dS k / sqrt(D) (written, at dq with row stride dq_stride), dk += dS^T q / sqrt(D) (dk and dv
+// added at dkv, row stride dkv_stride, laid out as kv).
 template <typename S>
-void attention_backward(const S* qkv, const S* probs, const S* dout, S* dqkv, const AttentionShape& a) {
-  const int64_t T = a.seq, D = a.head_dim, C = a.hidden(), W = a.qkv_cols();
+void attention_backward_rows(const S* q_rows, int64_t q_stride, const S* kv, int64_t kv_stride, const S* probs, int64_t tq,
+                             int64_t tk, const S* dout, S* dq, int64_t dq_stride, S* dkv, int64_t dkv_stride,
+                             const AttentionShape& a) {
+  const int64_t D = a.head_dim, C = a.hidden();
   const S scale = S(1) / std::sqrt(static_cast<S>(D));
-  MatMap<S>(dqkv, a.batch * T, W).setZero();
-  Matrix<S> dp(T, T);
+  Matrix<S> dp(tq, tk);
   for (int64_t b = 0; b < a.batch; ++b) {
-    const S* rows = qkv + b * T * W;
-    S* drows = dqkv + b * T * W;
+    const S* rows = q_rows + b * tq * q_stride;
+    const S* keys = kv + b * tk * kv_stride;
+    S* dkeys = dkv + b * tk * dkv_stride;
     for (int64_t h = 0; h < a.heads; ++h) {
-      const int64_t g = h / a.group(), k0 = C + g * D, v0 = C + a.kv_dim() + g * D;
-      ConstStridedMap<S> q(rows + h * D, T, D, Eigen::OuterStride<>(W));
-      ConstStridedMap<S> k(rows + k0, T, D, Eigen::OuterStride<>(W));
-      ConstStridedMap<S> v(rows + v0, T, D, Eigen::OuterStride<>(W));
-      ConstStridedMap<S> d_o(dout + b * T * C + h * D, T, D, Eigen::OuterStride<>(C));
-      ConstMatMap<S> p(probs + (b * a.heads + h) * T * T, T, T);
-      StridedMap<S>(drows + v0, T, D, Eigen::OuterStride<>(W)).noalias() += p.transpose() * d_o;
+      const int64_t g = h / a.group(), k0 = g * D, v0 = a.kv_dim() + g * D;
+      ConstStridedMap<S> q(rows + h * D, tq, D, Eigen::OuterStride<>(q_stride));
+      ConstStridedMap<S> k(keys + k0, tk, D, Eigen::OuterStride<>(kv_stride));
+      ConstStridedMap<S> v(keys + v0, tk, D, Eigen::OuterStride<>(kv_stride));
+      ConstStridedMap<S> d_o(dout + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C));
+      ConstMatMap<S> p(probs + (b * a.heads + h) * tq * tk, tq, tk);
+      StridedMap<S>(dkeys + v0, tk, D, Eigen::OuterStride<>(dkv_stride)).noalias() += p.transpose() * d_o;
       dp.noalias() = d_o * v.transpose();
       const Eigen::Matrix<S, Eigen::Dynamic, 1> pdp = p.cwiseProduct(dp).rowwise().sum();
-      dp = p.cwiseProduct(dp - pdp.replicate(1, T)) * scale;  // dS, already scaled
-      StridedMap<S>(drows + h * D, T, D, Eigen::OuterStride<>(W)).noalias() = dp * k;
-      StridedMap<S>(drows + k0, T, D, Eigen::OuterStride<>(W)).noalias() += dp.transpose() * q;
+      dp = p.cwiseProduct(dp - pdp.replicate(1, tk)) * scale;  // dS, already scaled
+      StridedMap<S>(dq + b * tq * dq_stride + h * D, tq, D, Eigen::OuterStride<>(dq_stride)).noalias() = dp * k;
+      StridedMap<S>(dkeys + k0, tk, D, Eigen::OuterStride<>(dkv_stride)).noalias() += dp.transpose() * q;
     }
   }
+}
+
+// The whole sequence: qkv [N, C + 2KV] = q | k | v, each row its own query and key at position
+// 0 .. T − 1; probs [B, H, T, T]; out [N, C].
+template <typename S>
+void attention_forward(const S* qkv, S* probs, S* out, const AttentionShape& a) {
+  std::vector<int64_t> pos(static_cast<std::size_t>(a.seq));
+  for (int64_t i = 0; i < a.seq; ++i) pos[static_cast<std::size_t>(i)] = i;
+  attention_forward_rows(qkv, a.qkv_cols(), std::span<const int64_t>(pos), qkv + a.hidden(), a.qkv_cols(), a.seq, probs, out, a);
+}
+
+// From dout [N, C] to dqkv [N, C + 2KV] (overwritten).
+template <typename S>
+void attention_backward(const S* qkv, const S* probs, const S* dout, S* dqkv, const AttentionShape& a) {
+  const int64_t W = a.qkv_cols();
+  MatMap<S>(dqkv, a.batch * a.seq, W).setZero();
+  attention_backward_rows(qkv, W, qkv + a.hidden(), W, probs, a.seq, a.seq, dout, dqkv, W, dqkv + a.hidden(), W, a);
 }
 
 // ---- context parallelism: a rank's queries against the whole sequence's keys -----------------------
@@ -322,35 +349,11 @@ inline std::vector<int64_t> cp_positions(int64_t seq, int64_t cp, int64_t c) {
 }
 
 // The rank's rows qkv [B·T_q, C + 2KV] (their own k and v unused here) attend to the sequence's
-// kv [B·T_k, 2KV] (k | v, positions 0 .. T_k − 1): query row i sees key j iff j <= pos[i].
-// probs [B, H, T_q, T_k]; out [B·T_q, C]. With cp = 1 (pos = 0 .. T − 1, kv the rows' own k | v)
-// this is attention_forward.
+// kv [B·T_k, 2KV] (k | v, positions 0 .. T_k − 1); probs [B, H, T_q, T_k]; out [B·T_q, C].
 template <typename S>
 void attention_forward_cp(const S* qkv, const S* kv, std::span<const int64_t> pos, int64_t tk, S* probs, S* out,
                           const AttentionShape& a) {
-  const int64_t tq = static_cast<int64_t>(pos.size()), D = a.head_dim, C = a.hidden(), W = a.qkv_cols(), K2 = 2 * a.kv_dim();
-  const S scale = S(1) / std::sqrt(static_cast<S>(D));
-  for (int64_t b = 0; b < a.batch; ++b) {
-    const S* rows = qkv + b * tq * W;
-    const S* keys = kv + b * tk * K2;
-    for (int64_t h = 0; h < a.heads; ++h) {
-      const int64_t g = h / a.group();
-      ConstStridedMap<S> q(rows + h * D, tq, D, Eigen::OuterStride<>(W));
-      ConstStridedMap<S> k(keys + g * D, tk, D, Eigen::OuterStride<>(K2));
-      ConstStridedMap<S> v(keys + a.kv_dim() + g * D, tk, D, Eigen::OuterStride<>(K2));
-      MatMap<S> p(probs + (b * a.heads + h) * tq * tk, tq, tk);
-      p.noalias() = (q * k.transpose()) * scale;
-      for (int64_t i = 0; i < tq; ++i) {
-        const int64_t seen = pos[static_cast<std::size_t>(i)] + 1;
-        auto row = p.row(i).head(seen);
-        row = (row.array() - row.maxCoeff()).exp();
-        row /= row.sum();
-        p.row(i).tail(tk - seen).setZero();
-      }
-      StridedMap<S> o(out + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C));
-      o.noalias() = p * v;
-    }
-  }
+  attention_forward_rows(qkv, a.qkv_cols(), pos, kv, 2 * a.kv_dim(), tk, probs, out, a);
 }
 
 // From dout [B·T_q, C]: dq [B·T_q, C] (overwritten) and this rank's part of the sequence's dK | dV,
@@ -358,29 +361,8 @@ void attention_forward_cp(const S* qkv, const S* kv, std::span<const int64_t> po
 template <typename S>
 void attention_backward_cp(const S* qkv, const S* kv, const S* probs, int64_t tq, int64_t tk, const S* dout, S* dq, S* dkv,
                            const AttentionShape& a) {
-  const int64_t D = a.head_dim, C = a.hidden(), W = a.qkv_cols(), K2 = 2 * a.kv_dim();
-  const S scale = S(1) / std::sqrt(static_cast<S>(D));
-  MatMap<S>(dq, a.batch * tq, C).setZero();
-  Matrix<S> dp(tq, tk);
-  for (int64_t b = 0; b < a.batch; ++b) {
-    const S* rows = qkv + b * tq * W;
-    const S* keys = kv + b * tk * K2;
-    S* dkeys = dkv + b * tk * K2;
-    for (int64_t h = 0; h < a.heads; ++h) {
-      const int64_t g = h / a.group(), k0 = g * D, v0 = a.kv_dim() + g * D;
-      ConstStridedMap<S> q(rows + h * D, tq, D, Eigen::OuterStride<>(W));
-      ConstStridedMap<S> k(keys + k0, tk, D, Eigen::OuterStride<>(K2));
-      ConstStridedMap<S> v(keys + v0, tk, D, Eigen::OuterStride<>(K2));
-      ConstStridedMap<S> d_o(dout + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C));
-      ConstMatMap<S> p(probs + (b * a.heads + h) * tq * tk, tq, tk);
-      StridedMap<S>(dkeys + v0, tk, D, Eigen::OuterStride<>(K2)).noalias() += p.transpose() * d_o;
-      dp.noalias() = d_o * v.transpose();
-      const Eigen::Matrix<S, Eigen::Dynamic, 1> pdp = p.cwiseProduct(dp).rowwise().sum();
-      dp = p.cwiseProduct(dp - pdp.replicate(1, tk)) * scale;  // dS, already scaled
-      StridedMap<S>(dq + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C)).noalias() = dp * k;
-      StridedMap<S>(dkeys + k0, tk, D, Eigen::OuterStride<>(K2)).noalias() += dp.transpose() * q;
-    }
-  }
+  const int64_t K2 = 2 * a.kv_dim();
+  attention_backward_rows(qkv, a.qkv_cols(), kv, K2, probs, tq, tk, dout, dq, a.hidden(), dkv, K2, a);
 }
 
 // ---- softmax cross-entropy ----------------------------------------------------------------------
