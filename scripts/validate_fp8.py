@@ -21,13 +21,11 @@ The published value compared is tokens per second per GPU.
 Usage: validate_fp8.py --stagecraft build/cli/stagecraft [--out docs/validation.md] [--max-mae F] [--max-row F]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, spread, update_record, \
+from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, simulate_docs, spread, update_record, \
     write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,18 +55,9 @@ def simulate(exe, work, row, attention):
                  "schedule": "interleaved" if vp > 1 else "1f1b", "virtual_stages": vp, "sequence_parallel": tp > 1,
                  "recompute": "none", "zero": {"stage": 1}},
     }
-    paths = {}
-    for name, doc in docs.items():
-        paths[name] = os.path.join(work, f"{rid}-{name}.json")
-        with open(paths[name], "w") as f:
-            json.dump(doc, f)
-    out = subprocess.run([exe, "simulate", "--model", model, "--cluster", "dgx-h100-ndr", "--nodes", str((gpus + 7) // 8),
-                          "--gpus", str(gpus), "--training", paths["training"], "--plan", paths["plan"], "--json"]
-                         + ([] if attention == "cudnn" else ["--no-error-bars"]),
-                         capture_output=True, text=True)
-    if out.returncode not in (0, 1):
-        raise RuntimeError(f"{rid}: stagecraft simulate failed ({out.returncode}): {out.stderr.strip()}")
-    return json.loads(out.stdout)
+    return simulate_docs(exe, work, rid, model, docs,
+                         ["--cluster", "dgx-h100-ndr", "--nodes", str((gpus + 7) // 8), "--gpus", str(gpus)]
+                         + ([] if attention == "cudnn" else ["--no-error-bars"]))
 
 
 def main():

@@ -19,13 +19,11 @@ context parallelism with Megatron-Core's default p2p ring, cuDNN fused attention
 Usage: validate_long_context.py --stagecraft build/cli/stagecraft [--out docs/validation.md] [--max-mae F] [--max-row F]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, spread, update_record, \
+from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, simulate_docs, spread, update_record, \
     write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,16 +50,7 @@ def simulate(exe, work, row):
         "plan": {"tp": tp, "cp": cp, "pp": 1, "dp": dp, "micro_batch": 1, "micro_batches": gbs // dp,
                  "sequence_parallel": tp > 1, "recompute": "none", "zero": {"stage": 1}},
     }
-    paths = {}
-    for name, doc in docs.items():
-        paths[name] = os.path.join(work, f"{rid}-{name}.json")
-        with open(paths[name], "w") as f:
-            json.dump(doc, f)
-    out = subprocess.run([exe, "simulate", "--model", "llama2-7b", "--cluster", "dgx-h100-ndr", "--nodes", str(gpus // 8),
-                          "--training", paths["training"], "--plan", paths["plan"], "--json"], capture_output=True, text=True)
-    if out.returncode not in (0, 1):
-        raise RuntimeError(f"{rid}: stagecraft simulate failed ({out.returncode}): {out.stderr.strip()}")
-    return json.loads(out.stdout)
+    return simulate_docs(exe, work, rid, "llama2-7b", docs, ["--cluster", "dgx-h100-ndr", "--nodes", str(gpus // 8)])
 
 
 def main():

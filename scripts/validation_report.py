@@ -6,6 +6,7 @@ check (configs/validation/runs.json), which `stagecraft simulate` and `search` r
 published runs of the plan's framework were from their simulation."""
 import json
 import os
+import subprocess
 import sys
 
 TITLE = "# Simulator validation"
@@ -125,3 +126,19 @@ def update_record(path, set_name, entries, check):
     with open(path, "w") as f:
         f.write("{\n  \"about\": " + json.dumps(doc["about"]) + ",\n  \"runs\": [\n" +
                 ",\n".join("    " + json.dumps(e) for e in runs) + "\n  ]\n}\n")
+
+
+def simulate_docs(exe, work, rid, model, docs, args):
+    """Writes `docs` (name -> JSON: "training", "plan") as <rid>-<name>.json under `work` and runs
+    `stagecraft simulate --model model --training .. --plan .. --json` with `args` (the cluster and
+    its size); its JSON document. Exit 1 (the plan does not fit) still answers; anything else raises."""
+    paths = {}
+    for name, doc in docs.items():
+        paths[name] = os.path.join(work, f"{rid}-{name}.json")
+        with open(paths[name], "w") as f:
+            json.dump(doc, f)
+    out = subprocess.run([exe, "simulate", "--model", model, "--training", paths["training"], "--plan", paths["plan"],
+                          "--json"] + args, capture_output=True, text=True)
+    if out.returncode not in (0, 1):
+        raise RuntimeError(f"{rid}: stagecraft simulate failed ({out.returncode}): {out.stderr.strip()}")
+    return json.loads(out.stdout)
