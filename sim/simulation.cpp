@@ -70,7 +70,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
                                                               " GPUs use, got " + std::to_string(s->first));
     }
     for (RankState& st : ranks_) {
-      if (st.rank / per >= s->first && st.rank / per < s->first + s->count) st.slow = s->slowdown;
+      if (spec::computes_slowly(*s, st.rank, cluster.gpus_per_node)) st.slow = s->slowdown;
     }
   } else if (s && (topology_.nodes() < 2 || s->first >= topology_.nodes() * topology_.nics_per_node())) {
     throw spec::SpecError(cluster.name, "/straggler/first", "a NIC among the " +

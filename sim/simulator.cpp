@@ -82,10 +82,9 @@ SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, c
   result.metrics = summarize(run, prog, cluster, sim.peak_flops());
   {
     const std::optional<spec::Straggler>& s = cluster.straggler;
-    const int64_t per = s && s->kind == spec::Straggler::Kind::kNode ? cluster.gpus_per_node : 1;
     int64_t others = 0;
     for (const RankRecord& r : run.ranks) {
-      if (s && s->kind != spec::Straggler::Kind::kNic && r.rank / per >= s->first && r.rank / per < s->first + s->count) continue;
+      if (s && spec::computes_slowly(*s, r.rank, cluster.gpus_per_node)) continue;
       ++others;
       for (int l = 0; l < program::kLaneCount; ++l) {
         result.others_wait_s[static_cast<std::size_t>(l)] += static_cast<double>(r.waited_ns[static_cast<std::size_t>(l)]) * 1e-9;

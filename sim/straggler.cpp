@@ -17,7 +17,6 @@ std::optional<StragglerReport> straggler_report(const program::Program& prog, co
   out.slowdown_of_step = out.symmetric_step_s > 0 ? out.step_s / out.symmetric_step_s : 1;
   double best = -1;
   for (int l = 0; l < program::kLaneCount; ++l) {
-    out.wait_s[static_cast<std::size_t>(l)] = straggled.others_wait_s[static_cast<std::size_t>(l)];
     out.wait_growth_s[static_cast<std::size_t>(l)] =
         straggled.others_wait_s[static_cast<std::size_t>(l)] - base.others_wait_s[static_cast<std::size_t>(l)];
     if (out.wait_growth_s[static_cast<std::size_t>(l)] > best) {

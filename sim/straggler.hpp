@@ -32,9 +32,9 @@ struct StragglerReport {
   double symmetric_step_s = 0;
   double step_s = 0;
   double slowdown_of_step = 1;
-  // per lane (program::Lane): mean wait of the ranks that do not straggle, and its growth over
-  // the symmetric case, seconds
-  std::array<double, program::kLaneCount> wait_s{}, wait_growth_s{};
+  // per lane (program::Lane): the growth of the mean wait of the ranks that do not straggle over
+  // the symmetric case, seconds (SimResult::others_wait_s)
+  std::array<double, program::kLaneCount> wait_growth_s{};
   program::Lane waiting_lane = program::Lane::kCompute;   // the largest growth
 };
 

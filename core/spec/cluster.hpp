@@ -186,6 +186,13 @@ struct Straggler {
   double slowdown = 1;
 };
 const char* to_string(Straggler::Kind k);
+// Whether GPU `gpu` computes slowly under `s` (a straggling GPU, or a GPU of a straggling node;
+// never for a NIC).
+inline bool computes_slowly(const Straggler& s, int64_t gpu, int64_t gpus_per_node) {
+  if (s.kind == Straggler::Kind::kNic) return false;
+  const int64_t i = s.kind == Straggler::Kind::kNode ? gpu / gpus_per_node : gpu;
+  return i >= s.first && i < s.first + s.count;
+}
 // "gpu 3 ×1.5", "nodes 2-3 ×2"
 std::string describe(const Straggler& s);
 
