@@ -73,14 +73,16 @@ class Emitter {
   Instr p2p(Op op, const Step& s, bool upstream) const;
   int32_t compute(const SegPass& sp, const Step& s, int32_t first_dep);
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
-  int32_t cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags);
+  int32_t cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags, int32_t gather = -1,
+                int32_t tied_gather = -1);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
   QuantizedGather quantized_gather(int32_t bucket, int64_t members);
   int32_t replica_reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
-  void quantized_reduce(Instr plain, int32_t dep, int32_t tied);
+  void quantized_reduce(Instr plain, int32_t dep, int32_t tied, int32_t also);
   void grads_ready(const Step& s, const Segment& seg, int32_t instr);
-  void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep);
+  // `also`: a second instruction it waits for (a deferred reduction: the one completing its gradients)
+  void reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep, int32_t also = -1);
   void flush(std::vector<Deferred>& list, int32_t dep);
   void step_end();
   bool has_prev(int32_t chunk) const { return stage_ > 0 || chunk > 0; }
@@ -247,8 +249,12 @@ int32_t Emitter::tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_
   return add(in, {dep});
 }
 
-// A context-parallel collective of an attention unit's pass over Group::kCp (comm_rules.hpp).
-int32_t Emitter::cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags) {
+// A context-parallel collective of an attention unit's pass over Group::kCp (comm_rules.hpp); one
+// before or beside the compute also waits for the unit's ZeRO-3 gathers (`gather`, `tied_gather`):
+// what it sends is made with the unit's parameters (the QKV projection; a2a's backward, the output
+// projection's input gradient).
+int32_t Emitter::cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags, int32_t gather,
+                       int32_t tied_gather) {
   Instr in;
   in.op = c.op;
   in.flags = flags;
@@ -260,7 +266,7 @@ int32_t Emitter::cp_op(const CpCollective& c, const Step& s, int32_t unit, int32
   in.unit_end = unit + 1;
   in.bytes = c.bytes;
   in.elems = c.bytes / prog_.activation_bytes;
-  return add(in, {dep});
+  return add(in, {dep, gather, tied_gather});
 }
 
 // A ZeRO-3 parameter instruction of `bucket` on the gather lane: a gather over `group` moving
@@ -348,19 +354,20 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   if (cx_.cp_collectives) {
     cp = cp_collectives(cx_.units[seg.unit_begin].kind, sp.op, plan_.cp_comm, plan_.cp, cx_.tokens, cx_.cp_shapes);
   }
-  for (const CpCollective& c : cp.before) chain = cp_op(c, s, seg.unit_begin, chain, tp_flags);
-  int32_t beside = -1;
-  for (const CpCollective& c : cp.beside) beside = cp_op(c, s, seg.unit_begin, chain, tp_flags);
   // zero-bubble W: the segment's input gradient, and with it the norm's, is complete
   int32_t input_grad = -1;
   if (sp.op == Op::kBackwardWeight) {
     if (auto it = input_grad_collective_.find(seg_key(s, sp.seg)); it != input_grad_collective_.end()) input_grad = it->second;
   }
-  // ZeRO-3: the segment's buckets (a tied head's embedding table first) must be resident.
+  // ZeRO-3: the segment's buckets (a tied head's embedding table first) must be resident, for the
+  // compute and for the cp collectives before and beside it.
   const bool tracked = tracker_ && uses_params(sp.op);
   int32_t gather = -1, tied_gather = -1;
   if (tracked && seg.tied_bucket >= 0) tied_gather = tracker_->before_use(seg.tied_bucket);
   if (tracked && seg.param_bucket >= 0) gather = tracker_->before_use(seg.param_bucket);
+  for (const CpCollective& c : cp.before) chain = cp_op(c, s, seg.unit_begin, chain, tp_flags, gather, tied_gather);
+  int32_t beside = -1;
+  for (const CpCollective& c : cp.beside) beside = cp_op(c, s, seg.unit_begin, chain, tp_flags, gather, tied_gather);
 
   Instr in;
   in.op = sp.op;
@@ -409,13 +416,19 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   // the norm's backward (its input and weight gradients) runs on the summed gradient, with the
   // norm's parameters: the segment's buckets are in use until that collective is done (the
   // module's post-backward release follows its whole backward, all-reduce included).
+  // Context parallelism: the pass ends with its last cp collective after the compute (a2a's output
+  // projection, a backward's QKV projection input gradient from the reduced dK/dV), which uses the
+  // parameters too; p2p's dK/dV reduce beside a backward completes its input gradient (what a
+  // zero-bubble W waits for).
   const bool used_through_collective = tp.after && grad_pass;
+  const int32_t cp_end = !cp.after.empty() ? index : (grad_pass && cp.beside.size() > 1 ? beside : -1);
   auto used = [&](int32_t instr) {
     if (tracked && seg.tied_bucket >= 0) tracker_->after_use(instr);
     if (tracked && seg.param_bucket >= 0) tracker_->after_use(instr);
   };
-  if (!used_through_collective) used(computed);
+  if (!used_through_collective) used(cp.after.empty() ? computed : index);
   if (!tp.after) {
+    if (sp.op == Op::kBackwardInput && cp_end >= 0) input_grad_collective_[seg_key(s, sp.seg)] = cp_end;
     if (makes_weight_grads(sp.op)) grads_ready(s, seg, index);
     return index;
   }
@@ -456,7 +469,7 @@ void Emitter::grads_ready(const Step& s, const Segment& seg, int32_t instr) {
   }
 }
 
-void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep) {
+void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep, int32_t also) {
   const Bucket& b = prog_.grad_buckets[grad_bucket];
   const int32_t head = head_unit(prog_.model);
   const bool tied_here = holds_tied_table(prog_.model, plan_.pp, b);
@@ -472,7 +485,7 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
     in.unit_end = in.unit_begin + 1;
     in.elems = tied_head_copy(prog_.model, plan_.tp);
     in.bytes = in.elems * prog_.reduce_bytes;
-    tied = add(in, {dep});
+    tied = add(in, {dep, also});
   }
   if (!cx_.dp_collectives) return;
   // the host waits for the previous bucket's reduction before it queues this one and what follows
@@ -489,10 +502,10 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
   in.elems = b.elems;
   in.bytes = b.elems * prog_.reduce_bytes;
   if (cx_.qgz) {
-    quantized_reduce(in, dep, tied);
+    quantized_reduce(in, dep, tied, also);
     return;
   }
-  const int32_t reduced = add(in, {dep, tied});
+  const int32_t reduced = add(in, {dep, tied, also});
   if (!cx_.replicas) return;
   // the replicas' all-reduce of the shard: after each reduce-scatter, or once a step after the last
   if (cx_.replica_at_step && cx_.per_mb_reduce) {
@@ -507,7 +520,7 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
 // all-to-all'd inside the node, reduced, then all-to-all'd across nodes (two levels on the reduce
 // lane), and its other tensors reduce-scattered one by one (`plain`, the bucket's reduce-scatter,
 // with only those tensors).
-void Emitter::quantized_reduce(Instr plain, int32_t dep, int32_t tied) {
+void Emitter::quantized_reduce(Instr plain, int32_t dep, int32_t tied, int32_t also) {
   const Bucket& b = prog_.grad_buckets[static_cast<std::size_t>(plain.bucket)];
   const int64_t l = prog_.placement.local_size();
   if (b.qgz_matrices > 0) {
@@ -517,7 +530,7 @@ void Emitter::quantized_reduce(Instr plain, int32_t dep, int32_t tied) {
     local.flags = kFlagQuantized | kFlagFirstLevel;
     local.elems = b.qgz_elems;
     local.bytes = b.qgz_elems / 2 + 4 * b.qgz_groups;
-    const int32_t first = add(local, {dep, tied});
+    const int32_t first = add(local, {dep, tied, also});
     Instr cross = local;
     cross.group = Group::kDpCross;
     cross.flags = kFlagQuantized;
@@ -528,7 +541,7 @@ void Emitter::quantized_reduce(Instr plain, int32_t dep, int32_t tied) {
   if (b.qgz_fallbacks > 0) {
     plain.elems = b.elems - b.qgz_elems;
     plain.bytes = plain.elems * prog_.reduce_bytes;
-    add(plain, {dep, tied});
+    add(plain, {dep, tied, also});
   }
 }
 
@@ -551,8 +564,11 @@ int32_t Emitter::replica_reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, 
   return last_replica_;
 }
 
+// Deferred reductions after `dep` (the host's synchronisation point) and each after what completed
+// its bucket's gradients (a backward's tp or cp collective finishes the norm's and the QKV
+// projection's after the compute).
 void Emitter::flush(std::vector<Deferred>& list, int32_t dep) {
-  for (const Deferred& d : list) reduce(d.grad_bucket, d.mb, d.chunk, dep);
+  for (const Deferred& d : list) reduce(d.grad_bucket, d.mb, d.chunk, dep, d.dep);
   list.clear();
 }
 
