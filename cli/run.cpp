@@ -72,10 +72,11 @@ std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p
     return (p.file.empty() ? std::string("the plan") : p.file) + ": " + why;
   }
   if (world != p.world()) {
-    return (p.file.empty() ? std::string("the plan") : p.file) + " needs tp x pp x dp = " + std::to_string(p.tp) +
-           " x " + std::to_string(p.pp) + " x " + std::to_string(p.dp) + " = " + std::to_string(p.world()) +
-           " ranks, but this job has " + std::to_string(world) + "; start it with mpirun -n " +
-           std::to_string(p.world());
+    const std::string split = p.cp > 1 ? "tp x cp x pp x dp = " + std::to_string(p.tp) + " x " + std::to_string(p.cp) + " x "
+                                       : "tp x pp x dp = " + std::to_string(p.tp) + " x ";
+    return (p.file.empty() ? std::string("the plan") : p.file) + " needs " + split + std::to_string(p.pp) + " x " +
+           std::to_string(p.dp) + " = " + std::to_string(p.world()) + " ranks, but this job has " + std::to_string(world) +
+           "; start it with mpirun -n " + std::to_string(p.world());
   }
   if (a.steps < 1) return "--steps: expected at least 1, got " + std::to_string(a.steps);
   if (a.data.empty() && a.data_order == "sequential") {

@@ -141,7 +141,8 @@ int run_simulate(const SimulateArgs& a) {
   const int64_t gpus = a.gpus > 0 ? a.gpus : c.gpus();
   if (p.world() != gpus) {
     throw spec::SpecError(p.file, "/dp",
-                          "expected tp × pp × dp (" + std::to_string(p.world()) + ") to equal the GPUs in use, " +
+                          std::string(p.cp > 1 ? "expected tp × cp × pp × dp (" : "expected tp × pp × dp (") +
+                              std::to_string(p.world()) + ") to equal the GPUs in use, " +
                               std::to_string(gpus) + (a.gpus > 0 ? " (--gpus)" : " (" + std::to_string(c.nodes) +
                               " nodes × " + std::to_string(c.gpus_per_node) + "; size it with --nodes or --gpus)"));
   }

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/errors.hpp"
 #include "executor/model/adamw.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/model/params.hpp"
@@ -110,6 +111,18 @@ class Backend {
   virtual float finish_loss(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> reduced) = 0;
   virtual void vocab_parallel_rescale(std::span<const float> local_stats, std::span<const float> global_max,
                                       std::span<float> out) = 0;
+  // Context parallelism (cp > 1): an attention unit's pass in the phases its cp collectives
+  // separate (model/layers.hpp, LayerT::cp_*). `in` is the unit input (kProject; empty for a
+  // Recompute, which re-projects the input its forward kept), dy (kBackwardSend) or what the
+  // phase's collective delivered; returns what the phase makes: the next collective's send buffer,
+  // y, or dx (tp > 1: the partial d(norm output) finish_input_grad completes). `flag`: kProject
+  // keeps only the input once the forward is done (full recompute); kBackwardFinish leaves the
+  // weight gradients to backward_weight (zero-bubble). `dims` is read by a forward's kProject only.
+  // A backend that does not run context parallelism keeps this refusal.
+  virtual Buffer cp_attention(CpPhase /*phase*/, int32_t /*chunk*/, int32_t /*unit*/, int64_t /*slot*/, const Dims& /*dims*/,
+                              std::span<const float> /*in*/, bool /*flag*/) {
+    throw ExecutorError("this backend does not run context parallelism (cp > 1); the CPU backend does");
+  }
   // Whether every unit cache of the slot is released; and dropping them all.
   virtual bool slot_idle(int64_t slot) const = 0;
   virtual void clear_slot(int64_t slot) = 0;

@@ -60,7 +60,7 @@ int64_t CpuBackend::cache_bytes() const {
     for (const UnitCache<float>& c : slot) {
       add(c.tokens);
       for (const std::vector<float>* v : {&c.input, &c.xhat, &c.rstd, &c.a, &c.qkv, &c.probs, &c.mid, &c.pre, &c.pre2,
-                                          &c.d_out, &c.d_pre, &c.d_pre2, &c.d_a, &c.lse}) {
+                                          &c.d_out, &c.d_pre, &c.d_pre2, &c.d_a, &c.lse, &c.cp_qkv}) {
         add(*v);
       }
     }
@@ -125,6 +125,27 @@ Buffer CpuBackend::finish_input_grad(int32_t chunk, int32_t unit, int64_t slot, 
 
 float CpuBackend::finish_loss(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> reduced) {
   return layer(chunk, unit).finish_loss(reduced, cache(chunk, unit, slot));
+}
+
+Buffer CpuBackend::cp_attention(CpPhase phase, int32_t chunk, int32_t unit, int64_t slot, const Dims& dims,
+                                std::span<const float> in, bool flag) {
+  const Layer<float>& l = layer(chunk, unit);
+  UnitCache<float>& c = cache(chunk, unit, slot);
+  const std::span<const float> params = state_.chunk_params(chunk);
+  const bool fresh = phase == CpPhase::kProject && !in.empty();  // a forward's, not a Recompute's
+  Buffer out = alloc(l.cp_sizes(fresh ? dims : c.dims, phase).out);
+  switch (phase) {
+    case CpPhase::kProject: l.cp_project(dims, params, in, flag, out.view(), c); break;
+    case CpPhase::kAttend: l.cp_attend(params, in, out.view(), c); break;
+    case CpPhase::kFinishForward: l.cp_finish_forward(params, in, out.view(), c); break;
+    case CpPhase::kBackwardSend: l.cp_backward_send(params, in, out.view(), c); break;
+    case CpPhase::kBackwardAttend: l.cp_backward_attend(params, in, out.view(), c); break;
+    case CpPhase::kBackwardFinish:
+      l.cp_backward_finish(params, in, out.view(), state_.chunk_grads(chunk), flag, c);
+      if (!flag && !c.input_grad_partial) c.clear();  // else backward_weight or finish_input_grad reads it
+      break;
+  }
+  return out;
 }
 
 void CpuBackend::vocab_parallel_rescale(std::span<const float> local_stats, std::span<const float> global_max,

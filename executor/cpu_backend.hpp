@@ -31,6 +31,8 @@ class CpuBackend final : public StateBackend {
   void backward_weight(int32_t chunk, int32_t unit, int64_t slot) override;
   Buffer finish_input_grad(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> d_a, int64_t row0) override;
   float finish_loss(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> reduced) override;
+  Buffer cp_attention(CpPhase phase, int32_t chunk, int32_t unit, int64_t slot, const Dims& dims, std::span<const float> in,
+                      bool flag) override;
   void vocab_parallel_rescale(std::span<const float> local_stats, std::span<const float> global_max,
                               std::span<float> out) override;
   bool slot_idle(int64_t slot) const override;

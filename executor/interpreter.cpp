@@ -30,24 +30,30 @@ Runner::Interpreter::Interpreter(Runner& runner)
   const program::Placement& pl = prog_.placement;
   dp_index_ = pl.dp_index_of(runner.rank_);
   tp_index_ = pl.tp_index_of(runner.rank_);
+  cp_ = pl.cp;
+  cp_index_ = pl.cp_index_of(runner.rank_);
+  batch_index_ = pl.batch_index_of(runner.rank_);
+  dims_ = Dims{prog_.plan.micro_batch, prog_.model.seq_len / cp_, CpSplit{cp_, cp_index_, prog_.plan.cp_comm}};
   tokens_ = prog_.tokens_per_micro_batch();
   act_elems_ = tokens_ * prog_.model.hidden;
   tp_ = prog_.plan.tp;
   piece_elems_ = act_elems_ / tp_;
-  loss_weight_ = static_cast<float>(1.0 / static_cast<double>(prog_.plan.micro_batches * prog_.plan.dp));
+  // each of the dp·cp ranks of a stage has the mean loss over its tokens; the reductions sum them
+  loss_weight_ = static_cast<float>(1.0 / static_cast<double>(prog_.plan.micro_batches * pl.dp));
   full_recompute_ = prog_.plan.recompute == spec::Recompute::kFull;
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) lanes_[lane_index(instrs_[at(i)].lane)].push_back(i);
+  plan_cp_passes();
   snapshot_after_.resize(instrs_.size());
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) {
     const Instr& in = instrs_[at(i)];
     const bool first_all_to_all = in.op == Op::kAllToAll && (in.flags & program::kFlagFirstLevel);
     if (in.op != Op::kReduceScatterGrads && in.op != Op::kAllReduceGrads && !first_all_to_all) continue;
-    int32_t compute = -1;  // the latest compute (or backward tp collective) it depends on completes its gradients
+    int32_t compute = -1;  // the latest instruction it depends on that completes gradients
     for (int32_t d : role_.deps_of(instrs_[at(i)])) {
-      const Instr& dep = instrs_[at(d)];
-      const bool completes = program::is_compute(dep.op) || (dep.lane == Lane::kTp && (dep.flags & program::kFlagGrad));
-      if (completes) compute = std::max(compute, d);
+      if (completes_grads(d)) compute = std::max(compute, d);
     }
+    // a context-parallel attention backward's gradients are complete once its last cp collective is
+    if (compute >= 0 && cp_last_[at(compute)] >= 0) compute = cp_last_[at(compute)];
     if (compute >= 0) snapshot_after_[at(compute)].push_back(i);
   }
   plan_replica_reductions();
@@ -119,6 +125,9 @@ bool Runner::Interpreter::issue(Lane lane) {
 
 bool Runner::Interpreter::deps_ready(int32_t i) const {
   for (int32_t d : role_.deps_of(instrs_[at(i)])) {
+    if (!satisfied_[at(d)]) return false;
+  }
+  for (int32_t d : data_deps_[at(i)]) {
     if (!satisfied_[at(d)]) return false;
   }
   return true;
@@ -204,7 +213,15 @@ void Runner::Interpreter::finish(int32_t i) {
       }
       break;
     case Op::kGatherParams: finish_gather(i); break;
-    case Op::kAllToAll: finish_all_to_all(i); break;
+    case Op::kAllToAll:
+      if (in.group == Group::kCp) {
+        finish_cp(i);
+      } else {
+        finish_all_to_all(i);
+      }
+      break;
+    case Op::kCpAllGather:
+    case Op::kCpReduceScatter: finish_cp(i); break;
     case Op::kGradNormAllReduce:
       norm_sq_ = pending_[at(i)].norm.at(0);
       norm_known_ = true;
@@ -321,7 +338,15 @@ void Runner::Interpreter::issue_async(int32_t i) {
         post_dp_reduce(i);
       }
       return;
-    case Op::kAllToAll: post_all_to_all(i); return;
+    case Op::kAllToAll:
+      if (in.group == Group::kCp) {
+        post_cp(i);
+      } else {
+        post_all_to_all(i);
+      }
+      return;
+    case Op::kCpAllGather:
+    case Op::kCpReduceScatter: post_cp(i); return;
     case Op::kGradNormAllReduce: post_grad_norm(i); return;
     case Op::kTpAllReduce:
     case Op::kTpAllGather:

@@ -51,7 +51,8 @@ class Runner::Interpreter {
     double weighted_loss = 0;     // sum over this rank's micro-batches of loss / (m * dp)
     double grad_norm_sq = 0;      // global
     double compute_seconds = 0;
-    // Each micro-batch loss this rank computed (the last stage's tp rank 0): (micro-batch, loss).
+    // Each micro-batch loss this rank computed (the last stage's tp rank 0): (micro-batch, loss),
+    // with cp > 1 its share, the mean over its tokens / cp (the cp ranks' shares sum to the loss).
     std::vector<std::pair<int32_t, double>> micro_losses;
   };
   Outcome run(int64_t step);
@@ -86,6 +87,9 @@ class Runner::Interpreter {
     Batch batch;
     Buffer act;    // the running activation (forward), the chunk's output to send
     Buffer grad;   // the running gradient (backward), the chunk's input grad to send
+    // context parallelism: what an attention pass's first cp collective delivered to its compute,
+    // and what the compute leaves for the pass's last cp collective
+    Buffer cp_in, cp_out;
   };
 
   // ---- the loop -------------------------------------------------------------------------------
@@ -126,6 +130,15 @@ class Runner::Interpreter {
   void finish_dp_reduce(int32_t i);
   void finish_tied_reduce(int32_t i);
   void add_reduced_shard(Pending& p);
+
+  // ---- context parallelism (interpreter_cp.cpp) -----------------------------------------------
+  void plan_cp_passes();
+  bool completes_grads(int32_t i) const;
+  void post_cp(int32_t i);
+  void finish_cp(int32_t i);
+  Buffer cp_phase(CpPhase phase, const program::Instr& in, MicroState& ms, std::span<const float> data, bool flag);
+  bool cp_attention(int32_t unit) const;
+  Batch rank_batch(Batch whole) const;
 
   // ---- hierarchical and quantized ZeRO (interpreter_zero.cpp) ---------------------------------
   void plan_replica_reductions();
@@ -184,11 +197,13 @@ class Runner::Interpreter {
   const program::RoleProgram& role_;
   std::span<const program::Instr> instrs_;
   int64_t dp_index_ = 0, tp_index_ = 0;
+  int64_t cp_ = 1, cp_index_ = 0, batch_index_ = 0;  // batch_index_: the batch replica (dp_index_ / cp)
+  Dims dims_;                    // a micro-batch on this rank: its sequences, its tokens of each
   int64_t tokens_ = 0;           // tokens per micro-batch
   int64_t act_elems_ = 0;        // one micro-batch's activation (N x C)
   int64_t tp_ = 1;
   int64_t piece_elems_ = 0;      // what one tp rank sends of it (scatter-gather; all of it when tp = 1)
-  float loss_weight_ = 1;        // 1 / (micro_batches * dp)
+  float loss_weight_ = 1;        // 1 / (micro_batches * dp * cp)
   bool full_recompute_ = false;
   std::array<std::vector<int32_t>, program::kLaneCount> lanes_;
   std::vector<std::vector<int32_t>> snapshot_after_;  // per compute: the reductions depending on it
@@ -197,6 +212,13 @@ class Runner::Interpreter {
   // reduce-scatter hands it its piece) or the shard accumulated over the step (once a step).
   std::vector<int32_t> replica_source_;
   std::vector<char> replica_piece_, hands_off_;
+  // Context parallelism: per cp instruction the compute of its attention pass (-1: none) and
+  // whether it delivers the compute's input (else it takes the compute's output); per compute its
+  // first and last cp instruction. The data of a pass flows in that order, which the executor adds
+  // as dependencies where the Program lets the ring run beside the compute (p2p): data_deps_.
+  std::vector<int32_t> cp_compute_, cp_first_, cp_last_;
+  std::vector<char> cp_delivers_;
+  std::vector<std::vector<int32_t>> data_deps_;
 
   // per step
   int64_t step_ = 0;

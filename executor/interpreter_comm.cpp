@@ -265,7 +265,7 @@ void Runner::Interpreter::post_tied_reduce(int32_t i) {
 
 void Runner::Interpreter::finish_tied_reduce(int32_t i) {
   Pending& p = pending_[at(i)];
-  if (prog_.plan.dp > 1) {  // the bucket's dp reduction (which depends on this) takes the result
+  if (prog_.placement.dp > 1) {  // the bucket's dp reduction (which depends on this) takes the result
     p.tied_result = true;
     return;
   }
@@ -410,7 +410,7 @@ void Runner::Interpreter::finish_loss_reduction(int32_t i, MicroState& ms) {
   }
   if (tp_index_ == 0) {  // counted once per tp group
     weighted_loss_ += static_cast<double>(loss) * loss_weight_;
-    micro_losses_.emplace_back(in.mb, static_cast<double>(loss));
+    micro_losses_.emplace_back(in.mb, static_cast<double>(loss) / static_cast<double>(cp_));
   }
 }
 

@@ -29,14 +29,15 @@ void Runner::Interpreter::ensure_batch(MicroState& ms, const Instr& in) {
   const bool needs_tokens = in.unit_begin == 0 || in.unit_end == head + 1;
   if (!needs_tokens || ms.has_batch) return;
   const int64_t per_rank = prog_.plan.micro_batch * prog_.plan.micro_batches;
-  const int64_t first = dp_index_ * per_rank + in.mb * prog_.plan.micro_batch;
-  ms.batch = runner_.corpus_.sample(step_, first, prog_.plan.micro_batch);
+  const int64_t first = batch_index_ * per_rank + in.mb * prog_.plan.micro_batch;
+  ms.batch = rank_batch(runner_.corpus_.sample(step_, first, prog_.plan.micro_batch));
   ms.has_batch = true;
 }
 
 TokenBatch Runner::Interpreter::tokens(const MicroState& ms) const {
-  if (ms.has_batch) return ms.batch.view();
-  return TokenBatch{{prog_.plan.micro_batch, prog_.model.seq_len}, {}, {}};
+  TokenBatch t = ms.has_batch ? ms.batch.view() : TokenBatch{};
+  t.dims = dims_;
+  return t;
 }
 
 void Runner::Interpreter::forward(const Instr& in) {
@@ -47,7 +48,13 @@ void Runner::Interpreter::forward(const Instr& in) {
   for (int32_t u = in.unit_begin; u < in.unit_end; ++u) {
     const UnitKind kind = unit_kind(prog_.model, u);
     const bool block = kind == UnitKind::kAttention || kind == UnitKind::kMlp;
-    x = backend().forward(in.chunk, u, ms.slot, batch, x.view(), full_recompute_ && block);
+    if (cp_attention(u)) {  // the input went with the projection; a2a's output goes back over cp first
+      Buffer out = backend().cp_attention(CpPhase::kAttend, in.chunk, u, ms.slot, dims_, ms.cp_in.view(), false);
+      ms.cp_in = {};
+      (prog_.plan.cp_comm == spec::CpComm::kA2a ? ms.cp_out : x) = std::move(out);
+    } else {
+      x = backend().forward(in.chunk, u, ms.slot, batch, x.view(), full_recompute_ && block);
+    }
     poll();
   }
   if (in.unit_end == program::head_unit(prog_.model) + 1 && tp_ == 1) {
@@ -59,7 +66,7 @@ void Runner::Interpreter::forward(const Instr& in) {
                            "; the training diverged (a smaller --lr?) and stops before the optimizer uses it");
     }
     weighted_loss_ += static_cast<double>(loss) * loss_weight_;
-    micro_losses_.emplace_back(in.mb, static_cast<double>(loss));
+    micro_losses_.emplace_back(in.mb, static_cast<double>(loss) / static_cast<double>(cp_));
     x = {};
   }
   ms.act = std::move(x);
@@ -68,7 +75,13 @@ void Runner::Interpreter::forward(const Instr& in) {
 void Runner::Interpreter::recompute(const Instr& in) {
   MicroState& ms = micro(in);
   for (int32_t u = in.unit_begin; u < in.unit_end; ++u) {
-    backend().recompute(in.chunk, u, ms.slot);
+    if (cp_attention(u)) {  // the projection ran when the gather (or a2a) was posted
+      Buffer out = backend().cp_attention(CpPhase::kAttend, in.chunk, u, ms.slot, dims_, ms.cp_in.view(), false);
+      ms.cp_in = {};
+      if (prog_.plan.cp_comm == spec::CpComm::kA2a) ms.cp_out = std::move(out);
+    } else {
+      backend().recompute(in.chunk, u, ms.slot);
+    }
     poll();
   }
 }
@@ -81,7 +94,12 @@ void Runner::Interpreter::backward(const Instr& in, bool input_only) {
     backend().fill(dy.view(), loss_weight_);
   }
   for (int32_t u = in.unit_end - 1; u >= in.unit_begin; --u) {
-    dy = backend().backward(in.chunk, u, ms.slot, dy.view(), input_only);
+    if (cp_attention(u)) {  // dy went with the cp collective before; the last one finishes the pass
+      ms.cp_out = backend().cp_attention(CpPhase::kBackwardAttend, in.chunk, u, ms.slot, dims_, ms.cp_in.view(), false);
+      ms.cp_in = {};
+    } else {
+      dy = backend().backward(in.chunk, u, ms.slot, dy.view(), input_only);
+    }
     poll();
   }
   ms.grad = std::move(dy);
@@ -100,7 +118,7 @@ void Runner::Interpreter::backward_weight(const Instr& in) {
 // A micro-batch is done on this chunk when every unit's cache is released and nothing waits to
 // be sent.
 void Runner::Interpreter::maybe_retire(MicroState& ms) {
-  if (!ms.act.empty() || !ms.grad.empty()) return;
+  if (!ms.act.empty() || !ms.grad.empty() || !ms.cp_in.empty() || !ms.cp_out.empty()) return;
   if (!backend().slot_idle(ms.slot)) return;
   backend().clear_slot(ms.slot);
   ms = MicroState{};
@@ -149,7 +167,7 @@ void Runner::Interpreter::update_activation_memory() {
   int64_t bytes = backend().cache_bytes();
   for (const MicroState& ms : micro_) {
     if (!ms.active) continue;
-    bytes += ms.act.bytes() + ms.grad.bytes();
+    bytes += ms.act.bytes() + ms.grad.bytes() + ms.cp_in.bytes() + ms.cp_out.bytes();
     bytes += static_cast<int64_t>((ms.batch.inputs.capacity() + ms.batch.targets.capacity()) * sizeof(int32_t));
   }
   runner_.memory_.set(MemoryKind::kActivations, bytes);

@@ -20,7 +20,8 @@ namespace {
 int64_t checked_rank(const program::Program& prog, const Communicator& comm, const Corpus& corpus) {
   const int64_t world = prog.placement.world();
   if (comm.size() != world) {
-    throw ExecutorError("the plan needs " + std::to_string(world) + " ranks (tp " + std::to_string(prog.plan.tp) +
+    const std::string cp = prog.plan.cp > 1 ? " x cp " + std::to_string(prog.plan.cp) : "";
+    throw ExecutorError("the plan needs " + std::to_string(world) + " ranks (tp " + std::to_string(prog.plan.tp) + cp +
                         " x pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(prog.plan.dp) +
                         "), the communicator has " + std::to_string(comm.size()));
   }
@@ -61,10 +62,6 @@ void fault_kill(int64_t rank, const std::string& where) {
 }
 
 std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
-  if (p.cp > 1) {
-    return "/cp: expected 1: the executor does not run context parallelism yet (cp " + std::to_string(p.cp) +
-           "); simulate and search model it (docs/program.md, \"Context parallelism\")";
-  }
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);
   if (m.heads % p.tp != 0) return "/tp: " + t + " does not divide the model's " + std::to_string(m.heads) + " heads";
@@ -73,13 +70,14 @@ std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
            " kv_heads; the executor, like Megatron-LM, splits the key/value heads over the tp ranks";
   }
   if (m.ffn_hidden % p.tp != 0) return "/tp: " + t + " does not divide the model's ffn_hidden " + std::to_string(m.ffn_hidden);
-  if ((p.micro_batch * m.seq_len * m.hidden) % p.tp != 0) {
-    return "/tp: " + t + " does not divide a micro-batch's activation (micro_batch x seq_len x hidden = " +
-           std::to_string(p.micro_batch * m.seq_len * m.hidden) + " elements), which pipeline messages split over tp";
+  const int64_t tokens = spec::rank_tokens(p, m.seq_len);  // a rank's: micro_batch x seq_len / cp
+  if ((tokens * m.hidden) % p.tp != 0) {
+    return "/tp: " + t + " does not divide a micro-batch's activation (micro_batch x seq_len / cp x hidden = " +
+           std::to_string(tokens * m.hidden) + " elements), which pipeline messages split over tp";
   }
-  if (p.sequence_parallel && (p.micro_batch * m.seq_len) % p.tp != 0) {
-    return "/sequence_parallel: tp " + t + " does not divide a micro-batch's " + std::to_string(p.micro_batch * m.seq_len) +
-           " tokens (micro_batch x seq_len), which sequence parallelism splits over tp";
+  if (p.sequence_parallel && tokens % p.tp != 0) {
+    return "/sequence_parallel: tp " + t + " does not divide a micro-batch's " + std::to_string(tokens) +
+           " tokens on a rank (micro_batch x seq_len / cp), which sequence parallelism splits over tp";
   }
   return "";
 }
@@ -115,9 +113,10 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
 Runner::~Runner() = default;
 
 std::vector<double> Runner::gather_micro_losses(const std::vector<std::pair<int32_t, double>>& mine) {
-  const int64_t m = prog_.plan.micro_batches, dp_index = prog_.placement.dp_index_of(rank_);
+  // a batch replica's micro-batch: its cp ranks' shares sum to its loss
+  const int64_t m = prog_.plan.micro_batches, replica = prog_.placement.batch_index_of(rank_);
   std::vector<std::pair<int64_t, double>> slots;
-  for (const auto& [mb, loss] : mine) slots.emplace_back(dp_index * m + mb, loss);
+  for (const auto& [mb, loss] : mine) slots.emplace_back(replica * m + mb, loss);
   return all_gather_slots(comm_, slots, prog_.plan.dp * m);
 }
 

@@ -19,13 +19,17 @@
 //    moves no element itself. The CPU backend (cpu_backend.hpp) is Eigen over host memory.
 // Numerics: the loss of every micro-batch is weighted 1 / (micro_batches * dp) and reductions
 // sum, so gradients equal the single-rank average over the global batch; clipping to a global
-// norm of max_grad_norm; AdamW. Sequence j of step t's global batch goes to dp rank
+// norm of max_grad_norm; AdamW (with cp > 1 the weight is 1 / (micro_batches * dp * cp): each rank
+// averages its tokens). Sequence j of step t's global batch goes to batch replica (dp index / cp)
 // j / (micro_batch * micro_batches), micro-batch (j mod (micro_batch * micro_batches)) / micro_batch.
 //
 // Tensor parallelism (tp > 1) is Megatron-LM's: column-parallel QKV and MLP up/gate,
 // row-parallel attention output and MLP down, a vocabulary-parallel embedding and cross-entropy,
 // the f/g all-reduces at the Program's TpAllReduce instructions (docs/program.md), pipeline
-// messages scattered over the tp ranks and all-gathered by the receiver. Not supported
+// messages scattered over the tp ranks and all-gathered by the receiver. Context parallelism
+// (cp > 1) is Megatron-Core's: each rank holds a load-balanced chunk pair of every sequence, and
+// attention exchanges K/V or heads at the Program's cp instructions (interpreter_cp.cpp);
+// gradients are reduced over dp x cp. Not supported
 // (constructor throws ExecutorError): what plan_unsupported names, a Program lowered for another
 // dtype than fp32 (executed_training). Selective
 // recompute runs with full activation caches (same math, no memory saving); full recompute
@@ -58,8 +62,7 @@ inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
 spec::Training executed_training(const spec::Training& requested);
 
 // Why this executor cannot run `plan` on `model`, as "/field: reason" (the plan field's JSON
-// pointer first): context parallelism, or tensor parallelism the layers cannot split; empty when
-// it can (always for tp = 1 and cp = 1).
+// pointer first): tensor parallelism the layers cannot split; empty when it can (always for tp = 1).
 std::string plan_unsupported(const spec::Model& model, const spec::Plan& plan);
 
 // What the test-only fault switch does (STAGECRAFT_FAULT_KIND, cli/run.cpp).

@@ -1,5 +1,6 @@
 #include "executor/comm/communicator.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -44,7 +45,8 @@ std::vector<double> all_gather_slots(Communicator& comm, const std::vector<std::
         std::memcpy(&slot, b.data() + at, sizeof slot);
         std::memcpy(&value, b.data() + at + sizeof slot, sizeof value);
         if (slot < 0 || slot >= n) throw CommError("all_gather_slots: slot " + std::to_string(slot) + " outside [0, " + std::to_string(n) + ")");
-        values[static_cast<std::size_t>(slot)] = value;
+        double& v = values[static_cast<std::size_t>(slot)];
+        v = std::isnan(v) ? value : v + value;
       }
     }
     merged.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));

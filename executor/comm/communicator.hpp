@@ -131,8 +131,8 @@ class Communicator {
 // of the same class, one communicator per (sender, receiver, class): program::check_p2p_order.
 inline int p2p_class(int32_t tag) { return tag & 1; }
 
-// Values that ranks hold at some of `n` slots, assembled on every rank: slot i holds the value a
-// rank gave for i (NaN where none did). Collective. Throws CommError for a slot outside [0, n).
+// Values that ranks hold at some of `n` slots, assembled on every rank: slot i holds the sum of
+// the values ranks gave for i (NaN where none did). Collective. Throws CommError for a slot outside [0, n).
 std::vector<double> all_gather_slots(Communicator& comm, const std::vector<std::pair<int64_t, double>>& mine, int64_t n);
 
 }  // namespace stagecraft::executor

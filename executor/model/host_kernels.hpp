@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "executor/model/ops.hpp"
@@ -15,6 +16,7 @@ namespace stagecraft::executor {
 
 struct HostKernels {
   static constexpr bool kHost = true;
+  static int64_t position(int64_t row, int64_t seq, const int64_t* pos) { return pos != nullptr ? pos[row % seq] : row % seq; }
   template <typename T>
   using Vec = std::vector<T>;
 
@@ -82,6 +84,11 @@ struct HostKernels {
     ops::rope(x, n, seq, row_stride, col0, heads, d, inverse, base);
   }
   template <typename S>
+  void rope_at(S* x, int64_t n, std::span<const int64_t> pos, int64_t row_stride, int64_t col0, int64_t heads, int64_t d,
+               bool inverse, double base) {
+    ops::rope_at(x, n, pos, row_stride, col0, heads, d, inverse, base);
+  }
+  template <typename S>
   void attention_forward(const S* qkv, S* probs, S* out, const ops::AttentionShape& a) {
     ops::attention_forward(qkv, probs, out, a);
   }
@@ -97,10 +104,11 @@ struct HostKernels {
   void softmax_cross_entropy_backward(const S* probs, const int32_t* targets, S scale, S* dlogits, int64_t n, int64_t v) {
     ops::softmax_cross_entropy_backward(probs, targets, scale, dlogits, n, v);
   }
-  // y[r] = wte[tokens[r] - vocab0] (0 off [vocab0, vocab0 + vocab)) + wpe[r mod seq + pos_offset] (when given).
+  // y[r] = wte[tokens[r] - vocab0] (0 off [vocab0, vocab0 + vocab)) + wpe[p(r) + pos_offset] (when given),
+  // p(r) = r mod seq, or pos[r mod seq] when given (context parallelism: the rank's positions).
   template <typename S>
   void embedding_forward(const int32_t* tokens, const S* wte, const S* wpe, S* y, int64_t n, int64_t h, int64_t seq,
-                         int64_t vocab0, int64_t vocab, int64_t pos_offset) {
+                         int64_t vocab0, int64_t vocab, int64_t pos_offset, const int64_t* pos = nullptr) {
     for (int64_t r = 0; r < n; ++r) {
       ops::RowMap<S> yr(y + r * h, h);
       const int64_t row = tokens[r] - vocab0;
@@ -109,18 +117,18 @@ struct HostKernels {
       } else {
         yr.setZero();
       }
-      if (wpe != nullptr) yr += ops::ConstRowMap<S>(wpe + (r % seq + pos_offset) * h, h);
+      if (wpe != nullptr) yr += ops::ConstRowMap<S>(wpe + (position(r, seq, pos) + pos_offset) * h, h);
     }
   }
-  // dwte[tokens[r] - vocab0] += dy[r]; dwpe[r mod seq + pos_offset] += dy[r] (when given), rows in order.
+  // dwte[tokens[r] - vocab0] += dy[r]; dwpe[p(r) + pos_offset] += dy[r] (when given), rows in order.
   template <typename S>
   void embedding_backward_weight(const int32_t* tokens, const S* dy, S* dwte, S* dwpe, int64_t n, int64_t h, int64_t seq,
-                                 int64_t vocab0, int64_t vocab, int64_t pos_offset) {
+                                 int64_t vocab0, int64_t vocab, int64_t pos_offset, const int64_t* pos = nullptr) {
     for (int64_t r = 0; r < n; ++r) {
       ops::ConstRowMap<S> dr(dy + r * h, h);
       const int64_t row = tokens[r] - vocab0;
       if (row >= 0 && row < vocab) ops::RowMap<S>(dwte + row * h, h) += dr;
-      if (dwpe != nullptr) ops::RowMap<S>(dwpe + (r % seq + pos_offset) * h, h) += dr;
+      if (dwpe != nullptr) ops::RowMap<S>(dwpe + (position(r, seq, pos) + pos_offset) * h, h) += dr;
     }
   }
   template <typename S>

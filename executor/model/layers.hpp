@@ -33,15 +33,37 @@
 #include <vector>
 
 #include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
 #include "executor/model/host_kernels.hpp"
 #include "executor/model/params.hpp"
 
 namespace stagecraft::executor {
 
+// The phases of a context-parallel attention pass (LayerT::cp_*), each ending where a cp
+// collective takes over.
+enum class CpPhase : uint8_t { kProject, kAttend, kFinishForward, kBackwardSend, kBackwardAttend, kBackwardFinish };
+struct CpSizes {
+  int64_t in = 0, out = 0;
+};
+
+// Context parallelism: each of the micro-batch's sequences split over `size` ranks, this one
+// `rank`, which holds the load-balanced pair of causal chunks (ops::cp_positions), its rows in that
+// order; `comm` is how attention exchanges what it needs (LayerT::cp_*).
+struct CpSplit {
+  int64_t size = 1, rank = 0;
+  spec::CpComm comm = spec::CpComm::kP2p;
+};
+
 struct Dims {
   int64_t batch = 0;  // B sequences
-  int64_t seq = 0;    // T tokens per sequence (<= model.seq_len)
+  int64_t seq = 0;    // T tokens per sequence (<= model.seq_len): with cp > 1 this rank's, seq_len / cp
+  CpSplit cp{};
   int64_t rows() const { return batch * seq; }
+  int64_t full_seq() const { return seq * cp.size; }  // the sequence's tokens over the cp ranks
+  // The sequence positions of a sequence's T rows: 0 .. T − 1, or the rank's chunks under cp.
+  std::vector<int64_t> positions() const {
+    return cp.size > 1 ? ops::cp_positions(full_seq(), cp.size, cp.rank) : ops::natural_positions(seq);
+  }
 };
 
 // The micro-batch's token ids. Only the embedding reads `inputs` and only the head reads
@@ -87,6 +109,10 @@ struct UnitCacheT {
   Vec<Scalar> d_pre2;    // MLP swiglu: dL/d(up) [N, F]
   Vec<Scalar> d_a;       // dL/d(norm output) [N, C]
   Vec<Scalar> lse;       // tp > 1 head: log of the sum of exp(logits) over the whole vocabulary [N]
+  // Context parallelism, attention: a2a's q | k | v of this rank's head group over the whole
+  // sequence [B·T·cp, (Q + 2KV) / cp]; whether the pass keeps only the input (full recompute).
+  Vec<Scalar> cp_qkv;
+  bool cp_input_only = false;
 
   void release_intermediates();  // keeps tokens and input only
   void clear();                  // releases everything
@@ -94,7 +120,8 @@ struct UnitCacheT {
   template <typename F>
   void for_each_buffer(F f) const {
     f(tokens);
-    for (const Vec<Scalar>* v : {&input, &xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse}) {
+    for (const Vec<Scalar>* v :
+         {&input, &xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv}) {
       f(*v);
     }
   }
@@ -179,6 +206,42 @@ class LayerT {
   // tp > 1 head: the loss (mean over rows) from the all-reduced [max | sum of exp | target logit]
   // (3N); keeps log(sum exp) per row for backward.
   Scalar finish_loss(std::span<const Scalar> reduced, Cache& cache) const;
+
+  // Context parallelism (dims.cp.size > 1), attention units, host kernels only: a pass in the
+  // phases its cp collectives separate (docs/program.md, "Context parallelism"; units in
+  // attention_cp_impl.hpp). B sequences, T = dims.seq rows each on this rank, cp ranks, Q | K | V
+  // this tp rank's query and K/V widths, W = Q + 2K; "member order": cp blocks, block j for (or
+  // from) cp rank j, each [B·T, width]:
+  //   all_gather, p2p (K/V gathered, dK/dV reduce-scattered to their owners):
+  //     forward   cp_project(x)          -> send: this rank's k | v [B·T, 2K]
+  //               cp_attend(gathered)    -> y [B·T, C]           (gathered: member order of k | v)
+  //     backward  cp_backward_send(dy)   -> send: k | v again
+  //               cp_backward_attend(g)  -> send: dk | dv of the whole sequence in member order
+  //               cp_backward_finish(r)  -> dx                   (r: this rank's summed dk | dv)
+  //   a2a (Ulysses: the sequence's rows for a group of H/cp heads, and back):
+  //     forward   cp_project(x)          -> send: block j = head group j's q | k | v [B·T, W/cp]
+  //               cp_attend(received)    -> send: block j = rank j's rows of this head group's output
+  //               cp_finish_forward(r)   -> y                    (r: block j = head group j's output)
+  //     backward  cp_backward_send(dy)   -> send: block j = head group j's d(out)
+  //               cp_backward_attend(r)  -> send: block j = rank j's rows of d(q | k | v), this group
+  //               cp_backward_finish(r)  -> dx
+  // cp_project takes the unit input (empty: the cache's, for a Recompute) and keeps it for the
+  // residual; `input_only` keeps only it once the forward is done (full recompute). The finish
+  // leaves dx, or with tp > 1 this rank's part of d(norm output) for finish_input_grad, and adds
+  // the parameter gradients unless `input_only` (zero-bubble: backward_weight follows).
+  // Elements a phase reads (x, dy or what its collective delivered) and writes (its send buffer, y or dx).
+  CpSizes cp_sizes(const Dims& d, CpPhase phase) const;
+  void cp_project(const Dims& d, std::span<const Scalar> params, std::span<const Scalar> x, bool input_only,
+                  std::span<Scalar> send, Cache& cache) const;
+  void cp_attend(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> out, Cache& cache) const;
+  void cp_finish_forward(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> y,
+                         Cache& cache) const;
+  void cp_backward_send(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> send,
+                        Cache& cache) const;
+  void cp_backward_attend(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> send,
+                          Cache& cache) const;
+  void cp_backward_finish(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> dx,
+                          std::span<Scalar> grads, bool input_only, Cache& cache) const;
 
  private:
   void check_buffer(const char* what, std::size_t got, int64_t want) const;

@@ -9,6 +9,7 @@
 
 #include "executor/model/layers.hpp"
 #include "executor/model/units_impl.hpp"
+#include "executor/model/attention_cp_impl.hpp"
 
 namespace stagecraft::executor {
 
@@ -42,7 +43,7 @@ void run_forward(K& k, const spec::Model& m, UnitKind kind, const UnitSlots& s, 
 
 template <typename Scalar, typename K>
 void UnitCacheT<Scalar, K>::release_intermediates() {
-  for (Vec<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse}) {
+  for (Vec<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv}) {
     detail::release(*v);
   }
   full = false;
@@ -128,6 +129,9 @@ void LayerT<Scalar, K>::forward(const TokenBatch& batch, std::span<const Scalar>
                                 " x " + std::to_string(d.seq) + " needs positive sizes and seq <= seq_len " +
                                 std::to_string(model_.seq_len));
   }
+  if (kind_ == UnitKind::kAttention && d.cp.size > 1) {
+    throw std::logic_error("Layer " + unit_name(model_, unit_) + ": context-parallel attention runs in phases (cp_project ...)");
+  }
   check_buffer("params", params.size(), layout_size_);
   check_buffer("input", x.size(), input_size(d));
   check_buffer("output", y.size(), output_size(d));
@@ -166,6 +170,9 @@ template <typename Scalar, typename K>
 void LayerT<Scalar, K>::backward_input(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> dx,
                                    UnitCacheT<Scalar, K>& cache) const {
   if (cache.dims.rows() == 0) throw std::logic_error("Layer " + unit_name(model_, unit_) + ": backward before forward");
+  if (kind_ == UnitKind::kAttention && cache.dims.cp.size > 1) {
+    throw std::logic_error("Layer " + unit_name(model_, unit_) + ": context-parallel attention runs in phases (cp_backward_send ...)");
+  }
   check_buffer("params", params.size(), layout_size_);
   check_buffer("output gradient", dy.size(), kind_ == UnitKind::kHead ? 1 : output_size(cache.dims));  // dL/dloss
   check_buffer("input gradient", dx.size(), input_size(cache.dims));
@@ -248,5 +255,120 @@ void LayerT<Scalar, K>::backward(std::span<const Scalar> params, std::span<const
   backward_weight(grads, cache);
 }
 
+// ---- context parallelism (attention_cp_impl.hpp) ------------------------------------------------
+
+template <typename Scalar, typename K>
+CpSizes LayerT<Scalar, K>::cp_sizes(const Dims& d, CpPhase phase) const {
+  const ops::AttentionShape a = detail::attention_shape(model_, slots_, d);
+  const int64_t n = d.rows(), k2 = 2 * a.kv_dim(), c = model_.hidden, cp = d.cp.size;
+  const bool gather = detail::gathers_kv(d);
+  switch (phase) {
+    case CpPhase::kProject: return {n * c, n * (gather ? k2 : a.qkv_cols())};
+    case CpPhase::kAttend: return {gather ? cp * n * k2 : n * a.qkv_cols(), n * (gather ? c : a.hidden())};
+    case CpPhase::kFinishForward: return {n * a.hidden(), n * c};
+    case CpPhase::kBackwardSend: return {n * c, n * (gather ? k2 : a.hidden())};
+    case CpPhase::kBackwardAttend: return {gather ? cp * n * k2 : n * a.hidden(), gather ? cp * n * k2 : n * a.qkv_cols()};
+    case CpPhase::kBackwardFinish: return {n * (gather ? k2 : a.qkv_cols()), n * c};
+  }
+  return {};
+}
+
+namespace detail {
+// The checks every cp phase makes: an attention unit, host kernels, a cp split whose a2a head
+// groups are whole, the buffers' sizes.
+template <typename Scalar, typename K>
+void cp_check(const LayerT<Scalar, K>& l, const spec::Model& m, const UnitSlots& s, const Dims& d, CpPhase phase,
+              std::size_t in, std::size_t out) {
+  const std::string name = "Layer " + unit_name(m, l.unit()) + ": ";
+  if constexpr (!K::kHost) cp_on_device();
+  if (l.kind() != UnitKind::kAttention || d.cp.size < 2 || d.cp.rank < 0 || d.cp.rank >= d.cp.size || d.rows() <= 0) {
+    throw std::logic_error(name + "context-parallel phases are an attention unit's, with cp > 1");
+  }
+  if (!gathers_kv(d) && (s.heads % d.cp.size != 0 || s.kv_heads % d.cp.size != 0)) {
+    throw std::invalid_argument(name + "a2a needs cp " + std::to_string(d.cp.size) + " to divide the rank's " +
+                                std::to_string(s.heads) + " heads and " + std::to_string(s.kv_heads) + " K/V heads");
+  }
+  const CpSizes want = l.cp_sizes(d, phase);
+  const int64_t want_in = want.in, want_out = want.out;
+  if (static_cast<int64_t>(in) != want_in || static_cast<int64_t>(out) != want_out) {
+    throw std::invalid_argument(name + "a cp phase got " + std::to_string(in) + " elements in and " + std::to_string(out) +
+                                " out, expected " + std::to_string(want_in) + " and " + std::to_string(want_out));
+  }
+}
+}  // namespace detail
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::cp_project(const Dims& d, std::span<const Scalar> params, std::span<const Scalar> x, bool input_only,
+                                   std::span<Scalar> send, Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  const bool recompute = x.empty();
+  if (recompute) {
+    if (cache.dims.rows() == 0 || static_cast<int64_t>(cache.input.size()) != input_size(cache.dims)) {
+      throw std::logic_error("Layer " + unit_name(model_, unit_) + ": recompute without a forward that kept the input");
+    }
+  }
+  const Dims dims = recompute ? cache.dims : d;
+  detail::cp_check(*this, model_, slots_, dims, CpPhase::kProject, recompute ? input_size(dims) : x.size(), send.size());
+  if constexpr (K::kHost) {
+    if (!recompute) {
+      cache.clear();
+      cache.dims = dims;
+      k_->assign(cache.input, x.data(), static_cast<int64_t>(x.size()));
+    }
+    cache.cp_input_only = !recompute && input_only;
+    detail::cp_project(*k_, model_, slots_, params.data(), send.data(), cache);
+  }
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::cp_attend(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> out,
+                                  Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  detail::cp_check(*this, model_, slots_, cache.dims, CpPhase::kAttend, received.size(), out.size());
+  if constexpr (K::kHost) detail::cp_attend(*k_, model_, slots_, params.data(), received.data(), out.data(), cache);
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::cp_finish_forward(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> y,
+                                          Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  detail::cp_check(*this, model_, slots_, cache.dims, CpPhase::kFinishForward, received.size(), y.size());
+  if (detail::gathers_kv(cache.dims)) throw std::logic_error("Layer " + unit_name(model_, unit_) + ": only a2a has a forward finish");
+  if constexpr (K::kHost) detail::cp_finish_forward(*k_, model_, slots_, params.data(), received.data(), y.data(), cache);
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::cp_backward_send(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> send,
+                                         Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  detail::cp_check(*this, model_, slots_, cache.dims, CpPhase::kBackwardSend, dy.size(), send.size());
+  if (!cache.full) {
+    throw std::logic_error("Layer " + unit_name(model_, unit_) + ": a context-parallel backward before its forward (or recompute)");
+  }
+  if constexpr (K::kHost) detail::cp_backward_send(*k_, model_, slots_, params.data(), dy.data(), send.data(), cache);
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::cp_backward_attend(std::span<const Scalar> params, std::span<const Scalar> received,
+                                           std::span<Scalar> send, Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  detail::cp_check(*this, model_, slots_, cache.dims, CpPhase::kBackwardAttend, received.size(), send.size());
+  if constexpr (K::kHost) detail::cp_backward_attend(*k_, model_, slots_, params.data(), received.data(), send.data(), cache);
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::cp_backward_finish(std::span<const Scalar> params, std::span<const Scalar> received,
+                                           std::span<Scalar> dx, std::span<Scalar> grads, bool input_only,
+                                           Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  check_buffer("grads", grads.size(), layout_size_);
+  detail::cp_check(*this, model_, slots_, cache.dims, CpPhase::kBackwardFinish, received.size(), dx.size());
+  if constexpr (K::kHost) {
+    detail::cp_backward_finish(*k_, model_, slots_, params.data(), received.data(), dx.data(), cache);
+    cache.input_grad_done = true;
+    cache.input_grad_partial = reduces_input_grad();
+    if (!input_only) backward_weight(grads, cache);
+  }
+}
 
 }  // namespace stagecraft::executor

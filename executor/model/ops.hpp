@@ -215,15 +215,18 @@ void geglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_u
 // Rotate-half convention (GPT-NeoX / LLaMA in HF): in each head of width D, the pair (i, i + D/2)
 // at position t turns by t * base^(-2i/D). `inverse` turns back (the transpose), which maps the
 // gradient of rotated values to the gradient of the unrotated ones. Works in place on `heads`
-// heads starting at column `col0` of rows with stride `row_stride`; row r is position r mod T.
+// heads starting at column `col0` of rows with stride `row_stride`; row r is at position
+// pos[r mod P] of its sequence (P = pos.size(): a sequence's rows, the rank's positions under
+// context parallelism).
 template <typename S>
-void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d, bool inverse,
-          double base) {
-  const int64_t half = d / 2;
+void rope_at(S* x, int64_t n, std::span<const int64_t> pos, int64_t row_stride, int64_t col0, int64_t heads, int64_t d,
+             bool inverse, double base) {
+  const int64_t half = d / 2, seq = static_cast<int64_t>(pos.size());
   std::vector<S> cos_t(static_cast<std::size_t>(seq * half)), sin_t(cos_t.size());
   for (int64_t t = 0; t < seq; ++t) {
+    const double p = static_cast<double>(pos[static_cast<std::size_t>(t)]);
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      const double angle = p * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
       cos_t[static_cast<std::size_t>(t * half + i)] = static_cast<S>(std::cos(angle));
       sin_t[static_cast<std::size_t>(t * half + i)] = static_cast<S>(inverse ? -std::sin(angle) : std::sin(angle));
     }
@@ -240,6 +243,19 @@ void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_
       }
     }
   }
+}
+
+// Sequences of T rows at positions 0 .. T − 1.
+inline std::vector<int64_t> natural_positions(int64_t seq) {
+  std::vector<int64_t> pos(static_cast<std::size_t>(seq));
+  for (int64_t t = 0; t < seq; ++t) pos[static_cast<std::size_t>(t)] = t;
+  return pos;
+}
+
+template <typename S>
+void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d, bool inverse,
+          double base) {
+  rope_at(x, n, std::span<const int64_t>(natural_positions(seq)), row_stride, col0, heads, d, inverse, base);
 }
 
 // ---- causal grouped-query attention -------------------------------------------------------------
@@ -321,8 +337,7 @@ void attention_backward_rows(const S* q_rows, int64_t q_stride, const S* kv, int
 // 0 .. T − 1; probs [B, H, T, T]; out [N, C].
 template <typename S>
 void attention_forward(const S* qkv, S* probs, S* out, const AttentionShape& a) {
-  std::vector<int64_t> pos(static_cast<std::size_t>(a.seq));
-  for (int64_t i = 0; i < a.seq; ++i) pos[static_cast<std::size_t>(i)] = i;
+  const std::vector<int64_t> pos = natural_positions(a.seq);
   attention_forward_rows(qkv, a.qkv_cols(), std::span<const int64_t>(pos), qkv + a.hidden(), a.qkv_cols(), a.seq, probs, out, a);
 }
 

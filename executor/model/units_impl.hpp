@@ -95,11 +95,26 @@ void linear_backward_weight(K& k, const LinearSlot& l, const S* x, const S* dy, 
 
 // ---- embedding --------------------------------------------------------------------------------
 
+[[noreturn]] inline void cp_on_device() {
+  throw std::logic_error("context parallelism runs on the host kernels only");
+}
+
 template <typename S, typename K>
 void embedding_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params, S* y, UnitCacheT<S, K>& c) {
   const bool with_wpe = s.wpe >= 0 && s.adds_residual;
-  k.embedding_forward(c.tokens.data(), params + s.wte, with_wpe ? params + s.wpe : nullptr, y, c.dims.rows(), m.hidden,
-                      c.dims.seq, s.vocab0, s.vocab, m.position_offset);
+  const S* wpe = with_wpe ? params + s.wpe : nullptr;
+  if (c.dims.cp.size > 1) {  // the rank's positions
+    if constexpr (K::kHost) {
+      const std::vector<int64_t> pos = c.dims.positions();
+      k.embedding_forward(c.tokens.data(), params + s.wte, wpe, y, c.dims.rows(), m.hidden, c.dims.seq, s.vocab0, s.vocab,
+                          m.position_offset, pos.data());
+      return;
+    } else {
+      cp_on_device();
+    }
+  }
+  k.embedding_forward(c.tokens.data(), params + s.wte, wpe, y, c.dims.rows(), m.hidden, c.dims.seq, s.vocab0, s.vocab,
+                      m.position_offset);
 }
 
 // No input gradient (the input is token ids); keeps dy for the table gradients.
@@ -111,8 +126,19 @@ void embedding_backward_input(K& k, const spec::Model& m, const S* dy, UnitCache
 // dwte[token] += dy row; dwpe[position] += dy row.
 template <typename S, typename K>
 void embedding_backward_weight(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
-  k.embedding_backward_weight(c.tokens.data(), c.d_out.data(), grads + s.wte, s.wpe >= 0 ? grads + s.wpe : nullptr,
-                              c.dims.rows(), m.hidden, c.dims.seq, s.vocab0, s.vocab, m.position_offset);
+  S* dwpe = s.wpe >= 0 ? grads + s.wpe : nullptr;
+  if (c.dims.cp.size > 1) {
+    if constexpr (K::kHost) {
+      const std::vector<int64_t> pos = c.dims.positions();
+      k.embedding_backward_weight(c.tokens.data(), c.d_out.data(), grads + s.wte, dwpe, c.dims.rows(), m.hidden, c.dims.seq,
+                                  s.vocab0, s.vocab, m.position_offset, pos.data());
+      return;
+    } else {
+      cp_on_device();
+    }
+  }
+  k.embedding_backward_weight(c.tokens.data(), c.d_out.data(), grads + s.wte, dwpe, c.dims.rows(), m.hidden, c.dims.seq,
+                              s.vocab0, s.vocab, m.position_offset);
 }
 
 // ---- attention --------------------------------------------------------------------------------
@@ -122,11 +148,23 @@ inline ops::AttentionShape attention_shape(const spec::Model& m, const UnitSlots
   return {d.batch, d.seq, s.heads, s.kv_heads, m.head_dim()};
 }
 
-// Rotates (or, inverse, un-rotates) the q and k columns of a [N, Q + 2KV] buffer in place.
+// Rotates (or, inverse, un-rotates) the q and k columns of a [N, Q + 2KV] buffer in place, each row
+// at its sequence position (Dims::positions).
 template <typename S, typename K>
 void rope_qk(K& k, const spec::Model& m, const UnitSlots& s, Dims d, S* qkv, bool inverse) {
   if (m.position != spec::Position::kRope) return;
   const ops::AttentionShape a = attention_shape(m, s, d);
+  if (d.cp.size > 1) {  // the rank's positions
+    if constexpr (K::kHost) {
+      const std::vector<int64_t> pos = d.positions();
+      k.rope_at(qkv, d.rows(), std::span<const int64_t>(pos), a.qkv_cols(), 0, a.heads, a.head_dim, inverse, m.rope_theta);
+      k.rope_at(qkv, d.rows(), std::span<const int64_t>(pos), a.qkv_cols(), a.hidden(), a.kv_heads, a.head_dim, inverse,
+                m.rope_theta);
+      return;
+    } else {
+      cp_on_device();
+    }
+  }
   k.rope(qkv, d.rows(), d.seq, a.qkv_cols(), 0, a.heads, a.head_dim, inverse, m.rope_theta);
   k.rope(qkv, d.rows(), d.seq, a.qkv_cols(), a.hidden(), a.kv_heads, a.head_dim, inverse, m.rope_theta);
 }

@@ -53,7 +53,7 @@ class StageLayout {
   StageLayout(const program::Program& prog, int64_t stage, int64_t dp_index, int64_t tp_index);
 
   int64_t stage() const { return stage_; }
-  int64_t dp() const { return dp_; }
+  int64_t dp() const { return dp_; }  // the stage's data-parallel ranks: dp x cp (Placement::dp)
   int64_t dp_index() const { return dp_index_; }
   // The partition group: g ranks (zero.shard_group, else dp), this rank's position in it and which
   // of the dp/g replicas of its shard it holds.

@@ -68,6 +68,7 @@ TEST(Bundled, EveryPlanIsValidForItsCase) {
       {"tiny-pp2-dp2", "tiny", "tiny-cpu", 4},
       {"tiny-zero3", "tiny", "tiny-cpu", 2},
       {"tiny-tp2-pp2-dp2", "tiny", "tiny-cpu", 8},
+      {"tiny-cp2-dp2", "tiny", "tiny-cpu", 4},
       {"one-gpu", "gpt2-124m", "tiny-cpu", 1},
   };
   EXPECT_EQ(bundled_names(ConfigKind::kPlan).size(), std::size(cases)) << "a bundled plan without a case here";

@@ -16,6 +16,8 @@
 namespace stagecraft::executor {
 namespace {
 
+using test::max_rel;
+
 constexpr double kTol = 1e-12;
 
 // tiny_gpt with 4 heads (so tp 4 divides them) and a vocabulary of 11 that 2 and 4 do not divide.
@@ -24,15 +26,6 @@ spec::Model tiny_gpt4() {
   m.name = "tiny-gpt-4-heads";
   m.heads = 4, m.kv_heads = 4;
   return m;
-}
-
-double max_rel(const std::vector<double>& got, const std::vector<double>& want) {
-  double scale = 0, diff = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(want[i]));
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-  }
-  return scale == 0 ? diff : diff / scale;
 }
 
 // The shard of `full` (values of the unsharded layout) that tp rank `r`'s layout holds.

@@ -2,6 +2,8 @@
 // parameters and tokens, and a runner that chains the units of one layout like a pipeline stage.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -57,6 +59,16 @@ std::vector<S> random_vector(int64_t n, uint32_t seed, double scale) {
   std::vector<S> v(static_cast<std::size_t>(n));
   for (auto& x : v) x = static_cast<S>(normal(gen));
   return v;
+}
+
+// The largest elementwise difference over the largest magnitude of `want`.
+inline double max_rel(const std::vector<double>& got, const std::vector<double>& want) {
+  double scale = 0, diff = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(want[i]));
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+  }
+  return scale == 0 ? diff : diff / scale;
 }
 
 // Parameters of O(0.3) spread so every path (biases, norm weights, attention pattern) matters.

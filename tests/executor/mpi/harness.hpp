@@ -16,6 +16,16 @@
 
 namespace stagecraft::executor::test {
 
+// The sanitized build (3-5x slower) runs every plan for 2 steps: the second is the first with
+// optimizer state, moments and updated weights, so every code path of a step runs; it checks memory
+// and undefined behaviour. The normal build checks the equivalence over 5 steps, to 1e-5 relative.
+#if defined(STAGECRAFT_SANITIZED)
+inline constexpr int kSteps = 2;
+#else
+inline constexpr int kSteps = 5;
+#endif
+inline constexpr double kTolerance = 1e-5;
+
 struct Outcome {
   std::vector<double> losses;
   ModelParams params;

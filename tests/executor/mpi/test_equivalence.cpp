@@ -29,16 +29,8 @@
 namespace stagecraft::executor {
 namespace {
 
-// The sanitized build (3-5x slower) runs every plan for 2 steps: the second is the first with
-// optimizer state, moments and updated weights, so every code path of a step runs; it checks memory
-// and undefined behaviour. The normal build checks the equivalence over 5 steps.
-#if defined(STAGECRAFT_SANITIZED)
-constexpr int kSteps = 2;
-#else
-constexpr int kSteps = 5;
-#endif
-constexpr double kTolerance = 1e-5;
-
+using test::kSteps;
+using test::kTolerance;
 using test::compare;
 using test::corpus_for;
 using test::Errors;

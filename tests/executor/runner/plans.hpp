@@ -18,6 +18,8 @@ namespace stagecraft::executor::test {
 
 struct PlanSpec {
   int tp = 1;
+  int cp = 1;
+  std::string cp_comm = "p2p";        // plan.json cp_comm_type
   int pp = 1, dp = 1, micro_batch = 1, micro_batches = 8;
   std::string schedule = "1f1b";
   int virtual_stages = 1;
@@ -40,8 +42,9 @@ struct PlanSpec {
   bool qwz = false, qgz = false;
 
   std::string name() const {
-    std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) + "pp" + std::to_string(pp) + "-dp" +
-                    std::to_string(dp) + "-" + schedule;
+    std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) +
+                    (cp > 1 ? "cp" + std::to_string(cp) + "-" + cp_comm + "-" : std::string()) + "pp" + std::to_string(pp) +
+                    "-dp" + std::to_string(dp) + "-" + schedule;
     if (virtual_stages > 1) s += "-v" + std::to_string(virtual_stages);
     s += "-zero" + std::to_string(zero);
     if (overlap >= 0) s += overlap ? "-overlap" : "-no-overlap";
@@ -89,6 +92,8 @@ inline spec::Plan make_plan(const PlanSpec& s) {
   if (s.qwz) zero["quantized_weights"] = true;
   if (s.qgz) zero["quantized_gradients"] = true;
   const nlohmann::json j = {{"tp", s.tp},
+                            {"cp", s.cp},
+                            {"cp_comm_type", s.cp_comm},
                             {"pp", s.pp},
                             {"dp", s.dp},
                             {"micro_batch", s.micro_batch},
