@@ -367,7 +367,11 @@ Estimate combine(const PipeTerms& pipe, const ZeroTerms& z, int64_t m, int64_t r
     if (!pipe.zb) lb = std::max(lb, run + pipe.tail[s] + before + dp_tail_0);
     before += std::max(0.0, z.first_g[s] - static_cast<double>(z.first_n[s]) * pipe.tp_gap);
     lb = std::max(lb, pipe.head[s] + pipe.first_fwd[s] + z.once_s[s] + static_cast<double>(m) * z.per_mb_s[s] + z.after_s[s]);
-    lb = std::max(lb, std::max(z.gather_s[s], z.gather_slope * static_cast<double>(m) * z.regather_bytes[s]));
+    const double gathers = std::max(z.gather_s[s], z.gather_slope * static_cast<double>(m) * z.regather_bytes[s]);
+    lb = std::max(lb, gathers);
+    if (!z.shared_once_s.empty()) {  // gathers and reductions on one communicator, one at a time
+      lb = std::max(lb, z.shared_once_s[s] + static_cast<double>(m) * z.shared_per_mb_s[s] + gathers);
+    }
     const int64_t mem = z.static_bytes[s] + reserved + pipe.p2p_buffers + static_cast<int64_t>(pipe.held[s]);
     e.memory_lb_bytes = std::max(e.memory_lb_bytes, mem);
   }

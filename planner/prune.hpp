@@ -38,13 +38,17 @@
 //   lanes        a stage's reduce lane carries every gradient reduction (each micro-batch for
 //                ZeRO-2/3), its gather lane every ZeRO-3 bucket at least once, and the bytes that
 //                max_live_parameters forces it to gather again each step (at most
-//                max(max_live, biggest bucket) elements stay resident between steps);
+//                max(max_live, biggest bucket) elements stay resident between steps); where
+//                the framework puts plain ZeRO-3's gathers and reductions on one communicator
+//                (FrameworkProfile::one_dp_communicator: DeepSpeed ZeRO-3 with tp > 1), each
+//                starts after the one before, so the two lanes' times add;
 //   ZeRO-3       when no two buckets fit under max_live_parameters, a pass alternates gather and
 //                compute (gather, compute, release, gather the next): Σ_b T_AG(b) − max_b T_AG(b)
 //                per pass joins busy_s, less the tp collectives a gather may overlap, and a step
 //                on another chunk than the step before (interleaved) gathers all of its buckets.
 //   T_lb = max_s max( head_s + busy_s + tail_s + dp_tail_0,  head_s + busy_s + dp_tail_s,
-//                     head_s + (F+TP)_{s,0} + reduce_lane_s + after_s,  gather_lane_s )
+//                     head_s + (F+TP)_{s,0} + reduce_lane_s + after_s,  gather_lane_s,
+//                     [one communicator] reduce_lane_s + gather_lane_s )
 // Context parallelism: a layout's data-parallel group is its dp·cp ranks (G/(tp·pp), what ZeRO
 // partitions over and gradients are reduced over, whatever cp is), so layouts and their ZeRO
 // terms are shared by every cp; a candidate's compute, tp collectives, messages and activations

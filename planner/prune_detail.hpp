@@ -50,6 +50,10 @@ struct ZeroTerms {
   std::vector<double> serial_switch;   // per stage: a step on another chunk than the step before
                                        // finds none of its buckets resident: min_c (longest gather)
   std::vector<double> after_s;         // gradient norm + optimizer + ZeRO-1/2 parameter all-gather
+  // Plain ZeRO-3 whose gathers and reductions share one communicator (the framework's rule,
+  // FrameworkProfile::one_dp_communicator): the reductions' time on it, once a step and every
+  // micro-batch, which adds to the gathers' (each waits for the collective before it); empty else.
+  std::vector<double> shared_once_s, shared_per_mb_s;
 };
 
 struct Layout {

@@ -225,6 +225,8 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   const int64_t gather_bytes = zeropp ? 1 : pbytes;   // qwZ: int8
   sig = {dpc ? z.zero : -1, z.offload, z.overlap, static_cast<int64_t>(across ? z.variant : ZeroVariant::kPlain)};
   z.gather_slope = sharded || hpz ? std::min(cc.dp_ag_slope, cc.shard_ag_slope) : cc.dp_ag_slope;
+  // one communicator for plain ZeRO-3's gathers and reductions (all over the partition group)
+  const bool shared = z.zero == 3 && dpc && !across && space.training().framework_profile(lay.tp, z.zero).one_dp_communicator;
   int64_t max_gathered = 0;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t P = lay.stage_params[static_cast<std::size_t>(s)];
@@ -249,6 +251,10 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     z.per_mb_s.push_back(per_mb ? lane : 0.0);
     z.gather_s.push_back(gs.once);
     z.after_s.push_back(after_terms(z, s, P, dp, cc, cm, pbytes));
+    if (shared) {
+      z.shared_once_s.push_back(per_mb ? 0.0 : g.all);
+      z.shared_per_mb_s.push_back(per_mb ? g.all : 0.0);
+    }
     if (z.zero >= 2 && dpc) sig.push_back(std::min(reduce, P));
   }
   if (z.zero == 3 && dpc) sig.push_back(std::min(max_live, max_gathered));

@@ -81,6 +81,45 @@ TEST(Prune, StepTimeAndMemoryBoundsHoldAgainstTheSimulator) {
   expect_bounds_hold(Space(test::bundled_model("llama3-8b"), test::bundled_cluster("dgx-h100-ndr", 2), long_context, 16, cp_limits), 1);
 }
 
+// DeepSpeed ZeRO-3 with tp > 1 puts the gathers and the gradient reductions on one communicator,
+// one collective at a time (framework.hpp, dp_communicator), so the step lasts at least both
+// lanes' time together: the same candidates bound no lower than with a communicator each, higher
+// where the lanes dominate (GPT-3 175B on 1024 A100s, tp 2: each pass gathers 175 GB over dp 512
+// across HDR InfiniBand), and never above the shared Program's contention-free step time.
+TEST(Prune, OneCommunicatorAddsTheGatherAndReductionLanes) {
+  SpaceLimits l;
+  l.tp = {2};
+  l.pp = {1};
+  l.zero = {3};
+  l.zero_variants = {ZeroVariant::kPlain};
+  l.offload = {spec::Offload::kNone};
+  l.recompute = {spec::Recompute::kSelective};  // full recompute's compute outlasts both lanes here
+  l.micro_batch = {1};
+  spec::Training separate = test::training(1536);
+  separate.shared_reduce_communicator = false;
+  spec::Training shared = test::training(1536);
+  ASSERT_TRUE(shared.framework_profile(2, 3).one_dp_communicator);
+  ASSERT_FALSE(separate.framework_profile(2, 3).one_dp_communicator);
+  const spec::Model m = test::bundled_model("gpt3-175b");
+  const spec::Cluster c = test::bundled_cluster("dgx-a100-80g-hdr", 128);
+  const Space one(m, c, shared, 1024, l), two(m, c, separate, 1024, l);
+  const auto a = test::enumerate(one), b = test::enumerate(two);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 10u);
+  int higher = 0, checked = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(plan_key(one.plan(a[i].candidate)), plan_key(two.plan(b[i].candidate)));
+    EXPECT_GE(a[i].estimate.step_time_lb_s, b[i].estimate.step_time_lb_s) << plan_key(one.plan(a[i].candidate));
+    higher += a[i].estimate.step_time_lb_s > 1.01 * b[i].estimate.step_time_lb_s;
+    if (a[i].verdict != Verdict::kKeep || i % 8 != 0) continue;
+    const program::Program prog = program::lower(m, shared, one.plan(a[i].candidate));
+    EXPECT_LE(a[i].estimate.step_time_lb_s, sim::contention_free_step_s(prog, c) * (1 + 1e-5)) << plan_key(one.plan(a[i].candidate));
+    ++checked;
+  }
+  EXPECT_GT(higher, 0);
+  EXPECT_GT(checked, 2);
+}
+
 TEST(Prune, PlansPrunedForMemoryReallyDoNotFit) {
   const Space space = test::medium_space();
   const auto all = test::enumerate(space);

@@ -2,12 +2,14 @@
 // step of every plan of the lowering sweep (test_framework.cpp's EveryFrameworkSchedule...: every
 // framework, the shared-communicator DeepSpeed too, x tied or untied head x (tp, pp, dp) in
 // {(1,2,2), (2,2,2), (1,4,2), (2,1,4)} x every schedule x ZeRO 0-3 (Megatron-LM 0-1) x overlap,
-// full recompute) runs on a data MPI communicator through NcclRulesCommunicator, which fails at
+// full recompute), and context-parallel plans (each comm type a framework runs, 4 layouts, their
+// schedules, two ZeRO stages), runs on a data MPI communicator through NcclRulesCommunicator, which fails at
 // the first collective issued out of order, message taken out of order or wait that would hang
 // under NCCL's in-order streams. The launch runs the plans of its own world size (4 or 8 ranks):
 // with STAGECRAFT_NCCL_RULES_FULL=1 (bench/nccl_rules.sh) all of them, 352 and 968; otherwise one
 // of each (framework, layout, schedule, ZeRO stage)'s four tied x overlap variants, taken in turn
-// so that each variant appears (88 and 242 plans: 8 ranks on 2 cores take minutes for all under load).
+// so that each variant appears (88 and 242 plans: 8 ranks on 2 cores take minutes for all under load),
+// and the 50 and 80 cp plans.
 // A planted reordering (one rank issuing a bucket's two tensors' all-gathers swapped; one stage
 // sending two micro-batches' activations swapped) must be caught and named.
 #include <chrono>
@@ -97,6 +99,35 @@ std::vector<SweepPlan> sweep(int world, bool full) {
       }
     }
   }
+  // Context parallelism: each comm type where a framework runs it, with (tp, cp, pp, dp) in
+  // {(1,2,2,1), (1,2,1,2)} on 4 ranks and {(2,2,2,1), (1,2,2,2)} on 8, every schedule of the
+  // layout, the framework's lowest and highest ZeRO stage
+  spec::Model model = test::tiny_model();
+  model.layers = 8, model.hidden = 32, model.ffn_hidden = 128, model.seq_len = 16;
+  const std::vector<std::tuple<int, int, int, int>> cp_layouts = {{1, 2, 2, 1}, {1, 2, 1, 2}, {2, 2, 2, 1}, {1, 2, 2, 2}};
+  const std::vector<std::tuple<const char*, const char*, int>> cp_frameworks = {
+      {"megatron", "p2p", 1}, {"megatron", "all_gather", 1}, {"megatron", "a2a", 1}, {"deepspeed", "a2a", 3}, {"fsdp2", "p2p", 3}};
+  for (const auto& [tp, cp, pp, dp] : cp_layouts) {
+    if (tp * cp * pp * dp != world) continue;
+    for (const auto& [framework, comm, max_zero] : cp_frameworks) {
+      nlohmann::json tj = spec::to_json(test::tiny_training());
+      tj["framework"] = framework;
+      const spec::Training training = spec::training_from_json(tj, "<sweep training>");
+      for (std::size_t si = 0; si < schedules.size(); ++si) {
+        const auto [schedule, v] = schedules[si];
+        if (pp == 1 && si > 0) continue;  // one schedule without a pipeline
+        for (int zero : {0, max_zero}) {
+          const nlohmann::json plan = {{"tp", tp}, {"cp", cp}, {"cp_comm_type", comm}, {"pp", pp}, {"dp", dp},
+                                       {"micro_batches", 8 / dp}, {"schedule", schedule}, {"virtual_stages", v},
+                                       {"recompute", "full"}, {"zero", {{"stage", zero}, {"reduce_bucket", 20000}, {"prefetch_bucket", 20000}}}};
+          const std::string name = std::string(framework) + " tp" + std::to_string(tp) + " cp" + std::to_string(cp) + "-" + comm +
+                                   " pp" + std::to_string(pp) + " dp" + std::to_string(dp) + " " + schedule + " zero" +
+                                   std::to_string(zero);
+          out.push_back({name, program::lower(model, training, spec::plan_from_json(plan, "<sweep plan>"))});
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -127,15 +158,19 @@ TEST(NcclRules, EveryPlanOfTheSweepKeepsThem) {
   // per world size: tied or not x (5 frameworks x 4 stages + megatron's 2) x 2 overlaps x the layouts'
   // schedules: 4 ranks (1,2,2): 4; 8 ranks (2,2,2), (1,4,2): 4 each, (2,1,4): 3; without `full`
   // one of the 2 x 2 tied x overlap variants
-  const int schedules = world == 4 ? 4 : 4 + 4 + 3;
-  ASSERT_EQ(plans.size(), static_cast<std::size_t>((5 * 4 + 2) * schedules * (full ? 2 * 2 : 1))) << world << " ranks";
+  // and the cp plans: 5 (framework, comm type) x 2 ZeRO stages x the layouts' schedules: 4 ranks
+  // (1,2,2,1): 4, (1,2,1,2): 1; 8 ranks (2,2,2,1), (1,2,2,2): 4 each
+  const int schedules = world == 4 ? 4 : 4 + 4 + 3, cp_schedules = world == 4 ? 4 + 1 : 4 + 4;
+  ASSERT_EQ(plans.size(), static_cast<std::size_t>((5 * 4 + 2) * schedules * (full ? 2 * 2 : 1) + 5 * 2 * cp_schedules))
+      << world << " ranks";
   const auto t0 = std::chrono::steady_clock::now();
   int64_t collectives = 0, messages = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<std::unique_ptr<MpiCommunicator>, std::unique_ptr<MpiCommunicator>>> comms;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::pair<std::unique_ptr<MpiCommunicator>, std::unique_ptr<MpiCommunicator>>>
+      comms;
   for (const SweepPlan& p : plans) {
     SCOPED_TRACE(p.name);
     const program::Placement& pl = p.prog.placement;
-    auto& [data, shadow] = comms[{pl.tp, pl.pp, pl.dp}];
+    auto& [data, shadow] = comms[{pl.tp, pl.cp, pl.pp, pl.dp}];
     if (!data) data = std::make_unique<MpiCommunicator>(pl), shadow = std::make_unique<MpiCommunicator>(pl);
     Checked c;
     try {
