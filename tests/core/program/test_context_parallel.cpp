@@ -93,7 +93,9 @@ TEST(ContextParallel, RanksFollowMegatronsOrderAndGradientsSpanDpTimesCp) {
   EXPECT_EQ(pl.batch_index_of(rank(1, 1, 1, 0)), 1);
   // a pipeline message goes to the same (d, c, t) on the next stage
   for (const Instr& in : prog.rank(rank(0, 1, 1, 0))) {
-    if (in.op == Op::kSendActivation) EXPECT_EQ(message_of(pl, rank(0, 1, 1, 0), in).dst, rank(1, 1, 1, 0));
+    if (in.op == Op::kSendActivation) {
+      EXPECT_EQ(message_of(pl, rank(0, 1, 1, 0), in).dst, rank(1, 1, 1, 0));
+    }
   }
   // ZeRO-1 partitions the optimizer over the same 4 ranks as a plan of dp 4 without cp
   const Program dp4 = lower_cp(2, {{"tp", 2}, {"pp", 2}, {"dp", 4}, {"micro_batches", 1}, {"zero", {{"stage", 1}}}});
@@ -157,7 +159,9 @@ TEST(ContextParallel, EachCommTypesBytesFromTheShapes) {
   const Program cp2 = lower_cp(2, {{"cp", kCp}, {"pp", 2}, {"micro_batches", m}});
   const Program cp1 = lower_cp(2, {{"pp", 2}, {"micro_batches", m}});
   for (const Instr& in : cp2.roles[0].instrs) {
-    if (in.op == Op::kSendActivation) EXPECT_EQ(in.bytes, kT * 64 * kW);
+    if (in.op == Op::kSendActivation) {
+      EXPECT_EQ(in.bytes, kT * 64 * kW);
+    }
   }
   double f2 = 0, f1 = 0;
   for (const Instr& in : cp2.roles[0].instrs) f2 += in.op == Op::kForward ? in.flops : 0;

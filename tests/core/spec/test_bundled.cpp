@@ -43,7 +43,9 @@ TEST(Bundled, EveryClusterLoadsWithSources) {
                                  &c.host.source}) {
       EXPECT_FALSE(s->empty());
     }
-    if (c.reliability.known()) EXPECT_FALSE(c.reliability.source.empty());   // a failure rate names where it comes from
+    if (c.reliability.known()) {
+      EXPECT_FALSE(c.reliability.source.empty());  // a failure rate names where it comes from
+    }
   }
 }
 

@@ -11,8 +11,9 @@
 //            (each schedule), with tp 2 (each comm type, sequence parallelism), cp 4, recompute
 //   8 ranks: cp 2 x tp 2 x pp 2, each comm type
 // for the GPT tiny model (learned positions: the embedding reads the rank's positions) and a
-// LLaMA one (RoPE at the rank's positions, GQA).
+// LLaMA one (RoPE at the rank's positions, GQA); the sanitized build runs the GPT one.
 #include <cstdio>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -81,7 +82,13 @@ void expect_plans_match(const std::vector<test::PlanSpec>& plans, int world) {
     MpiCommunicator probe(program::Placement{1, 1, world});
     rank = static_cast<int>(probe.rank());
   }
-  for (const spec::Model& model : {test::tiny_model(), test::tiny_llama_model()}) {
+#if defined(STAGECRAFT_SANITIZED)
+  // memory and undefined behaviour: the GPT model's plans run every phase (3-5x slower here)
+  const std::vector<spec::Model> models = {test::tiny_model()};
+#else
+  const std::vector<spec::Model> models = {test::tiny_model(), test::tiny_llama_model()};
+#endif
+  for (const spec::Model& model : models) {
     test::Outcome ref;
     if (rank == 0) ref = test::run_single_rank(kSteps, model);
     if (rank == 0) std::printf("%s, single rank: loss %.5f -> %.5f\n", model.name.c_str(), ref.losses.front(), ref.losses.back());
