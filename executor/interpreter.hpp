@@ -137,6 +137,7 @@ class Runner::Interpreter {
   void post_cp(int32_t i);
   void finish_cp(int32_t i);
   Buffer cp_phase(CpPhase phase, const program::Instr& in, MicroState& ms, std::span<const float> data, bool flag);
+  Buffer cp_attend(const program::Instr& in, int32_t unit, MicroState& ms);
   bool cp_attention(int32_t unit) const;
   Batch rank_batch(Batch whole) const;
 
@@ -214,9 +215,9 @@ class Runner::Interpreter {
   std::vector<char> replica_piece_, hands_off_;
   // Context parallelism: per cp instruction the compute of its attention pass (-1: none) and
   // whether it delivers the compute's input (else it takes the compute's output); per compute its
-  // first and last cp instruction. The data of a pass flows in that order, which the executor adds
+  // last cp instruction. The data of a pass flows first -> compute -> last, which the executor adds
   // as dependencies where the Program lets the ring run beside the compute (p2p): data_deps_.
-  std::vector<int32_t> cp_compute_, cp_first_, cp_last_;
+  std::vector<int32_t> cp_compute_, cp_last_;
   std::vector<char> cp_delivers_;
   std::vector<std::vector<int32_t>> data_deps_;
 

@@ -49,9 +49,7 @@ void Runner::Interpreter::forward(const Instr& in) {
     const UnitKind kind = unit_kind(prog_.model, u);
     const bool block = kind == UnitKind::kAttention || kind == UnitKind::kMlp;
     if (cp_attention(u)) {  // the input went with the projection; a2a's output goes back over cp first
-      Buffer out = backend().cp_attention(CpPhase::kAttend, in.chunk, u, ms.slot, dims_, ms.cp_in.view(), false);
-      ms.cp_in = {};
-      (prog_.plan.cp_comm == spec::CpComm::kA2a ? ms.cp_out : x) = std::move(out);
+      x = cp_attend(in, u, ms);
     } else {
       x = backend().forward(in.chunk, u, ms.slot, batch, x.view(), full_recompute_ && block);
     }
@@ -75,10 +73,8 @@ void Runner::Interpreter::forward(const Instr& in) {
 void Runner::Interpreter::recompute(const Instr& in) {
   MicroState& ms = micro(in);
   for (int32_t u = in.unit_begin; u < in.unit_end; ++u) {
-    if (cp_attention(u)) {  // the projection ran when the gather (or a2a) was posted
-      Buffer out = backend().cp_attention(CpPhase::kAttend, in.chunk, u, ms.slot, dims_, ms.cp_in.view(), false);
-      ms.cp_in = {};
-      if (prog_.plan.cp_comm == spec::CpComm::kA2a) ms.cp_out = std::move(out);
+    if (cp_attention(u)) {  // the projection ran when the gather (or a2a) was posted; y was the forward's
+      cp_attend(in, u, ms);
     } else {
       backend().recompute(in.chunk, u, ms.slot);
     }

@@ -43,7 +43,6 @@ bool Runner::Interpreter::cp_attention(int32_t unit) const {
 void Runner::Interpreter::plan_cp_passes() {
   const std::size_t n = instrs_.size();
   cp_compute_.assign(n, -1);
-  cp_first_.assign(n, -1);
   cp_last_.assign(n, -1);
   cp_delivers_.assign(n, 0);
   data_deps_.assign(n, {});
@@ -70,7 +69,6 @@ void Runner::Interpreter::plan_cp_passes() {
                           program::to_string(first) + (want == 2 ? std::string(", ") + program::to_string(last) : "") +
                           "), the Program has " + std::to_string(list.size()));
     }
-    cp_first_[at(i)] = list[0];
     cp_compute_[at(list[0])] = i;
     cp_delivers_[at(list[0])] = 1;
     data_deps_[at(i)].push_back(list[0]);
@@ -119,6 +117,17 @@ Batch Runner::Interpreter::rank_batch(Batch whole) const {
     }
   }
   return b;
+}
+
+// The attention core of a forward or recompute pass at its compute, on what the first cp
+// collective delivered: y for the gather variants; a2a leaves the output for the collective
+// after it (ms.cp_out) and returns nothing.
+Buffer Runner::Interpreter::cp_attend(const Instr& in, int32_t unit, MicroState& ms) {
+  Buffer out = backend().cp_attention(CpPhase::kAttend, in.chunk, unit, ms.slot, dims_, ms.cp_in.view(), false);
+  ms.cp_in = {};
+  if (prog_.plan.cp_comm != spec::CpComm::kA2a) return out;
+  ms.cp_out = std::move(out);
+  return {};
 }
 
 // A phase on the backend, its time counted as compute.
