@@ -113,20 +113,53 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
   const int32_t rb = std::max(ch.unit_begin, 1), re = std::min(ch.unit_end, head);
   const double R = full && rb < re ? cm.compute_s(Op::kRecompute, rb, re) : 0.0;
   double tf = 0, tb = 0, act = 0;
+  // Each unit's pass: the collectives before its compute, after it, and the ring's excess beside
+  // it (what follows waits max(ring, compute)); per pass, those of the first unit's before
+  // (pre), of the last unit's after and excess (out), and the rest (between two computes).
+  struct Around {
+    double before = 0, after = 0;
+  };
+  const auto around = [&](int32_t u, Op op) {
+    const UnitKind kind = lay.units[static_cast<std::size_t>(u)].kind;
+    const bool forward = op == Op::kForward || op == Op::kRecompute;
+    Around a;
+    if (tp.any) {
+      const auto k = static_cast<std::size_t>(kind);
+      a.before = forward ? tp.fwd_before[k] : tp.bwd_before[k];
+      a.after = (forward ? tp.fwd_s[k] : tp.bwd_s[k]) - a.before;
+    }
+    if (cp.any && kind == UnitKind::kAttention) {
+      const double ring = forward ? cp.fwd_ring : cp.bwd_ring;
+      a.before += forward ? cp.fwd_before : cp.bwd_before;
+      a.after += (forward ? cp.fwd_block - cp.fwd_before : cp.bwd_block - cp.bwd_before) +
+                 (ring > 0 ? std::max(0.0, ring - cm.compute_s(op, u, u + 1)) : 0.0);
+    }
+    return a;
+  };
+  const Op bop = zb ? Op::kBackwardInput : Op::kBackward;
+  double fpre = 0, fout = 0, bpre = 0, bout = 0;
   for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
     const Unit& unit = lay.units[static_cast<std::size_t>(u)];
-    tf += tp.fwd(unit.kind);
-    tb += tp.bwd(unit.kind);
-    if (full && u >= rb && u < re) tb += tp.fwd(unit.kind);
-    if (cp.any && unit.kind == UnitKind::kAttention) {
-      // the ring beside the unit's pass: what follows waits max(ring, compute)
-      const auto beyond = [&](double ring, Op op) { return ring > 0 ? std::max(0.0, ring - cm.compute_s(op, u, u + 1)) : 0.0; };
-      tf += cp.fwd_block + beyond(cp.fwd_ring, Op::kForward);
-      tb += cp.bwd_block + beyond(cp.bwd_ring, zb ? Op::kBackwardInput : Op::kBackward);
-      if (full && u >= rb && u < re) tb += cp.fwd_block + beyond(cp.fwd_ring, Op::kRecompute);
+    const Around f = around(u, Op::kForward), b = around(u, bop);
+    tf += f.before + f.after;
+    tb += b.before + b.after;
+    if (u == ch.unit_begin) {
+      fpre = f.before;
+      bout = b.after;
+    }
+    if (u == ch.unit_end - 1) {
+      fout = f.after;
+      bpre = b.before;
+    }
+    if (full && u >= rb && u < re) {
+      const Around r = around(u, Op::kRecompute);
+      tb += r.before + r.after;
     }
     act += sim::activation_bytes_per_token(unit, m, plan, space.training(), plan.recompute);
   }
+  // full recompute: the backward step may begin with a block's recompute (the lowering recomputes
+  // each block just before its backward): its collectives before it at most those of any unit
+  for (int32_t u = rb; R > 0 && u < re; ++u) bpre = std::max(bpre, around(u, Op::kRecompute).before);
   const double tokens = static_cast<double>(spec::rank_tokens(plan, m.seq_len));
   // The simulator rounds each Forward's bytes down to a whole byte, and a chunk's forward is at
   // most one instruction per unit: at most (units) bytes below the exact sum.
@@ -146,9 +179,22 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
                 (gather_recv && lay.has_prev(ch) ? tp.ag : 0.0);
     t.pre_bwd = (tp.any ? tp.bwd_before[static_cast<std::size_t>(last.kind)] : 0.0) + (attn_last ? cp.bwd_before : 0.0) +
                 (gather_recv && lay.has_next(ch) ? tp.ag : 0.0);
+    // full recompute: the backward step may begin with a block's recompute and its collectives
+    for (int32_t u = rb; R > 0 && u < re; ++u) {
+      t.pre_bwd = std::max(t.pre_bwd, around(u, Op::kRecompute).before + (gather_recv && lay.has_next(ch) ? tp.ag : 0.0));
+    }
   }
   const double op = std::max(tp.max_op(), cp.max_s);
   t.busy = F + B + R + std::max(0.0, tf - op) + std::max(0.0, tb - op);
+  // From a pass's first compute: its computes and the collectives between them, then what
+  // follows its last compute before it can send. ZB-H1's W after its B: no more than busy's B.
+  t.fwd_serial = F + std::max(0.0, t.fwd_chain - F - fpre - fout);
+  t.fwd_out = fout;
+  t.bwd_serial = (zb ? Bi : B) + R + std::max(0.0, t.bwd_chain - (zb ? Bi : B) - R - bpre - bout);
+  t.bwd_out = bout;
+  t.w_serial = zb ? std::max(0.0, std::min(B - Bi, cm.compute_s(Op::kBackwardWeight, ch.unit_begin, ch.unit_end))) : 0.0;
+  // the received message's all-gather (scatter-gather) before a forward's first compute
+  t.recv_fwd = gather_recv && lay.has_prev(ch) ? tp.ag : 0.0;
   t.sends = (lay.has_next(ch) ? 1 : 0) + (lay.has_prev(ch) ? 1 : 0);
   return t;
 }
@@ -165,6 +211,61 @@ double held_activations(const Layout& lay, const std::vector<ChunkTimes>& times,
 }
 
 }  // namespace
+
+std::vector<double> detail::pipeline_path(const std::vector<std::vector<program::Step>>& steps, int64_t v, int64_t m,
+                                          const std::vector<ChunkTimes>& times, const std::vector<double>& link) {
+  const auto p = static_cast<int64_t>(steps.size());
+  const int64_t chunks = p * v;
+  // when each (model chunk, micro-batch)'s forward and backward message arrives at its receiver; −1: not yet
+  std::vector<double> fsent(static_cast<std::size_t>(chunks * m), -1.0), bsent(fsent.size(), -1.0);
+  std::vector<std::size_t> pos(static_cast<std::size_t>(p), 0);
+  std::vector<double> free_at(static_cast<std::size_t>(p), 0.0);   // the previous step's last compute ends
+  std::vector<double> held(static_cast<std::size_t>(p), 0.0);      // its blocking send has arrived
+  std::size_t total = 0, done = 0;
+  for (const auto& st : steps) total += st.size();
+  const auto at = [&](int64_t k, int32_t mb) { return static_cast<std::size_t>(k * m + mb); };
+  const auto advance = [&](int64_t s) {
+    bool moved = false;
+    const auto& st = steps[static_cast<std::size_t>(s)];
+    std::size_t& i = pos[static_cast<std::size_t>(s)];
+    const auto si = static_cast<std::size_t>(s);
+    while (i < st.size()) {
+      const program::Step& step = st[i];
+      const int64_t k = step.chunk * p + s;   // model position
+      const ChunkTimes& t = times[static_cast<std::size_t>(s * v + step.chunk)];
+      const bool fwd = step.pass == program::Pass::kForward, w = step.pass == program::Pass::kBackwardWeight;
+      double start = std::max(free_at[si], held[si]);
+      if (fwd && k > 0) {
+        const double arrived = fsent[at(k - 1, step.mb)];
+        if (arrived < 0) break;
+        start = std::max(start, arrived + t.recv_fwd);
+      } else if (!fwd && !w && k + 1 < chunks) {
+        const double arrived = bsent[at(k + 1, step.mb)];
+        if (arrived < 0) break;
+        start = std::max(start, arrived);
+      }
+      const double end = start + (fwd ? t.fwd_serial : w ? t.w_serial : t.bwd_serial);
+      free_at[si] = end;
+      held[si] = 0;
+      if (fwd && k + 1 < chunks) {   // to the next model chunk, on stage s + 1 (or the wrap to 0)
+        held[si] = fsent[at(k, step.mb)] = end + t.fwd_out + link[si];
+      } else if (!fwd && !w && k > 0) {   // to the previous one, on stage (k − 1) mod p
+        held[si] = bsent[at(k, step.mb)] = end + t.bwd_out + link[static_cast<std::size_t>((k - 1) % p)];
+      }
+      ++i;
+      ++done;
+      moved = true;
+    }
+    return moved;
+  };
+  while (done < total) {
+    bool moved = false;
+    for (int64_t s = 0; s < p; ++s) moved |= advance(s);        // forwards flow down,
+    for (int64_t s = p - 1; s >= 0; --s) moved |= advance(s);   // backwards up
+    if (!moved) return {};
+  }
+  return free_at;
+}
 
 struct Pruner::ComputeEntry {
   spec::Plan plan;
@@ -259,6 +360,7 @@ const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split) {
   if (!layouts_.empty() && (std::get<0>(layouts_.begin()->first) != tp || std::get<1>(layouts_.begin()->first) != pp)) {
     layouts_.clear();   // groups come (tp, pp)-major: keep one pair's layouts only
     comms_.clear();
+    steps_.clear();
   }
   const spec::Model& m = space_.model();
   auto lay = std::make_unique<Layout>();
@@ -284,6 +386,18 @@ const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split) {
   fill_params(*lay, m, program::persistence_threshold(z3, space_.training().framework_profile()));
   build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1));
   return *layouts_.emplace(key, std::move(lay)).first->second;
+}
+
+const std::vector<std::vector<program::Step>>& Pruner::steps(int64_t p, int64_t m, int64_t v, spec::Schedule schedule) {
+  const auto key = std::make_tuple(p, m, v, static_cast<int>(schedule));
+  auto it = steps_.find(key);
+  if (it != steps_.end()) return it->second;
+  spec::Plan plan;
+  plan.pp = p;
+  plan.micro_batches = m;
+  plan.virtual_stages = v;
+  plan.schedule = schedule;
+  return steps_.emplace(key, program::schedule_steps(plan)).first->second;
 }
 
 const std::vector<int64_t>& Pruner::switches(int64_t p, int64_t m, int64_t v) {
@@ -364,6 +478,7 @@ Estimate combine(const PipeTerms& pipe, const ZeroTerms& z, int64_t m, int64_t r
     const double run = pipe.head[s] + before + pipe.busy[s] + static_cast<double>(m) * serial +
                        static_cast<double>(pipe.switches[s]) * switched;
     lb = std::max(lb, run + dp_tail);
+    if (!pipe.path.empty()) lb = std::max(lb, pipe.path[s] + dp_tail);
     if (!pipe.zb) lb = std::max(lb, run + pipe.tail[s] + before + dp_tail_0);
     before += std::max(0.0, z.first_g[s] - static_cast<double>(z.first_n[s]) * pipe.tp_gap);
     lb = std::max(lb, pipe.head[s] + pipe.first_fwd[s] + z.once_s[s] + static_cast<double>(m) * z.per_mb_s[s] + z.after_s[s]);
@@ -483,7 +598,11 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   }
   static const std::vector<int64_t> none;
   const std::vector<int64_t>& sw = schedule == spec::Schedule::kInterleaved ? switches(lay.pp, micro_batches, lay.v) : none;
-  PipeTerms t = pipe_terms(lay, times, cc, schedule, micro_batches, program::p2p_message_bytes(tokens, m.hidden, lay.tp, abytes), sw);
+  const int64_t p2p_bytes = program::p2p_message_bytes(tokens, m.hidden, lay.tp, abytes);
+  PipeTerms t = pipe_terms(lay, times, cc, schedule, micro_batches, p2p_bytes, sw);
+  std::vector<double> link(static_cast<std::size_t>(lay.pp), 0.0);
+  for (std::size_t i = 0; i < cc.p2p.size() && i < link.size(); ++i) link[i] = ns(cc.p2p[i].time_ns(p2p_bytes));
+  t.path = detail::pipeline_path(steps(lay.pp, micro_batches, lay.v, schedule), lay.v, micro_batches, times, link);
   // what a ZeRO-3 gather may overlap between two computes: tp collectives, and with cp its
   // blocking collectives and the ring's excess
   t.tp_gap = (ops.any ? 2 * ops.max_op() : 0.0) + (cps.any ? 2 * cps.max_s + std::max(cps.fwd_ring, cps.bwd_ring) : 0.0);

@@ -46,7 +46,14 @@
 //                compute (gather, compute, release, gather the next): Σ_b T_AG(b) − max_b T_AG(b)
 //                per pass joins busy_s, less the tp collectives a gather may overlap, and a step
 //                on another chunk than the step before (interleaved) gathers all of its buckets.
-//   T_lb = max_s max( head_s + busy_s + tail_s + dp_tail_0,  head_s + busy_s + dp_tail_s,
+//   path_s       the pipeline's critical path over whole passes in the schedule's own order
+//                (prune_detail.hpp pipeline_path): each step's first compute waits for the stage's
+//                previous compute, for the arrival of the stage's previous (blocking) send, and for
+//                the message it consumes; a pass lasts its computes and the collectives between
+//                them, and its message leaves after the collectives that follow its last compute.
+//                It adds the bubbles inside the step (ZB-H1's and interleaving's, the sends' waits)
+//                that head + busy + tail count only at its ends;
+//   T_lb = max_s max( head_s + busy_s + tail_s + dp_tail_0,  head_s + busy_s + dp_tail_s,  path_s + dp_tail_s,
 //                     head_s + (F+TP)_{s,0} + reduce_lane_s + after_s,  gather_lane_s,
 //                     [one communicator] reduce_lane_s + gather_lane_s )
 // Context parallelism: a layout's data-parallel group is its dp·cp ranks (G/(tp·pp), what ZeRO
@@ -62,7 +69,9 @@
 //
 // Dominance rules (each names why the candidate adds nothing):
 //   * identical Program: bucket values that cut the same buckets (a bucket larger than every
-//     chunk), a uniform split equal to the balanced one, ZeRO stages with dp = 1;
+//     chunk), max_live_parameters values that decide alike (every value in (0, smallest gathered
+//     bucket), every value from the most a stage gathers up), a uniform split equal to the
+//     balanced one, ZeRO stages with dp = 1;
 //   * optimizer offload only where the same plan without offload cannot fit (memory bound).
 #pragma once
 
@@ -75,6 +84,7 @@
 #include <vector>
 
 #include "core/program/program.hpp"
+#include "core/program/schedules/schedules.hpp"
 #include "core/program/zero.hpp"
 #include "planner/space.hpp"
 #include "sim/models/collectives.hpp"
@@ -126,6 +136,8 @@ class Pruner {
   const detail::Layout& layout(int64_t tp, int64_t pp, int64_t v, Split split);
   detail::CommCosts& comm(int64_t tp, int64_t pp);
   const detail::CpCosts& cp_costs(int64_t tp, int64_t pp, int64_t cp);
+  // Every stage's steps (program::schedule_steps), kept for the pair (tp, pp) in hand.
+  const std::vector<std::vector<program::Step>>& steps(int64_t p, int64_t m, int64_t v, spec::Schedule schedule);
   // Per stage, the interleaved schedule's steps on another chunk than the step before.
   const std::vector<int64_t>& switches(int64_t p, int64_t m, int64_t v);
   const sim::ComputeModel& compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp = 1,
@@ -140,6 +152,7 @@ class Pruner {
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<detail::Layout>> layouts_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<detail::CommCosts>> comms_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> switches_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::vector<std::vector<program::Step>>> steps_;
   struct ComputeEntry;
   std::map<std::tuple<int64_t, bool, int, int64_t, int64_t, int>, std::unique_ptr<ComputeEntry>> computes_;
 };

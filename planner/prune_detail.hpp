@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/program/program.hpp"
+#include "core/program/schedules/schedules.hpp"
 #include "core/program/units.hpp"
 #include "planner/prune.hpp"
 #include "sim/models/collectives.hpp"
@@ -128,6 +129,11 @@ struct ChunkTimes {
   double fwd_chain = 0;    // F + its tp collectives (what the next stage waits for)
   double bwd_chain = 0;    // B (or B-input with ZB-H1) + R + their tp collectives
   double busy = 0;         // F + B + R + W + tp collectives, less one op per pass
+  // Per pass (the forward; the backward, or ZB-H1's B, with R; ZB-H1's W), from its first
+  // compute: its computes and the collectives between them (serial), then those after its last
+  // compute, before its message can leave (out); a forward's received-message all-gather
+  double fwd_serial = 0, bwd_serial = 0, w_serial = 0;
+  double fwd_out = 0, bwd_out = 0, recv_fwd = 0;
   double act_bytes = 0;    // one activation set
   int sends = 0;           // pipeline sends per micro-batch (forward to the next chunk, backward to the previous)
   // the collectives before each pass's first compute, which need not wait for the send before it
@@ -142,9 +148,30 @@ struct PipeTerms {
   double tp_gap = 0;               // most tp collective time between two computes of a pass
   double step_gap = 0;             // most time between two steps' computes besides compute: tp + p2p
   double link = 0;                 // the fastest pipeline send
+  // per stage: the earliest end of its last compute by the pipeline's critical path over whole
+  // passes (pipeline_path); empty where it was not computed
+  std::vector<double> path;
   int64_t p2p_buffers = 0;
   bool zb = false;
 };
+
+// The pipeline's critical path over whole passes, in the schedule's own order. A step's first
+// compute starts no earlier than
+//   * the end of the stage's previous step's last compute: that one's first compute + serial;
+//   * the arrival of the previous step's message (the plans' blocking sends, without overlap_p2p):
+//     its last compute's end + out + the link;
+//   * a forward: the arrival of the previous model chunk's forward message for that micro-batch
+//     (+ its all-gather without sequence parallelism); a backward (ZB-H1's B): that of the next
+//     model chunk's backward message; a W: nothing more (its B is earlier on the stage).
+// The collectives before a pass's first compute are left out (they may run beside the step
+// before), so each term is at most what the simulator charges; the path adds the bubbles the
+// schedule's order forces inside the step, which head + busy + tail count only at its ends.
+// steps[s]: stage s's steps (program::schedule_steps); times[s·v + c]: chunk c of stage s (model
+// position c·p + s); link[i]: the send from stage i to i + 1, link[p − 1] the wrap p − 1 → 0.
+// Returns, per stage, the earliest end of its last compute; empty if the steps cannot all be
+// ordered (never for the schedules the lowering builds).
+std::vector<double> pipeline_path(const std::vector<std::vector<program::Step>>& steps, int64_t v, int64_t m,
+                                  const std::vector<ChunkTimes>& times, const std::vector<double>& link);
 
 }  // namespace detail
 

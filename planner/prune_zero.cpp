@@ -227,7 +227,7 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   z.gather_slope = sharded || hpz ? std::min(cc.dp_ag_slope, cc.shard_ag_slope) : cc.dp_ag_slope;
   // one communicator for plain ZeRO-3's gathers and reductions (all over the partition group)
   const bool shared = z.zero == 3 && dpc && !across && space.training().framework_profile(lay.tp, z.zero).one_dp_communicator;
-  int64_t max_gathered = 0;
+  int64_t max_gathered = 0, least_bucket = 0;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t P = lay.stage_params[static_cast<std::size_t>(s)];
     const GradTerms g = grad_terms(lay, s, rule, reduce_s, sig);
@@ -236,6 +236,7 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     const auto first_s = [&](int64_t bytes) { return hpz ? global_s(bytes) : gather_s(bytes); };
     if (z.zero == 3 && dpc) gs = gather_stats(lay, s, rule, gather_s, first_s, gather_bytes, sig);
     max_gathered = std::max(max_gathered, gs.gathered);
+    if (gs.smallest > 0) least_bucket = least_bucket == 0 ? gs.smallest : std::min(least_bucket, gs.smallest);
     add_regathers(z, gs, max_live, gather_bytes, space.training().framework_profile().prefetch);
     // reductions after the last compute: the last bucket, or every deferred one without overlap
     double last = dpc ? (z.overlap ? g.c0_last : (z.zero <= 1 ? g.all : g.c0_sum)) : 0.0;
@@ -257,7 +258,11 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     }
     if (z.zero >= 2 && dpc) sig.push_back(std::min(reduce, P));
   }
-  if (z.zero == 3 && dpc) sig.push_back(std::min(max_live, max_gathered));
+  // max_live_parameters acts through `live + bucket > max_live` (make room) and `live < max_live`
+  // (look ahead) alone (program/param_tracker.cpp), live being 0 or at least the smallest gathered
+  // bucket: every value in (0, smallest bucket) lowers alike, as every value from the most a
+  // stage gathers up
+  if (z.zero == 3 && dpc) sig.push_back(max_live > 0 && max_live < least_bucket ? 1 : std::min(max_live, max_gathered));
 }
 
 void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const sim::ComputeModel& cm) {

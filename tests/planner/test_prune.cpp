@@ -8,6 +8,8 @@
 #include <map>
 
 #include "fixtures.hpp"
+#include "planner/prune_detail.hpp"
+#include "core/program/fingerprint.hpp"
 
 namespace stagecraft::planner {
 namespace {
@@ -120,6 +122,43 @@ TEST(Prune, OneCommunicatorAddsTheGatherAndReductionLanes) {
   EXPECT_GT(checked, 2);
 }
 
+// The pipeline's critical path over whole passes (prune_detail.hpp pipeline_path), by hand on
+// 1F1B with p = 2, m = 3: stage 0 runs F0 F1 B0 F2 B1 B2, stage 1 F0 B0 F1 B1 F2 B2. Every pass
+// computes 1 s forward and 2 s backward; 0.1 s (forward) and 0.2 s (backward) of collectives
+// follow its last compute; a send takes 0.5 s and holds the sender's next compute (blocking).
+//   stage 0  F0 0-1, sent 1+0.1+0.5 = 1.6        F1 1.6-2.6 (waits for F0's send), sent 3.2
+//   stage 1  F0 1.6-2.6   B0 2.6-4.6, sent 4.6+0.2+0.5 = 5.3   F1 5.3-6.3 (waits for B0's send)
+//            B1 6.3-8.3, sent 9.0
+//   stage 0  B0 5.3-7.3 (B0's gradient)   F2 7.3-8.3, sent 8.9   B1 9.0-11.0 (B1's gradient)
+//   stage 1  F2 9.0-10.0 (its own B1's send)   B2 10.0-12.0, sent 12.7
+//   stage 0  B2 12.7-14.7
+// Stage 0 computes 9 s of the 14.7: the bubbles its order forces in the middle of the step count.
+TEST(Prune, PipelinePathFollowsTheScheduleOrder) {
+  std::vector<detail::ChunkTimes> times(2);
+  for (detail::ChunkTimes& t : times) {
+    t.fwd_serial = 1;
+    t.bwd_serial = 2;
+    t.fwd_out = 0.1;
+    t.bwd_out = 0.2;
+  }
+  spec::Plan plan;
+  plan.pp = 2;
+  plan.micro_batches = 3;
+  plan.schedule = spec::Schedule::k1F1B;
+  const std::vector<double> end = detail::pipeline_path(program::schedule_steps(plan), 1, 3, times, {0.5, 0.5});
+  ASSERT_EQ(end.size(), 2u);
+  EXPECT_NEAR(end[0], 12.7 + 2, 1e-12);
+  EXPECT_NEAR(end[1], 10.0 + 2, 1e-12);
+  // a received message's all-gather (no sequence parallelism) delays the forward that needs it
+  // (0.25 s on stage 1): stage 1 F0 1.85-2.85, B0 2.85-4.85 sent 5.55, F1 5.55-6.55, B1 6.55-8.55
+  // sent 9.25; stage 0 B0 5.55-7.55, F2 7.55-8.55 sent 9.15, B1 9.25-11.25; stage 1 F2 now waits
+  // for its message, 9.15 + 0.25 = 9.4-10.4, B2 10.4-12.4 sent 13.1; stage 0 B2 13.1-15.1
+  times[1].recv_fwd = 0.25;
+  const std::vector<double> later = detail::pipeline_path(program::schedule_steps(plan), 1, 3, times, {0.5, 0.5});
+  EXPECT_NEAR(later[0], 13.1 + 2, 1e-12);
+  EXPECT_NEAR(later[1], 10.4 + 2, 1e-12);
+}
+
 TEST(Prune, PlansPrunedForMemoryReallyDoNotFit) {
   const Space space = test::medium_space();
   const auto all = test::enumerate(space);
@@ -152,6 +191,40 @@ TEST(Prune, BucketValuesThatCutTheSameBucketsAreDominatedDuplicates) {
   const sim::SimResult a = test::simulate(space, all[0].candidate), b = test::simulate(space, all[1].candidate);
   EXPECT_EQ(a.metrics.step_time_s, b.metrics.step_time_s);
   EXPECT_EQ(a.metrics.peak_memory_bytes, b.metrics.peak_memory_bytes);
+}
+
+// max_live_parameters acts only through `live + bucket > max_live` and `live < max_live`, with live
+// 0 or at least one bucket (program/param_tracker.cpp): two positive values below GPT-2 124M's
+// smallest ZeRO-3 bucket lower to one Program, and the second is a duplicate; a value above it is not.
+TEST(Prune, MaxLiveValuesBelowEveryBucketAreDominatedDuplicates) {
+  SpaceLimits l;
+  l.tp = {1};
+  l.pp = {1};
+  l.zero = {3};
+  l.recompute = {spec::Recompute::kNone};
+  l.offload = {spec::Offload::kNone};
+  l.overlap_comm = {true};
+  l.micro_batch = {1};
+  l.reduce_bucket = {1'000'000};
+  l.prefetch_bucket = {1'000'000};
+  l.max_live_parameters = {1'000, 2'000, 100'000'000};
+  const Space space(test::bundled_model("gpt2-124m"), test::bundled_cluster("dgx-h100-ndr", 1), test::training(8), 8, l);
+  const auto all = test::enumerate(space);
+  ASSERT_EQ(all.size(), 3u);
+  const program::Program a = program::lower(space.model(), space.training(), space.plan(all[0].candidate));
+  int64_t smallest = INT64_MAX;
+  for (const program::Bucket& b : a.param_buckets) {
+    if (b.elems > 0) smallest = std::min(smallest, b.elems);
+  }
+  ASSERT_GT(smallest, 2'000);       // both small values below every bucket
+  ASSERT_LT(smallest, 100'000'000);
+  EXPECT_EQ(all[0].verdict, Verdict::kKeep);
+  EXPECT_EQ(all[1].verdict, Verdict::kDominated);
+  EXPECT_EQ(all[2].verdict, Verdict::kKeep);
+  const program::Program b = program::lower(space.model(), space.training(), space.plan(all[1].candidate));
+  const program::Program c = program::lower(space.model(), space.training(), space.plan(all[2].candidate));
+  EXPECT_EQ(program::fingerprint(a), program::fingerprint(b));
+  EXPECT_NE(program::fingerprint(a), program::fingerprint(c));
 }
 
 TEST(Prune, OffloadOnlyWhereThePlanWithoutItCannotFit) {
