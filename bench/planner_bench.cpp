@@ -8,7 +8,8 @@
 //   * Table1/<row>: Narayanan et al. SC'21 Table 1 (REFERENCE.md): each row's GPU count and batch,
 //     fp16, searched twice — tp and pp free, and pinned to the row's published tp and pp (the rest
 //     free: "the best micro-batching the planner finds for it"). Quality target: free <= pinned.
-// Counters: candidates, evaluated (simulated), pruned, seconds, peak_rss_MiB (the process's
+// Counters: candidates, evaluated (simulated), pruned, seconds (enumerate_s of them before any
+// lowering), peak_rss_MiB (the process's
 // high-water mark), step times; the label names the best plan. Run with bench/run.sh, or
 //   build/bench/stagecraft_bench_planner --benchmark_filter=Table1
 #include <benchmark/benchmark.h>
@@ -44,6 +45,7 @@ planner::SearchResult run_search(benchmark::State& state, const planner::Space& 
   state.counters["evaluated"] = static_cast<double>(r.counts.evaluated);
   state.counters["pruned"] = static_cast<double>(r.counts.pruned());
   state.counters["seconds"] = r.seconds;
+  state.counters["enumerate_s"] = r.enumerate_seconds;   // enumeration and the bounds, before any lowering
   state.counters["peak_rss_MiB"] = peak_rss_mib();
   if (!r.top.empty()) {
     state.counters["best_step_s"] = r.top.front().metrics.step_time_s;
