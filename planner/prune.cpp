@@ -471,16 +471,19 @@ Estimate combine(const PipeTerms& pipe, const ZeroTerms& z, int64_t m, int64_t r
   double lb = 0;
   const double dp_tail_0 = z.last_reduce_s[0] + z.after_s[0];
   double before = 0;   // ZeRO-3 serial gathers on the earlier stages' first forward
+  double after = 0;    // ... and on their backward of the last micro-batch
   for (std::size_t s = 0; s < p; ++s) {
     const double dp_tail = z.last_reduce_s[s] + z.after_s[s];
-    const double serial = std::max(0.0, z.serial_g[s] - static_cast<double>(z.serial_n[s]) * pipe.tp_gap);
+    // every micro-batch's serial gathers, less what each boundary's tp collectives may hide
+    const double serial = std::max(0.0, static_cast<double>(m) * (z.serial_g[s] - static_cast<double>(z.serial_n[s]) * pipe.tp_gap) +
+                                            z.first_extra[s]);
     const double switched = std::max(0.0, z.serial_switch[s] - pipe.step_gap);
-    const double run = pipe.head[s] + before + pipe.busy[s] + static_cast<double>(m) * serial +
-                       static_cast<double>(pipe.switches[s]) * switched;
+    const double run = pipe.head[s] + before + pipe.busy[s] + serial + static_cast<double>(pipe.switches[s]) * switched;
     lb = std::max(lb, run + dp_tail);
     if (!pipe.path.empty()) lb = std::max(lb, pipe.path[s] + dp_tail);
-    if (!pipe.zb) lb = std::max(lb, run + pipe.tail[s] + before + dp_tail_0);
+    if (!pipe.zb) lb = std::max(lb, run + pipe.tail[s] + after + dp_tail_0);
     before += std::max(0.0, z.first_g[s] - static_cast<double>(z.first_n[s]) * pipe.tp_gap);
+    after += std::max(0.0, z.again_g[s] - static_cast<double>(z.first_n[s]) * pipe.tp_gap);
     lb = std::max(lb, pipe.head[s] + pipe.first_fwd[s] + z.once_s[s] + static_cast<double>(m) * z.per_mb_s[s] + z.after_s[s]);
     const double gathers = std::max(z.gather_s[s], z.gather_slope * static_cast<double>(m) * z.regather_bytes[s]);
     lb = std::max(lb, gathers);

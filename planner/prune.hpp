@@ -36,16 +36,26 @@
 //                all-reduce on stage 0), the gradient-norm all-reduce, the optimizer step (GPU, or
 //                offload copies + host Adam) and ZeRO-1/2 parameter all-gathers;
 //   lanes        a stage's reduce lane carries every gradient reduction (each micro-batch for
-//                ZeRO-2/3), its gather lane every ZeRO-3 bucket at least once, and the bytes that
-//                max_live_parameters forces it to gather again each step (at most
-//                max(max_live, biggest bucket) elements stay resident between steps); where
+//                ZeRO-2/3, but once a step the bucket of an embedding table tied over stages, the
+//                table's sum over the embedding group, and the replicas' all-reduce where the
+//                framework syncs replicas at the step: DeepSpeed's MiCS), its gather lane every
+//                ZeRO-3 bucket at least once, and the bytes that max_live_parameters forces it to
+//                gather again each step (at most max(max_live, biggest bucket) elements stay
+//                resident between steps); where
 //                the framework puts plain ZeRO-3's gathers and reductions on one communicator
 //                (FrameworkProfile::one_dp_communicator: DeepSpeed ZeRO-3 with tp > 1), each
 //                starts after the one before, so the two lanes' times add;
 //   ZeRO-3       when no two buckets fit under max_live_parameters, a pass alternates gather and
 //                compute (gather, compute, release, gather the next): Σ_b T_AG(b) − max_b T_AG(b)
-//                per pass joins busy_s, less the tp collectives a gather may overlap, and a step
-//                on another chunk than the step before (interleaved) gathers all of its buckets.
+//                per pass joins busy_s, less the tp collectives a gather may overlap (hpZ: the
+//                step's first forward of each chunk gathers over the whole group, every later pass
+//                over the secondary partition), and a step on another chunk than the step before
+//                (interleaved) gathers all of its buckets.
+//   buckets      a data-parallel bucket's gather or reduction is timed as the simulator times it
+//                (sim/costs.hpp): the framework's k collectives of ⌈S/k⌉ and its copies, quantize
+//                kernels and host work around them (sim::framework_work), over the group the
+//                lowering issues it on (MiCS's two-level gather: its cheaper level alone; qgZ's
+//                all-to-alls: their NCCL time alone).
 //   path_s       the pipeline's critical path over whole passes in the schedule's own order
 //                (prune_detail.hpp pipeline_path): each step's first compute waits for the stage's
 //                previous compute, for the arrival of the stage's previous (blocking) send, and for

@@ -46,7 +46,10 @@ struct ZeroTerms {
   // that a gather may overlap the tp collectives between the two computes it separates.
   std::vector<double> serial_g;        // per stage: Σ_chunks 2 passes × (Σ_b T_AG(b) − max_b T_AG(b))
   std::vector<int64_t> serial_n;       // per stage: the gathers counted there (one per compute boundary)
-  std::vector<double> first_g;         // per stage: chunk 0's forward-pass share of serial_g
+  std::vector<double> first_extra;     // per stage: the step's first forward of each chunk, gathering each
+                                       // bucket for the first time (hpZ: over the whole group), beyond serial_g's share
+  std::vector<double> first_g;         // per stage: chunk 0's first forward pass's serial gathers
+  std::vector<double> again_g;         // per stage: those of any later pass of chunk 0 (hpZ: the secondary partition's)
   std::vector<int64_t> first_n;
   std::vector<double> serial_switch;   // per stage: a step on another chunk than the step before
                                        // finds none of its buckets resident: min_c (longest gather)
@@ -182,8 +185,9 @@ ZeroTerms variant_of(const Candidate& c);
 void set_variant(Candidate& c, const ZeroTerms& z);
 // One variant's per-stage terms on `lay` (ZeroTerms); `sig` gets what makes its Program differ from
 // another variant's (equal signatures: the same Program).
+struct VariantMemo;   // prune_zero.cpp: what one layout's variants share
 void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const Space& space, const sim::ComputeModel& cm,
-                   std::vector<int64_t>& sig);
+                   std::vector<int64_t>& sig, VariantMemo* memo = nullptr);
 // Every variant the space gives the layout, in enumeration order, duplicates and offload twins marked.
 void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const sim::ComputeModel& cm);
 

@@ -8,6 +8,7 @@
 
 #include "core/program/zero.hpp"
 #include "planner/prune_detail.hpp"
+#include "sim/costs.hpp"
 #include "sim/models/memory.hpp"
 
 namespace stagecraft::planner::detail {
@@ -44,20 +45,24 @@ int64_t bucket_value(const std::vector<int64_t>& grid, int8_t i, int64_t fallbac
   return i >= 0 ? grid[static_cast<std::size_t>(i)] : fallback;
 }
 
-// Gradient reductions of one stage: their times in total, over chunk 0 and for chunk 0's last bucket.
+// Gradient reductions of one stage: their times in total, over chunk 0 and for chunk 0's last
+// bucket, and those of the buckets holding an embedding table tied over stages (reduced once a
+// step, after the table's sum over the embedding group: program/emit.cpp grads_ready).
 struct GradTerms {
-  double all = 0, c0_sum = 0, c0_last = 0;
+  double all = 0, c0_sum = 0, c0_last = 0, tied = 0;
 };
 
 // `time`: a bucket's reduction time, at least (build_variant says which collective).
 template <typename Time>
-GradTerms grad_terms(const Layout& lay, int64_t s, const program::BucketRule& rule, const Time& time, std::vector<int64_t>& sig) {
+GradTerms grad_terms(const spec::Model& m, const Layout& lay, int64_t s, const program::BucketRule& rule, const Time& time,
+                     std::vector<int64_t>& sig) {
   GradTerms g;
   const bool dpc = lay.dp > 1;
   for (int64_t c = 0; c < lay.v; ++c) {
     for (const program::Bucket& b : program::grad_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], rule)) {
       const double t = dpc ? time(b) : 0.0;
       g.all += t;
+      if (program::holds_tied_table(m, lay.pp, b)) g.tied += t;
       if (c == 0) {
         g.c0_sum += t;
         g.c0_last = t;
@@ -76,23 +81,26 @@ struct GatherStats {
   std::vector<int64_t> chunk_elems, chunk_buckets;
   std::vector<double> chunk_serial;     // Σ_b T_AG(b) − max_b T_AG(b)
   std::vector<double> chunk_longest;    // max_b T_AG(b)
+  std::vector<double> chunk_first;      // the same over each bucket's first gather of a step (hpZ: the whole group)
 };
 
-// `gather_s(bytes)`: a bucket's gather time, at least; `first_s(bytes)` its first gather's in a step
-// (the once-a-step term: hpZ's is over the whole group); `pbytes` the bytes of a gathered element.
+// `gather_s(bucket)`: a bucket's gather time, at least; `first_s(bucket)` its first gather's in a
+// step (the once-a-step term: hpZ's is over the whole group).
 template <typename Time, typename First>
 GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule& rule, const Time& gather_s,
-                         const First& first_s, int64_t pbytes, std::vector<int64_t>& sig) {
+                         const First& first_s, std::vector<int64_t>& sig) {
   GatherStats g;
   for (int64_t c = 0; c < lay.v; ++c) {
     int64_t elems = 0, buckets = 0;
-    double pass = 0, longest = 0;
+    double pass = 0, longest = 0, first = 0, first_longest = 0;
     for (const program::Bucket& b : program::param_buckets(lay.chunk(s, c), lay.params[static_cast<std::size_t>(s)], rule)) {
       if (b.elems <= 0) continue;   // all persistent: never gathered
-      const double t = gather_s(b.elems * pbytes);
+      const double t = gather_s(b), t1 = first_s(b);
       pass += t;
-      g.once += first_s(b.elems * pbytes);
+      g.once += t1;
+      first += t1;
       longest = std::max(longest, t);
+      first_longest = std::max(first_longest, t1);
       elems += b.elems;
       ++buckets;
       g.biggest = std::max(g.biggest, b.elems);
@@ -109,6 +117,7 @@ GatherStats gather_stats(const Layout& lay, int64_t s, const program::BucketRule
     g.chunk_buckets.push_back(buckets);
     g.chunk_serial.push_back(pass - longest);
     g.chunk_longest.push_back(longest);
+    g.chunk_first.push_back(first - first_longest);
   }
   return g;
 }
@@ -129,16 +138,21 @@ void add_regathers(ZeroTerms& z, const GatherStats& g, int64_t max_live, int64_t
   // never below it while one is resident), and always for a synchronous framework.
   const bool lookahead_blocked = prefetch == spec::Prefetch::kLookAhead && g.smallest >= max_live;
   const bool alone = g.second > 0 && (prefetch == spec::Prefetch::kNone || lookahead_blocked);
-  double serial = 0, allowance = 0;
+  // The step's first forward of each chunk gathers every bucket for the first time (hpZ: over the
+  // whole group, not the secondary partition): what that pass's serial gathers take beyond the others'.
+  double serial = 0, allowance = 0, first_extra = 0;
   int64_t boundaries = 0;
   for (std::size_t c = 0; c < g.chunk_serial.size(); ++c) {
     serial += alone ? 2 * g.chunk_serial[c] : 0.0;
+    first_extra += alone ? std::max(0.0, g.chunk_first[c] - g.chunk_serial[c]) : 0.0;
     boundaries += alone ? 2 * std::max<int64_t>(0, g.chunk_buckets[c] - 1) : 0;
     allowance = c == 0 ? g.chunk_longest[c] : std::min(allowance, g.chunk_longest[c]);
   }
   z.serial_g.push_back(serial);
   z.serial_n.push_back(boundaries);
-  z.first_g.push_back(alone && !g.chunk_serial.empty() ? g.chunk_serial.front() : 0.0);
+  z.first_extra.push_back(first_extra);
+  z.first_g.push_back(alone && !g.chunk_first.empty() ? g.chunk_first.front() : 0.0);
+  z.again_g.push_back(alone && !g.chunk_serial.empty() ? g.chunk_serial.front() : 0.0);
   z.first_n.push_back(alone && !g.chunk_buckets.empty() ? std::max<int64_t>(0, g.chunk_buckets.front() - 1) : 0);
   z.serial_switch.push_back(alone ? allowance : 0.0);
 }
@@ -159,13 +173,32 @@ double after_terms(const ZeroTerms& z, int64_t s, int64_t P, int64_t dp, const C
   return after;
 }
 
+// A data-parallel bucket collective as the simulator times it (sim/costs.hpp CostCache): its k
+// pieces of ⌈S/k⌉ at the collective model's least cost over the group's placements, plus the
+// framework's copies and host work around them (sim::framework_work, the simulator's own).
+double bucket_s(const std::vector<sim::CollectiveCost>& list, const sim::BucketCollective& c, int64_t group,
+                const spec::FrameworkProfile& framework, double hbm_Bps) {
+  const sim::FrameworkWork w = sim::framework_work(framework, c, group);
+  return static_cast<double>(w.pieces) * CommCosts::least_s(list, program::collective_piece(c.bytes, w.pieces)) +
+         w.extra_s(hbm_Bps, 1.0);
+}
+
 }  // namespace
+
+// What build_variant finds per stage that only a few of a variant's fields decide, kept over
+// one layout's variants: the reductions' terms by (stage, reduce bucket, prefetch bucket, ZeRO
+// stage, variant), the gathers' by (stage, prefetch bucket, variant), each with its signature part.
+struct VariantMemo {
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::pair<GradTerms, std::vector<int64_t>>> grads;
+  std::map<std::tuple<int64_t, int64_t, int>, std::pair<GatherStats, std::vector<int64_t>>> gathers;
+};
 
 // The per-stage ZeRO terms of one variant; `sig` receives what makes its Program distinct.
 // ZeRO across nodes (Space's ZeroVariant) in the bounds, each term at most what the simulator charges:
 //   shard    states sharded over L: model states over L; gathers and reduce-scatters over the shard
 //            group; the replicas' all-reduce of each bucket's shard on the reduce lane where the
-//            framework runs it there (DeepSpeed's MiCS, Megatron-LM), not counted with FSDP (its own stream)
+//            framework runs it there (DeepSpeed's MiCS, Megatron-LM), after each reduce-scatter or
+//            once a step as spec::replica_sync says; not counted with FSDP (its own stream)
 //   hpz      each bucket's first gather of a step over the whole group (the gather lane's once-a-step
 //            term), every other gather term at the cheaper of the whole and the secondary group's
 //            cost; 2·⌈P_gathered/L⌉ bytes more memory
@@ -173,7 +206,7 @@ double after_terms(const ZeroTerms& z, int64_t s, int64_t P, int64_t dp, const C
 //            least qgZ's two all-to-alls of the matrices (n/2 bytes over the node, n/(2L) across)
 //            and one reduce-scatter of the rest (scales and the quantize kernels not counted)
 void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const Space& space,
-                   const sim::ComputeModel& cm, std::vector<int64_t>& sig) {
+                   const sim::ComputeModel& cm, std::vector<int64_t>& sig, VariantMemo* memo) {
   const spec::Model& m = space.model();
   const spec::Dtype dtype = space.training().dtype;
   const int64_t pbytes = spec::bytes_of(spec::storage_dtype(dtype));
@@ -201,12 +234,28 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   const int64_t rbytes = space.training().reduce_bytes();
   const bool tied = m.tied_embeddings && pp > 1;
   const double tied_s = tied ? ns(cc.tied_ar->time_ns(program::tied_head_copy(m, lay.tp) * rbytes)) : 0.0;
-  const CollectiveKind red_kind = z.zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
   const bool replica_on_lane = sharded && !space.training().framework_profile().replica_stream;
+  const spec::FrameworkProfile framework = space.training().framework_profile(lay.tp, z.zero);
+  const double hbm_Bps = space.cluster().gpu.hbm_Bps * space.cluster().gpu.memory_efficiency;
+  const auto collective = [&](Op op, const program::Bucket& b) {
+    sim::BucketCollective c;
+    c.op = op;
+    c.elems = b.elems;
+    c.param_bytes = pbytes;
+    c.bf16 = spec::storage_dtype(dtype) == spec::Dtype::kBf16;
+    return c;
+  };
+  // the replicas' all-reduce of a bucket's shard: after each reduce-scatter, or (the framework's
+  // replica_sync at step, with reductions every micro-batch) once a step (program/emit.cpp)
+  const auto replica_s = [&](const program::Bucket& b) {
+    return CommCosts::least_s(cc.replica_ar, program::shard_elems(b.elems, l) * rbytes);
+  };
+  const bool replica_at_step = replica_on_lane && z.zero >= 2 && dp > 1 &&
+                               spec::replica_sync(zc, space.training().framework) == spec::ReplicaSync::kStep;
   const auto reduce_s = [&](const program::Bucket& b) {
     if (sharded) {
       const double rs = CommCosts::least_s(cc.shard_rs, b.elems * rbytes);
-      return rs + (replica_on_lane ? CommCosts::least_s(cc.replica_ar, program::shard_elems(b.elems, l) * rbytes) : 0.0);
+      return rs + (replica_on_lane && !replica_at_step ? replica_s(b) : 0.0);
     }
     if (zeropp) {
       const double a2a = b.qgz_matrices > 0 ? CommCosts::least_s(cc.shard_a2a, b.qgz_elems / 2) +
@@ -214,15 +263,26 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
                                              : 0.0;
       return a2a + (b.qgz_fallbacks > 0 ? cc.dp_s(CollectiveKind::kReduceScatter, (b.elems - b.qgz_elems) * rbytes) : 0.0);
     }
-    return cc.dp_s(red_kind, b.elems * rbytes);
+    sim::BucketCollective c = collective(z.zero == 0 ? Op::kAllReduceGrads : Op::kReduceScatterGrads, b);
+    c.bytes = b.elems * rbytes;
+    c.pieces = std::max(1, b.collectives);
+    return bucket_s(z.zero == 0 ? cc.dp_ar : cc.dp_rs, c, dp, framework, hbm_Bps);
   };
-  const auto global_s = [&](int64_t bytes) { return cc.dp_s(CollectiveKind::kAllGather, bytes); };
-  const auto gather_s = [&](int64_t bytes) {
-    if (sharded) return CommCosts::least_s(cc.shard_ag, bytes);
-    if (hpz) return std::min(global_s(bytes), CommCosts::least_s(cc.shard_ag, bytes));
-    return global_s(bytes);
+  const int64_t gather_bytes = zeropp ? 1 : pbytes;   // qwZ: int8 (its scales not counted)
+  // over the whole group (`global`) or hpZ's secondary partition, as the lowering issues it
+  const auto gather_over = [&](const program::Bucket& b, bool global) {
+    sim::BucketCollective c = collective(Op::kGatherParams, b);
+    c.bytes = b.elems * gather_bytes;
+    c.flags = zeropp ? program::kFlagQuantized : program::kFlagNone;
+    c.pieces = std::max(1, b.collectives) * (zeropp ? 2 : 1);
+    return global ? bucket_s(cc.dp_ag, c, dp, framework, hbm_Bps) : bucket_s(cc.shard_ag, c, l, framework, hbm_Bps);
   };
-  const int64_t gather_bytes = zeropp ? 1 : pbytes;   // qwZ: int8
+  const auto global_s = [&](const program::Bucket& b) { return gather_over(b, true); };
+  const auto gather_s = [&](const program::Bucket& b) {
+    if (sharded) return CommCosts::least_s(cc.shard_ag, b.elems * gather_bytes);   // MiCS: its two-level gather, at least one
+    if (hpz) return std::min(global_s(b), gather_over(b, false));
+    return global_s(b);
+  };
   sig = {dpc ? z.zero : -1, z.offload, z.overlap, static_cast<int64_t>(across ? z.variant : ZeroVariant::kPlain)};
   z.gather_slope = sharded || hpz ? std::min(cc.dp_ag_slope, cc.shard_ag_slope) : cc.dp_ag_slope;
   // one communicator for plain ZeRO-3's gathers and reductions (all over the partition group)
@@ -230,31 +290,51 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   int64_t max_gathered = 0, least_bucket = 0;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t P = lay.stage_params[static_cast<std::size_t>(s)];
-    const GradTerms g = grad_terms(lay, s, rule, reduce_s, sig);
+    const auto kind = static_cast<int>(across ? z.variant : ZeroVariant::kPlain);
+    GradTerms g;
+    if (memo) {
+      auto [it, fresh] = memo->grads.try_emplace(std::make_tuple(s, reduce, prefetch, int{z.zero}, kind));
+      if (fresh) it->second.first = grad_terms(m, lay, s, rule, reduce_s, it->second.second);
+      g = it->second.first;
+      sig.insert(sig.end(), it->second.second.begin(), it->second.second.end());
+    } else {
+      g = grad_terms(m, lay, s, rule, reduce_s, sig);
+    }
     GatherStats gs;
     // hpZ: every bucket's first gather of the step is over the whole group
-    const auto first_s = [&](int64_t bytes) { return hpz ? global_s(bytes) : gather_s(bytes); };
-    if (z.zero == 3 && dpc) gs = gather_stats(lay, s, rule, gather_s, first_s, gather_bytes, sig);
+    const auto first_s = [&](const program::Bucket& b) { return hpz ? global_s(b) : gather_s(b); };
+    if (z.zero == 3 && dpc && memo) {
+      auto [it, fresh] = memo->gathers.try_emplace(std::make_tuple(s, prefetch, kind));
+      if (fresh) it->second.first = gather_stats(lay, s, rule, gather_s, first_s, it->second.second);
+      gs = it->second.first;
+      sig.insert(sig.end(), it->second.second.begin(), it->second.second.end());
+    } else if (z.zero == 3 && dpc) {
+      gs = gather_stats(lay, s, rule, gather_s, first_s, sig);
+    }
     max_gathered = std::max(max_gathered, gs.gathered);
     if (gs.smallest > 0) least_bucket = least_bucket == 0 ? gs.smallest : std::min(least_bucket, gs.smallest);
     add_regathers(z, gs, max_live, gather_bytes, space.training().framework_profile().prefetch);
     // reductions after the last compute: the last bucket, or every deferred one without overlap
     double last = dpc ? (z.overlap ? g.c0_last : (z.zero <= 1 ? g.all : g.c0_sum)) : 0.0;
     if (s == 0) last += tied_s;
-    const double lane = g.all + ((s == 0 || s == pp - 1) ? tied_s : 0.0);
+    // every micro-batch (ZeRO-2/3) or once a step: the tied table's bucket and its sum over the
+    // embedding group once a step whatever the stage
+    const double rest = g.all - g.tied, once = g.tied + ((s == 0 || s == pp - 1) ? tied_s : 0.0);
     const bool per_mb = z.zero >= 2 && dpc;
     const int64_t persistent = z.zero == 3 && dpc ? lay.stage_persistent[static_cast<std::size_t>(s)] : 0;
     z.static_bytes.push_back(sim::model_states(P, persistent, zc, partition, dtype).total() +
                              sim::grad_bucket_buffer_bytes(zc, dp, P, pbytes) +
                              sim::hpz_secondary_bytes(P - persistent, zc, dp, pbytes));
     z.last_reduce_s.push_back(last);
-    z.once_s.push_back(per_mb ? 0.0 : lane);
-    z.per_mb_s.push_back(per_mb ? lane : 0.0);
+    std::vector<int64_t> unused;
+    const double replicas = replica_at_step ? grad_terms(m, lay, s, rule, replica_s, unused).all : 0.0;
+    z.once_s.push_back((per_mb ? 0.0 : rest) + once + replicas);
+    z.per_mb_s.push_back(per_mb ? rest : 0.0);
     z.gather_s.push_back(gs.once);
     z.after_s.push_back(after_terms(z, s, P, dp, cc, cm, pbytes));
     if (shared) {
-      z.shared_once_s.push_back(per_mb ? 0.0 : g.all);
-      z.shared_per_mb_s.push_back(per_mb ? g.all : 0.0);
+      z.shared_once_s.push_back((per_mb ? 0.0 : rest) + g.tied);
+      z.shared_per_mb_s.push_back(per_mb ? rest : 0.0);
     }
     if (z.zero >= 2 && dpc) sig.push_back(std::min(reduce, P));
   }
@@ -266,11 +346,12 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
 }
 
 void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const sim::ComputeModel& cm) {
+  VariantMemo memo;
   std::set<std::vector<int64_t>> seen;
   std::map<std::tuple<int, int, bool, int, int, int>, int32_t> without_offload;
   auto add = [&](ZeroTerms z) {
     std::vector<int64_t> sig;
-    build_variant(z, lay, cc, space, cm, sig);
+    build_variant(z, lay, cc, space, cm, sig, &memo);
     z.duplicate = !seen.insert(sig).second;
     const auto key = std::make_tuple(int{z.zero}, static_cast<int>(z.variant), z.overlap, int{z.reduce_i}, int{z.prefetch_i},
                                      int{z.max_live_i});

@@ -9,20 +9,19 @@ namespace stagecraft::sim {
 namespace {
 
 // ZeRO++'s quantize kernels around a collective (costs.hpp).
-double quantize_bytes(const program::Program& prog, const program::Instr& in, int64_t group_size) {
-  if (!(in.flags & program::kFlagQuantized)) return 0;
-  const double e = static_cast<double>(in.elems);
-  if (in.op == program::Op::kGatherParams) {
-    const double w = static_cast<double>(prog.param_bytes), n = static_cast<double>(std::max<int64_t>(group_size, 1));
-    const bool bf16 = spec::storage_dtype(prog.training.dtype) == spec::Dtype::kBf16;
-    return (3 * w + 1) * e / n + 3 * e + (bf16 ? 4 * e : 0.0);
+double quantize_bytes(const BucketCollective& c, int64_t group_size) {
+  if (!(c.flags & program::kFlagQuantized)) return 0;
+  const double e = static_cast<double>(c.elems);
+  if (c.op == program::Op::kGatherParams) {
+    const double w = static_cast<double>(c.param_bytes), n = static_cast<double>(std::max<int64_t>(group_size, 1));
+    return (3 * w + 1) * e / n + 3 * e + (c.bf16 ? 4 * e : 0.0);
   }
-  if (in.op == program::Op::kAllToAll && (in.flags & program::kFlagFirstLevel)) {
-    return (static_cast<double>(prog.param_bytes) + 0.5) * e;
+  if (c.op == program::Op::kAllToAll && (c.flags & program::kFlagFirstLevel)) {
+    return (static_cast<double>(c.param_bytes) + 0.5) * e;
   }
-  if (in.op == program::Op::kAllToAll) {
-    const double l = static_cast<double>(prog.placement.local_size());
-    const double nodes = static_cast<double>(prog.placement.dp) / l;
+  if (c.op == program::Op::kAllToAll) {
+    const double l = static_cast<double>(c.local_size);
+    const double nodes = static_cast<double>(c.dp) / l;
     return (l / 2 + 5 + 2 / nodes) * e;
   }
   return 0;
@@ -30,21 +29,36 @@ double quantize_bytes(const program::Program& prog, const program::Instr& in, in
 
 }  // namespace
 
-FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
-                             const program::Instr& in, int64_t group_size) {
+FrameworkWork framework_work(const spec::FrameworkProfile& framework, const BucketCollective& c, int64_t group_size) {
   FrameworkWork w;
-  if (!program::is_dp_group(in.group)) return w;
-  w.pieces = std::max(prog.collectives_of(in), 1);
-  const bool gather = in.op == program::Op::kGatherParams;
-  const bool grads = in.op == program::Op::kReduceScatterGrads || in.op == program::Op::kAllReduceGrads;
+  w.pieces = std::max(c.pieces, 1);
+  const bool gather = c.op == program::Op::kGatherParams;
+  const bool grads = c.op == program::Op::kReduceScatterGrads || c.op == program::Op::kAllReduceGrads;
   const double passes = gather ? framework.gather_copy_passes : (grads ? framework.reduce_copy_passes : 0.0);
-  w.copy_bytes = passes * static_cast<double>(in.bytes) + quantize_bytes(prog, in, group_size);
+  w.copy_bytes = passes * static_cast<double>(c.bytes) + quantize_bytes(c, group_size);
   w.host_s = static_cast<double>(w.pieces) * (static_cast<double>(group_size) * framework.host_s_per_rank +
                                                (gather ? framework.host_s_per_gather : 0.0));
-  if (gather && prog.plan.zero.offload_param == spec::Offload::kCpu && group_size > 0) {
-    w.host_copy_bytes = static_cast<double>(in.bytes) / static_cast<double>(group_size);
+  if (gather && c.offload_param && group_size > 0) {
+    w.host_copy_bytes = static_cast<double>(c.bytes) / static_cast<double>(group_size);
   }
   return w;
+}
+
+FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
+                             const program::Instr& in, int64_t group_size) {
+  if (!program::is_dp_group(in.group)) return {};
+  BucketCollective c;
+  c.op = in.op;
+  c.flags = in.flags;
+  c.bytes = in.bytes;
+  c.elems = in.elems;
+  c.pieces = prog.collectives_of(in);
+  c.param_bytes = prog.param_bytes;
+  c.bf16 = spec::storage_dtype(prog.training.dtype) == spec::Dtype::kBf16;
+  c.local_size = prog.placement.local_size();
+  c.dp = prog.placement.dp;
+  c.offload_param = prog.plan.zero.offload_param == spec::Offload::kCpu;
+  return framework_work(framework, c, group_size);
 }
 
 double dp_internode_bytes_per_micro_batch(const program::Program& prog, int64_t gpus_per_node) {
@@ -120,7 +134,7 @@ int64_t CostCache::collective_ns(const program::Instr& in, int32_t group) {
   if (!program::is_dp_group(in.group)) return one_ns(in, shape, in.bytes);
   // a data-parallel bucket: k pieces, and the framework's copies and host work
   const FrameworkWork w = framework_work(prog_, framework_, in, static_cast<int64_t>(members(group).size()));
-  const double extra_s = w.copy_bytes / hbm_Bps_ + w.host_s + (w.host_copy_bytes > 0 ? w.host_copy_bytes / pcie_Bps_ : 0.0);
+  const double extra_s = w.extra_s(hbm_Bps_, pcie_Bps_);
   const int64_t piece = program::collective_piece(in.bytes, w.pieces);
   return w.pieces * one_ns(in, shape, piece) + static_cast<int64_t>(std::llround(extra_s * 1e9));
 }

@@ -60,7 +60,25 @@ struct FrameworkWork {
   double copy_bytes = 0;
   double host_s = 0;
   double host_copy_bytes = 0;   // over PCIe first (offload_param: the rank's shard, host to device)
+  // What it adds to the pieces' collective time, seconds: the copies at `hbm_Bps` (the GPU's
+  // contiguous rate), the host work, the PCIe copy at `pcie_Bps`.
+  double extra_s(double hbm_Bps, double pcie_Bps) const {
+    return copy_bytes / hbm_Bps + host_s + (host_copy_bytes > 0 ? host_copy_bytes / pcie_Bps : 0.0);
+  }
 };
+// A data-parallel bucket collective as framework_work sees it, and the Program's facts it reads:
+// what the planner's bounds time without lowering (planner/prune_zero.cpp) and the simulator alike.
+struct BucketCollective {
+  program::Op op = program::Op::kGatherParams;
+  uint8_t flags = program::kFlagNone;
+  int64_t bytes = 0, elems = 0;
+  int32_t pieces = 1;            // Program::collectives_of
+  int64_t param_bytes = 2;       // Program::param_bytes
+  bool bf16 = false;             // the training's storage dtype is bf16
+  int64_t local_size = 1, dp = 1;  // Placement::local_size(), the data-parallel size (qgZ)
+  bool offload_param = false;
+};
+FrameworkWork framework_work(const spec::FrameworkProfile& framework, const BucketCollective& c, int64_t group_size);
 FrameworkWork framework_work(const program::Program& prog, const spec::FrameworkProfile& framework,
                              const program::Instr& in, int64_t group_size);
 

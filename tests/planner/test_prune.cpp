@@ -159,6 +159,43 @@ TEST(Prune, PipelinePathFollowsTheScheduleOrder) {
   EXPECT_NEAR(later[1], 10.4 + 2, 1e-12);
 }
 
+// GPT-3 175B on 1024 A100s (the 175B search's space), plans whose bound once exceeded their
+// contention-free step time, each for a rule the bound had wrong:
+//   * MiCS (shard2) at ZeRO-3 with 48 micro-batches: DeepSpeed all-reduces the replicas' shards
+//     once a step, after the last reduce-scatter (spec::replica_sync), not every micro-batch;
+//   * ZeRO-2 with a table tied over stages: its bucket is reduced once a step, after the table's
+//     sum over the embedding group, and that sum once too (program/emit.cpp grads_ready);
+//   * hpZ without look-ahead room (max_live below every bucket): the step's first forward gathers
+//     over the whole group, the backward of the last micro-batch over the secondary partition.
+// Each bound is at most the contention-free step time, and within 20% of it.
+TEST(Prune, OnceAStepReductionsAndSecondaryGathersBoundTheirPlans) {
+  const Space space(test::bundled_model("gpt3-175b"), test::bundled_cluster("dgx-a100-80g-hdr", 128),
+                    spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, "gpt3-175b-1536")), 1024, {});
+  Pruner pruner(space);
+  const struct {
+    Group group;
+    std::string key;
+  } plans[] = {
+      {{4, 8, 1}, "tp4 pp8 dp32 mb1x48 zb-h1 zero3 shard2 rb=1e6 pf=1e9 live=1e9"},
+      {{8, 8, 1}, "tp8 pp8 dp16 mb1x96 zb-h1 zero2 sp recompute=selective rb=1e9"},
+      {{4, 8, 8}, "tp4 pp8 dp32 mb8x6 gpipe zero3 sp recompute=full hpz2 rb=1e6 pf=1e9 live=1e6"},
+  };
+  for (const auto& [group, key] : plans) {
+    std::optional<Estimate> found;
+    Candidate candidate;
+    pruner.enumerate(group, [&](const Candidate& c, Verdict, const Estimate& e) {
+      if (plan_key(space.plan(c)) != key) return;
+      found = e;
+      candidate = c;
+    });
+    ASSERT_TRUE(found.has_value()) << key;
+    const program::Program prog = program::lower(space.model(), space.training(), space.plan(candidate));
+    const double path = sim::contention_free_step_s(prog, space.cluster());
+    EXPECT_LE(found->step_time_lb_s, path * (1 + 1e-5)) << key;
+    EXPECT_GE(found->step_time_lb_s, 0.8 * path) << key;
+  }
+}
+
 TEST(Prune, PlansPrunedForMemoryReallyDoNotFit) {
   const Space space = test::medium_space();
   const auto all = test::enumerate(space);
