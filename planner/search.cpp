@@ -285,7 +285,8 @@ class StageLayers {
     const auto key = std::make_tuple(p.tp, p.pp, p.virtual_stages, static_cast<int>(split));
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    const std::vector<int64_t> chunks = program::chunk_layers(model_, p, program::model_units(model_, p.tp));
+    const auto units = program::shared_model_units(model_, p.tp);
+    const std::vector<int64_t> chunks = program::chunk_layers(model_, p, *units);
     return memo_.emplace(key, program::stage_layers_of(chunks, p.pp)).first->second;
   }
 

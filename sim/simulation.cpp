@@ -49,7 +49,8 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog, cluster);
   if (compute_.tp_overlap().on || compute_.tp_overlap().async_grad) {
-    for (const program::Unit& u : program::model_units(prog.model, prog.plan.tp)) unit_kinds_.push_back(u.kind);
+    const auto units = program::shared_model_units(prog.model, prog.plan.tp);
+    for (const program::Unit& u : *units) unit_kinds_.push_back(u.kind);
   }
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
     beside_ = true;

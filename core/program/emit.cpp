@@ -344,7 +344,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   const Segment& seg = cx_.chunk_plan(stage_, s.chunk).segments[sp.seg];
   TpAround tp;
   if (cx_.tp_collectives) {
-    tp = tp_collectives(cx_.units[seg.unit_begin].kind, sp.op, plan_.sequence_parallel, cx_.tokens, prog_.model.hidden,
+    tp = tp_collectives((*cx_.units)[seg.unit_begin].kind, sp.op, plan_.sequence_parallel, cx_.tokens, prog_.model.hidden,
                         prog_.activation_bytes);
   }
   const bool grad_pass = sp.op == Op::kBackward || sp.op == Op::kBackwardInput;
@@ -352,7 +352,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   if (tp.before) chain = tp_op(tp.before->op, s, seg.unit_begin, tp.before->bytes, chain, tp_flags);
   CpAround cp;
   if (cx_.cp_collectives) {
-    cp = cp_collectives(cx_.units[seg.unit_begin].kind, sp.op, plan_.cp_comm, plan_.cp, cx_.tokens, cx_.cp_shapes);
+    cp = cp_collectives((*cx_.units)[seg.unit_begin].kind, sp.op, plan_.cp_comm, plan_.cp, cx_.tokens, cx_.cp_shapes);
   }
   // zero-bubble W: the segment's input gradient, and with it the norm's, is complete
   int32_t input_grad = -1;
@@ -380,7 +380,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   const bool selective = plan_.recompute == spec::Recompute::kSelective;
   double per_token = 0;
   for (int32_t u = seg.unit_begin; u < seg.unit_end; ++u) {
-    const Unit& unit = cx_.units[u];
+    const Unit& unit = (*cx_.units)[u];
     in.elems += cx_.stage_params[stage_][u].elems;
     switch (sp.op) {
       case Op::kForward:

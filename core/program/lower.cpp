@@ -39,7 +39,7 @@ std::vector<Segment> chunk_segments(const Context& cx, const ChunkInfo& c, int32
   for (int32_t u = c.unit_begin; u < c.unit_end; ++u) {
     while (n_buckets > 0 && u >= prog.param_buckets[bucket].unit_end) ++bucket;
     const int32_t b = n_buckets > 0 && prog.param_buckets[bucket].elems > 0 ? bucket : -1;
-    const int32_t group = unit_group(cx.units[u]);
+    const int32_t group = unit_group((*cx.units)[u]);
     const bool cut = out.empty() || cx.tp_collectives || cx.cp_collectives || out.back().param_bucket != b ||
                      (full && out.back().group != group);
     if (cut) out.push_back(Segment{u, u + 1, b, group});
@@ -87,7 +87,7 @@ Context make_context(Program& prog) {
   const spec::Plan& p = prog.plan;
   Context cx;
   cx.program = &prog;
-  cx.units = model_units(prog.model, p.tp);
+  cx.units = shared_model_units(prog.model, p.tp);
   cx.framework = prog.training.framework_profile(p.tp, p.zero.stage);
   cx.tokens = prog.tokens_per_micro_batch();
   cx.p2p_bytes = p2p_message_bytes(cx.tokens, prog.model.hidden, p.tp, prog.activation_bytes);
@@ -112,7 +112,7 @@ Context make_context(Program& prog) {
   // DeepSpeed all-to-alls only across more than one node (stage3.py __avg_scatter_grads: num_nodes > 1)
   cx.qgz = cx.per_mb_reduce && z.stage == 3 && z.quantized_gradients.on() && prog.placement.local_size() < p.dp_cp();
   if (cx.qgz) cx.rule.qgz_world = p.dp_cp();
-  for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, cx.units, s));
+  for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, *cx.units, s));
   return cx;
 }
 
@@ -136,8 +136,8 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.reduce_bytes = training.reduce_bytes();
   prog.activation_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
 
-  const std::vector<Unit> units = model_units(model, plan.tp);
-  const std::vector<int64_t> layers = chunk_layers(model, plan, units);
+  const std::shared_ptr<const std::vector<Unit>> units = shared_model_units(model, plan.tp);
+  const std::vector<int64_t> layers = chunk_layers(model, plan, *units);
   prog.chunks = place_chunks(model, plan.pp, plan.virtual_stages, layers);
   prog.plan.stage_layers = stage_layers_of(layers, plan.pp);
 

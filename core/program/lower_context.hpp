@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/program/comm_rules.hpp"
@@ -30,7 +31,7 @@ struct ChunkPlan {
 
 struct Context {
   const Program* program = nullptr;
-  std::vector<Unit> units;
+  std::shared_ptr<const std::vector<Unit>> units;   // shared_model_units
   spec::FrameworkProfile framework;                   // the training's (its overrides applied)
   std::vector<std::vector<UnitParams>> stage_params;  // [stage][unit]
   std::vector<ChunkPlan> chunk_plans;                 // stage-major like Program::chunks

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
+#include <unordered_map>
 
 #include "core/count/count.hpp"
 #include "core/count/tensors.hpp"
@@ -72,6 +74,18 @@ std::vector<Unit> model_units(const Model& m, int64_t tp) {
   head.bwd_input_flops_per_token = gemm;
   head.bwd_weight_flops_per_token = gemm;
   units.push_back(with_tensors(head, m, head_unit(m), tp));
+  return units;
+}
+
+std::shared_ptr<const std::vector<Unit>> shared_model_units(const Model& m, int64_t tp) {
+  thread_local std::unordered_map<std::string, std::shared_ptr<const std::vector<Unit>>> built;
+  std::string key = spec::to_json(m).dump();
+  key += '#';
+  key += std::to_string(tp);
+  if (auto it = built.find(key); it != built.end()) return it->second;
+  if (built.size() >= 64) built.clear();   // the holders keep theirs
+  auto units = std::make_shared<const std::vector<Unit>>(model_units(m, tp));
+  built.emplace(std::move(key), units);
   return units;
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/spec/model.hpp"
@@ -45,6 +46,11 @@ inline int32_t head_unit(const spec::Model& m) { return static_cast<int32_t>(2 *
 inline int32_t block_first_unit(int64_t block) { return static_cast<int32_t>(1 + 2 * block); }
 
 std::vector<Unit> model_units(const spec::Model& m, int64_t tp);
+// The same units, built once per thread for each (model, tp) asked for and shared: a search lowers
+// and simulates thousands of plans of one model, and each lowering and simulation reads its units
+// several times. Keyed by the model's whole JSON (spec::to_json), so any field that changes a
+// shape changes the key.
+std::shared_ptr<const std::vector<Unit>> shared_model_units(const spec::Model& m, int64_t tp);
 // Elements of the embedding table a tied head keeps on its own stage when the embedding is elsewhere.
 int64_t tied_head_copy(const spec::Model& m, int64_t tp);
 

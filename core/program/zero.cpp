@@ -1,6 +1,7 @@
 #include "core/program/zero.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 #include <cmath>
 #include <numeric>
 
@@ -188,7 +189,9 @@ std::vector<Bucket> param_buckets(const ChunkInfo& c, const std::vector<UnitPara
   return out;  // forward order
 }
 
-int64_t qwz_groups(int64_t shard, int64_t block) {
+namespace {
+
+int64_t qwz_groups_uncached(int64_t shard, int64_t block) {
   if (shard <= 0 || block <= 0 || shard % 8 != 0) return 0;  // no g below the shard has 8g | shard
   // DeepSpeed raises g one by one from ⌈s/b⌉ until 8g | s: the least divisor of m = s/8 at or
   // above it — the least such divisor up to √m (scanning up), or m/e for the largest divisor
@@ -213,6 +216,19 @@ int64_t qwz_groups(int64_t shard, int64_t block) {
   }
   while (shard % (16 * g) == 0 && shard / g > block) g *= 2;
   if (shard % (8 * g) != 0 || shard / g >= 16000 || shard <= g) return 0;
+  return g;
+}
+
+}  // namespace
+
+// The divisor scans take up to ~2√(shard/8) steps and every lowering of a qwZ plan asks again for
+// the same few shards: each thread keeps its answers (a search lowers thousands of such plans).
+int64_t qwz_groups(int64_t shard, int64_t block) {
+  thread_local std::unordered_map<int64_t, std::pair<int64_t, int64_t>> known;   // shard -> (block, g)
+  if (auto it = known.find(shard); it != known.end() && it->second.first == block) return it->second.second;
+  if (known.size() > 4096) known.clear();
+  const int64_t g = qwz_groups_uncached(shard, block);
+  known[shard] = {block, g};
   return g;
 }
 

@@ -454,7 +454,8 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
   const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, training.reduce_bytes(), plan.zero.stage,
                                                  plan.dp_cp(), plan.micro_batches);
   std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
-  for (const Unit& u : program::model_units(model, plan.tp)) {
+  const auto units = program::shared_model_units(model, plan.tp);
+  for (const Unit& u : *units) {
     const auto key = std::make_pair(u.kind, u.params);
     const auto it = std::find(seen.begin(), seen.end(), key);
     if (it != seen.end()) {

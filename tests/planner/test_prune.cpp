@@ -180,10 +180,11 @@ TEST(Prune, OnceAStepReductionsAndSecondaryGathersBoundTheirPlans) {
       {{8, 8, 1}, "tp8 pp8 dp16 mb1x96 zb-h1 zero2 sp recompute=selective rb=1e9"},
       {{4, 8, 8}, "tp4 pp8 dp32 mb8x6 gpipe zero3 sp recompute=full hpz2 rb=1e6 pf=1e9 live=1e6"},
   };
-  for (const auto& [group, key] : plans) {
+  for (const auto& plan : plans) {
+    const std::string& key = plan.key;   // a plain name: lambdas may not capture structured bindings (clang)
     std::optional<Estimate> found;
     Candidate candidate;
-    pruner.enumerate(group, [&](const Candidate& c, Verdict, const Estimate& e) {
+    pruner.enumerate(plan.group, [&](const Candidate& c, Verdict, const Estimate& e) {
       if (plan_key(space.plan(c)) != key) return;
       found = e;
       candidate = c;
