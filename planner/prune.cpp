@@ -159,7 +159,9 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
   }
   // full recompute: the backward step may begin with a block's recompute (the lowering recomputes
   // each block just before its backward): its collectives before it at most those of any unit
-  for (int32_t u = rb; R > 0 && u < re; ++u) bpre = std::max(bpre, around(u, Op::kRecompute).before);
+  double rpre = 0;
+  for (int32_t u = rb; R > 0 && u < re; ++u) rpre = std::max(rpre, around(u, Op::kRecompute).before);
+  bpre = std::max(bpre, rpre);
   const double tokens = static_cast<double>(spec::rank_tokens(plan, m.seq_len));
   // The simulator rounds each Forward's bytes down to a whole byte, and a chunk's forward is at
   // most one instruction per unit: at most (units) bytes below the exact sum.
@@ -180,9 +182,7 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     t.pre_bwd = (tp.any ? tp.bwd_before[static_cast<std::size_t>(last.kind)] : 0.0) + (attn_last ? cp.bwd_before : 0.0) +
                 (gather_recv && lay.has_next(ch) ? tp.ag : 0.0);
     // full recompute: the backward step may begin with a block's recompute and its collectives
-    for (int32_t u = rb; R > 0 && u < re; ++u) {
-      t.pre_bwd = std::max(t.pre_bwd, around(u, Op::kRecompute).before + (gather_recv && lay.has_next(ch) ? tp.ag : 0.0));
-    }
+    if (R > 0) t.pre_bwd = std::max(t.pre_bwd, rpre + (gather_recv && lay.has_next(ch) ? tp.ag : 0.0));
   }
   const double op = std::max(tp.max_op(), cp.max_s);
   t.busy = F + B + R + std::max(0.0, tf - op) + std::max(0.0, tb - op);

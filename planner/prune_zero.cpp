@@ -177,10 +177,10 @@ double after_terms(const ZeroTerms& z, int64_t s, int64_t P, int64_t dp, const C
 // pieces of ⌈S/k⌉ at the collective model's least cost over the group's placements, plus the
 // framework's copies and host work around them (sim::framework_work, the simulator's own).
 double bucket_s(const std::vector<sim::CollectiveCost>& list, const sim::BucketCollective& c, int64_t group,
-                const spec::FrameworkProfile& framework, double hbm_Bps) {
+                const spec::FrameworkProfile& framework, const spec::Cluster& cluster) {
   const sim::FrameworkWork w = sim::framework_work(framework, c, group);
   return static_cast<double>(w.pieces) * CommCosts::least_s(list, program::collective_piece(c.bytes, w.pieces)) +
-         w.extra_s(hbm_Bps, 1.0);
+         w.extra_s(cluster.gpu.hbm_Bps * cluster.gpu.memory_efficiency, cluster.host.pcie_Bps);
 }
 
 }  // namespace
@@ -236,7 +236,6 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   const double tied_s = tied ? ns(cc.tied_ar->time_ns(program::tied_head_copy(m, lay.tp) * rbytes)) : 0.0;
   const bool replica_on_lane = sharded && !space.training().framework_profile().replica_stream;
   const spec::FrameworkProfile framework = space.training().framework_profile(lay.tp, z.zero);
-  const double hbm_Bps = space.cluster().gpu.hbm_Bps * space.cluster().gpu.memory_efficiency;
   const auto collective = [&](Op op, const program::Bucket& b) {
     sim::BucketCollective c;
     c.op = op;
@@ -266,7 +265,7 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     sim::BucketCollective c = collective(z.zero == 0 ? Op::kAllReduceGrads : Op::kReduceScatterGrads, b);
     c.bytes = b.elems * rbytes;
     c.pieces = std::max(1, b.collectives);
-    return bucket_s(z.zero == 0 ? cc.dp_ar : cc.dp_rs, c, dp, framework, hbm_Bps);
+    return bucket_s(z.zero == 0 ? cc.dp_ar : cc.dp_rs, c, dp, framework, space.cluster());
   };
   const int64_t gather_bytes = zeropp ? 1 : pbytes;   // qwZ: int8 (its scales not counted)
   // over the whole group (`global`) or hpZ's secondary partition, as the lowering issues it
@@ -275,7 +274,7 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     c.bytes = b.elems * gather_bytes;
     c.flags = zeropp ? program::kFlagQuantized : program::kFlagNone;
     c.pieces = std::max(1, b.collectives) * (zeropp ? 2 : 1);
-    return global ? bucket_s(cc.dp_ag, c, dp, framework, hbm_Bps) : bucket_s(cc.shard_ag, c, l, framework, hbm_Bps);
+    return global ? bucket_s(cc.dp_ag, c, dp, framework, space.cluster()) : bucket_s(cc.shard_ag, c, l, framework, space.cluster());
   };
   const auto global_s = [&](const program::Bucket& b) { return gather_over(b, true); };
   const auto gather_s = [&](const program::Bucket& b) {
