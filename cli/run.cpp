@@ -11,12 +11,14 @@
 // Test-only: STAGECRAFT_FAULT_RANK=r STAGECRAFT_FAULT_STEP=s makes rank r throw during step s
 // (numbered from 1 as printed).
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -86,27 +88,49 @@ std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p
   return "";
 }
 
+// A loss scale as frameworks print it: 2^k when it is a power of two (they all are, from powers of
+// two by halving and doubling), else the number.
+std::string loss_scale_text(double scale) {
+  int e = 0;
+  if (std::frexp(scale, &e) == 0.5) return "2^" + std::to_string(e - 1);
+  std::ostringstream o;
+  o << scale;
+  return o.str();
+}
+
 void print_step(const executor::StepStats& s, int64_t total_steps, int64_t first_step, double tokens_per_step,
                 std::ostream& out) {
   out << "step " << s.step + 1 << "/" << first_step + total_steps << "  loss " << std::fixed;
   out.precision(4);
   out << s.loss << "  grad-norm " << s.grad_norm << "  time " << s.seconds << " s  tokens/s "
-      << text::plain_number(tokens_per_step / s.seconds) << std::defaultfloat << "\n";
+      << text::plain_number(tokens_per_step / s.seconds) << std::defaultfloat;
+  if (s.skipped) {
+    out << "  loss scale " << loss_scale_text(s.loss_scale) << ": the gradients overflowed fp16, optimizer step skipped";
+  } else if (s.loss_scale != 1) {
+    out << "  loss scale " << loss_scale_text(s.loss_scale);
+  }
+  out << "\n";
   out.precision(6);
 }
 
 nlohmann::json report_json(const executor::TrainReport& r, const program::Program& prog) {
-  return {{"losses", r.losses},
-          {"step_time_s", r.step_seconds},
-          {"tokens_per_s", r.tokens_per_s},
-          {"peak_memory_bytes", r.peak_memory_bytes},
-          {"world", prog.placement.world()},
-          {"plan", spec::to_json(prog.plan)},
-          {"model", prog.model.name},
-          {"first_step", r.first_step},
-          {"interrupted", r.interrupted},
-          {"saved_at_steps", r.saved_at},
-          {"params_checksum", r.params_checksum}};
+  nlohmann::json out = {{"losses", r.losses},
+                        {"step_time_s", r.step_seconds},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"peak_memory_bytes", r.peak_memory_bytes},
+                        {"world", prog.placement.world()},
+                        {"plan", spec::to_json(prog.plan)},
+                        {"model", prog.model.name},
+                        {"first_step", r.first_step},
+                        {"interrupted", r.interrupted},
+                        {"saved_at_steps", r.saved_at},
+                        {"dtype", spec::to_string(prog.training.dtype)},
+                        {"params_checksum", r.params_checksum}};
+  if (!r.loss_scales.empty()) {  // fp16: dynamic loss scaling
+    out["loss_scales"] = r.loss_scales;
+    out["skipped_steps"] = r.skipped;
+  }
+  return out;
 }
 
 // The test-only fault switch's action (executor::FaultKind); unset: throw.
@@ -252,7 +276,7 @@ int run_run(const RunArgs& a) {
     if (world.rank() == 0) warn_training_length(m, &t);
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
     if (const std::string why = precheck(a, m, p, world.size()); !why.empty()) return fail_before_training(why);
-    prog = program::lower(m, executor::executed_training(t), p);
+    prog = program::lower(m, executor::executed_training(t, a.backend != "cuda"), p);
     // Both checked before anything runs, so a bad checkpoint or an unexportable model writes nothing.
     if (!a.save_hf.empty()) executor::hf::family_of(prog->model);
     if (!a.init_from.empty() && !a.resume.empty()) {
@@ -260,8 +284,11 @@ int run_run(const RunArgs& a) {
     }
     if (!a.init_from.empty()) init = std::make_shared<executor::hf::HfReader>(prog->model, a.init_from);
     if (t.dtype != prog->training.dtype && world.rank() == 0) {
+      const std::string why = a.backend == "cuda" ? "the CUDA backend computes in fp32 only so far"
+                                                  : "the CPU executor runs fp32, bf16 and fp16 (fp8's scaled GEMMs "
+                                                    "and tf32's GEMMs are not run here)";
       (a.json ? std::cerr : std::cout) << "stagecraft run: " << t.label() << " asks for " << spec::to_string(t.dtype)
-                                       << "; the CPU executor computes and communicates in "
+                                       << "; " << why << ": it computes and communicates in "
                                        << spec::to_string(prog->training.dtype) << ", and runs (and traces) that Program\n";
     }
   } catch (const spec::SpecError& e) {

@@ -26,13 +26,16 @@
 #include "executor/model/adamw.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/model/params.hpp"
+#include "executor/precision.hpp"
 #include "executor/zero/ranges.hpp"
 
 namespace stagecraft::executor {
 
-// Elements one backend allocated (fp32). Move-only; empty when default-constructed or moved from.
-// `view()` spans the backend's memory: host memory for the CPU backend, device memory for a GPU
-// one, so only the backend and the Communicator may touch what it points to.
+// Elements one backend allocated (fp32 storage). Move-only; empty when default-constructed or
+// moved from. `view()` spans the backend's memory: host memory for the CPU backend, device memory
+// for a GPU one, so only the backend and the Communicator may touch what it points to. `format()`
+// is what the elements stand for (precision.hpp): a bf16 activation's values are bf16 values, and
+// bytes() counts them at 2 bytes, as a device holds them and as they travel.
 class Buffer {
  public:
   struct Storage {
@@ -48,10 +51,16 @@ class Buffer {
   std::span<float> view() const { return storage_ ? storage_->data : std::span<float>{}; }
   int64_t size() const { return static_cast<int64_t>(view().size()); }
   bool empty() const { return size() == 0; }
-  int64_t bytes() const { return size() * static_cast<int64_t>(sizeof(float)); }
+  Format format() const { return format_; }
+  Buffer&& as(Format f) && {
+    format_ = f;
+    return std::move(*this);
+  }
+  int64_t bytes() const { return size() * bytes_of(format_); }
 
  private:
   std::unique_ptr<Storage> storage_;
+  Format format_ = Format::kFp32;
 };
 
 class Backend {

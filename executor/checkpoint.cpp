@@ -168,6 +168,7 @@ void check_identity(const Manifest& manifest, const json& current, const fs::pat
 // Everything this rank needs, validated; throws CheckpointError.
 struct Loaded {
   int64_t step = 0;
+  std::optional<LossScaler::State> loss_scale;
   std::vector<float> own;
   std::vector<std::pair<int64_t, std::vector<float>>> peers;  // (shard, its owner's state), ZeRO 1-2
 };
@@ -182,6 +183,10 @@ Loaded read_for_rank(Runner& runner, const fs::path& dir, const CheckpointContex
   }
   Loaded out;
   out.step = manifest.step;
+  out.loss_scale = manifest.loss_scale;
+  if (runner.loss_scale_state() && !out.loss_scale) {
+    throw CheckpointError((dir / kManifest).string() + ": /loss_scale is missing; an fp16 run resumes with its loss scaler's state");
+  }
   const int64_t me = runner.comm().rank();
   const int64_t own_elems = runner.backend().owned_state_elems();
   out.own = read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(me)), out.step, own_elems);
@@ -300,6 +305,20 @@ Manifest manifest_from_json(const json& m, const std::string& path) {
     entry.checksum = sum.get<std::string>();
     out.ranks.push_back(std::move(entry));
   }
+  if (m.contains("loss_scale")) {
+    const json& ls = m.at("loss_scale");
+    if (!ls.is_object()) throw bad("/loss_scale", "expected an object, got " + spec::describe(ls));
+    const json& scale = field(ls, "scale", "/loss_scale");
+    if (!scale.is_number() || !(scale.get<double>() > 0) || !std::isfinite(scale.get<double>())) {
+      throw bad("/loss_scale/scale", "expected a positive number, got " + spec::describe(scale));
+    }
+    LossScaler::State s;
+    s.scale = scale.get<double>();
+    s.good_steps = integer(field(ls, "good_steps", "/loss_scale"), "/loss_scale/good_steps", 0, INT64_MAX);
+    s.hysteresis_left = static_cast<int>(
+        integer(field(ls, "hysteresis_left", "/loss_scale"), "/loss_scale/hysteresis_left", -(int64_t{1} << 30), 1 << 30));
+    out.loss_scale = s;
+  }
   return out;
 }
 
@@ -369,6 +388,9 @@ void save_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
     manifest["version"] = kVersion;
     manifest["generation"] = generation;
     manifest["step"] = runner.steps_done();
+    if (const auto ls = runner.loss_scale_state()) {
+      manifest["loss_scale"] = {{"scale", ls->scale}, {"good_steps", ls->good_steps}, {"hysteresis_left", ls->hysteresis_left}};
+    }
     manifest["ranks"] = json::array();
     for (const std::string& e : entries) manifest["ranks"].push_back(json::parse(e));
     const std::string text = manifest.dump(1) + "\n";
@@ -402,6 +424,7 @@ void load_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
   runner.backend().load_owned_state(loaded.own);
   for (const auto& [d, state] : loaded.peers) runner.backend().load_peer_shard(d, state);
   runner.set_steps_done(loaded.step);
+  if (loaded.loss_scale) runner.restore_loss_scale(*loaded.loss_scale);
 }
 
 ModelParams read_checkpoint_params(const std::string& dir, program::Program* prog_out) {

@@ -51,6 +51,9 @@ struct Manifest {
   int64_t world = 0;
   nlohmann::json identity;  // plan, model, training, data, world: what must match to resume
   std::vector<ManifestEntry> ranks;  // ranks[r].rank == r
+  // fp16: the loss scaler's state after `step` steps ("loss_scale": {"scale", "good_steps",
+  // "hysteresis_left"}), so a resumed run scales as the uninterrupted one
+  std::optional<LossScaler::State> loss_scale;
 };
 Manifest parse_manifest(const std::string& text, const std::string& path);
 

@@ -27,10 +27,11 @@ void check_sizes(const char* what, std::size_t dst, std::size_t src) {
 
 CpuBackend::CpuBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots)
     : layout_(layout), state_(layout, offload, memory, forward_only), caches_(at(slots)) {
+  kernels_.format = layout.precision().store;
   for (int64_t c = 0; c < layout.chunk_count(); ++c) {
     const ParamLayout& l = layout.chunk(c);
-    std::vector<Layer<float>> units;
-    for (int64_t u = l.begin(); u < l.end(); ++u) units.emplace_back(l, u);
+    std::vector<Unit> units;
+    for (int64_t u = l.begin(); u < l.end(); ++u) units.emplace_back(l, u, kernels_);
     layers_.push_back(std::move(units));
   }
 }
@@ -53,15 +54,20 @@ void CpuBackend::fill(std::span<float> dst, float value) { std::fill(dst.begin()
 
 float CpuBackend::read(std::span<const float> src, int64_t index) { return src[at(index)]; }
 
+// Each cached tensor at its format's width: the stored activations (and kept input gradients) in
+// the storage format, what the kernels keep in fp32 (x̂, rstd, probabilities, log-sum-exp) at 4.
 int64_t CpuBackend::cache_bytes() const {
+  const int64_t stored = bytes_of(kernels_.format);
   int64_t bytes = 0;
-  auto add = [&](const auto& v) { bytes += static_cast<int64_t>(v.capacity() * sizeof(v[0])); };
   for (const std::vector<UnitCache<float>>& slot : caches_) {
     for (const UnitCache<float>& c : slot) {
-      add(c.tokens);
-      for (const std::vector<float>* v : {&c.input, &c.xhat, &c.rstd, &c.a, &c.qkv, &c.probs, &c.mid, &c.pre, &c.pre2,
-                                          &c.d_out, &c.d_pre, &c.d_pre2, &c.d_a, &c.lse, &c.cp_qkv}) {
-        add(*v);
+      bytes += static_cast<int64_t>(c.tokens.capacity() * sizeof(int32_t));
+      for (const std::vector<float>* v : {&c.input, &c.a, &c.qkv, &c.mid, &c.pre, &c.pre2, &c.d_out, &c.d_pre, &c.d_pre2,
+                                          &c.d_a, &c.cp_qkv}) {
+        bytes += static_cast<int64_t>(v->capacity()) * stored;
+      }
+      for (const std::vector<float>* v : {&c.xhat, &c.rstd, &c.probs, &c.lse}) {
+        bytes += static_cast<int64_t>(v->capacity() * sizeof(float));
       }
     }
   }
@@ -70,21 +76,21 @@ int64_t CpuBackend::cache_bytes() const {
 
 // ---- units --------------------------------------------------------------------------------------
 
-const Layer<float>& CpuBackend::layer(int32_t chunk, int32_t unit) const {
-  const std::vector<Layer<float>>& units = layers_.at(at(chunk));
+const CpuBackend::Unit& CpuBackend::layer(int32_t chunk, int32_t unit) const {
+  const std::vector<Unit>& units = layers_.at(at(chunk));
   return units.at(at(unit - units.front().unit()));
 }
 
 UnitCache<float>& CpuBackend::cache(int32_t chunk, int32_t unit, int64_t slot) {
   std::vector<UnitCache<float>>& caches = caches_.at(at(slot));
-  const std::vector<Layer<float>>& units = layers_.at(at(chunk));
+  const std::vector<Unit>& units = layers_.at(at(chunk));
   if (caches.empty()) caches.resize(units.size());
   return caches.at(at(unit - units.front().unit()));
 }
 
 Buffer CpuBackend::forward(int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> x,
                            bool input_only) {
-  const Layer<float>& l = layer(chunk, unit);
+  const Unit& l = layer(chunk, unit);
   Buffer y = alloc(l.output_size(batch.dims));
   l.forward(batch, state_.chunk_params(chunk), x, y.view(), cache(chunk, unit, slot),
             input_only ? CacheMode::kInputOnly : CacheMode::kFull);
@@ -96,7 +102,7 @@ void CpuBackend::recompute(int32_t chunk, int32_t unit, int64_t slot) {
 }
 
 Buffer CpuBackend::backward(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> dy, bool input_only) {
-  const Layer<float>& l = layer(chunk, unit);
+  const Unit& l = layer(chunk, unit);
   UnitCache<float>& c = cache(chunk, unit, slot);
   Buffer dx = alloc(l.input_size(c.dims));
   if (input_only) {
@@ -129,7 +135,7 @@ float CpuBackend::finish_loss(int32_t chunk, int32_t unit, int64_t slot, std::sp
 
 Buffer CpuBackend::cp_attention(CpPhase phase, int32_t chunk, int32_t unit, int64_t slot, const Dims& dims,
                                 std::span<const float> in, bool flag) {
-  const Layer<float>& l = layer(chunk, unit);
+  const Unit& l = layer(chunk, unit);
   UnitCache<float>& c = cache(chunk, unit, slot);
   const std::span<const float> params = state_.chunk_params(chunk);
   const bool fresh = phase == CpPhase::kProject && !in.empty();  // a forward's, not a Recompute's

@@ -1,6 +1,8 @@
 // CpuBackend: the Backend (backend.hpp) in host memory — StageState for the model state,
-// Layer<float> (Eigen, model/layers.hpp) for the units. It is the executor's oracle: what a
-// device backend computes is checked against it.
+// LayerT<float, HostKernels> (Eigen, model/layers.hpp) for the units. It is the executor's oracle:
+// what a device backend computes is checked against it. A bf16 Program's units round every value a
+// GPU kernel stores (HostKernels::format, precision.hpp); the elements live in fp32 containers
+// holding bf16 values, and the memory tracker counts them at 2 bytes.
 #pragma once
 
 #include <vector>
@@ -41,12 +43,14 @@ class CpuBackend final : public StateBackend {
  private:
   StageState& state() override { return state_; }
   const StageState& state() const override { return state_; }
-  const Layer<float>& layer(int32_t chunk, int32_t unit) const;
+  using Unit = LayerT<float, HostKernels>;
+  const Unit& layer(int32_t chunk, int32_t unit) const;
   UnitCache<float>& cache(int32_t chunk, int32_t unit, int64_t slot);
 
   const StageLayout& layout_;
   StageState state_;
-  std::vector<std::vector<Layer<float>>> layers_;  // [chunk][unit - chunk begin]
+  HostKernels kernels_;                     // rounding to the Program's storage format
+  std::vector<std::vector<Unit>> layers_;  // [chunk][unit - chunk begin]
   // [slot][unit - chunk begin]; a slot's chunk is slot / micro_batches, so its caches are that
   // chunk's units.
   std::vector<std::vector<UnitCache<float>>> caches_;

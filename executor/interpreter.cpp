@@ -41,6 +41,8 @@ Runner::Interpreter::Interpreter(Runner& runner)
   // each of the dp·cp ranks of a stage has the mean loss over its tokens; the reductions sum them
   loss_weight_ = static_cast<float>(1.0 / static_cast<double>(prog_.plan.micro_batches * pl.dp));
   full_recompute_ = prog_.plan.recompute == spec::Recompute::kFull;
+  store_ = runner.layout_.precision().store;
+  reduce_ = runner.layout_.precision().reduce;
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) lanes_[lane_index(instrs_[at(i)].lane)].push_back(i);
   plan_cp_passes();
   snapshot_after_.resize(instrs_.size());
@@ -82,6 +84,8 @@ void Runner::Interpreter::reset(int64_t step) {
   micro_losses_.clear();
   norm_sq_ = 0;
   norm_known_ = false;
+  loss_scale_ = runner_.loss_scale();
+  overflow_ = false;
   compute_seconds_ = 0;
   const RunnerOptions& o = runner_.options_;
   fault_armed_ = o.fault_rank == runner_.rank_ && o.fault_step == step &&
@@ -103,7 +107,7 @@ Runner::Interpreter::Outcome Runner::Interpreter::run(int64_t step) {
     std::this_thread::yield();
   }
   check_step_end();
-  return {weighted_loss_, norm_sq_, compute_seconds_, micro_losses_};
+  return {weighted_loss_, norm_sq_ / (loss_scale_ * loss_scale_), overflow_, compute_seconds_, micro_losses_};
 }
 
 // Starts the lane's next instructions while they are ready: at most one compute per round, and

@@ -49,7 +49,8 @@ class Runner::Interpreter {
 
   struct Outcome {
     double weighted_loss = 0;     // sum over this rank's micro-batches of loss / (m * dp)
-    double grad_norm_sq = 0;      // global
+    double grad_norm_sq = 0;      // global, of the unscaled gradients
+    bool overflow = false;        // fp16: the scaled gradients overflowed, the optimizer step was skipped
     double compute_seconds = 0;
     // Each micro-batch loss this rank computed (the last stage's tp rank 0): (micro-batch, loss),
     // with cp > 1 its share, the mean over its tokens / cp (the cp ranks' shares sum to the loss).
@@ -190,6 +191,7 @@ class Runner::Interpreter {
     }
   }
   void add_messages(int64_t bytes) { runner_.memory_.add(MemoryKind::kBuffers, bytes); }
+  Buffer alloc_as(int64_t elems, Format f) { return backend().alloc(elems).as(f); }
   Backend& backend() { return *runner_.backend_; }
   std::string where(int32_t i) const;
 
@@ -205,6 +207,12 @@ class Runner::Interpreter {
   int64_t tp_ = 1;
   int64_t piece_elems_ = 0;      // what one tp rank sends of it (scatter-gather; all of it when tp = 1)
   float loss_weight_ = 1;        // 1 / (micro_batches * dp * cp)
+  // precision.hpp: activations, their gradients and working parameters (messages, tp and cp
+  // collectives, gathers) in `store_`; gradient reductions over dp and the embedding group in
+  // `reduce_`; the loss statistics, the norms' gradients over tp and the gradient norm stay fp32
+  Format store_ = Format::kFp32, reduce_ = Format::kFp32;
+  double loss_scale_ = 1;        // fp16: this step's S (LossScaler), else 1
+  bool overflow_ = false;        // fp16: this step's gradients are not finite: no optimizer step
   bool full_recompute_ = false;
   std::array<std::vector<int32_t>, program::kLaneCount> lanes_;
   std::vector<std::vector<int32_t>> snapshot_after_;  // per compute: the reductions depending on it

@@ -36,10 +36,10 @@ int32_t Runner::Interpreter::tag(const Instr& in, bool receiving) const {
 void Runner::Interpreter::post_recv(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
-  p.buffer = backend().alloc(piece_elems_);
+  p.buffer = alloc_as(piece_elems_, store_);
   p.bytes = p.buffer.bytes();
   add_messages(p.bytes);
-  p.requests.push_back(runner_.comm_.irecv(p.buffer.view(), peer_rank(in.peer_stage), tag(in, true)));
+  p.requests.push_back(runner_.comm_.irecv(p.buffer.view(), peer_rank(in.peer_stage), tag(in, true), store_));
 }
 
 void Runner::Interpreter::finish_recv(int32_t i) {
@@ -63,14 +63,14 @@ void Runner::Interpreter::post_send(int32_t i) {
   if (tp_ == 1 || prog_.plan.sequence_parallel) {  // sequence parallel: the rank's shard already
     p.buffer = std::move(data);
   } else {
-    p.buffer = backend().alloc(piece_elems_);
+    p.buffer = alloc_as(piece_elems_, store_);
     backend().copy(p.buffer.view(), data.view().subspan(at(tp_index_ * piece_elems_), at(piece_elems_)));
     data = {};
   }
   maybe_retire(ms);
   p.bytes = p.buffer.bytes();
   add_messages(p.bytes);
-  p.requests.push_back(runner_.comm_.isend(p.buffer.view(), peer_rank(in.peer_stage), tag(in, false)));
+  p.requests.push_back(runner_.comm_.isend(p.buffer.view(), peer_rank(in.peer_stage), tag(in, false), store_));
 }
 
 // GatherParams (ZeRO-3) and AllGatherParams (ZeRO 1-2): every member's piece of the bucket's
@@ -85,14 +85,15 @@ void Runner::Interpreter::post_gather(int32_t i) {
   }
   Pending& p = pending_[at(i)];
   p.range = runner_.layout_.param_bucket(in.bucket);
-  p.bytes = p.range.size() * static_cast<int64_t>(sizeof(float));
-  if (in.op == Op::kGatherParams) runner_.memory_.add(MemoryKind::kBuffers, in.elems * static_cast<int64_t>(sizeof(float)));
+  p.bytes = p.range.size() * bytes_of(store_);
+  if (in.op == Op::kGatherParams) runner_.memory_.add(MemoryKind::kBuffers, in.elems * bytes_of(store_));
   if (in.op == Op::kGatherParams) place_secondary(i);
   const std::span<float> params = backend().params();
   // the framework's collectives for the bucket (a ZeRO-3 gather; one for ZeRO 1-2's all-gather)
   for (const Range& r : collective_pieces(p.range, prog_.collectives_of(in))) {
     const std::vector<int64_t> counts = gather_counts(in, p.range, r);
-    p.requests.push_back(runner_.comm_.iall_gather({in.group, in.lane}, params.subspan(at(r.begin), at(r.size())), counts));
+    p.requests.push_back(
+        runner_.comm_.iall_gather({in.group, in.lane}, params.subspan(at(r.begin), at(r.size())), counts, store_));
   }
 }
 
@@ -106,7 +107,7 @@ void Runner::Interpreter::take_snapshot(int32_t i) {
   if (p.snapshotted) return;
   p.range = is_tied_reduce(in) ? runner_.layout_.tied_table(in.unit_begin) : runner_.layout_.grad_bucket(in.bucket);
   p.parts = reduction_parts(in);
-  p.buffer = backend().alloc(total(p.parts));
+  p.buffer = alloc_as(total(p.parts), reduce_);  // the framework's bucket, in its reduce dtype
   int64_t k = 0;
   for (const Range& r : p.parts) {
     const std::span<float> grads = backend().grads().subspan(at(r.begin), at(r.size()));
@@ -183,18 +184,19 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
   }
   if (in.op == Op::kAllReduceGrads) {
     for (const Range& r : parts) {
-      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size()))));
+      p.requests.push_back(
+          runner_.comm_.iall_reduce(ch, p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size())), reduce_));
     }
     return;
   }
   const Range own = intersect(p.range, layout.own_shard());
-  p.piece = backend().alloc(own.size());
+  p.piece = alloc_as(own.size(), reduce_);
   std::vector<Range> persistent;
   for (const Range& part : p.parts) {
     for (const Range& r : clip(layout.persistent(), part)) persistent.push_back(r);
   }
   if (const int64_t packed = total(persistent); packed > 0) {
-    p.packed = backend().alloc(packed);
+    p.packed = alloc_as(packed, reduce_);
     int64_t k = 0;
     for (const Range& r : persistent) {
       backend().copy(p.packed.view().subspan(at(k), at(r.size())),
@@ -208,9 +210,9 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
     const int64_t at_piece = mine.size() > 0 ? mine.begin - own.begin : 0;
     p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size())),
                                                        p.piece.view().subspan(at(at_piece), at(mine.size())),
-                                                       layout.shard_counts(r)));
+                                                       layout.shard_counts(r), reduce_));
   }
-  if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed.view()));
+  if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed.view(), reduce_));
 }
 
 void Runner::Interpreter::finish_dp_reduce(int32_t i) {
@@ -260,7 +262,7 @@ void Runner::Interpreter::post_tied_reduce(int32_t i) {
   Pending& p = pending_[at(i)];
   take_snapshot(i);
   p.bytes = p.buffer.bytes();
-  p.requests.push_back(runner_.comm_.iall_reduce({Group::kEmbedding, Lane::kDpReduce}, p.buffer.view()));
+  p.requests.push_back(runner_.comm_.iall_reduce({Group::kEmbedding, Lane::kDpReduce}, p.buffer.view(), reduce_));
 }
 
 void Runner::Interpreter::finish_tied_reduce(int32_t i) {
@@ -310,15 +312,15 @@ void Runner::Interpreter::post_tp(int32_t i) {
   }
   if (in.flags & program::kFlagRecompute) {  // the forward's traffic again, on zeros
     if (in.op == Op::kTpAllReduce) {
-      p.buffer = backend().alloc(in.elems);
-      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
+      p.buffer = alloc_as(in.elems, store_);
+      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view(), store_));
     } else if (in.op == Op::kTpAllGather) {
-      p.buffer = backend().alloc(act_elems_);
-      p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts));
+      p.buffer = alloc_as(act_elems_, store_);
+      p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts, store_));
     } else {
-      p.buffer = backend().alloc(act_elems_);
-      p.piece = backend().alloc(piece_elems_);
-      p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts));
+      p.buffer = alloc_as(act_elems_, store_);
+      p.piece = alloc_as(piece_elems_, store_);
+      p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts, store_));
     }
     p.bytes = p.buffer.bytes();
     add_messages(p.bytes + p.piece.bytes());
@@ -331,12 +333,12 @@ void Runner::Interpreter::post_tp(int32_t i) {
       throw ExecutorError(where(i) + ": has a piece of " + std::to_string(data.size()) + " elements, expected " +
                           std::to_string(piece_elems_));
     }
-    p.buffer = backend().alloc(act_elems_);
+    p.buffer = alloc_as(act_elems_, store_);
     backend().copy(p.buffer.view().subspan(at(tp_index_ * piece_elems_), at(piece_elems_)), data.view());
     data = {};
     p.bytes = p.buffer.bytes();
     add_messages(p.bytes);
-    p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts));
+    p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts, store_));
     return;
   }
   const bool loss = in.unit_begin == program::head_unit(prog_.model) && !(in.flags & program::kFlagGrad);
@@ -351,13 +353,13 @@ void Runner::Interpreter::post_tp(int32_t i) {
   p.buffer = std::move(data);
   p.bytes = p.buffer.bytes();
   if (in.op == Op::kTpReduceScatter) {
-    p.piece = backend().alloc(piece_elems_);
+    p.piece = alloc_as(piece_elems_, store_);
     add_messages(p.bytes + p.piece.bytes());
-    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts));
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts, store_));
     return;
   }
   add_messages(p.bytes);
-  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
+  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view(), store_));
 }
 
 // Megatron's VocabParallelCrossEntropy: the rows' maxima (max) and target logits (sum), then
@@ -446,7 +448,7 @@ void Runner::Interpreter::finish_tp(int32_t i) {
   }
   // the unit's input gradient (of its rows, when scattered): the norm's backward on the summed d(norm output)
   const int64_t row0 = scattered ? tp_index_ * (tokens_ / tp_) : 0;
-  ms.grad = backend().finish_input_grad(in.chunk, in.unit_begin, ms.slot, result.view(), row0);
+  ms.grad = backend().finish_input_grad(in.chunk, in.unit_begin, ms.slot, result.view(), row0).as(store_);
   for (int32_t r : snapshot_after_[at(i)]) take_snapshot(r);
   maybe_retire(ms);
 }

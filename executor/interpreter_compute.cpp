@@ -51,7 +51,8 @@ void Runner::Interpreter::forward(const Instr& in) {
     if (cp_attention(u)) {  // the input went with the projection; a2a's output goes back over cp first
       x = cp_attend(in, u, ms);
     } else {
-      x = backend().forward(in.chunk, u, ms.slot, batch, x.view(), full_recompute_ && block);
+      const bool head = kind == UnitKind::kHead;  // its output: the loss (tp > 1: fp32 statistics)
+      x = backend().forward(in.chunk, u, ms.slot, batch, x.view(), full_recompute_ && block).as(head ? Format::kFp32 : store_);
     }
     poll();
   }
@@ -87,14 +88,14 @@ void Runner::Interpreter::backward(const Instr& in, bool input_only) {
   Buffer dy = std::move(ms.grad);
   if (in.unit_end == program::head_unit(prog_.model) + 1) {
     dy = backend().alloc(1);
-    backend().fill(dy.view(), loss_weight_);
+    backend().fill(dy.view(), static_cast<float>(loss_weight_ * loss_scale_));  // fp16: the loss scaled by S
   }
   for (int32_t u = in.unit_end - 1; u >= in.unit_begin; --u) {
     if (cp_attention(u)) {  // dy went with the cp collective before; the last one finishes the pass
       ms.cp_out = backend().cp_attention(CpPhase::kBackwardAttend, in.chunk, u, ms.slot, dims_, ms.cp_in.view(), false);
       ms.cp_in = {};
     } else {
-      dy = backend().backward(in.chunk, u, ms.slot, dy.view(), input_only);
+      dy = backend().backward(in.chunk, u, ms.slot, dy.view(), input_only).as(store_);
     }
     poll();
   }
@@ -125,17 +126,27 @@ float Runner::Interpreter::clip_scale_now() {
     norm_sq_ = backend().owned_grad_norm_sq();
     norm_known_ = true;
   }
+  if (!std::isfinite(norm_sq_) && runner_.scaler_) {  // fp16: an overflow, the step is skipped
+    overflow_ = true;
+    return 0;
+  }
   if (!std::isfinite(norm_sq_)) {
     throw NonFiniteError("step " + std::to_string(step_ + 1) + ", stage " + std::to_string(prog_.placement.stage_of(runner_.rank_)) +
                          " (rank " + std::to_string(runner_.rank_) + "): the gradient norm is " +
                          std::to_string(std::sqrt(norm_sq_)) + "; the training diverged and stops before the optimizer step");
   }
-  return clip_scale(std::sqrt(norm_sq_), runner_.options_.max_grad_norm);
+  // the gradients are S times their value: the norm is clipped unscaled, Adam reads g · clip / S
+  const double s = loss_scale_;
+  return static_cast<float>(clip_scale(std::sqrt(norm_sq_) / s, runner_.options_.max_grad_norm) / s);
 }
 
 void Runner::Interpreter::optimizer(const Instr& in) {
   const float clip = clip_scale_now();
   restore_stashes();  // qwZ: the exact shard back under the dequantized copy before it is stepped
+  if (overflow_) {     // fp16: skipped, as the frameworks skip it (the parameters stay as they are)
+    drop_secondaries();
+    return;
+  }
   if (in.flags & program::kFlagOnHost) {
     backend().host_optimizer_step(runner_.options_.adam, step_ + 1, clip);
   } else {
@@ -156,7 +167,7 @@ void Runner::Interpreter::release_params(const Instr& in) {
   keep_secondary(in);        // hpZ: this rank's slice of the gathered bucket, before it goes
   restore_stash(in.bucket);  // qwZ: the exact shard under the dequantized copy
   backend().release(runner_.layout_.param_bucket(in.bucket));
-  runner_.memory_.add(MemoryKind::kBuffers, -in.elems * static_cast<int64_t>(sizeof(float)));
+  runner_.memory_.add(MemoryKind::kBuffers, -in.elems * bytes_of(store_));
 }
 
 void Runner::Interpreter::update_activation_memory() {

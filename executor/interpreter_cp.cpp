@@ -123,7 +123,7 @@ Batch Runner::Interpreter::rank_batch(Batch whole) const {
 // collective delivered: y for the gather variants; a2a leaves the output for the collective
 // after it (ms.cp_out) and returns nothing.
 Buffer Runner::Interpreter::cp_attend(const Instr& in, int32_t unit, MicroState& ms) {
-  Buffer out = backend().cp_attention(CpPhase::kAttend, in.chunk, unit, ms.slot, dims_, ms.cp_in.view(), false);
+  Buffer out = backend().cp_attention(CpPhase::kAttend, in.chunk, unit, ms.slot, dims_, ms.cp_in.view(), false).as(store_);
   ms.cp_in = {};
   if (prog_.plan.cp_comm != spec::CpComm::kA2a) return out;
   ms.cp_out = std::move(out);
@@ -133,7 +133,7 @@ Buffer Runner::Interpreter::cp_attend(const Instr& in, int32_t unit, MicroState&
 // A phase on the backend, its time counted as compute.
 Buffer Runner::Interpreter::cp_phase(CpPhase phase, const Instr& in, MicroState& ms, std::span<const float> data, bool flag) {
   const auto t0 = std::chrono::steady_clock::now();
-  Buffer out = backend().cp_attention(phase, in.chunk, in.unit_begin, ms.slot, dims_, data, flag);
+  Buffer out = backend().cp_attention(phase, in.chunk, in.unit_begin, ms.slot, dims_, data, flag).as(store_);
   compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
@@ -160,16 +160,16 @@ void Runner::Interpreter::post_cp(int32_t i) {
   const int64_t piece = in.op == Op::kCpAllGather ? send.size() : send.size() / cp_;
   const std::vector<int64_t> counts(at(cp_), piece);
   if (in.op == Op::kCpAllGather) {  // this rank's block in place, the others' around it
-    p.buffer = backend().alloc(cp_ * piece);
+    p.buffer = alloc_as(cp_ * piece, store_);
     backend().copy(p.buffer.view().subspan(at(cp_index_ * piece), at(piece)), send.view());
-    p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts));
+    p.requests.push_back(runner_.comm_.iall_gather(ch, p.buffer.view(), counts, store_));
   } else if (in.op == Op::kCpReduceScatter) {
     p.buffer = std::move(send);
-    p.piece = backend().alloc(piece);
-    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts));
-  } else {
+    p.piece = alloc_as(piece, store_);
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), counts, store_));
+  } else {  // the values are the storage format's already; MPI's all-to-all moves them as fp32
     p.buffer = std::move(send);
-    p.piece = backend().alloc(p.buffer.size());
+    p.piece = alloc_as(p.buffer.size(), store_);
     p.requests.push_back(runner_.comm_.iall_to_all(ch, p.buffer.view(), counts, p.piece.view(), counts));
   }
   // what the Program says it moves (nccl-tests' S: the gathered output, the reduced or sent input)

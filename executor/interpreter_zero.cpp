@@ -104,8 +104,8 @@ void Runner::Interpreter::post_replica_reduce(int32_t i) {
     p.parts = std::move(source.parts);
     p.piece = std::move(source.piece);
     p.packed = std::move(source.packed);
-    if (!p.piece.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.piece.view()));
-    if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed.view()));
+    if (!p.piece.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.piece.view(), reduce_));
+    if (!p.packed.empty()) p.requests.push_back(runner_.comm_.iall_reduce(ch, p.packed.view(), reduce_));
     p.bytes = p.piece.bytes() + p.packed.bytes();
     return;
   }
@@ -122,10 +122,10 @@ void Runner::Interpreter::post_replica_reduce(int32_t i) {
     }
   }
   p.range = bucket;
-  p.buffer = backend().pack_reduced_grads(p.parts);
+  p.buffer = backend().pack_reduced_grads(p.parts).as(reduce_);
   p.bytes = p.buffer.bytes();
   add_messages(p.bytes);
-  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view()));
+  p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view(), reduce_));
 }
 
 void Runner::Interpreter::finish_replica_reduce(int32_t i) {
@@ -185,7 +185,7 @@ void Runner::Interpreter::keep_secondary(const Instr& in) {
   if (layout.hpz_group() <= 0 || !secondary_[at(in.bucket)].empty()) return;
   const Range mine = layout.own_secondary(layout.param_bucket(in.bucket));
   if (mine.size() == 0) return;
-  Buffer slice = backend().alloc(mine.size());
+  Buffer slice = alloc_as(mine.size(), store_);  // the 16-bit parameters' secondary copy
   backend().copy(slice.view(), backend().params().subspan(at(mine.begin), at(mine.size())));
   runner_.memory_.add(MemoryKind::kBuffers, slice.bytes());
   secondary_[at(in.bucket)] = std::move(slice);
@@ -232,11 +232,11 @@ void Runner::Interpreter::post_quantized_gather(int32_t i) {
   Pending& p = pending_[at(i)];
   const StageLayout& layout = runner_.layout_;
   p.range = layout.param_bucket(in.bucket);
-  runner_.memory_.add(MemoryKind::kBuffers, in.elems * static_cast<int64_t>(sizeof(float)));
+  runner_.memory_.add(MemoryKind::kBuffers, in.elems * bytes_of(store_));
   const Range own = intersect(p.range, layout.own_shard());
   Buffer& stash = stash_[at(in.bucket)];
   if (stash.empty() && own.size() > 0) {
-    stash = backend().alloc(own.size());
+    stash = alloc_as(own.size(), store_);
     backend().copy(stash.view(), backend().params().subspan(at(own.begin), at(own.size())));
     runner_.memory_.add(MemoryKind::kBuffers, stash.bytes());
   }
@@ -346,8 +346,8 @@ void Runner::Interpreter::post_hierarchical_gather(int32_t i) {
   const bool first = (in.flags & program::kFlagFirstLevel) != 0;
   if (first) {
     p.range = layout.param_bucket(in.bucket);
-    runner_.memory_.add(MemoryKind::kBuffers, in.elems * static_cast<int64_t>(sizeof(float)));
-    p.buffer = backend().alloc(p.range.size());
+    runner_.memory_.add(MemoryKind::kBuffers, in.elems * bytes_of(store_));
+    p.buffer = alloc_as(p.range.size(), store_);
     add_messages(p.buffer.bytes());
   } else {
     Pending& before = pending_[at(first_level_of(i))];
@@ -365,12 +365,12 @@ void Runner::Interpreter::post_hierarchical_gather(int32_t i) {
       std::vector<int64_t> counts;
       for (int64_t s = j; s < g; s += l) counts.push_back(t.size[at(s)]);
       const std::span<float> chunk = scratch.subspan(at(t.chunk_offset[at(j)]), at(t.chunk_size[at(j)]));
-      p.requests.push_back(runner_.comm_.iall_gather({in.group, in.lane}, chunk, counts));
+      p.requests.push_back(runner_.comm_.iall_gather({in.group, in.lane}, chunk, counts, store_));
     } else {
-      p.requests.push_back(runner_.comm_.iall_gather({in.group, in.lane}, scratch, t.chunk_size));
+      p.requests.push_back(runner_.comm_.iall_gather({in.group, in.lane}, scratch, t.chunk_size, store_));
     }
   }
-  p.bytes = p.range.size() * static_cast<int64_t>(sizeof(float)) / (first ? l : 1);
+  p.bytes = p.range.size() * bytes_of(store_) / (first ? l : 1);
 }
 
 void Runner::Interpreter::finish_hierarchical_gather(int32_t i) {
@@ -471,7 +471,7 @@ void Runner::Interpreter::post_qgz_level(int32_t i) {
     for (const Range& c : clip(layout.persistent(), r)) persistent.push_back(c);
   }
   if (total(persistent) == 0) return;
-  p.packed = backend().alloc(total(persistent));
+  p.packed = alloc_as(total(persistent), reduce_);
   int64_t k = 0;
   for (const Range& r : persistent) {
     backend().copy(p.packed.view().subspan(at(k), at(r.size())),
@@ -479,7 +479,7 @@ void Runner::Interpreter::post_qgz_level(int32_t i) {
     k += r.size();
   }
   add_messages(p.packed.bytes());
-  p.requests.push_back(runner_.comm_.iall_reduce({Group::kDp, in.lane}, p.packed.view()));
+  p.requests.push_back(runner_.comm_.iall_reduce({Group::kDp, in.lane}, p.packed.view(), reduce_));
 }
 
 void Runner::Interpreter::finish_all_to_all(int32_t i) {

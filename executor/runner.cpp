@@ -32,9 +32,9 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
     throw ExecutorError("offload_param \"cpu\" places ZeRO-3's parameter shards in a GPU host's memory; the CPU "
                         "executor's shards already are in host memory, so run the plan with \"offload_param\": \"none\"");
   }
-  if (prog.training.dtype != kCpuDtype) {
-    throw ExecutorError(std::string("the CPU executor computes and communicates in ") + spec::to_string(kCpuDtype) +
-                        ", the Program was lowered for " + spec::to_string(prog.training.dtype) +
+  if (!executes_dtype(prog.training.dtype)) {
+    throw ExecutorError(std::string("the CPU executor computes and communicates in fp32, bf16 or fp16, the Program was lowered for ") +
+                        spec::to_string(prog.training.dtype) +
                         ": lower it with executor::executed_training(training), so its bytes describe the run");
   }
   if (corpus.vocab() != prog.model.vocab || corpus.seq_len() != prog.model.seq_len) {
@@ -82,9 +82,13 @@ std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
   return "";
 }
 
-spec::Training executed_training(const spec::Training& requested) {
+bool executes_dtype(spec::Dtype dtype, bool sixteen_bit) {
+  return dtype == spec::Dtype::kFp32 || (sixteen_bit && (dtype == spec::Dtype::kBf16 || dtype == spec::Dtype::kFp16));
+}
+
+spec::Training executed_training(const spec::Training& requested, bool sixteen_bit) {
   spec::Training t = requested;
-  t.dtype = kCpuDtype;
+  if (!executes_dtype(t.dtype, sixteen_bit)) t.dtype = kCpuDtype;
   t.attention = "unfused";  // the CPU layers keep the probabilities (executor/model/attention.cpp)
   return t;
 }
@@ -99,6 +103,7 @@ Runner::Runner(const program::Program& prog, Communicator& comm, const Corpus& c
       layout_(prog, prog.placement.stage_of(rank_), prog.placement.dp_index_of(rank_), prog.placement.tp_index_of(rank_)),
       backend_(make_backend(options_.make_backend, layout_, prog.plan.zero.offload_optimizer == spec::Offload::kCpu, memory_,
                             prog.forward_only, prog.plan.virtual_stages * prog.plan.micro_batches)) {
+  if (layout_.precision().store == Format::kFp16) scaler_.emplace(loss_scaling(prog.training.framework));
   comm_.set_progress_deadline(options_.stall_timeout_s);
   tracer_.start(comm_);
   memory_.start(rank_, [this] { return tracer_.now_ns(); }, options_.trace);
@@ -130,6 +135,9 @@ StepStats Runner::step() {
   s.seconds = comm_.all_reduce_max(seconds);
   s.grad_norm = std::sqrt(out.grad_norm_sq);
   s.compute_seconds = out.compute_seconds;
+  s.loss_scale = loss_scale();
+  s.skipped = out.overflow;
+  if (scaler_) scaler_->update(out.overflow);
   if (prog_.forward_only) s.micro_batch_losses = gather_micro_losses(out.micro_losses);
   ++steps_done_;
   return s;

@@ -30,8 +30,11 @@
 // (cp > 1) is Megatron-Core's: each rank holds a load-balanced chunk pair of every sequence, and
 // attention exchanges K/V or heads at the Program's cp instructions (interpreter_cp.cpp);
 // gradients are reduced over dp x cp. Not supported
-// (constructor throws ExecutorError): what plan_unsupported names, a Program lowered for another
-// dtype than fp32 (executed_training). Selective
+// (constructor throws ExecutorError): what plan_unsupported names, a Program lowered for a dtype
+// other than fp32, bf16 and fp16 (executed_training). bf16 and fp16 are mixed precision as the
+// frameworks run it (precision.hpp): 16-bit working parameters, activations and messages, fp32
+// masters, Adam state and gradient accumulation, reductions in the Program's reduce dtype; fp16
+// with the framework's dynamic loss scaling (LossScaler: overflowing steps skipped). Selective
 // recompute runs with full activation caches (same math, no memory saving); full recompute
 // keeps only each block's input and re-runs it at the Program's Recompute instructions.
 #pragma once
@@ -39,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +51,7 @@
 #include "executor/comm/communicator.hpp"
 #include "executor/data/corpus.hpp"
 #include "executor/memory.hpp"
+#include "executor/precision.hpp"
 #include "executor/model/adamw.hpp"
 #include "executor/tracer.hpp"
 #include "executor/zero/quantize.hpp"
@@ -54,12 +59,16 @@
 
 namespace stagecraft::executor {
 
-// The CPU executor computes, stores and communicates every tensor in fp32, whatever the training
-// file asks for, and attention unfused (the probabilities kept for backward); it runs the Program
-// lowered with executed_training(requested), so that the bytes of its instructions (and of its
-// measured trace) describe what it did. A Program lowered for another dtype is refused.
+// The CPU executor runs a bf16 or fp16 training in that dtype (mixed precision, precision.hpp) and
+// every other dtype in fp32: fp8 needs Transformer Engine's scaled GEMMs and tf32 its
+// reduced-mantissa GEMMs, which it does not run. Attention is unfused (the probabilities kept
+// for backward). It runs the Program lowered with executed_training(requested), so that the bytes
+// of its instructions (and of its measured trace) describe what it did; a Program lowered for
+// another dtype is refused. `sixteen_bit` false: a backend whose kernels compute in fp32 only (the
+// CUDA backend today), every dtype in fp32.
 inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
-spec::Training executed_training(const spec::Training& requested);
+bool executes_dtype(spec::Dtype dtype, bool sixteen_bit = true);
+spec::Training executed_training(const spec::Training& requested, bool sixteen_bit = true);
 
 // Why this executor cannot run `plan` on `model`, as "/field: reason" (the plan field's JSON
 // pointer first): tensor parallelism the layers cannot split; empty when it can (always for tp = 1).
@@ -114,6 +123,8 @@ struct StepStats {
   double grad_norm = 0;    // global gradient norm before clipping
   double seconds = 0;      // wall time of the step, the slowest rank's
   double compute_seconds = 0;  // this rank's time inside compute instructions
+  double loss_scale = 1;       // fp16: the loss scale S this step ran with (LossScaler), else 1
+  bool skipped = false;        // fp16: the gradients overflowed and the optimizer step was skipped
   // A forward-only Program (scoring): every micro-batch's mean loss, micro-batch m of dp rank d
   // at d * micro_batches + m (every rank has them); empty for a training step.
   std::vector<double> micro_batch_losses;
@@ -142,6 +153,15 @@ class Runner {
   const MemoryTracker& memory() const { return memory_; }
   const Tracer& tracer() const { return tracer_; }
   const QuantizationReport& quantization() const { return quantization_; }
+  // fp16's dynamic loss scaling (precision.hpp): the next step's S (1 without fp16) and the
+  // scaler's state, which checkpoints keep.
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  std::optional<LossScaler::State> loss_scale_state() const {
+    return scaler_ ? std::optional<LossScaler::State>(scaler_->state()) : std::nullopt;
+  }
+  void restore_loss_scale(const LossScaler::State& s) {
+    if (scaler_) scaler_->restore(s);
+  }
 
  private:
   class Interpreter;  // one step's lanes, in-flight requests and micro-batch activations
@@ -158,6 +178,7 @@ class Runner {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Interpreter> interpreter_;
   QuantizationReport quantization_;
+  std::optional<LossScaler> scaler_;  // fp16 only
   int64_t steps_done_ = 0;
 };
 

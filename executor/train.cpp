@@ -32,6 +32,8 @@ TrainReport train(const program::Program& prog, Communicator& comm, const Corpus
     report.losses.push_back(stats.loss);
     report.step_seconds.push_back(stats.seconds);
     report.compute_seconds += stats.compute_seconds;
+    if (runner.loss_scale_state()) report.loss_scales.push_back(stats.loss_scale);
+    if (stats.skipped) report.skipped.push_back(stats.step + 1);
     if (options.on_step) options.on_step(stats);
     const bool last = s + 1 == options.steps;
     // whether any rank was asked to stop: collective, so every rank stops after the same step

@@ -45,6 +45,10 @@ struct TrainReport {
   double compute_seconds = 0;           // rank 0's time inside compute instructions
   bool interrupted = false;             // stopped by `cancel` before the steps asked for
   std::vector<int64_t> saved_at;        // the steps (counted from 1, resumed steps included) checkpointed
+  // fp16 (dynamic loss scaling): each step's loss scale, and the steps (counted from 1) whose
+  // gradients overflowed, so their optimizer step was skipped; empty for other dtypes
+  std::vector<double> loss_scales;
+  std::vector<int64_t> skipped;
 };
 
 TrainReport train(const program::Program& prog, Communicator& comm, const Corpus& corpus, const TrainOptions& options);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/program/instruction.hpp"
+#include "executor/precision.hpp"
 
 namespace stagecraft::executor {
 
@@ -87,19 +88,28 @@ class Communicator {
   virtual int64_t group_rank(program::Group group) const = 0;
   virtual int64_t group_size(program::Group group) const = 0;
 
+  // `wire` (the float calls below): the format the values travel in, the Program's dtype for that
+  // traffic (precision.hpp). kFp32 moves them as they are. A 16-bit wire moves 2 bytes an element:
+  // every value sent is rounded to it (round_to), so the receiver, and in an all-gather every
+  // member for every piece (its own included), holds round_to(wire, x); a sum over a 16-bit wire
+  // adds the members' rounded values two at a time in fp32 and rounds each partial sum, as NCCL's
+  // reduction kernels do for bf16 and fp16 (the order of the additions is the library's). Output
+  // spans hold fp32 values either way.
+
   // Point to point with a pipeline peer (a world rank); `tag` tells messages apart. The
   // buffers must stay alive and untouched until the request completes.
-  virtual Request isend(std::span<const float> data, int64_t peer, int32_t tag) = 0;
-  virtual Request irecv(std::span<float> data, int64_t peer, int32_t tag) = 0;
+  virtual Request isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) = 0;
+  virtual Request irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) = 0;
 
   // In-place all-gather: `buffer` holds every member's piece in member order, counts[i]
   // elements for member i; this rank's piece is already in place.
-  virtual Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) = 0;
+  virtual Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts,
+                              Format wire = Format::kFp32) = 0;
   // Sum over members of `send` (sum(counts) elements), member i keeping piece i in `recv`.
   virtual Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                                  std::span<const int64_t> counts) = 0;
+                                  std::span<const int64_t> counts, Format wire = Format::kFp32) = 0;
   // In-place sum over the members.
-  virtual Request iall_reduce(Channel ch, std::span<float> buffer) = 0;
+  virtual Request iall_reduce(Channel ch, std::span<float> buffer, Format wire = Format::kFp32) = 0;
   virtual Request iall_reduce(Channel ch, std::span<double> buffer) = 0;
   // In-place maximum over the members (the vocabulary-parallel loss's row maxima).
   virtual Request iall_reduce_max(Channel ch, std::span<float> buffer) = 0;

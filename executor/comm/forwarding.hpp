@@ -17,16 +17,23 @@ class ForwardingCommunicator : public Communicator {
   int64_t size() const override { return inner_.size(); }
   int64_t group_rank(program::Group g) const override { return inner_.group_rank(g); }
   int64_t group_size(program::Group g) const override { return inner_.group_size(g); }
-  Request isend(std::span<const float> d, int64_t peer, int32_t tag) override { return inner_.isend(d, peer, tag); }
-  Request irecv(std::span<float> d, int64_t peer, int32_t tag) override { return inner_.irecv(d, peer, tag); }
-  Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts) override {
-    return inner_.iall_gather(ch, b, counts);
+  Request isend(std::span<const float> d, int64_t peer, int32_t tag, Format wire = Format::kFp32) override {
+    return inner_.isend(d, peer, tag, wire);
+  }
+  Request irecv(std::span<float> d, int64_t peer, int32_t tag, Format wire = Format::kFp32) override {
+    return inner_.irecv(d, peer, tag, wire);
+  }
+  Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts,
+                      Format wire = Format::kFp32) override {
+    return inner_.iall_gather(ch, b, counts, wire);
   }
   Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                          std::span<const int64_t> counts) override {
-    return inner_.ireduce_scatter(ch, send, recv, counts);
+                          std::span<const int64_t> counts, Format wire = Format::kFp32) override {
+    return inner_.ireduce_scatter(ch, send, recv, counts, wire);
   }
-  Request iall_reduce(Channel ch, std::span<float> b) override { return inner_.iall_reduce(ch, b); }
+  Request iall_reduce(Channel ch, std::span<float> b, Format wire = Format::kFp32) override {
+    return inner_.iall_reduce(ch, b, wire);
+  }
   Request iall_reduce(Channel ch, std::span<double> b) override { return inner_.iall_reduce(ch, b); }
   Request iall_reduce_max(Channel ch, std::span<float> b) override { return inner_.iall_reduce_max(ch, b); }
   Request iall_gather_typed(Channel ch, TypedSpan b, std::span<const int64_t> counts) override {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "executor/errors.hpp"
 
@@ -21,42 +22,52 @@ void LocalCommunicator::check_counts(std::span<const int64_t> counts, std::size_
   }
 }
 
-Request LocalCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag) {
+Request LocalCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire) {
   check_peer(peer);
-  mailbox_[tag].emplace_back(data.begin(), data.end());
+  Message msg{std::vector<float>(data.begin(), data.end()), wire};
+  round_all(wire, std::span<float>(msg.values));
+  mailbox_[tag].push_back(std::move(msg));
   return done();
 }
 
-Request LocalCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag) {
+Request LocalCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire) {
   check_peer(peer);
   Request r = done();
-  recvs_.emplace(r.id, PendingRecv{data, tag});
+  recvs_.emplace(r.id, PendingRecv{data, tag, wire});
   return r;
 }
 
 bool LocalCommunicator::deliver(PendingRecv& r) {
   auto it = mailbox_.find(r.tag);
   if (it == mailbox_.end() || it->second.empty()) return false;
-  const std::vector<float>& msg = it->second.front();
-  if (msg.size() != r.data.size()) {
-    throw CommError("LocalCommunicator: message of " + std::to_string(msg.size()) + " elements with tag " +
+  const Message& msg = it->second.front();
+  if (msg.values.size() != r.data.size()) {
+    throw CommError("LocalCommunicator: message of " + std::to_string(msg.values.size()) + " elements with tag " +
                     std::to_string(r.tag) + " for a " + std::to_string(r.data.size()) + "-element receive");
   }
-  std::copy(msg.begin(), msg.end(), r.data.begin());
+  if (msg.wire != r.wire) {
+    throw CommError(std::string("LocalCommunicator: message over ") + to_string(msg.wire) + " with tag " +
+                    std::to_string(r.tag) + " for a receive over " + to_string(r.wire));
+  }
+  std::copy(msg.values.begin(), msg.values.end(), r.data.begin());
   it->second.pop_front();
   return true;
 }
 
-Request LocalCommunicator::iall_gather(Channel, std::span<float> buffer, std::span<const int64_t> counts) {
+// The one member's piece travels too: over a 16-bit wire it comes back rounded.
+Request LocalCommunicator::iall_gather(Channel, std::span<float> buffer, std::span<const int64_t> counts, Format wire) {
   check_counts(counts, buffer.size(), "all-gather");
+  round_all(wire, buffer);
   return done();
 }
 
+// A sum over one member: its value, rounded to the wire.
 Request LocalCommunicator::ireduce_scatter(Channel, std::span<const float> send, std::span<float> recv,
-                                           std::span<const int64_t> counts) {
+                                           std::span<const int64_t> counts, Format wire) {
   check_counts(counts, send.size(), "reduce-scatter");
   check_counts(counts, recv.size(), "reduce-scatter");
   std::copy(send.begin(), send.end(), recv.begin());
+  round_all(wire, recv);
   return done();
 }
 
@@ -75,7 +86,10 @@ Request LocalCommunicator::iall_to_all(Channel, TypedSpan send, std::span<const 
   return done();
 }
 
-Request LocalCommunicator::iall_reduce(Channel, std::span<float>) { return done(); }
+Request LocalCommunicator::iall_reduce(Channel, std::span<float> buffer, Format wire) {
+  round_all(wire, buffer);
+  return done();
+}
 Request LocalCommunicator::iall_reduce(Channel, std::span<double>) { return done(); }
 Request LocalCommunicator::iall_reduce_max(Channel, std::span<float>) { return done(); }
 

@@ -1,6 +1,9 @@
 // LocalCommunicator: the world of one rank, without MPI. Collectives over a group of one are
 // copies or nothing; a message sent to oneself is delivered to the matching receive (same
-// tag, in order), as MPI would. It lets the Program interpreter run and be tested in a plain
+// tag, in order), as MPI would. A 16-bit wire rounds what it moves as the real one would: a
+// message and an all-gather's buffer hold round_to(wire, x), a sum over one member is its one
+// value rounded; a message's wire must be its receive's (a receive of another format throws, as
+// the message's size would not match under MPI). It lets the Program interpreter run and be tested in a plain
 // process (single-rank plans: pp = dp = tp = 1). Not a simulator of several ranks.
 #pragma once
 
@@ -19,12 +22,13 @@ class LocalCommunicator final : public Communicator {
   int64_t group_rank(program::Group) const override { return 0; }
   int64_t group_size(program::Group) const override { return 1; }
 
-  Request isend(std::span<const float> data, int64_t peer, int32_t tag) override;
-  Request irecv(std::span<float> data, int64_t peer, int32_t tag) override;
-  Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) override;
+  Request isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) override;
+  Request irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) override;
+  Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts,
+                      Format wire = Format::kFp32) override;
   Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                          std::span<const int64_t> counts) override;
-  Request iall_reduce(Channel ch, std::span<float> buffer) override;
+                          std::span<const int64_t> counts, Format wire = Format::kFp32) override;
+  Request iall_reduce(Channel ch, std::span<float> buffer, Format wire = Format::kFp32) override;
   Request iall_reduce(Channel ch, std::span<double> buffer) override;
   Request iall_reduce_max(Channel ch, std::span<float> buffer) override;
   Request iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) override;
@@ -44,6 +48,11 @@ class LocalCommunicator final : public Communicator {
   struct PendingRecv {
     std::span<float> data;
     int32_t tag = 0;
+    Format wire = Format::kFp32;
+  };
+  struct Message {
+    std::vector<float> values;  // rounded to `wire` when sent
+    Format wire = Format::kFp32;
   };
   Request done();
   void check_peer(int64_t peer) const;
@@ -51,7 +60,7 @@ class LocalCommunicator final : public Communicator {
   bool deliver(PendingRecv& r);
 
   int64_t next_id_ = 0;
-  std::map<int32_t, std::deque<std::vector<float>>> mailbox_;  // tag -> messages sent to self
+  std::map<int32_t, std::deque<Message>> mailbox_;            // tag -> messages sent to self
   std::map<int64_t, PendingRecv> recvs_;                      // request id -> waiting receive
 };
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,24 @@ constexpr std::array<Group, 5> kSubgroups = {Group::kDpShard, Group::kDpReplica,
 constexpr std::array<Lane, 3> kSubgroupLanes = {Lane::kDpGather, Lane::kDpReduce, Lane::kDpReplica};
 
 MPI_Datatype mpi_type(ElemType t) { return t == ElemType::kInt8 ? MPI_INT8_T : MPI_FLOAT; }
+
+// A 16-bit wire's sum of two members' values (an MPI_User_function over MPI_UINT16_T): both
+// widened to fp32, added, the partial sum rounded back, as NCCL's bf16 / fp16 reduction kernels do.
+template <Format F>
+void sum16(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = pack16(F, unpack16(F, a[i]) + unpack16(F, b[i]));
+}
+
+// A 16-bit wire's encoding of `values` (rounded, pack16), and its decoding into `out`.
+void pack(Format f, std::span<const float> values, std::vector<uint16_t>& out) {
+  out.resize(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = pack16(f, values[i]);
+}
+void unpack(Format f, const std::vector<uint16_t>& bits, std::span<float> out) {
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = unpack16(f, bits[i]);
+}
 
 int to_int(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX) throw CommError(std::string("MPI: ") + what + " " + std::to_string(v) + " exceeds an int");
@@ -62,6 +81,13 @@ struct MpiCommunicator::Impl {
     MPI_Request request = MPI_REQUEST_NULL;
     std::vector<int> counts, displs;
     std::vector<int> recv_counts, recv_displs;  // an all-to-all's receiving side
+    // A 16-bit wire's staging (2 bytes an element, MPI_UINT16_T): `wire_send` holds a
+    // reduce-scatter's packed input; `wire_data` what MPI sends, receives or reduces in place,
+    // unpacked into `out` when the request is seen complete (test or wait). A send's `out` is
+    // empty: it is packed when posted and nothing comes back.
+    Format wire = Format::kFp32;
+    std::vector<uint16_t> wire_send, wire_data;
+    std::span<float> out;
     bool busy = false;
   };
 
@@ -73,6 +99,10 @@ struct MpiCommunicator::Impl {
   std::map<std::pair<Group, Lane>, MPI_Comm> channels;
   std::vector<Slot> slots;
   std::vector<int64_t> free_slots;
+  // The sums over a 16-bit wire (sum16): user operations, commutative, created with the
+  // communicator and freed with it.
+  MPI_Op sum_bf16 = MPI_OP_NULL, sum_fp16 = MPI_OP_NULL;
+  MPI_Op sum16_op(Format f) const { return f == Format::kFp16 ? sum_fp16 : sum_bf16; }
 
   // ---- the watchdog: pings and pongs on a duplicate of the world of their own ----
   using Clock = std::chrono::steady_clock;
@@ -180,13 +210,20 @@ struct MpiCommunicator::Impl {
     }
     return slots[static_cast<std::size_t>(r.id)];
   }
-  void release(Request& r) {
+  // The request completed: a 16-bit wire's values land in the caller's fp32 span; the slot is
+  // free again (its staging keeps its capacity for the next request).
+  void complete(Request& r) {
     Slot& s = slot(r);
+    if (s.wire != Format::kFp32) unpack(s.wire, s.wire_data, s.out);
     s.busy = false;
     s.counts.clear();
     s.displs.clear();
     s.recv_counts.clear();
     s.recv_displs.clear();
+    s.wire = Format::kFp32;
+    s.wire_send.clear();
+    s.wire_data.clear();
+    s.out = {};
     free_slots.push_back(r.id);
     r.id = -1;
   }
@@ -246,6 +283,8 @@ MpiCommunicator::MpiCommunicator(const program::Placement& placement) : impl_(st
   const bool on_embedding_stage = stage == 0 || stage == placement.pp - 1;
   m.control = dup(MPI_COMM_WORLD);
   m.watchdog = dup(MPI_COMM_WORLD);
+  MPI_CHECK(MPI_Op_create(&sum16<Format::kBf16>, 1, &m.sum_bf16));
+  MPI_CHECK(MPI_Op_create(&sum16<Format::kFp16>, 1, &m.sum_fp16));
   m.pp = split(MPI_COMM_WORLD, static_cast<int>(d * placement.tp + t), m.rank);
   m.groups[Group::kTp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.dp + d), m.rank);
   m.groups[Group::kDp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.tp + t), m.rank);
@@ -279,7 +318,9 @@ MpiCommunicator::MpiCommunicator(const program::Placement& placement) : impl_(st
 
 // Communicators are freed (MPI_Comm_free is collective) only when nothing is pending: after an
 // error mid-step the peers may never get here, and a pending non-blocking collective may not be
-// freed at all; the caller aborts the job then (cli/run.cpp), so leaking them is harmless.
+// freed at all; the caller aborts the job then (cli/run.cpp), so leaking them is harmless. The
+// 16-bit sums go with them (a pending reduction may still use one), before the Session
+// finalizes MPI.
 MpiCommunicator::~MpiCommunicator() {
   Impl& m = *impl_;
   for (const Impl::Slot& s : m.slots) {
@@ -293,6 +334,9 @@ MpiCommunicator::~MpiCommunicator() {
   free_comm(m.pp);
   free_comm(m.control);
   free_comm(m.watchdog);
+  for (MPI_Op* op : {&m.sum_bf16, &m.sum_fp16}) {
+    if (*op != MPI_OP_NULL) MPI_Op_free(op);
+  }
 }
 
 void MpiCommunicator::set_progress_deadline(double seconds) {
@@ -317,7 +361,9 @@ int64_t MpiCommunicator::group_size(Group group) const {
   return n;
 }
 
-Request MpiCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag) {
+// A 16-bit wire (Communicator::isend): the values travel as MPI_UINT16_T out of the slot's staging,
+// packed when posted; a receive lands there and is unpacked into `data` when seen complete.
+Request MpiCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire) {
   Impl& m = *impl_;
   const program::Placement& p = m.placement;
   if (peer < 0 || peer >= p.world() || p.dp_index_of(peer) != p.dp_index_of(m.rank) ||
@@ -325,13 +371,21 @@ Request MpiCommunicator::isend(std::span<const float> data, int64_t peer, int32_
     throw CommError("MpiCommunicator: rank " + std::to_string(m.rank) + " cannot send to " + std::to_string(peer) +
                     ", not one of its pipeline peers");
   }
+  const int count = to_int(static_cast<int64_t>(data.size()), "message size");
   Request r{m.acquire()};
-  MPI_CHECK(MPI_Isend(data.data(), to_int(static_cast<int64_t>(data.size()), "message size"), MPI_FLOAT,
-                      static_cast<int>(p.stage_of(peer)), tag, m.pp, &m.slot(r).request));
+  Impl::Slot& s = m.slot(r);
+  const void* values = data.data();
+  MPI_Datatype type = MPI_FLOAT;
+  if (wire != Format::kFp32) {
+    s.wire = wire;   // nothing comes back: `out` stays empty
+    pack(wire, data, s.wire_data);
+    values = s.wire_data.data(), type = MPI_UINT16_T;
+  }
+  MPI_CHECK(MPI_Isend(values, count, type, static_cast<int>(p.stage_of(peer)), tag, m.pp, &s.request));
   return r;
 }
 
-Request MpiCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag) {
+Request MpiCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire) {
   Impl& m = *impl_;
   const program::Placement& p = m.placement;
   if (peer < 0 || peer >= p.world() || p.dp_index_of(peer) != p.dp_index_of(m.rank) ||
@@ -339,41 +393,69 @@ Request MpiCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag)
     throw CommError("MpiCommunicator: rank " + std::to_string(m.rank) + " cannot receive from " +
                     std::to_string(peer) + ", not one of its pipeline peers");
   }
+  const int count = to_int(static_cast<int64_t>(data.size()), "message size");
   Request r{m.acquire()};
-  MPI_CHECK(MPI_Irecv(data.data(), to_int(static_cast<int64_t>(data.size()), "message size"), MPI_FLOAT,
-                      static_cast<int>(p.stage_of(peer)), tag, m.pp, &m.slot(r).request));
+  Impl::Slot& s = m.slot(r);
+  void* values = data.data();
+  MPI_Datatype type = MPI_FLOAT;
+  if (wire != Format::kFp32) {
+    s.wire = wire, s.out = data;
+    s.wire_data.resize(data.size());
+    values = s.wire_data.data(), type = MPI_UINT16_T;
+  }
+  MPI_CHECK(MPI_Irecv(values, count, type, static_cast<int>(p.stage_of(peer)), tag, m.pp, &s.request));
   return r;
 }
 
-Request MpiCommunicator::iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) {
+// Over a 16-bit wire the whole buffer is packed (only this rank's piece goes out) and gathered in
+// place in the staging, then unpacked whole: every piece, this rank's too, comes back rounded.
+Request MpiCommunicator::iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts,
+                                     Format wire) {
   Impl& m = *impl_;
   m.check_members(ch, counts);
+  const MPI_Comm comm = m.channel(ch);
   Request r{m.acquire()};
   Impl::Slot& s = m.slot(r);
   m.set_counts(s, counts);
-  const MPI_Comm comm = m.channel(ch);
+  void* values = buffer.data();
+  MPI_Datatype type = MPI_FLOAT;
+  if (wire != Format::kFp32) {
+    s.wire = wire, s.out = buffer;
+    pack(wire, buffer, s.wire_data);
+    values = s.wire_data.data(), type = MPI_UINT16_T;
+  }
   if (Impl::all_equal(counts)) {
-    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), s.counts[0], MPI_FLOAT, comm,
-                             &s.request));
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, s.counts[0], type, comm, &s.request));
   } else {
-    MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), s.counts.data(), s.displs.data(),
-                              MPI_FLOAT, comm, &s.request));
+    MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, s.counts.data(), s.displs.data(), type, comm,
+                              &s.request));
   }
   return r;
 }
 
+// Over a 16-bit wire: `send` packed, summed by the wire's sum16 into the staging, unpacked into `recv`.
 Request MpiCommunicator::ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                                         std::span<const int64_t> counts) {
+                                         std::span<const int64_t> counts, Format wire) {
   Impl& m = *impl_;
   m.check_members(ch, counts);
+  const MPI_Comm comm = m.channel(ch);
   Request r{m.acquire()};
   Impl::Slot& s = m.slot(r);
   m.set_counts(s, counts);
-  const MPI_Comm comm = m.channel(ch);
+  const void* in = send.data();
+  void* out = recv.data();
+  MPI_Datatype type = MPI_FLOAT;
+  MPI_Op op = MPI_SUM;
+  if (wire != Format::kFp32) {
+    s.wire = wire, s.out = recv;
+    pack(wire, send, s.wire_send);
+    s.wire_data.resize(recv.size());
+    in = s.wire_send.data(), out = s.wire_data.data(), type = MPI_UINT16_T, op = m.sum16_op(wire);
+  }
   if (Impl::all_equal(counts)) {
-    MPI_CHECK(MPI_Ireduce_scatter_block(send.data(), recv.data(), s.counts[0], MPI_FLOAT, MPI_SUM, comm, &s.request));
+    MPI_CHECK(MPI_Ireduce_scatter_block(in, out, s.counts[0], type, op, comm, &s.request));
   } else {
-    MPI_CHECK(MPI_Ireduce_scatter(send.data(), recv.data(), s.counts.data(), MPI_FLOAT, MPI_SUM, comm, &s.request));
+    MPI_CHECK(MPI_Ireduce_scatter(in, out, s.counts.data(), type, op, comm, &s.request));
   }
   return r;
 }
@@ -385,9 +467,19 @@ void post_all_reduce(void* data, std::size_t count, MPI_Datatype type, MPI_Op op
 }
 }  // namespace
 
-Request MpiCommunicator::iall_reduce(Channel ch, std::span<float> buffer) {
-  Request r{impl_->acquire()};
-  post_all_reduce(buffer.data(), buffer.size(), MPI_FLOAT, MPI_SUM, impl_->channel(ch), &impl_->slot(r).request);
+// Over a 16-bit wire: packed, summed in place in the staging by the wire's sum16, unpacked.
+Request MpiCommunicator::iall_reduce(Channel ch, std::span<float> buffer, Format wire) {
+  Impl& m = *impl_;
+  const MPI_Comm comm = m.channel(ch);
+  Request r{m.acquire()};
+  Impl::Slot& s = m.slot(r);
+  if (wire == Format::kFp32) {
+    post_all_reduce(buffer.data(), buffer.size(), MPI_FLOAT, MPI_SUM, comm, &s.request);
+    return r;
+  }
+  s.wire = wire, s.out = buffer;
+  pack(wire, buffer, s.wire_data);
+  post_all_reduce(s.wire_data.data(), s.wire_data.size(), MPI_UINT16_T, m.sum16_op(wire), comm, &s.request);
   return r;
 }
 
@@ -442,7 +534,7 @@ bool MpiCommunicator::test(Request& r) {
   Impl::Slot& s = impl_->slot(r);
   int flag = 0;
   MPI_CHECK(MPI_Test(&s.request, &flag, MPI_STATUS_IGNORE));
-  if (flag) impl_->release(r);
+  if (flag) impl_->complete(r);
   impl_->answer_pings();
   return flag != 0;
 }
@@ -450,7 +542,7 @@ bool MpiCommunicator::test(Request& r) {
 void MpiCommunicator::wait(Request& r) {
   Impl::Slot& s = impl_->slot(r);
   impl_->await(&s.request, "request " + std::to_string(r.id));
-  impl_->release(r);
+  impl_->complete(r);
 }
 
 // The control plane: non-blocking collectives awaited under the watchdog.

@@ -47,12 +47,13 @@ class MpiCommunicator final : public Communicator {
   int64_t group_rank(program::Group group) const override;
   int64_t group_size(program::Group group) const override;
 
-  Request isend(std::span<const float> data, int64_t peer, int32_t tag) override;
-  Request irecv(std::span<float> data, int64_t peer, int32_t tag) override;
-  Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) override;
+  Request isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) override;
+  Request irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) override;
+  Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts,
+                      Format wire = Format::kFp32) override;
   Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                          std::span<const int64_t> counts) override;
-  Request iall_reduce(Channel ch, std::span<float> buffer) override;
+                          std::span<const int64_t> counts, Format wire = Format::kFp32) override;
+  Request iall_reduce(Channel ch, std::span<float> buffer, Format wire = Format::kFp32) override;
   Request iall_reduce(Channel ch, std::span<double> buffer) override;
   Request iall_reduce_max(Channel ch, std::span<float> buffer) override;
   Request iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) override;

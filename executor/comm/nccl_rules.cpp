@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kMagic = 0x4e43434c52554c45;  // "NCCLRULE"
 constexpr int kHeader = 8;                       // int64 fields before a collective's counts
 // Point-to-point signatures travel as floats holding 16-bit pieces (exact in a float).
-constexpr int kP2pFields = 6;  // magic, position, count, tag, rank, instruction
+constexpr int kP2pFields = 7;  // magic, position, count, tag, rank, instruction, wire format
 constexpr int kP2pFloats = 4 * kP2pFields;
 // shadow tags: a class's signatures, then its acknowledgements
 int32_t signature_tag(int cls) { return 1 + cls; }
@@ -34,7 +34,34 @@ const char* kind_name(NcclRulesCommunicator::Kind k) {
   return "?";
 }
 
-const char* type_name(ElemType t) { return t == ElemType::kInt8 ? "int8" : "fp32"; }
+// The datatype NCCL is given (ncclDataType_t), a collective signature's field: a typed
+// collective's element type, or a float collective's wire format (an fp32 wire is the fp32 type,
+// so a typed fp32 collective and a float one over fp32 agree, as they would in NCCL).
+enum class Datatype : int64_t { kInt8, kFp32, kBf16, kFp16 };
+int64_t datatype(ElemType type, Format wire) {
+  if (type == ElemType::kInt8) return static_cast<int64_t>(Datatype::kInt8);
+  switch (wire) {
+    case Format::kBf16: return static_cast<int64_t>(Datatype::kBf16);
+    case Format::kFp16: return static_cast<int64_t>(Datatype::kFp16);
+    case Format::kFp32: break;
+  }
+  return static_cast<int64_t>(Datatype::kFp32);
+}
+const char* datatype_name(int64_t d) {
+  switch (static_cast<Datatype>(d)) {
+    case Datatype::kInt8: return "int8";
+    case Datatype::kFp32: return "fp32";
+    case Datatype::kBf16: return "bf16";
+    case Datatype::kFp16: return "fp16";
+  }
+  return "?";
+}
+// A message's size and tag as its errors name them: "8 floats, tag 2" (fp32), "8 floats over
+// bf16, tag 2".
+std::string message_what(int64_t count, Format wire, int64_t tag) {
+  const std::string over = wire == Format::kFp32 ? std::string() : std::string(" over ") + to_string(wire);
+  return std::to_string(count) + " floats" + over + ", tag " + std::to_string(tag);
+}
 
 void encode(std::vector<float>& out, int64_t v) {
   const auto u = static_cast<uint64_t>(v);
@@ -64,6 +91,7 @@ struct NcclRulesCommunicator::Op {
   // collectives
   Channel ch;
   ElemType type = ElemType::kFloat32;
+  Format wire = Format::kFp32;   // a float collective's or a message's wire format
   int64_t seq = 0;         // position on its channel (or, for a message, in its class)
   std::vector<int64_t> send_counts, recv_counts;
   std::function<Request()> post;
@@ -92,9 +120,10 @@ std::string NcclRulesCommunicator::describe(int64_t rank, int32_t instr) const {
 std::string NcclRulesCommunicator::what(const Op& op) const {
   std::string s = kind_name(op.kind);
   if (op.kind == Kind::kSend || op.kind == Kind::kRecv) {
-    return s + " of " + std::to_string(op.count) + " floats, tag " + std::to_string(op.tag);
+    return s + " of " + message_what(op.count, op.wire, op.tag);
   }
-  return s + " of " + std::to_string(sum(op.send_counts)) + " " + type_name(op.type) + " elements";
+  return s + " of " + std::to_string(sum(op.send_counts)) + " " + datatype_name(datatype(op.type, op.wire)) +
+         " elements";
 }
 
 Request NcclRulesCommunicator::add(std::unique_ptr<Op> op, int stream) {
@@ -106,12 +135,14 @@ Request NcclRulesCommunicator::add(std::unique_ptr<Op> op, int stream) {
   return Request{id};
 }
 
-Request NcclRulesCommunicator::add_collective(Channel ch, Kind kind, ElemType type, std::vector<int64_t> send_counts,
-                                              std::vector<int64_t> recv_counts, std::function<Request()> post) {
+Request NcclRulesCommunicator::add_collective(Channel ch, Kind kind, ElemType type, Format wire,
+                                              std::vector<int64_t> send_counts, std::vector<int64_t> recv_counts,
+                                              std::function<Request()> post) {
   auto op = std::make_unique<Op>();
   op->kind = kind;
   op->ch = ch;
   op->type = type;
+  op->wire = wire;
   op->seq = collective_seq_[{ch.group, ch.lane}]++;
   op->send_counts = std::move(send_counts);
   op->recv_counts = std::move(recv_counts);
@@ -119,42 +150,43 @@ Request NcclRulesCommunicator::add_collective(Channel ch, Kind kind, ElemType ty
   return add(std::move(op), static_cast<int>(ch.lane));
 }
 
-Request NcclRulesCommunicator::iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) {
+Request NcclRulesCommunicator::iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts,
+                                           Format wire) {
   std::vector<int64_t> c(counts.begin(), counts.end());
-  return add_collective(ch, Kind::kAllGather, ElemType::kFloat32, c, c, [this, ch, buffer, c] {
-    return data_.iall_gather(ch, buffer, c);
+  return add_collective(ch, Kind::kAllGather, ElemType::kFloat32, wire, c, c, [this, ch, buffer, c, wire] {
+    return data_.iall_gather(ch, buffer, c, wire);
   });
 }
 
 Request NcclRulesCommunicator::ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                                               std::span<const int64_t> counts) {
+                                               std::span<const int64_t> counts, Format wire) {
   std::vector<int64_t> c(counts.begin(), counts.end());
-  return add_collective(ch, Kind::kReduceScatter, ElemType::kFloat32, c, c, [this, ch, send, recv, c] {
-    return data_.ireduce_scatter(ch, send, recv, c);
+  return add_collective(ch, Kind::kReduceScatter, ElemType::kFloat32, wire, c, c, [this, ch, send, recv, c, wire] {
+    return data_.ireduce_scatter(ch, send, recv, c, wire);
   });
 }
 
-Request NcclRulesCommunicator::iall_reduce(Channel ch, std::span<float> buffer) {
+Request NcclRulesCommunicator::iall_reduce(Channel ch, std::span<float> buffer, Format wire) {
   const std::vector<int64_t> c{static_cast<int64_t>(buffer.size())};
-  return add_collective(ch, Kind::kAllReduce, ElemType::kFloat32, c, c,
-                        [this, ch, buffer] { return data_.iall_reduce(ch, buffer); });
+  return add_collective(ch, Kind::kAllReduce, ElemType::kFloat32, wire, c, c,
+                        [this, ch, buffer, wire] { return data_.iall_reduce(ch, buffer, wire); });
 }
 
 Request NcclRulesCommunicator::iall_reduce(Channel ch, std::span<double> buffer) {
   const std::vector<int64_t> c{static_cast<int64_t>(buffer.size())};
-  return add_collective(ch, Kind::kAllReduceDouble, ElemType::kFloat32, c, c,
+  return add_collective(ch, Kind::kAllReduceDouble, ElemType::kFloat32, Format::kFp32, c, c,
                         [this, ch, buffer] { return data_.iall_reduce(ch, buffer); });
 }
 
 Request NcclRulesCommunicator::iall_reduce_max(Channel ch, std::span<float> buffer) {
   const std::vector<int64_t> c{static_cast<int64_t>(buffer.size())};
-  return add_collective(ch, Kind::kAllReduceMax, ElemType::kFloat32, c, c,
+  return add_collective(ch, Kind::kAllReduceMax, ElemType::kFloat32, Format::kFp32, c, c,
                         [this, ch, buffer] { return data_.iall_reduce_max(ch, buffer); });
 }
 
 Request NcclRulesCommunicator::iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) {
   std::vector<int64_t> c(counts.begin(), counts.end());
-  return add_collective(ch, Kind::kAllGatherTyped, buffer.type, c, c, [this, ch, buffer, c] {
+  return add_collective(ch, Kind::kAllGatherTyped, buffer.type, Format::kFp32, c, c, [this, ch, buffer, c] {
     return data_.iall_gather_typed(ch, buffer, c);
   });
 }
@@ -162,31 +194,32 @@ Request NcclRulesCommunicator::iall_gather_typed(Channel ch, TypedSpan buffer, s
 Request NcclRulesCommunicator::iall_to_all(Channel ch, TypedSpan send, std::span<const int64_t> send_counts,
                                            TypedSpan recv, std::span<const int64_t> recv_counts) {
   std::vector<int64_t> sc(send_counts.begin(), send_counts.end()), rc(recv_counts.begin(), recv_counts.end());
-  return add_collective(ch, Kind::kAllToAll, send.type, sc, rc, [this, ch, send, recv, sc, rc] {
+  return add_collective(ch, Kind::kAllToAll, send.type, Format::kFp32, sc, rc, [this, ch, send, recv, sc, rc] {
     return data_.iall_to_all(ch, send, sc, recv, rc);
   });
 }
 
 // A send (on the pp-send lane's stream) or a receive (pp-recv), numbered in its (peer, class, way).
 std::unique_ptr<NcclRulesCommunicator::Op> NcclRulesCommunicator::message(Kind kind, int64_t peer, int32_t tag,
-                                                                         std::size_t count) {
+                                                                         std::size_t count, Format wire) {
   auto op = std::make_unique<Op>();
   op->kind = kind;
   op->peer = peer;
   op->tag = tag;
   op->count = static_cast<int64_t>(count);
+  op->wire = wire;
   op->seq = p2p_seq_[{peer, p2p_class(tag), kind == Kind::kSend}]++;
   return op;
 }
 
-Request NcclRulesCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag) {
-  std::unique_ptr<Op> op = message(Kind::kSend, peer, tag, data.size());
+Request NcclRulesCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire) {
+  std::unique_ptr<Op> op = message(Kind::kSend, peer, tag, data.size(), wire);
   op->send_data = data;
   return add(std::move(op), static_cast<int>(program::Lane::kPpSend));
 }
 
-Request NcclRulesCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag) {
-  std::unique_ptr<Op> op = message(Kind::kRecv, peer, tag, data.size());
+Request NcclRulesCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire) {
+  std::unique_ptr<Op> op = message(Kind::kRecv, peer, tag, data.size(), wire);
   op->recv_data = data;
   return add(std::move(op), static_cast<int>(program::Lane::kPpRecv));
 }
@@ -215,7 +248,7 @@ void NcclRulesCommunicator::progress_collective(Op& op) {
     }
     op.signatures.assign(static_cast<std::size_t>(n * width), 0);
     int64_t* mine = op.signatures.data() + shadow_.group_rank(g) * width;
-    mine[0] = kMagic, mine[1] = static_cast<int64_t>(op.kind), mine[2] = static_cast<int64_t>(op.type);
+    mine[0] = kMagic, mine[1] = static_cast<int64_t>(op.kind), mine[2] = datatype(op.type, op.wire);
     mine[3] = op.seq, mine[4] = sum(op.send_counts), mine[5] = static_cast<int64_t>(op.send_counts.size());
     mine[6] = rank(), mine[7] = op.instr;
     for (std::size_t k = 0; k < op.send_counts.size() && static_cast<int64_t>(k) < n; ++k) {
@@ -247,7 +280,7 @@ void NcclRulesCommunicator::check_signatures(const Op& op) const {
   const std::string where = std::string("the ") + program::to_string(g) + " communicator of lane " + program::to_string(op.ch.lane);
   auto name = [&](const int64_t* s) {
     std::string kind = s[1] >= 0 && s[1] <= static_cast<int64_t>(Kind::kRecv) ? kind_name(static_cast<Kind>(s[1])) : "?";
-    return kind + " of " + std::to_string(s[4]) + " " + type_name(static_cast<ElemType>(s[2])) + " elements (" +
+    return kind + " of " + std::to_string(s[4]) + " " + datatype_name(s[2]) + " elements (" +
            describe(s[6], static_cast<int32_t>(s[7])) + ")";
   };
   for (int64_t m = 0; m < n; ++m) {
@@ -256,15 +289,17 @@ void NcclRulesCommunicator::check_signatures(const Op& op) const {
       throw NcclRuleError("NCCL rule: collective #" + std::to_string(op.seq + 1) + " on " + where + ": member " +
                           std::to_string(m) + " sent no signature");
     }
-    bool same = theirs[1] == mine[1] && theirs[2] == mine[2] && theirs[3] == mine[3] && theirs[5] == mine[5];
-    if (same && op.kind != Kind::kAllToAll) {
-      for (int64_t k = 0; k < 2 * n; ++k) same = same && theirs[kHeader + k] == mine[kHeader + k];
+    bool same_shape = theirs[1] == mine[1] && theirs[3] == mine[3] && theirs[5] == mine[5];  // all but the datatype
+    if (same_shape && op.kind != Kind::kAllToAll) {
+      for (int64_t k = 0; k < 2 * n; ++k) same_shape = same_shape && theirs[kHeader + k] == mine[kHeader + k];
     }
-    if (!same) {
-      throw NcclRuleError("NCCL rule: collectives of one communicator run in the order they are issued, on every member; "
-                          "collective #" + std::to_string(op.seq + 1) + " on " + where + " is " + name(mine) +
-                          " on rank " + std::to_string(mine[6]) + " but " + name(theirs) + " on rank " +
-                          std::to_string(theirs[6]));
+    if (!same_shape || theirs[2] != mine[2]) {
+      // same_shape: the same collective in another datatype (bf16 on one member, fp32 on another)
+      const char* rule = same_shape ? "every member of a collective gives it the same datatype"
+                                    : "collectives of one communicator run in the order they are issued, on every member";
+      throw NcclRuleError(std::string("NCCL rule: ") + rule + "; collective #" + std::to_string(op.seq + 1) + " on " +
+                          where + " is " + name(mine) + " on rank " + std::to_string(mine[6]) + " but " + name(theirs) +
+                          " on rank " + std::to_string(theirs[6]));
     }
     if (op.kind == Kind::kAllToAll && mine[5] == n) {  // my sends to m are m's receives from me
       if (mine[kHeader + m] != theirs[kHeader + n + me] || theirs[kHeader + me] != mine[kHeader + n + m]) {
@@ -284,13 +319,14 @@ void NcclRulesCommunicator::progress_send(Op& op) {
   const int cls = p2p_class(op.tag);
   if (!op.data.valid() && !op.data_done) {
     op.sig_buf.clear();
-    for (int64_t v : {kMagic, op.seq, op.count, static_cast<int64_t>(op.tag), rank(), static_cast<int64_t>(op.instr)}) {
+    for (int64_t v : {kMagic, op.seq, op.count, static_cast<int64_t>(op.tag), rank(), static_cast<int64_t>(op.instr),
+                      static_cast<int64_t>(op.wire)}) {
       encode(op.sig_buf, v);
     }
     op.ack_buf.assign(1, 0.0f);
     op.sig = shadow_.isend(op.sig_buf, op.peer, signature_tag(cls));
     op.ack = shadow_.irecv(op.ack_buf, op.peer, ack_tag(cls));
-    op.data = data_.isend(op.send_data, op.peer, op.tag);
+    op.data = data_.isend(op.send_data, op.peer, op.tag, op.wire);
   }
   if (!op.sig_done && shadow_.test(op.sig)) op.sig_done = true;
   if (!op.data_done && data_.test(op.data)) op.data_done = true;
@@ -300,7 +336,7 @@ void NcclRulesCommunicator::progress_send(Op& op) {
       throw NcclRuleError("NCCL rule: point-to-point messages of one class are received in the order they are sent; "
                           "rank " + std::to_string(op.peer) + " refused " + describe(rank(), op.instr) + " (" + what(op) +
                           ") as message #" + std::to_string(op.seq + 1) + " of its class from this rank: its receive "
-                          "there is for another message (its error names both)");
+                          "there is for another message, or in another datatype (its error names both)");
     }
   }
   op.finished = op.sig_done && op.data_done && op.ack_done;
@@ -313,7 +349,7 @@ void NcclRulesCommunicator::progress_recv(Op& op) {
   if (!op.data.valid() && !op.data_done) {
     op.sig_buf.assign(kP2pFloats, 0.0f);
     op.sig = shadow_.irecv(op.sig_buf, op.peer, signature_tag(cls));
-    op.data = data_.irecv(op.recv_data, op.peer, op.tag);
+    op.data = data_.irecv(op.recv_data, op.peer, op.tag, op.wire);
   }
   if (!op.sig_done) {
     if (!shadow_.test(op.sig)) return;
@@ -322,16 +358,21 @@ void NcclRulesCommunicator::progress_recv(Op& op) {
     const int64_t magic = decode(s), seq = decode(s + 4), count = decode(s + 8), tag = decode(s + 12);
     const int64_t from = decode(s + 16);
     const auto instr = static_cast<int32_t>(decode(s + 20));
-    op.matched = magic == kMagic && seq == op.seq && count == op.count && tag == op.tag;
+    const auto wire = static_cast<Format>(decode(s + 24));
+    op.matched = magic == kMagic && seq == op.seq && count == op.count && tag == op.tag && wire == op.wire;
     op.ack_buf.assign(1, op.matched ? 1.0f : 0.0f);
     op.ack = shadow_.isend(op.ack_buf, op.peer, ack_tag(cls));
     if (!op.matched) {
+      // the right message in another datatype (NCCL would read its bytes as the receive's type)
+      const bool only_wire = magic == kMagic && seq == op.seq && count == op.count && tag == op.tag;
       throw NcclRuleError(
-          "NCCL rule: point-to-point messages of one class are received in the order they are sent (no tags); "
+          std::string(only_wire ? "NCCL rule: a receive's datatype is its message's; "
+                                : "NCCL rule: point-to-point messages of one class are received in the order they are "
+                                  "sent (no tags); ") +
           "message #" + std::to_string(op.seq + 1) + " of class " + (cls == 1 ? "gradients" : "activations") +
           " from rank " + std::to_string(op.peer) + " to rank " + std::to_string(rank()) + " is " +
-          describe(from, instr) + " (" + std::to_string(count) + " floats, tag " + std::to_string(tag) +
-          ") but the receive is " + describe(rank(), op.instr) + " (" + what(op) + ")");
+          describe(from, instr) + " (" + message_what(count, wire, tag) + ") but the receive is " +
+          describe(rank(), op.instr) + " (" + what(op) + ")");
     }
     ++messages_checked_;
   }

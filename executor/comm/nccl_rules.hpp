@@ -5,9 +5,11 @@
 // (NCCL user guide, "Communicators", "Group calls", "Point-to-point communication"; CUDA stream
 // semantics):
 //  1. Collectives of one communicator match by position: every member must issue the same
-//     sequence (kind, element type, counts). The executor gives each Channel (group, lane) its own
-//     communicator, so the rule is checked per channel: before a collective's data moves, its
-//     signature (kind, type, position, every member's counts, rank, instruction) is all-gathered
+//     sequence (kind, datatype, counts); the datatype is a typed collective's element type (int8,
+//     fp32) or a float collective's wire format (fp32, bf16, fp16), as ncclDataType_t. The
+//     executor gives each Channel (group, lane) its own communicator, so the rule is checked per
+//     channel: before a collective's data moves, its
+//     signature (kind, datatype, position, every member's counts, rank, instruction) is all-gathered
 //     over the same channel of a second communicator, `shadow`, and compared. The data collective is
 //     posted only when all members agree, so a mismatch never reaches the data communicator.
 //     For an all-to-all the counts must also pair up: member i's send count to j is member j's
@@ -18,7 +20,7 @@
 //  3. Point-to-point without tags: a receive takes the next message the peer sent on the
 //     communicator, one communicator per (sender, receiver, class), the class being the tag's
 //     lowest bit (0: activations, 1: gradients; p2p_class). Each send carries its signature (per-
-//     class position, element count, tag, instruction) ahead on `shadow`; the receive compares it
+//     class position, element count, tag, instruction, wire format) ahead on `shadow`; the receive compares it
 //     with its own before accepting, so a message taken out of order is named, not silently
 //     delivered by tag.
 //  4. Rendezvous: an NCCL send does not complete before its receive is running (its data goes
@@ -71,12 +73,13 @@ class NcclRulesCommunicator final : public ForwardingCommunicator {
   // The control plane, ranks and groups go to `data` as they are.
   void label_next(int32_t instr) override { instr_ = instr; }
 
-  Request isend(std::span<const float> data, int64_t peer, int32_t tag) override;
-  Request irecv(std::span<float> data, int64_t peer, int32_t tag) override;
-  Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts) override;
+  Request isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) override;
+  Request irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire = Format::kFp32) override;
+  Request iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts,
+                      Format wire = Format::kFp32) override;
   Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                          std::span<const int64_t> counts) override;
-  Request iall_reduce(Channel ch, std::span<float> buffer) override;
+                          std::span<const int64_t> counts, Format wire = Format::kFp32) override;
+  Request iall_reduce(Channel ch, std::span<float> buffer, Format wire = Format::kFp32) override;
   Request iall_reduce(Channel ch, std::span<double> buffer) override;
   Request iall_reduce_max(Channel ch, std::span<float> buffer) override;
   Request iall_gather_typed(Channel ch, TypedSpan buffer, std::span<const int64_t> counts) override;
@@ -90,10 +93,10 @@ class NcclRulesCommunicator final : public ForwardingCommunicator {
 
  private:
   struct Op;
-  Request add_collective(Channel ch, Kind kind, ElemType type, std::vector<int64_t> send_counts,
+  Request add_collective(Channel ch, Kind kind, ElemType type, Format wire, std::vector<int64_t> send_counts,
                          std::vector<int64_t> recv_counts, std::function<Request()> post);
   Request add(std::unique_ptr<Op> op, int stream);
-  std::unique_ptr<Op> message(Kind kind, int64_t peer, int32_t tag, std::size_t count);
+  std::unique_ptr<Op> message(Kind kind, int64_t peer, int32_t tag, std::size_t count, Format wire);
   void progress(Op& op);
   void progress_collective(Op& op);
   void progress_send(Op& op);

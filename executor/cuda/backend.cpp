@@ -43,6 +43,10 @@ std::string cuda_unsupported(const program::Program& prog) {
 
 CudaBackend::CudaBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots)
     : caches_(at(slots)) {
+  if (layout.precision().mixed()) {
+    throw ExecutorError(std::string("the CUDA backend computes in fp32 only so far; the Program was lowered for ") +
+                        to_string(layout.precision().store) + " (lower it with executed_training(training, false))");
+  }
   STAGECRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ops_ = std::make_unique<OpsContext>(stream_);
   kernels_ = std::make_unique<DeviceKernels>(*ops_);

@@ -146,6 +146,7 @@ void cp_attend(HostKernels& k, const spec::Model& m, const UnitSlots& s, const S
     const std::vector<int64_t> pos = d.positions();
     ops::attention_forward_rows(c.qkv.data(), a.qkv_cols(), std::span<const int64_t>(pos), kv.data(), k2, full,
                                 c.probs.data(), c.mid.data(), a);
+    k.round(c.mid.data(), n * a.hidden());
     cp_out_projection(k, m, s, params, out, c);
     cp_forward_done(c);
     return;
@@ -157,6 +158,7 @@ void cp_attend(HostKernels& k, const spec::Model& m, const UnitSlots& s, const S
   resize(c.probs, d.batch * g.heads * full * full);
   std::vector<S> mid(static_cast<std::size_t>(d.batch * full * qg));
   ops::attention_forward(c.cp_qkv.data(), c.probs.data(), mid.data(), g);
+  k.round(mid.data(), static_cast<int64_t>(mid.size()));
   sequence_to_blocks(mid.data(), d, qg, out);
 }
 
@@ -204,6 +206,8 @@ void cp_backward_attend(HostKernels& k, const spec::Model& m, const UnitSlots& s
     resize(c.d_pre, n * W);  // dq now (columns [0, Q)), this rank's dk | dv at the finish
     ops::attention_backward_rows(c.qkv.data(), W, kv.data(), k2, c.probs.data(), d.seq, full, d_mid.data(), c.d_pre.data(), W,
                                  dkv.data(), k2, a);
+    k.round_columns(c.d_pre.data(), n, W, 0, a.hidden());
+    k.round(dkv.data(), static_cast<int64_t>(dkv.size()));
     sequence_to_blocks(dkv.data(), d, k2, send);
     return;
   }
@@ -212,6 +216,7 @@ void cp_backward_attend(HostKernels& k, const spec::Model& m, const UnitSlots& s
       d_qkv(static_cast<std::size_t>(d.batch * full * g.qkv_cols()));
   blocks_to_sequence(received, d, g.hidden(), d_mid.data());
   ops::attention_backward(c.cp_qkv.data(), c.probs.data(), d_mid.data(), d_qkv.data(), g);
+  k.round(d_qkv.data(), static_cast<int64_t>(d_qkv.size()));
   sequence_to_blocks(d_qkv.data(), d, g.qkv_cols(), send);
 }
 

@@ -3,6 +3,13 @@
 // offers the same calls over device memory, so the units' composition exists once. Each call
 // mirrors an ops:: function; the few element moves the composition needs (copy, add, one value
 // in or out, a host-to-memory copy of token ids) are spelled out here.
+//
+// `format`: the format of the values a GPU kernel would write to memory (precision.hpp). kFp32 (the
+// oracle's default) rounds nothing; bf16 rounds every output a kernel stores — GEMM outputs, norm
+// outputs, activations, RoPE, the attention output and d(q|k|v), the residual sum, the lookup, the
+// classifier's d(logits), every input gradient — once, after the fp32 computation, and leaves in
+// fp32 the weight gradients (accumulated in fp32 over the step), a norm's x̂ and rstd, the
+// attention probabilities and the classifier's softmax, as the fused kernels keep them.
 #pragma once
 
 #include <algorithm>
@@ -11,11 +18,17 @@
 #include <vector>
 
 #include "executor/model/ops.hpp"
+#include "executor/precision.hpp"
 
 namespace stagecraft::executor {
 
 struct HostKernels {
   static constexpr bool kHost = true;
+  Format format = Format::kFp32;
+  template <typename S>
+  void round(S* values, int64_t count) const {
+    round_all(format, values, count);
+  }
   static int64_t position(int64_t row, int64_t seq, const int64_t* pos) { return pos != nullptr ? pos[row % seq] : row % seq; }
   template <typename T>
   using Vec = std::vector<T>;
@@ -23,10 +36,12 @@ struct HostKernels {
   template <typename S>
   void linear_forward(const S* x, const S* w, const S* b, S* y, int64_t n, int64_t in, int64_t out) {
     ops::linear_forward(x, w, b, y, n, in, out);
+    round(y, n * out);
   }
   template <typename S>
   void linear_backward_input(const S* dy, const S* w, S* dx, int64_t n, int64_t in, int64_t out, bool accumulate) {
     ops::linear_backward_input(dy, w, dx, n, in, out, accumulate);
+    round(dx, n * in);
   }
   template <typename S>
   void linear_backward_weight(const S* x, const S* dy, S* dw, S* db, int64_t n, int64_t in, int64_t out) {
@@ -36,11 +51,13 @@ struct HostKernels {
   void norm_forward(bool layer_norm, double eps, const S* x, const S* w, const S* b, S* y, S* xhat, S* rstd, int64_t n,
                     int64_t c) {
     ops::norm_forward(layer_norm, eps, x, w, b, y, xhat, rstd, n, c);
+    round(y, n * c);
   }
   template <typename S>
   void norm_backward_input(bool layer_norm, const S* dy, const S* w, const S* xhat, const S* rstd, S* dx, int64_t n,
                            int64_t c, bool accumulate) {
     ops::norm_backward_input(layer_norm, dy, w, xhat, rstd, dx, n, c, accumulate);
+    round(dx, n * c);
   }
   template <typename S>
   void norm_backward_weight(const S* dy, const S* xhat, S* dw, S* db, int64_t n, int64_t c) {
@@ -49,52 +66,66 @@ struct HostKernels {
   template <typename S>
   void gelu_forward(const S* u, S* out, int64_t count, bool exact) {
     ops::gelu_forward(u, out, count, exact);
+    round(out, count);
   }
   template <typename S>
   void gelu_backward(const S* u, const S* dout, S* du, int64_t count, bool exact) {
     ops::gelu_backward(u, dout, du, count, exact);
+    round(du, count);
   }
   template <typename S>
   void swiglu_forward(const S* gate, const S* up, S* out, int64_t count) {
     ops::swiglu_forward(gate, up, out, count);
+    round(out, count);
   }
   template <typename S>
   void swiglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count) {
     ops::swiglu_backward(gate, up, dout, d_gate, d_up, count);
+    round(d_gate, count);
+    round(d_up, count);
   }
   template <typename S>
   void relu_forward(const S* u, S* out, int64_t count) {
     ops::relu_forward(u, out, count);
+    round(out, count);
   }
   template <typename S>
   void relu_backward(const S* u, const S* dout, S* du, int64_t count) {
     ops::relu_backward(u, dout, du, count);
+    round(du, count);
   }
   template <typename S>
   void geglu_forward(const S* gate, const S* up, S* out, int64_t count, bool exact) {
     ops::geglu_forward(gate, up, out, count, exact);
+    round(out, count);
   }
   template <typename S>
   void geglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count, bool exact) {
     ops::geglu_backward(gate, up, dout, d_gate, d_up, count, exact);
+    round(d_gate, count);
+    round(d_up, count);
   }
   template <typename S>
   void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d, bool inverse,
             double base) {
     ops::rope(x, n, seq, row_stride, col0, heads, d, inverse, base);
+    round_columns(x, n, row_stride, col0, heads * d);
   }
   template <typename S>
   void rope_at(S* x, int64_t n, std::span<const int64_t> pos, int64_t row_stride, int64_t col0, int64_t heads, int64_t d,
                bool inverse, double base) {
     ops::rope_at(x, n, pos, row_stride, col0, heads, d, inverse, base);
+    round_columns(x, n, row_stride, col0, heads * d);
   }
   template <typename S>
   void attention_forward(const S* qkv, S* probs, S* out, const ops::AttentionShape& a) {
     ops::attention_forward(qkv, probs, out, a);
+    round(out, a.batch * a.seq * a.hidden());
   }
   template <typename S>
   void attention_backward(const S* qkv, const S* probs, const S* dout, S* dqkv, const ops::AttentionShape& a) {
     ops::attention_backward(qkv, probs, dout, dqkv, a);
+    round(dqkv, a.batch * a.seq * a.qkv_cols());
   }
   template <typename S>
   S softmax_cross_entropy(S* logits, const int32_t* targets, int64_t n, int64_t v) {
@@ -103,6 +134,7 @@ struct HostKernels {
   template <typename S>
   void softmax_cross_entropy_backward(const S* probs, const int32_t* targets, S scale, S* dlogits, int64_t n, int64_t v) {
     ops::softmax_cross_entropy_backward(probs, targets, scale, dlogits, n, v);
+    round(dlogits, n * v);
   }
   // y[r] = wte[tokens[r] - vocab0] (0 off [vocab0, vocab0 + vocab)) + wpe[p(r) + pos_offset] (when given),
   // p(r) = r mod seq, or pos[r mod seq] when given (context parallelism: the rank's positions).
@@ -119,6 +151,7 @@ struct HostKernels {
       }
       if (wpe != nullptr) yr += ops::ConstRowMap<S>(wpe + (position(r, seq, pos) + pos_offset) * h, h);
     }
+    round(y, n * h);
   }
   // dwte[tokens[r] - vocab0] += dy[r]; dwpe[p(r) + pos_offset] += dy[r] (when given), rows in order.
   template <typename S>
@@ -134,6 +167,7 @@ struct HostKernels {
   template <typename S>
   void add(S* y, const S* x, int64_t count) {
     ops::MatMap<S>(y, count, 1) += ops::ConstMatMap<S>(x, count, 1);
+    round(y, count);
   }
   template <typename S>
   void copy(S* dst, const S* src, int64_t count) {
@@ -146,6 +180,11 @@ struct HostKernels {
   template <typename T>
   void upload(Vec<T>& v, const T* host, int64_t count) {
     v.assign(host, host + count);
+  }
+  // Columns [col0, col0 + width) of n rows `row_stride` apart.
+  template <typename S>
+  void round_columns(S* x, int64_t n, int64_t row_stride, int64_t col0, int64_t width) const {
+    for (int64_t r = 0; r < n; ++r) round(x + r * row_stride + col0, width);
   }
   template <typename S>
   S load(const S* p) {

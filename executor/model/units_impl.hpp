@@ -368,6 +368,7 @@ void head_forward_partial(K& k, const spec::Model& m, const UnitSlots& s, const 
         logits.noalias() = ops::ConstMatMap<S>(c.a.data(), n, h) * table_rows(s, params, h).transpose();
       }
     }
+    k.round(c.probs.data(), n * v);  // the GEMM's stored logits
     for (int64_t i = 0; i < n; ++i) {
       const S* z = c.probs.data() + i * v;
       S mx = -std::numeric_limits<S>::infinity();
@@ -398,9 +399,10 @@ S head_finish_loss(const S* reduced, int64_t n, UnitCacheT<S, K>& c) {
 }
 
 template <typename S, typename K>
-void head_backward_input_partial(K&, const spec::Model& m, const UnitSlots& s, const S* params, S dloss, S* d_a_part,
+void head_backward_input_partial(K& k, const spec::Model& m, const UnitSlots& s, const S* params, S dloss, S* d_a_part,
                                  UnitCacheT<S, K>& c) {
   if constexpr (!K::kHost) {
+    (void)k;
     tp_head_on_device();
   } else {
     const int64_t n = c.dims.rows(), h = m.hidden, v = s.vocab;
@@ -415,6 +417,7 @@ void head_backward_input_partial(K&, const spec::Model& m, const UnitSlots& s, c
       const int64_t target = c.tokens[static_cast<std::size_t>(i)] - s.vocab0;
       if (target >= 0 && target < v) d[target] -= scale;
     }
+    k.round(c.d_out.data(), n * v);
     resize(c.d_a, n * h);
     ops::MatMap<S> d_a(c.d_a.data(), n, h);
     ops::ConstMatMap<S> d_logits(c.d_out.data(), n, v);
@@ -426,6 +429,7 @@ void head_backward_input_partial(K&, const spec::Model& m, const UnitSlots& s, c
         d_a.noalias() = d_logits * table_rows(s, params, h);
       }
     }
+    k.round(c.d_a.data(), n * h);
     std::copy(c.d_a.begin(), c.d_a.end(), d_a_part);
   }
 }

@@ -27,7 +27,7 @@ std::string where(int64_t stage) { return "stage " + std::to_string(stage) + ": 
 
 StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp_index, int64_t tp_index)
     : prog_(&prog), stage_(stage), dp_(prog.placement.dp), dp_index_(dp_index), tp_index_(tp_index),
-      zero_stage_(prog.plan.zero.stage) {
+      zero_stage_(prog.plan.zero.stage), precision_(precision_of(prog)) {
   if (stage < 0 || stage >= prog.plan.pp || dp_index < 0 || dp_index >= dp_ || tp_index < 0 || tp_index >= prog.plan.tp) {
     throw ExecutorError("StageLayout: stage " + std::to_string(stage) + ", dp index " + std::to_string(dp_index) +
                         ", tp index " + std::to_string(tp_index) + " outside the plan's pp " +

@@ -35,6 +35,7 @@
 
 #include "core/program/program.hpp"
 #include "executor/model/params.hpp"
+#include "executor/precision.hpp"
 #include "executor/zero/qgz.hpp"
 
 namespace stagecraft::executor {
@@ -63,6 +64,8 @@ class StageLayout {
   int64_t tp_index() const { return tp_index_; }
   int zero_stage() const { return zero_stage_; }
   bool zero3_gathers() const { return zero_stage_ == 3 && dp_ > 1; }
+  // The formats of the Program's tensors and traffic (precision.hpp).
+  const Precision& precision() const { return precision_; }
 
   int64_t chunk_count() const { return static_cast<int64_t>(chunks_.size()); }
   const ParamLayout& chunk(int64_t c) const { return chunks_.at(static_cast<std::size_t>(c)); }
@@ -121,6 +124,7 @@ class StageLayout {
   int64_t partition_ = 1, hpz_ = 0, local_ = 1;
   std::vector<QgzSplit> qgz_;              // by gradient bucket; empty for buckets not reduced by qgZ
   int zero_stage_ = 0;
+  Precision precision_;
   std::vector<ParamLayout> chunks_;
   std::vector<int64_t> offsets_;
   int64_t elems_ = 0, shard_ = 0;

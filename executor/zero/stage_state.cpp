@@ -28,7 +28,8 @@ StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& m
       offload_(offload && !forward_only),
       memory_(memory),
       own_storage_(host_if_null(storage)),
-      mem_(storage ? *storage : *own_storage_) {
+      mem_(storage ? *storage : *own_storage_),
+      store_(layout.precision().store) {
   const int64_t padded = layout.padded_elems();
   params_ = mem_.allocate(padded);
   if (!forward_only) {
@@ -45,14 +46,19 @@ StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& m
       host_params_ = host_.allocate(opt);
       host_grads_ = host_.allocate(opt);
     }
+    if (store_ != Format::kFp32) {
+      if (!offload_) master_ = mem_.allocate(opt);
+      persistent_master_ = mem_.allocate(persistent);
+    }
   }
   // ZeRO-3 keeps its shard and the persistent tensors; gathered buckets count when gathered.
   int64_t kept = padded;
   if (layout.zero3_gathers()) kept = layout.shard_elems() + total(subtract(layout.persistent(), {layout.own_shard()}));
-  memory_.set(MemoryKind::kParams, kept * static_cast<int64_t>(sizeof(float)));
+  memory_.set(MemoryKind::kParams, kept * bytes_of(store_));
   memory_.set(MemoryKind::kGrads, bytes_of(grads_) + bytes_of(shard_grads_) + bytes_of(persistent_grads_));
   memory_.set(MemoryKind::kOptimizer, bytes_of(m_) + bytes_of(v_) + bytes_of(persistent_m_) + bytes_of(persistent_v_) +
-                                       bytes_of(host_params_) + bytes_of(host_grads_));
+                                       bytes_of(host_params_) + bytes_of(host_grads_) + bytes_of(master_) +
+                                       bytes_of(persistent_master_));
 }
 
 // Initial values are computed on the host (ParamLayout::init, the same for every backend) and
@@ -93,11 +99,51 @@ void StageState::init_params(ParamSource& source) {
   finish_init();
 }
 
+// The values just read are fp32: the masters take them, then the working copy is rounded.
 void StageState::finish_init() {
+  const Range opt = layout_.optimizer_range();
+  if (offload_) mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
+  if (store_ != Format::kFp32) {
+    if (!master_.empty()) mem_.copy(master_, params_.subspan(at(opt.begin), at(opt.size())));
+    if (!persistent_master_.empty()) {
+      for (const Range& r : layout_.persistent()) mem_.copy(persistent_values(r), params_.subspan(at(r.begin), at(r.size())));
+    }
+    mem_.round_copy(params_, params_, store_);
+  }
   if (layout_.zero3_gathers()) release({0, layout_.padded_elems()});
-  if (offload_) {
-    const Range opt = layout_.optimizer_range();
-    mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
+}
+
+std::span<float> StageState::opt_masters() {
+  if (offload_) return host_params_;
+  if (store_ != Format::kFp32) return master_;
+  const Range opt = layout_.optimizer_range();
+  return params_.subspan(at(opt.begin), at(opt.size()));
+}
+
+std::span<float> StageState::persistent_values(const Range& r) {
+  if (store_ == Format::kFp32) return params_.subspan(at(r.begin), at(r.size()));
+  return persistent_master_.subspan(at(layout_.persistent_index(r.begin)), at(r.size()));
+}
+
+void StageState::refresh_working_sharded() {
+  const int64_t first = layout_.optimizer_range().begin;
+  const std::span<float> masters = opt_masters();
+  for (const Range& r : sharded_ranges()) {
+    const std::span<float> working = params_.subspan(at(r.begin), at(r.size()));
+    const std::span<float> master = masters.subspan(at(r.begin - first), at(r.size()));
+    if (offload_) {
+      mem_.upload(master, working);
+      if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
+    } else {
+      mem_.round_copy(working, master, store_);
+    }
+  }
+}
+
+void StageState::refresh_working_persistent() {
+  if (store_ == Format::kFp32) return;
+  for (const Range& r : layout_.persistent()) {
+    mem_.round_copy(params_.subspan(at(r.begin), at(r.size())), persistent_values(r), store_);
   }
 }
 
@@ -220,15 +266,16 @@ void StageState::step_ranges(const AdamWConfig& cfg, int64_t step, float clip_sc
 void StageState::step_persistent(const AdamWConfig& cfg, int64_t step, float clip_scale) {
   for (const Range& r : layout_.persistent()) {
     const std::size_t k = at(layout_.persistent_index(r.begin)), n = at(r.size());
-    const AdamWShard shard{r.begin, params_.subspan(at(r.begin), n), persistent_grads_.subspan(k, n),
-                           persistent_m_.subspan(k, n), persistent_v_.subspan(k, n)};
+    const AdamWShard shard{r.begin, persistent_values(r), persistent_grads_.subspan(k, n), persistent_m_.subspan(k, n),
+                           persistent_v_.subspan(k, n)};
     mem_.adamw(cfg, step, shard, layout_.decayed(), clip_scale);
   }
+  refresh_working_persistent();
 }
 
 void StageState::optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale) {
-  const Range opt = layout_.optimizer_range();
-  step_ranges(cfg, step, clip_scale, mem_, params_.subspan(at(opt.begin), at(opt.size())), optimizer_grads());
+  step_ranges(cfg, step, clip_scale, mem_, opt_masters(), optimizer_grads());
+  if (store_ != Format::kFp32) refresh_working_sharded();
   step_persistent(cfg, step, clip_scale);
 }
 
@@ -245,10 +292,7 @@ void StageState::host_optimizer_step(const AdamWConfig& cfg, int64_t step, float
 
 void StageState::copy_params_from_host() {
   if (!offload_) throw ExecutorError("StageState: OffloadCopy in a plan without optimizer offload");
-  const int64_t first = layout_.optimizer_range().begin;
-  for (const Range& r : sharded_ranges()) {
-    mem_.upload(host_params_.subspan(at(r.begin - first), at(r.size())), params_.subspan(at(r.begin), at(r.size())));
-  }
+  refresh_working_sharded();
 }
 
 void StageState::release(Range r) {
@@ -273,10 +317,14 @@ std::vector<float> StageState::owned_state() {
     k += src.size();
   };
   StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
-  take(params_.subspan(at(opt.begin), at(opt.size())), mem_);
+  if (store_ != Format::kFp32) {
+    take(opt_masters(), opt_master_memory());
+  } else {
+    take(params_.subspan(at(opt.begin), at(opt.size())), mem_);
+  }
   take(m_, moments);
   take(v_, moments);
-  for (const Range& r : layout_.persistent()) take(params_.subspan(at(r.begin), at(r.size())), mem_);
+  for (const Range& r : layout_.persistent()) take(persistent_values(r), mem_);
   take(persistent_m_, mem_);
   take(persistent_v_, mem_);
   return out;
@@ -296,13 +344,26 @@ void StageState::load_owned_state(std::span<const float> state) {
     k += dst.size();
   };
   StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
-  put(params_.subspan(at(opt.begin), at(opt.size())), mem_);
+  if (store_ != Format::kFp32) {
+    put(opt_masters(), opt_master_memory());
+  } else {
+    put(params_.subspan(at(opt.begin), at(opt.size())), mem_);
+  }
   put(m_, moments);
   put(v_, moments);
-  for (const Range& r : layout_.persistent()) put(params_.subspan(at(r.begin), at(r.size())), mem_);
+  for (const Range& r : layout_.persistent()) put(persistent_values(r), mem_);
   put(persistent_m_, mem_);
   put(persistent_v_, mem_);
-  if (offload_) mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
+  if (store_ != Format::kFp32) {
+    // the working copy of the optimizer range from its masters (the persistent positions inside it
+    // from theirs, after)
+    const std::span<float> working = params_.subspan(at(opt.begin), at(opt.size()));
+    if (offload_) mem_.upload(host_params_, working);
+    mem_.round_copy(working, offload_ ? std::span<const float>(working) : std::span<const float>(master_), store_);
+    refresh_working_persistent();
+  } else if (offload_) {
+    mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
+  }
 }
 
 void StageState::load_peer_shard(int64_t shard, std::span<const float> peer_state) {
@@ -311,7 +372,9 @@ void StageState::load_peer_shard(int64_t shard, std::span<const float> peer_stat
     throw CheckpointError("stage " + std::to_string(layout_.stage()) + ": the owner of shard " + std::to_string(shard) +
                           "'s checkpoint holds fewer values than its shard of " + std::to_string(r.size()));
   }
-  mem_.upload(peer_state.first(at(r.size())), params_.subspan(at(r.begin), at(r.size())));
+  const std::span<float> working = params_.subspan(at(r.begin), at(r.size()));
+  mem_.upload(peer_state.first(at(r.size())), working);  // the peer's masters (owned_state's first values)
+  if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
 }
 
 }  // namespace stagecraft::executor

@@ -12,6 +12,11 @@
 //               persistent tensors, packed
 //   m, v        Adam moments of optimizer_range() (+ host copies of params and grads with
 //               optimizer offload: the step then runs on those, as DeepSpeed's CPU Adam does)
+//   master      mixed precision (layout.precision().mixed(): a bf16 Program): the fp32 master copy
+//               of optimizer_range() and of the persistent tensors, which AdamW updates; `params`
+//               then holds the 16-bit working copy, rounded from the masters after every step
+//               (with optimizer offload the host copy of the parameters is the master). Gradients
+//               stay fp32 (accumulated over the step's micro-batches), so do m and v.
 // Memory is reported to the MemoryTracker as it is allocated. The buffers live in a StateMemory
 // (state_memory.hpp): host memory unless the backend gives its device's; spans this class hands out
 // point into that memory. The optimizer offload's copies (and then m, v) are always host memory.
@@ -103,6 +108,13 @@ class StageState {
   void step_persistent(const AdamWConfig& cfg, int64_t step, float clip_scale);
   void step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, StateMemory& where,
                    std::span<float> params_base, std::span<const float> grads_base);
+  // Mixed precision: the working copy of the sharded (or persistent) ranges from the masters.
+  void refresh_working_sharded();
+  void refresh_working_persistent();
+  // The fp32 values AdamW updates for optimizer_range() / the persistent tensors, and their memory.
+  std::span<float> opt_masters();
+  StateMemory& opt_master_memory() { return offload_ ? static_cast<StateMemory&>(host_) : mem_; }
+  std::span<float> persistent_values(const Range& r);
 
   const StageLayout& layout_;
   bool offload_ = false;
@@ -114,6 +126,8 @@ class StageState {
   std::span<float> m_, v_;  // in host_ with optimizer offload
   std::span<float> persistent_grads_, persistent_m_, persistent_v_;
   std::span<float> host_params_, host_grads_;
+  Format store_ = Format::kFp32;
+  std::span<float> master_, persistent_master_;  // mixed precision (host_params_ is the master with offload)
 };
 
 }  // namespace stagecraft::executor

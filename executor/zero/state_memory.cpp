@@ -22,6 +22,14 @@ void HostMemory::copy(std::span<float> dst, std::span<const float> src) {
   std::copy(src.begin(), src.end(), dst.begin());
 }
 
+void HostMemory::round_copy(std::span<float> dst, std::span<const float> src, Format f) {
+  if (dst.size() != src.size()) {
+    throw ExecutorError("HostMemory::round_copy: " + std::to_string(src.size()) + " elements into " +
+                        std::to_string(dst.size()));
+  }
+  for (std::size_t i = 0; i < src.size(); ++i) dst[i] = round_to(f, src[i]);
+}
+
 void HostMemory::add_sum_sq(std::span<const float> values, double& sum) {
   for (float g : values) {
     const double d = g;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "executor/model/adamw.hpp"
+#include "executor/precision.hpp"
 
 namespace stagecraft::executor {
 
@@ -29,6 +30,14 @@ class StateMemory {
   // Host copies in and out.
   virtual void download(std::span<const float> src, std::span<float> host) = 0;
   virtual void upload(std::span<const float> host, std::span<float> dst) = 0;
+  // dst = src rounded to `f` (precision.hpp; equal sizes, dst may be src): the 16-bit working
+  // parameters from the fp32 masters. This default goes through a host copy.
+  virtual void round_copy(std::span<float> dst, std::span<const float> src, Format f) {
+    std::vector<float> host(src.size());
+    download(src, host);
+    round_all(f, std::span<float>(host));
+    upload(host, dst);
+  }
 };
 
 class HostMemory final : public StateMemory {
@@ -43,6 +52,7 @@ class HostMemory final : public StateMemory {
   void add_sum_sq(std::span<const float> values, double& sum) override;
   void download(std::span<const float> src, std::span<float> host) override { copy(host, src); }
   void upload(std::span<const float> host, std::span<float> dst) override { copy(dst, host); }
+  void round_copy(std::span<float> dst, std::span<const float> src, Format f) override;
 
  private:
   std::deque<std::vector<float>> blocks_;  // a deque never moves what it holds

@@ -1,6 +1,7 @@
 // executor::World without MPI (stagecraft_executor_local): a world of one rank whose
 // communicator is a LocalCommunicator, which refuses a plan for more ranks, and whose abort
 // hands the exit status back instead of ending the process.
+#include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -44,6 +45,55 @@ TEST(WorldLocal, TypedCollectivesOverAGroupOfOne) {
   EXPECT_THROW(comm->iall_to_all(ch, std::span<int8_t>(bytes), std::vector<int64_t>{3}, std::span<float>(out),
                                  std::vector<int64_t>{1}),
                CommError);
+}
+
+// A world of one over 16-bit wires: what moves is rounded. bf16 in [1, 2) has spacing 2^-7:
+// 1 + 2^-9 rounds to 1, 1 + 3 2^-8 (halfway, odd below) to the even 1 + 2^-6; fp16 (spacing 2^-10)
+// rounds 1 + 2^-12 to 1 and 1 + 3 2^-11 to 1 + 2^-9. A sum over one member is its value rounded.
+TEST(WorldLocal, SixteenBitWiresRoundWhatTheyMove) {
+  const World world;
+  std::unique_ptr<Communicator> comm = world.communicator(program::Placement{1, 1, 1});
+  const Channel ch{program::Group::kDp, program::Lane::kDpReduce};
+  const float a = 1 + std::ldexp(1.0f, -9), b = 1 + 3 * std::ldexp(1.0f, -8);
+  const float q = 1 + std::ldexp(1.0f, -12), h = 1 + 3 * std::ldexp(1.0f, -11);
+  const std::vector<float> bf16 = {1.0f, 1 + std::ldexp(1.0f, -6)}, fp16 = {1.0f, 1 + std::ldexp(1.0f, -9)};
+  ASSERT_EQ(round_to(Format::kBf16, a), bf16[0]);
+  ASSERT_EQ(round_to(Format::kBf16, b), bf16[1]);
+  ASSERT_EQ(round_to(Format::kFp16, q), fp16[0]);
+  ASSERT_EQ(round_to(Format::kFp16, h), fp16[1]);
+
+  std::vector<float> reduced = {a, b};
+  Request r = comm->iall_reduce(ch, reduced, Format::kBf16);
+  comm->wait(r);
+  EXPECT_EQ(reduced, bf16);
+  std::vector<float> unrounded = {a, b};
+  Request r32 = comm->iall_reduce(ch, unrounded);  // fp32: as it was
+  comm->wait(r32);
+  EXPECT_EQ(unrounded, (std::vector<float>{a, b}));
+
+  std::vector<float> gathered = {a, b};
+  Request g = comm->iall_gather(ch, gathered, std::vector<int64_t>{2}, Format::kBf16);
+  comm->wait(g);
+  EXPECT_EQ(gathered, bf16);
+
+  const std::vector<float> send = {q, h};
+  std::vector<float> piece(2);
+  Request rs = comm->ireduce_scatter(ch, send, piece, std::vector<int64_t>{2}, Format::kFp16);
+  comm->wait(rs);
+  EXPECT_EQ(piece, fp16);
+
+  const std::vector<float> message = {a, b};
+  std::vector<float> received(2);
+  Request s = comm->isend(message, 0, 7, Format::kBf16);
+  Request m = comm->irecv(received, 0, 7, Format::kBf16);
+  comm->wait(s);
+  comm->wait(m);
+  EXPECT_EQ(received, bf16);
+  // a receive in another format than its message's
+  Request s2 = comm->isend(send, 0, 8, Format::kFp16);
+  Request m2 = comm->irecv(received, 0, 8);
+  comm->wait(s2);
+  EXPECT_THROW(comm->wait(m2), CommError);
 }
 
 TEST(WorldLocal, RefusesAPlanForMoreRanks) {

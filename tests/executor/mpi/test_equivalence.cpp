@@ -133,14 +133,15 @@ class CountingCommunicator final : public ForwardingCommunicator {
   using ForwardingCommunicator::ForwardingCommunicator;
   int64_t gathers = 0, reduce_scatters = 0;
 
-  Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts) override {
+  Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts,
+                      Format wire = Format::kFp32) override {
     if (ch.group == program::Group::kDp) ++gathers;
-    return inner_.iall_gather(ch, b, counts);
+    return inner_.iall_gather(ch, b, counts, wire);
   }
   Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                          std::span<const int64_t> counts) override {
+                          std::span<const int64_t> counts, Format wire = Format::kFp32) override {
     if (ch.group == program::Group::kDp) ++reduce_scatters;
-    return inner_.ireduce_scatter(ch, send, recv, counts);
+    return inner_.ireduce_scatter(ch, send, recv, counts, wire);
   }
 };
 

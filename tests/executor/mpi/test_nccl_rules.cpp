@@ -2,7 +2,8 @@
 // step of every plan of the lowering sweep (test_framework.cpp's EveryFrameworkSchedule...: every
 // framework, the shared-communicator DeepSpeed too, x tied or untied head x (tp, pp, dp) in
 // {(1,2,2), (2,2,2), (1,4,2), (2,1,4)} x every schedule x ZeRO 0-3 (Megatron-LM 0-1) x overlap,
-// full recompute), and context-parallel plans (each comm type a framework runs, 4 layouts, their
+// full recompute; the plans of every other framework — deepspeed-0.5, fsdp2 and the shared-communicator
+// DeepSpeed — in bf16, whose 16-bit wires carry a datatype of their own), and context-parallel plans (each comm type a framework runs, 4 layouts, their
 // schedules, two ZeRO stages), runs on a data MPI communicator through NcclRulesCommunicator, which fails at
 // the first collective issued out of order, message taken out of order or wait that would hang
 // under NCCL's in-order streams. The launch runs the plans of its own world size (4 or 8 ranks):
@@ -13,6 +14,7 @@
 // A planted reordering (one rank issuing a bucket's two tensors' all-gathers swapped; one stage
 // sending two micro-batches' activations swapped) must be caught and named.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -73,6 +75,8 @@ std::vector<SweepPlan> sweep(int world, bool full) {
       const nlohmann::json& framework = frameworks[f];
       nlohmann::json tj = spec::to_json(test::tiny_training());
       tj["framework"] = framework;
+      const bool bf16 = f % 2 == 1;  // every other framework's plans in bf16: 16-bit wires, the datatypes compared
+      if (bf16) tj["dtype"] = "bf16";
       const spec::Training training = spec::training_from_json(tj, "<sweep training>");
       const int max_zero = framework == "megatron" ? 1 : 3;
       for (std::size_t l = 0; l < layouts.size(); ++l) {
@@ -91,7 +95,7 @@ std::vector<SweepPlan> sweep(int world, bool full) {
                                                      {"prefetch_bucket", 20000}}}};
               const std::string name = framework.dump() + (tied ? " tied" : " untied") + " tp" + std::to_string(tp) +
                                        " pp" + std::to_string(pp) + " dp" + std::to_string(dp) + " " + schedule +
-                                       " zero" + std::to_string(zero) + (overlap ? " overlap" : "");
+                                       " zero" + std::to_string(zero) + (overlap ? " overlap" : "") + (bf16 ? " bf16" : "");
               out.push_back({name, program::lower(model, training, spec::plan_from_json(plan, "<sweep plan>"))});
             }
           }
@@ -210,8 +214,8 @@ class Reordering final : public ForwardingCommunicator {
     if (held_ && what_ == What::kGathers) post_held();
     inner_.label_next(instr);
   }
-  Request isend(std::span<const float> d, int64_t peer, int32_t tag) override {
-    auto post = [this, d, peer, tag] { return inner_.isend(d, peer, tag); };
+  Request isend(std::span<const float> d, int64_t peer, int32_t tag, Format wire = Format::kFp32) override {
+    auto post = [this, d, peer, tag, wire] { return inner_.isend(d, peer, tag, wire); };
     if (what_ != What::kSends || !armed() || p2p_class(tag) != 0) return wrap(post());
     if (!held_) return hold(post, static_cast<int64_t>(d.size()), peer);
     if (peer != held_peer_) return wrap(post());
@@ -220,10 +224,13 @@ class Reordering final : public ForwardingCommunicator {
     planted_ = true;
     return r;
   }
-  Request irecv(std::span<float> d, int64_t peer, int32_t tag) override { return wrap(inner_.irecv(d, peer, tag)); }
-  Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts) override {
+  Request irecv(std::span<float> d, int64_t peer, int32_t tag, Format wire = Format::kFp32) override {
+    return wrap(inner_.irecv(d, peer, tag, wire));
+  }
+  Request iall_gather(Channel ch, std::span<float> b, std::span<const int64_t> counts,
+                      Format wire = Format::kFp32) override {
     const std::vector<int64_t> c(counts.begin(), counts.end());
-    auto post = [this, ch, b, c] { return inner_.iall_gather(ch, b, c); };
+    auto post = [this, ch, b, c, wire] { return inner_.iall_gather(ch, b, c, wire); };
     if (what_ != What::kGathers || !armed()) return wrap(post());
     if (!held_) return hold(post, static_cast<int64_t>(b.size()), -1);
     if (static_cast<int64_t>(b.size()) == held_count_) {  // same size: swapping them would not show
@@ -236,10 +243,12 @@ class Reordering final : public ForwardingCommunicator {
     return r;
   }
   Request ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
-                          std::span<const int64_t> counts) override {
-    return wrap(inner_.ireduce_scatter(ch, send, recv, counts));
+                          std::span<const int64_t> counts, Format wire = Format::kFp32) override {
+    return wrap(inner_.ireduce_scatter(ch, send, recv, counts, wire));
   }
-  Request iall_reduce(Channel ch, std::span<float> b) override { return wrap(inner_.iall_reduce(ch, b)); }
+  Request iall_reduce(Channel ch, std::span<float> b, Format wire = Format::kFp32) override {
+    return wrap(inner_.iall_reduce(ch, b, wire));
+  }
   Request iall_reduce(Channel ch, std::span<double> b) override { return wrap(inner_.iall_reduce(ch, b)); }
   Request iall_reduce_max(Channel ch, std::span<float> b) override { return wrap(inner_.iall_reduce_max(ch, b)); }
   Request iall_gather_typed(Channel ch, TypedSpan b, std::span<const int64_t> counts) override {
@@ -358,6 +367,87 @@ TEST(NcclRules, CatchAPlantedMessageReordering) {
     EXPECT_NE(error.find("RecvActivation mb=0"), std::string::npos) << error;
   }
   EXPECT_FALSE(error.empty()) << "rank " << rank << " finished a step its peers could not";
+}
+
+// The datatype is part of a collective's signature (ncclDataType_t): an all-reduce over bf16 on
+// every member passes and sums the rounded values (1 + 2^-9 goes as 1); the next one over bf16 on
+// rank 1 and fp32 elsewhere stops every member before its data moves, naming both. (Named to run
+// in the planted-collective launch.)
+TEST(NcclRules, CatchAPlantedCollectiveDatatypeMismatch) {
+  int world = 0;
+  const int rank = world_rank_and_size(world);
+  ASSERT_EQ(world, 4);
+  const program::Placement pl{1, 1, 4};
+  MpiCommunicator data(pl), shadow(pl);
+  NcclRulesOptions o;
+  o.wait_deadline_s = 20;
+  NcclRulesCommunicator rules(data, shadow, o);
+  const Channel ch{program::Group::kDp, program::Lane::kDpReduce};
+  std::vector<float> agreed = {1 + std::ldexp(1.0f, -9)};
+  rules.label_next(6);
+  Request ok = rules.iall_reduce(ch, agreed, Format::kBf16);
+  rules.wait(ok);
+  EXPECT_EQ(agreed[0], 4.0f);
+  std::vector<float> planted = {1.0f};
+  std::string error;
+  try {
+    rules.label_next(7);
+    Request bad = rules.iall_reduce(ch, planted, rank == 1 ? Format::kBf16 : Format::kFp32);
+    rules.wait(bad);
+  } catch (const NcclRuleError& e) {
+    error = e.what();
+  }
+  if (rank == 0) std::printf("rank 0: %s\n", error.c_str());
+  EXPECT_NE(error.find("NCCL rule: every member of a collective gives it the same datatype; collective #2 on the dp "
+                       "communicator of lane dp-reduce"),
+            std::string::npos) << "rank " << rank << ": " << error;
+  EXPECT_NE(error.find("all-reduce (sum) of 1 bf16 elements (rank 1 instruction 7) on rank 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("all-reduce (sum) of 1 fp32 elements (rank " + std::to_string(rank == 1 ? 0 : rank) +
+                       " instruction 7)"), std::string::npos) << error;
+  EXPECT_EQ(rules.collectives_checked(), 1);
+}
+
+// A message's datatype is part of its signature: stage 0 sends each stage-1 peer a message over bf16
+// that arrives rounded, then another over bf16 that the peer receives as fp32 — the receiver names
+// both, the sender is refused. (Named to run in the planted-message launch.)
+TEST(NcclRules, CatchAPlantedMessageDatatypeMismatch) {
+  int world = 0;
+  const int rank = world_rank_and_size(world);
+  ASSERT_EQ(world, 4);
+  const program::Placement pl{1, 2, 2};
+  MpiCommunicator data(pl), shadow(pl);
+  NcclRulesOptions o;
+  o.wait_deadline_s = 20;
+  NcclRulesCommunicator rules(data, shadow, o);
+  const int64_t stage = pl.stage_of(rank), peer = pl.rank(1 - stage, pl.dp_index_of(rank), 0);
+  const std::vector<float> out = {1 + std::ldexp(1.0f, -9), 3.0f};
+  std::vector<float> in(2, -1.0f);
+  rules.label_next(stage == 0 ? 3 : 4);
+  Request first = stage == 0 ? rules.isend(out, peer, 0, Format::kBf16) : rules.irecv(in, peer, 0, Format::kBf16);
+  rules.wait(first);
+  if (stage == 1) {
+    EXPECT_EQ(in, (std::vector<float>{1.0f, 3.0f}));
+  }
+  std::string error;
+  try {
+    rules.label_next(stage == 0 ? 5 : 6);
+    Request bad = stage == 0 ? rules.isend(out, peer, 2, Format::kBf16) : rules.irecv(in, peer, 2);
+    rules.wait(bad);
+  } catch (const NcclRuleError& e) {
+    error = e.what();
+  }
+  if (rank <= 2) std::printf("rank %d: %s\n", rank, error.c_str());
+  if (stage == 1) {
+    EXPECT_NE(error.find("NCCL rule: a receive's datatype is its message's; message #2 of class activations from rank " +
+                         std::to_string(peer) + " to rank " + std::to_string(rank) + " is rank " + std::to_string(peer) +
+                         " instruction 5 (2 floats over bf16, tag 2) but the receive is rank " + std::to_string(rank) +
+                         " instruction 6 (receive of 2 floats, tag 2)"),
+              std::string::npos) << error;
+  } else {
+    EXPECT_NE(error.find("rank " + std::to_string(peer) + " refused rank " + std::to_string(rank) +
+                         " instruction 5 (send of 2 floats over bf16, tag 2)"),
+              std::string::npos) << error;
+  }
 }
 
 }  // namespace

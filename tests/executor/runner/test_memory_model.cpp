@@ -4,7 +4,10 @@
 // parameters, in fp32 (4 bytes a value, Adam's m and v 8), with two differences the executor has
 // and the model states do not, derived here: the stage buffer padded to dp x S (S = ceil(P / dp),
 // ZeRO's shard), and under ZeRO >= 1 with dp > 1 the shard's reduce-scatter target (4 S bytes)
-// beside the whole-stage accumulation buffer.
+// beside the whole-stage accumulation buffer. In bf16 (mixed precision, executor/precision.hpp) the
+// model states are the 16-bit ones — 2-byte parameters, K = 12 bytes of fp32 master, m and v —
+// except the gradients, which the executor accumulates in fp32 (Megatron's main_grad) where the
+// model counts 2 bytes: twice the model's.
 #include <gtest/gtest.h>
 
 #include "core/program/lower.hpp"
@@ -23,32 +26,44 @@ TEST(MemoryModel, ExecutorModelStatesEqualTheSimulatorsOnEveryTensorParallelRank
     if (p.zero <= 1 && !p.offload) plans.push_back(p);
   }
   ASSERT_GE(plans.size(), 8u);
+  spec::Training bf16 = test::tiny_training();
+  bf16.dtype = spec::Dtype::kBf16;
+  for (const spec::Training& training : {test::tiny_training(), bf16}) {
+  const bool half = training.dtype == spec::Dtype::kBf16;
   for (const spec::Model& model : {test::tiny_model(), test::tiny_llama_model()}) {
     for (const test::PlanSpec& spec : plans) {
       if (model.kv_heads % spec.tp != 0) continue;
-      const program::Program prog = program::lower(model, test::tiny_training(), test::make_plan(spec));
+      const program::Program prog = program::lower(model, training, test::make_plan(spec));
       for (int64_t s = 0; s < spec.pp; ++s) {
         int64_t stage_params = 0;  // per tp rank (the Program's chunks)
         for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) stage_params += prog.chunk(s, c).params;
         const sim::ModelStates want = sim::model_states(stage_params, 0, prog.plan.zero, spec.dp, prog.training.dtype);
         const int64_t shard = (stage_params + spec.dp - 1) / spec.dp;
-        const int64_t padding = 4 * (spec.dp * shard - stage_params);
+        const int64_t pad = spec.dp * shard - stage_params;  // elements
+        const int64_t padding = 4 * pad;
         const int64_t rs_target = spec.zero >= 1 && spec.dp > 1 ? 4 * shard : 0;
         for (int64_t d = 0; d < spec.dp; ++d) {
           for (int64_t t = 0; t < spec.tp; ++t) {
             const StageLayout layout(prog, s, d, t);
             MemoryTracker mem;
             const StageState state(layout, false, mem);
-            const std::string where = model.name + " " + spec.name() + " stage " + std::to_string(s) + " dp " +
-                                      std::to_string(d) + " tp " + std::to_string(t);
+            const std::string where = model.name + " " + spec.name() + " " + spec::to_string(training.dtype) + " stage " +
+                                      std::to_string(s) + " dp " + std::to_string(d) + " tp " + std::to_string(t);
             EXPECT_EQ(layout.elems(), stage_params) << where;
-            EXPECT_EQ(mem.bytes(MemoryKind::kParams), want.params + padding) << where;
-            EXPECT_EQ(mem.bytes(MemoryKind::kGrads), want.grads + padding + rs_target) << where;
-            EXPECT_EQ(mem.bytes(MemoryKind::kOptimizer), want.optimizer + (spec.zero == 0 ? 2 * padding : 0)) << where;
+            if (!half) {
+              EXPECT_EQ(mem.bytes(MemoryKind::kParams), want.params + padding) << where;
+              EXPECT_EQ(mem.bytes(MemoryKind::kGrads), want.grads + padding + rs_target) << where;
+              EXPECT_EQ(mem.bytes(MemoryKind::kOptimizer), want.optimizer + (spec.zero == 0 ? 8 * pad : 0)) << where;
+            } else {
+              EXPECT_EQ(mem.bytes(MemoryKind::kParams), want.params + 2 * pad) << where;
+              EXPECT_EQ(mem.bytes(MemoryKind::kGrads), 2 * want.grads + 4 * pad + rs_target) << where;
+              EXPECT_EQ(mem.bytes(MemoryKind::kOptimizer), want.optimizer + (spec.zero == 0 ? 12 * pad : 0)) << where;
+            }
           }
         }
       }
     }
+  }
   }
 }
 

@@ -161,21 +161,22 @@ TEST(RunnerLocal, TracesEveryInstructionAndAccountsMemory) {
 }
 
 TEST(RunnerLocal, RunsOnlyTheProgramOfTheDtypeItComputesIn) {
-  // The CPU executor computes in fp32: a Program lowered for bf16 would describe other bytes.
-  spec::Training bf16 = test::tiny_training();
-  bf16.dtype = spec::Dtype::kBf16;
-  const program::Program wrong = program::lower(test::tiny_model(), bf16, make_plan({}));
+  // The CPU executor computes in fp32, bf16 or fp16: a Program lowered for fp8 (Transformer Engine's
+  // scaled GEMMs) would describe a run it does not make.
+  spec::Training fp8 = test::tiny_training();
+  fp8.dtype = spec::Dtype::kFp8;
+  const program::Program wrong = program::lower(test::tiny_model(), fp8, make_plan({}));
   const Corpus corpus = Corpus::synthetic(wrong.model.vocab, wrong.model.seq_len, 7);
   LocalCommunicator comm;
   try {
     Runner runner(wrong, comm, corpus, {});
-    ADD_FAILURE() << "a bf16 Program ran on the fp32 executor";
+    ADD_FAILURE() << "an fp8 Program ran on the CPU executor";
   } catch (const ExecutorError& e) {
     EXPECT_NE(std::string(e.what()).find("executed_training"), std::string::npos) << e.what();
   }
-  const spec::Training ran = executed_training(bf16);
+  const spec::Training ran = executed_training(fp8);
   EXPECT_EQ(ran.dtype, spec::Dtype::kFp32);
-  EXPECT_EQ(ran.global_batch, bf16.global_batch);
+  EXPECT_EQ(ran.global_batch, fp8.global_batch);
   EXPECT_NO_THROW(Runner(program::lower(test::tiny_model(), ran, make_plan({})), comm, corpus, {}));
 }
 
