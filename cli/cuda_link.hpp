@@ -29,4 +29,10 @@ std::string cuda_plan_unsupported(const spec::Plan& plan);
 // device's free memory, checked before anything is allocated.
 std::string use_cuda_backend(const program::Program& prog, double needed_bytes, executor::RunnerOptions& o);
 
+// `run --backend cuda`'s transport: NCCL (executor/cuda/nccl_communicator.hpp), bootstrapped over
+// `control` (the world's communicator, which keeps the control plane and must outlive it), one rank
+// per GPU; nullptr, with `why`, where this executable has no CUDA.
+std::unique_ptr<executor::Communicator> make_cuda_communicator(const program::Program& prog, executor::Communicator& control,
+                                                               std::string& why);
+
 }  // namespace stagecraft::cli

@@ -9,6 +9,7 @@
 #include "executor/cuda/gemm.hpp"
 #include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/cuda/kernels/probe.hpp"
+#include "executor/cuda/nccl_communicator.hpp"
 
 namespace stagecraft::cli {
 
@@ -119,6 +120,12 @@ std::string use_cuda_backend(const program::Program& prog, double needed_bytes, 
     return std::make_unique<cu::CudaBackend>(layout, offload, memory, forward_only, slots);
   };
   return "";
+}
+
+std::unique_ptr<executor::Communicator> make_cuda_communicator(const program::Program& prog, executor::Communicator& control,
+                                                               std::string& why) {
+  if (!cu::available(&why)) return nullptr;
+  return std::make_unique<cu::NcclCommunicator>(prog, control);
 }
 
 }  // namespace stagecraft::cli

@@ -15,4 +15,9 @@ std::string cuda_plan_unsupported(const spec::Plan&) { return kNoCuda; }
 
 std::string use_cuda_backend(const program::Program&, double, executor::RunnerOptions&) { return kNoCuda; }
 
+std::unique_ptr<executor::Communicator> make_cuda_communicator(const program::Program&, executor::Communicator&, std::string& why) {
+  why = kNoCuda;
+  return nullptr;
+}
+
 }  // namespace stagecraft::cli

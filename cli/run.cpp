@@ -191,16 +191,28 @@ executor::Corpus corpus_of(const RunArgs& a, const program::Program& prog) {
 
 int run_training(const RunArgs& a, const World& world, const program::Program& prog, const executor::Corpus& corpus,
                  std::shared_ptr<executor::ParamSource> init) {
-  std::unique_ptr<executor::Communicator> comm = world.communicator(prog.placement);
+  std::unique_ptr<executor::Communicator> control = world.communicator(prog.placement);
+  executor::Communicator* comm = control.get();
+  std::unique_ptr<executor::Communicator> nccl;  // --backend cuda: NCCL over the world's communicator
   executor::TrainOptions options = train_options(a, prog, world.rank(), std::move(init));
   if (a.backend == "cuda") {
     // the GPU's free memory against the simulator's model of this Program, before any allocation
     const double needed = a.skip_memory_check ? 0.0 : simulated_peak_bytes(prog, a.cluster);
-    const std::string why = use_cuda_backend(prog, needed, options.runner);
-    if (!why.empty()) {
+    // the transport first: it picks this rank's GPU, whose free memory the backend check reads
+    std::string why;
+    try {
+      nccl = make_cuda_communicator(prog, *control, why);
+    } catch (const std::exception& e) {
+      rank_error(world.rank(), std::string("--backend cuda: the NCCL communicators: ") + e.what());
+      return world.abort(3);
+    }
+    if (!nccl) {  // no CUDA in this build, or no device: alike on every rank
       std::cerr << "stagecraft: error: --backend cuda: " << why << std::endl;
       return kBadInput;
     }
+    why = use_cuda_backend(prog, needed, options.runner);  // each rank's GPU; agreed before any allocation
+    if (!memory_fits_everywhere(*control, why.empty() ? why : "--backend cuda: " + why)) return kBadInput;
+    comm = nccl.get();
   } else if (!a.skip_memory_check) {
     const std::string why = memory_shortfall(prog, a.cluster, world.size(),
                                              "use a smaller model or batch, more ranks (ZeRO, pp), or --skip-memory-check");

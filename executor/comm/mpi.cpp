@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor/comm/channels.hpp"
 #include "executor/errors.hpp"
 #include "mpi/bytes.hpp"
 #include "mpi/error.hpp"
@@ -23,14 +24,6 @@ namespace {
 
 using program::Group;
 using program::Lane;
-
-constexpr std::array<Group, 4> kCollectiveGroups = {Group::kTp, Group::kDp, Group::kEmbedding, Group::kWorld};
-constexpr std::array<Lane, 3> kCollectiveLanes = {Lane::kTp, Lane::kDpGather, Lane::kDpReduce};
-// Hierarchical ZeRO's data-parallel subgroups and the lanes that use them (only built when the
-// placement has them: Placement::inner or ::local set).
-constexpr std::array<Group, 5> kSubgroups = {Group::kDpShard, Group::kDpReplica, Group::kDpLocal, Group::kDpCross,
-                                             Group::kDpShardCross};
-constexpr std::array<Lane, 3> kSubgroupLanes = {Lane::kDpGather, Lane::kDpReduce, Lane::kDpReplica};
 
 MPI_Datatype mpi_type(ElemType t) { return t == ElemType::kInt8 ? MPI_INT8_T : MPI_FLOAT; }
 
@@ -279,40 +272,16 @@ MpiCommunicator::MpiCommunicator(const program::Placement& placement) : impl_(st
     throw ExecutorError("MpiCommunicator: the MPI world has " + std::to_string(m.size) + " ranks, the plan needs " +
                         std::to_string(placement.world()));
   }
-  const int64_t r = m.rank, stage = placement.stage_of(r), d = placement.dp_index_of(r), t = placement.tp_index_of(r);
-  const bool on_embedding_stage = stage == 0 || stage == placement.pp - 1;
   m.control = dup(MPI_COMM_WORLD);
   m.watchdog = dup(MPI_COMM_WORLD);
   MPI_CHECK(MPI_Op_create(&sum16<Format::kBf16>, 1, &m.sum_bf16));
   MPI_CHECK(MPI_Op_create(&sum16<Format::kFp16>, 1, &m.sum_fp16));
-  m.pp = split(MPI_COMM_WORLD, static_cast<int>(d * placement.tp + t), m.rank);
-  m.groups[Group::kTp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.dp + d), m.rank);
-  m.groups[Group::kDp] = split(MPI_COMM_WORLD, static_cast<int>(stage * placement.tp + t), m.rank);
-  m.groups[Group::kEmbedding] =
-      split(MPI_COMM_WORLD, on_embedding_stage ? static_cast<int>(d * placement.tp + t) : MPI_UNDEFINED, m.rank);
-  m.groups[Group::kWorld] = dup(MPI_COMM_WORLD);
-  for (Group g : kCollectiveGroups) {
-    for (Lane lane : kCollectiveLanes) {
-      m.channels[{g, lane}] = m.groups[g] == MPI_COMM_NULL ? MPI_COMM_NULL : dup(m.groups[g]);
-    }
-  }
-  // context parallelism: the cp consecutive data-parallel ranks splitting a sequence (Placement's
-  // kCp), split by their first member, on the cp lane's channel of its own
-  if (placement.cp > 1) {
-    const std::vector<int64_t> members = placement.group_members(Group::kCp, r);
-    m.groups[Group::kCp] = split(MPI_COMM_WORLD, static_cast<int>(members.front()), m.rank);
-    m.channels[{Group::kCp, Lane::kCp}] = dup(m.groups[Group::kCp]);
-  }
-  if (placement.inner == 0 && placement.local == 0) return;
-  // each subgroup kind partitions the world: its groups split by their first member, ranks in
-  // increasing world rank (the order of Placement::group_members, the interpreter's counts). A
-  // kind the placement leaves this rank out of (dp-shard-cross when a node is larger than the
-  // shard group: no two-level gather then) gets no communicator.
-  for (Group g : kSubgroups) {
-    const std::vector<int64_t> members = placement.group_members(g, r);
-    const bool in = std::find(members.begin(), members.end(), r) != members.end();
-    m.groups[g] = split(MPI_COMM_WORLD, in ? static_cast<int>(members.front()) : MPI_UNDEFINED, m.rank);
-    for (Lane lane : kSubgroupLanes) m.channels[{g, lane}] = m.groups[g] == MPI_COMM_NULL ? MPI_COMM_NULL : dup(m.groups[g]);
+  m.pp = split(MPI_COMM_WORLD, static_cast<int>(pipeline_color(placement, m.rank)), m.rank);
+  // the Program's groups and their lanes' channels (comm/channels.hpp: the one rule of which
+  // communicators a rank joins, the NCCL transport's too)
+  for (const GroupSplit& g : group_splits(placement, m.rank)) {
+    m.groups[g.group] = split(MPI_COMM_WORLD, g.color < 0 ? MPI_UNDEFINED : static_cast<int>(g.color), m.rank);
+    for (Lane lane : g.lanes) m.channels[{g.group, lane}] = m.groups[g.group] == MPI_COMM_NULL ? MPI_COMM_NULL : dup(m.groups[g.group]);
   }
 }
 

@@ -29,9 +29,13 @@ void same_size(const char* what, std::size_t dst, std::size_t src) {
 }  // namespace
 
 std::string plan_unsupported(const spec::Plan& plan) {
-  if (plan.world() == 1) return "";
-  return "the plan has " + std::to_string(plan.world()) +
-         " ranks; the CUDA backend has no device communicator yet and runs plans of one rank (tp = pp = dp = 1)";
+  if (plan.tp > 1) return "/tp: the CUDA backend does not run tensor parallelism yet (tp " + std::to_string(plan.tp) + ")";
+  if (plan.cp > 1) return "/cp: the CUDA backend does not run context parallelism yet (cp " + std::to_string(plan.cp) + ")";
+  if (plan.zero.quantized_weights.on() || plan.zero.quantized_gradients.on()) {
+    return "/zero: ZeRO++'s quantized gathers and gradients (qwZ, qgZ) run on the CPU executor only; the NCCL transport "
+           "does not carry their host payloads";
+  }
+  return "";
 }
 
 std::string cuda_unsupported(const program::Program& prog) {

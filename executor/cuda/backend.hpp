@@ -65,7 +65,9 @@ class CudaBackend final : public StateBackend {
   std::vector<std::vector<Unit::Cache>> caches_;        // [slot][unit - chunk begin]
 };
 
-// Why this backend cannot run `plan` on any machine, or "": a world larger than one rank.
+// Why this backend cannot run `plan` on any machine, or "" ("/field: reason"): tensor or context
+// parallelism, ZeRO++'s quantized collectives. Plans of several ranks run over NCCL
+// (nccl_communicator.hpp), one rank per GPU.
 std::string plan_unsupported(const spec::Plan& plan);
 // Why it cannot run `prog` on this machine, or "": plan_unsupported, or no device.
 std::string cuda_unsupported(const program::Program& prog);
