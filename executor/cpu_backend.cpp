@@ -5,15 +5,23 @@
 
 #include "executor/errors.hpp"
 #include "executor/index.hpp"
+#include "executor/pool.hpp"
 #include "executor/zero/ranges.hpp"
 
 namespace stagecraft::executor {
 
 namespace {
 
+// A buffer from the host's caching pool (pool.hpp), zero-filled, back to the pool when dropped.
 struct HostStorage final : Buffer::Storage {
-  explicit HostStorage(int64_t elems) : values(at(elems), 0.0f) { data = values; }
-  std::vector<float> values;
+  explicit HostStorage(int64_t elems) {
+    auto* p = static_cast<float*>(host_pool().allocate(at(elems) * sizeof(float)));
+    data = std::span<float>(p, at(elems));
+    std::fill(data.begin(), data.end(), 0.0f);
+  }
+  ~HostStorage() override { host_pool().release(data.data()); }
+  HostStorage(const HostStorage&) = delete;
+  HostStorage& operator=(const HostStorage&) = delete;
 };
 
 void check_sizes(const char* what, std::size_t dst, std::size_t src) {

@@ -9,26 +9,34 @@
 
 namespace stagecraft::executor::cuda {
 
+BlockPool& device_pool() {
+  static BlockPool pool({[](std::size_t bytes) {
+                           void* p = nullptr;
+                           STAGECRAFT_CUDA_CHECK(cudaMalloc(&p, bytes));
+                           return p;
+                         },
+                         [](void* p) { cudaFree(p); }});  // a failed free is reported by the next call
+  return pool;
+}
+
 DeviceBuffer::DeviceBuffer(int64_t elems) : size_(elems) {
   if (elems < 0) throw ExecutorError("DeviceBuffer: " + std::to_string(elems) + " elements");
   if (elems == 0) return;
   const std::size_t bytes = static_cast<std::size_t>(elems) * sizeof(float);
-  STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes));
+  data_ = static_cast<float*>(device_pool().allocate(bytes));
   STAGECRAFT_CUDA_CHECK(cudaMemset(data_, 0, bytes));
   // done before work on any stream (non-blocking ones included) may use the buffer
   STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);  // a destructor does not throw; a failed free is reported by the next call
-}
+DeviceBuffer::~DeviceBuffer() { device_pool().release(data_); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (data_) cudaFree(data_);
+    device_pool().release(data_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
   }

@@ -1,12 +1,20 @@
-// DeviceBuffer: fp32 elements in device memory (cudaMalloc, plain device memory, never managed),
-// zero-filled, freed with the object; host copies in and out for tests, checkpoints and export.
+// DeviceBuffer: fp32 elements in device memory (plain device memory from the caching pool below,
+// never managed), zero-filled, back to the pool with the object; host copies in and out for tests,
+// checkpoints and export.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "executor/pool.hpp"
+
 namespace stagecraft::executor::cuda {
+
+// The device's caching pool (executor/pool.hpp over cudaMalloc / cudaFree): every DeviceBuffer and
+// DeviceVector takes its memory from here, so a step whose sizes the last one had calls neither
+// (cudaFree synchronises the device). One per process: a rank drives one device.
+BlockPool& device_pool();
 
 class DeviceBuffer {
  public:

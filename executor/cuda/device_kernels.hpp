@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "executor/cuda/buffers.hpp"
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/ops.hpp"
 #include "executor/model/layers.hpp"
@@ -22,9 +23,7 @@ template <typename T>
 class DeviceVector {
  public:
   DeviceVector() = default;
-  ~DeviceVector() {
-    if (data_) cudaFree(data_);
-  }
+  ~DeviceVector() { device_pool().release(data_); }
   DeviceVector(DeviceVector&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), capacity_(std::exchange(o.capacity_, 0)) {}
   DeviceVector& operator=(DeviceVector&& o) noexcept {
@@ -41,10 +40,9 @@ class DeviceVector {
   }
   void resize(std::size_t n) {
     if (n > capacity_) {
-      T* fresh = nullptr;
-      STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&fresh), n * sizeof(T)));
+      T* fresh = static_cast<T*>(device_pool().allocate(n * sizeof(T)));
       if (size_ > 0) STAGECRAFT_CUDA_CHECK(cudaMemcpy(fresh, data_, size_ * sizeof(T), cudaMemcpyDeviceToDevice));
-      if (data_) cudaFree(data_);
+      device_pool().release(data_);
       data_ = fresh;
       capacity_ = n;
     }

@@ -16,6 +16,7 @@
 #include "executor/checkpoint.hpp"
 #include "executor/comm/local.hpp"
 #include "executor/cuda/backend.hpp"
+#include "executor/cuda/buffers.hpp"
 #include "executor/cuda/device.hpp"
 #include "executor/runner.hpp"
 #include "executor/runner/plans.hpp"
@@ -108,6 +109,24 @@ TEST(CudaRuntime, PlansOfSeveralRanksAreRefusedWithTheReason) {
   const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
                                                test::make_plan({.dp = 2, .micro_batches = 4}));
   EXPECT_NE(cuda::cuda_unsupported(prog).find("2 ranks"), std::string::npos);
+}
+
+// The device's caching pool serves a step whose sizes the last one had: after the first step no
+// cudaMalloc (and no cudaFree, which synchronises the device) — buffers, unit caches and state alike.
+TEST_F(CudaRunner, ASecondStepAllocatesNothing) {
+  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training(), false),
+                                               test::make_plan({.micro_batches = 8, .zero = 0}));
+  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
+  LocalCommunicator comm;
+  Runner runner(prog, comm, corpus, options(true));
+  runner.step();
+  const BlockPool::Stats one = cuda::device_pool().stats();
+  runner.step();
+  runner.step();
+  const BlockPool::Stats three = cuda::device_pool().stats();
+  EXPECT_EQ(three.raw_allocations, one.raw_allocations);
+  EXPECT_EQ(three.raw_releases, one.raw_releases);
+  EXPECT_GT(three.reuses, one.reuses);
 }
 
 }  // namespace
