@@ -70,8 +70,14 @@ void BlockPool::release(void* p) {
   const std::lock_guard<std::mutex> lock(mu_);
   const auto it = in_use_.find(p);
   if (it == in_use_.end()) throw std::logic_error("BlockPool::release: a block this pool did not hand out");
-  cached_.emplace(it->second, p);
   stats_.in_use_bytes -= static_cast<int64_t>(it->second);
+  if (caching_) {
+    cached_.emplace(it->second, p);
+  } else {
+    raw_.release(p);
+    ++stats_.raw_releases;
+    stats_.held_bytes -= static_cast<int64_t>(it->second);
+  }
   in_use_.erase(it);
 }
 
@@ -95,8 +101,14 @@ BlockPool::Stats BlockPool::stats() const {
 }
 
 BlockPool& host_pool() {
+#if defined(STAGECRAFT_SANITIZED)
+  constexpr bool kCaching = false;
+#else
+  constexpr bool kCaching = true;
+#endif
   static BlockPool pool({[](std::size_t bytes) { return ::operator new(bytes, std::align_val_t{64}); },
-                         [](void* p) { ::operator delete(p, std::align_val_t{64}); }});
+                         [](void* p) { ::operator delete(p, std::align_val_t{64}); }},
+                        kCaching);
   return pool;
 }
 

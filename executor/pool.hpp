@@ -38,7 +38,9 @@ class BlockPool {
     int64_t reuses = 0;           // allocations served from the cache
   };
 
-  explicit BlockPool(Raw raw) : raw_(std::move(raw)) {}
+  // `caching` false: every release goes straight back to the raw allocator (the sanitized build's
+  // host pool, so that AddressSanitizer sees a use after release, which reuse would hide).
+  explicit BlockPool(Raw raw, bool caching = true) : raw_(std::move(raw)), caching_(caching) {}
   ~BlockPool();  // gives back every cached block (blocks still in use are the caller's leak)
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -50,6 +52,7 @@ class BlockPool {
   // Every cached block back to the raw allocator.
   void release_cached();
   Stats stats() const;
+  bool caching() const { return caching_; }
 
   static std::size_t rounded(std::size_t bytes);
 
@@ -58,13 +61,15 @@ class BlockPool {
   void release_cached_locked();
 
   Raw raw_;
+  bool caching_ = true;
   mutable std::mutex mu_;
   std::unordered_map<void*, std::size_t> in_use_;  // block -> its rounded size
   std::multimap<std::size_t, void*> cached_;       // free blocks by rounded size
   Stats stats_;
 };
 
-// The host's pool (64-byte aligned operator new): the CPU backend's buffers.
+// The host's pool (64-byte aligned operator new): the CPU backend's buffers. Not caching in the
+// sanitized build (STAGECRAFT_SANITIZED).
 BlockPool& host_pool();
 
 }  // namespace stagecraft::executor
