@@ -105,10 +105,15 @@ TEST_F(CudaRunner, SaveLoadContinueEqualsContinuingBitForBit) {
 }
 
 // Runs everywhere (the plan is refused before the device is asked for).
-TEST(CudaRuntime, PlansOfSeveralRanksAreRefusedWithTheReason) {
-  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
-                                               test::make_plan({.dp = 2, .micro_batches = 4}));
-  EXPECT_NE(cuda::cuda_unsupported(prog).find("2 ranks"), std::string::npos);
+// Plans of several ranks run over NCCL; what the backend cannot run is refused by the plan field:
+// tensor and context parallelism, ZeRO++'s quantized collectives (their payloads are host memory).
+TEST(CudaRuntime, PlansItCannotRunAreRefusedWithTheField) {
+  EXPECT_EQ(cuda::plan_unsupported(test::make_plan({.dp = 2, .micro_batches = 4})), "");
+  EXPECT_EQ(cuda::plan_unsupported(test::make_plan({.tp = 2})).rfind("/tp: ", 0), 0u);
+  EXPECT_EQ(cuda::plan_unsupported(test::make_plan({.cp = 2})).rfind("/cp: ", 0), 0u);
+  test::PlanSpec qwz;
+  qwz.dp = 2, qwz.zero = 3, qwz.qwz = true;
+  EXPECT_EQ(cuda::plan_unsupported(test::make_plan(qwz)).rfind("/zero: ", 0), 0u);
 }
 
 // The device's caching pool serves a step whose sizes the last one had: after the first step no
