@@ -29,13 +29,27 @@ void print_table(const nlohmann::json& r, const spec::Model& m) {
   const int64_t block = r["block_parameters"];
   std::printf("parameters\n");
   row("total", total, "(" + short_count(static_cast<double>(total)) + ")");
+  if (m.moe.on()) {
+    const int64_t active = r["active_parameters"];
+    row("active (one token's forward)", active, "(" + short_count(static_cast<double>(active)) + ": the router's " +
+                                                    std::to_string(m.moe.top_k) + " of " + std::to_string(m.moe.experts) +
+                                                    " experts; embedding and head included)");
+  }
   row("embedding", r["embedding_parameters"], "");
-  row("per block", block, "x " + std::to_string(m.layers) + " = " + with_commas(block * m.layers));
+  if (m.moe.on()) {
+    const int64_t moe = r["moe_layers"], dense = m.layers - moe;
+    const int64_t moe_block = r["moe_block_parameters"], dense_block = r["dense_block_parameters"];
+    if (dense > 0) row("per dense block", dense_block, "x " + std::to_string(dense) + " = " + with_commas(dense_block * dense));
+    row("per MoE block", moe_block, "x " + std::to_string(moe) + " = " + with_commas(moe_block * moe));
+    row("  one routed expert", r["expert_parameters"], "");
+  } else {
+    row("per block", block, "x " + std::to_string(m.layers) + " = " + with_commas(block * m.layers));
+  }
   row("head (final norm + LM head)", r["head_parameters"], m.tied_embeddings ? "(LM head tied to embedding)" : "");
   auto flops = [](const char* label, double v) {
     std::printf("  %-28s %22s  FLOP/token\n", label, short_count(v).c_str());
   };
-  std::printf("FLOPs per token (GEMMs + attention scores)\n");
+  std::printf("FLOPs per token (GEMMs + attention scores%s)\n", m.moe.on() ? ", the experts a token is routed to" : "");
   flops("forward", r["flops_per_token_fwd"]);
   flops("train (fwd + bwd)", r["model_flops_per_token_train"]);
   flops("train, selective recompute", r["hardware_flops_per_token_train"]["selective"]);

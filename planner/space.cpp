@@ -94,6 +94,7 @@ Space::Space(const spec::Model& model, const spec::Cluster& cluster, const spec:
       training_(sim::effective_training(training, cluster)),  // attention as this cluster's GPUs run it
       gpus_(gpus),
       limits_(std::move(limits)) {
+  spec::refuse_unmodelled(model);  // the lowering's refusal, before any plan
   if (gpus_ < 1) throw spec::SpecError("--gpus", "", "expected at least one GPU, got " + std::to_string(gpus_));
   if (gpus_ > cluster_.gpus()) {
     throw spec::SpecError("--gpus", "", "expected at most the cluster's " + std::to_string(cluster_.gpus()) +

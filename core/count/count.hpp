@@ -11,6 +11,15 @@
 //   norms        attn_norms + mlp_norms per block (2 in most, 1 when a parallel block shares one,
 //                4 in Gemma-2), each layernorm 2h (h without norm_bias), rmsnorm h; qk_norm adds
 //                two norms of d
+// Mixture of experts (Megatron-Core's MoE layer): a MoE layer's MLP unit is the router h -> E, E
+// routed experts each an MLP of width f_e (gated as the model's MLP), shared experts of width f_s
+// together, and Qwen2-MoE's shared gate h -> 1. Parameters count every expert; a token's forward
+// computes the router, k experts and the shared ones: per token 2hE + k·F_e + F_s FLOPs (F_x the
+// expert MLP's GEMM FLOPs, 2·h·f·matrices). Active parameters = all but the (E - k) routed experts
+// a token does not reach, per MoE layer: embedding, head and router included (Mixtral's 12.9B and
+// Qwen3-30B-A3B's 3.3B count them so).
+// MLA (DeepSeek-V2/V3): the linears of model.hpp's MLA; scores q.k^T 2·s·H·(d_nope + d_rope) and
+// p.v 2·s·H·d_v per token.
 // Attention scores per token and block, forward: QK^T 2*s*q + (softmax.V) 2*s*q = 4*s*q, counted
 // over all s keys as Narayanan et al. (SC'21) do, so the totals reproduce their formulas:
 //   forward FLOPs per token = 24*L*h^2 + 4*L*s*h + 2*h*V   (GPT, 4h MLP, no GQA)
@@ -59,17 +68,23 @@ Shard shard(const spec::Model& m, const Linear& l, int64_t tp);
 // K/V heads on one of t ranks: kv_heads / t, or 1 when t > kv_heads (each rank keeps a copy).
 int64_t kv_heads_per_rank(const spec::Model& m, int64_t tp);
 
-// The linear layers of one transformer block, in execution order.
+// The linear layers of one transformer block, in execution order (a dense MLP of ffn_hidden).
 std::vector<Linear> block_linears(const spec::Model& m);
+std::vector<Linear> attention_linears(const spec::Model& m);
+// An MLP of width f named prefix.gate / .up / .down.
+std::vector<Linear> mlp_linears(const spec::Model& m, const std::string& prefix, int64_t f);
 int64_t norm_parameters(const spec::Model& m);       // one norm layer of h
 int64_t qk_norm_parameters(const spec::Model& m);    // the q and k norms of d (0 without qk_norm)
-int64_t block_parameters(const spec::Model& m);      // one transformer block
+int64_t block_parameters(const spec::Model& m, int64_t layer = 0);  // transformer block `layer`
 int64_t embedding_parameters(const spec::Model& m);  // token table + learned positions
 int64_t head_parameters(const spec::Model& m);       // final norm + untied LM head
 int64_t parameters(const spec::Model& m);            // the whole model
+int64_t expert_parameters(const spec::Model& m);     // one routed expert's MLP
+int64_t moe_layers(const spec::Model& m);            // layers whose MLP is a mixture of experts
+int64_t active_parameters(const spec::Model& m);     // what one token's forward reaches (all, dense)
 
 double attention_flops_per_token_fwd(const spec::Model& m);  // 4*s*q per block
-double block_flops_per_token_fwd(const spec::Model& m);      // linears + attention scores
+double block_flops_per_token_fwd(const spec::Model& m, int64_t layer = 0);  // linears + scores, active experts
 double head_flops_per_token_fwd(const spec::Model& m);       // 2*h*V
 double flops_per_token_fwd(const spec::Model& m);            // the whole model
 // Model FLOPs of forward + backward per token (3x forward), what MFU counts.

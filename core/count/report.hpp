@@ -9,9 +9,11 @@
 
 namespace stagecraft::count {
 
-// Keys: name, parameters, embedding_parameters, block_parameters, head_parameters,
-// flops_per_token_fwd, model_flops_per_token_train, hardware_flops_per_token_train
-// {none, selective, full}, layers [{name, parameters, flops_per_token_fwd}], model {...}.
+// Keys: name, parameters, active_parameters (= parameters for a dense model), embedding_parameters,
+// block_parameters (layer 0's), head_parameters, flops_per_token_fwd, model_flops_per_token_train,
+// hardware_flops_per_token_train {none, selective, full}, layers [{name, parameters,
+// flops_per_token_fwd}], model {...}; a mixture of experts adds moe_layers, moe_block_parameters,
+// dense_block_parameters (0 without dense layers) and expert_parameters.
 nlohmann::json model_report(const spec::Model& m);
 
 }  // namespace stagecraft::count

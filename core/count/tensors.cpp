@@ -38,17 +38,27 @@ class UnitBuilder {
   }
   // The block linears whose name starts with `group`, each one module (weight and bias).
   void linears(const std::string& prefix, const char* group) {
-    const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(m_.layers));
     for (const Linear& l : block_linears(m_)) {
-      if (l.name.rfind(group, 0) != 0) continue;
-      const Shard s = shard(m_, l, tp_);
-      const int8_t mod = module();
-      add(mod, prefix + l.name + ".w", s.in, s.out, l.in, l.out, l.split, Init::kNormal,
-          is_output_projection(l.name) ? out_std : kInitStd, true);
-      if (l.bias) {
-        const Split bias_split = l.split == Split::kRow ? Split::kReplicated : l.split;
-        add(mod, prefix + l.name + ".b", 1, s.bias, 1, l.out, bias_split, Init::kZeros, 0, false);
-      }
+      if (l.name.rfind(group, 0) == 0) linear(prefix, l);
+    }
+  }
+  // One linear as a module: its weight (and bias); `copies` stacked (a MoE layer's experts, one
+  // [copies · in x out] tensor as a grouped GEMM keeps them), replicated over tp.
+  void linear(const std::string& prefix, const Linear& l, int64_t copies = 1) {
+    const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(m_.layers));
+    const bool out = is_output_projection(l.name) || l.name.ends_with(".down");
+    const int8_t mod = module();
+    if (copies > 1) {
+      add(mod, prefix + l.name + ".w", copies * l.in, l.out, copies * l.in, l.out, Split::kReplicated, Init::kNormal,
+          out ? out_std : kInitStd, true);
+      if (l.bias) add(mod, prefix + l.name + ".b", copies, l.out, copies, l.out, Split::kReplicated, Init::kZeros, 0, false);
+      return;
+    }
+    const Shard s = shard(m_, l, tp_);
+    add(mod, prefix + l.name + ".w", s.in, s.out, l.in, l.out, l.split, Init::kNormal, out ? out_std : kInitStd, true);
+    if (l.bias) {
+      const Split bias_split = l.split == Split::kRow ? Split::kReplicated : l.split;
+      add(mod, prefix + l.name + ".b", 1, s.bias, 1, l.out, bias_split, Init::kZeros, 0, false);
     }
   }
   std::vector<TensorSpec> take() { return std::move(out_); }
@@ -94,12 +104,35 @@ std::vector<TensorSpec> unit_tensors(const Model& m, int32_t unit, int64_t tp) {
       b.norm(prefix + "attn.q_norm", m.head_dim());
       b.norm(prefix + "attn.k_norm", m.head_dim());
     }
-    b.linears(prefix, "attn.");
+    if (m.mla.on()) {  // the latents' norms after their down projections (q_a_layernorm, kv_a_layernorm)
+      for (const Linear& l : attention_linears(m)) {
+        b.linear(prefix, l);
+        if (l.name == "attn.q_a") b.norm(prefix + "attn.q_a_norm", m.mla.q_lora_rank);
+        if (l.name == "attn.kv_a") b.norm(prefix + "attn.kv_a_norm", m.mla.kv_lora_rank);
+      }
+    } else {
+      b.linears(prefix, "attn.");
+    }
     if (m.attn_norms == 2) b.norm(prefix + "attn.post_norm", h);
     return b.take();
   }
   if (m.mlp_norms >= 1) b.norm(prefix + "mlp.norm2", h);
-  b.linears(prefix, "mlp.");
+  if (m.moe_layer(block)) {
+    // the router (and DeepSeek-V3's score correction), the routed experts stacked, the shared ones
+    const int8_t router = b.module();
+    b.add(router, prefix + "mlp.router.w", h, m.moe.experts, h, m.moe.experts, Split::kReplicated, Init::kNormal, kInitStd,
+          true);
+    if (m.moe.router_bias) {
+      b.add(router, prefix + "mlp.router.b", 1, m.moe.experts, 1, m.moe.experts, Split::kReplicated, Init::kZeros, 0, false);
+    }
+    for (const Linear& l : mlp_linears(m, "mlp.experts", m.moe.ffn_hidden)) b.linear(prefix, l, m.moe.experts);
+    if (m.moe.shared_ffn_hidden > 0) {
+      for (const Linear& l : mlp_linears(m, "mlp.shared", m.moe.shared_ffn_hidden)) b.linear(prefix, l);
+      if (m.moe.shared_gate) b.linear(prefix, {"mlp.shared_gate", h, 1, false, Split::kReplicated});
+    }
+  } else {
+    b.linears(prefix, "mlp.");
+  }
   if (m.mlp_norms == 2) b.norm(prefix + "mlp.post_norm", h);
   return b.take();
 }

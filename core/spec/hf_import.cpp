@@ -16,6 +16,14 @@
 //   bloom                      MHA, fused QKV       gelu    LN (+emb LN) ALiBi     seq.      all
 //   phi (Phi-1.5/2)            MHA/GQA              gelu    LN           RoPE x f  parallel, 1 norm; LM head bias
 //   phi3 (Phi-3/3.5/4)         GQA, fused QKV       swiglu  RMS          RoPE      seq.      none
+//   mixtral                    GQA                  E swiglu experts, top-k, every layer; RMS, RoPE, none
+//   qwen2_moe                  qwen2's              experts + a gated shared expert on every
+//                                                   decoder_sparse_step-th layer not in mlp_only_layers
+//   qwen3_moe                  qwen3's              experts on the same layers, no shared expert
+//   deepseek_v2, deepseek_v3   MLA                  dense MLPs on the first first_k_dense_replace layers,
+//                                                   then experts every moe_layer_freq-th layer with
+//                                                   n_shared_experts shared; V3's sigmoid router and
+//                                                   its per-expert score correction (noaux_tc)
 //
 // Keys a family carries that change no shape Stagecraft models (dropout, token ids, rope_scaling,
 // logit soft-capping) are read or ignored; those that change the cost of attention in a way the
@@ -40,7 +48,7 @@ namespace {
 
 constexpr const char* kFamilies =
     "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"gemma\", \"gemma2\", \"gpt_neox\", \"falcon\", \"gptj\", "
-    "\"opt\", \"bloom\", \"phi\" or \"phi3\"";
+    "\"opt\", \"bloom\", \"phi\", \"phi3\", \"mixtral\", \"qwen2_moe\", \"qwen3_moe\", \"deepseek_v2\" or \"deepseek_v3\"";
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
 
@@ -478,6 +486,114 @@ Model from_phi(const json& j, const std::string& file) {
   return r.finish();
 }
 
+// ---- mixtures of experts --------------------------------------------------------------------------
+
+// The experts' keys every family shares: E, k, the expert width.
+void experts(Reader& r, const char* experts_key, const char* width_key) {
+  Model& m = r.m;
+  std::string used;
+  m.moe.experts = r.integer(experts_key, used);
+  m.moe.top_k = r.integer("num_experts_per_tok", used);
+  m.moe.ffn_hidden = r.integer(width_key, used);
+}
+
+// MixtralForCausalLM: LLaMA's attention; every layer's MLP is a sparse MoE block (gate h -> E
+// without bias, experts w1 / w3 / w2: SwiGLU of intermediate_size), no shared expert.
+Model from_mixtral(const json& j, const std::string& file) {
+  Reader r(j, file, "Mixtral");
+  Model& m = r.m;
+  r.llama_shapes(false);
+  r.positions({"max_position_embeddings"});
+  r.warn_sliding_window();
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU experts)");
+  r.numerics("rms_norm_eps", 1e-5, 1e6);  // MixtralConfig
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);
+  experts(r, "num_local_experts", "intermediate_size");
+  return r.finish();
+}
+
+// Qwen2MoeForCausalLM / Qwen3MoeForCausalLM: Qwen2's (QKV bias) or Qwen3's (head_dim, q/k norms)
+// attention; layer i's MLP is a sparse MoE block when i is not in mlp_only_layers and
+// (i + 1) % decoder_sparse_step == 0 (modeling_qwen2_moe.py Qwen2MoeDecoderLayer), else a dense MLP of
+// intermediate_size; Qwen2-MoE's block adds a shared expert of shared_expert_intermediate_size and
+// its gate h -> 1 (shared_expert_gate, no bias).
+Model from_qwen_moe(const json& j, const std::string& file, bool qwen3) {
+  Model m = from_qwen(j, file, qwen3);  // the attention, norms and shapes; the MLP's width for dense layers
+  Reader r(j, file, qwen3 ? "Qwen3-MoE" : "Qwen2-MoE");
+  r.m = m;
+  r.m.source = "Hugging Face " + std::string(qwen3 ? "Qwen3-MoE" : "Qwen2-MoE") + " config.json (" + file + ")";
+  experts(r, "num_experts", "moe_intermediate_size");
+  const int64_t step = r.integer_or("decoder_sparse_step", 1);
+  if (step < 1) r.fail_value("decoder_sparse_step", "a positive layer step");
+  std::vector<int64_t> only;
+  if (r.has("mlp_only_layers")) {
+    const json& l = j.at("mlp_only_layers");
+    if (!l.is_array()) r.fail_value("mlp_only_layers", "an array of layer indices");
+    for (const json& v : l) {
+      if (!v.is_number_integer()) r.fail_value("mlp_only_layers", "an array of layer indices");
+      only.push_back(v.get<int64_t>());
+    }
+  }
+  for (int64_t i = 0; i < r.m.layers; ++i) {
+    const bool sparse = std::find(only.begin(), only.end(), i) == only.end() && (i + 1) % step == 0;
+    if (!sparse) r.m.moe.dense_layers.push_back(i);
+  }
+  if (!qwen3) {
+    r.m.moe.shared_ffn_hidden = r.integer_or("shared_expert_intermediate_size", 0);
+    r.m.moe.shared_gate = r.m.moe.shared_ffn_hidden > 0;
+  }
+  return r.finish();
+}
+
+// DeepseekV2ForCausalLM / DeepseekV3ForCausalLM (modeling_deepseek.py): multi-head latent attention
+// (q_a_proj with attention_bias, q_a_layernorm, q_b_proj — or q_proj when q_lora_rank is null —,
+// kv_a_proj_with_mqa with attention_bias, kv_a_layernorm, kv_b_proj, o_proj with attention_bias);
+// layer i's MLP is a MoE block when n_routed_experts is set, i >= first_k_dense_replace and
+// i % moe_layer_freq == 0, else a dense MLP of intermediate_size; the MoE block: gate [E x h] (no
+// bias; V3's e_score_correction_bias of E with topk_method "noaux_tc"), n_routed_experts experts
+// of moe_intermediate_size, shared experts as one MLP of moe_intermediate_size x n_shared_experts.
+// The multi-token-prediction module (num_nextn_predict_layers) is not among the model's layers.
+Model from_deepseek(const json& j, const std::string& file, bool v3) {
+  Reader r(j, file, v3 ? "DeepSeek-V3" : "DeepSeek-V2");
+  Model& m = r.m;
+  r.llama_shapes(false);
+  r.positions({"max_position_embeddings"});
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLPs)");
+  r.numerics("rms_norm_eps", 1e-6);
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);
+  m.qkv_bias = m.out_bias = r.boolean_or("attention_bias", false);
+  std::string used;
+  m.mla.q_lora_rank = r.integer_or("q_lora_rank", 0);  // null: a plain q_proj (DeepSeek-V2-Lite)
+  m.mla.kv_lora_rank = r.integer("kv_lora_rank", used);
+  m.mla.qk_nope_head_dim = r.integer("qk_nope_head_dim", used);
+  m.mla.qk_rope_head_dim = r.integer("qk_rope_head_dim", used);
+  m.mla.v_head_dim = r.integer("v_head_dim", used);
+  if (r.has("n_routed_experts")) {
+    experts(r, "n_routed_experts", "moe_intermediate_size");
+    m.moe.shared_ffn_hidden = r.integer_or("n_shared_experts", 0) * m.moe.ffn_hidden;
+    const int64_t first = r.integer_or("first_k_dense_replace", 0), freq = r.integer_or("moe_layer_freq", 1);
+    if (freq < 1) r.fail_value("moe_layer_freq", "a positive layer step");
+    for (int64_t i = 0; i < m.layers; ++i) {
+      if (!(i >= first && i % freq == 0)) m.moe.dense_layers.push_back(i);
+    }
+    m.moe.router = r.string_or("scoring_func", "softmax") == "sigmoid" ? "sigmoid" : "softmax";
+    m.moe.router_bias = r.string_or("topk_method", "") == "noaux_tc";
+  }
+  if (r.has("num_nextn_predict_layers") && j.at("num_nextn_predict_layers").is_number_integer() &&
+      j.at("num_nextn_predict_layers").get<int64_t>() > 0) {
+    r.warn("num_nextn_predict_layers", "multi-token-prediction layers are not counted (they are not among the model's layers)");
+  }
+  return r.finish();
+}
+
 }  // namespace
 
 bool is_hf_config(const json& j) {
@@ -495,22 +611,34 @@ Model model_from_hf_config(const json& j, const std::string& file) {
                         (j.contains("model_type") ? ", got " + describe(j["model_type"]) : ""));
   }
   const std::string type = j["model_type"].get<std::string>();
-  // Mixture-of-experts layers (Mixtral, Qwen-MoE, DeepSeek-V2/V3, DBRX, OLMoE, Jamba) route each token
-  // to k of E expert MLPs: parameters, FLOPs and the all-to-all traffic differ from a dense block,
-  // and none of that is modelled, so such a config is refused by name rather than counted dense.
+  // The mixture-of-experts families read exactly (above); the others are refused by name with what
+  // their layers have that these shapes do not describe.
+  if (type == "mixtral") return from_mixtral(j, file);
+  if (type == "qwen2_moe") return from_qwen_moe(j, file, false);
+  if (type == "qwen3_moe") return from_qwen_moe(j, file, true);
+  if (type == "deepseek_v2") return from_deepseek(j, file, false);
+  if (type == "deepseek_v3") return from_deepseek(j, file, true);
+  const std::pair<const char*, const char*> unread[] = {
+      {"olmoe", "its q/k norms span the whole projection (hidden and the K/V width), not one head"},
+      {"dbrx", "its fused Wqkv with clip_qkv and its grouped-expert layout are not read yet"},
+      {"gpt_oss", "its attention sinks, biased experts and alternating sliding windows are not read yet"},
+      {"jamba", "its Mamba layers are not transformer blocks"},
+      {"granitemoe", "its shared-weight expert layout is not read yet"},
+      {"phimoe", "its expert layout is not read yet"}};
+  for (const auto& [moe, why] : unread) {
+    if (type == moe) {
+      throw SpecError(file, "/model_type",
+                      "\"" + type + "\" is a mixture-of-experts family Stagecraft does not read yet: " + why +
+                          " (read: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)");
+    }
+  }
+  // an expert key on a dense family's config: its layers are not the dense ones that family builds
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (present(j, key)) {
       throw SpecError(file, std::string("/") + key,
-                      "a mixture-of-experts config (model_type " + describe(j["model_type"]) +
-                          "): Stagecraft does not model expert layers yet; dense models only");
-    }
-  }
-  for (const char* moe : {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "dbrx", "olmoe", "jamba",
-                          "granitemoe", "phimoe"}) {
-    if (type == moe) {
-      throw SpecError(file, "/model_type",
-                      "\"" + type + "\" is a mixture-of-experts family: Stagecraft does not model expert layers "
-                      "yet; dense models only");
+                      "an expert key on a config of model_type " + describe(j["model_type"]) +
+                          ", whose layers are dense: Stagecraft reads experts in the families mixtral, qwen2_moe, "
+                          "qwen3_moe, deepseek_v2 and deepseek_v3");
     }
   }
   if (type == "gpt2") return from_gpt2(j, file);

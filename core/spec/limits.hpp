@@ -14,6 +14,7 @@ namespace stagecraft::spec::limits {
 inline constexpr int64_t kLayers = int64_t{1} << 14;      // 16,384
 inline constexpr int64_t kHidden = int64_t{1} << 18;      // 262,144
 inline constexpr int64_t kFfnHidden = int64_t{1} << 20;   // 1,048,576
+inline constexpr int64_t kExperts = int64_t{1} << 14;    // 16,384 routed experts a layer (DeepSeek-V3: 256)
 inline constexpr int64_t kVocab = int64_t{1} << 24;       // 16,777,216
 inline constexpr int64_t kSeqLen = int64_t{1} << 24;      // 16,777,216 tokens
 

@@ -1,5 +1,6 @@
 #include "core/spec/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -126,6 +127,60 @@ void validate_model(const Model& m, const ModelKeys& k) {
                     "expected a divisor of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
                         std::to_string(m.kv_heads));
   }
+  if (m.moe.on()) {
+    require_positive(m, k.moe + "/experts", m.moe.experts, limits::kExperts);
+    if (m.moe.experts < 2) throw SpecError(m.file, "/" + k.moe + "/experts", "expected at least 2 experts, got 1");
+    if (m.moe.top_k < 1 || m.moe.top_k > m.moe.experts) {
+      throw SpecError(m.file, "/" + k.moe + "/experts_per_token",
+                      "expected 1.." + std::to_string(m.moe.experts) + " (the experts), got " + std::to_string(m.moe.top_k));
+    }
+    require_positive(m, k.moe + "/expert_ffn_hidden", m.moe.ffn_hidden, limits::kFfnHidden);
+    if (m.moe.shared_ffn_hidden < 0 || m.moe.shared_ffn_hidden > limits::kFfnHidden) {
+      throw SpecError(m.file, "/" + k.moe + "/shared_ffn_hidden",
+                      "expected 0 (no shared expert) .. " + std::to_string(limits::kFfnHidden) + ", got " +
+                          std::to_string(m.moe.shared_ffn_hidden));
+    }
+    if (m.moe.shared_gate && m.moe.shared_ffn_hidden == 0) {
+      throw SpecError(m.file, "/" + k.moe + "/shared_gate", "expected false without shared experts (shared_ffn_hidden 0)");
+    }
+    for (std::size_t i = 0; i < m.moe.dense_layers.size(); ++i) {
+      const int64_t l = m.moe.dense_layers[i];
+      if (l < 0 || l >= m.layers || (i > 0 && l <= m.moe.dense_layers[i - 1])) {
+        throw SpecError(m.file, "/" + k.moe + "/dense_layers/" + std::to_string(i),
+                        "expected increasing layer indices in 0.." + std::to_string(m.layers - 1) + ", got " + std::to_string(l));
+      }
+    }
+    if (m.moe.router != "softmax" && m.moe.router != "sigmoid") {
+      throw SpecError(m.file, "/" + k.moe + "/router", "expected \"softmax\" or \"sigmoid\", got \"" + m.moe.router + "\"");
+    }
+  }
+  if (m.mla.on()) {
+    const std::string p = "/" + k.mla + "/";
+    if (m.mla.q_lora_rank < 0) throw SpecError(m.file, p + "q_lora_rank", "expected 0 (no query bottleneck) or a rank");
+    require_positive(m, k.mla + "/kv_lora_rank", m.mla.kv_lora_rank, limits::kHidden);
+    require_positive(m, k.mla + "/qk_nope_head_dim", m.mla.qk_nope_head_dim, limits::kHidden);
+    require_positive(m, k.mla + "/qk_rope_head_dim", m.mla.qk_rope_head_dim, limits::kHidden);
+    require_positive(m, k.mla + "/v_head_dim", m.mla.v_head_dim, limits::kHidden);
+    if (m.position != Position::kRope) throw SpecError(m.file, "/position", "expected \"rope\" with latent attention (mla)");
+  }
+}
+
+void refuse_unmodelled(const Model& m) {
+  if (const std::string what = m.unmodelled(); !what.empty()) {
+    throw SpecError(m.file.empty() ? m.name : m.file, m.moe.on() ? "/moe" : "/mla",
+                    "Stagecraft counts " + what + " (stagecraft info) but does not lower, simulate, search or run them yet");
+  }
+}
+
+bool Model::moe_layer(int64_t layer) const {
+  return moe.on() && !std::binary_search(moe.dense_layers.begin(), moe.dense_layers.end(), layer);
+}
+
+std::string Model::unmodelled() const {
+  std::string out;
+  if (moe.on()) out = "mixture-of-experts layers (" + std::to_string(moe.experts) + " experts, top-" + std::to_string(moe.top_k) + ")";
+  if (mla.on()) out += (out.empty() ? "" : " and ") + std::string("multi-head latent attention (mla)");
+  return out;
 }
 
 Model model_from_json(const json& j, const std::string& file) {
@@ -174,6 +229,34 @@ Model model_from_json(const json& j, const std::string& file) {
   // is seq_len. RoPE has no table, so without the key it sets no limit.
   m.max_positions = r.integer_or("max_positions", m.position == Position::kLearned ? m.seq_len : 0);
   if (r.has("max_positions") && m.max_positions < 1) r.fail_value("max_positions", "a positive number of tokens");
+  if (r.has("moe")) {
+    ObjectReader e = r.object("moe");
+    m.moe.experts = e.integer("experts");
+    m.moe.top_k = e.integer("experts_per_token");
+    m.moe.ffn_hidden = e.integer("expert_ffn_hidden");
+    m.moe.shared_ffn_hidden = e.integer_or("shared_ffn_hidden", 0);
+    m.moe.shared_gate = e.boolean_or("shared_gate", false);
+    if (e.has("dense_layers")) {
+      const json& d = e.raw("dense_layers");
+      if (!d.is_array()) e.fail("dense_layers", "an array of layer indices");
+      for (const json& v : d) {
+        if (!v.is_number_integer()) e.fail("dense_layers", "an array of layer indices");
+        m.moe.dense_layers.push_back(v.get<int64_t>());
+      }
+    }
+    m.moe.router = e.choice_or("router", {"softmax", "sigmoid"}, "softmax");
+    m.moe.router_bias = e.boolean_or("router_bias", false);
+    e.finish();
+  }
+  if (r.has("mla")) {
+    ObjectReader a = r.object("mla");
+    m.mla.q_lora_rank = a.integer_or("q_lora_rank", 0);
+    m.mla.kv_lora_rank = a.integer("kv_lora_rank");
+    m.mla.qk_nope_head_dim = a.integer("qk_nope_head_dim");
+    m.mla.qk_rope_head_dim = a.integer("qk_rope_head_dim");
+    m.mla.v_head_dim = a.integer("v_head_dim");
+    a.finish();
+  }
   m.source = r.string_or("source", "");
   r.finish();
   validate_model(m);
@@ -217,6 +300,16 @@ std::string architecture_text(const Model& m) {
   if (m.attn_norms == 2 || m.mlp_norms == 2) s += ", post-sublayer norms";
   if (m.embedding_norm) s += ", embedding norm";
   if (m.position_offset != 0) s += ", " + std::to_string(m.position_offset) + " offset position rows";
+  if (m.mla.on()) {
+    s += ", latent attention (q rank " + std::to_string(m.mla.q_lora_rank) + ", kv rank " + std::to_string(m.mla.kv_lora_rank) + ")";
+  }
+  if (m.moe.on()) {
+    s += ", " + std::to_string(m.moe.experts) + " experts (top-" + std::to_string(m.moe.top_k) + ", width " +
+         std::to_string(m.moe.ffn_hidden) + ", " + m.moe.router + " router";
+    if (m.moe.shared_ffn_hidden > 0) s += ", shared width " + std::to_string(m.moe.shared_ffn_hidden);
+    s += ")";
+    if (!m.moe.dense_layers.empty()) s += ", " + std::to_string(m.moe.dense_layers.size()) + " dense layers";
+  }
   return s;
 }
 
@@ -259,6 +352,20 @@ json to_json(const Model& m) {
   // so a model.json read and written back is the same file.
   if (m.max_positions > 0 && m.max_positions != (m.position == Position::kLearned ? m.seq_len : 0)) {
     j["max_positions"] = m.max_positions;
+  }
+  if (m.moe.on()) {
+    json e = {{"experts", m.moe.experts}, {"experts_per_token", m.moe.top_k}, {"expert_ffn_hidden", m.moe.ffn_hidden}};
+    if (m.moe.shared_ffn_hidden != 0) e["shared_ffn_hidden"] = m.moe.shared_ffn_hidden;
+    if (m.moe.shared_gate) e["shared_gate"] = true;
+    if (!m.moe.dense_layers.empty()) e["dense_layers"] = m.moe.dense_layers;
+    if (m.moe.router != "softmax") e["router"] = m.moe.router;
+    if (m.moe.router_bias) e["router_bias"] = true;
+    j["moe"] = e;
+  }
+  if (m.mla.on()) {
+    j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank}, {"kv_lora_rank", m.mla.kv_lora_rank},
+                {"qk_nope_head_dim", m.mla.qk_nope_head_dim}, {"qk_rope_head_dim", m.mla.qk_rope_head_dim},
+                {"v_head_dim", m.mla.v_head_dim}};
   }
   if (!m.source.empty()) j["source"] = m.source;
   return j;

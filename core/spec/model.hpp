@@ -10,8 +10,19 @@
 //              post-sublayer norm per unit when attn_norms / mlp_norms == 2 (Gemma-2)
 //   biases     per kind of linear: the QKV projection, the attention output, the MLP, the norms, an
 //              untied LM head
+//   experts    (moe, Megatron-Core's MoE layer, docs/program.md "Mixture of experts") an MLP unit
+//              of E routed experts (each an MLP of expert ffn width, gated as `mlp` says), a router
+//              h -> E choosing k of them per token, optionally shared experts every token passes
+//              (DeepSeek, Qwen2-MoE, with Qwen2-MoE's sigmoid gate on them); the layers in
+//              moe.dense_layers keep a dense MLP of ffn_hidden
+//   MLA        (mla, DeepSeek-V2/V3's multi-head latent attention) queries through a rank-q_lora
+//              bottleneck (or straight when q_lora_rank is 0), keys and values from one rank-kv_lora
+//              latent plus a shared RoPE key: q_a h -> r_q, q_b r_q -> H(d_nope + d_rope),
+//              kv_a h -> r_kv + d_rope, kv_b r_kv -> H(d_nope + d_v), out H·d_v -> h, RMSNorms on
+//              the two latents
 // load_model() also accepts a Hugging Face config.json of the families hf_import.cpp lists (GPT-2,
-// LLaMA, Mistral, Qwen2/2.5/3, Gemma/Gemma-2, GPT-NeoX, Falcon, GPT-J, OPT, BLOOM, Phi-2, Phi-3).
+// LLaMA, Mistral, Qwen2/2.5/3, Gemma/Gemma-2, GPT-NeoX, Falcon, GPT-J, OPT, BLOOM, Phi-2, Phi-3;
+// the mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V2/V3).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +39,30 @@ enum class Position { kLearned, kRope, kAlibi };   // a table of rows x h, or no
 
 // True for the MLPs with a gate (SwiGLU, GeGLU): three matrices instead of two.
 inline bool gated(Mlp m) { return m == Mlp::kSwiglu || m == Mlp::kGeglu; }
+
+// Mixture of experts (model.json "moe"); experts == 0: a dense model.
+struct Moe {
+  int64_t experts = 0;             // E routed experts per MoE layer
+  int64_t top_k = 0;               // experts each token is routed to
+  int64_t ffn_hidden = 0;          // one routed expert's MLP width
+  int64_t shared_ffn_hidden = 0;   // the shared experts' MLP width, all of them together (0: none)
+  bool shared_gate = false;        // Qwen2-MoE: sigmoid(x . w), w h -> 1, scales the shared expert
+  std::vector<int64_t> dense_layers;  // layers whose MLP is dense (ffn_hidden), increasing
+  std::string router = "softmax";  // the routing score: "softmax" (Mixtral, Qwen) or "sigmoid" (DeepSeek-V3)
+  bool router_bias = false;        // DeepSeek-V3's per-expert score correction (E values, bias-based balancing)
+  bool on() const { return experts > 0; }
+  bool operator==(const Moe&) const = default;
+};
+
+// Multi-head latent attention (model.json "mla"); kv_lora_rank == 0: standard attention.
+struct Mla {
+  int64_t q_lora_rank = 0;   // 0: queries projected straight from h
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool on() const { return kv_lora_rank > 0; }
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  bool operator==(const Mla&) const = default;
+};
 
 struct Model {
   std::string name;
@@ -73,6 +108,8 @@ struct Model {
   bool gelu_exact = false;       // GELU as 0.5 x (1 + erf(x / sqrt 2)), not the tanh approximation
   std::string rope_scaling;      // a RoPE scaling's type ("linear", "llama3", ...); "" when none
   int64_t sliding_window = 0;    // tokens each query attends back (Mistral); 0: the whole sequence
+  Moe moe;                       // experts (top of this file); dense when moe.experts == 0
+  Mla mla;                       // latent attention; standard when mla.kv_lora_rank == 0
   std::string source;         // where the values come from
   std::string file;           // the file it was loaded from ("" when built in code)
   // What the source file says that Stagecraft reads but does not model (Hugging Face keys such as
@@ -84,6 +121,11 @@ struct Model {
   std::string length_note;
 
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  // Whether layer `layer`'s MLP is a mixture of experts.
+  bool moe_layer(int64_t layer) const;
+  // Features lowering, simulation and the executor do not model yet (experts, MLA), by name; empty
+  // for a model they take. `info` counts every model.
+  std::string unmodelled() const;
   int64_t q_dim() const { return heads * head_dim(); }  // the attention's width: hidden unless head_size says
   int64_t kv_dim() const { return kv_heads * head_dim(); }
   // Rows of the learned position table: max_positions when declared, else seq_len, plus the offset.
@@ -105,11 +147,14 @@ Model model_from_hf_config(const nlohmann::json& j, const std::string& file);
 struct ModelKeys {
   std::string layers = "layers", hidden = "hidden", heads = "heads", kv_heads = "kv_heads",
               ffn_hidden = "ffn_hidden", vocab = "vocab", seq_len = "seq_len", max_positions = "max_positions",
-              head_size = "head_dim", norm_eps = "norm_eps";
+              head_size = "head_dim", norm_eps = "norm_eps", moe = "moe", mla = "mla";
 };
 // The training length a Hugging Face config is planned at when nothing sets one: its
 // max_position_embeddings when at most this, else this (with a warning naming --seq-len).
 inline constexpr int64_t kDefaultHfSeqLen = 8192;
+// Throws SpecError naming m.file and the field when m.unmodelled() is not empty: what every command
+// but `info` says of a model with experts or latent attention.
+void refuse_unmodelled(const Model& m);
 // Checks the invariants of a Model (positivity, divisibility); throws SpecError naming m.file.
 void validate_model(const Model& m, const ModelKeys& keys = {});
 

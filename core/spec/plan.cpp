@@ -366,6 +366,7 @@ Plan plan_from_json(const json& j, const std::string& file) {
 Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
 
 void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t gpus) {
+  refuse_unmodelled(model);
   const Model m = with_training_length(model, t);
   const auto world = checked_mul(p.tp * p.cp, p.pp, p.dp);
   if (p.tp * p.cp > limits::kGpus || !world || *world > limits::kGpus) {

@@ -8,7 +8,10 @@
 
 #include "core/count/count.hpp"
 #include "core/program/units.hpp"
+#include "core/spec/bundled.hpp"
 #include "core/spec/model.hpp"
+#include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
 #include "support.hpp"
 
 namespace stagecraft::spec {
@@ -435,6 +438,137 @@ TEST(HfFamilies, Phi3) {
 }
 
 // ---- refusals, tensor parallelism, model.json -----------------------------------------------------
+
+// ---- mixtures of experts ------------------------------------------------------------------------
+
+// mistralai/Mixtral-8x7B-v0.1: Mistral's attention, every layer 8 SwiGLU experts of 14336, top-2,
+// router h x 8 without bias. The paper's 46.7B total and 12.9B active (embedding and head counted).
+TEST(HfFamilies, MixtralExperts) {
+  const json cfg = {{"model_type", "mixtral"},     {"num_hidden_layers", 32},   {"hidden_size", 4096},
+                    {"intermediate_size", 14336},  {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+                    {"vocab_size", 32000},         {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5},
+                    {"rope_theta", 1e6},           {"num_local_experts", 8},    {"num_experts_per_tok", 2},
+                    {"tie_word_embeddings", false}, {"sliding_window", nullptr}};
+  const Model m = model_from_json(cfg, "mixtral.json");
+  const int64_t h = 4096, kv = 8 * 128, f = 14336, E = 8, k = 2, V = 32000, L = 32;
+  const int64_t attention = h * h + 2 * h * kv + h * h;        // q, k, v, o
+  const int64_t expert = 3 * h * f;                             // w1, w3, w2
+  const int64_t block = 2 * h + attention + h * E + E * expert;  // two RMSNorms, router, experts
+  EXPECT_EQ(count::block_parameters(m, 0), block);
+  EXPECT_EQ(count::expert_parameters(m), expert);
+  const int64_t total = 2 * V * h + h + L * block;              // embedding, head and final norm, blocks
+  EXPECT_EQ(count::parameters(m), total);
+  EXPECT_EQ(total, 46'702'792'704);                             // 46.7B
+  const int64_t active = total - L * (E - k) * expert;
+  EXPECT_EQ(count::active_parameters(m), active);
+  EXPECT_EQ(active, 12'879'925'248);                            // 12.9B
+  // forward FLOPs a token: per layer 2·(attention linears) + 4·s·q scores + router 2hE + k experts
+  const double s = 8192, layer = 2.0 * attention + 4 * s * h + 2.0 * h * E + k * 2.0 * expert;
+  EXPECT_DOUBLE_EQ(count::flops_per_token_fwd(m), L * layer + 2.0 * h * V);
+  expect_units_agree(m);
+  EXPECT_EQ(model_from_json(to_json(m), "round.json").moe, m.moe);
+}
+
+// Qwen2-MoE (Qwen/Qwen1.5-MoE-A2.7B's shapes at 4 layers): a shared expert of 5632 with its gate
+// h -> 1 beside 60 experts of 1408, top-4; decoder_sparse_step 2 and mlp_only_layers [3] leave
+// layers 0, 2 and 3 dense (intermediate_size 5632): only layer 1 ((1 + 1) % 2 == 0, not listed) is MoE.
+TEST(HfFamilies, Qwen2MoeSharedExpertAndSparseStep) {
+  const json cfg = {{"model_type", "qwen2_moe"},   {"num_hidden_layers", 4},    {"hidden_size", 2048},
+                    {"intermediate_size", 5632},   {"num_attention_heads", 16}, {"num_key_value_heads", 16},
+                    {"vocab_size", 151936},        {"max_position_embeddings", 8192}, {"num_experts", 60},
+                    {"num_experts_per_tok", 4},    {"moe_intermediate_size", 1408},
+                    {"shared_expert_intermediate_size", 5632}, {"decoder_sparse_step", 2},
+                    {"mlp_only_layers", {3}},      {"tie_word_embeddings", false}};
+  const Model m = model_from_json(cfg, "qwen2moe.json");
+  EXPECT_EQ(m.moe.dense_layers, (std::vector<int64_t>{0, 2, 3}));
+  const int64_t h = 2048, E = 60, fe = 1408, fs = 5632, f = 5632, V = 151936;
+  const int64_t attention = 3 * (h * h + h) + h * h;  // q, k, v with biases (Qwen2), o without
+  const int64_t dense = 2 * h + attention + 3 * h * f;
+  const int64_t moe = 2 * h + attention + h * E + E * 3 * h * fe + 3 * h * fs + h;  // router, experts, shared, its gate
+  EXPECT_EQ(count::block_parameters(m, 0), dense);
+  EXPECT_EQ(count::block_parameters(m, 1), moe);
+  EXPECT_EQ(count::parameters(m), 2 * V * h + h + 3 * dense + moe);
+  EXPECT_EQ(count::active_parameters(m), count::parameters(m) - (E - 4) * 3 * h * fe);
+  expect_units_agree(m);
+}
+
+// Qwen/Qwen3-30B-A3B: Qwen3's attention (head_dim 128, q/k norms), 128 experts of 768, top-8, no
+// shared expert. The model card: 30.5B parameters, 3.3B activated.
+TEST(HfFamilies, Qwen3Moe) {
+  const json cfg = {{"model_type", "qwen3_moe"},   {"num_hidden_layers", 48},   {"hidden_size", 2048},
+                    {"head_dim", 128},             {"intermediate_size", 6144}, {"num_attention_heads", 32},
+                    {"num_key_value_heads", 4},    {"vocab_size", 151936},      {"max_position_embeddings", 40960},
+                    {"num_experts", 128},          {"num_experts_per_tok", 8},  {"moe_intermediate_size", 768},
+                    {"decoder_sparse_step", 1},    {"mlp_only_layers", json::array()},
+                    {"attention_bias", false},     {"tie_word_embeddings", false}};
+  const Model m = model_from_json(cfg, "qwen3moe.json");
+  const int64_t h = 2048, q = 32 * 128, kv = 4 * 128, E = 128, fe = 768, V = 151936, L = 48;
+  const int64_t block = 2 * h + 2 * 128 + h * q + 2 * h * kv + q * h + h * E + E * 3 * h * fe;
+  const int64_t total = 2 * V * h + h + L * block;
+  EXPECT_EQ(count::parameters(m), total);
+  EXPECT_EQ(total, 30'532'122'624);  // 30.5B
+  EXPECT_EQ(count::active_parameters(m), total - L * (E - 8) * 3 * h * fe);
+  EXPECT_EQ(count::active_parameters(m), 3'353'032'704);  // 3.3B
+  const Model bundled = load_model(resolve_config(ConfigKind::kModel, "qwen3-30b-a3b"));
+  EXPECT_EQ(count::parameters(bundled), total);
+  EXPECT_EQ(count::active_parameters(bundled), count::active_parameters(m));
+}
+
+// deepseek-ai/DeepSeek-V3: MLA (q rank 1536, kv rank 512, 128 heads of 128 + 64 RoPE, v 128); layers
+// 0-2 dense of 18432, then 256 experts of 2048 (top-8), one shared of 2048, the router's score
+// correction (noaux_tc). The technical report's 671B total; 37B activated (our convention, embedding
+// and head included, gives 37.55B; its README_WEIGHTS says 36.7B "including 0.9B embedding and 0.9B
+// head", a convention we do not reproduce).
+TEST(HfFamilies, DeepSeekV3LatentAttentionAndExperts) {
+  const json cfg = {{"model_type", "deepseek_v3"}, {"num_hidden_layers", 61},   {"hidden_size", 7168},
+                    {"intermediate_size", 18432},  {"moe_intermediate_size", 2048}, {"num_attention_heads", 128},
+                    {"num_key_value_heads", 128},  {"vocab_size", 129280},      {"max_position_embeddings", 163840},
+                    {"q_lora_rank", 1536},         {"kv_lora_rank", 512},       {"qk_nope_head_dim", 128},
+                    {"qk_rope_head_dim", 64},      {"v_head_dim", 128},         {"n_routed_experts", 256},
+                    {"n_shared_experts", 1},       {"num_experts_per_tok", 8},  {"first_k_dense_replace", 3},
+                    {"moe_layer_freq", 1},         {"scoring_func", "sigmoid"}, {"topk_method", "noaux_tc"},
+                    {"num_nextn_predict_layers", 1}, {"attention_bias", false}, {"tie_word_embeddings", false},
+                    {"hidden_act", "silu"}};
+  const Model m = model_from_json(cfg, "dsv3.json");
+  EXPECT_TRUE(warned(m, "multi-token-prediction"));
+  const int64_t h = 7168, H = 128, rq = 1536, rkv = 512, nope = 128, rope = 64, v = 128, V = 129280;
+  // q_a, its norm, q_b; kv_a (latent + shared RoPE key), its norm, kv_b; o
+  const int64_t attention = h * rq + rq + rq * H * (nope + rope) + h * (rkv + rope) + rkv + rkv * H * (nope + v) + H * v * h;
+  EXPECT_EQ(attention, 187'107'328);
+  const int64_t dense = 2 * h + attention + 3 * h * 18432;
+  const int64_t expert = 3 * h * 2048;
+  const int64_t moe = 2 * h + attention + h * 256 + 256 + 256 * expert + expert;  // router, correction, experts, shared
+  EXPECT_EQ(count::block_parameters(m, 2), dense);
+  EXPECT_EQ(count::block_parameters(m, 3), moe);
+  const int64_t total = 2 * V * h + h + 3 * dense + 58 * moe;
+  EXPECT_EQ(count::parameters(m), total);
+  EXPECT_EQ(total, 671'026'419'200);  // 671B
+  EXPECT_EQ(count::active_parameters(m), total - 58 * (256 - 8) * expert);
+  EXPECT_EQ(count::active_parameters(m), 37'552'297'472);
+  // scores per token: q.k over 192 dimensions and p.v over 128, 128 heads, every one of s keys
+  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(m), 2.0 * 8192 * H * (nope + rope) + 2.0 * 8192 * H * v);
+  const Model bundled = load_model(resolve_config(ConfigKind::kModel, "deepseek-v3"));
+  EXPECT_EQ(count::parameters(bundled), total);
+  EXPECT_EQ(bundled.moe, m.moe);
+  EXPECT_EQ(bundled.mla, m.mla);
+  // V2-Lite's shape: no query bottleneck (q_lora_rank null), a plain q_proj h -> H·192
+  json lite = cfg;
+  lite["q_lora_rank"] = nullptr;
+  const Model l = model_from_json(lite, "lite.json");
+  EXPECT_EQ(count::block_parameters(l, 2) - count::block_parameters(m, 2), h * H * (nope + rope) - (h * rq + rq + rq * H * (nope + rope)));
+}
+
+// What Stagecraft counts but does not lower: a plan of a MoE or MLA model is refused by name.
+TEST(HfFamilies, ExpertModelsAreCountedNotLowered) {
+  const Model m = load_model(resolve_config(ConfigKind::kModel, "mixtral-8x7b"));
+  EXPECT_NE(m.unmodelled().find("mixture-of-experts"), std::string::npos);
+  const Model d = load_model(resolve_config(ConfigKind::kModel, "deepseek-v3"));
+  EXPECT_NE(d.unmodelled().find("latent attention"), std::string::npos);
+  Training t;
+  t.global_batch = 8;
+  Plan p;
+  expect_spec_error([&] { validate_plan(p, m, t, 1); }, "/moe", "does not lower, simulate, search or run them yet");
+}
 
 TEST(HfFamilies, UnknownFamiliesAreRefusedByName) {
   const json mamba = {{"model_type", "mamba"}, {"num_hidden_layers", 2}, {"hidden_size", 64}};

@@ -161,23 +161,57 @@ TEST(HfImport, ErrorsUseTheHfKeyNames) {
   expect_spec_error([&] { model_from_json(gelu, "c.json"); }, "/hidden_act", "expected \"silu\" (SwiGLU MLP)");
 }
 
-// Mixture-of-experts configs are refused by name, not counted as dense models: Mixtral-8x7B's
-// config is a Mistral block with num_local_experts 8 (46.7 B parameters, not the 7.2 B a dense
-// count of its shapes gives).
-TEST(HfImport, MixtureOfExpertsIsRefusedBySaying) {
-  json mixtral = {{"model_type", "mixtral"},     {"num_hidden_layers", 32},   {"hidden_size", 4096},
-                  {"intermediate_size", 14336},  {"num_attention_heads", 32}, {"num_key_value_heads", 8},
-                  {"vocab_size", 32000},         {"max_position_embeddings", 32768},
-                  {"num_local_experts", 8},      {"num_experts_per_tok", 2}};
-  expect_spec_error([&] { model_from_json(mixtral, "mixtral.json"); }, "/num_local_experts",
-                    "a mixture-of-experts config (model_type \"mixtral\")");
-  mixtral.erase("num_local_experts");
-  expect_spec_error([&] { model_from_json(mixtral, "mixtral.json"); }, "/model_type",
-                    "\"mixtral\" is a mixture-of-experts family");
-  json deepseek = mixtral;
-  deepseek["model_type"] = "llama";   // an expert key on any family is refused too
+// Mixture-of-experts families Stagecraft does not read are refused by name, with what their layers
+// have (OLMoE's whole-projection q/k norms, gpt-oss's sinks and biased experts), not counted as
+// dense models; an expert key on a dense family's config is refused too.
+TEST(HfImport, UnreadExpertFamiliesAreRefusedBySaying) {
+  json olmoe = {{"model_type", "olmoe"},     {"num_hidden_layers", 16},   {"hidden_size", 2048},
+                {"intermediate_size", 1024}, {"num_attention_heads", 16}, {"vocab_size", 50304},
+                {"max_position_embeddings", 4096}, {"num_experts", 64}, {"num_experts_per_tok", 8}};
+  expect_spec_error([&] { model_from_json(olmoe, "olmoe.json"); }, "/model_type", "q/k norms span the whole projection");
+  olmoe["model_type"] = "gpt_oss";
+  expect_spec_error([&] { model_from_json(olmoe, "oss.json"); }, "/model_type", "attention sinks");
+  json deepseek = olmoe;
+  deepseek["model_type"] = "llama";   // an expert key on a dense family
+  deepseek.erase("num_experts");
   deepseek["n_routed_experts"] = 64;
-  expect_spec_error([&] { model_from_json(deepseek, "ds.json"); }, "/n_routed_experts", "does not model expert layers");
+  expect_spec_error([&] { model_from_json(deepseek, "ds.json"); }, "/n_routed_experts", "whose layers are dense");
+}
+
+// model.json's "moe" and "mla": read, written back the same, and each bad value refused by its pointer.
+TEST(ModelJson, ExpertsAndLatentAttentionRoundTripAndAreChecked) {
+  json j = {{"name", "m"}, {"layers", 4}, {"hidden", 64}, {"heads", 4}, {"ffn_hidden", 256}, {"vocab", 100},
+            {"seq_len", 32}, {"mlp", "swiglu"}, {"position", "rope"},
+            {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn_hidden", 32}, {"shared_ffn_hidden", 64},
+                     {"dense_layers", {0}}, {"router", "sigmoid"}, {"router_bias", true}}},
+            {"mla", {{"q_lora_rank", 16}, {"kv_lora_rank", 8}, {"qk_nope_head_dim", 16}, {"qk_rope_head_dim", 8},
+                     {"v_head_dim", 16}}}};
+  const Model m = model_from_json(j, "m.json");
+  EXPECT_TRUE(m.moe.on());
+  EXPECT_FALSE(m.moe_layer(0));
+  EXPECT_TRUE(m.moe_layer(1));
+  const Model back = model_from_json(to_json(m), "back.json");
+  EXPECT_EQ(back.moe, m.moe);
+  EXPECT_EQ(back.mla, m.mla);
+  json bad = j;
+  bad["moe"]["experts_per_token"] = 9;
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/experts_per_token", "expected 1..8");
+  bad = j;
+  bad["moe"]["dense_layers"] = {0, 4};
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/dense_layers/1", "increasing layer indices in 0..3");
+  bad = j;
+  bad["moe"]["experts"] = 1;
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/experts", "at least 2");
+  bad = j;
+  bad["moe"].erase("shared_ffn_hidden");
+  bad["moe"]["shared_gate"] = true;
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/shared_gate", "without shared experts");
+  bad = j;
+  bad["mla"]["v_head_dim"] = 0;
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/mla/v_head_dim", "positive");
+  bad = j;
+  bad["moe"]["routr"] = "softmax";
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/routr", "router");  // did you mean
 }
 
 }  // namespace
