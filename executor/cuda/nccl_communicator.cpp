@@ -179,6 +179,17 @@ struct NcclCommunicator::Impl {
     if (plan.grouped) STAGECRAFT_NCCL_CHECK(ncclGroupEnd());
   }
 
+  // One collective on channel `ch`: the plan's calls on its stream, then the request's event.
+  Request collective(Channel ch, const char* what, std::size_t elems, const char* type_name, const NcclPlan& plan,
+                     const void* send, void* recv, NcclType type, ncclRedOp_t op) {
+    const Chan& c = channel(ch);
+    const Request r = acquire(c.comm, std::string(what) + " of " + std::to_string(elems) + " " + type_name + " on " +
+                                          program::to_string(ch.group) + "/" + program::to_string(ch.lane));
+    run(plan, send, recv, type, op, c.comm, c.stream);
+    record(r, c.stream);
+    return r;
+  }
+
   void fp32_only(Format wire, const char* what) const {
     if (wire != Format::kFp32) {
       throw CommError(std::string("NcclCommunicator: ") + what + " over a " + to_string(wire) +
@@ -335,49 +346,28 @@ Request NcclCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag
 }
 
 Request NcclCommunicator::iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts, Format wire) {
-  Impl& m = *impl_;
-  m.fp32_only(wire, "an all-gather");
-  const Impl::Chan& c = m.channel(ch);
-  const Request r = m.acquire(c.comm, "an all-gather of " + std::to_string(buffer.size()) + " floats on " +
-                                          program::to_string(ch.group) + "/" + program::to_string(ch.lane));
-  m.run(plan_all_gather(counts, group_rank(ch.group)), buffer.data(), buffer.data(), NcclType::kFloat32, ncclSum, c.comm, c.stream);
-  m.record(r, c.stream);
-  return r;
+  impl_->fp32_only(wire, "an all-gather");
+  return impl_->collective(ch, "an all-gather", buffer.size(), "floats", plan_all_gather(counts, group_rank(ch.group)),
+                           buffer.data(), buffer.data(), NcclType::kFloat32, ncclSum);
 }
 
 Request NcclCommunicator::ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
                                           std::span<const int64_t> counts, Format wire) {
-  Impl& m = *impl_;
-  m.fp32_only(wire, "a reduce-scatter");
-  const Impl::Chan& c = m.channel(ch);
-  const Request r = m.acquire(c.comm, "a reduce-scatter of " + std::to_string(send.size()) + " floats on " +
-                                          program::to_string(ch.group) + "/" + program::to_string(ch.lane));
-  m.run(plan_reduce_scatter(counts), send.data(), recv.data(), NcclType::kFloat32, ncclSum, c.comm, c.stream);
-  m.record(r, c.stream);
-  return r;
+  impl_->fp32_only(wire, "a reduce-scatter");
+  return impl_->collective(ch, "a reduce-scatter", send.size(), "floats", plan_reduce_scatter(counts), send.data(),
+                           recv.data(), NcclType::kFloat32, ncclSum);
 }
 
 Request NcclCommunicator::iall_reduce(Channel ch, std::span<float> buffer, Format wire) {
-  Impl& m = *impl_;
-  m.fp32_only(wire, "an all-reduce");
-  const Impl::Chan& c = m.channel(ch);
-  const Request r = m.acquire(c.comm, "an all-reduce of " + std::to_string(buffer.size()) + " floats on " +
-                                          program::to_string(ch.group) + "/" + program::to_string(ch.lane));
-  m.run(plan_all_reduce(static_cast<int64_t>(buffer.size())), buffer.data(), buffer.data(), NcclType::kFloat32, ncclSum,
-        c.comm, c.stream);
-  m.record(r, c.stream);
-  return r;
+  impl_->fp32_only(wire, "an all-reduce");
+  return impl_->collective(ch, "an all-reduce", buffer.size(), "floats", plan_all_reduce(static_cast<int64_t>(buffer.size())),
+                           buffer.data(), buffer.data(), NcclType::kFloat32, ncclSum);
 }
 
 Request NcclCommunicator::iall_reduce_max(Channel ch, std::span<float> buffer) {
-  Impl& m = *impl_;
-  const Impl::Chan& c = m.channel(ch);
-  const Request r = m.acquire(c.comm, "a max all-reduce of " + std::to_string(buffer.size()) + " floats on " +
-                                          program::to_string(ch.group) + "/" + program::to_string(ch.lane));
-  m.run(plan_all_reduce(static_cast<int64_t>(buffer.size())), buffer.data(), buffer.data(), NcclType::kFloat32, ncclMax,
-        c.comm, c.stream);
-  m.record(r, c.stream);
-  return r;
+  return impl_->collective(ch, "a max all-reduce", buffer.size(), "floats",
+                           plan_all_reduce(static_cast<int64_t>(buffer.size())), buffer.data(), buffer.data(),
+                           NcclType::kFloat32, ncclMax);
 }
 
 // The gradient norm's partial sums live on the host: through pinned staging and a device scratch,
