@@ -317,10 +317,11 @@ std::vector<float> StageState::owned_state() {
     k += src.size();
   };
   StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
-  if (store_ != Format::kFp32) {
-    take(opt_masters(), opt_master_memory());
-  } else {
-    take(params_.subspan(at(opt.begin), at(opt.size())), mem_);
+  take(opt_masters(), opt_master_memory());  // the values AdamW updates: fp32 whatever the working copy
+  // the persistent tensors inside the range step apart (step_persistent): their current values, so
+  // that the first values are the rank's parameters for whoever reads them (export, peers)
+  for (const Range& r : clip(layout_.persistent(), opt)) {
+    mem_.download(persistent_values(r), std::span<float>(out).subspan(at(r.begin - opt.begin), at(r.size())));
   }
   take(m_, moments);
   take(v_, moments);
@@ -336,7 +337,6 @@ void StageState::load_owned_state(std::span<const float> state) {
                           std::to_string(layout_.dp_index()) + ": checkpoint state has " +
                           std::to_string(state.size()) + " values, expected " + std::to_string(owned_state_elems()));
   }
-  const Range opt = layout_.optimizer_range();
   if (layout_.zero3_gathers()) mem_.fill(params_, kReleased);
   std::size_t k = 0;
   auto put = [&](std::span<float> dst, StateMemory& to) {
@@ -344,26 +344,15 @@ void StageState::load_owned_state(std::span<const float> state) {
     k += dst.size();
   };
   StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
-  if (store_ != Format::kFp32) {
-    put(opt_masters(), opt_master_memory());
-  } else {
-    put(params_.subspan(at(opt.begin), at(opt.size())), mem_);
-  }
+  put(opt_masters(), opt_master_memory());
   put(m_, moments);
   put(v_, moments);
   for (const Range& r : layout_.persistent()) put(persistent_values(r), mem_);
   put(persistent_m_, mem_);
   put(persistent_v_, mem_);
-  if (store_ != Format::kFp32) {
-    // the working copy of the optimizer range from its masters (the persistent positions inside it
-    // from theirs, after)
-    const std::span<float> working = params_.subspan(at(opt.begin), at(opt.size()));
-    if (offload_) mem_.upload(host_params_, working);
-    mem_.round_copy(working, offload_ ? std::span<const float>(working) : std::span<const float>(master_), store_);
-    refresh_working_persistent();
-  } else if (offload_) {
-    mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
-  }
+  // the working copy from the masters where they are apart (mixed precision, offload)
+  if (store_ != Format::kFp32 || offload_) refresh_working_sharded();
+  refresh_working_persistent();
 }
 
 void StageState::load_peer_shard(int64_t shard, std::span<const float> peer_state) {
