@@ -269,6 +269,44 @@ void check_hierarchy(const Plan& p, const Training& t) {
   }
 }
 
+// Expert parallelism against the model and the framework (Plan::ep; docs/program.md "Mixture of
+// experts"). Megatron-Core's folding: the expert grid etp × ep × edp covers a stage's tp · cp · dp
+// ranks (parallel_state.py); with tp > 1 it asserts sequence parallelism (arguments.py: "When
+// using MoE and tensor parallelism, sequence parallelism must be used"); DeepSpeed-MoE carves its
+// expert groups from the data-parallel ranks of one tp index and is not compatible with ZeRO-3.
+void check_experts(const Plan& p, const Model& m, const Training& t) {
+  const std::string fw = std::string(" (training framework ") + to_string(t.framework) + ")";
+  if (!m.moe.on()) {
+    if (p.ep > 1) reject(p, "ep", "1: model " + m.name + " has no experts, got ep " + n(p.ep));
+    if (p.etp > 1) reject(p, "etp", "1: model " + m.name + " has no experts, got etp " + n(p.etp));
+    return;
+  }
+  if (m.moe.experts % p.ep != 0) {
+    reject(p, "ep", "a divisor of the experts (" + n(m.moe.experts) + " of model " + m.name + "), got ep " + n(p.ep));
+  }
+  if (p.etp > 1) {
+    reject(p, "etp", "1: experts split over tensor-parallel ranks (expert tensor parallelism) are not lowered yet; "
+                     "Megatron-Core recommends etp 1 for fine-grained experts, got etp " + n(p.etp));
+  }
+  if ((p.tp * p.cp * p.dp) % (p.ep * p.etp) != 0) {
+    reject(p, "ep", "a divisor of tp × cp × dp (" + n(p.tp * p.cp * p.dp) + "): the expert-parallel groups fold into a "
+                    "stage's tensor-, context- and data-parallel ranks (Megatron-Core), got ep " + n(p.ep));
+  }
+  if (p.tp > 1 && !p.sequence_parallel) {
+    reject(p, "sequence_parallel", "true with tp > 1 for a mixture-of-experts model: each tp rank routes its own "
+                                   "sequence shard (Megatron-Core asserts it)");
+  }
+  if (p.zero.stage == 3 && p.expert_dp() != p.dp_cp()) {
+    reject(p, "zero/stage", "at most 2 with experts held by other ranks than the dense layers' data-parallel group "
+                            "(ep > 1 or tp > 1): ZeRO-3 does not partition experts over their own data-parallel group "
+                            "(DeepSpeed-MoE is not compatible with ZeRO-3; Megatron-Core has no ZeRO-3)");
+  }
+  if (deepspeed(t.framework) && p.ep > 1 && p.tp > 1) {
+    reject(p, "ep", "1 with tp > 1: DeepSpeed-MoE carves expert-parallel groups from the data-parallel ranks of one tp "
+                    "index, and does not split a micro-batch's tokens over tp" + fw);
+  }
+}
+
 // Which frameworks run context parallelism, and how (core/spec/framework.hpp has the sources):
 // Megatron-Core every cp_comm_type; DeepSpeed the all-to-all (DeepSpeed-Ulysses); FSDP2 with
 // torch's context_parallel (torchtitan) the ring and the all-gather.
@@ -339,6 +377,8 @@ Plan plan_from_json(const json& j, const std::string& file) {
   p.cp = at_least(r, "cp", 1, 1, limits::kGpus);
   const std::string comm = r.choice_or("cp_comm_type", {"p2p", "all_gather", "a2a"}, "p2p");
   p.cp_comm = comm == "a2a" ? CpComm::kA2a : comm == "all_gather" ? CpComm::kAllGather : CpComm::kP2p;
+  p.ep = at_least(r, "ep", 1, 1, limits::kGpus);
+  p.etp = at_least(r, "etp", 1, 1, limits::kGpus);
   p.micro_batch = at_least(r, "micro_batch", 1, 1, limits::kGlobalBatch);
   p.micro_batches = at_least(r, "micro_batches", 1, 1, limits::kMicroBatches);
   p.schedule = parse_schedule(r.choice_or("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}, "1f1b"));
@@ -396,6 +436,7 @@ void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t
                                    (t.label().empty() ? "" : " of " + t.label()));
   }
   check_shapes(p, m);
+  check_experts(p, m, t);
   check_context_parallel(p, t);
   check_hierarchy(p, t);
   if (p.zero.stage > t.max_zero_stage()) {
@@ -443,6 +484,8 @@ json to_json(const Plan& p) {
     j["cp"] = p.cp;
     j["cp_comm_type"] = to_string(p.cp_comm);
   }
+  if (p.ep > 1) j["ep"] = p.ep;   // likewise for expert parallelism
+  if (p.etp > 1) j["etp"] = p.etp;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   if (!p.source.empty()) j["source"] = p.source;
   return j;
@@ -468,6 +511,8 @@ std::string summary(const Plan& p) {
   std::ostringstream out;
   out << "tp" << p.tp;
   if (p.cp > 1) out << " cp" << p.cp << (p.cp_comm == CpComm::kP2p ? "" : p.cp_comm == CpComm::kA2a ? "-a2a" : "-ag");
+  if (p.ep > 1) out << " ep" << p.ep;
+  if (p.etp > 1) out << " etp" << p.etp;
   out << " pp" << p.pp << " dp" << p.dp << " mb" << p.micro_batch << "x" << p.micro_batches << " "
       << to_string(p.schedule);
   if (p.virtual_stages > 1) out << " v" << p.virtual_stages;

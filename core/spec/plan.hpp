@@ -111,6 +111,13 @@ struct Plan {
   // partitions, over the dp·cp ranks (Megatron's data-parallel group with context parallelism).
   int64_t cp = 1;
   CpComm cp_comm = CpComm::kP2p;
+  // Expert parallelism (mixture-of-experts models; docs/program.md "Mixture of experts"): each MoE
+  // layer's experts split over ep ranks, Megatron-Core's "MoE parallel folding": the expert grid
+  // etp × ep × edp re-partitions a stage's tp · cp · dp ranks (etp fastest, then ep), so
+  // edp = tp · cp · dp / (etp · ep) ranks hold the same experts and reduce their gradients.
+  // etp: expert tensor parallelism (experts' FFN split over etp ranks); only 1 is lowered.
+  int64_t ep = 1;
+  int64_t etp = 1;
   int64_t micro_batch = 1;      // sequences per micro-batch
   int64_t micro_batches = 1;    // micro-batches per step per data-parallel rank
   Schedule schedule = Schedule::k1F1B;
@@ -128,6 +135,8 @@ struct Plan {
   int64_t world() const { return tp * cp * pp * dp; }
   // The ranks a gradient is reduced over and ZeRO partitions over: dp · cp.
   int64_t dp_cp() const { return dp * cp; }
+  // The ranks holding the same experts, which reduce (and ZeRO-partition) their gradients.
+  int64_t expert_dp() const { return tp * cp * dp / (ep * etp); }
 };
 
 // Tokens one rank computes per micro-batch: micro_batch · seq_len / cp.

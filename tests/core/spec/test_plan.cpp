@@ -71,6 +71,8 @@ TEST(Plan, RejectsInconsistentPlans) {
       {"chunk without layers",
        {{"pp", 2}, {"micro_batches", 16}, {"schedule", "interleaved"}, {"virtual_stages", 2}, {"stage_layers", {7, 1}}},
        16, 2, "/stage_layers/1", "at least virtual_stages (2) layers, got 1"},
+      {"experts of a dense model", {{"dp", 2}, {"ep", 2}, {"micro_batches", 8}}, 16, 2, "/ep",
+       "1: model m8 has no experts, got ep 2"},
   };
   for (const BadPlan& c : cases) {
     SCOPED_TRACE(c.what);
