@@ -120,7 +120,7 @@ int run_demo(const DemoArgs& a) {
   for (const std::string& line : uncertainty) std::printf("%s\n", line.c_str());
   if (const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record()) {
     std::printf("\n");
-    for (const std::string& line : planner::model_error_lines(r.top, space.training().framework, *record, space.cluster().gpu.name)) {
+    for (const std::string& line : planner::model_error_lines(r.top, space.model(), space.training().framework, *record, space.cluster().gpu.name)) {
       std::printf("%s\n", line.c_str());
     }
   }

@@ -42,7 +42,7 @@ struct SearchArgs {
   int threads = 0;
   bool json = false, resume = false, no_progress = false;
   double pareto_window = 0.1;
-  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep;
   std::vector<std::string> cp_comm;
   int64_t max_micro_batch = 0;
   std::vector<int> zero;
@@ -101,6 +101,7 @@ planner::SpaceLimits limits_of(const SearchArgs& a) {
   l.max_micro_batch = a.max_micro_batch;
   l.virtual_stages = a.virtual_stages;
   l.cp = a.cp;
+  l.ep = a.ep;
   l.cp_comm = parse_enum(a.cp_comm, "--cp-comm", names_of(spec::kCpComms));
   l.zero = a.zero;
   for (int z : a.zero) {
@@ -152,12 +153,13 @@ void print_answer(const planner::SearchResult& r, const planner::Space& space, c
   std::printf("Pareto front, step time vs peak memory:\n%s\n", planner::format_table(r.pareto).c_str());
   std::printf("Best plan: %s\n", r.top.front().key.c_str());
   for (const std::string& line : planner::explain(r).lines()) std::printf("%s\n", line.c_str());
+  for (const std::string& line : planner::expert_lines(space, r.top.front())) std::printf("%s\n", line.c_str());
   const std::vector<std::string> uncertainty = planner::error_bar_lines(r.top, bars);
   if (!uncertainty.empty()) std::printf("\n");
   for (const std::string& line : uncertainty) std::printf("%s\n", line.c_str());
   if (const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record()) {
     std::printf("\n");
-    for (const std::string& line : planner::model_error_lines(r.top, space.training().framework, *record, space.cluster().gpu.name)) {
+    for (const std::string& line : planner::model_error_lines(r.top, space.model(), space.training().framework, *record, space.cluster().gpu.name)) {
       std::printf("%s\n", line.c_str());
     }
   }
@@ -211,7 +213,7 @@ nlohmann::json search_json(const SizeRun& s, const std::optional<planner::Baseli
     j["plans"][i]["cost"] = sim::to_json(sim::run_cost(s.cluster, s.gpus, tokens_per_step, e.metrics.step_time_s, budget,
                                                        sim::checkpoint_bytes(s.space->model(), s.space->training().dtype)));
     if (record) j["plans"][i]["model_error"] = sim::to_json(sim::model_error(*record, s.space->training().framework, e.plan.zero.stage,
-                                                                                    s.cluster.gpu.name, spec::across_nodes_class(e.plan.zero, e.plan.dp)));
+                                                                                    s.cluster.gpu.name, spec::validation_class(e.plan, s.space->model())));
   }
   for (const planner::RowErrorBars& b : s.bars) {
     if (b.bars.empty() || b.index >= j["plans"].size()) continue;
@@ -480,6 +482,11 @@ Subcommand add_search(CLI::App& root) {
       ->delimiter(',')
       ->check(positive_int(spec::limits::kGpus));
   lim->add_option("--cp-comm", a->cp_comm, "context-parallel comm types: p2p, all_gather, a2a")->delimiter(',');
+  lim->add_option("--ep", a->ep,
+                  "expert-parallel sizes to consider for a mixture-of-experts model (default: every divisor of the experts "
+                  "that divides tp × cp × dp)")
+      ->delimiter(',')
+      ->check(positive_int(spec::limits::kGpus));
   lim->add_option("--zero", a->zero, "ZeRO stages to consider, e.g. 1 or 1,3")->delimiter(',');
   lim->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved, zb-h1")->delimiter(',');
   lim->add_option("--recompute", a->recompute, "none, selective, full")->delimiter(',');

@@ -175,7 +175,7 @@ int run_simulate(const SimulateArgs& a) {
   const std::optional<sim::ValidationRecord> record = sim::bundled_validation_record();
   const std::optional<sim::ModelError> model_error =
       record ? std::optional(sim::model_error(*record, prog.training.framework, prog.plan.zero.stage, c.gpu.name,
-                                                     spec::across_nodes_class(prog.plan.zero, prog.plan.dp)))
+                                                     spec::validation_class(prog.plan, prog.model)))
              : std::nullopt;
   // The attention the simulation timed: a fused kernel of the GPU profile, or unfused.
   const spec::AttentionKernel* kernel = sim::attention_kernel(c, prog.training);
@@ -231,6 +231,16 @@ int run_simulate(const SimulateArgs& a) {
     if (const std::string across = across_nodes_text(prog.plan, prog.training.framework); !across.empty()) {
       std::cout << "across nodes " << across << "; a GPU sends " << text::short_bytes(r.metrics.dp_internode_bytes)
                 << " of data-parallel traffic to other nodes per micro-batch\n";
+    }
+    if (prog.placement.ep > 1) {
+      const std::vector<int64_t> group = prog.placement.group_members(program::Group::kEp, 0);
+      const int64_t nodes = (group.back() / c.gpus_per_node) - (group.front() / c.gpus_per_node) + 1;
+      std::cout << "experts     ep " << prog.plan.ep << " (" << prog.model.moe.experts / prog.plan.ep << " of "
+                << prog.model.moe.experts << " experts a GPU, its group on " << nodes << (nodes == 1 ? " node" : " nodes")
+                << "), their gradients over " << prog.plan.expert_dp() << " ranks; a GPU's all-to-alls send "
+                << text::short_bytes(r.metrics.ep_intranode_bytes) << " a step inside its node, "
+                << text::short_bytes(r.metrics.ep_internode_bytes) << " to other nodes; load imbalance "
+                << text::fmt("%.2f", prog.training.moe_imbalance) << " (training \"moe_imbalance\")\n";
     }
     if (communicator) {
       std::cout << "collectives ZeRO-3's parameter gathers and gradient reductions "

@@ -19,7 +19,8 @@ namespace {
 // Communication lanes first, so requests a compute made ready are posted before the next one.
 constexpr std::array<Lane, program::kLaneCount> kIssueOrder = {Lane::kPpRecv,   Lane::kPpSend,    Lane::kDpReduce,
                                                                Lane::kDpReplica, Lane::kDpGather, Lane::kTp,
-                                                               Lane::kCp,        Lane::kOffload,   Lane::kCompute};
+                                                               Lane::kCp,        Lane::kEp,        Lane::kOffload,
+                                                               Lane::kCompute};
 static_assert(kIssueOrder.back() == Lane::kCompute, "every lane listed");
 
 

@@ -6,7 +6,10 @@
 #include <stdexcept>
 
 #include "core/text/format.hpp"
+#include "core/program/lower.hpp"
+#include "sim/costs.hpp"
 #include "sim/report.hpp"
+#include "sim/simulator.hpp"
 
 namespace stagecraft::planner {
 
@@ -35,7 +38,8 @@ std::string grew(const Metrics& best, const Metrics& other) {
     const std::pair<double, const char*> lanes[] = {{other.time.tp_s - best.time.tp_s, "tp"},
                                                        {other.time.pp_s - best.time.pp_s, "pp"},
                                                        {other.time.dp_s - best.time.dp_s, "dp"},
-                                                       {other.time.cp_s - best.time.cp_s, "cp"}};
+                                                       {other.time.cp_s - best.time.cp_s, "cp"},
+                                                       {other.time.ep_s - best.time.ep_s, "ep"}};
     const auto* l = std::max_element(std::begin(lanes), std::end(lanes), [](const auto& x, const auto& y) { return x.first < y.first; });
     if (l->first > 0) lane = std::string(", mostly ") + l->second;
   }
@@ -70,6 +74,13 @@ AxisAlternative alternative(const SearchResult& r, const Evaluated& best, const 
     a.plan = found->key;
     a.reason = signed_pct(a.delta) + " (" + fmt("%.3f s", a.step_time_s) + "): " + grew(best.metrics, found->metrics);
     // ZeRO across nodes: what it changes is the traffic that crosses nodes
+    // expert parallelism: what it changes is where the all-to-alls go, NVLink or the network
+    if (axis == "ep") {
+      a.reason += "; all-to-all bytes a GPU sends a step: " + text::short_bytes(found->metrics.ep_intranode_bytes) +
+                  " inside its node, " + text::short_bytes(found->metrics.ep_internode_bytes) + " to other nodes (the best plan's " +
+                  text::short_bytes(best.metrics.ep_intranode_bytes) + " and " +
+                  text::short_bytes(best.metrics.ep_internode_bytes) + ")";
+    }
     if (axis == "zero_variant") {
       a.reason += "; data-parallel traffic a GPU sends to other nodes per micro-batch " +
                   text::short_bytes(found->metrics.dp_internode_bytes) + ", the best plan's " +
@@ -128,6 +139,38 @@ Explanation explain(const SearchResult& r) {
     x.axes.push_back(std::move(ax));
   }
   return x;
+}
+
+std::vector<std::string> expert_lines(const Space& space, const Evaluated& best) {
+  std::vector<std::string> out;
+  if (!space.model().moe.on()) return out;
+  const int64_t gpn = space.cluster().gpus_per_node;
+  const spec::Plan& p = best.plan;
+  const int64_t local = space.model().moe.experts / p.ep;
+  out.push_back("Experts: ep " + std::to_string(p.ep) + " (" + std::to_string(local) + (local == 1 ? " expert" : " experts") +
+                " a GPU); a GPU's all-to-alls send " + text::short_bytes(best.metrics.ep_intranode_bytes) +
+                " a step inside its node and " + text::short_bytes(best.metrics.ep_internode_bytes) +
+                " to other nodes. With the best plan's other choices:");
+  for (int64_t ep : space.ep_values(p.tp, p.cp, p.dp)) {
+    if (ep == p.ep) continue;
+    spec::Plan alt = p;
+    alt.ep = ep;
+    std::string line = "  ep " + std::to_string(ep) + ": ";
+    try {
+      const program::Program prog = program::lower(space.model(), space.training(), alt);
+      const auto [inside, across] = sim::ep_bytes_per_step(prog, gpn);
+      const sim::Metrics m = sim::simulate(prog, space.cluster()).metrics;
+      line += ep == 1 ? std::string("no all-to-all (every GPU holds every expert)")
+                      : text::short_bytes(inside) + " inside the node, " + text::short_bytes(across) + " across nodes";
+      line += "; " + fmt("%.3f s", m.step_time_s) + " (" + signed_pct(m.step_time_s / best.metrics.step_time_s - 1) + ")" +
+              (m.fits ? "" : ", does not fit: " + gib(static_cast<double>(m.peak_memory_bytes)) + " peak") +
+              ", ep lane " + fmt("%.3f s", m.time.ep_s) + " against " + fmt("%.3f s", best.metrics.time.ep_s);
+    } catch (const std::exception& e) {
+      line += std::string("not a valid plan: ") + e.what();
+    }
+    out.push_back(line);
+  }
+  return out;
 }
 
 std::vector<std::string> Explanation::lines() const {

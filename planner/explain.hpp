@@ -47,4 +47,10 @@ struct Explanation {
 // Needs at least one plan in result.top.
 Explanation explain(const SearchResult& result);
 
+// Expert parallelism, for a mixture-of-experts model's best plan: where its all-to-alls go — the
+// bytes a GPU sends a step inside its node and to other nodes (sim::ep_bytes_per_step) — and where
+// they would go with each other ep the space allows and the plan's other choices; the step time of
+// the best plan simulated with that ep, where it is one. Empty for a dense model.
+std::vector<std::string> expert_lines(const Space& space, const Evaluated& best);
+
 }  // namespace stagecraft::planner

@@ -41,6 +41,7 @@ void fill_params(Layout& lay, const spec::Model& m, int64_t threshold) {
   lay.params.assign(static_cast<std::size_t>(lay.pp), {});
   lay.stage_params.assign(static_cast<std::size_t>(lay.pp), 0);
   lay.stage_persistent.assign(static_cast<std::size_t>(lay.pp), 0);
+  lay.stage_experts.assign(static_cast<std::size_t>(lay.pp), 0);
   for (int64_t s = 0; s < lay.pp; ++s) {
     const bool has_embedding = lay.chunk(s, 0).unit_begin == 0;
     auto& params = lay.params[static_cast<std::size_t>(s)];
@@ -48,7 +49,9 @@ void fill_params(Layout& lay, const spec::Model& m, int64_t threshold) {
     for (int64_t c = 0; c < lay.v; ++c) {
       ChunkInfo& ch = lay.chunks[static_cast<std::size_t>(s * lay.v + c)];
       for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
-        params[static_cast<std::size_t>(u)] = program::unit_params(lay.units, u, has_embedding, tied, threshold);
+        params[static_cast<std::size_t>(u)] = program::unit_params(
+            lay.units, u, has_embedding, tied, threshold, lay.experts_apart ? program::TensorSet::kDense : program::TensorSet::kAll);
+        if (lay.experts_apart) lay.stage_experts[static_cast<std::size_t>(s)] += lay.units[static_cast<std::size_t>(u)].expert_params;
         ch.params += params[static_cast<std::size_t>(u)].elems;
         lay.stage_persistent[static_cast<std::size_t>(s)] += params[static_cast<std::size_t>(u)].persistent;
       }
@@ -82,8 +85,8 @@ std::vector<std::vector<int64_t>> dp_placements(const program::Placement& pl, in
 struct TpOps {
   bool any = false, sp = false;
   double ag = 0;                           // the all-gather of a received message (scatter-gather)
-  std::array<double, 4> fwd_s{}, bwd_s{};  // by UnitKind: a forward (recompute) / backward pass's collectives
-  std::array<double, 4> fwd_before{}, bwd_before{};  // by UnitKind: those before the pass's compute
+  std::array<double, 5> fwd_s{}, bwd_s{};  // by UnitKind: a forward (recompute) / backward pass's collectives
+  std::array<double, 5> fwd_before{}, bwd_before{};  // by UnitKind: those before the pass's compute
   double max_s = 0;                        // the longest single collective
   double max_op() const { return max_s; }
   double fwd(UnitKind k) const { return fwd_s[static_cast<std::size_t>(k)]; }
@@ -278,7 +281,10 @@ std::vector<Group> groups(const Space& space) {
     for (int64_t pp : space.pp_values(tp)) {   // (tp, pp)-major: the pruner keeps one pair's layouts
       for (int64_t cp : space.cp_values(tp, pp)) {
         for (spec::CpComm comm : space.cp_comms(tp, cp)) {
-          for (int64_t mb : space.micro_batch_values(space.gpus() / (tp * pp * cp))) out.push_back({tp, pp, mb, cp, comm});
+          const int64_t dp = space.gpus() / (tp * pp * cp);
+          for (int64_t ep : space.ep_values(tp, cp, dp)) {
+            for (int64_t mb : space.micro_batch_values(dp)) out.push_back({tp, pp, mb, cp, comm, ep});
+          }
         }
       }
     }
@@ -289,8 +295,9 @@ std::vector<Group> groups(const Space& space) {
 Pruner::Pruner(const Space& space) : space_(space), topology_(space.cluster(), space.gpus()) {}
 Pruner::~Pruner() = default;
 
-const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp, spec::CpComm comm) {
-  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb, cp, static_cast<int>(comm));
+const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp, spec::CpComm comm,
+                                         int64_t ep) {
+  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb, cp, static_cast<int>(comm), ep);
   auto it = computes_.find(key);
   if (it != computes_.end()) return *it->second->model;
   auto entry = std::make_unique<ComputeEntry>();
@@ -300,6 +307,7 @@ const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc
   entry->plan.micro_batch = mb;
   entry->plan.cp = cp;
   entry->plan.cp_comm = comm;
+  entry->plan.ep = ep;
   entry->model.emplace(space_.model(), space_.cluster(), space_.training(), entry->plan);
   return *computes_.emplace(key, std::move(entry)).first->second->model;
 }
@@ -353,8 +361,8 @@ CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
   return *comms_.emplace(key, std::move(cc)).first->second;
 }
 
-const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split) {
-  const auto key = std::make_tuple(tp, pp, v, static_cast<int>(split));
+const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split, int64_t ep) {
+  const auto key = std::make_tuple(tp, pp, v, static_cast<int>(split), ep);
   auto it = layouts_.find(key);
   if (it != layouts_.end()) return *it->second;
   if (!layouts_.empty() && (std::get<0>(layouts_.begin()->first) != tp || std::get<1>(layouts_.begin()->first) != pp)) {
@@ -369,22 +377,26 @@ const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split) {
   lay->v = v;
   lay->dp = space_.gpus() / (tp * pp);
   lay->split = split;
-  lay->units = program::model_units(m, tp);
+  lay->units = program::model_units(m, tp, ep);
+  lay->ep = ep;
+  lay->expert_dp = tp * lay->dp / ep;   // lay->dp counts dp · cp (spec::Plan::expert_dp)
+  lay->experts_apart = m.moe.on() && lay->expert_dp != lay->dp;
   spec::Plan p;
   p.tp = tp;
   p.pp = pp;
+  p.ep = ep;
   p.virtual_stages = v;
   if (split == Split::kUniform) {
     for (int64_t s = 0; s < pp; ++s) p.stage_layers.push_back(m.layers / pp + (s < m.layers % pp ? 1 : 0));
   }
   lay->chunk_layers = program::chunk_layers(m, p, lay->units);
-  if (split == Split::kUniform) lay->duplicate = layout(tp, pp, v, Split::kBalanced).chunk_layers == lay->chunk_layers;
+  if (split == Split::kUniform) lay->duplicate = layout(tp, pp, v, Split::kBalanced, ep).chunk_layers == lay->chunk_layers;
   lay->stage_layers = program::stage_layers_of(lay->chunk_layers, pp);
   lay->chunks = program::place_chunks(m, pp, v, lay->chunk_layers);
   spec::ZeroConfig z3;
   z3.stage = 3;  // the ZeRO-3 variants' threshold (the others gather nothing)
   fill_params(*lay, m, program::persistence_threshold(z3, space_.training().framework_profile()));
-  build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1));
+  build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, ep));
   return *layouts_.emplace(key, std::move(lay)).first->second;
 }
 
@@ -498,8 +510,9 @@ Estimate combine(const PipeTerms& pipe, const ZeroTerms& z, int64_t m, int64_t r
 }
 
 // `overlap`: TP communication overlap, the simulator's rule (sim/models/tp_overlap.hpp).
+// `shared_experts`: a MoE unit's shared experts (a tp-split MLP) issue the MLP's collectives.
 TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t hidden, int64_t abytes,
-             const sim::TpOverlap& overlap) {
+             const sim::TpOverlap& overlap, bool shared_experts) {
   TpOps ops;
   if (tp <= 1) return ops;
   ops.any = true;
@@ -511,9 +524,9 @@ TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t h
     return t;
   };
   ops.ag = time({Op::kTpAllGather, program::tp_collective_bytes(tokens, hidden, abytes)}, UnitKind::kEmbedding, false);
-  for (UnitKind kind : {UnitKind::kEmbedding, UnitKind::kAttention, UnitKind::kMlp, UnitKind::kHead}) {
+  for (UnitKind kind : {UnitKind::kEmbedding, UnitKind::kAttention, UnitKind::kMlp, UnitKind::kHead, UnitKind::kMoe}) {
     for (Op pass : {Op::kForward, Op::kBackward}) {
-      const program::TpAround around = program::tp_collectives(kind, pass, sp, tokens, hidden, abytes);
+      const program::TpAround around = program::tp_collectives(kind, pass, sp, tokens, hidden, abytes, shared_experts);
       double total = 0;
       if (around.before) {
         total += time(*around.before, kind, pass == Op::kBackward);
@@ -591,8 +604,8 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const int64_t tokens = spec::rank_tokens(plan, m.seq_len);
   const int64_t abytes = spec::bytes_of(spec::storage_dtype(space_.training().dtype));
   const CommCosts& cc = comm(lay.tp, lay.pp);
-  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm);
-  const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap());
+  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm, lay.ep);
+  const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap(), m.moe.shared_ffn_hidden > 0);
   const CpOps cps = cp > 1 ? cp_ops(cp_costs(lay.tp, lay.pp, cp), cp_comm, cp, tokens, program::cp_shapes(m, lay.tp, abytes)) : CpOps{};
   std::vector<ChunkTimes> times;
   times.reserve(lay.chunks.size());
@@ -624,6 +637,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
   c.dp = static_cast<int32_t>(lay.dp / g.cp);
   c.cp = static_cast<int16_t>(g.cp);
   c.cp_comm = g.cp_comm;
+  c.ep = static_cast<int16_t>(g.ep);
   c.micro_batch = static_cast<int32_t>(g.micro_batch);
   c.micro_batches = static_cast<int32_t>(micro_batches);
   c.virtual_stages = static_cast<int16_t>(v);
@@ -636,6 +650,8 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
       c.recompute = rc;
       for (const ZeroTerms& z : lay.variants) {
         if (g.cp > 1 && z.variant != ZeroVariant::kPlain) continue;   // not with cp (spec::validate_plan)
+        // experts apart: no ZeRO-3, no ZeRO across nodes (spec::validate_plan)
+        if (lay.experts_apart && (z.zero == 3 || z.variant != ZeroVariant::kPlain)) continue;
         set_variant(c, z);
         const Estimate e = combine(terms, z, micro_batches, reserved);
         Verdict verdict = Verdict::kKeep;
@@ -659,19 +675,19 @@ void Pruner::enumerate(const Group& g, const Visitor& visit) {
   const int64_t micro_batches = space_.training().global_batch / (dp * g.micro_batch);
   for (Split split : space_.split_values(g.pp)) {
     for (spec::Schedule s : space_.schedules(g.pp)) {
-      enumerate_layout(g, layout(g.tp, g.pp, 1, split), 1, s, visit);
+      enumerate_layout(g, layout(g.tp, g.pp, 1, split, g.ep), 1, s, visit);
     }
     for (int64_t v : space_.virtual_stage_values(g.pp, micro_batches)) {
-      enumerate_layout(g, layout(g.tp, g.pp, v, split), v, spec::Schedule::kInterleaved, visit);
+      enumerate_layout(g, layout(g.tp, g.pp, v, split, g.ep), v, spec::Schedule::kInterleaved, visit);
     }
   }
 }
 
 Estimate Pruner::estimate(const Candidate& c) {
-  const Layout& lay = layout(c.tp, c.pp, c.virtual_stages, c.split);
+  const Layout& lay = layout(c.tp, c.pp, c.virtual_stages, c.split, c.ep);
   ZeroTerms z = variant_of(c);
   std::vector<int64_t> sig;
-  build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1), sig);
+  build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, c.ep), sig);
   const int64_t micro_batches = space_.training().global_batch / (lay.dp / c.cp * c.micro_batch);
   return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm), z, micro_batches,
                  space_.cluster().gpu.reserved_bytes);

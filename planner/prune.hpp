@@ -66,6 +66,12 @@
 //   T_lb = max_s max( head_s + busy_s + tail_s + dp_tail_0,  head_s + busy_s + dp_tail_s,  path_s + dp_tail_s,
 //                     head_s + (F+TP)_{s,0} + reduce_lane_s + after_s,  gather_lane_s,
 //                     [one communicator] reduce_lane_s + gather_lane_s )
+// Expert parallelism (a mixture-of-experts model): a layout holds its ranks' E/ep experts (the
+// units' shapes and FLOPs, program::model_units); where the experts' data-parallel group is not the
+// dense one, the ZeRO terms cover the dense parameters alone and the memory bound adds the
+// experts' states partitioned over their own group (sim::model_states over edp); their gradient
+// reductions and the all-to-alls are left out of the time bound (a bound without them still is
+// one); ZeRO-3 and ZeRO across nodes are not candidates then (spec::validate_plan).
 // Context parallelism: a layout's data-parallel group is its dp·cp ranks (G/(tp·pp), what ZeRO
 // partitions over and gradients are reduced over, whatever cp is), so layouts and their ZeRO
 // terms are shared by every cp; a candidate's compute, tp collectives, messages and activations
@@ -116,6 +122,7 @@ struct Group {
   int64_t tp = 1, pp = 1, micro_batch = 1;
   int64_t cp = 1;
   spec::CpComm cp_comm = spec::CpComm::kP2p;
+  int64_t ep = 1;
 };
 // The groups of a space, in the fixed order candidates are numbered by.
 std::vector<Group> groups(const Space& space);
@@ -143,7 +150,7 @@ class Pruner {
   Estimate estimate(const Candidate& c);
 
  private:
-  const detail::Layout& layout(int64_t tp, int64_t pp, int64_t v, Split split);
+  const detail::Layout& layout(int64_t tp, int64_t pp, int64_t v, Split split, int64_t ep = 1);
   detail::CommCosts& comm(int64_t tp, int64_t pp);
   const detail::CpCosts& cp_costs(int64_t tp, int64_t pp, int64_t cp);
   // Every stage's steps (program::schedule_steps), kept for the pair (tp, pp) in hand.
@@ -151,7 +158,7 @@ class Pruner {
   // Per stage, the interleaved schedule's steps on another chunk than the step before.
   const std::vector<int64_t>& switches(int64_t p, int64_t m, int64_t v);
   const sim::ComputeModel& compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp = 1,
-                                   spec::CpComm comm = spec::CpComm::kP2p);
+                                   spec::CpComm comm = spec::CpComm::kP2p, int64_t ep = 1);
   detail::PipeTerms pipe(const detail::Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule,
                          int64_t cp, spec::CpComm comm);
   void enumerate_layout(const Group& g, const detail::Layout& lay, int64_t v, spec::Schedule schedule,
@@ -159,12 +166,12 @@ class Pruner {
 
   const Space& space_;
   sim::Topology topology_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<detail::Layout>> layouts_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t>, std::unique_ptr<detail::Layout>> layouts_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<detail::CommCosts>> comms_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> switches_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::vector<std::vector<program::Step>>> steps_;
   struct ComputeEntry;
-  std::map<std::tuple<int64_t, bool, int, int64_t, int64_t, int>, std::unique_ptr<ComputeEntry>> computes_;
+  std::map<std::tuple<int64_t, bool, int, int64_t, int64_t, int, int64_t>, std::unique_ptr<ComputeEntry>> computes_;
 };
 
 }  // namespace stagecraft::planner

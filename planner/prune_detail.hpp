@@ -70,6 +70,11 @@ struct Layout {
   std::vector<ChunkInfo> chunks;        // stage-major, params filled
   std::vector<std::vector<UnitParams>> params;   // [stage][unit]
   std::vector<int64_t> stage_params, stage_persistent;
+  // expert parallelism: ep, the experts' data-parallel group edp, and where it is not the dense
+  // one (experts_apart) each stage's routed-expert parameters, outside `params` and stage_params
+  int64_t ep = 1, expert_dp = 1;
+  bool experts_apart = false;
+  std::vector<int64_t> stage_experts;
   std::vector<ZeroTerms> variants;
 
   const ChunkInfo& chunk(int64_t s, int64_t c) const { return chunks[static_cast<std::size_t>(s * v + c)]; }

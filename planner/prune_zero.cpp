@@ -282,7 +282,9 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     if (hpz) return std::min(global_s(b), gather_over(b, false));
     return global_s(b);
   };
-  sig = {dpc ? z.zero : -1, z.offload, z.overlap, static_cast<int64_t>(across ? z.variant : ZeroVariant::kPlain)};
+  // experts apart over edp > 1: the ZeRO stage partitions them even where dp is 1
+  const bool experts_sharded = lay.experts_apart && lay.expert_dp > 1;
+  sig = {dpc || experts_sharded ? z.zero : -1, z.offload, z.overlap, static_cast<int64_t>(across ? z.variant : ZeroVariant::kPlain)};
   z.gather_slope = sharded || hpz ? std::min(cc.dp_ag_slope, cc.shard_ag_slope) : cc.dp_ag_slope;
   // one communicator for plain ZeRO-3's gathers and reductions (all over the partition group)
   const bool shared = z.zero == 3 && dpc && !across && space.training().framework_profile(lay.tp, z.zero).one_dp_communicator;
@@ -321,7 +323,9 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
     const double rest = g.all - g.tied, once = g.tied + ((s == 0 || s == pp - 1) ? tied_s : 0.0);
     const bool per_mb = z.zero >= 2 && dpc;
     const int64_t persistent = z.zero == 3 && dpc ? lay.stage_persistent[static_cast<std::size_t>(s)] : 0;
+    const int64_t experts = lay.experts_apart ? lay.stage_experts[static_cast<std::size_t>(s)] : 0;
     z.static_bytes.push_back(sim::model_states(P, persistent, zc, partition, dtype).total() +
+                             (experts > 0 ? sim::model_states(experts, 0, zc, lay.expert_dp, dtype).total() : 0) +
                              sim::grad_bucket_buffer_bytes(zc, dp, P, pbytes) +
                              sim::hpz_secondary_bytes(P - persistent, zc, dp, pbytes));
     z.last_reduce_s.push_back(last);

@@ -59,9 +59,9 @@ T take(const std::string& in, std::size_t& pos) {
 // ---- per-axis statistics ----------------------------------------------------------------------
 
 enum AxisId : int { kTp, kPp, kMicroBatch, kSchedule, kVirtual, kZero, kZeroVariant, kRecompute, kSp, kOffload, kCp, kCpComm,
-                    kAxisCount };
+                    kEp, kAxisCount };
 const char* kAxisNames[kAxisCount] = {"tp", "pp", "micro_batch", "schedule", "virtual_stages", "zero", "zero_variant",
-                                      "recompute", "sequence_parallel", "offload", "cp", "cp_comm_type"};
+                                      "recompute", "sequence_parallel", "offload", "cp", "cp_comm_type", "ep"};
 
 using AxisKey = std::pair<int, int64_t>;
 using AxisTable = std::map<AxisKey, AxisCell>;
@@ -69,7 +69,7 @@ using AxisTable = std::map<AxisKey, AxisCell>;
 std::array<int64_t, kAxisCount> axis_codes(const Candidate& c) {
   return {c.tp, c.pp, c.micro_batch, static_cast<int64_t>(c.schedule), c.virtual_stages, c.zero,
           static_cast<int64_t>(c.zero_variant), static_cast<int64_t>(c.recompute), c.sequence_parallel ? 1 : 0, c.offload ? 1 : 0,
-          c.cp, static_cast<int64_t>(c.cp_comm)};
+          c.cp, static_cast<int64_t>(c.cp_comm), c.ep};
 }
 
 std::string axis_text(int axis, int64_t code) {
@@ -282,17 +282,17 @@ class StageLayers {
   explicit StageLayers(const spec::Model& m) : model_(m) {}
   std::vector<int64_t> of(const spec::Plan& p, Split split) {
     if (!p.stage_layers.empty()) return p.stage_layers;
-    const auto key = std::make_tuple(p.tp, p.pp, p.virtual_stages, static_cast<int>(split));
+    const auto key = std::make_tuple(p.tp, p.pp, p.virtual_stages, static_cast<int>(split), p.ep);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    const auto units = program::shared_model_units(model_, p.tp);
+    const auto units = program::shared_model_units(model_, p.tp, p.ep);
     const std::vector<int64_t> chunks = program::chunk_layers(model_, p, *units);
     return memo_.emplace(key, program::stage_layers_of(chunks, p.pp)).first->second;
   }
 
  private:
   const spec::Model& model_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::vector<int64_t>> memo_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t>, std::vector<int64_t>> memo_;
 };
 
 // A survivor whose analytic bound is this far below the cut is simulated before its
@@ -658,12 +658,12 @@ std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, cons
   return lines;
 }
 
-std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, spec::Framework framework,
+std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, const spec::Model& model, spec::Framework framework,
                                            const sim::ValidationRecord& record, const std::string& gpu) {
   // (ZeRO-3, class across nodes) -> the rows "1, 2, 4", in order of first row
   std::vector<std::pair<std::pair<bool, std::string>, std::string>> classes;
   for (std::size_t i = 0; i < std::min<std::size_t>(top.size(), 5); ++i) {
-    const std::pair<bool, std::string> cls{top[i].plan.zero.stage == 3, spec::across_nodes_class(top[i].plan.zero, top[i].plan.dp)};
+    const std::pair<bool, std::string> cls{top[i].plan.zero.stage == 3, spec::validation_class(top[i].plan, model)};
     auto it = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return c.first == cls; });
     if (it == classes.end()) it = classes.insert(classes.end(), {cls, ""});
     it->second += (it->second.empty() ? "" : ", ") + std::to_string(i + 1);

@@ -121,8 +121,9 @@ std::vector<RowErrorBars> top_error_bars(const Space& space, const std::vector<E
 std::vector<std::string> error_bar_lines(const std::vector<Evaluated>& top, const std::vector<RowErrorBars>& bars);
 // What published runs measured against their simulation (sim/model_error.hpp), for the framework
 // and each ZeRO class among the first 5 rows of `top`, with the rows each line speaks for; the runs
-// on `gpu`'s family first (the cluster's gpu.name; empty: every GPU alike).
-std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, spec::Framework framework,
+// on `gpu`'s family first (the cluster's gpu.name; empty: every GPU alike). A mixture-of-experts
+// `model`'s rows are their own class (spec::validation_class).
+std::vector<std::string> model_error_lines(const std::vector<Evaluated>& top, const spec::Model& model, spec::Framework framework,
                                            const sim::ValidationRecord& record, const std::string& gpu = "");
 
 }  // namespace stagecraft::planner

@@ -94,7 +94,6 @@ Space::Space(const spec::Model& model, const spec::Cluster& cluster, const spec:
       training_(sim::effective_training(training, cluster)),  // attention as this cluster's GPUs run it
       gpus_(gpus),
       limits_(std::move(limits)) {
-  spec::refuse_unmodelled(model);  // the lowering's refusal, before any plan
   if (gpus_ < 1) throw spec::SpecError("--gpus", "", "expected at least one GPU, got " + std::to_string(gpus_));
   if (gpus_ > cluster_.gpus()) {
     throw spec::SpecError("--gpus", "", "expected at most the cluster's " + std::to_string(cluster_.gpus()) +
@@ -135,9 +134,21 @@ std::vector<int64_t> Space::pp_values(int64_t tp) const {
 std::vector<int64_t> Space::cp_values(int64_t tp, int64_t pp) const {
   std::vector<int64_t> out;
   for (int64_t cp : divisors(gpus_ / (tp * pp))) {
-    if (cp > 1 && (model_.seq_len % (2 * cp) != 0 || cp_comms(tp, cp).empty())) continue;
+    if (cp > 1 && (model_.seq_len % (2 * cp) != 0 || cp_comms(tp, cp).empty() || model_.mla.on())) continue;
     if (limits_.cp.empty() ? cp > 1 && model_.seq_len / (2 * cp) < kMinCpChunk : !allowed(limits_.cp, cp)) continue;
     out.push_back(cp);
+  }
+  return out;
+}
+
+std::vector<int64_t> Space::ep_values(int64_t tp, int64_t cp, int64_t dp) const {
+  if (!model_.moe.on()) return {1};
+  const spec::Framework f = training_.framework;
+  const bool deepspeed = f == spec::Framework::kDeepSpeed || f == spec::Framework::kDeepSpeed05;
+  std::vector<int64_t> out;
+  for (int64_t ep : divisors(tp * cp * dp)) {
+    if (model_.moe.experts % ep != 0 || (deepspeed && ep > 1 && tp > 1) || !allowed(limits_.ep, ep)) continue;
+    out.push_back(ep);
   }
   return out;
 }
@@ -193,7 +204,8 @@ std::vector<spec::Schedule> Space::schedules(int64_t pp) const {
 
 std::vector<bool> Space::sequence_parallel_values(int64_t tp, int64_t cp) const {
   std::vector<bool> out;
-  if (allowed(limits_.sequence_parallel, 0)) out.push_back(false);
+  // experts with tp > 1 need sequence parallelism (spec::validate_plan)
+  if (allowed(limits_.sequence_parallel, 0) && !(model_.moe.on() && tp > 1)) out.push_back(false);
   if (tp > 1 && (model_.seq_len / cp) % tp == 0 && allowed(limits_.sequence_parallel, 1)) out.push_back(true);
   return out;
 }
@@ -241,6 +253,7 @@ spec::Plan Space::plan(const Candidate& c) const {
   p.dp = c.dp;
   p.cp = c.cp;
   p.cp_comm = c.cp_comm;
+  p.ep = c.ep;
   p.micro_batch = c.micro_batch;
   p.micro_batches = c.micro_batches;
   p.schedule = c.schedule;
@@ -348,6 +361,7 @@ nlohmann::json Space::to_json() const {
             {"prefetch_bucket", prefetch_},
             {"max_live_parameters", max_live_}}}};
   if (!limits_.cp.empty()) j["limits"]["cp"] = limits_.cp;   // only when limited, as below
+  if (!limits_.ep.empty()) j["limits"]["ep"] = limits_.ep;
   if (!limits_.cp_comm.empty()) j["limits"]["cp_comm"] = names(limits_.cp_comm);
   if (!limits_.zero_variants.empty()) {   // only when limited, so earlier searches' inputs read the same
     nlohmann::json variants = nlohmann::json::array();

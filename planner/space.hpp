@@ -16,7 +16,11 @@
 //             work; --cp pins any); dp = G/(tp·cp·pp). The comm type (p2p, all_gather, a2a): those
 //             the framework runs (spec::validate_plan), a2a only where cp divides a tp rank's heads
 //             and kv_heads; one value stands for all when cp = 1
+//   ep        expert parallelism (a mixture-of-experts model): divisors of the experts that divide
+//             tp·cp·dp (Megatron-Core's folding), where the framework runs them (DeepSpeed-MoE: not
+//             with tp > 1); 1 for a dense model
 //   recompute none, selective, full;   sequence parallel: off, and on when tp > 1 and tp | seq_len/cp
+//             (a mixture-of-experts model with tp > 1: on only, as Megatron-Core asserts)
 //   split     balanced (by cost, core/program/partition.hpp) and uniform (equal blocks per stage)
 //   ZeRO      stage 0..3; with dp > 1 the bucket axes each stage uses: reduce_bucket (all stages),
 //             prefetch_bucket and max_live_parameters (stage 3), on a log grid of elements;
@@ -55,7 +59,7 @@ const char* to_string(ZeroVariant v);
 
 // What the command line pins or limits. An empty list leaves the axis free.
 struct SpaceLimits {
-  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep;
   std::vector<spec::CpComm> cp_comm;
   int64_t max_micro_batch = 0;                 // 0: no limit
   std::vector<int> zero;
@@ -80,6 +84,7 @@ struct Candidate {
   int32_t tp = 1, pp = 1, dp = 1;
   int16_t cp = 1;
   spec::CpComm cp_comm = spec::CpComm::kP2p;
+  int16_t ep = 1;
   int32_t micro_batch = 1, micro_batches = 1;
   int16_t virtual_stages = 1;
   spec::Schedule schedule = spec::Schedule::k1F1B;
@@ -112,6 +117,8 @@ class Space {
   // cp sizes for this tp and pp (1 first), and the comm types of one (cp = 1: p2p alone)
   std::vector<int64_t> cp_values(int64_t tp, int64_t pp) const;
   std::vector<spec::CpComm> cp_comms(int64_t tp, int64_t cp) const;
+  // ep sizes for a stage of tp · cp · dp ranks (1 first; only 1 for a dense model)
+  std::vector<int64_t> ep_values(int64_t tp, int64_t cp, int64_t dp) const;
   std::vector<int64_t> micro_batch_values(int64_t dp) const;
   std::vector<int64_t> virtual_stage_values(int64_t pp, int64_t micro_batches) const;   // v >= 2
   std::vector<spec::Schedule> schedules(int64_t pp) const;   // v = 1 schedules (no interleaved)

@@ -61,6 +61,20 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
   return framework_work(framework, c, group_size);
 }
 
+std::pair<double, double> ep_bytes_per_step(const program::Program& prog, int64_t gpus_per_node) {
+  if (prog.placement.ep <= 1) return {0.0, 0.0};
+  const std::vector<int64_t> group = prog.placement.group_members(program::Group::kEp, 0);
+  const double n = static_cast<double>(group.size());
+  double local = 0;
+  for (int64_t r : group) local += (r != 0 && r / gpus_per_node == 0) ? 1 : 0;
+  const double remote = n - 1 - local;
+  double bytes = 0;
+  for (const program::Instr& in : prog.rank(0)) {
+    if (in.group == program::Group::kEp && in.op == program::Op::kAllToAll) bytes += static_cast<double>(in.bytes);
+  }
+  return {bytes * local / n, bytes * remote / n};
+}
+
 double dp_internode_bytes_per_micro_batch(const program::Program& prog, int64_t gpus_per_node) {
   const program::Placement& pl = prog.placement;
   double most = 0;

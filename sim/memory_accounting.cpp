@@ -17,7 +17,7 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
   const spec::ZeroConfig& z = prog.plan.zero;
   const program::Placement& pl = prog.placement;
   int64_t stage_params = 0, persistent = 0, blocks = 0;
-  const auto held = program::shared_model_units(prog.model, prog.plan.tp);
+  const auto held = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep);
   const std::vector<program::Unit>& units = *held;
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& chunk = prog.chunk(stage, c);
@@ -29,7 +29,16 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
     if (b.stage == stage && z.stage == 3) persistent += b.persistent_elems;
   }
   const int64_t partition = spec::partition_group(z, pl.dp);
-  const ModelStates ms = model_states(stage_params, persistent, z, partition, prog.training.dtype);
+  // routed experts held apart (program::Bucket::experts) are partitioned over their own group
+  int64_t expert_params = 0;
+  for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) expert_params += prog.chunk(stage, c).expert_params;
+  ModelStates ms = model_states(stage_params - expert_params, persistent, z, partition, prog.training.dtype);
+  if (expert_params > 0) {
+    const ModelStates ex = model_states(expert_params, 0, z, prog.plan.expert_dp(), prog.training.dtype);
+    ms.params += ex.params;
+    ms.grads += ex.grads;
+    ms.optimizer += ex.optimizer;
+  }
   const int64_t message = program::p2p_message_bytes(prog.tokens_per_micro_batch(), prog.model.hidden, prog.plan.tp,
                                                      prog.activation_bytes);
   trace::MemoryBytes m;
@@ -57,7 +66,7 @@ MemoryRules::MemoryRules(const program::Program& prog, const spec::Cluster& clus
       head_(program::head_unit(prog.model)),
       full_recompute_(prog.plan.recompute == spec::Recompute::kFull),
       zero_bubble_(prog.plan.schedule == spec::Schedule::kZbH1) {
-  const auto held = program::shared_model_units(prog.model, prog.plan.tp);
+  const auto held = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep);
   const std::vector<program::Unit>& units = *held;
   const spec::Training training = effective_training(prog.training, cluster);
   act_prefix_.assign(units.size() + 1, 0);

@@ -42,6 +42,9 @@ class MemoryRules {
   // False when the instruction changes nothing at that moment (inline: on the simulator's hot path).
   bool at_start(const program::Instr& in, MemoryDelta& d) const {
     using program::Op;
+    // a MoE unit's pass split around its all-to-alls: its other compute keeps and frees the
+    // unit's activations (the experts' included), once
+    if (in.flags & program::kFlagExperts) return false;
     switch (in.op) {
       case Op::kForward:
         d = {static_cast<int64_t>(tokens_ * (act_prefix_[in.unit_end] - act_prefix_[in.unit_begin])), 0};
@@ -58,6 +61,7 @@ class MemoryRules {
   }
   bool at_end(const program::Instr& in, MemoryDelta& d) const {
     using program::Op;
+    if (in.flags & program::kFlagExperts) return false;
     if ((in.op == Op::kBackward && !zero_bubble_) || in.op == Op::kBackwardWeight) {
       d = {-freed_at_backward(in), 0};
       return true;

@@ -30,8 +30,10 @@ nlohmann::json to_json(const Metrics& m, const spec::Plan& plan) {
        {{"compute_s", m.time.compute_s},
         {"exposed_comm_s", m.time.exposed_comm_s},
         {"bubble_s", m.time.bubble_s},
-        {"comm_s", {{"tp", m.time.tp_s}, {"pp", m.time.pp_s}, {"dp", m.time.dp_s}, {"cp", m.time.cp_s}}}}},
+        {"comm_s", {{"tp", m.time.tp_s}, {"pp", m.time.pp_s}, {"dp", m.time.dp_s}, {"cp", m.time.cp_s}, {"ep", m.time.ep_s}}}}},
       {"dp_internode_bytes_per_micro_batch", m.dp_internode_bytes},
+      {"ep_intranode_bytes_per_step", m.ep_intranode_bytes},
+      {"ep_internode_bytes_per_step", m.ep_internode_bytes},
       {"plan", spec::to_json(plan)}};
   const std::string why = fit_reason(m);
   if (!why.empty()) j["fit_reason"] = why;

@@ -23,7 +23,7 @@ namespace stagecraft::sim {
 // was busy.
 struct TimeBreakdown {
   double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;
-  double tp_s = 0, pp_s = 0, dp_s = 0, cp_s = 0;
+  double tp_s = 0, pp_s = 0, dp_s = 0, cp_s = 0, ep_s = 0;
 };
 
 struct Metrics {
@@ -45,6 +45,9 @@ struct Metrics {
   // data-parallel bytes a GPU sends to other nodes per micro-batch (costs.hpp
   // dp_internode_bytes_per_micro_batch): what ZeRO across nodes cuts
   double dp_internode_bytes = 0;
+  // expert-parallel all-to-all bytes a GPU sends a step to GPUs of its own node and of other
+  // nodes (costs.hpp ep_bytes_per_step): what the ep size moves between NVLink and the network
+  double ep_intranode_bytes = 0, ep_internode_bytes = 0;
 };
 
 // Why a plan does not fit, naming the largest memory term; empty when it fits or failed.

@@ -132,7 +132,8 @@ ModelError model_error(const ValidationRecord& record, spec::Framework framework
 
 namespace {
 std::string zero_class(const ModelError& e) {
-  return std::string(e.zero3 ? "ZeRO-3" : "ZeRO 0-2") + (e.variant == "zeropp" ? " with ZeRO++" : e.variant == "shard" ? " sharded in groups" : "");
+  return std::string(e.zero3 ? "ZeRO-3" : "ZeRO 0-2") +
+         (e.variant == "zeropp" ? " with ZeRO++" : e.variant == "shard" ? " sharded in groups" : e.variant == "moe" ? " mixture-of-experts" : "");
 }
 }  // namespace
 

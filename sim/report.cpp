@@ -30,6 +30,7 @@ std::string report_text(const Metrics& m, const spec::Plan& plan, int64_t world,
   std::snprintf(buf, sizeof buf, "comm busy   tp %.4f s, pp %.4f s, dp %.4f s", m.time.tp_s, m.time.pp_s, m.time.dp_s);
   out += buf;
   if (m.time.cp_s > 0) out += text::fmt(", cp %.4f s", m.time.cp_s);
+  if (m.time.ep_s > 0) out += text::fmt(", ep %.4f s", m.time.ep_s);
   out += "\n";
   out += "memory      peak " + bytes(m.peak_memory_bytes) + " of " + bytes(m.capacity_bytes) + " on rank " +
          std::to_string(m.peak_rank) + ":";
@@ -68,6 +69,7 @@ std::string limit_text(const Metrics& m, std::string* term) {
        ", bubble " + fmt("%.3f s", m.time.bubble_s) + "; communication lanes busy: tp " + fmt("%.3f s", m.time.tp_s) +
        ", pp " + fmt("%.3f s", m.time.pp_s) + ", dp " + fmt("%.3f s", m.time.dp_s);
   if (m.time.cp_s > 0) s += ", cp " + fmt("%.3f s", m.time.cp_s);
+  if (m.time.ep_s > 0) s += ", ep " + fmt("%.3f s", m.time.ep_s);
   return s;
 }
 

@@ -2,6 +2,7 @@
 #include "core/spec/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "sim/engine/engine.hpp"
@@ -49,7 +50,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog, cluster);
   if (compute_.tp_overlap().on || compute_.tp_overlap().async_grad) {
-    const auto units = program::shared_model_units(prog.model, prog.plan.tp);
+    const auto units = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep);
     for (const program::Unit& u : *units) unit_kinds_.push_back(u.kind);
   }
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
@@ -157,6 +158,7 @@ void Simulation::add_rank(int64_t r) {
     st.traffic[1].reserve(lane_count(g, Lane::kPpSend) + lane_count(g, Lane::kPpRecv));
     st.traffic[2].reserve(lane_count(g, Lane::kDpGather) + lane_count(g, Lane::kDpReduce));
     st.traffic[3].reserve(lane_count(g, Lane::kCp));
+    st.traffic[4].reserve(lane_count(g, Lane::kEp));
     st.static_mem = stage_static_memory(prog_, pl.stage_of(r), cluster_);
   }
   if (!every_rank_ && topology_.nodes() > 1) {
@@ -208,6 +210,10 @@ int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
   if (key != want) {  // (keys are >= 0: the initial -1 never matches)
     key = want;
     ns = costs_.collective_ns(in, g.cost_group);
+    // expert parallelism: the busiest rank receives ρ times the mean tokens (compute.hpp)
+    if (in.group == Group::kEp && compute_.moe_imbalance() != 1.0) {
+      ns = static_cast<int64_t>(std::ceil(static_cast<double>(ns) * compute_.moe_imbalance()));
+    }
   }
   if (in.group == Group::kTp && !unit_kinds_.empty() && in.unit_begin >= 0 && !(in.flags & program::kFlagNormGrads) &&
       (in.op == Op::kTpAllGather || in.op == Op::kTpReduceScatter || in.op == Op::kTpAllReduce)) {
@@ -257,8 +263,8 @@ int64_t Simulation::compute_ns(RankState& r, int64_t t, int64_t ns, double strea
 // streaming at the HBM rate too, slowed by NCCL beside it.
 int64_t Simulation::compute_time_ns(RankState& r, const Instr& in, int64_t t) {
   const double copy_s = in.bytes > 0 ? compute_.hbm_copy_s(in.bytes) : 0.0;
-  const double s = compute_.compute_s(in.op, in.unit_begin, in.unit_end) + copy_s;
-  const double stream = beside_ && s > 0 ? (compute_.compute_stream_s(in.op, in.unit_begin, in.unit_end) + copy_s) / s : 0.0;
+  const double s = compute_.compute_s(in) + copy_s;
+  const double stream = beside_ && s > 0 ? (compute_.compute_stream_s(in) + copy_s) / s : 0.0;
   return compute_ns(r, t, to_ns(s), stream);
 }
 

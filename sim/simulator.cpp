@@ -1,5 +1,7 @@
 #include "sim/simulator.hpp"
 
+#include <tuple>
+
 #include <algorithm>
 
 #include "core/count/count.hpp"
@@ -50,6 +52,7 @@ Metrics summarize(RunRecord& run, const program::Program& prog, const spec::Clus
   out.time.pp_s = lane_busy[1] / n * 1e-9;
   out.time.dp_s = lane_busy[2] / n * 1e-9;
   out.time.cp_s = lane_busy[3] / n * 1e-9;
+  out.time.ep_s = lane_busy[4] / n * 1e-9;
   out.bubble_fraction = step > 0 ? out.time.bubble_s / step : 0;
 
   const double tokens = static_cast<double>(prog.tokens_per_step());
@@ -61,6 +64,7 @@ Metrics summarize(RunRecord& run, const program::Program& prog, const spec::Clus
   out.mfu = out.model_tflops_per_gpu * 1e12 / peak_flops;
   out.capacity_bytes = cluster.gpu.memory_bytes;
   out.dp_internode_bytes = dp_internode_bytes_per_micro_batch(prog, cluster.gpus_per_node);
+  std::tie(out.ep_intranode_bytes, out.ep_internode_bytes) = ep_bytes_per_step(prog, cluster.gpus_per_node);
   out.fits = out.peak_memory_bytes <= out.capacity_bytes;
   return out;
 }

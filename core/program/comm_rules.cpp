@@ -2,7 +2,8 @@
 
 namespace stagecraft::program {
 
-TpAround tp_collectives(UnitKind kind, Op op, bool sp, int64_t tokens, int64_t hidden, int64_t activation_bytes) {
+TpAround tp_collectives(UnitKind kind, Op op, bool sp, int64_t tokens, int64_t hidden, int64_t activation_bytes,
+                        bool shared_experts) {
   TpAround out;
   if (op == Op::kBackwardWeight) return out;
   const int64_t S = tp_collective_bytes(tokens, hidden, activation_bytes);
@@ -18,6 +19,11 @@ TpAround tp_collectives(UnitKind kind, Op op, bool sp, int64_t tokens, int64_t h
       if (sp && forward) out.before = gather;
       if (forward) out.after = TpCollective{Op::kTpAllReduce, kVocabParallelLossBytesPerToken * tokens};
       else out.after = reduce;
+      break;
+    case UnitKind::kMoe:
+      if (!shared_experts) break;
+      if (sp) out.before = gather;
+      out.after = reduce;
       break;
     default:
       if (sp) out.before = gather;

@@ -19,7 +19,21 @@
 //   MLP         after: all-reduce (sp: RS)         after: all-reduce (sp: RS)
 //   head        before: sp AG; after: the loss's   after: all-reduce (sp: RS)
 //               all-reduce
+//   MoE         with shared experts as MLP (their   the same
+//               tp-split MLP's); without, none
 // The weight-gradient pass (zero-bubble W) issues none.
+//
+// Expert parallelism around a MoE unit's pass (Megatron-Core's alltoall token dispatcher,
+// token_dispatcher.py; docs/program.md "Mixture of experts"), ep > 1, T_r = T/t tokens of the rank
+// (sequence parallelism), k top-k, h hidden, w bytes:
+//   dispatch / combine   S = T_r·k·h·w, the send buffer: each routed copy of a token to its
+//                        expert's rank (uniform routing: (ep − 1)/ep of it leaves the rank), and
+//                        the experts' outputs back
+//   forward (and recompute): compute (norm, router, shared experts, permute) → dispatch → the
+//   experts' compute → combine; backward: the combine's gradient → the experts' backward → the
+//   dispatch's gradient → the rest's backward. The weight-gradient pass issues none. Not
+//   modelled: the routing probabilities' own all-to-all (T_r·k fp32, 2/h of the tokens' bytes) and
+//   the token counts' device-to-host copy before each dispatch.
 //
 // Context parallelism around an attention unit's pass (docs/program.md, "Context parallelism";
 // Megatron-Core context_parallel.md and Transformer Engine's context_parallel.py, its
@@ -60,6 +74,10 @@ inline int64_t p2p_message_bytes(int64_t tokens, int64_t hidden, int64_t tp, int
 inline int64_t tp_collective_bytes(int64_t tokens, int64_t hidden, int64_t activation_bytes) {
   return tokens * hidden * activation_bytes;
 }
+// One dispatch (or combine) all-to-all's send buffer S (above).
+inline int64_t moe_a2a_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t activation_bytes) {
+  return m.moe.on() ? tokens / tp * m.moe.top_k * m.hidden * activation_bytes : 0;
+}
 // Scatter-gather: a received activation (or gradient) is all-gathered over tp before use.
 inline bool gathers_received_message(int64_t tp, bool sequence_parallel) { return tp > 1 && !sequence_parallel; }
 
@@ -72,8 +90,9 @@ struct TpAround {
 };
 // The collectives a pass `op` (Forward, Recompute, Backward, BackwardInput, BackwardWeight) of a
 // unit of `kind` issues when tp > 1.
+// `shared_experts`: a MoE unit has shared experts (their MLP is tp-split).
 TpAround tp_collectives(UnitKind kind, Op op, bool sequence_parallel, int64_t tokens, int64_t hidden,
-                        int64_t activation_bytes);
+                        int64_t activation_bytes, bool shared_experts = false);
 
 // One context-parallel collective: CpAllGather, CpReduceScatter or AllToAll over Group::kCp.
 struct CpCollective {

@@ -75,6 +75,7 @@ class Emitter {
   int32_t tp_op(Op op, const Step& s, int32_t unit, int64_t bytes, int32_t dep, uint8_t flags);
   int32_t cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags, int32_t gather = -1,
                 int32_t tied_gather = -1);
+  int32_t ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
   QuantizedGather quantized_gather(int32_t bucket, int64_t members);
@@ -269,6 +270,23 @@ int32_t Emitter::cp_op(const CpCollective& c, const Step& s, int32_t unit, int32
   return add(in, {dep, gather, tied_gather});
 }
 
+// An expert-parallel all-to-all of a MoE unit's pass over Group::kEp (comm_rules.hpp): a dispatch
+// or a combine, or either's gradient.
+int32_t Emitter::ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags) {
+  Instr in;
+  in.op = Op::kAllToAll;
+  in.flags = flags;
+  in.lane = Lane::kEp;
+  in.group = Group::kEp;
+  in.mb = s.mb;
+  in.chunk = static_cast<int16_t>(s.chunk);
+  in.unit_begin = unit;
+  in.unit_end = unit + 1;
+  in.bytes = cx_.a2a_bytes;
+  in.elems = cx_.a2a_bytes / prog_.activation_bytes;
+  return add(in, {dep});
+}
+
 // A ZeRO-3 parameter instruction of `bucket` on the gather lane: a gather over `group` moving
 // `bytes` (the bucket's, by default), or a release.
 int32_t Emitter::param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes, uint8_t flags) {
@@ -345,7 +363,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   TpAround tp;
   if (cx_.tp_collectives) {
     tp = tp_collectives((*cx_.units)[seg.unit_begin].kind, sp.op, plan_.sequence_parallel, cx_.tokens, prog_.model.hidden,
-                        prog_.activation_bytes);
+                        prog_.activation_bytes, prog_.model.moe.shared_ffn_hidden > 0);
   }
   const bool grad_pass = sp.op == Op::kBackward || sp.op == Op::kBackwardInput;
   const uint8_t tp_flags = grad_pass ? kFlagGrad : sp.op == Op::kRecompute ? kFlagRecompute : kFlagNone;
@@ -406,7 +424,32 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
                                        static_cast<double>(prog_.param_buckets[b].coalesced_elems * prog_.param_bytes));
     }
   }
-  const int32_t computed = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+  // Expert parallelism: a MoE unit's pass in two computes around its all-to-alls (comm_rules.hpp)
+  const Unit& first = (*cx_.units)[seg.unit_begin];
+  const bool split = cx_.ep_collectives && first.kind == UnitKind::kMoe && sp.op != Op::kBackwardWeight;
+  int32_t computed = -1;
+  if (!split) {
+    computed = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+  } else {
+    const double passes = sp.op == Op::kBackward ? 2.0 : 1.0;   // Backward: input and weight gradients
+    Instr experts = in;
+    experts.flags = kFlagExperts;
+    experts.flops = passes * first.expert_flops_per_token * static_cast<double>(cx_.tokens);
+    experts.elems = first.expert_params;
+    experts.bytes = 0;
+    Instr rest = in;
+    rest.flops = in.flops - experts.flops;
+    rest.elems = in.elems - first.expert_params;
+    if (sp.op == Op::kForward || sp.op == Op::kRecompute) {
+      const int32_t a = add(rest, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+      computed = add(experts, {ep_op(s, seg.unit_begin, a, tp_flags)});
+      computed = ep_op(s, seg.unit_begin, computed, tp_flags);
+    } else {
+      const int32_t combine = ep_op(s, seg.unit_begin, chain, tp_flags);
+      const int32_t e = add(experts, {combine, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+      computed = add(rest, {ep_op(s, seg.unit_begin, e, tp_flags)});
+    }
+  }
   blocking_send_ = -1;
   blocking_reduce_ = -1;
   if (beside >= 0) cp_join_ = beside;
@@ -487,13 +530,13 @@ void Emitter::reduce(int32_t grad_bucket, int32_t mb, int16_t chunk, int32_t dep
     in.bytes = in.elems * prog_.reduce_bytes;
     tied = add(in, {dep, also});
   }
-  if (!cx_.dp_collectives) return;
+  if (b.experts ? cx_.expert_dp == 1 : !cx_.dp_collectives) return;
   // the host waits for the previous bucket's reduction before it queues this one and what follows
   if (cx_.framework.sync_reduce) blocking_reduce_ = last_reduce_;
   Instr in;
   in.op = plan_.zero.stage == 0 ? Op::kAllReduceGrads : Op::kReduceScatterGrads;
   in.lane = Lane::kDpReduce;
-  in.group = cx_.partition_group;
+  in.group = b.experts ? Group::kExpertDp : cx_.partition_group;
   in.mb = mb;
   in.chunk = chunk;
   in.bucket = grad_bucket;
@@ -590,6 +633,12 @@ void Emitter::step_end() {
     for (int64_t c = 0; c < plan_.virtual_stages; ++c) {
       const ChunkInfo& chunk = prog_.chunk(stage_, c);
       norms += count::norm_elems(prog_.model, chunk.unit_begin, chunk.unit_end);
+      // a MoE layer's router, replicated over tp, routes each rank's own tokens: summed likewise
+      // (Megatron-Core marks the router's weight sequence_parallel)
+      for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) {
+        if ((*cx_.units)[static_cast<std::size_t>(u)].kind != UnitKind::kMoe) continue;
+        norms += prog_.model.hidden * prog_.model.moe.experts + (prog_.model.moe.router_bias ? prog_.model.moe.experts : 0);
+      }
     }
     Instr in;
     in.op = Op::kTpAllReduce;
@@ -609,9 +658,14 @@ void Emitter::step_end() {
     in.bytes = kGradNormBytes;  // one fp32 sum of squares
     grads_done = add(in, {last_compute_, norm_grads, last_replica_});  // the reductions are before it on its lane
   }
-  int64_t stage_elems = 0;
-  for (int64_t c = 0; c < plan_.virtual_stages; ++c) stage_elems += prog_.chunk(stage_, c).params;
-  const int64_t shard = plan_.zero.stage >= 1 ? shard_elems(stage_elems, cx_.partition) : stage_elems;
+  // the routed experts' parameters apart (zero.hpp) are partitioned over their own group
+  int64_t stage_elems = 0, expert_elems = 0;
+  for (int64_t c = 0; c < plan_.virtual_stages; ++c) {
+    stage_elems += prog_.chunk(stage_, c).params - prog_.chunk(stage_, c).expert_params;
+    expert_elems += prog_.chunk(stage_, c).expert_params;
+  }
+  const int64_t shard = plan_.zero.stage >= 1 ? shard_elems(stage_elems, cx_.partition) + shard_elems(expert_elems, cx_.expert_dp)
+                                              : stage_elems + expert_elems;
   const bool offload = plan_.zero.offload_optimizer == spec::Offload::kCpu;
   Instr opt;
   opt.op = Op::kOptimizerStep;
@@ -634,15 +688,15 @@ void Emitter::step_end() {
   } else {
     updated = add(opt, {grads_done, last_compute_, last_replica_});
   }
-  const bool gather_after = (plan_.zero.stage == 1 || plan_.zero.stage == 2) && cx_.dp_collectives;
+  const bool gather_after = (plan_.zero.stage == 1 || plan_.zero.stage == 2) && (cx_.dp_collectives || cx_.expert_dp > 1);
   if (!gather_after) return;
   for (int32_t b = 0; b < static_cast<int32_t>(prog_.param_buckets.size()); ++b) {
     const Bucket& bucket = prog_.param_buckets[b];
-    if (bucket.stage != stage_) continue;
+    if (bucket.stage != stage_ || (bucket.experts ? cx_.expert_dp == 1 : !cx_.dp_collectives)) continue;
     Instr in;
     in.op = Op::kAllGatherParams;
     in.lane = Lane::kDpGather;
-    in.group = cx_.partition_group;
+    in.group = bucket.experts ? Group::kExpertDp : cx_.partition_group;
     in.bucket = b;
     in.elems = bucket.elems;
     in.bytes = bucket.elems * prog_.param_bytes;

@@ -42,6 +42,7 @@ const char* to_string(Lane lane) {
     case Lane::kOffload: return "offload";
     case Lane::kDpReplica: return "dp-replica";
     case Lane::kCp: return "cp";
+    case Lane::kEp: return "ep";
   }
   return "?";
 }
@@ -59,6 +60,8 @@ const char* to_string(Group group) {
     case Group::kDpCross: return "dp-cross";
     case Group::kDpShardCross: return "dp-shard-cross";
     case Group::kCp: return "cp";
+    case Group::kEp: return "ep";
+    case Group::kExpertDp: return "expert-dp";
   }
   return "?";
 }

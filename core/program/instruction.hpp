@@ -32,7 +32,8 @@ enum class Op : uint8_t {
   kTpAllGather,         // (sequence parallel)
   kGradNormAllReduce,   // global gradient norm for clipping, over every rank
   kAllToAll,            // ZeRO++ qgZ: quantized gradients exchanged inside a node, then across nodes;
-                        // context parallelism's a2a: Q, K, V to heads over cp and the output back
+                        // context parallelism's a2a: Q, K, V to heads over cp and the output back;
+                        // expert parallelism: tokens dispatched to their experts over ep and combined back
   kCpAllGather,         // context parallelism: the sequence's K and V gathered over cp (p2p: the ring's passes)
   kCpReduceScatter,     // context parallelism: dK and dV summed back to their owners over cp
 };
@@ -41,8 +42,9 @@ inline constexpr int kOpCount = 23;
 // kDpReplica: the all-reduce of gradient shards across replicas (hierarchical ZeRO) where the
 // framework runs it on a stream of its own (spec::FrameworkProfile::replica_stream).
 // kCp: context parallelism's K/V exchanges (a p2p ring runs beside the attention it feeds).
-enum class Lane : uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDpGather, kDpReduce, kOffload, kDpReplica, kCp };
-inline constexpr int kLaneCount = 9;
+// kEp: expert parallelism's all-to-alls (the compute of their layer waits for each).
+enum class Lane : uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDpGather, kDpReduce, kOffload, kDpReplica, kCp, kEp };
+inline constexpr int kLaneCount = 10;
 
 // Which communicator a collective runs on, relative to the issuing rank. The data-parallel
 // subgroups (hierarchical and quantized ZeRO; Placement gives their members) take the dp group's
@@ -55,13 +57,22 @@ inline constexpr int kLaneCount = 9;
 // With context parallelism the data-parallel group holds the dp·cp ranks of a stage and tp index
 // (gradients are reduced over them); kCp is the cp consecutive ones among them that split one
 // sequence.
-enum class Group : uint8_t { kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross, kCp };
-inline constexpr int kGroupCount = 11;
+// Expert parallelism (Placement::ep; Megatron-Core's folding): a stage's tp·dp ranks (dp counting
+// cp) in order l = dp_index·tp + tp_index are cut into expert-parallel groups of ep consecutive
+// ranks, kEp (the tokens' all-to-alls), and kExpertDp holds the ranks at l's position in every
+// such group (l mod ep): the ranks holding the same experts, over which their gradients are
+// reduced and ZeRO partitions them.
+enum class Group : uint8_t {
+  kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross, kCp, kEp, kExpertDp
+};
+inline constexpr int kGroupCount = 13;
 inline constexpr Group kGroups[] = {Group::kTp,      Group::kDp,         Group::kEmbedding, Group::kWorld,
                                     Group::kDpShard, Group::kDpReplica,  Group::kDpLocal,   Group::kDpCross,
-                                    Group::kDpShardCross, Group::kCp};
-// The data-parallel group or one of its subgroups: where ZeRO's buckets move.
-inline bool is_dp_group(Group g) { return g == Group::kDp || (g >= Group::kDpShard && g <= Group::kDpShardCross); }
+                                    Group::kDpShardCross, Group::kCp,    Group::kEp,        Group::kExpertDp};
+// The data-parallel group, one of its subgroups, or the experts' own: where ZeRO's buckets move.
+inline bool is_dp_group(Group g) {
+  return g == Group::kDp || (g >= Group::kDpShard && g <= Group::kDpShardCross) || g == Group::kExpertDp;
+}
 
 enum InstrFlags : uint8_t {
   kFlagNone = 0,
@@ -74,6 +85,9 @@ enum InstrFlags : uint8_t {
                         // qgZ's intra-node all-to-all): the instruction after it completes the bucket
   kFlagQuantized = 64,  // a data-parallel collective moving quantized data (ZeRO++ qwZ, qgZ): `bytes` on
                         // the wire (values and fp32 scales), `elems` the elements they stand for
+  kFlagExperts = 128,   // a compute of a mixture-of-experts unit with expert parallelism: its routed
+                        // experts' part (the rest — norm, router, shared experts — is the unit's other
+                        // compute of the pass, without the flag)
 };
 
 struct Instr {
@@ -105,8 +119,8 @@ const char* trace_kind(Op op);
 // Which communication an instruction is, by its lane: tensor-parallel, pipeline or data-parallel
 // traffic, or none (compute, optimizer, offload copies, and ReleaseParams, which only frees
 // memory). The simulator's lane accounting and trace analysis classify alike with it.
-enum class Traffic : uint8_t { kNone, kTp, kPp, kDp, kCp };
-inline constexpr int kTrafficClasses = 4;   // kTp, kPp, kDp, kCp
+enum class Traffic : uint8_t { kNone, kTp, kPp, kDp, kCp, kEp };
+inline constexpr int kTrafficClasses = 5;   // kTp, kPp, kDp, kCp, kEp
 inline Traffic traffic_of(Lane lane, Op op) {
   switch (lane) {
     case Lane::kTp: return Traffic::kTp;
@@ -116,6 +130,7 @@ inline Traffic traffic_of(Lane lane, Op op) {
     case Lane::kDpReduce:
     case Lane::kDpReplica: return op == Op::kReleaseParams ? Traffic::kNone : Traffic::kDp;
     case Lane::kCp: return Traffic::kCp;
+    case Lane::kEp: return Traffic::kEp;
     default: return Traffic::kNone;
   }
 }

@@ -1,5 +1,6 @@
 #include "core/program/lower.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/program/check.hpp"
@@ -17,12 +18,13 @@ using detail::Segment;
 namespace {
 
 // Stage-wide per-unit parameters (a tied head on a stage without the embedding holds a copy).
-std::vector<UnitParams> stage_unit_params(const Program& prog, const std::vector<Unit>& units, int32_t stage) {
+std::vector<UnitParams> stage_unit_params(const Program& prog, const std::vector<Unit>& units, int32_t stage,
+                                          TensorSet set = TensorSet::kAll) {
   const bool has_embedding = prog.chunk(stage, 0).unit_begin == 0;
   const int64_t threshold = persistence_threshold(prog.plan.zero, prog.training.framework_profile());
   std::vector<UnitParams> out(units.size());
   for (int32_t u = 0; u < static_cast<int32_t>(units.size()); ++u) {
-    out[u] = unit_params(units, u, has_embedding, tied_head_copy(prog.model, prog.plan.tp), threshold);
+    out[u] = unit_params(units, u, has_embedding, tied_head_copy(prog.model, prog.plan.tp), threshold, set);
   }
   return out;
 }
@@ -40,7 +42,7 @@ std::vector<Segment> chunk_segments(const Context& cx, const ChunkInfo& c, int32
     while (n_buckets > 0 && u >= prog.param_buckets[bucket].unit_end) ++bucket;
     const int32_t b = n_buckets > 0 && prog.param_buckets[bucket].elems > 0 ? bucket : -1;
     const int32_t group = unit_group((*cx.units)[u]);
-    const bool cut = out.empty() || cx.tp_collectives || cx.cp_collectives || out.back().param_bucket != b ||
+    const bool cut = out.empty() || cx.tp_collectives || cx.cp_collectives || cx.ep_collectives || out.back().param_bucket != b ||
                      (full && out.back().group != group);
     if (cut) out.push_back(Segment{u, u + 1, b, group});
     else out.back().unit_end = u + 1;
@@ -54,7 +56,18 @@ void plan_chunks(Program& prog, Context& cx) {
   for (const ChunkInfo& c : prog.chunks) {
     const std::vector<UnitParams>& params = cx.stage_params[c.stage];
     ChunkPlan plan;
-    for (const Bucket& b : grad_buckets(c, params, rule)) {
+    std::vector<Bucket> grads;
+    if (cx.experts_apart) {
+      // the dense tensors' buckets and the experts', merged in backward order (a MoE unit's
+      // dense bucket first)
+      grads = grad_buckets(c, stage_unit_params(prog, *cx.units, c.stage, TensorSet::kDense), rule);
+      std::vector<Bucket> experts = expert_grad_buckets(c, stage_unit_params(prog, *cx.units, c.stage, TensorSet::kExperts), rule);
+      grads.insert(grads.end(), experts.begin(), experts.end());
+      std::stable_sort(grads.begin(), grads.end(), [](const Bucket& a, const Bucket& b) { return a.unit_begin > b.unit_begin; });
+    } else {
+      grads = grad_buckets(c, params, rule);
+    }
+    for (const Bucket& b : grads) {
       plan.grad_buckets.push_back(static_cast<int32_t>(prog.grad_buckets.size()));
       prog.grad_buckets.push_back(b);
     }
@@ -74,11 +87,15 @@ void plan_chunks(Program& prog, Context& cx) {
     }
     cx.chunk_plans.push_back(std::move(plan));
   }
-  if ((z.stage == 1 || z.stage == 2) && prog.plan.dp_cp() > 1) {
+  if ((z.stage == 1 || z.stage == 2) && (prog.plan.dp_cp() > 1 || cx.expert_dp > 1)) {
     for (int32_t s = 0; s < prog.plan.pp; ++s) {
-      int64_t elems = 0;
-      for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) elems += prog.chunk(s, c).params;
+      int64_t elems = 0, experts = 0;
+      for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
+        elems += prog.chunk(s, c).params - prog.chunk(s, c).expert_params;
+        experts += prog.chunk(s, c).expert_params;
+      }
       for (const Bucket& b : allgather_buckets(s, elems, z.allgather_bucket)) prog.param_buckets.push_back(b);
+      for (const Bucket& b : allgather_buckets(s, experts, z.allgather_bucket, true)) prog.param_buckets.push_back(b);
     }
   }
 }
@@ -87,7 +104,7 @@ Context make_context(Program& prog) {
   const spec::Plan& p = prog.plan;
   Context cx;
   cx.program = &prog;
-  cx.units = shared_model_units(prog.model, p.tp);
+  cx.units = shared_model_units(prog.model, p.tp, p.ep);
   cx.framework = prog.training.framework_profile(p.tp, p.zero.stage);
   cx.tokens = prog.tokens_per_micro_batch();
   cx.p2p_bytes = p2p_message_bytes(cx.tokens, prog.model.hidden, p.tp, prog.activation_bytes);
@@ -112,6 +129,10 @@ Context make_context(Program& prog) {
   // DeepSpeed all-to-alls only across more than one node (stage3.py __avg_scatter_grads: num_nodes > 1)
   cx.qgz = cx.per_mb_reduce && z.stage == 3 && z.quantized_gradients.on() && prog.placement.local_size() < p.dp_cp();
   if (cx.qgz) cx.rule.qgz_world = p.dp_cp();
+  cx.ep_collectives = prog.model.moe.on() && p.ep > 1;
+  cx.expert_dp = p.expert_dp();
+  cx.experts_apart = prog.model.moe.on() && cx.expert_dp != p.dp_cp();
+  cx.a2a_bytes = moe_a2a_bytes(cx.tokens, prog.model, p.tp, prog.activation_bytes);
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, *cx.units, s));
   return cx;
 }
@@ -127,6 +148,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.plan = plan;
   prog.placement = Placement{plan.tp, plan.pp, plan.dp_cp()};
   prog.placement.cp = plan.cp;
+  prog.placement.ep = plan.ep;
   // the data-parallel subgroups: the partition's shard group (or hpZ's), a node's ranks
   if (spec::hierarchical(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.shard_group;
   if (spec::secondary_partition(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.hpz_group;
@@ -136,14 +158,17 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.reduce_bytes = training.reduce_bytes();
   prog.activation_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
 
-  const std::shared_ptr<const std::vector<Unit>> units = shared_model_units(model, plan.tp);
+  const std::shared_ptr<const std::vector<Unit>> units = shared_model_units(model, plan.tp, plan.ep);
   const std::vector<int64_t> layers = chunk_layers(model, plan, *units);
   prog.chunks = place_chunks(model, plan.pp, plan.virtual_stages, layers);
   prog.plan.stage_layers = stage_layers_of(layers, plan.pp);
 
   Context cx = make_context(prog);
   for (ChunkInfo& c : prog.chunks) {
-    for (int32_t u = c.unit_begin; u < c.unit_end; ++u) c.params += cx.stage_params[c.stage][u].elems;
+    for (int32_t u = c.unit_begin; u < c.unit_end; ++u) {
+      c.params += cx.stage_params[c.stage][u].elems;
+      if (cx.experts_apart) c.expert_params += (*cx.units)[static_cast<std::size_t>(u)].expert_params;
+    }
   }
   plan_chunks(prog, cx);
 
@@ -232,6 +257,15 @@ std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {
     case Group::kCp:
       for (int64_t i = d - d % cp; i < d - d % cp + cp; ++i) out.push_back(rank(s, i, t));
       break;
+    case Group::kEp:
+    case Group::kExpertDp: {
+      // l = d·tp + t, the rank's place among its stage's tp·dp ranks (instruction.hpp, Group)
+      const int64_t l = d * tp + t;
+      const int64_t first = kind == Group::kEp ? l - l % ep : l % ep, step = kind == Group::kEp ? 1 : ep;
+      const int64_t last = kind == Group::kEp ? first + ep : tp * dp;
+      for (int64_t i = first; i < last; i += step) out.push_back(rank(s, i / tp, i % tp));
+      break;
+    }
   }
   return out;
 }

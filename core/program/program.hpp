@@ -31,6 +31,7 @@ struct Placement {
   // dp when not given).
   int64_t inner = 0, local = 0;
   int64_t cp = 1;   // context-parallel ranks splitting a sequence (dp includes them)
+  int64_t ep = 1;   // expert-parallel ranks (instruction.hpp, Group::kEp)
   int64_t inner_size() const { return inner > 0 ? inner : dp; }
   int64_t local_size() const { return local > 0 ? local : dp; }
 
@@ -74,6 +75,7 @@ struct ChunkInfo {
   int32_t unit_begin = 0;    // [unit_begin, unit_end)
   int32_t unit_end = 0;
   int64_t params = 0;        // parameters held per tp rank (incl. a tied head's embedding copy)
+  int64_t expert_params = 0; // of which routed experts' reduced over their own group (Bucket::experts)
 };
 
 // A ZeRO bucket: consecutive units of one chunk whose parameters (or gradients) move together.
@@ -92,6 +94,8 @@ struct Bucket {
   int64_t qgz_elems = 0;
   int64_t qgz_groups = 0;
   int32_t qgz_fallbacks = 0;
+  // routed experts' parameters, reduced and gathered over Group::kExpertDp (zero.hpp)
+  bool experts = false;
 };
 
 struct RoleProgram {

@@ -16,11 +16,17 @@ namespace {
 
 // The unit's tensors and modules from the tensor table (count/tensors.hpp), the one description
 // of every parameter tensor.
-Unit with_tensors(Unit u, const Model& m, int32_t unit, int64_t tp) {
+// With expert parallelism over `ep` ranks a MoE unit's stacked routed experts ([E·in x out], the
+// table's "mlp.experts." tensors) keep E/ep of them.
+Unit with_tensors(Unit u, const Model& m, int32_t unit, int64_t tp, int64_t ep = 1) {
   for (const count::TensorSpec& t : count::unit_tensors(m, unit, tp)) {
-    u.tensors.push_back(t.elems());
+    const bool expert = u.kind == UnitKind::kMoe && t.name.find(".mlp.experts.") != std::string::npos;
+    const int64_t rows = expert ? t.rows / ep : t.rows;
+    u.tensors.push_back(rows * t.cols);
     u.module.push_back(t.module);
-    u.dims.push_back(t.rows > 1 ? std::max(t.rows, t.cols) : 0);
+    u.dims.push_back(rows > 1 ? std::max(rows, t.cols) : 0);
+    if (u.kind == UnitKind::kMoe) u.expert.push_back(expert ? 1 : 0);
+    if (expert) u.expert_params += rows * t.cols;
   }
   u.params = std::accumulate(u.tensors.begin(), u.tensors.end(), int64_t{0});
   return u;
@@ -39,7 +45,8 @@ double linear_flops(const Model& m, int64_t tp, const char* group) {
 Unit attention(const Model& m, int64_t tp, int32_t block) {
   Unit u{UnitKind::kAttention, block, {}, {}, {}, 0, 0, 0, 0, 0};
   const double gemm = linear_flops(m, tp, "attn.");
-  const double scores = 4.0 * static_cast<double>(m.seq_len) * static_cast<double>(m.q_dim() / tp);
+  // 4·s·q/t; latent attention: over its query/key and value head sizes
+  const double scores = count::attention_flops_per_token_fwd(m) / static_cast<double>(tp);
   u.fwd_flops_per_token = gemm + scores;
   u.bwd_input_flops_per_token = gemm + 2 * scores;
   u.bwd_weight_flops_per_token = gemm;
@@ -56,17 +63,39 @@ Unit mlp(const Model& m, int64_t tp, int32_t block) {
   return with_tensors(u, m, block_first_unit(block) + 1, tp);
 }
 
+// A MoE layer's MLP (header): per token of the micro-batch on one tp rank.
+Unit moe(const Model& m, int64_t tp, int64_t ep, int32_t block) {
+  Unit u{UnitKind::kMoe, block, {}, {}, {}, 0, 0, 0, 0, 0};
+  const double t = static_cast<double>(tp), h = static_cast<double>(m.hidden);
+  double experts = 0, shared = 0;
+  for (const count::Linear& l : count::mlp_linears(m, "mlp.experts", m.moe.ffn_hidden)) experts += l.forward_flops_per_token();
+  experts *= static_cast<double>(m.moe.top_k) / t;
+  if (m.moe.shared_ffn_hidden > 0) {
+    for (const count::Linear& l : count::mlp_linears(m, "mlp.shared", m.moe.shared_ffn_hidden)) {
+      shared += 2.0 * static_cast<double>(count::shard(m, l, tp).weight());
+    }
+  }
+  if (m.moe.shared_gate) shared += 2.0 * h / t;
+  const double router = 2.0 * h * static_cast<double>(m.moe.experts) / t;
+  const double gemm = router + experts + shared;
+  u.fwd_flops_per_token = gemm;
+  u.bwd_input_flops_per_token = gemm;
+  u.bwd_weight_flops_per_token = gemm;
+  u.expert_flops_per_token = experts;
+  return with_tensors(u, m, block_first_unit(block) + 1, tp, ep);
+}
+
 }  // namespace
 
 int64_t tied_head_copy(const Model& m, int64_t tp) { return m.tied_embeddings ? count::vocab_per_rank(m, tp) * m.hidden : 0; }
 
-std::vector<Unit> model_units(const Model& m, int64_t tp) {
+std::vector<Unit> model_units(const Model& m, int64_t tp, int64_t ep) {
   std::vector<Unit> units;
   units.reserve(static_cast<std::size_t>(unit_count(m)));
   units.push_back(with_tensors(Unit{UnitKind::kEmbedding, -1, {}, {}, {}, 0, 0, 0, 0, 0}, m, 0, tp));
   for (int32_t b = 0; b < static_cast<int32_t>(m.layers); ++b) {
     units.push_back(attention(m, tp, b));
-    units.push_back(mlp(m, tp, b));
+    units.push_back(m.moe_layer(b) ? moe(m, tp, ep, b) : mlp(m, tp, b));
   }
   Unit head{UnitKind::kHead, -1, {}, {}, {}, 0, 0, 0, 0, 0};
   const double gemm = 2.0 * static_cast<double>(m.hidden) * static_cast<double>(count::vocab_per_rank(m, tp));
@@ -77,14 +106,16 @@ std::vector<Unit> model_units(const Model& m, int64_t tp) {
   return units;
 }
 
-std::shared_ptr<const std::vector<Unit>> shared_model_units(const Model& m, int64_t tp) {
+std::shared_ptr<const std::vector<Unit>> shared_model_units(const Model& m, int64_t tp, int64_t ep) {
   thread_local std::unordered_map<std::string, std::shared_ptr<const std::vector<Unit>>> built;
   std::string key = spec::to_json(m).dump();
   key += '#';
   key += std::to_string(tp);
+  key += '#';
+  key += std::to_string(ep);
   if (auto it = built.find(key); it != built.end()) return it->second;
   if (built.size() >= 64) built.clear();   // the holders keep theirs
-  auto units = std::make_shared<const std::vector<Unit>>(model_units(m, tp));
+  auto units = std::make_shared<const std::vector<Unit>>(model_units(m, tp, ep));
   built.emplace(std::move(key), units);
   return units;
 }

@@ -7,6 +7,15 @@
 //   unit 2+2i       block i MLP: norm2 (none when a parallel block shares norm1), up (and gate)
 //                   h*f/t, down (f/t)*h (+ biases), a post-norm (mlp_norms == 2)
 //   unit 2L+1       head: final norm, LM head V*h/t (+ V/t bias) (untied; tied: shares wte)
+//   a MoE layer's MLP unit (kMoe): norm2, the router h*E (replicated), the routed experts stacked,
+//                   E/ep of them on the rank, whole (expert tensor parallelism 1), the shared
+//                   experts split over t like a dense MLP
+// Mixture of experts (Megatron-Core, with sequence parallelism when t > 1): each tp rank routes
+// its own 1/t of the tokens through the router and its top-k experts, whole, so per token of the
+// micro-batch a rank does router 2hE/t + k·(routed expert GEMMs)/t + shared experts/t, whatever
+// ep (the mean over the expert-parallel group: a rank computes, for its E/ep experts, the tokens
+// every rank of its group sends them). Multi-head latent attention: the scores over the query/key
+// head size and the value head size (count::attention_flops_per_token_fwd).
 // The tensors, their shapes and splits are the tensor table's (count/tensors.hpp): one description
 // of the parameters for the counts, the units and the executor's layout. q = heads * head_dim.
 // Modules (what DeepSpeed fetches one by one): each norm, each Linear (weight and bias; QKV is one
@@ -25,7 +34,7 @@
 
 namespace stagecraft::program {
 
-enum class UnitKind : uint8_t { kEmbedding, kAttention, kMlp, kHead };
+enum class UnitKind : uint8_t { kEmbedding, kAttention, kMlp, kHead, kMoe };
 
 struct Unit {
   UnitKind kind = UnitKind::kEmbedding;
@@ -39,18 +48,24 @@ struct Unit {
   double bwd_input_flops_per_token = 0;
   double bwd_weight_flops_per_token = 0;
   double score_flops_per_token = 0;    // attention scores (part of forward), what selective recompute re-runs
+  // kMoe: which tensors are routed experts' (1) — reduced over the expert data-parallel group —,
+  // their elements, and the routed experts' share of each pass's FLOPs per token (forward, input
+  // and weight gradients alike: GEMMs only)
+  std::vector<uint8_t> expert;
+  int64_t expert_params = 0;
+  double expert_flops_per_token = 0;
 };
 
 inline int32_t unit_count(const spec::Model& m) { return static_cast<int32_t>(2 * m.layers + 2); }
 inline int32_t head_unit(const spec::Model& m) { return static_cast<int32_t>(2 * m.layers + 1); }
 inline int32_t block_first_unit(int64_t block) { return static_cast<int32_t>(1 + 2 * block); }
 
-std::vector<Unit> model_units(const spec::Model& m, int64_t tp);
+std::vector<Unit> model_units(const spec::Model& m, int64_t tp, int64_t ep = 1);
 // The same units, built once per thread for each (model, tp) asked for and shared: a search lowers
 // and simulates thousands of plans of one model, and each lowering and simulation reads its units
 // several times. Keyed by the model's whole JSON (spec::to_json), so any field that changes a
 // shape changes the key.
-std::shared_ptr<const std::vector<Unit>> shared_model_units(const spec::Model& m, int64_t tp);
+std::shared_ptr<const std::vector<Unit>> shared_model_units(const spec::Model& m, int64_t tp, int64_t ep = 1);
 // Elements of the embedding table a tied head keeps on its own stage when the embedding is elsewhere.
 int64_t tied_head_copy(const spec::Model& m, int64_t tp);
 

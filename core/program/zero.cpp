@@ -8,7 +8,7 @@
 namespace stagecraft::program {
 
 UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_has_embedding, int64_t tied_copy,
-                       int64_t persistence_threshold) {
+                       int64_t persistence_threshold, TensorSet set) {
   const Unit& u = units[static_cast<std::size_t>(unit)];
   UnitParams p;
   p.block = u.block >= 0 ? u.block : (u.kind == UnitKind::kEmbedding ? -1 : -2);
@@ -20,9 +20,12 @@ UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_
     if (t < persistence_threshold) p.persistent += t;
     else p.gathered.push_back(t);
   };
-  for (std::size_t i = 0; i < u.tensors.size(); ++i) add(u.tensors[i], u.dims.empty() ? 0 : u.dims[i]);
+  for (std::size_t i = 0; i < u.tensors.size(); ++i) {
+    const bool expert = i < u.expert.size() && u.expert[i] != 0;
+    if (set == TensorSet::kAll || (set == TensorSet::kExperts) == expert) add(u.tensors[i], u.dims.empty() ? 0 : u.dims[i]);
+  }
   // a tied head's copy of the embedding table (the embedding unit's first tensor, wte)
-  if (u.kind == UnitKind::kHead && !stage_has_embedding && tied_copy > 0) {
+  if (set != TensorSet::kExperts && u.kind == UnitKind::kHead && !stage_has_embedding && tied_copy > 0) {
     add(tied_copy, units.front().dims.empty() ? 0 : units.front().dims.front());
   }
   return p;
@@ -106,9 +109,18 @@ std::vector<Bucket> grad_buckets(const ChunkInfo& c, const std::vector<UnitParam
   return out;  // backward order: out[0] holds the chunk's last units
 }
 
-namespace {
-
-}  // namespace
+std::vector<Bucket> expert_grad_buckets(const ChunkInfo& c, const std::vector<UnitParams>& params, const BucketRule& rule) {
+  std::vector<Bucket> out;
+  const auto holds = [&](int32_t u) { return params[static_cast<std::size_t>(u)].elems > 0; };
+  for (Bucket b : grad_buckets(c, params, rule)) {
+    if (b.elems == 0) continue;
+    while (!holds(b.unit_begin)) ++b.unit_begin;
+    while (!holds(b.unit_end - 1)) --b.unit_end;
+    b.experts = true;
+    out.push_back(b);
+  }
+  return out;
+}
 
 std::vector<std::vector<int64_t>> gather_split(const std::vector<int64_t>& tensors, const BucketRule& rule) {
   std::vector<std::vector<int64_t>> out;
@@ -247,10 +259,11 @@ QuantizedGather qwz_gather(const std::vector<int64_t>& tensors, const BucketRule
   return q;
 }
 
-std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket) {
+std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket, bool experts) {
   std::vector<Bucket> out;
   for (int64_t done = 0; done < stage_elems; done += allgather_bucket) {
     out.push_back(Bucket{stage, -1, -1, -1, std::min(allgather_bucket, stage_elems - done), 0, 1});
+    out.back().experts = experts;
   }
   return out;
 }

@@ -63,10 +63,19 @@ BucketRule bucket_rule(const spec::ZeroConfig& zero, const spec::FrameworkProfil
 // Elements below which a ZeRO-3 tensor stays whole on every rank (0 when nothing persists: FSDP
 // flattens every tensor of a unit, and below stage 3 nothing is gathered).
 int64_t persistence_threshold(const spec::ZeroConfig& zero, const spec::FrameworkProfile& framework);
+// Which of a unit's tensors: all, all but the routed experts' (Unit::expert), or only those.
+// Where the experts' data-parallel group differs from the dense layers' (spec::Plan::expert_dp),
+// their gradients are bucketed and reduced apart (expert_grad_buckets), as Megatron-Core keeps
+// expert parameters in buffers of their own.
+enum class TensorSet : uint8_t { kAll, kDense, kExperts };
 UnitParams unit_params(const std::vector<Unit>& units, int32_t unit, bool stage_has_embedding, int64_t tied_copy,
-                       int64_t persistence_threshold);
+                       int64_t persistence_threshold, TensorSet set = TensorSet::kAll);
 
 std::vector<Bucket> grad_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, const BucketRule& rule);
+// The routed experts' gradient buckets of a chunk: grad_buckets over their parameters alone
+// (`params` of TensorSet::kExperts), each trimmed to the units holding experts, empty ones dropped,
+// Bucket::experts set.
+std::vector<Bucket> expert_grad_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, const BucketRule& rule);
 // Whether gradient bucket `b` holds its stage's copy of an embedding table tied over `pp` > 1
 // stages (the embedding on the first stage, the head on the last). Its gradient is summed over
 // the embedding group and reduced once a step, after the stage's last compute, whatever the ZeRO
@@ -76,7 +85,7 @@ inline bool holds_tied_table(const spec::Model& m, int64_t pp, const Bucket& b) 
          ((b.stage == 0 && b.unit_begin == 0) || (b.stage == pp - 1 && b.unit_end == head_unit(m) + 1));
 }
 std::vector<Bucket> param_buckets(const ChunkInfo& chunk, const std::vector<UnitParams>& params, const BucketRule& rule);
-std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket);
+std::vector<Bucket> allgather_buckets(int32_t stage, int64_t stage_elems, int64_t allgather_bucket, bool experts = false);
 
 // Elements of one dp rank's shard: ceil(elems / dp) (flat buffers are padded to a multiple of dp).
 inline int64_t shard_elems(int64_t elems, int64_t dp) { return (elems + dp - 1) / dp; }

@@ -165,10 +165,11 @@ void validate_model(const Model& m, const ModelKeys& k) {
   }
 }
 
-void refuse_unmodelled(const Model& m) {
+void refuse_unmodelled(const Model& m, const std::string& command) {
   if (const std::string what = m.unmodelled(); !what.empty()) {
     throw SpecError(m.file.empty() ? m.name : m.file, m.moe.on() ? "/moe" : "/mla",
-                    "Stagecraft counts " + what + " (stagecraft info) but does not lower, simulate, search or run them yet");
+                    "Stagecraft counts (info) and simulates (simulate) " + what + ", but " + command +
+                        " does not take them yet");
   }
 }
 

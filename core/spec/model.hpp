@@ -123,8 +123,8 @@ struct Model {
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   // Whether layer `layer`'s MLP is a mixture of experts.
   bool moe_layer(int64_t layer) const;
-  // Features lowering, simulation and the executor do not model yet (experts, MLA), by name; empty
-  // for a model they take. `info` counts every model.
+  // Features some commands do not take yet (experts, MLA), by name; empty for a model without
+  // them. `info` counts, lowering and the simulator take every model; refuse_unmodelled says who does not.
   std::string unmodelled() const;
   int64_t q_dim() const { return heads * head_dim(); }  // the attention's width: hidden unless head_size says
   int64_t kv_dim() const { return kv_heads * head_dim(); }
@@ -152,9 +152,10 @@ struct ModelKeys {
 // The training length a Hugging Face config is planned at when nothing sets one: its
 // max_position_embeddings when at most this, else this (with a warning naming --seq-len).
 inline constexpr int64_t kDefaultHfSeqLen = 8192;
-// Throws SpecError naming m.file and the field when m.unmodelled() is not empty: what every command
-// but `info` says of a model with experts or latent attention.
-void refuse_unmodelled(const Model& m);
+// Throws SpecError naming m.file and the field when m.unmodelled() is not empty: what `command`
+// (run: the executor; search: the planner's cheap bounds) says of a model with experts or latent
+// attention, which it does not take yet.
+void refuse_unmodelled(const Model& m, const std::string& command);
 // Checks the invariants of a Model (positivity, divisibility); throws SpecError naming m.file.
 void validate_model(const Model& m, const ModelKeys& keys = {});
 

@@ -281,6 +281,10 @@ void check_experts(const Plan& p, const Model& m, const Training& t) {
     if (p.etp > 1) reject(p, "etp", "1: model " + m.name + " has no experts, got etp " + n(p.etp));
     return;
   }
+  if (m.moe.shared_ffn_hidden % p.tp != 0) {
+    reject(p, "tp", "a divisor of the shared experts' width (" + n(m.moe.shared_ffn_hidden) + " of model " + m.name +
+                    "), which tensor parallelism splits like an MLP, got " + n(p.tp));
+  }
   if (m.moe.experts % p.ep != 0) {
     reject(p, "ep", "a divisor of the experts (" + n(m.moe.experts) + " of model " + m.name + "), got ep " + n(p.ep));
   }
@@ -300,6 +304,11 @@ void check_experts(const Plan& p, const Model& m, const Training& t) {
     reject(p, "zero/stage", "at most 2 with experts held by other ranks than the dense layers' data-parallel group "
                             "(ep > 1 or tp > 1): ZeRO-3 does not partition experts over their own data-parallel group "
                             "(DeepSpeed-MoE is not compatible with ZeRO-3; Megatron-Core has no ZeRO-3)");
+  }
+  const ZeroConfig& z = p.zero;
+  if (p.expert_dp() != p.dp_cp() && (z.shard_group > 0 || z.hpz_group > 0 || z.quantized_weights.on() || z.quantized_gradients.on())) {
+    reject(p, "zero", "plain (no shard_group, hpz_group or quantized communication) where the experts' data-parallel group "
+                      "is not the dense one (ep > 1 or tp > 1): hierarchical and quantized ZeRO over it are not modelled");
   }
   if (deepspeed(t.framework) && p.ep > 1 && p.tp > 1) {
     reject(p, "ep", "1 with tp > 1: DeepSpeed-MoE carves expert-parallel groups from the data-parallel ranks of one tp "
@@ -406,7 +415,6 @@ Plan plan_from_json(const json& j, const std::string& file) {
 Plan load_plan(const std::string& path) { return plan_from_json(read_json_file(path), path); }
 
 void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t gpus) {
-  refuse_unmodelled(model);
   const Model m = with_training_length(model, t);
   const auto world = checked_mul(p.tp * p.cp, p.pp, p.dp);
   if (p.tp * p.cp > limits::kGpus || !world || *world > limits::kGpus) {
@@ -436,6 +444,10 @@ void validate_plan(const Plan& p, const Model& model, const Training& t, int64_t
                                    (t.label().empty() ? "" : " of " + t.label()));
   }
   check_shapes(p, m);
+  if (m.mla.on() && p.cp > 1) {
+    reject(p, "cp", "1 with multi-head latent attention (model " + m.name + "): its context-parallel exchanges are not "
+                    "modelled yet, got cp " + n(p.cp));
+  }
   check_experts(p, m, t);
   check_context_parallel(p, t);
   check_hierarchy(p, t);
@@ -494,6 +506,10 @@ json to_json(const Plan& p) {
 std::string across_nodes_class(const ZeroConfig& z, int64_t dp) {
   if (secondary_partition(z, dp) || z.quantized_weights.on() || z.quantized_gradients.on()) return "zeropp";
   return hierarchical(z, dp) ? "shard" : "";
+}
+
+std::string validation_class(const Plan& p, const Model& m) {
+  return m.moe.on() ? "moe" : across_nodes_class(p.zero, p.dp);
 }
 
 std::string zero_variant(const ZeroConfig& z, int64_t dp) {

@@ -165,6 +165,9 @@ const char* to_string(CpComm c);
 // The class of ZeRO across nodes a plan's model error is measured on (sim/model_error.hpp):
 // "zeropp" with hpZ, qwZ or qgZ, "shard" with a shard group smaller than dp, else "".
 std::string across_nodes_class(const ZeroConfig& z, int64_t dp);
+// The class a plan's model error is measured on: "moe" for a mixture-of-experts model (its runs
+// are validated apart from the dense ones), else across_nodes_class.
+std::string validation_class(const Plan& p, const Model& m);
 // The hierarchical and quantized ZeRO choices as summary() writes them (" shard8 hpz8 qwz qgz"),
 // empty for plain ZeRO.
 std::string zero_variant(const ZeroConfig& z, int64_t dp);

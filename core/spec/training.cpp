@@ -57,6 +57,10 @@ Training training_from_json(const json& j, const std::string& file) {
     r.fail_value("attention", "\"flash\", \"unfused\" or the name of a kernel the cluster's GPU lists");
   }
   t.tp_comm_overlap = r.boolean_or("tp_comm_overlap", false);
+  t.moe_imbalance = r.number_or("moe_imbalance", 1.0);
+  if (!(t.moe_imbalance >= 1.0 && t.moe_imbalance <= 1024.0)) {
+    r.fail_value("moe_imbalance", "the busiest expert-parallel rank's tokens over the mean, from 1 to 1024");
+  }
   t.source = r.string_or("source", "");
   r.finish();
   return t;
@@ -153,6 +157,7 @@ json to_json(const Training& t) {
   if (t.kernels == Kernels::kEager) j["kernels"] = "eager";
   if (t.attention != "flash") j["attention"] = t.attention;
   if (t.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
   if (!t.source.empty()) j["source"] = t.source;
   return j;
 }

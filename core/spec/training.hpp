@@ -51,6 +51,12 @@ struct Training {
   // all-gather or reduce-scatter runs in chunks beside its GEMM (sim/models/tp_overlap.hpp). No
   // effect without sequence parallelism, which it requires.
   bool tp_comm_overlap = false;
+  // Mixture of experts: the tokens the busiest expert-parallel rank computes over the mean
+  // ("moe_imbalance", ≥ 1; 1: balanced routing, as Megatron-Core's force-balanced benchmarks run).
+  // A rank's load is the sum over its E/ep experts, so with one expert a rank it is the busiest
+  // expert's over the mean. The simulator stretches the experts' compute and their all-to-alls by
+  // it (sim/models/compute.hpp).
+  double moe_imbalance = 1.0;
   std::string source;
   std::string file;
   // Keys the command line set over the file's ("seq_len", "global_batch", "dtype"), in that order.

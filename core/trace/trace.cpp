@@ -19,8 +19,8 @@ namespace {
 
 constexpr std::array<Lane, program::kLaneCount> kLanes = {Lane::kCompute, Lane::kTp,       Lane::kPpSend, Lane::kPpRecv,
                                                           Lane::kDpGather, Lane::kDpReduce, Lane::kOffload,
-                                                          Lane::kDpReplica, Lane::kCp};
-static_assert(kLanes.back() == Lane::kCp, "every lane listed");
+                                                          Lane::kDpReplica, Lane::kCp,       Lane::kEp};
+static_assert(kLanes.back() == Lane::kEp, "every lane listed");
 
 double to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 int64_t to_ns(double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); }

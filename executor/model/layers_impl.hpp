@@ -28,6 +28,7 @@ void run_forward(K& k, const spec::Model& m, UnitKind kind, const UnitSlots& s, 
     case UnitKind::kEmbedding: detail::embedding_forward(k, m, s, params, y, c); return;
     case UnitKind::kAttention: detail::attention_forward(k, m, s, params, x, y, c); return;
     case UnitKind::kMlp: detail::mlp_forward(k, m, s, params, x, y, c); return;
+    case UnitKind::kMoe: throw std::logic_error("mixture-of-experts units are not executed (spec::refuse_unexecuted)");
     case UnitKind::kHead:
       if (s.tp > 1) {
         detail::head_forward_partial(k, m, s, params, x, y, c);
@@ -183,6 +184,7 @@ void LayerT<Scalar, K>::backward_input(std::span<const Scalar> params, std::span
     case UnitKind::kAttention: detail::attention_backward_input(*k_, model_, slots_, p, dy.data(), dx.data(), cache); break;
     case UnitKind::kMlp: detail::mlp_backward_input(*k_, model_, slots_, p, dy.data(), dx.data(), cache); break;
     case UnitKind::kHead: detail::head_backward_input(*k_, model_, slots_, p, k_->load(dy.data()), dx.data(), cache); break;
+    case UnitKind::kMoe: throw std::logic_error("mixture-of-experts units are not executed (spec::refuse_unexecuted)");
   }
   cache.input_grad_done = true;
   cache.input_grad_partial = reduces_input_grad();
@@ -200,6 +202,7 @@ void LayerT<Scalar, K>::backward_weight(std::span<Scalar> grads, UnitCacheT<Scal
     case UnitKind::kAttention: detail::attention_backward_weight(*k_, model_, slots_, g, cache); break;
     case UnitKind::kMlp: detail::mlp_backward_weight(*k_, model_, slots_, g, cache); break;
     case UnitKind::kHead: detail::head_backward_weight(*k_, model_, slots_, g, cache); break;
+    case UnitKind::kMoe: throw std::logic_error("mixture-of-experts units are not executed (spec::refuse_unexecuted)");
   }
   if (kind_ != UnitKind::kEmbedding) {
     if (cache.input_grad_partial) {

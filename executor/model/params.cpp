@@ -33,7 +33,8 @@ std::string unit_name(const spec::Model& m, int64_t unit) {
     case UnitKind::kEmbedding: return "embedding";
     case UnitKind::kHead: return "head";
     case UnitKind::kAttention: return "block." + std::to_string(unit_block(m, unit)) + ".attn";
-    case UnitKind::kMlp: return "block." + std::to_string(unit_block(m, unit)) + ".mlp";
+    case UnitKind::kMlp:
+    case UnitKind::kMoe: return "block." + std::to_string(unit_block(m, unit)) + ".mlp";
   }
   return "";
 }
@@ -44,6 +45,7 @@ const char* to_string(UnitKind k) {
     case UnitKind::kAttention: return "attention";
     case UnitKind::kMlp: return "mlp";
     case UnitKind::kHead: return "head";
+    case UnitKind::kMoe: return "moe";
   }
   return "?";
 }

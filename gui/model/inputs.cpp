@@ -79,6 +79,7 @@ std::string search_command(const Inputs& in) {
   list(out, "--tp", l.tp, num);
   list(out, "--pp", l.pp, num);
   list(out, "--cp", l.cp, num);
+  list(out, "--ep", l.ep, num);
   list(out, "--cp-comm", l.cp_comm, [](spec::CpComm c) { return std::string(spec::to_string(c)); });
   list(out, "--micro-batch", l.micro_batch, num);
   if (l.max_micro_batch > 0) out << " --max-micro-batch " << l.max_micro_batch;
@@ -167,6 +168,8 @@ planner::SpaceLimits limits_of(const std::vector<AxisChoice>& axes, planner::Spa
       l.pp = ints();
     } else if (a.axis == "cp") {
       l.cp = ints();
+    } else if (a.axis == "ep") {
+      l.ep = ints();
     } else if (a.axis == "zero") {
       l.zero.clear();
       for (int64_t z : ints()) l.zero.push_back(static_cast<int>(z));

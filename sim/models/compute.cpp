@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/spec/error.hpp"
+#include "core/program/units.hpp"
 #include "sim/error.hpp"
 
 namespace stagecraft::sim {
@@ -44,9 +45,28 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
     u.backward_input_stream_s = streaming_seconds(w.backward_input, cluster.gpu);
     u.backward_weight_stream_s = streaming_seconds(w.backward_weight, cluster.gpu);
     u.score_forward_stream_s = streaming_seconds(w.score_forward, cluster.gpu);
+    u.experts_forward_s = timer.seconds(w.experts_forward);
+    u.experts_backward_input_s = timer.seconds(w.experts_backward_input);
+    u.experts_backward_weight_s = timer.seconds(w.experts_backward_weight);
+    u.experts_forward_stream_s = streaming_seconds(w.experts_forward, cluster.gpu);
+    u.experts_backward_input_stream_s = streaming_seconds(w.experts_backward_input, cluster.gpu);
+    u.experts_backward_weight_stream_s = streaming_seconds(w.experts_backward_weight, cluster.gpu);
     distinct.push_back(u);
   }
   for (int32_t u = 0; u < work_.unit_count(); ++u) units_.push_back(distinct[static_cast<std::size_t>(work_.distinct_of(u))]);
+  split_ = model.moe.on() && plan.ep > 1;
+  rho_ = split_ ? training.moe_imbalance : 1.0;
+  for (const program::Unit& u : *program::shared_model_units(model, plan.tp, plan.ep)) moe_.push_back(u.kind == program::UnitKind::kMoe);
+  // the busiest rank's experts: ρ − 1 more of their balanced time in every pass
+  for (UnitTimes& u : units_) {
+    const double more = rho_ - 1;
+    u.forward_s += more * u.experts_forward_s;
+    u.backward_input_s += more * u.experts_backward_input_s;
+    u.backward_weight_s += more * u.experts_backward_weight_s;
+    u.forward_stream_s += more * u.experts_forward_stream_s;
+    u.backward_input_stream_s += more * u.experts_backward_input_stream_s;
+    u.backward_weight_stream_s += more * u.experts_backward_weight_stream_s;
+  }
   tp_overlap_ = tp_overlap_modes(training, plan);
   if (tp_overlap_.on || tp_overlap_.async_grad) {
     tp_overlap_.sm_count = cluster.gpu.sm_count;
@@ -94,6 +114,35 @@ double ComputeModel::compute_s(Op op, int32_t begin, int32_t end) const {
 double ComputeModel::compute_stream_s(Op op, int32_t begin, int32_t end) const {
   const int k = pass_index(op);
   return stream_prefix_[k][end] - stream_prefix_[k][begin];
+}
+
+double ComputeModel::experts_s(Op op, int32_t unit, bool stream) const {
+  const UnitTimes& u = units_[static_cast<std::size_t>(unit)];
+  const double f = stream ? u.experts_forward_stream_s : u.experts_forward_s;
+  const double bi = stream ? u.experts_backward_input_stream_s : u.experts_backward_input_s;
+  const double bw = stream ? u.experts_backward_weight_stream_s : u.experts_backward_weight_s;
+  switch (pass_index(op)) {
+    case 0: return rho_ * f;
+    case 1: return rho_ * (bi + bw);
+    case 2: return rho_ * bi;
+    default: return rho_ * bw;
+  }
+}
+
+double ComputeModel::compute_s(const program::Instr& in) const {
+  if (split_ && in.unit_end == in.unit_begin + 1 && moe_[static_cast<std::size_t>(in.unit_begin)] && in.op != Op::kBackwardWeight) {
+    const double experts = experts_s(in.op, in.unit_begin, false);
+    return (in.flags & program::kFlagExperts) ? experts : compute_s(in.op, in.unit_begin, in.unit_end) - experts;
+  }
+  return compute_s(in.op, in.unit_begin, in.unit_end);
+}
+
+double ComputeModel::compute_stream_s(const program::Instr& in) const {
+  if (split_ && in.unit_end == in.unit_begin + 1 && moe_[static_cast<std::size_t>(in.unit_begin)] && in.op != Op::kBackwardWeight) {
+    const double experts = experts_s(in.op, in.unit_begin, true);
+    return (in.flags & program::kFlagExperts) ? experts : compute_stream_s(in.op, in.unit_begin, in.unit_end) - experts;
+  }
+  return compute_stream_s(in.op, in.unit_begin, in.unit_end);
 }
 
 double ComputeModel::hbm_copy_s(int64_t bytes) const {

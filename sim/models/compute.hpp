@@ -30,6 +30,9 @@ struct UnitTimes {
   double score_forward_s = 0;    // attention scores alone: what selective recompute re-runs
   // the parts of each spent in kernels streaming at the HBM rate (streaming_seconds)
   double forward_stream_s = 0, backward_input_stream_s = 0, backward_weight_stream_s = 0, score_forward_stream_s = 0;
+  // a MoE unit's routed experts' share of each (balanced routing; WorkModel::UnitWork::experts_*)
+  double experts_forward_s = 0, experts_backward_input_s = 0, experts_backward_weight_s = 0;
+  double experts_forward_stream_s = 0, experts_backward_input_stream_s = 0, experts_backward_weight_stream_s = 0;
 };
 
 class ComputeModel {
@@ -38,8 +41,15 @@ class ComputeModel {
                const spec::Plan& plan);
 
   const std::vector<UnitTimes>& units() const { return units_; }
-  // Duration of a compute instruction over units [begin, end) (any compute op).
+  // Duration of a compute instruction over units [begin, end) (any compute op). With expert
+  // parallelism a MoE unit's routed experts take ρ = training.moe_imbalance times their balanced
+  // time: the busiest rank of the expert-parallel group sets the pace of its all-to-alls.
   double compute_s(program::Op op, int32_t unit_begin, int32_t unit_end) const;
+  // The same for one instruction: a MoE unit's pass split around its all-to-alls (kFlagExperts:
+  // the experts' part, ρ times balanced; without: the rest of the unit's pass).
+  double compute_s(const program::Instr& in) const;
+  double compute_stream_s(const program::Instr& in) const;
+  double moe_imbalance() const { return rho_; }
   // The part of compute_s spent in kernels streaming at the HBM rate (work.hpp streaming_seconds):
   // what NCCL's traffic through HBM slows (sim/simulation.hpp).
   double compute_stream_s(program::Op op, int32_t unit_begin, int32_t unit_end) const;
@@ -65,7 +75,11 @@ class ComputeModel {
   // prefix sums over units, per pass kind: forward, backward (input + weight [+ scores]), input, weight
   std::vector<double> prefix_[4];
   std::vector<double> stream_prefix_[4];   // the same over the streaming parts
+  bool split_ = false;          // ep > 1 on a MoE model: MoE passes are split (Program, kFlagExperts)
+  double rho_ = 1;              // the experts' imbalance factor when split_
+  std::vector<uint8_t> moe_;    // per unit: a MoE unit
   static int pass_index(program::Op op);
+  double experts_s(program::Op op, int32_t unit, bool stream) const;
 };
 
 }  // namespace stagecraft::sim

@@ -332,6 +332,7 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   Work score_token;  // the scores' memory-bound bytes per token (softmax, dropout; eager scale and mask)
   double activation_elems = 0;
   LossWork loss;     // the head's cross-entropy, per token
+  Work experts;      // MoE: the routed experts' GEMMs, bytes and activation of one micro-batch's forward
   switch (u.kind) {
     case UnitKind::kEmbedding: token.memory_bytes = 4 * width * h_r; break;
     case UnitKind::kHead: {
@@ -345,6 +346,10 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       const int64_t d = m.head_dim();
       add_linear_gemms(m, t, T, "attn.", fp8, gemms);
       const double s = static_cast<double>(m.seq_len), dd = static_cast<double>(d);
+      // QKᵀ over the query/key head size, softmax·V over the value's (latent attention: 192 and
+      // 128 for DeepSeek-V3; otherwise both d)
+      const double d_qk = m.mla.on() ? static_cast<double>(m.mla.qk_head_dim()) : dd;
+      const double d_v = m.mla.on() ? static_cast<double>(m.mla.v_head_dim) : dd;
       const double a_r = static_cast<double>(m.heads / t);
       const double batched = static_cast<double>(p.micro_batch) * a_r;
       // context parallelism: a rank computes 1/cp of every sequence's causal attention (balanced
@@ -352,12 +357,13 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       const double cp = static_cast<double>(p.cp);
       if (flash) {
         // one fused kernel: causal forward 2 b a_r s^2 d, backward 2.5x (the kernels' convention)
-        scores.attention_fwd_flops = 2 * batched * s * s * dd / cp;
+        scores.attention_fwd_flops = batched * s * s * (d_qk + d_v) / cp;
         scores.attention_bwd_flops = 2.5 * scores.attention_fwd_flops;
         scores.attention_seq = p.cp_comm == spec::CpComm::kP2p ? s / cp : s;
       } else {
         // QK^T and softmax.V: per (sequence, head) 2 s^2 d FLOPs each; b * heads/t of them.
-        scores.add_gemm(2 * s * s * dd / cp, 2 * batched);
+        scores.add_gemm(2 * s * s * d_qk / cp, batched);
+        scores.add_gemm(2 * s * s * d_v / cp, batched);
         // softmax and its dropout; eager: the scale and the mask (broadcast) as passes of their own
         score_token.add_bytes(MemKind::kSoftmax, 4 * width * a_r * s);
         score_token.softmax_row = s;
@@ -395,6 +401,33 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       activation_elems = m.mlp == spec::Mlp::kRelu ? 0 : T * f_r;
       break;
     }
+    case UnitKind::kMoe: {
+      const spec::Moe& e = m.moe;
+      const double Tr = T / static_cast<double>(t), k = static_cast<double>(e.top_k);
+      const double E = static_cast<double>(e.experts), fe = static_cast<double>(e.ffn_hidden);
+      const double local = E / static_cast<double>(p.ep), n_e = Tr * k / local;
+      gemms.add_gemm(2 * Tr * h * E, 1);   // the router
+      const double gated = spec::gated(m.mlp) ? 1.0 : 0.0;
+      if (e.shared_ffn_hidden > 0) {
+        for (const count::Linear& l : count::mlp_linears(m, "mlp.shared", e.shared_ffn_hidden)) {
+          const count::Shard sh = count::shard(m, l, t);
+          gemms.add_gemm(2 * T * static_cast<double>(sh.in) * static_cast<double>(sh.out), 1, fp8);
+        }
+        const double fs_r = static_cast<double>(e.shared_ffn_hidden / t);
+        token.memory_bytes += width * (gated > 0 ? 6 : 4) * fs_r;
+        activation_elems += m.mlp == spec::Mlp::kRelu ? 0 : T * fs_r;
+      }
+      // the grouped GEMMs: E/ep of each linear's size at n_e tokens
+      experts.add_gemm(2 * n_e * h * fe, (1 + gated) * local, fp8);
+      experts.add_gemm(2 * n_e * fe * h, local, fp8);
+      experts.memory_bytes = width * Tr * k * (gated > 0 ? 6 : 4) * fe;
+      experts.activation_elems = m.mlp == spec::Mlp::kRelu ? 0 : Tr * k * fe;
+      add_norms(m, 1, h_r, fp32, eager, token);
+      token.memory_bytes += 7 * width * h_r;
+      // per token of the micro-batch: router scores, permute and unpermute of the rank's T_r = T/t
+      token.memory_bytes += (16 * E + width * 4 * h * (k + 1)) / static_cast<double>(t);
+      break;
+    }
   }
   Work mem, score_mem;  // per micro-batch
   mem.add(token, T);
@@ -428,6 +461,20 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
   w.backward_input.activation_elems += activation_elems;
   w.backward_weight.add(gemms);
   w.backward_weight.memory_bytes += static_cast<double>(u.params) * grad_pass;
+  if (u.kind == UnitKind::kMoe) {
+    // the experts' backward: their GEMMs again for the input and the weight gradients, twice
+    // their bytes and their activation's derivative, and their gradients' pass
+    w.experts_forward = experts;
+    w.experts_backward_input.gemms = experts.gemms;
+    w.experts_backward_input.memory_bytes = 2 * experts.memory_bytes;
+    w.experts_backward_input.activation_elems = experts.activation_elems;
+    w.experts_backward_weight.gemms = experts.gemms;
+    w.experts_backward_weight.memory_bytes = static_cast<double>(u.expert_params) * grad_pass;
+    w.forward.add(w.experts_forward);
+    w.backward_input.add(w.experts_backward_input);
+    w.backward_weight.add(w.experts_backward_weight);
+    w.backward_weight.memory_bytes -= static_cast<double>(u.expert_params) * grad_pass;   // counted above with u.params
+  }
   w.score_forward.add(forward_scores);
   w.score_forward.add(score_mem);
   return w;
@@ -454,7 +501,7 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
   const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, training.reduce_bytes(), plan.zero.stage,
                                                  plan.dp_cp(), plan.micro_batches);
   std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
-  const auto units = program::shared_model_units(model, plan.tp);
+  const auto units = program::shared_model_units(model, plan.tp, plan.ep);
   for (const Unit& u : *units) {
     const auto key = std::make_pair(u.kind, u.params);
     const auto it = std::find(seen.begin(), seen.end(), key);

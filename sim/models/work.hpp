@@ -123,6 +123,17 @@
 //   MLP        GEMMs 2Thf_r (×2 with SwiGLU), 2Tf_r h; bytes w·T·(11h_r + 4f_r or 6f_r);
 //              activation T·f_r elements
 //   embedding  bytes w·T·4h_r;   head  GEMM 2Th⌈V/t⌉; bytes w·T·4h_r + T·38⌈V/t⌉ (backward T·14⌈V/t⌉)
+//   MoE        (a MoE layer's MLP unit; T_r = T/t tokens the rank routes, sequence parallelism;
+//              n_e = T_r·k·ep/E tokens each of its E/ep experts computes on average)
+//              router GEMM 2·T_r·h·E (16-bit); shared experts' GEMMs as the MLP's at width f_s;
+//              the routed experts' grouped GEMMs: E/ep GEMMs of 2·n_e·h·f_e per linear (gate
+//              and up, down), each at the efficiency of its own size (grouped GEMM at the
+//              per-expert token count); bytes w·T·(11h_r + shared 6f_s/t or 4f_s/t) + per routed
+//              token: router scores 16E (fp32 logits read, softmax written and read, top-k),
+//              permute and unpermute 2·2h(k + 1)/k·w, the experts' activation 6f_e or 4f_e·w;
+//              activation T_r·k·f_e (+ T·f_s/t) elements. The experts' part (their GEMMs, bytes
+//              and activation) is also kept apart (UnitWork::experts_*): with ep > 1 the
+//              Program computes it as an instruction of its own (kFlagExperts).
 //   forward = GEMMs + scores + bytes + activation;
 //   backward input = GEMMs + 2·scores + 2·bytes + activation;
 //   backward weight = GEMMs + params·G bytes (the gradient pass);
@@ -260,6 +271,8 @@ class WorkModel {
 
   struct UnitWork {
     Work forward, backward_input, backward_weight, score_forward;
+    // a MoE unit's routed experts' share of forward, backward_input and backward_weight (above)
+    Work experts_forward, experts_backward_input, experts_backward_weight;
   };
   // Units of one kind with the same parameters do the same work (every block of a model):
   // unit u's is distinct()[distinct_of(u)].

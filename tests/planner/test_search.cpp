@@ -348,16 +348,16 @@ TEST(ModelErrorLines, GroupTheTopRowsByZeroClass) {
   std::vector<Evaluated> top(7);
   const int stages[] = {1, 3, 1, 3, 0, 3, 3};  // rows 1, 3, 5 are ZeRO 0-2, rows 2, 4 ZeRO-3; rows 6-7 beyond the fifth
   for (std::size_t i = 0; i < top.size(); ++i) top[i].plan.zero.stage = stages[i];
-  const std::vector<std::string> lines = model_error_lines(top, spec::Framework::kFsdp, record);
+  const std::vector<std::string> lines = model_error_lines(top, spec::Model{}, spec::Framework::kFsdp, record);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[1].find("rows 1, 3, 5: no published fsdp ZeRO 0-2 run"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("rows 2, 4: 2 published fsdp ZeRO-3 runs (A100; 8-64 GPUs) took 1.20-1.40x (median 1.30x)"),
             std::string::npos)
       << lines[2];
-  EXPECT_TRUE(model_error_lines({}, spec::Framework::kFsdp, record).empty());
+  EXPECT_TRUE(model_error_lines({}, spec::Model{}, spec::Framework::kFsdp, record).empty());
   // the search's GPU: both runs are on A100, one range as above; on an H100 none is, and it says so
-  EXPECT_EQ(model_error_lines(top, spec::Framework::kFsdp, record, "A100-SXM4-80GB")[2], lines[2]);
-  const std::vector<std::string> h100 = model_error_lines(top, spec::Framework::kFsdp, record, "H100-SXM5-80GB");
+  EXPECT_EQ(model_error_lines(top, spec::Model{}, spec::Framework::kFsdp, record, "A100-SXM4-80GB")[2], lines[2]);
+  const std::vector<std::string> h100 = model_error_lines(top, spec::Model{}, spec::Framework::kFsdp, record, "H100-SXM5-80GB");
   EXPECT_NE(h100[2].find("rows 2, 4: no checked run on H100; 2 published fsdp ZeRO-3 runs (A100; 8-64 GPUs)"), std::string::npos)
       << h100[2];
 }

@@ -72,6 +72,7 @@ TEST(Bundled, EveryPlanIsValidForItsCase) {
       {"tiny-tp2-pp2-dp2", "tiny", "tiny-cpu", 8},
       {"tiny-cp2-dp2", "tiny", "tiny-cpu", 4},
       {"one-gpu", "gpt2-124m", "tiny-cpu", 1},
+      {"mixtral-8x7b-64gpu", "mixtral-8x7b", "mixtral-8x7b-256", 8 * 8},
   };
   EXPECT_EQ(bundled_names(ConfigKind::kPlan).size(), std::size(cases)) << "a bundled plan without a case here";
   for (const Case& c : cases) {

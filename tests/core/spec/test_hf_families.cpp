@@ -559,15 +559,13 @@ TEST(HfFamilies, DeepSeekV3LatentAttentionAndExperts) {
 }
 
 // What Stagecraft counts but does not lower: a plan of a MoE or MLA model is refused by name.
-TEST(HfFamilies, ExpertModelsAreCountedNotLowered) {
+TEST(HfFamilies, ExpertModelsAreNamedWhereACommandDoesNotTakeThem) {
   const Model m = load_model(resolve_config(ConfigKind::kModel, "mixtral-8x7b"));
   EXPECT_NE(m.unmodelled().find("mixture-of-experts"), std::string::npos);
   const Model d = load_model(resolve_config(ConfigKind::kModel, "deepseek-v3"));
   EXPECT_NE(d.unmodelled().find("latent attention"), std::string::npos);
-  Training t;
-  t.global_batch = 8;
-  Plan p;
-  expect_spec_error([&] { validate_plan(p, m, t, 1); }, "/moe", "does not lower, simulate, search or run them yet");
+  expect_spec_error([&] { refuse_unmodelled(m, "run"); }, "/moe", "but run does not take them yet");
+  expect_spec_error([&] { refuse_unmodelled(d, "run"); }, "/moe", "and multi-head latent attention (mla)");
 }
 
 TEST(HfFamilies, UnknownFamiliesAreRefusedByName) {

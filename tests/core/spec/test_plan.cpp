@@ -113,6 +113,40 @@ TEST(Plan, RejectsBadFieldsOnLoad) {
                     "/tp_comm_overlap", "true or false");
 }
 
+// Expert parallelism against a model with 4 experts (top-2) and a shared expert of 100, 8 GPUs.
+TEST(Plan, ExpertParallelismIsCheckedAgainstTheModelAndFramework) {
+  const Model moe = model_from_json({{"name", "moe4"}, {"layers", 4}, {"hidden", 64}, {"heads", 8}, {"ffn_hidden", 128},
+                                     {"vocab", 100}, {"seq_len", 32}, {"mlp", "swiglu"},
+                                     {"moe", {{"experts", 4}, {"experts_per_token", 2}, {"expert_ffn_hidden", 32},
+                                              {"shared_ffn_hidden", 100}}}},
+                                    "moe4.json");
+  const Training megatron = training_from_json({{"global_batch", 16}, {"dtype", "bf16"}, {"framework", "megatron"}}, "t.json");
+  // 8 ranks = tp 2 × dp 4: ep 4 folds into them (8 / 4 = 2 ranks hold each expert)
+  Plan ok = plan_from_json({{"tp", 2}, {"dp", 4}, {"ep", 4}, {"sequence_parallel", true}, {"micro_batches", 4}}, "p.json");
+  EXPECT_NO_THROW(validate_plan(ok, moe, megatron, 8));
+  EXPECT_EQ(ok.expert_dp(), 2 * 4 / 4);
+  EXPECT_EQ(plan_from_json(to_json(ok), "again.json").ep, 4);
+  EXPECT_NE(summary(ok).find(" ep4 "), std::string::npos);
+  const BadPlan cases[] = {
+      {"ep not dividing the experts", {{"dp", 8}, {"ep", 8}, {"micro_batches", 2}}, 16, 8, "/ep", "a divisor of the experts (4"},
+      {"ep beyond tp x dp", {{"pp", 4}, {"dp", 2}, {"ep", 4}, {"micro_batches", 8}}, 16, 8, "/ep", "a divisor of tp × cp × dp (2)"},
+      {"tp without sp", {{"tp", 2}, {"dp", 4}, {"micro_batches", 4}}, 16, 8, "/sequence_parallel", "true with tp > 1"},
+      {"etp", {{"dp", 8}, {"ep", 2}, {"etp", 2}, {"micro_batches", 2}}, 16, 8, "/etp", "not lowered yet"},
+      {"shared width over tp", {{"tp", 8}, {"sequence_parallel", true}, {"micro_batches", 16}}, 16, 8, "/tp",
+       "a divisor of the shared experts' width (100"},
+      {"zero-3 with experts apart", {{"dp", 8}, {"ep", 2}, {"micro_batches", 2}, {"zero", {{"stage", 3}}}}, 16, 8,
+       "/zero/stage", "at most 2 with experts held by other ranks"},
+  };
+  for (const BadPlan& c : cases) {
+    SCOPED_TRACE(c.what);
+    expect_spec_error([&] { validate_plan(plan_from_json(c.plan, "p.json"), moe, megatron, c.gpus); }, c.pointer, c.fragment);
+  }
+  // ep 1 with dp only: the experts' data-parallel group is the dense one, so ZeRO-3 is fine
+  EXPECT_NO_THROW(validate_plan(plan_from_json({{"dp", 8}, {"micro_batches", 2}, {"zero", {{"stage", 3}}}}, "p.json"), moe,
+                                batch(16), 8));
+  expect_spec_error([&] { validate_plan(ok, moe, batch(16), 8); }, "/ep", "DeepSpeed-MoE carves expert-parallel groups");
+}
+
 // "tp_comm_overlap" is read, defaults to false and is written back only when set.
 TEST(Plan, TrainingTpCommOverlapRoundTrips) {
   const Training off = training_from_json({{"global_batch", 8}, {"dtype", "bf16"}}, "t.json");

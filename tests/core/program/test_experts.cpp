@@ -1,0 +1,144 @@
+// Mixture of experts in the lowering: the units' expert tensors and FLOPs, Megatron-Core's folding
+// of the expert-parallel groups, a MoE unit's pass split around its dispatch and combine
+// all-to-alls, and the experts' gradients reduced and partitioned over their own group — each
+// value derived here from the shapes (core/program/comm_rules.hpp, zero.hpp, units.hpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/program/check.hpp"
+#include "core/program/units.hpp"
+#include "core/program/zero.hpp"
+#include "program_fixtures.hpp"
+
+namespace stagecraft::program {
+namespace experts_test {
+
+// h = 64, 4 heads, SwiGLU, 2 layers, 4 routed experts (top-2) of width 32, seq 32.
+spec::Model moe() {
+  return spec::model_from_json({{"name", "moe"}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"ffn_hidden", 128},
+                                {"vocab", 64}, {"seq_len", 32}, {"mlp", "swiglu"}, {"norm", "rmsnorm"},
+                                {"position", "rope"}, {"tied_embeddings", false}, {"bias", false},
+                                {"moe", {{"experts", 4}, {"experts_per_token", 2}, {"expert_ffn_hidden", 32}}}},
+                               "moe.json");
+}
+
+Program lower_moe(const nlohmann::json& plan) { return test::lower_json(moe(), plan, "megatron"); }
+
+constexpr int64_t kH = 64, kE = 4, kK = 2, kFe = 32, kT = 32;
+constexpr int64_t kExpert = 3 * kH * kFe;  // one SwiGLU expert: gate and up h·f_e, down f_e·h
+
+TEST(Experts, UnitsHoldTheirShareOfTheExpertsAndTheActiveFlops) {
+  const spec::Model m = moe();
+  const std::vector<Unit> whole = model_units(m, 1, 1), half = model_units(m, 1, 2);
+  const Unit& u = whole[2];   // block 0's MLP
+  ASSERT_EQ(u.kind, UnitKind::kMoe);
+  // norm2 h + router h·E + the 4 experts
+  EXPECT_EQ(u.params, kH + kH * kE + kE * kExpert);
+  EXPECT_EQ(u.expert_params, kE * kExpert);
+  EXPECT_EQ(half[2].expert_params, kE / 2 * kExpert);   // ep 2: two experts a rank
+  EXPECT_EQ(half[2].params, kH + kH * kE + kE / 2 * kExpert);
+  // per token: router 2hE + top-2 experts' 2·3·h·f_e each, whatever ep
+  EXPECT_DOUBLE_EQ(u.fwd_flops_per_token, 2.0 * kH * kE + kK * 2.0 * kExpert);
+  EXPECT_DOUBLE_EQ(half[2].fwd_flops_per_token, u.fwd_flops_per_token);
+  EXPECT_DOUBLE_EQ(u.expert_flops_per_token, kK * 2.0 * kExpert);
+  // tp 2 (sequence parallel): each rank routes half of the tokens
+  EXPECT_DOUBLE_EQ(model_units(m, 2, 1)[2].fwd_flops_per_token, u.fwd_flops_per_token / 2);
+}
+
+TEST(Experts, GroupsFoldIntoTheStage) {
+  // tp 2 × dp 4, ep 4: l = dp_index·2 + tp_index; ep groups of 4 consecutive l, the experts'
+  // data-parallel group the l of one position in each (l mod 4)
+  Placement pl{2, 1, 4};
+  pl.ep = 4;
+  EXPECT_EQ(pl.group_members(Group::kEp, 5), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(pl.group_members(Group::kExpertDp, 5), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(pl.group_members(Group::kDp, 5), (std::vector<int64_t>{1, 3, 5, 7}));
+  // ep = tp: the experts' group is the dense data-parallel group
+  pl.ep = 2;
+  EXPECT_EQ(pl.group_members(Group::kExpertDp, 5), pl.group_members(Group::kDp, 5));
+}
+
+TEST(Experts, AMoePassIsSplitAroundItsAllToAlls) {
+  const Program prog = lower_moe({{"dp", 4}, {"ep", 2}, {"zero", {{"stage", 1}}}});
+  check(prog);
+  const RoleProgram& r = prog.roles[0];
+  // block 0's MLP (unit 2): compute, dispatch, experts, combine forward; the reverse backward
+  std::vector<const Instr*> unit2;
+  for (const Instr& in : r.instrs) {
+    if (in.unit_begin == 2 && in.unit_end == 3 && (is_compute(in.op) || in.lane == Lane::kEp)) unit2.push_back(&in);
+  }
+  ASSERT_EQ(unit2.size(), 8u);
+  const int64_t a2a = kT * kK * kH * 2;   // T tokens · k copies · h · 2 bytes
+  const Op ops[] = {Op::kForward, Op::kAllToAll, Op::kForward, Op::kAllToAll, Op::kAllToAll, Op::kBackward, Op::kAllToAll, Op::kBackward};
+  const bool experts[] = {false, false, true, false, false, true, false, false};
+  const double routed = kK * 2.0 * kExpert * kT;   // the experts' forward FLOPs of the micro-batch
+  const double router = 2.0 * kH * kE * kT;
+  for (std::size_t i = 0; i < unit2.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Instr& in = *unit2[i];
+    EXPECT_EQ(in.op, ops[i]);
+    EXPECT_EQ((in.flags & kFlagExperts) != 0, experts[i]);
+    if (in.op == Op::kAllToAll) {
+      EXPECT_EQ(in.group, Group::kEp);
+      EXPECT_EQ(in.bytes, a2a);
+    }
+  }
+  EXPECT_DOUBLE_EQ(unit2[0]->flops, router);
+  EXPECT_DOUBLE_EQ(unit2[2]->flops, routed);
+  EXPECT_DOUBLE_EQ(unit2[5]->flops, 2 * routed);   // input and weight gradients
+  EXPECT_DOUBLE_EQ(unit2[7]->flops, 2 * router);
+  EXPECT_EQ(unit2[2]->elems, kE / 2 * kExpert);
+}
+
+TEST(Experts, ExpertGradientsAreReducedAndPartitionedOverTheirGroup) {
+  const Program prog = lower_moe({{"dp", 4}, {"ep", 2}, {"zero", {{"stage", 1}}}});
+  const RoleProgram& r = prog.roles[0];
+  // ZeRO-1: the dense gradients reduce-scattered over dp 4, the experts' (2 a rank in each of
+  // the 2 layers) over their 4 / 2 = 2 holders
+  int64_t dense = 0, experts = 0;
+  for (const Instr& in : r.instrs) {
+    if (in.op != Op::kReduceScatterGrads) continue;
+    if (in.group == Group::kExpertDp) experts += in.elems;
+    else if (in.group == Group::kDp) dense += in.elems;
+  }
+  const int64_t expert_elems = 2 * kE / 2 * kExpert;
+  EXPECT_EQ(experts, expert_elems);
+  EXPECT_EQ(dense + experts, prog.chunks[0].params);
+  EXPECT_EQ(prog.chunks[0].expert_params, expert_elems);
+  const auto opt = std::find_if(r.instrs.begin(), r.instrs.end(), [](const Instr& in) { return in.op == Op::kOptimizerStep; });
+  ASSERT_NE(opt, r.instrs.end());
+  EXPECT_EQ(opt->elems, shard_elems(dense, 4) + shard_elems(expert_elems, 2));
+  // and gathered back over the same groups
+  int64_t gathered_experts = 0;
+  for (const Instr& in : r.instrs) {
+    if (in.op == Op::kAllGatherParams && in.group == Group::kExpertDp) gathered_experts += in.elems;
+  }
+  EXPECT_EQ(gathered_experts, expert_elems);
+}
+
+TEST(Experts, WithoutExpertParallelismNothingIsSplit) {
+  const Program prog = lower_moe({{"dp", 2}});
+  check(prog);
+  for (const Instr& in : prog.roles[0].instrs) {
+    EXPECT_NE(in.lane, Lane::kEp);
+    EXPECT_EQ(in.flags & kFlagExperts, 0);
+    EXPECT_NE(in.group, Group::kExpertDp);   // the experts' group is the dense one: reduced with it
+  }
+}
+
+// tp 2 with sequence parallelism and ep 2 over 4 ranks, pipelined: the whole Program's
+// collectives match across ranks (check), and each rank routes half of the micro-batch's tokens.
+TEST(Experts, ComposesWithTensorAndPipelineParallelism) {
+  const Program prog = lower_moe({{"tp", 2}, {"pp", 2}, {"dp", 2}, {"ep", 2}, {"sequence_parallel", true},
+                                  {"micro_batches", 4}});
+  check(prog);
+  const RoleProgram& last = prog.roles[1];
+  const auto a2a = std::find_if(last.instrs.begin(), last.instrs.end(), [](const Instr& in) { return in.lane == Lane::kEp; });
+  ASSERT_NE(a2a, last.instrs.end());
+  EXPECT_EQ(a2a->bytes, kT / 2 * kK * kH * 2);
+}
+
+}  // namespace experts_test
+}  // namespace stagecraft::program

@@ -1,0 +1,86 @@
+// Mixture of experts in the simulator: one MoE layer's all-to-all bytes and time derived by hand
+// (collectives.hpp: each member sends S/n to every other; t = lat + S·(k − 1)/n / B_nvlink inside a
+// node), the expert-parallel lane carrying exactly the lowering's all-to-alls, and the stated load
+// imbalance stretching the experts' compute and their all-to-alls (compute.hpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cluster_fixture.hpp"
+#include "core/program/lower.hpp"
+#include "core/spec/framework.hpp"
+#include "sim/models/collectives.hpp"
+#include "sim/simulator.hpp"
+
+namespace stagecraft::sim {
+namespace experts_sim {
+
+// One node of 2 GPUs joined by NVLink of 1e9 B/s, compute at 1e13 FLOP/s, every GEMM at peak.
+spec::Cluster cluster() {
+  test::ClusterShape shape;
+  shape.nodes = 1;
+  shape.gpus_per_node = 2;
+  shape.nvlink_Bps = 1e9;
+  spec::Cluster c = test::make_cluster(shape);
+  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e13;
+  c.gpu.matmul_efficiency = {{1.0, 1.0}};
+  c.gpu.memory_bytes = int64_t{1} << 40;
+  return c;
+}
+
+// h = 256, 4 heads, 2 layers of 8 experts (top-2, width 512), seq 2048.
+spec::Model model() {
+  return spec::model_from_json({{"name", "moe"}, {"layers", 2}, {"hidden", 256}, {"heads", 4}, {"ffn_hidden", 512},
+                                {"vocab", 64}, {"seq_len", 2048}, {"mlp", "swiglu"}, {"norm", "rmsnorm"},
+                                {"position", "rope"}, {"tied_embeddings", false}, {"bias", false},
+                                {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn_hidden", 512}}}},
+                               "moe.json");
+}
+
+SimResult run(int64_t ep, double imbalance = 1.0) {
+  const spec::Plan p = spec::plan_from_json({{"dp", 2}, {"ep", ep}, {"micro_batches", 2}}, "plan.json");
+  nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"}};
+  if (imbalance != 1.0) t["moe_imbalance"] = imbalance;
+  return simulate(program::lower(model(), spec::training_from_json(t, "training.json"), p), cluster());
+}
+
+TEST(ExpertsSim, OneLayersAllToAllIsItsBytesOverNvlink) {
+  // S = T·k·h·w = 2048 tokens · 2 copies · 256 · 2 bytes = 2 MiB, the send buffer of a dispatch
+  const int64_t S = 2048 * 2 * 256 * 2;
+  const Topology topology(cluster(), 2);
+  const std::vector<int64_t> group = {0, 1};
+  const CollectiveCost a2a(CollectiveKind::kAllToAll, group, topology);
+  // half of S leaves for the other GPU at 1e9 B/s: 1,048,576 ns, over a latency independent of S
+  const int64_t t = a2a.time_ns(S), t_half = a2a.time_ns(S / 2);
+  EXPECT_NEAR(static_cast<double>(t - t_half), (S / 2) / 2 / 1e9 * 1e9, 2.0);
+  const double latency_ns = static_cast<double>(t) - S / 2 / 1e9 * 1e9;
+  EXPECT_GT(latency_ns, 0);
+  EXPECT_LT(latency_ns, 100e3);
+  // the ep lane: 2 layers × 2 micro-batches × (dispatch and combine, forward and backward)
+  const SimResult r = run(2);
+  EXPECT_NEAR(r.metrics.time.ep_s, 2 * 2 * 4 * static_cast<double>(t) * 1e-9, 16e-9);
+  // without expert parallelism there is none
+  EXPECT_EQ(run(1).metrics.time.ep_s, 0);
+}
+
+TEST(ExpertsSim, ImbalanceStretchesTheExpertsAndTheirAllToAlls) {
+  const SimResult even = run(2), skewed = run(2, 1.5);
+  // each all-to-all takes ⌈1.5·t⌉
+  EXPECT_NEAR(skewed.metrics.time.ep_s, 1.5 * even.metrics.time.ep_s, 16e-9);
+  // the experts' compute, 0.5 more of it: per micro-batch and layer, GEMMs forward
+  // k·2·3·h·f_e·T and backward twice that at 1e13 FLOP/s; bytes (work.hpp) the activation's
+  // 6·f_e per routed token forward, twice that backward, and the gradient pass over the rank's
+  // 4 experts' 3·h·f_e parameters, at hbm_Bps · memory_efficiency
+  const double routed = 2048.0 * 2;   // T·k
+  const double gemm_s = 3 * (routed * 2 * 3 * 256 * 512) / 1e13;
+  const spec::Cluster c = cluster();
+  const double pass = spec::grad_pass_bytes(spec::Framework::kMegatron, spec::Dtype::kBf16, 2, 0, 2, 2);
+  const double bytes = 3 * routed * 6 * 512 + pass * 4 * 3 * 256 * 512;
+  const double bytes_s = bytes / (c.gpu.hbm_Bps * c.gpu.memory_efficiency);
+  const double experts_s = 2 * 2 * (gemm_s + bytes_s);   // 2 layers × 2 micro-batches
+  EXPECT_NEAR(skewed.metrics.time.compute_s - even.metrics.time.compute_s, 0.5 * experts_s, 1e-6 * experts_s);
+  EXPECT_GT(skewed.metrics.step_time_s, even.metrics.step_time_s);
+}
+
+}  // namespace experts_sim
+}  // namespace stagecraft::sim
