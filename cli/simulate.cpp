@@ -237,7 +237,8 @@ int run_simulate(const SimulateArgs& a) {
       const int64_t nodes = (group.back() / c.gpus_per_node) - (group.front() / c.gpus_per_node) + 1;
       std::cout << "experts     ep " << prog.plan.ep << " (" << prog.model.moe.experts / prog.plan.ep << " of "
                 << prog.model.moe.experts << " experts a GPU, its group on " << nodes << (nodes == 1 ? " node" : " nodes")
-                << "), their gradients over " << prog.plan.expert_dp() << " ranks; a GPU's all-to-alls send "
+                << "), their gradients over " << prog.plan.expert_dp() << (prog.plan.expert_dp() == 1 ? " rank" : " ranks")
+                << "; a GPU's all-to-alls send "
                 << text::short_bytes(r.metrics.ep_intranode_bytes) << " a step inside its node, "
                 << text::short_bytes(r.metrics.ep_internode_bytes) << " to other nodes; load imbalance "
                 << text::fmt("%.2f", prog.training.moe_imbalance) << " (training \"moe_imbalance\")\n";

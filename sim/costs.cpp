@@ -63,15 +63,26 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
 
 std::pair<double, double> ep_bytes_per_step(const program::Program& prog, int64_t gpus_per_node) {
   if (prog.placement.ep <= 1) return {0.0, 0.0};
-  const std::vector<int64_t> group = prog.placement.group_members(program::Group::kEp, 0);
+  // the stage whose ranks send the most (a stage of dense layers alone sends none)
+  double bytes = 0;
+  const program::RoleProgram* busiest = nullptr;
+  for (const program::RoleProgram& role : prog.roles) {
+    double b = 0;
+    for (const program::Instr& in : role.instrs) {
+      if (in.group == program::Group::kEp && in.op == program::Op::kAllToAll) b += static_cast<double>(in.bytes);
+    }
+    if (busiest == nullptr || b > bytes) {
+      bytes = b;
+      busiest = &role;
+    }
+  }
+  if (busiest == nullptr || busiest->ranks.empty() || bytes == 0) return {0.0, 0.0};
+  const int64_t rank = busiest->ranks.front();
+  const std::vector<int64_t> group = prog.placement.group_members(program::Group::kEp, rank);
   const double n = static_cast<double>(group.size());
   double local = 0;
-  for (int64_t r : group) local += (r != 0 && r / gpus_per_node == 0) ? 1 : 0;
+  for (int64_t r : group) local += (r != rank && r / gpus_per_node == rank / gpus_per_node) ? 1 : 0;
   const double remote = n - 1 - local;
-  double bytes = 0;
-  for (const program::Instr& in : prog.rank(0)) {
-    if (in.group == program::Group::kEp && in.op == program::Op::kAllToAll) bytes += static_cast<double>(in.bytes);
-  }
   return {bytes * local / n, bytes * remote / n};
 }
 

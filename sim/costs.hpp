@@ -90,9 +90,10 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
 // each member its own. ZeRO-3 on 16-bit parameters sends about 3·2P/k a micro-batch; DeepSpeed's
 // ZeRO++ volume table counts the same traffic (3M → 0.75M, blogs/zeropp).
 double dp_internode_bytes_per_micro_batch(const program::Program& prog, int64_t gpus_per_node);
-// Expert parallelism: the bytes rank 0 sends a step in its all-to-alls over Group::kEp, each of S
-// bytes sending S/n to every member (collectives.hpp), split into those to members on its node
-// and those to members on other nodes (gpus_per_node consecutive ranks a node).
+// Expert parallelism: the bytes a GPU sends a step in its all-to-alls over Group::kEp — the first
+// rank of the stage that sends the most (a stage of dense layers sends none) —, each of S bytes
+// sending S/n to every member (collectives.hpp), split into those to members on its node and those
+// to members on other nodes (gpus_per_node consecutive ranks a node).
 std::pair<double, double> ep_bytes_per_step(const program::Program& prog, int64_t gpus_per_node);
 
 class CostCache {

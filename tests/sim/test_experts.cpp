@@ -59,6 +59,9 @@ TEST(ExpertsSim, OneLayersAllToAllIsItsBytesOverNvlink) {
   // the ep lane: 2 layers × 2 micro-batches × (dispatch and combine, forward and backward)
   const SimResult r = run(2);
   EXPECT_NEAR(r.metrics.time.ep_s, 2 * 2 * 4 * static_cast<double>(t) * 1e-9, 16e-9);
+  // what a GPU sends of those 16 all-to-alls: half of each S to the other GPU, on its node
+  EXPECT_DOUBLE_EQ(r.metrics.ep_intranode_bytes, 16.0 * S / 2);
+  EXPECT_DOUBLE_EQ(r.metrics.ep_internode_bytes, 0.0);
   // without expert parallelism there is none
   EXPECT_EQ(run(1).metrics.time.ep_s, 0);
 }
