@@ -30,7 +30,7 @@ CheckedRun run_from_json(const nlohmann::json& j, const std::string& file, const
   const int64_t stage = r.integer("zero_stage");
   if (stage < 0 || stage > 3) r.fail_value("zero_stage", "a ZeRO stage, 0 to 3");
   run.zero_stage = static_cast<int>(stage);
-  run.variant = r.choice_or("variant", {"", "zeropp", "shard"}, "");
+  run.variant = r.choice_or("variant", {"", "zeropp", "shard", "moe"}, "");
   run.measured_over_simulated = r.number("measured_over_simulated");
   if (!std::isfinite(run.measured_over_simulated) || run.measured_over_simulated <= 0) {
     r.fail_value("measured_over_simulated", "a positive ratio of step times");

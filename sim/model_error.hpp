@@ -22,7 +22,8 @@
 // unlike every checked run (another GPU, scale or model) may fall outside it, and a framework with
 // no checked run says so (runs = 0). ZeRO across nodes is a class of its own: a run with a
 // "variant" ("zeropp": hpZ, qwZ or qgZ; "shard": MiCS, hybrid sharding, optimizer instances;
-// spec::across_nodes_class) speaks only to plans of that variant, a plain plan only to plain runs.
+// spec::across_nodes_class; "moe": a mixture-of-experts model, spec::validation_class) speaks only
+// to plans of that variant, a plain plan only to plain runs.
 #pragma once
 
 #include <cstdint>
@@ -84,7 +85,7 @@ struct ModelError {
 // The family of a GPU name: up to its first space or '-' ("A100-SXM4-80GB" and "A100 80GB": "A100").
 std::string gpu_family(const std::string& gpu_name);
 // `plan_gpu`: the plan's GPU name (the cluster's gpu.name), or empty for every GPU alike.
-// `variant`: the plan's spec::across_nodes_class.
+// `variant`: the plan's spec::validation_class.
 ModelError model_error(const ValidationRecord& record, spec::Framework framework, int zero_stage,
                        const std::string& plan_gpu = "", const std::string& variant = "");
 

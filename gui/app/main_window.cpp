@@ -86,7 +86,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* pareto_tab = new QWidget;
   auto* pareto_bar = new QHBoxLayout;
   auto* colour_by = new QComboBox;
-  for (const char* axis : {"zero", "tp", "cp", "pp", "schedule", "recompute"}) colour_by->addItem(QString::fromUtf8(axis));
+  for (const char* axis : {"zero", "tp", "cp", "ep", "pp", "schedule", "recompute"}) colour_by->addItem(QString::fromUtf8(axis));
   colour_by->setToolTip(QStringLiteral("the plan axis that colours the points"));
   connect(colour_by, &QComboBox::currentTextChanged, this, [this](const QString& axis) {
     pareto_->set_colour_by(axis.toStdString());

@@ -32,6 +32,7 @@ double raw(const planner::Evaluated& e, int column, int rank) {
     case PlanTableModel::kMemory: return static_cast<double>(m.peak_memory_bytes);
     case PlanTableModel::kTp: return static_cast<double>(p.tp);
     case PlanTableModel::kCp: return static_cast<double>(p.cp);
+    case PlanTableModel::kEp: return static_cast<double>(p.ep);
     case PlanTableModel::kPp: return static_cast<double>(p.pp);
     case PlanTableModel::kDp: return static_cast<double>(p.dp);
     case PlanTableModel::kMicro: return static_cast<double>(p.micro_batch) * 1e6 + static_cast<double>(p.micro_batches);
@@ -63,6 +64,7 @@ QString text(const planner::Evaluated& e, int column, int rank) {
     case PlanTableModel::kCp:
       return p.cp > 1 && p.cp_comm != spec::CpComm::kP2p ? QStringLiteral("%1 %2").arg(p.cp).arg(QString::fromUtf8(spec::to_string(p.cp_comm)))
                                                         : QString::number(p.cp);
+    case PlanTableModel::kEp: return QString::number(p.ep);
     case PlanTableModel::kPp: return QString::number(p.pp);
     case PlanTableModel::kDp: return QString::number(p.dp);
     case PlanTableModel::kMicro: return QStringLiteral("%1×%2").arg(p.micro_batch).arg(p.micro_batches);
@@ -121,7 +123,7 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
 QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
   static const char* const names[kColumnCount] = {"#", "plan", "step s", "tokens/s", "MFU", "bubble", "exposed comm s",
-                                                  "time split", "peak / capacity GiB", "tp", "cp", "pp", "dp", "mb×m",
+                                                  "time split", "peak / capacity GiB", "tp", "cp", "ep", "pp", "dp", "mb×m",
                                                   "schedule", "ZeRO", "recompute", "sp", "fits"};
   static const char* const tips[kColumnCount] = {
       "rank by tokens/s among the plans that fit (planner::better)", "the plan key (planner::plan_key)",
@@ -129,7 +131,7 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
       "pipeline bubble as a fraction of the step", "communication the compute lane does not hide, seconds",
       "compute | exposed communication | bubble (the step's partition)", "peak memory of the peak rank against the GPU",
       "tensor parallel", "context parallel: ranks splitting a sequence, and the comm type when not the p2p ring",
-      "pipeline stages", "data parallel", "micro-batch size × micro-batches", "pipeline schedule",
+      "expert parallel: ranks splitting each mixture-of-experts layer's experts (1 for a dense model)", "pipeline stages", "data parallel", "micro-batch size × micro-batches", "pipeline schedule",
       "ZeRO stage", "activation recompute", "sequence parallelism", "peak memory within the GPU"};
   if (section < 0 || section >= kColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromUtf8(names[section]);

@@ -37,7 +37,7 @@ class PlanTableModel : public QAbstractTableModel {
  public:
   enum Column {
     kRank, kPlan, kStep, kTokens, kMfu, kBubble, kExposed, kSplit, kMemory,
-    kTp, kCp, kPp, kDp, kMicro, kSchedule, kZero, kRecompute, kSp, kFits, kColumnCount
+    kTp, kCp, kEp, kPp, kDp, kMicro, kSchedule, kZero, kRecompute, kSp, kFits, kColumnCount
   };
 
   explicit PlanTableModel(QObject* parent = nullptr);

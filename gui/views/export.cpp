@@ -45,7 +45,7 @@ void export_search(const std::string& path, const planner::SearchResult& r) {
 void export_csv(const std::string& path, const QAbstractItemModel& m) {
   static const char* const names[PlanTableModel::kColumnCount] = {
       "rank", "key", "step_time_s", "tokens_per_s", "mfu", "bubble_fraction", "exposed_comm_s", "compute_s",
-      "peak_memory_bytes", "tp", "cp", "pp", "dp", "micro_batch_x_micro_batches", "schedule", "zero_stage", "recompute",
+      "peak_memory_bytes", "tp", "cp", "ep", "pp", "dp", "micro_batch_x_micro_batches", "schedule", "zero_stage", "recompute",
       "sequence_parallel", "fits"};
   std::string out;
   for (int c = 0; c < m.columnCount(); ++c) out += std::string(c ? "," : "") + names[c];

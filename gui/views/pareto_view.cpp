@@ -43,6 +43,7 @@ std::pair<double, std::string> axis_value(const planner::Evaluated& e, const std
   if (axis == "tp") return {static_cast<double>(p.tp), "tp " + std::to_string(p.tp)};
   if (axis == "pp") return {static_cast<double>(p.pp), "pp " + std::to_string(p.pp)};
   if (axis == "cp") return {static_cast<double>(p.cp), "cp " + std::to_string(p.cp)};
+  if (axis == "ep") return {static_cast<double>(p.ep), "ep " + std::to_string(p.ep)};
   if (axis == "schedule") return {static_cast<double>(p.schedule), spec::to_string(p.schedule)};
   if (axis == "recompute") return {static_cast<double>(p.recompute), std::string("recompute ") + spec::to_string(p.recompute)};
   return {static_cast<double>(p.zero.stage), "ZeRO " + std::to_string(p.zero.stage)};

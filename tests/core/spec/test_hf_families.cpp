@@ -512,6 +512,16 @@ TEST(HfFamilies, Qwen3Moe) {
   const Model bundled = load_model(resolve_config(ConfigKind::kModel, "qwen3-30b-a3b"));
   EXPECT_EQ(count::parameters(bundled), total);
   EXPECT_EQ(count::active_parameters(bundled), count::active_parameters(m));
+  // Qwen3-235B-A22B, bundled: 94 layers of h 4096, 64 heads of 128 (4 K/V), 128 experts of 1536,
+  // top-8. The model card: 235B parameters, 22B activated.
+  const Model big = load_model(resolve_config(ConfigKind::kModel, "qwen3-235b-a22b"));
+  const int64_t H = 4096, Q = 64 * 128, KV = 4 * 128, FE = 1536, L2 = 94;
+  const int64_t big_block = 2 * H + 2 * 128 + H * (Q + 2 * KV) + Q * H + H * E + E * 3 * H * FE;
+  const int64_t big_total = 2 * V * H + H + L2 * big_block;
+  EXPECT_EQ(count::parameters(big), big_total);
+  EXPECT_EQ(big_total, 235'093'634'560);  // 235B
+  EXPECT_EQ(count::active_parameters(big), big_total - L2 * (E - 8) * 3 * H * FE);
+  EXPECT_EQ(count::active_parameters(big), 22'190'763'520);  // 22B
 }
 
 // deepseek-ai/DeepSeek-V3: MLA (q rank 1536, kv rank 512, 128 heads of 128 + 64 RoPE, v 128); layers
