@@ -54,4 +54,18 @@ inline spec::Cluster ideal_cluster(int64_t nodes, int64_t gpus_per_node) {
   return c;
 }
 
+// One node of `gpus` GPUs joined by NVLink of `nvlink_Bps`, GEMMs at exactly `peak` FLOP/s (bf16),
+// memory for anything: collectives that take visible time beside computes that take known time.
+inline spec::Cluster slow_link_node(int64_t gpus, double nvlink_Bps, double peak) {
+  ClusterShape shape;
+  shape.nodes = 1;
+  shape.gpus_per_node = gpus;
+  shape.nvlink_Bps = nvlink_Bps;
+  spec::Cluster c = make_cluster(shape);
+  c.gpu.peak_flops[spec::Dtype::kBf16] = peak;
+  c.gpu.matmul_efficiency = {{1.0, 1.0}};
+  c.gpu.memory_bytes = int64_t{1} << 40;
+  return c;
+}
+
 }  // namespace stagecraft::test

@@ -15,17 +15,7 @@ namespace context_parallel_sim {
 
 // One node of 2 GPUs over NVLink of 1e9 B/s, compute at 1e13 FLOP/s: at seq 4096 an attention
 // sublayer's compute (~ms) outlasts its K/V exchange (~0.2 ms).
-spec::Cluster cluster() {
-  test::ClusterShape shape;
-  shape.nodes = 1;
-  shape.gpus_per_node = 2;
-  shape.nvlink_Bps = 1e9;
-  spec::Cluster c = test::make_cluster(shape);
-  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e13;
-  c.gpu.matmul_efficiency = {{1.0, 1.0}};
-  c.gpu.memory_bytes = int64_t{1} << 40;
-  return c;
-}
+spec::Cluster cluster() { return test::slow_link_node(2, 1e9, 1e13); }
 
 // h = 256, 4 heads of d = 64 (2 K/V heads), 2 blocks, seq 4096.
 spec::Model model() {

@@ -16,17 +16,7 @@ namespace stagecraft::sim {
 namespace experts_sim {
 
 // One node of 2 GPUs joined by NVLink of 1e9 B/s, compute at 1e13 FLOP/s, every GEMM at peak.
-spec::Cluster cluster() {
-  test::ClusterShape shape;
-  shape.nodes = 1;
-  shape.gpus_per_node = 2;
-  shape.nvlink_Bps = 1e9;
-  spec::Cluster c = test::make_cluster(shape);
-  c.gpu.peak_flops[spec::Dtype::kBf16] = 1e13;
-  c.gpu.matmul_efficiency = {{1.0, 1.0}};
-  c.gpu.memory_bytes = int64_t{1} << 40;
-  return c;
-}
+spec::Cluster cluster() { return test::slow_link_node(2, 1e9, 1e13); }
 
 // h = 256, 4 heads, 2 layers of 8 experts (top-2, width 512), seq 2048.
 spec::Model model() {
