@@ -105,7 +105,7 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
   const auto add = [&](const std::string& axis, std::vector<std::string> values) {
     out.push_back({axis, values, std::vector<bool>(values.size(), true)});
   };
-  std::vector<int64_t> pp, cps;
+  std::vector<int64_t> pp, cps, eps;
   std::vector<spec::Schedule> schedules;
   bool sp_on = false;
   for (int64_t tp : space.tp_values()) {
@@ -114,6 +114,9 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
       for (int64_t c : space.cp_values(tp, p)) {
         if (std::find(cps.begin(), cps.end(), c) == cps.end()) cps.push_back(c);
         for (bool s : space.sequence_parallel_values(tp, c)) sp_on = sp_on || s;
+        for (int64_t e : space.ep_values(tp, c, space.gpus() / (tp * p * c))) {
+          if (std::find(eps.begin(), eps.end(), e) == eps.end()) eps.push_back(e);
+        }
       }
       for (spec::Schedule s : space.schedules(p)) {
         if (std::find(schedules.begin(), schedules.end(), s) == schedules.end()) schedules.push_back(s);
@@ -124,12 +127,18 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
   if (space.interleaved_allowed()) schedules.push_back(spec::Schedule::kInterleaved);
   std::sort(pp.begin(), pp.end());
   std::sort(cps.begin(), cps.end());
+  std::sort(eps.begin(), eps.end());
   std::vector<std::string> v;
   for (int64_t t : space.tp_values()) v.push_back(std::to_string(t));
   add("tp", v);
   v.clear();
   for (int64_t c : cps) v.push_back(std::to_string(c));
   add("cp", v);
+  if (eps.size() > 1) {   // a mixture-of-experts model: its expert-parallel sizes
+    v.clear();
+    for (int64_t e : eps) v.push_back(std::to_string(e));
+    add("ep", v);
+  }
   v.clear();
   for (int64_t p : pp) v.push_back(std::to_string(p));
   add("pp", v);
