@@ -13,8 +13,9 @@ namespace stagecraft::planner {
 namespace {
 
 // 2: the plans' context parallelism (cp, cp_comm_type, cp_comm_s), added to a version-1 store
-// when it is opened for writing (migrate_v1)
-constexpr int kSchemaVersion = 2;
+// when it is opened for writing (kMigrateV1)
+// 3: their expert parallelism (ep, ep_comm_s), added to a version-1 or -2 store likewise (kMigrateV2)
+constexpr int kSchemaVersion = 3;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS plans (
   capacity_bytes INTEGER NOT NULL, lower_bound_s REAL NOT NULL, memory_lower_bound_bytes INTEGER NOT NULL,
   plan TEXT NOT NULL, metrics TEXT NOT NULL, evaluated_at TEXT NOT NULL,
   cp INTEGER NOT NULL DEFAULT 1, cp_comm_type TEXT NOT NULL DEFAULT 'p2p', cp_comm_s REAL NOT NULL DEFAULT 0,
+  ep INTEGER NOT NULL DEFAULT 1, ep_comm_s REAL NOT NULL DEFAULT 0,
   PRIMARY KEY (search_id, key));
 )sql";
 
@@ -60,6 +62,13 @@ ALTER TABLE plans ADD COLUMN cp INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE plans ADD COLUMN cp_comm_type TEXT NOT NULL DEFAULT 'p2p';
 ALTER TABLE plans ADD COLUMN cp_comm_s REAL NOT NULL DEFAULT 0;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
+)sql";
+
+// Version 2 to 3: the expert-parallel columns, every earlier plan at ep 1.
+const char* kMigrateV2 = R"sql(
+ALTER TABLE plans ADD COLUMN ep INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE plans ADD COLUMN ep_comm_s REAL NOT NULL DEFAULT 0;
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
 )sql";
 
 std::string now_utc() {
@@ -153,7 +162,7 @@ const char* kPlanColumns =
     "key, fits, failed, step_time_s, tokens_per_s, mfu, model_tflops_per_gpu, hardware_tflops_per_gpu, "
     "bubble_fraction, compute_s, exposed_comm_s, bubble_s, tp_comm_s, pp_comm_s, dp_comm_s, peak_memory_bytes, "
     "peak_rank, mem_params, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_reserved, capacity_bytes, "
-    "plan, metrics, cp_comm_s";
+    "plan, metrics, cp_comm_s, ep_comm_s";
 
 // The Metrics columns in kPlanColumns order from column 1 (fits) to 23 (capacity_bytes): one
 // list for reading a row back and for writing one.
@@ -178,6 +187,7 @@ Metrics metrics_from_row(const Statement& s) {
     else v = s.integer(c);
   });
   m.time.cp_s = s.real(26);   // after plan (24) and metrics (25)
+  m.time.ep_s = s.real(27);
   return m;
 }
 
@@ -284,7 +294,9 @@ void Store::init(bool read_only) {
   check_identity();  // refuses a foreign or newer file before taking any lock on it
   exec("BEGIN IMMEDIATE");
   try {
-    if (check_identity() == 1) exec(kMigrateV1);
+    const int found = check_identity();
+    if (found == 1) exec(kMigrateV1);
+    if (found >= 1 && found <= 2) exec(kMigrateV2);
     exec(kSchema);
     Statement meta(db_, "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1), ('created_by', 'stagecraft')",
                    path_);
@@ -373,6 +385,7 @@ int64_t Store::start_search(const nlohmann::json& inputs, const std::string& ver
 std::string Store::plan_columns() const {
   std::string c = kPlanColumns;
   if (schema_ < 2) c.replace(c.rfind("cp_comm_s"), 9, "0 AS cp_comm_s");
+  if (schema_ < 3) c.replace(c.rfind("ep_comm_s"), 9, "0 AS ep_comm_s");
   return c;
 }
 
@@ -390,7 +403,7 @@ void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows,
     Statement s(db_,
                 "INSERT OR IGNORE INTO plans VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
                 "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, "
-                "?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48, ?49)",
+                "?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48, ?49, ?50, ?51)",
                 path_);
     const std::string at = now_utc();
     for (const Evaluated* e : rows) {
@@ -411,6 +424,7 @@ void Store::record(int64_t search_id, const std::vector<const Evaluated*>& rows,
       s.add(e->estimate.step_time_lb_s).add(e->estimate.memory_lb_bytes).add(spec::to_json(p).dump());
       s.add(to_json(m, p).dump()).add(at);
       s.add(p.cp).add(std::string(spec::to_string(p.cp_comm))).add(m.time.cp_s);
+      s.add(p.ep).add(m.time.ep_s);
       s.step();
       s.reset();
     }

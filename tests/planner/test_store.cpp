@@ -146,9 +146,9 @@ TEST(Store, ForeignAndNewerDatabasesAreRefused) {
 namespace stagecraft::planner {
 namespace {
 
-// Context parallelism's columns (schema 2): a cp plan's size, comm type and cp lane time are kept
-// and filtered on; a version-1 store reads with the cp time 0 and is migrated when opened for
-// writing, its plans at cp 1.
+// Context parallelism's columns (schema 2) and expert parallelism's (3): a plan's sizes, cp comm type
+// and lane times are kept and filtered on; a version-1 store reads with those times 0 and is
+// migrated when opened for writing, its plans at cp 1 and ep 1.
 TEST(Store, ContextParallelColumnsAndTheVersionOneMigration) {
   const std::string path = temp_path("cp.sqlite");
   std::filesystem::remove(path);
@@ -160,6 +160,9 @@ TEST(Store, ContextParallelColumnsAndTheVersionOneMigration) {
   b.plan = space.plan(b.candidate);
   b.key = plan_key(b.plan);
   b.metrics.time.cp_s = 0.25;
+  // expert parallelism's columns (schema 3): kept as the plan says (the store checks no plan)
+  a.plan.ep = 4;
+  a.metrics.time.ep_s = 0.5;
   int64_t id = 0;
   {
     Store store(path, false);
@@ -175,19 +178,24 @@ TEST(Store, ContextParallelColumnsAndTheVersionOneMigration) {
     EXPECT_EQ(cp[0].numbers.time.cp_s, 0.25);
     EXPECT_EQ(cp[0].plan.at("cp"), 2);
     EXPECT_EQ(store.plans(id, "cp = 1", 0).size(), 1u);
+    const auto ep = store.plans(id, "ep = 4 AND ep_comm_s = 0.5", 0);
+    ASSERT_EQ(ep.size(), 1u);
+    EXPECT_EQ(ep[0].numbers.time.ep_s, 0.5);
   }
   // back to version 1: the columns dropped, the version said
-  run_sql(path, "ALTER TABLE plans DROP COLUMN cp_comm_s; ALTER TABLE plans DROP COLUMN cp_comm_type; "
+  run_sql(path, "ALTER TABLE plans DROP COLUMN ep_comm_s; ALTER TABLE plans DROP COLUMN ep; "
+                "ALTER TABLE plans DROP COLUMN cp_comm_s; ALTER TABLE plans DROP COLUMN cp_comm_type; "
                 "ALTER TABLE plans DROP COLUMN cp; UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   {
     Store store(path, true);   // read-only: nothing changes, the cp time reads 0
     const auto all = store.plans(id, "", 0);
     ASSERT_EQ(all.size(), 2u);
     for (const StoredPlan& p : all) EXPECT_EQ(p.numbers.time.cp_s, 0.0);
+    for (const StoredPlan& p : all) EXPECT_EQ(p.numbers.time.ep_s, 0.0);
   }
   {
-    Store store(path, false);   // for writing: migrated, every plan at cp 1
-    EXPECT_EQ(store.plans(id, "cp = 1 AND cp_comm_type = 'p2p' AND cp_comm_s = 0", 0).size(), 2u);
+    Store store(path, false);   // for writing: migrated through version 2 to 3, every plan at cp 1 and ep 1
+    EXPECT_EQ(store.plans(id, "cp = 1 AND cp_comm_type = 'p2p' AND cp_comm_s = 0 AND ep = 1 AND ep_comm_s = 0", 0).size(), 2u);
   }
   run_sql(path, "SELECT 1");
   {
@@ -196,7 +204,7 @@ TEST(Store, ContextParallelColumnsAndTheVersionOneMigration) {
     sqlite3_stmt* st = nullptr;
     sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st, nullptr);
     ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "2");
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "3");
     sqlite3_finalize(st);
     sqlite3_close(db);
   }
