@@ -129,21 +129,21 @@ double ComputeModel::experts_s(Op op, int32_t unit, bool stream) const {
   }
 }
 
-double ComputeModel::compute_s(const program::Instr& in) const {
-  if (split_ && in.unit_end == in.unit_begin + 1 && moe_[static_cast<std::size_t>(in.unit_begin)] && in.op != Op::kBackwardWeight) {
-    const double experts = experts_s(in.op, in.unit_begin, false);
-    return (in.flags & program::kFlagExperts) ? experts : compute_s(in.op, in.unit_begin, in.unit_end) - experts;
+// One instruction's seconds (stream: its streaming part): a MoE pass split around its
+// all-to-alls is its experts' share (kFlagExperts) or the unit's pass less that share.
+double ComputeModel::instr_s(const program::Instr& in, bool stream) const {
+  const int k = pass_index(in.op);
+  const std::vector<double>& prefix = stream ? stream_prefix_[k] : prefix_[k];
+  const double whole = prefix[static_cast<std::size_t>(in.unit_end)] - prefix[static_cast<std::size_t>(in.unit_begin)];
+  if (!split_ || in.unit_end != in.unit_begin + 1 || !moe_[static_cast<std::size_t>(in.unit_begin)] || in.op == Op::kBackwardWeight) {
+    return whole;
   }
-  return compute_s(in.op, in.unit_begin, in.unit_end);
+  const double experts = experts_s(in.op, in.unit_begin, stream);
+  return (in.flags & program::kFlagExperts) ? experts : whole - experts;
 }
 
-double ComputeModel::compute_stream_s(const program::Instr& in) const {
-  if (split_ && in.unit_end == in.unit_begin + 1 && moe_[static_cast<std::size_t>(in.unit_begin)] && in.op != Op::kBackwardWeight) {
-    const double experts = experts_s(in.op, in.unit_begin, true);
-    return (in.flags & program::kFlagExperts) ? experts : compute_stream_s(in.op, in.unit_begin, in.unit_end) - experts;
-  }
-  return compute_stream_s(in.op, in.unit_begin, in.unit_end);
-}
+double ComputeModel::compute_s(const program::Instr& in) const { return instr_s(in, false); }
+double ComputeModel::compute_stream_s(const program::Instr& in) const { return instr_s(in, true); }
 
 double ComputeModel::hbm_copy_s(int64_t bytes) const {
   return static_cast<double>(bytes) / (cluster_.gpu.hbm_Bps * cluster_.gpu.memory_efficiency);

@@ -80,6 +80,7 @@ class ComputeModel {
   std::vector<uint8_t> moe_;    // per unit: a MoE unit
   static int pass_index(program::Op op);
   double experts_s(program::Op op, int32_t unit, bool stream) const;
+  double instr_s(const program::Instr& in, bool stream) const;
 };
 
 }  // namespace stagecraft::sim
