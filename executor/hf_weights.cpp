@@ -57,7 +57,8 @@ std::vector<std::string> config_differences(const Model& hf, const Model& m) {
   check("heads", i(hf.heads), i(m.heads));
   check("kv_heads", i(hf.kv_heads), i(m.kv_heads));
   check("head_dim", i(hf.head_dim()), i(m.head_dim()));
-  check("ffn_hidden", i(hf.ffn_hidden), i(m.ffn_hidden));
+  // a model whose every MLP is a mixture of experts has no dense width (Mixtral's intermediate_size is the experts')
+  if (!m.moe.on() || !m.moe.dense_layers.empty()) check("ffn_hidden", i(hf.ffn_hidden), i(m.ffn_hidden));
   check("vocab", i(hf.vocab), i(m.vocab));
   check("mlp", spec::to_string(hf.mlp), spec::to_string(m.mlp));
   check("norm", spec::to_string(hf.norm), spec::to_string(m.norm));
@@ -67,6 +68,25 @@ std::vector<std::string> config_differences(const Model& hf, const Model& m) {
   check("out_bias", yes(hf.out_bias), yes(m.out_bias));
   check("mlp_bias", yes(hf.mlp_bias), yes(m.mlp_bias));
   check("norm_eps", text::fmt("%g", hf.norm_eps), text::fmt("%g", m.norm_eps));
+  check("moe.experts", i(hf.moe.experts), i(m.moe.experts));
+  if (m.moe.on()) {
+    auto list = [](const std::vector<int64_t>& v) {
+      std::string s = "[";
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        if (k > 0) s += ",";
+        s += std::to_string(v[k]);
+      }
+      s += "]";
+      return s;
+    };
+    check("moe.experts_per_token", i(hf.moe.top_k), i(m.moe.top_k));
+    check("moe.expert_ffn_hidden", i(hf.moe.ffn_hidden), i(m.moe.ffn_hidden));
+    check("moe.shared_ffn_hidden", i(hf.moe.shared_ffn_hidden), i(m.moe.shared_ffn_hidden));
+    check("moe.shared_gate", yes(hf.moe.shared_gate), yes(m.moe.shared_gate));
+    check("moe.dense_layers", list(hf.moe.dense_layers), list(m.moe.dense_layers));
+    check("moe.normalize_top_k", yes(hf.moe.normalize_top_k), yes(m.moe.normalize_top_k));
+    check("moe.router", hf.moe.router, m.moe.router);
+  }
   if (m.position == spec::Position::kRope) check("rope_theta", text::fmt("%g", hf.rope_theta), text::fmt("%g", m.rope_theta));
   if (m.mlp == spec::Mlp::kGelu) check("gelu_approx", hf.gelu_exact ? "none" : "tanh", m.gelu_exact ? "none" : "tanh");
   return out;
@@ -85,6 +105,8 @@ const char* to_string(Family f) {
     case Family::kGpt2: return "gpt2";
     case Family::kLlama: return "llama";
     case Family::kQwen2: return "qwen2";
+    case Family::kMixtral: return "mixtral";
+    case Family::kQwen2Moe: return "qwen2_moe";
   }
   return "?";
 }
@@ -95,16 +117,28 @@ Family family_of(const Model& m) {
                     m.kv_heads == m.heads && m.head_size == 0 && m.qkv_bias && m.out_bias && m.mlp_bias && m.norm_bias &&
                     m.position_offset == 0;
   const bool llama_like = m.position == spec::Position::kRope && m.norm == spec::Norm::kRmsNorm && m.mlp == spec::Mlp::kSwiglu;
-  if (why.empty() && gpt2) return Family::kGpt2;
-  if (why.empty() && llama_like && m.qkv_bias == m.out_bias) return Family::kLlama;
-  if (why.empty() && llama_like && m.qkv_bias && !m.out_bias && !m.mlp_bias) return Family::kQwen2;
+  const bool moe = m.moe.on();
+  // transformers' Mixtral and Qwen2-MoE attention: head_dim = hidden / heads
+  const bool moe_heads = m.head_size == 0 || m.head_size * m.heads == m.hidden;
+  if (why.empty() && gpt2 && !moe) return Family::kGpt2;
+  if (why.empty() && llama_like && m.qkv_bias == m.out_bias && !moe) return Family::kLlama;
+  if (why.empty() && llama_like && m.qkv_bias && !m.out_bias && !m.mlp_bias && !moe) return Family::kQwen2;
+  if (why.empty() && llama_like && moe && moe_heads && !m.qkv_bias && !m.out_bias && !m.mlp_bias &&
+      m.moe.shared_ffn_hidden == 0 && m.moe.normalize_top_k && m.moe.dense_layers.empty()) {
+    return Family::kMixtral;
+  }
+  if (why.empty() && llama_like && moe && moe_heads && m.qkv_bias && !m.out_bias && !m.mlp_bias &&
+      m.moe.shared_ffn_hidden > 0 && m.moe.shared_gate) {
+    return Family::kQwen2Moe;
+  }
   std::string list;
   for (const std::string& w : why) list += (list.empty() ? "" : "; ") + w;
   throw SpecError(m.file.empty() ? m.name : m.file, "",
                   "no Hugging Face family this tool reads and writes has this architecture (" + spec::architecture_text(m) +
                       (list.empty() ? "" : "; " + list) +
-                      "): GPT-2 (learned positions, LayerNorm, GELU, all biases, multi-head) or LLaMA / Mistral / Qwen2 "
-                      "(RoPE, RMSNorm, SwiGLU)");
+                      "): GPT-2 (learned positions, LayerNorm, GELU, all biases, multi-head), LLaMA / Mistral / Qwen2 "
+                      "(RoPE, RMSNorm, SwiGLU), Mixtral (their experts, top-k renormalised, no shared expert) or "
+                      "Qwen2-MoE (Qwen2's attention, experts beside a gated shared expert)");
 }
 
 std::vector<Piece> pieces_of(const Model& m, Family f, const count::TensorSpec& t) {
@@ -141,6 +175,28 @@ std::vector<Piece> pieces_of(const Model& m, Family f, const count::TensorSpec& 
     }
     return out;
   }
+  const bool moe = f == Family::kMixtral || f == Family::kQwen2Moe;
+  const std::string layer = dec + "layers." + std::to_string(block) + ".";
+  const std::string moe_block = layer + (f == Family::kMixtral ? "block_sparse_moe." : "mlp.");
+  if (moe && what == "mlp.router") return whole(moe_block + "gate", true);
+  if (moe && what.rfind("mlp.experts.", 0) == 0) {
+    // one piece per expert: its band of the stacked rows, nn.Linear [out, in] (a bias: [out])
+    const std::string linear = what.substr(12);  // gate, up, down
+    const std::string hf = f == Family::kMixtral ? (linear == "gate" ? "w1" : linear == "up" ? "w3" : "w2") : linear + "_proj";
+    const int64_t experts = m.moe.experts, in = t.global_rows / experts;
+    std::vector<Piece> out;
+    for (int64_t e = 0; e < experts; ++e) {
+      const bool bias = n.ends_with(".b");
+      Piece p{moe_block + "experts." + std::to_string(e) + "." + hf + suffix, 0, t.global_cols, !bias, {}, e * in, in};
+      p.shape = bias ? std::vector<int64_t>{t.global_cols} : std::vector<int64_t>{t.global_cols, in};
+      out.push_back(p);
+    }
+    return out;
+  }
+  if (f == Family::kQwen2Moe && what.rfind("mlp.shared.", 0) == 0) {
+    return whole(layer + "mlp.shared_expert." + what.substr(11) + "_proj", !vec);
+  }
+  if (f == Family::kQwen2Moe && what == "mlp.shared_gate") return whole(layer + "mlp.shared_expert_gate", true);
   const bool norm = what.ends_with("norm1") || what.ends_with("norm2");
   return whole(dec + block_name(f, block, what), linear_t && !norm && !vec);
 }
@@ -165,7 +221,11 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
          {"attn_pdrop", 0.0},
          {"tie_word_embeddings", m.tied_embeddings}};
   } else {
-    j = {{"architectures", {f == Family::kLlama ? "LlamaForCausalLM" : "Qwen2ForCausalLM"}},
+    const char* arch = f == Family::kLlama     ? "LlamaForCausalLM"
+                       : f == Family::kQwen2   ? "Qwen2ForCausalLM"
+                       : f == Family::kMixtral ? "MixtralForCausalLM"
+                                               : "Qwen2MoeForCausalLM";
+    j = {{"architectures", {arch}},
          {"model_type", to_string(f)},
          {"num_hidden_layers", m.layers},
          {"hidden_size", m.hidden},
@@ -183,6 +243,24 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
       j["head_dim"] = m.head_dim();
       j["attention_bias"] = m.qkv_bias;
       j["mlp_bias"] = m.mlp_bias;
+    }
+    if (f == Family::kMixtral) {  // MixtralConfig: intermediate_size is each expert's width
+      j["intermediate_size"] = m.moe.ffn_hidden;
+      j["num_local_experts"] = m.moe.experts;
+      j["num_experts_per_tok"] = m.moe.top_k;
+      j["sliding_window"] = nullptr;
+      j["output_router_logits"] = false;
+    }
+    if (f == Family::kQwen2Moe) {  // Qwen2MoeConfig: intermediate_size is the dense layers' width
+      j["moe_intermediate_size"] = m.moe.ffn_hidden;
+      j["shared_expert_intermediate_size"] = m.moe.shared_ffn_hidden;
+      j["num_experts"] = m.moe.experts;
+      j["num_experts_per_tok"] = m.moe.top_k;
+      j["norm_topk_prob"] = m.moe.normalize_top_k;
+      j["decoder_sparse_step"] = 1;
+      j["mlp_only_layers"] = m.moe.dense_layers;
+      j["use_sliding_window"] = false;
+      j["output_router_logits"] = false;
     }
   }
   j["torch_dtype"] = torch_dtype;
@@ -261,25 +339,29 @@ void HfReader::read(const TensorSlot& s, int64_t lo, int64_t hi, std::span<float
       const int64_t g0 = std::max(cp.global, p.col0), g1 = std::min(cp.global + cp.count, p.col0 + p.cols);
       if (g0 >= g1) continue;
       const int64_t lc0 = cp.local + (g0 - cp.global);  // our local column of g0
+      // the piece's band of our rows, as local rows [pr_lo, pr_hi)
+      const int64_t prows = p.rows < 0 ? R : p.rows;
+      const int64_t pr_lo = std::max(r_lo, p.row0 - s.map.row0), pr_hi = std::min(r_hi, p.row0 + prows - s.map.row0);
+      if (pr_lo >= pr_hi) continue;
       if (!p.transposed) {
-        for (int64_t r = r_lo; r < r_hi; ++r) {
+        for (int64_t r = pr_lo; r < pr_hi; ++r) {
           const int64_t row_first = r * cols + lc0;
           const int64_t a = std::max(lo, row_first), b = std::min(hi, row_first + (g1 - g0));
           if (a >= b) continue;
-          const int64_t elem = (s.map.row0 + r) * p.cols + (g0 - p.col0) + (a - row_first);
+          const int64_t elem = (s.map.row0 + r - p.row0) * p.cols + (g0 - p.col0) + (a - row_first);
           rp.file->read(*rp.info, elem, out.subspan(static_cast<std::size_t>(a - lo), static_cast<std::size_t>(b - a)));
         }
         continue;
       }
-      buf.resize(static_cast<std::size_t>(r_hi - r_lo));
+      buf.resize(static_cast<std::size_t>(pr_hi - pr_lo));
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t lc = lc0 + (g - g0);
         // only the rows of this column that fall in [lo, hi)
-        const int64_t ra = std::max(r_lo, (lo - lc + cols - 1) / cols);  // lo - lc > -cols: no negative division
-        const int64_t rb = hi - 1 < lc ? 0 : std::min(r_hi, (hi - 1 - lc) / cols + 1);
+        const int64_t ra = std::max(pr_lo, (lo - lc + cols - 1) / cols);  // lo - lc > -cols: no negative division
+        const int64_t rb = hi - 1 < lc ? 0 : std::min(pr_hi, (hi - 1 - lc) / cols + 1);
         if (ra >= rb) continue;
         std::span<float> seg(buf.data(), static_cast<std::size_t>(rb - ra));
-        rp.file->read(*rp.info, (g - p.col0) * R + s.map.row0 + ra, seg);
+        rp.file->read(*rp.info, (g - p.col0) * prows + s.map.row0 + ra - p.row0, seg);
         for (int64_t r = ra; r < rb; ++r) out[static_cast<std::size_t>(r * cols + lc - lo)] = seg[static_cast<std::size_t>(r - ra)];
       }
     }
@@ -316,11 +398,12 @@ void write_folder(const Model& m, std::span<const float> values, const std::stri
   for (const TensorSlot& s : full.tensors()) {
     const float* src = values.data() + s.offset;
     for (const Piece& p : pieces_of(m, f, s.spec)) {
-      std::vector<float> v(static_cast<std::size_t>(p.cols * s.rows));
-      for (int64_t r = 0; r < s.rows; ++r) {
+      const int64_t rows = p.rows < 0 ? s.rows : p.rows;
+      std::vector<float> v(static_cast<std::size_t>(p.cols * rows));
+      for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < p.cols; ++c) {
-          const float x = src[r * s.cols + p.col0 + c];
-          v[static_cast<std::size_t>(p.transposed ? c * s.rows + r : r * p.cols + c)] = x;
+          const float x = src[(p.row0 + r) * s.cols + p.col0 + c];
+          v[static_cast<std::size_t>(p.transposed ? c * rows + r : r * p.cols + c)] = x;
         }
       }
       if (std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); })) {

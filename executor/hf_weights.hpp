@@ -19,6 +19,14 @@
 //            attn.out [q, h]       layers.i.self_attn.o_proj                         transposed
 //            mlp.gate/up/down      layers.i.mlp.gate_proj / up_proj / down_proj      transposed
 //            head.normf            norm.weight;  head.lm_head: lm_head.weight        transposed
+//   mixtral  as llama; mlp.router [h, E]  layers.i.block_sparse_moe.gate [E, h]     transposed
+//            mlp.experts.gate / up / down [E·in, out], rows [e·in, (e+1)·in) of expert e:
+//                                  block_sparse_moe.experts.e.w1 / w3 / w2          each transposed
+//   qwen2_moe as qwen2; mlp.router  layers.i.mlp.gate [E, h]                         transposed
+//            mlp.experts.*          layers.i.mlp.experts.e.gate_proj / up_proj / down_proj (as above)
+//            mlp.shared.*           layers.i.mlp.shared_expert.gate_proj / up_proj / down_proj
+//            mlp.shared_gate [h, 1] layers.i.mlp.shared_expert_gate [1, h]          transposed
+//            a dense layer (mlp_only_layers) as qwen2
 // A tied head has no lm_head tensor (transformers ties it to the embedding and does not save it).
 //
 // Import (HfReader) checks the whole checkpoint before any value is read: config.json describes
@@ -44,7 +52,7 @@
 
 namespace stagecraft::executor::hf {
 
-enum class Family { kGpt2, kLlama, kQwen2 };
+enum class Family { kGpt2, kLlama, kQwen2, kMixtral, kQwen2Moe };
 const char* to_string(Family f);
 
 // The family whose modelling code computes `m` as the CPU executor does, or SpecError(m.file)
@@ -57,6 +65,8 @@ struct Piece {
   int64_t cols = 0;
   bool transposed = false; // stored [cols, rows] (nn.Linear) rather than [rows, cols]
   std::vector<int64_t> shape;  // its shape as transformers writes it
+  int64_t row0 = 0;        // the band of our (unsharded) rows it fills: [row0, row0 + rows), all when
+  int64_t rows = -1;       // rows < 0 (a stacked expert tensor holds one piece per expert)
 };
 // Our tensor `name` (unsharded [rows x cols], count::TensorSpec's global shape) as Hugging Face
 // tensors, in column order; empty for a tied head's copy of the table.

@@ -37,6 +37,8 @@ void Runner::Interpreter::ensure_batch(MicroState& ms, const Instr& in) {
 TokenBatch Runner::Interpreter::tokens(const MicroState& ms) const {
   TokenBatch t = ms.has_batch ? ms.batch.view() : TokenBatch{};
   t.dims = dims_;
+  // the balancing loss enters the objective as each micro-batch's loss does (the head's dy)
+  t.moe_aux_grad = prog_.training.moe_aux_loss_coeff * loss_weight_ * loss_scale_;
   return t;
 }
 
@@ -47,7 +49,7 @@ void Runner::Interpreter::forward(const Instr& in) {
   Buffer x = std::move(ms.act);
   for (int32_t u = in.unit_begin; u < in.unit_end; ++u) {
     const UnitKind kind = unit_kind(prog_.model, u);
-    const bool block = kind == UnitKind::kAttention || kind == UnitKind::kMlp;
+    const bool block = kind == UnitKind::kAttention || kind == UnitKind::kMlp || kind == UnitKind::kMoe;
     if (cp_attention(u)) {  // the input went with the projection; a2a's output goes back over cp first
       x = cp_attend(in, u, ms);
     } else {

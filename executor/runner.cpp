@@ -62,6 +62,18 @@ void fault_kill(int64_t rank, const std::string& where) {
 }
 
 std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
+  if (m.moe.on() && p.ep > 1) {
+    return "/ep: " + std::to_string(p.ep) + " is not run by the executor yet: it runs every expert on each rank (ep 1), "
+           "without the all-to-all dispatch over expert-parallel ranks (simulate and search model it)";
+  }
+  if (m.moe.on() && p.tp > 1) {
+    return "/tp: " + std::to_string(p.tp) + " is not run by the executor with experts yet: it runs them at tp 1, "
+           "without sequence-parallel routing over tp ranks (simulate and search model it)";
+  }
+  if (m.moe.on() && p.cp > 1) {
+    return "/cp: " + std::to_string(p.cp) + " is not run by the executor with experts yet: it runs them at cp 1 "
+           "(the balancing loss's token counts are not summed over cp ranks)";
+  }
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);
   if (m.heads % p.tp != 0) return "/tp: " + t + " does not divide the model's " + std::to_string(m.heads) + " heads";

@@ -542,6 +542,7 @@ Model from_qwen_moe(const json& j, const std::string& file, bool qwen3) {
     const bool sparse = std::find(only.begin(), only.end(), i) == only.end() && (i + 1) % step == 0;
     if (!sparse) r.m.moe.dense_layers.push_back(i);
   }
+  r.m.moe.normalize_top_k = r.boolean_or("norm_topk_prob", false);  // Qwen2MoeConfig / Qwen3MoeConfig default
   if (!qwen3) {
     r.m.moe.shared_ffn_hidden = r.integer_or("shared_expert_intermediate_size", 0);
     r.m.moe.shared_gate = r.m.moe.shared_ffn_hidden > 0;
@@ -586,6 +587,7 @@ Model from_deepseek(const json& j, const std::string& file, bool v3) {
     }
     m.moe.router = r.string_or("scoring_func", "softmax") == "sigmoid" ? "sigmoid" : "softmax";
     m.moe.router_bias = r.string_or("topk_method", "") == "noaux_tc";
+    m.moe.normalize_top_k = r.boolean_or("norm_topk_prob", false);  // DeepseekV3Config's default
   }
   if (r.has("num_nextn_predict_layers") && j.at("num_nextn_predict_layers").is_number_integer() &&
       j.at("num_nextn_predict_layers").get<int64_t>() > 0) {

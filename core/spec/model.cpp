@@ -165,23 +165,8 @@ void validate_model(const Model& m, const ModelKeys& k) {
   }
 }
 
-void refuse_unmodelled(const Model& m, const std::string& command) {
-  if (const std::string what = m.unmodelled(); !what.empty()) {
-    throw SpecError(m.file.empty() ? m.name : m.file, m.moe.on() ? "/moe" : "/mla",
-                    "Stagecraft counts (info) and simulates (simulate) " + what + ", but " + command +
-                        " does not take them yet");
-  }
-}
-
 bool Model::moe_layer(int64_t layer) const {
   return moe.on() && !std::binary_search(moe.dense_layers.begin(), moe.dense_layers.end(), layer);
-}
-
-std::string Model::unmodelled() const {
-  std::string out;
-  if (moe.on()) out = "mixture-of-experts layers (" + std::to_string(moe.experts) + " experts, top-" + std::to_string(moe.top_k) + ")";
-  if (mla.on()) out += (out.empty() ? "" : " and ") + std::string("multi-head latent attention (mla)");
-  return out;
 }
 
 Model model_from_json(const json& j, const std::string& file) {
@@ -247,6 +232,7 @@ Model model_from_json(const json& j, const std::string& file) {
     }
     m.moe.router = e.choice_or("router", {"softmax", "sigmoid"}, "softmax");
     m.moe.router_bias = e.boolean_or("router_bias", false);
+    m.moe.normalize_top_k = e.boolean_or("normalize_top_k", true);
     e.finish();
   }
   if (r.has("mla")) {
@@ -361,6 +347,7 @@ json to_json(const Model& m) {
     if (!m.moe.dense_layers.empty()) e["dense_layers"] = m.moe.dense_layers;
     if (m.moe.router != "softmax") e["router"] = m.moe.router;
     if (m.moe.router_bias) e["router_bias"] = true;
+    if (!m.moe.normalize_top_k) e["normalize_top_k"] = false;
     j["moe"] = e;
   }
   if (m.mla.on()) {

@@ -50,6 +50,9 @@ struct Moe {
   std::vector<int64_t> dense_layers;  // layers whose MLP is dense (ffn_hidden), increasing
   std::string router = "softmax";  // the routing score: "softmax" (Mixtral, Qwen) or "sigmoid" (DeepSeek-V3)
   bool router_bias = false;        // DeepSeek-V3's per-expert score correction (E values, bias-based balancing)
+  // The k chosen scores renormalised to sum to 1 (Mixtral's softmax over the top-k logits, Megatron-Core's
+  // default, Qwen's norm_topk_prob true), or the softmax's own values (Qwen2-MoE's default).
+  bool normalize_top_k = true;
   bool on() const { return experts > 0; }
   bool operator==(const Moe&) const = default;
 };
@@ -123,9 +126,6 @@ struct Model {
   int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   // Whether layer `layer`'s MLP is a mixture of experts.
   bool moe_layer(int64_t layer) const;
-  // Features some commands do not take yet (experts, MLA), by name; empty for a model without
-  // them. `info` counts, lowering and the simulator take every model; refuse_unmodelled says who does not.
-  std::string unmodelled() const;
   int64_t q_dim() const { return heads * head_dim(); }  // the attention's width: hidden unless head_size says
   int64_t kv_dim() const { return kv_heads * head_dim(); }
   // Rows of the learned position table: max_positions when declared, else seq_len, plus the offset.
@@ -152,10 +152,6 @@ struct ModelKeys {
 // The training length a Hugging Face config is planned at when nothing sets one: its
 // max_position_embeddings when at most this, else this (with a warning naming --seq-len).
 inline constexpr int64_t kDefaultHfSeqLen = 8192;
-// Throws SpecError naming m.file and the field when m.unmodelled() is not empty: what `command`
-// (run: the executor; search: the planner's cheap bounds) says of a model with experts or latent
-// attention, which it does not take yet.
-void refuse_unmodelled(const Model& m, const std::string& command);
 // Checks the invariants of a Model (positivity, divisibility); throws SpecError naming m.file.
 void validate_model(const Model& m, const ModelKeys& keys = {});
 

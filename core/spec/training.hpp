@@ -57,6 +57,12 @@ struct Training {
   // expert's over the mean. The simulator stretches the experts' compute and their all-to-alls by
   // it (sim/models/compute.hpp).
   double moe_imbalance = 1.0;
+  // Mixture of experts: the load-balancing loss's coefficient α ("moe_aux_loss_coeff", Megatron-Core's
+  // --moe-aux-loss-coeff, default 0): the executor adds α · E / (k · N²) · Σ_e P_e · c_e per MoE layer
+  // and micro-batch (P_e the sum over the N tokens of expert e's router probability, c_e the tokens
+  // routed to it; switch_load_balancing_loss_func) to each micro-batch's objective. The reported
+  // loss is the language-model loss alone, as Megatron-LM reports it.
+  double moe_aux_loss_coeff = 0.0;
   std::string source;
   std::string file;
   // Keys the command line set over the file's ("seq_len", "global_batch", "dtype"), in that order.

@@ -40,6 +40,28 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
   }
   const bool attn = kind == UnitKind::kAttention;
   const std::string prefix = "block." + std::to_string(unit_block(m, unit)) + ".";
+  if (kind == UnitKind::kMoe) {
+    s.norm_w = offset(prefix + "mlp.norm2.w");
+    s.norm_b = offset(prefix + "mlp.norm2.b");
+    s.router = layout.find(prefix + "mlp.router.w").offset;
+    auto linears = [&](const std::string& group, int64_t f, int64_t copies) {
+      std::vector<LinearSlot> out;
+      for (const count::Linear& l : count::mlp_linears(m, group, f)) {
+        const TensorSlot& w = layout.find(prefix + l.name + ".w");
+        out.push_back({w.offset, offset(prefix + l.name + ".b"), w.rows / copies, w.cols});
+      }
+      return out;
+    };
+    s.experts = layout.find(prefix + "mlp.experts.down.w").rows / m.moe.ffn_hidden;  // this rank's experts
+    s.expert_ffn = m.moe.ffn_hidden;
+    s.expert_linears = linears("mlp.experts", m.moe.ffn_hidden, s.experts);
+    if (m.moe.shared_ffn_hidden > 0) {
+      s.shared_ffn = m.moe.shared_ffn_hidden / s.tp;
+      s.shared_linears = linears("mlp.shared", m.moe.shared_ffn_hidden, 1);
+      s.shared_gate = offset(prefix + "mlp.shared_gate.w");
+    }
+    return s;
+  }
   const std::string group = attn ? "attn." : "mlp.";
   s.norm_w = offset(prefix + group + (attn ? "norm1.w" : "norm2.w"));
   s.norm_b = offset(prefix + group + (attn ? "norm1.b" : "norm2.b"));
@@ -71,6 +93,9 @@ std::vector<std::string> unsupported_features(const spec::Model& m) {
   if (m.attn_norms == 2 || m.mlp_norms == 2) out.push_back("norms after the sublayers (attn_norms / mlp_norms)");
   if (m.embedding_norm) out.push_back("an embedding norm (embedding_norm)");
   if (m.lm_head_bias) out.push_back("an LM head bias (lm_head_bias)");
+  if (m.mla.on()) out.push_back("multi-head latent attention (mla)");
+  if (m.moe.on() && m.moe.router != "softmax") out.push_back("the \"" + m.moe.router + "\" router (moe.router)");
+  if (m.moe.router_bias) out.push_back("bias-based expert balancing (moe.router_bias)");
   if (!m.rope_scaling.empty()) out.push_back("a RoPE scaling (rope_scaling \"" + m.rope_scaling + "\")");
   if (m.sliding_window > 0 && m.seq_len > m.sliding_window) {
     out.push_back("sliding-window attention shorter than the sequence (sliding_window " + std::to_string(m.sliding_window) +

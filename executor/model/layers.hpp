@@ -72,6 +72,10 @@ struct TokenBatch {
   Dims dims;
   std::span<const int32_t> inputs;   // [N]
   std::span<const int32_t> targets;  // [N], the next token of each input
+  // Mixture of experts: d(objective)/d(a MoE layer's load-balancing loss) for this micro-batch:
+  // training.moe_aux_loss_coeff times the weight its loss has in the step's objective (the
+  // head's dy); 0 adds no balancing gradient.
+  double moe_aux_grad = 0;
 };
 
 enum class CacheMode {
@@ -113,6 +117,21 @@ struct UnitCacheT {
   // sequence [B·T·cp, (Q + 2KV) / cp]; whether the pass keeps only the input (full recompute).
   Vec<Scalar> cp_qkv;
   bool cp_input_only = false;
+  // Mixture of experts (moe_impl.hpp), R = N·k routed copies: `probs` holds the router's softmax
+  // [N, E], pre | pre2 | mid | d_pre | d_pre2 the routed experts' [R, f] in expert order.
+  Vec<int32_t> moe_route;    // the expert of copy n·k + j [R]
+  Vec<int32_t> moe_order;    // expert order: row r is copy moe_order[r] [R]
+  Vec<int32_t> moe_offsets;  // expert e's rows [offsets[e], offsets[e + 1]) [E + 1]
+  Vec<Scalar> moe_gate;      // the weight of copy n·k + j in the combine [R]
+  Vec<Scalar> moe_x;         // the copies' inputs (norm output rows), expert order [R, C]
+  Vec<Scalar> moe_y;         // the experts' outputs, expert order [R, C]
+  Vec<Scalar> moe_dy;        // d(expert outputs) [R, C]
+  Vec<Scalar> moe_dlogits;   // d(router logits) [N, E]
+  Vec<Scalar> sh_pre, sh_pre2, sh_mid, sh_out;  // shared experts: their MLP's [N, F_s] and output [N, C]
+  Vec<Scalar> sh_gate;       // Qwen2-MoE: sigmoid of the shared gate [N]
+  Vec<Scalar> sh_dout, sh_d_pre, sh_d_pre2, sh_dgate;  // their gradients
+  double moe_aux_grad = 0;   // TokenBatch::moe_aux_grad of the forward
+  double moe_aux_loss = 0;   // the forward's load-balancing loss (without the coefficient)
 
   void release_intermediates();  // keeps tokens and input only
   void clear();                  // releases everything
@@ -120,8 +139,11 @@ struct UnitCacheT {
   template <typename F>
   void for_each_buffer(F f) const {
     f(tokens);
+    for (const Vec<int32_t>* v : {&moe_route, &moe_order, &moe_offsets}) f(*v);
     for (const Vec<Scalar>* v :
-         {&input, &xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv}) {
+         {&input, &xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv,
+          &moe_gate, &moe_x, &moe_y, &moe_dy, &moe_dlogits, &sh_pre, &sh_pre2, &sh_mid, &sh_out, &sh_gate, &sh_dout,
+          &sh_d_pre, &sh_d_pre2, &sh_dgate}) {
       f(*v);
     }
   }
@@ -151,6 +173,16 @@ struct UnitSlots {
   int64_t vocab0 = 0, vocab = 0;    // vocabulary ids [vocab0, vocab0 + vocab) of its table rows / head columns
   int64_t vocab_rows = 0;           // rows of its table (columns of its LM head), padding included
   bool adds_residual = true;        // rank 0 adds the residual, row-parallel biases and wpe (summed once)
+  // Mixture of experts: the router [C x E]; the routed experts' linears (their stacked tensors:
+  // expert e's weight at w + e·in·out, bias at b + e·out), `experts` of them from expert `expert0`,
+  // each of width `expert_ffn`; the shared experts' linears (width `shared_ffn`, 0: none) and
+  // Qwen2-MoE's shared gate [C x 1].
+  int64_t router = -1;
+  std::vector<LinearSlot> expert_linears;
+  int64_t experts = 0, expert0 = 0, expert_ffn = 0;
+  std::vector<LinearSlot> shared_linears;
+  int64_t shared_ffn = 0;
+  int64_t shared_gate = -1;
 };
 
 // The sums of exp(z - m) rescaled to the global max M: out[i] = s[i] * exp(m[i] - M[i]), from a

@@ -10,6 +10,7 @@
 #include "executor/model/layers.hpp"
 #include "executor/model/units_impl.hpp"
 #include "executor/model/attention_cp_impl.hpp"
+#include "executor/model/moe_impl.hpp"
 
 namespace stagecraft::executor {
 
@@ -28,7 +29,7 @@ void run_forward(K& k, const spec::Model& m, UnitKind kind, const UnitSlots& s, 
     case UnitKind::kEmbedding: detail::embedding_forward(k, m, s, params, y, c); return;
     case UnitKind::kAttention: detail::attention_forward(k, m, s, params, x, y, c); return;
     case UnitKind::kMlp: detail::mlp_forward(k, m, s, params, x, y, c); return;
-    case UnitKind::kMoe: throw std::logic_error("mixture-of-experts units are not executed (spec::refuse_unexecuted)");
+    case UnitKind::kMoe: detail::moe_forward(k, m, s, params, x, y, c); return;
     case UnitKind::kHead:
       if (s.tp > 1) {
         detail::head_forward_partial(k, m, s, params, x, y, c);
@@ -44,9 +45,12 @@ void run_forward(K& k, const spec::Model& m, UnitKind kind, const UnitSlots& s, 
 
 template <typename Scalar, typename K>
 void UnitCacheT<Scalar, K>::release_intermediates() {
-  for (Vec<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv}) {
+  for (Vec<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv,
+                         &moe_gate, &moe_x, &moe_y, &moe_dy, &moe_dlogits, &sh_pre, &sh_pre2, &sh_mid, &sh_out, &sh_gate,
+                         &sh_dout, &sh_d_pre, &sh_d_pre2, &sh_dgate}) {
     detail::release(*v);
   }
+  for (Vec<int32_t>* v : {&moe_route, &moe_order, &moe_offsets}) detail::release(*v);
   full = false;
   input_grad_done = false;
   input_grad_partial = false;
@@ -60,6 +64,8 @@ void UnitCacheT<Scalar, K>::clear() {
   detail::release(tokens);
   detail::release(input);
   dims = {};
+  moe_aux_grad = 0;
+  moe_aux_loss = 0;
 }
 
 template <typename Scalar, typename K>
@@ -138,6 +144,7 @@ void LayerT<Scalar, K>::forward(const TokenBatch& batch, std::span<const Scalar>
   check_buffer("output", y.size(), output_size(d));
   cache.release_intermediates();
   cache.dims = d;
+  cache.moe_aux_grad = batch.moe_aux_grad;
   cache.tokens.clear();
   if (kind_ == UnitKind::kEmbedding) check_tokens(batch.inputs, "inputs", d.rows());
   if (kind_ == UnitKind::kHead) check_tokens(batch.targets, "targets", d.rows());
@@ -184,7 +191,7 @@ void LayerT<Scalar, K>::backward_input(std::span<const Scalar> params, std::span
     case UnitKind::kAttention: detail::attention_backward_input(*k_, model_, slots_, p, dy.data(), dx.data(), cache); break;
     case UnitKind::kMlp: detail::mlp_backward_input(*k_, model_, slots_, p, dy.data(), dx.data(), cache); break;
     case UnitKind::kHead: detail::head_backward_input(*k_, model_, slots_, p, k_->load(dy.data()), dx.data(), cache); break;
-    case UnitKind::kMoe: throw std::logic_error("mixture-of-experts units are not executed (spec::refuse_unexecuted)");
+    case UnitKind::kMoe: detail::moe_backward_input(*k_, model_, slots_, p, dy.data(), dx.data(), cache); break;
   }
   cache.input_grad_done = true;
   cache.input_grad_partial = reduces_input_grad();
@@ -202,7 +209,7 @@ void LayerT<Scalar, K>::backward_weight(std::span<Scalar> grads, UnitCacheT<Scal
     case UnitKind::kAttention: detail::attention_backward_weight(*k_, model_, slots_, g, cache); break;
     case UnitKind::kMlp: detail::mlp_backward_weight(*k_, model_, slots_, g, cache); break;
     case UnitKind::kHead: detail::head_backward_weight(*k_, model_, slots_, g, cache); break;
-    case UnitKind::kMoe: throw std::logic_error("mixture-of-experts units are not executed (spec::refuse_unexecuted)");
+    case UnitKind::kMoe: detail::moe_backward_weight(*k_, model_, slots_, g, cache); break;
   }
   if (kind_ != UnitKind::kEmbedding) {
     if (cache.input_grad_partial) {

@@ -19,7 +19,8 @@ UnitKind unit_kind(const spec::Model& m, int64_t unit) {
   }
   if (unit == 0) return UnitKind::kEmbedding;
   if (unit == unit_count(m) - 1) return UnitKind::kHead;
-  return unit % 2 == 1 ? UnitKind::kAttention : UnitKind::kMlp;
+  if (unit % 2 == 1) return UnitKind::kAttention;
+  return m.moe_layer((unit - 1) / 2) ? UnitKind::kMoe : UnitKind::kMlp;
 }
 
 int64_t unit_block(const spec::Model& m, int64_t unit) {

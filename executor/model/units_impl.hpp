@@ -218,33 +218,80 @@ void attention_backward_weight(K& k, const spec::Model&, const UnitSlots& s, S* 
   linear_backward_weight(k, s.linears[0], c.a.data(), c.d_pre.data(), grads, n);
 }
 
-// ---- MLP --------------------------------------------------------------------------------------
+// ---- MLP ----------------------------------------------------------------------------------------
+// The MLP's core on rows already normalised (a [n, h] -> y [n, h] through width f): the dense MLP
+// unit's, each routed expert's (its rows of the permuted tokens, its slice of the stacked weights)
+// and the shared experts'. `linears` are the MLP's (gelu, relu: up, down; swiglu, geglu: gate, up,
+// down); `down_bias` adds the output projection's bias (row-parallel: on tp rank 0 only).
+
+template <typename S, typename K>
+void mlp_core_forward(K& k, const spec::Model& m, std::span<const LinearSlot> linears, const S* params, const S* a,
+                      S* pre, S* pre2, S* mid, S* y, int64_t n, int64_t h, int64_t f, bool down_bias) {
+  const LinearSlot& first = linears[0];  // gelu, relu: up; swiglu, geglu: gate
+  const LinearSlot& down = linears.back();
+  k.linear_forward(a, params + first.w, at(params, first.b), pre, n, h, f);
+  if (spec::gated(m.mlp)) {
+    const LinearSlot& up = linears[1];
+    k.linear_forward(a, params + up.w, at(params, up.b), pre2, n, h, f);
+    if (m.mlp == spec::Mlp::kSwiglu) {
+      k.swiglu_forward(pre, pre2, mid, n * f);
+    } else {
+      k.geglu_forward(pre, pre2, mid, n * f, m.gelu_exact);
+    }
+  } else if (m.mlp == spec::Mlp::kRelu) {
+    k.relu_forward(pre, mid, n * f);
+  } else {
+    k.gelu_forward(pre, mid, n * f, m.gelu_exact);
+  }
+  k.linear_forward(mid, params + down.w, down_bias ? at(params, down.b) : nullptr, y, n, f, h);
+}
+
+// d_a (= when `accumulate`, += ) the core's input gradient from dy; leaves d_pre (and d_pre2) for
+// the weight gradients. `d_mid` is scratch of n * f.
+template <typename S, typename K>
+void mlp_core_backward_input(K& k, const spec::Model& m, std::span<const LinearSlot> linears, const S* params, const S* dy,
+                             const S* pre, const S* pre2, S* d_mid, S* d_pre, S* d_pre2, S* d_a, int64_t n, int64_t h,
+                             int64_t f, bool accumulate) {
+  const LinearSlot& first = linears[0];
+  const LinearSlot& down = linears.back();
+  k.linear_backward_input(dy, params + down.w, d_mid, n, f, h, false);
+  if (spec::gated(m.mlp)) {
+    const LinearSlot& up = linears[1];
+    if (m.mlp == spec::Mlp::kSwiglu) {
+      k.swiglu_backward(pre, pre2, d_mid, d_pre, d_pre2, n * f);
+    } else {
+      k.geglu_backward(pre, pre2, d_mid, d_pre, d_pre2, n * f, m.gelu_exact);
+    }
+    k.linear_backward_input(d_pre, params + first.w, d_a, n, h, f, accumulate);
+    k.linear_backward_input(d_pre2, params + up.w, d_a, n, h, f, true);
+  } else {
+    if (m.mlp == spec::Mlp::kRelu) {
+      k.relu_backward(pre, d_mid, d_pre, n * f);
+    } else {
+      k.gelu_backward(pre, d_mid, d_pre, n * f, m.gelu_exact);
+    }
+    k.linear_backward_input(d_pre, params + first.w, d_a, n, h, f, accumulate);
+  }
+}
+
+template <typename S, typename K>
+void mlp_core_backward_weight(K& k, const spec::Model& m, std::span<const LinearSlot> linears, const S* a, const S* mid,
+                              const S* dy, const S* d_pre, const S* d_pre2, S* grads, int64_t n) {
+  linear_backward_weight(k, linears.back(), mid, dy, grads, n);
+  linear_backward_weight(k, linears[0], a, d_pre, grads, n);
+  if (spec::gated(m.mlp)) linear_backward_weight(k, linears[1], a, d_pre2, grads, n);
+}
 
 template <typename S, typename K>
 void mlp_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden, f = s.ffn;
-  const LinearSlot& first = s.linears[0];  // gelu, relu: up; swiglu, geglu: gate
-  const LinearSlot& down = s.linears.back();
   norm_forward(k, m, s, params, x, c);
   resize(c.pre, n * f);
   resize(c.mid, n * f);
-  k.linear_forward(c.a.data(), params + first.w, at(params, first.b), c.pre.data(), n, h, f);
-  if (spec::gated(m.mlp)) {
-    const LinearSlot& up = s.linears[1];
-    resize(c.pre2, n * f);
-    k.linear_forward(c.a.data(), params + up.w, at(params, up.b), c.pre2.data(), n, h, f);
-    if (m.mlp == spec::Mlp::kSwiglu) {
-      k.swiglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f);
-    } else {
-      k.geglu_forward(c.pre.data(), c.pre2.data(), c.mid.data(), n * f, m.gelu_exact);
-    }
-  } else if (m.mlp == spec::Mlp::kRelu) {
-    k.relu_forward(c.pre.data(), c.mid.data(), n * f);
-  } else {
-    k.gelu_forward(c.pre.data(), c.mid.data(), n * f, m.gelu_exact);
-  }
+  if (spec::gated(m.mlp)) resize(c.pre2, n * f);
   // row-parallel: the bias and the residual once, on tp rank 0
-  k.linear_forward(c.mid.data(), params + down.w, s.adds_residual ? at(params, down.b) : nullptr, y, n, f, h);
+  mlp_core_forward(k, m, std::span<const LinearSlot>(s.linears), params, c.a.data(), c.pre.data(), c.pre2.data(),
+                   c.mid.data(), y, n, h, f, s.adds_residual);
   if (s.adds_residual) k.add(y, x, n * h);
 }
 
@@ -252,32 +299,14 @@ template <typename S, typename K>
 void mlp_backward_input(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* dy, S* dx,
                         UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden, f = s.ffn;
-  const LinearSlot& first = s.linears[0];
-  const LinearSlot& down = s.linears.back();
   k.assign(c.d_out, dy, n * h);
   typename K::template Vec<S> d_mid;
   resize(d_mid, n * f);
-  k.linear_backward_input(dy, params + down.w, d_mid.data(), n, f, h, false);
   resize(c.d_pre, n * f);
   resize(c.d_a, n * h);
-  if (spec::gated(m.mlp)) {
-    const LinearSlot& up = s.linears[1];
-    resize(c.d_pre2, n * f);
-    if (m.mlp == spec::Mlp::kSwiglu) {
-      k.swiglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f);
-    } else {
-      k.geglu_backward(c.pre.data(), c.pre2.data(), d_mid.data(), c.d_pre.data(), c.d_pre2.data(), n * f, m.gelu_exact);
-    }
-    k.linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
-    k.linear_backward_input(c.d_pre2.data(), params + up.w, c.d_a.data(), n, h, f, true);
-  } else {
-    if (m.mlp == spec::Mlp::kRelu) {
-      k.relu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f);
-    } else {
-      k.gelu_backward(c.pre.data(), d_mid.data(), c.d_pre.data(), n * f, m.gelu_exact);
-    }
-    k.linear_backward_input(c.d_pre.data(), params + first.w, c.d_a.data(), n, h, f, false);
-  }
+  if (spec::gated(m.mlp)) resize(c.d_pre2, n * f);
+  mlp_core_backward_input(k, m, std::span<const LinearSlot>(s.linears), params, dy, c.pre.data(), c.pre2.data(),
+                          d_mid.data(), c.d_pre.data(), c.d_pre2.data(), c.d_a.data(), n, h, f, false);
   if (s.tp > 1) {  // this rank's part of d_a: summed over tp, then finish_input_grad
     k.copy(dx, c.d_a.data(), static_cast<int64_t>(c.d_a.size()));
     return;
@@ -287,10 +316,8 @@ void mlp_backward_input(K& k, const spec::Model& m, const UnitSlots& s, const S*
 
 template <typename S, typename K>
 void mlp_backward_weight(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
-  const int64_t n = c.dims.rows();
-  linear_backward_weight(k, s.linears.back(), c.mid.data(), c.d_out.data(), grads, n);
-  linear_backward_weight(k, s.linears[0], c.a.data(), c.d_pre.data(), grads, n);
-  if (spec::gated(m.mlp)) linear_backward_weight(k, s.linears[1], c.a.data(), c.d_pre2.data(), grads, n);
+  mlp_core_backward_weight(k, m, std::span<const LinearSlot>(s.linears), c.a.data(), c.mid.data(), c.d_out.data(),
+                           c.d_pre.data(), c.d_pre2.data(), grads, c.dims.rows());
 }
 
 // ---- head -------------------------------------------------------------------------------------

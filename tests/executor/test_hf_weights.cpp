@@ -136,6 +136,57 @@ TEST(HfWeights, EveryTensorParallelShardElementLandsWhereTheLayoutSays) {
   EXPECT_GT(checked, 0);
 }
 
+// Mixtral's experts: expert e's w1 / w3 / w2 ([f, h], [f, h], [h, f]) fill rows [e·in, (e+1)·in)
+// of our stacked gate / up / down [E·in x out], each transposed: our (R, C) of experts.gate.w is
+// w1 of expert R / h, element C · h + R % h; the router [h x E] is block_sparse_moe.gate [E, h]
+// transposed.
+TEST(HfWeights, MixtralExpertsFillTheirBandsOfTheStackedTensors) {
+  Scratch s;
+  spec::Model m = test::tiny_llama();
+  m.moe.experts = 3, m.moe.top_k = 2, m.moe.ffn_hidden = 5;
+  const int64_t h = m.hidden, f = 5, E = 3;
+  std::vector<HfTensor> ts;
+  for (const HfTensor& t : llama_tensors(m)) {
+    if (t.name.find(".mlp.") == std::string::npos) ts.push_back(t);
+  }
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".block_sparse_moe.";
+    ts.push_back({p + "gate.weight", {E, h}});
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      ts.push_back({x + "w1.weight", {f, h}});
+      ts.push_back({x + "w3.weight", {f, h}});
+      ts.push_back({x + "w2.weight", {h, f}});
+    }
+  }
+  write_checkpoint(s.dir, m, ts);
+  hf::HfReader reader(m, s.dir.string());
+  const ParamLayout layout(m);
+  int64_t checked = 0;
+  for (const TensorSlot& t : layout.tensors()) {
+    if (t.name.find(".mlp.") == std::string::npos || t.name.find("norm2") != std::string::npos) continue;
+    const std::string p = "model.layers." + t.name.substr(6, t.name.find('.', 6) - 6) + ".block_sparse_moe.";
+    const int64_t lo = 3, hi = t.size() - 2;  // inside rows at both ends
+    std::vector<float> out(static_cast<std::size_t>(hi - lo));
+    reader.read(t, lo, hi, out);
+    for (int64_t q = lo; q < hi; ++q) {
+      const int64_t R = q / t.cols, C = q % t.cols;
+      float want = 0;
+      if (t.name.ends_with("router.w")) {
+        want = code(index_of(ts, p + "gate.weight"), C * h + R);
+      } else {
+        const bool down = t.name.ends_with("down.w");
+        const int64_t in = down ? f : h, e = R / in, r = R % in;
+        const std::string w = t.name.ends_with("gate.w") ? "w1" : t.name.ends_with("up.w") ? "w3" : "w2";
+        want = code(index_of(ts, p + "experts." + std::to_string(e) + "." + w + ".weight"), C * in + r);
+      }
+      ASSERT_EQ(out[static_cast<std::size_t>(q - lo)], want) << t.name << " position " << q;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, m.layers * ((h * E - 5) + 3 * (E * h * f - 5)));
+}
+
 TEST(HfWeights, ReadsOnlyTheRequestedBytes) {
   Scratch s;
   const spec::Model m = test::tiny_llama();
@@ -150,7 +201,17 @@ TEST(HfWeights, ReadsOnlyTheRequestedBytes) {
 
 TEST(HfWeights, ExportThenImportGivesTheSameValues) {
   Scratch s;
-  for (const spec::Model& m : {test::tiny_llama(), test::tiny_gpt()}) {
+  spec::Model mixtral = test::tiny_llama();
+  mixtral.name = "tiny-mixtral";
+  mixtral.moe.experts = 3, mixtral.moe.top_k = 2, mixtral.moe.ffn_hidden = 5;
+  spec::Model qwen2_moe = mixtral;  // Qwen2's q/k/v biases, a gated shared expert, block 0 dense
+  qwen2_moe.name = "tiny-qwen2-moe";
+  qwen2_moe.qkv_bias = true;
+  qwen2_moe.moe.shared_ffn_hidden = 6, qwen2_moe.moe.shared_gate = true, qwen2_moe.moe.dense_layers = {0};
+  qwen2_moe.moe.normalize_top_k = false;
+  ASSERT_EQ(hf::family_of(mixtral), hf::Family::kMixtral);
+  ASSERT_EQ(hf::family_of(qwen2_moe), hf::Family::kQwen2Moe);
+  for (const spec::Model& m : {test::tiny_llama(), test::tiny_gpt(), mixtral, qwen2_moe}) {
     const ParamLayout layout(m);
     std::vector<float> values(static_cast<std::size_t>(layout.size()));
     layout.init<float>(values, 7);

@@ -44,10 +44,13 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// L(params, x) = <unit(x), r> through the stage runner (one or many units).
+// L(params, x) = <unit(x), r> through the stage runner (one or many units), plus for MoE units
+// the balancing loss weighted by t.moe_aux_grad (the term whose gradient backward adds).
 double objective(StageRunner<double>& run, const TokenBatch& t, const std::vector<double>& p,
                  const std::vector<double>& x, const std::vector<double>& r) {
-  return dot(run.forward(t, p, x), r);
+  double l = dot(run.forward(t, p, x), r);
+  for (const UnitCache<double>& c : run.caches()) l += t.moe_aux_grad * c.moe_aux_loss;
+  return l;
 }
 
 // Central differences of `objective` in every element of `v` (params or input), against `analytic`.
@@ -72,11 +75,12 @@ struct UnitCheck {
 
 // Checks units [begin, end) as one layout: parameter gradients and (unless it starts with the
 // embedding) the input gradient.
-UnitCheck check_range(const spec::Model& m, int64_t begin, int64_t end, uint32_t seed) {
+UnitCheck check_range(const spec::Model& m, int64_t begin, int64_t end, uint32_t seed, double aux_grad = 0) {
   const ParamLayout layout(m, begin, end);
   const Dims d = test::tiny_dims();
   const test::Tokens tokens = test::random_tokens(m, d, seed);
-  const TokenBatch t = tokens.view();
+  TokenBatch t = tokens.view();
+  t.moe_aux_grad = aux_grad;
   StageRunner<double> run(layout);
   std::vector<double> p = test::random_params<double>(layout, seed + 1);
   std::vector<double> x = test::random_vector<double>(run.layers().front().input_size(d), seed + 2, 1.0);
@@ -92,9 +96,9 @@ UnitCheck check_range(const spec::Model& m, int64_t begin, int64_t end, uint32_t
   return c;
 }
 
-void check_every_unit(const spec::Model& m) {
+void check_every_unit(const spec::Model& m, double aux_grad = 0) {
   for (int64_t u = 0; u < unit_count(m); ++u) {
-    const UnitCheck c = check_range(m, u, u + 1, static_cast<uint32_t>(100 + u));
+    const UnitCheck c = check_range(m, u, u + 1, static_cast<uint32_t>(100 + u), aux_grad);
     std::printf("  %-12s %-14s params %4lld max_rel %.2e | input %3lld max_rel %.2e\n", m.name.c_str(),
                 unit_name(m, u).c_str(), static_cast<long long>(c.params.checked), c.params.max_rel,
                 static_cast<long long>(c.input.checked), c.input.max_rel);
@@ -188,6 +192,27 @@ TEST(GradCheck, ExactGeluAndModelNumericsEveryUnit) {
   l.rope_theta = 500000;
   l.norm_eps = 1e-6;
   check_every_unit(l);
+}
+
+// Mixtral's block on the LLaMA shapes: 4 SwiGLU experts of width 6, top 2 renormalised, with the
+// balancing loss's gradient (weight 0.7) on the router.
+TEST(GradCheck, MixtureOfExpertsTopTwoWithBalancingLoss) {
+  spec::Model m = test::tiny_llama();
+  m.name = "tiny-mixtral";
+  m.moe.experts = 4, m.moe.top_k = 2, m.moe.ffn_hidden = 6;
+  check_every_unit(m, 0.7);
+}
+
+// Qwen2-MoE's block on the GPT shapes (gelu experts with biases): top 3 of 5 not renormalised, a
+// gated shared expert of width 10, block 0 dense.
+TEST(GradCheck, MixtureOfExpertsSharedGatedExpertDenseFirstLayer) {
+  spec::Model m = test::tiny_gpt();
+  m.name = "tiny-qwen2-moe";
+  m.moe.experts = 5, m.moe.top_k = 3, m.moe.ffn_hidden = 4, m.moe.normalize_top_k = false;
+  m.moe.shared_ffn_hidden = 10, m.moe.shared_gate = true, m.moe.dense_layers = {0};
+  ASSERT_EQ(unit_kind(m, 2), UnitKind::kMlp);
+  ASSERT_EQ(unit_kind(m, 4), UnitKind::kMoe);
+  check_every_unit(m, 0.3);
 }
 
 TEST(ExecutorFeatures, NamesWhatItDoesNotRun) {

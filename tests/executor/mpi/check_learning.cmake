@@ -1,7 +1,11 @@
 # Learning under mpirun: `stagecraft run --json` for STEPS steps on the synthetic corpus; the
 # first loss must be near ln(vocab) and every one of the last 10 well below it.
 #   -DMPIEXEC=<mpiexec> -DNPFLAG=-n -DNP=4 -DSTAGECRAFT=<exe> -DPLAN=<plan> -DSTEPS=200 -DFIRST_ABOVE=5.0 -DLAST_BELOW=2.0
-execute_process(COMMAND ${MPIEXEC} ${NPFLAG} ${NP} --oversubscribe ${STAGECRAFT} run --model tiny --training tiny-cpu
+#   [-DMODEL=<model>, default tiny]
+if(NOT DEFINED MODEL)
+  set(MODEL tiny)
+endif()
+execute_process(COMMAND ${MPIEXEC} ${NPFLAG} ${NP} --oversubscribe ${STAGECRAFT} run --model ${MODEL} --training tiny-cpu
                         --plan ${PLAN} --steps ${STEPS} --json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

@@ -100,6 +100,62 @@ TEST(MpiEquivalence, TensorParallelPlansMatchTheSingleRankRun) {
   expect_tensor_parallel_matches(test::tiny_llama_model(), rank);
 }
 
+// Mixtures of experts (moe_impl.hpp) at ep 1: each rank routes its micro-batches' tokens to whole
+// experts, so pp, dp and ZeRO must give the single-rank run, balancing loss (α = 0.01) included,
+// to the same 1e-5: a Mixtral-shaped model (4 SwiGLU experts, top 2 renormalised) and a
+// Qwen2-MoE-shaped one (top 2 of 4 not renormalised, a gated shared expert, block 0 dense).
+void expect_experts_match(const spec::Model& model, int rank) {
+  auto lower_moe = [&](const test::PlanSpec& spec) {
+    spec::Training t = test::tiny_training(spec.framework);
+    t.moe_aux_loss_coeff = 0.01;
+    return program::lower(model, t, test::make_plan(spec));
+  };
+  auto run = [&](const test::PlanSpec& spec, Communicator& comm) {
+    const program::Program prog = lower_moe(spec);
+    const Corpus corpus = corpus_for(prog);
+    Runner runner(prog, comm, corpus, {});
+    return train(runner, kSteps);
+  };
+  Outcome ref;
+  if (rank == 0) {
+    LocalCommunicator local;
+    ref = run(test::reference_plan(), local);
+    std::printf("%s, single rank: loss %.5f -> %.5f\n", model.name.c_str(), ref.losses.front(), ref.losses.back());
+  }
+  const std::vector<test::PlanSpec> plans = {
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .zero = 1},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .zero = 2},
+      {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3},
+  };
+  for (const test::PlanSpec& spec : plans) {
+    const program::Program prog = lower_moe(spec);
+    MpiCommunicator comm(prog.placement);
+    const Outcome got = run(spec, comm);
+    if (rank != 0) continue;
+    const Errors e = compare(got, ref, model);
+    std::printf("%-52s %12.3e %12.3e\n", spec.name().c_str(), e.loss, e.params);
+    EXPECT_FALSE(e.nan) << model.name << " " << spec.name();
+    EXPECT_LE(e.loss, kTolerance) << model.name << " " << spec.name();
+    EXPECT_LE(e.params, kTolerance) << model.name << " " << spec.name();
+  }
+}
+
+TEST(MpiEquivalence, ExpertsMatchTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  spec::Model mixtral = test::tiny_llama_model();
+  mixtral.name = "tiny-mixtral";
+  mixtral.moe.experts = 4, mixtral.moe.top_k = 2, mixtral.moe.ffn_hidden = 64;
+  expect_experts_match(mixtral, rank);
+  spec::Model qwen = mixtral;
+  qwen.name = "tiny-qwen2-moe";
+  qwen.moe.normalize_top_k = false, qwen.moe.shared_ffn_hidden = 32, qwen.moe.shared_gate = true, qwen.moe.dense_layers = {0};
+  expect_experts_match(qwen, rank);
+}
+
 TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
   const program::Program prog = lower({.pp = 2, .dp = 2, .micro_batches = 4, .zero = 3});
   MpiCommunicator comm(prog.placement);

@@ -1,0 +1,290 @@
+// A mixture-of-experts MLP unit's math (Megatron-Core's MoELayer with the alltoall dispatcher on
+// one expert-parallel rank; transformers' MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock), host
+// kernels only. Internal to executor/model: LayerT calls it for UnitKind::kMoe.
+//
+// Shape legend: N rows, C hidden, E experts, k chosen per token, R = N·k routed copies, f one
+// expert's width, F_s the shared experts'.
+//   a = norm2(x)
+//   router     z [N, E] = a . W_r;  p = softmax(z) per row (fp32-like accumulation in double)
+//   top-k      per row the k largest p (ties: the lower expert), g_j = p_j, divided by their sum
+//              when the model normalises the top k (Mixtral, Megatron's default, norm_topk_prob)
+//   dispatch   copy n·k + j goes to expert e_j; the copies sorted by expert (stable: by token)
+//              are the permuted rows x_e [R, C] (Megatron's permute)
+//   experts    y_e = MLP_e(x_e), each expert's MLP of width f over its rows (its grouped GEMM)
+//   combine    y[n] = x[n] + sum_j g_j · y_e[row of n·k + j] + s(a)[n]
+//   shared     s(a) = MLP_s(a), times sigmoid(a . w_g) with Qwen2-MoE's shared gate
+//   balancing  aux = E / (k·N²) · sum_e P_e · c_e, P_e = sum_n p[n, e], c_e = the copies routed to
+//              e (Megatron-Core switch_load_balancing_loss_func); its gradient enters with the
+//              micro-batch's TokenBatch::moe_aux_grad: d aux / d p[n, e] = E · c_e / (k·N²)
+// Backward: d y_e[r] = g · dy[n];  d g_j = dy[n] . y_e[r];  through the experts' MLPs to d x_e,
+// summed back per token into d a; normalised top k: d p_j = (d g_j − sum_i d g_i g_i) / sum p;
+// softmax: d z = p ⊙ (d p − sum_e d p_e p_e);  d a += d z . W_r^T, plus the shared experts' and
+// their gate's; then the norm's backward.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "executor/model/units_impl.hpp"
+
+namespace stagecraft::executor::detail {
+
+[[noreturn]] inline void moe_on_device() {
+  throw std::logic_error("mixture-of-experts units run on the host kernels only");
+}
+
+// Expert e's linears: the stacked tensors' slices.
+inline std::vector<LinearSlot> expert_slices(const UnitSlots& s, int64_t e) {
+  std::vector<LinearSlot> out = s.expert_linears;
+  for (LinearSlot& l : out) {
+    l.w += e * l.in * l.out;
+    if (l.b >= 0) l.b += e * l.out;
+  }
+  return out;
+}
+
+// Per expert the copies routed to it: c_e = offsets[e + 1] − offsets[e].
+template <typename C>
+double expert_count(const C& c, int64_t e) {
+  return static_cast<double>(c.moe_offsets[static_cast<std::size_t>(e + 1)] - c.moe_offsets[static_cast<std::size_t>(e)]);
+}
+
+// Router, top-k and the dispatch order; fills probs, moe_route, moe_gate, moe_order, moe_offsets and
+// the load-balancing loss.
+template <typename S, typename K>
+void moe_route(const spec::Model& m, const UnitSlots& s, const S* params, UnitCacheT<S, K>& c, K& k) {
+  const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k;
+  resize(c.probs, n * E);
+  k.linear_forward(c.a.data(), params + s.router, static_cast<const S*>(nullptr), c.probs.data(), n, h, E);
+  resize(c.moe_route, n * top);
+  resize(c.moe_gate, n * top);
+  std::vector<int64_t> ids(static_cast<std::size_t>(E));
+  for (int64_t i = 0; i < n; ++i) {
+    S* z = c.probs.data() + i * E;
+    const S mx = *std::max_element(z, z + E);
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(z[e] - mx));
+    for (int64_t e = 0; e < E; ++e) z[e] = static_cast<S>(std::exp(static_cast<double>(z[e] - mx)) / sum);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), [&](int64_t a, int64_t b) {
+      return z[a] > z[b] || (z[a] == z[b] && a < b);
+    });
+    double chosen = 0;
+    for (int64_t j = 0; j < top; ++j) chosen += static_cast<double>(z[ids[static_cast<std::size_t>(j)]]);
+    for (int64_t j = 0; j < top; ++j) {
+      const int64_t e = ids[static_cast<std::size_t>(j)];
+      c.moe_route[static_cast<std::size_t>(i * top + j)] = static_cast<int32_t>(e);
+      const double g = static_cast<double>(z[e]);
+      c.moe_gate[static_cast<std::size_t>(i * top + j)] = static_cast<S>(m.moe.normalize_top_k ? g / chosen : g);
+    }
+  }
+  // counting sort by expert, stable in the copy index
+  resize(c.moe_offsets, E + 1);
+  std::fill(c.moe_offsets.begin(), c.moe_offsets.end(), 0);
+  for (int32_t e : c.moe_route) ++c.moe_offsets[static_cast<std::size_t>(e + 1)];
+  for (int64_t e = 0; e < E; ++e) c.moe_offsets[static_cast<std::size_t>(e + 1)] += c.moe_offsets[static_cast<std::size_t>(e)];
+  resize(c.moe_order, n * top);
+  std::vector<int32_t> next(c.moe_offsets.begin(), c.moe_offsets.end() - 1);
+  for (int64_t r = 0; r < n * top; ++r) {
+    const int32_t e = c.moe_route[static_cast<std::size_t>(r)];
+    c.moe_order[static_cast<std::size_t>(next[static_cast<std::size_t>(e)]++)] = static_cast<int32_t>(r);
+  }
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    double p_e = 0;
+    for (int64_t i = 0; i < n; ++i) p_e += static_cast<double>(c.probs[static_cast<std::size_t>(i * E + e)]);
+    aux += p_e * expert_count(c, e);
+  }
+  c.moe_aux_loss = aux * static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
+}
+
+template <typename S, typename K>
+void moe_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCacheT<S, K>& c) {
+  if constexpr (!K::kHost) {
+    moe_on_device();
+  } else {
+    const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top, f = s.expert_ffn;
+    norm_forward(k, m, s, params, x, c);
+    moe_route(m, s, params, c, k);
+    resize(c.moe_x, R * h);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t token = c.moe_order[static_cast<std::size_t>(r)] / top;
+      std::copy_n(c.a.data() + token * h, h, c.moe_x.data() + r * h);
+    }
+    resize(c.pre, R * f);
+    resize(c.mid, R * f);
+    if (spec::gated(m.mlp)) resize(c.pre2, R * f);
+    resize(c.moe_y, R * h);
+    for (int64_t e = 0; e < s.experts; ++e) {
+      const int64_t r0 = c.moe_offsets[static_cast<std::size_t>(e)], rows = static_cast<int64_t>(expert_count(c, e));
+      if (rows == 0) continue;
+      const std::vector<LinearSlot> l = expert_slices(s, e);
+      mlp_core_forward(k, m, std::span<const LinearSlot>(l), params, c.moe_x.data() + r0 * h, c.pre.data() + r0 * f,
+                       c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, c.mid.data() + r0 * f, c.moe_y.data() + r0 * h,
+                       rows, h, f, true);
+    }
+    std::copy_n(x, n * h, y);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
+      const S g = c.moe_gate[static_cast<std::size_t>(copy)];
+      S* out = y + (copy / top) * h;
+      const S* ye = c.moe_y.data() + r * h;
+      for (int64_t i = 0; i < h; ++i) out[i] += g * ye[i];
+    }
+    if (s.shared_ffn > 0) {
+      const int64_t fs = s.shared_ffn;
+      resize(c.sh_pre, n * fs);
+      resize(c.sh_mid, n * fs);
+      if (spec::gated(m.mlp)) resize(c.sh_pre2, n * fs);
+      resize(c.sh_out, n * h);
+      mlp_core_forward(k, m, std::span<const LinearSlot>(s.shared_linears), params, c.a.data(), c.sh_pre.data(),
+                       c.sh_pre2.data(), c.sh_mid.data(), c.sh_out.data(), n, h, fs, true);
+      if (s.shared_gate >= 0) {
+        resize(c.sh_gate, n);
+        k.linear_forward(c.a.data(), params + s.shared_gate, static_cast<const S*>(nullptr), c.sh_gate.data(), n, h, 1);
+        for (S& v : c.sh_gate) v = static_cast<S>(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const S g = s.shared_gate >= 0 ? c.sh_gate[static_cast<std::size_t>(i)] : S(1);
+        for (int64_t j = 0; j < h; ++j) y[i * h + j] += g * c.sh_out[static_cast<std::size_t>(i * h + j)];
+      }
+    }
+    k.round(y, n * h);  // the unit's stored output
+  }
+}
+
+template <typename S, typename K>
+void moe_backward_input(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* dy, S* dx,
+                        UnitCacheT<S, K>& c) {
+  if constexpr (!K::kHost) {
+    moe_on_device();
+  } else {
+    const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k, R = n * top, f = s.expert_ffn;
+    k.assign(c.d_out, dy, n * h);
+    // the combine's gradients: into the experts' outputs, and into each copy's gate
+    resize(c.moe_dy, R * h);
+    std::vector<double> d_gate(static_cast<std::size_t>(R), 0.0);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
+      const S g = c.moe_gate[static_cast<std::size_t>(copy)];
+      const S* d = dy + (copy / top) * h;
+      const S* ye = c.moe_y.data() + r * h;
+      S* out = c.moe_dy.data() + r * h;
+      double dot = 0;
+      for (int64_t i = 0; i < h; ++i) {
+        out[i] = g * d[i];
+        dot += static_cast<double>(d[i]) * static_cast<double>(ye[i]);
+      }
+      d_gate[static_cast<std::size_t>(copy)] = dot;
+    }
+    k.round(c.moe_dy.data(), R * h);
+    // the experts' backward, each over its rows
+    resize(c.d_pre, R * f);
+    if (spec::gated(m.mlp)) resize(c.d_pre2, R * f);
+    typename K::template Vec<S> d_mid, d_x;
+    resize(d_mid, R * f);
+    resize(d_x, R * h);
+    for (int64_t e = 0; e < s.experts; ++e) {
+      const int64_t r0 = c.moe_offsets[static_cast<std::size_t>(e)], rows = static_cast<int64_t>(expert_count(c, e));
+      if (rows == 0) continue;
+      const std::vector<LinearSlot> l = expert_slices(s, e);
+      mlp_core_backward_input(k, m, std::span<const LinearSlot>(l), params, c.moe_dy.data() + r0 * h, c.pre.data() + r0 * f,
+                              c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, d_mid.data() + r0 * f,
+                              c.d_pre.data() + r0 * f, c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f,
+                              d_x.data() + r0 * h, rows, h, f, false);
+    }
+    resize(c.d_a, n * h);
+    std::fill(c.d_a.begin(), c.d_a.end(), S(0));
+    for (int64_t r = 0; r < R; ++r) {
+      S* out = c.d_a.data() + (c.moe_order[static_cast<std::size_t>(r)] / top) * h;
+      const S* in = d_x.data() + r * h;
+      for (int64_t i = 0; i < h; ++i) out[i] += in[i];
+    }
+    // the router: the gates' gradient through the top-k normalisation, the balancing loss, the softmax
+    resize(c.moe_dlogits, n * E);
+    std::vector<double> dp(static_cast<std::size_t>(E));
+    const double scale = static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const S* p = c.probs.data() + i * E;
+      for (int64_t e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = c.moe_aux_grad * scale * expert_count(c, e);
+      double chosen = 0, weighted = 0;
+      for (int64_t j = 0; j < top; ++j) {
+        const std::size_t copy = static_cast<std::size_t>(i * top + j);
+        chosen += static_cast<double>(p[c.moe_route[copy]]);
+        weighted += d_gate[copy] * static_cast<double>(c.moe_gate[copy]);
+      }
+      for (int64_t j = 0; j < top; ++j) {
+        const std::size_t copy = static_cast<std::size_t>(i * top + j);
+        dp[static_cast<std::size_t>(c.moe_route[copy])] +=
+            m.moe.normalize_top_k ? (d_gate[copy] - weighted) / chosen : d_gate[copy];
+      }
+      double dot = 0;
+      for (int64_t e = 0; e < E; ++e) dot += dp[static_cast<std::size_t>(e)] * static_cast<double>(p[e]);
+      S* dz = c.moe_dlogits.data() + i * E;
+      for (int64_t e = 0; e < E; ++e) dz[e] = static_cast<S>(static_cast<double>(p[e]) * (dp[static_cast<std::size_t>(e)] - dot));
+    }
+    k.round(c.moe_dlogits.data(), n * E);
+    k.linear_backward_input(c.moe_dlogits.data(), params + s.router, c.d_a.data(), n, h, E, true);
+    if (s.shared_ffn > 0) {
+      const int64_t fs = s.shared_ffn;
+      resize(c.sh_dout, n * h);
+      if (s.shared_gate >= 0) {
+        resize(c.sh_dgate, n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double g = static_cast<double>(c.sh_gate[static_cast<std::size_t>(i)]);
+          double dot = 0;
+          for (int64_t j = 0; j < h; ++j) {
+            const std::size_t at_ij = static_cast<std::size_t>(i * h + j);
+            c.sh_dout[at_ij] = static_cast<S>(g * static_cast<double>(dy[i * h + j]));
+            dot += static_cast<double>(dy[i * h + j]) * static_cast<double>(c.sh_out[at_ij]);
+          }
+          c.sh_dgate[static_cast<std::size_t>(i)] = static_cast<S>(dot * g * (1.0 - g));
+        }
+        k.round(c.sh_dout.data(), n * h);
+        k.linear_backward_input(c.sh_dgate.data(), params + s.shared_gate, c.d_a.data(), n, h, 1, true);
+      } else {
+        std::copy_n(dy, n * h, c.sh_dout.data());
+      }
+      resize(c.sh_d_pre, n * fs);
+      if (spec::gated(m.mlp)) resize(c.sh_d_pre2, n * fs);
+      typename K::template Vec<S> sh_d_mid;
+      resize(sh_d_mid, n * fs);
+      mlp_core_backward_input(k, m, std::span<const LinearSlot>(s.shared_linears), params, c.sh_dout.data(), c.sh_pre.data(),
+                              c.sh_pre2.data(), sh_d_mid.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), c.d_a.data(), n,
+                              h, fs, true);
+    }
+    k.round(c.d_a.data(), n * h);
+    norm_backward_input(k, m, s, params, dy, dx, c);
+  }
+}
+
+template <typename S, typename K>
+void moe_backward_weight(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
+  if constexpr (!K::kHost) {
+    moe_on_device();
+  } else {
+    const int64_t n = c.dims.rows(), h = m.hidden, f = s.expert_ffn;
+    linear_backward_weight(k, LinearSlot{s.router, -1, h, m.moe.experts}, c.a.data(), c.moe_dlogits.data(), grads, n);
+    for (int64_t e = 0; e < s.experts; ++e) {
+      const int64_t r0 = c.moe_offsets[static_cast<std::size_t>(e)], rows = static_cast<int64_t>(expert_count(c, e));
+      if (rows == 0) continue;
+      const std::vector<LinearSlot> l = expert_slices(s, e);
+      mlp_core_backward_weight(k, m, std::span<const LinearSlot>(l), c.moe_x.data() + r0 * h, c.mid.data() + r0 * f,
+                               c.moe_dy.data() + r0 * h, c.d_pre.data() + r0 * f,
+                               c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f, grads, rows);
+    }
+    if (s.shared_ffn > 0) {
+      mlp_core_backward_weight(k, m, std::span<const LinearSlot>(s.shared_linears), c.a.data(), c.sh_mid.data(),
+                               c.sh_dout.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), grads, n);
+      if (s.shared_gate >= 0) {
+        linear_backward_weight(k, LinearSlot{s.shared_gate, -1, h, 1}, c.a.data(), c.sh_dgate.data(), grads, n);
+      }
+    }
+  }
+}
+
+}  // namespace stagecraft::executor::detail
