@@ -132,6 +132,17 @@ class Backend {
                               std::span<const float> /*in*/, bool /*flag*/) {
     throw ExecutorError("this backend does not run context parallelism (cp > 1); the CPU backend does");
   }
+  // Expert parallelism (ep > 1): a MoE unit's pass in the phases its all-to-alls separate
+  // (model/layers.hpp, LayerT::moe_*). `in` is x (kDispatch, with `batch`'s dims and balancing
+  // weight), dy (kBackwardSend) or what the phase's all-to-all delivered; `counts`: kDispatch
+  // writes the routed rows of each expert [E], kExperts reads the received rows [ep x E/ep];
+  // `flag`: kExpertsBackward and kBackwardFinish add their weight gradients (false: zero-bubble,
+  // backward_weight adds them). Returns the next all-to-all's send buffer, y or dx. A backend that
+  // does not run expert parallelism keeps this refusal.
+  virtual Buffer moe(MoePhase /*phase*/, int32_t /*chunk*/, int32_t /*unit*/, int64_t /*slot*/, const TokenBatch& /*batch*/,
+                     std::span<const float> /*in*/, std::span<int64_t> /*counts*/, bool /*flag*/) {
+    throw ExecutorError("this backend does not run expert parallelism (ep > 1); the CPU backend does");
+  }
   // Whether every unit cache of the slot is released; and dropping them all.
   virtual bool slot_idle(int64_t slot) const = 0;
   virtual void clear_slot(int64_t slot) = 0;

@@ -162,6 +162,43 @@ Buffer CpuBackend::cp_attention(CpPhase phase, int32_t chunk, int32_t unit, int6
   return out;
 }
 
+Buffer CpuBackend::moe(MoePhase phase, int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch,
+                       std::span<const float> in, std::span<int64_t> counts, bool flag) {
+  const Unit& l = layer(chunk, unit);
+  UnitCache<float>& c = cache(chunk, unit, slot);
+  const std::span<const float> params = state_.chunk_params(chunk);
+  const int64_t h = l.input_size({1, 1}), routed = l.moe_rows(phase == MoePhase::kDispatch ? batch.dims : c.dims) * h;
+  Buffer out;
+  switch (phase) {
+    case MoePhase::kDispatch:
+      out = alloc(routed);
+      l.moe_dispatch(batch, params, in, out.view(), counts, c);
+      break;
+    case MoePhase::kExperts:
+      out = alloc(static_cast<int64_t>(in.size()));
+      l.moe_experts(params, in, counts, out.view(), c);
+      break;
+    case MoePhase::kCombine:
+      out = alloc(l.output_size(c.dims));
+      l.moe_combine(in, out.view(), c);
+      break;
+    case MoePhase::kBackwardSend:
+      out = alloc(routed);
+      l.moe_backward_send(params, in, out.view(), c);
+      break;
+    case MoePhase::kExpertsBackward:
+      out = alloc(static_cast<int64_t>(in.size()));
+      l.moe_experts_backward(params, in, out.view(), state_.chunk_grads(chunk), flag, c);
+      break;
+    case MoePhase::kBackwardFinish:
+      out = alloc(l.input_size(c.dims));
+      l.moe_backward_finish(params, in, out.view(), state_.chunk_grads(chunk), flag, c);
+      if (flag) c.clear();  // else backward_weight reads it
+      break;
+  }
+  return out;
+}
+
 void CpuBackend::vocab_parallel_rescale(std::span<const float> local_stats, std::span<const float> global_max,
                                         std::span<float> out) {
   executor::vocab_parallel_rescale<float>(local_stats, global_max, out);

@@ -35,6 +35,8 @@ class CpuBackend final : public StateBackend {
   float finish_loss(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> reduced) override;
   Buffer cp_attention(CpPhase phase, int32_t chunk, int32_t unit, int64_t slot, const Dims& dims, std::span<const float> in,
                       bool flag) override;
+  Buffer moe(MoePhase phase, int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> in,
+             std::span<int64_t> counts, bool flag) override;
   void vocab_parallel_rescale(std::span<const float> local_stats, std::span<const float> global_max,
                               std::span<float> out) override;
   bool slot_idle(int64_t slot) const override;

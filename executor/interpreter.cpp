@@ -46,6 +46,7 @@ Runner::Interpreter::Interpreter(Runner& runner)
   reduce_ = runner.layout_.precision().reduce;
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) lanes_[lane_index(instrs_[at(i)].lane)].push_back(i);
   plan_cp_passes();
+  plan_ep_passes();
   snapshot_after_.resize(instrs_.size());
   for (int32_t i = 0; i < static_cast<int32_t>(instrs_.size()); ++i) {
     const Instr& in = instrs_[at(i)];
@@ -221,6 +222,8 @@ void Runner::Interpreter::finish(int32_t i) {
     case Op::kAllToAll:
       if (in.group == Group::kCp) {
         finish_cp(i);
+      } else if (in.group == Group::kEp) {
+        finish_ep(i);
       } else {
         finish_all_to_all(i);
       }
@@ -346,6 +349,8 @@ void Runner::Interpreter::issue_async(int32_t i) {
     case Op::kAllToAll:
       if (in.group == Group::kCp) {
         post_cp(i);
+      } else if (in.group == Group::kEp) {
+        post_ep(i);
       } else {
         post_all_to_all(i);
       }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,6 +80,13 @@ class Runner::Interpreter {
     bool snapshotted = false;     // `buffer` holds the gradients this reduction moves
   };
 
+  // A MoE unit's dispatch on this rank: the rows it routed to each global expert, the rows it
+  // received from each member for each local expert ([ep x E/ep]), and per member the rows sent
+  // and received; its combine and backward reuse them.
+  struct EpRoute {
+    std::vector<int64_t> experts, recv_counts, sent_rows, recv_rows;
+  };
+
   // One micro-batch of one chunk on this rank, from its first forward to its last backward; its
   // units' caches are the backend's, under the same slot (backend.hpp).
   struct MicroState {
@@ -91,6 +99,10 @@ class Runner::Interpreter {
     // context parallelism: what an attention pass's first cp collective delivered to its compute,
     // and what the compute leaves for the pass's last cp collective
     Buffer cp_in, cp_out;
+    // expert parallelism: what an all-to-all delivered to a MoE pass's next phase, and what a phase
+    // leaves for the next all-to-all; per MoE unit its dispatch's rows (EpRoute)
+    Buffer ep_in, ep_out;
+    std::map<int32_t, EpRoute> ep_routes;
   };
 
   // ---- the loop -------------------------------------------------------------------------------
@@ -141,6 +153,17 @@ class Runner::Interpreter {
   Buffer cp_attend(const program::Instr& in, int32_t unit, MicroState& ms);
   bool cp_attention(int32_t unit) const;
   Batch rank_batch(Batch whole) const;
+
+  // ---- expert parallelism (interpreter_ep.cpp) -------------------------------------------------
+  enum class EpRole : uint8_t { kNone, kDispatch, kCombine, kGradCombine, kGradDispatch };
+  void plan_ep_passes();
+  bool ep_moe(int32_t unit) const;
+  void ep_compute(const program::Instr& in, bool backward, bool input_only);
+  void post_ep(int32_t i);
+  void post_ep_rows(int32_t i);
+  void finish_ep(int32_t i);
+  Buffer ep_phase(MoePhase phase, const program::Instr& in, MicroState& ms, std::span<const float> data,
+                  std::span<int64_t> counts, bool flag);
 
   // ---- hierarchical and quantized ZeRO (interpreter_zero.cpp) ---------------------------------
   void plan_replica_reductions();
@@ -228,6 +251,9 @@ class Runner::Interpreter {
   std::vector<int32_t> cp_compute_, cp_last_;
   std::vector<char> cp_delivers_;
   std::vector<std::vector<int32_t>> data_deps_;
+  // Expert parallelism: ep ranks (1: none), each instruction's role in its MoE pass.
+  int64_t ep_ = 1;
+  std::vector<EpRole> ep_role_;
 
   // per step
   int64_t step_ = 0;

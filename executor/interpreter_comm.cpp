@@ -125,7 +125,7 @@ void Runner::Interpreter::take_snapshot(int32_t i) {
 std::vector<Range> Runner::Interpreter::reduction_parts(const Instr& in) const {
   const StageLayout& layout = runner_.layout_;
   if (is_tied_reduce(in)) return {layout.tied_table(in.unit_begin)};
-  if (!layout.qgz(in.bucket)) return {layout.grad_bucket(in.bucket)};
+  if (!layout.qgz(in.bucket)) return layout.grad_bucket_parts(in.bucket);
   const QgzSplit& split = layout.qgz_split(in.bucket);
   return in.op == Op::kAllToAll ? split.matrix_ranges() : split.fallbacks;
 }
@@ -183,9 +183,11 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
                         std::to_string(prog_.collectives_of(in)));
   }
   if (in.op == Op::kAllReduceGrads) {
-    for (const Range& r : parts) {
-      p.requests.push_back(
-          runner_.comm_.iall_reduce(ch, p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size())), reduce_));
+    // the bucket's k pieces of its packed gradients (its range, or with experts apart its parts)
+    const std::vector<Range> packed = qgz ? std::vector<Range>{} : collective_pieces({0, p.buffer.size()}, prog_.collectives_of(in));
+    for (const Range& r : qgz ? parts : packed) {
+      const int64_t first = qgz ? packed_at(p, r.begin) : r.begin;
+      p.requests.push_back(runner_.comm_.iall_reduce(ch, p.buffer.view().subspan(at(first), at(r.size())), reduce_));
     }
     return;
   }
@@ -221,7 +223,7 @@ void Runner::Interpreter::finish_dp_reduce(int32_t i) {
   Backend& be = backend();
   add_messages(-p.buffer.bytes());
   if (in.op == Op::kAllReduceGrads) {
-    be.add(be.grads().subspan(at(p.range.begin), at(p.buffer.size())), p.buffer.view());
+    for (const Range& r : p.parts) be.add(be.grads().subspan(at(r.begin), at(r.size())), p.buffer.view().subspan(at(packed_at(p, r.begin)), at(r.size())));
   } else if (!hands_off_[at(i)]) {  // else its replica all-reduce takes the piece (interpreter_zero.cpp)
     add_reduced_shard(p);
   }

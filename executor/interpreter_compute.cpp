@@ -43,6 +43,7 @@ TokenBatch Runner::Interpreter::tokens(const MicroState& ms) const {
 }
 
 void Runner::Interpreter::forward(const Instr& in) {
+  if (ep_moe(in.unit_begin)) return ep_compute(in, false, false);  // interpreter_ep.cpp
   MicroState& ms = micro(in);
   ensure_batch(ms, in);
   const TokenBatch batch = tokens(ms);
@@ -86,6 +87,7 @@ void Runner::Interpreter::recompute(const Instr& in) {
 }
 
 void Runner::Interpreter::backward(const Instr& in, bool input_only) {
+  if (ep_moe(in.unit_begin)) return ep_compute(in, true, input_only);
   MicroState& ms = micro(in);
   Buffer dy = std::move(ms.grad);
   if (in.unit_end == program::head_unit(prog_.model) + 1) {
@@ -117,7 +119,10 @@ void Runner::Interpreter::backward_weight(const Instr& in) {
 // A micro-batch is done on this chunk when every unit's cache is released and nothing waits to
 // be sent.
 void Runner::Interpreter::maybe_retire(MicroState& ms) {
-  if (!ms.act.empty() || !ms.grad.empty() || !ms.cp_in.empty() || !ms.cp_out.empty()) return;
+  if (!ms.act.empty() || !ms.grad.empty() || !ms.cp_in.empty() || !ms.cp_out.empty() || !ms.ep_in.empty() ||
+      !ms.ep_out.empty()) {
+    return;
+  }
   if (!backend().slot_idle(ms.slot)) return;
   backend().clear_slot(ms.slot);
   ms = MicroState{};
@@ -176,7 +181,7 @@ void Runner::Interpreter::update_activation_memory() {
   int64_t bytes = backend().cache_bytes();
   for (const MicroState& ms : micro_) {
     if (!ms.active) continue;
-    bytes += ms.act.bytes() + ms.grad.bytes() + ms.cp_in.bytes() + ms.cp_out.bytes();
+    bytes += ms.act.bytes() + ms.grad.bytes() + ms.cp_in.bytes() + ms.cp_out.bytes() + ms.ep_in.bytes() + ms.ep_out.bytes();
     bytes += static_cast<int64_t>((ms.batch.inputs.capacity() + ms.batch.targets.capacity()) * sizeof(int32_t));
   }
   runner_.memory_.set(MemoryKind::kActivations, bytes);

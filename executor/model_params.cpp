@@ -38,15 +38,16 @@ std::string own_records(const StageLayout& layout, std::span<const float> params
     const ParamLayout& chunk = layout.chunk(c);
     for (const TensorSlot& t : chunk.tensors()) {
       const Range tr{layout.chunk_offset(c) + t.offset, layout.chunk_offset(c) + t.offset + t.size()};
-      const Range mine = intersect(tr, layout.own_shard());
-      if (mine.size() == 0) continue;
-      const bool copy = t.name == "embedding.wte" && chunk.head_has_wte_copy();
-      const std::string name = copy ? t.name + kCopySuffix : t.name;
-      put<uint64_t>(blob, name.size());
-      blob += name;
-      put<int64_t>(blob, mine.begin - tr.begin);
-      put<int64_t>(blob, mine.size());
-      blob.append(reinterpret_cast<const char*>(params.data() + mine.begin), static_cast<std::size_t>(mine.size()) * sizeof(float));
+      for (const Range& mine : clip(layout.counted(), tr)) {
+        if (mine.size() == 0) continue;
+        const bool copy = t.name == "embedding.wte" && chunk.head_has_wte_copy();
+        const std::string name = copy ? t.name + kCopySuffix : t.name;
+        put<uint64_t>(blob, name.size());
+        blob += name;
+        put<int64_t>(blob, mine.begin - tr.begin);
+        put<int64_t>(blob, mine.size());
+        blob.append(reinterpret_cast<const char*>(params.data() + mine.begin), static_cast<std::size_t>(mine.size()) * sizeof(float));
+      }
     }
   }
   return blob;
@@ -91,11 +92,16 @@ ModelParams gather_model_params(Runner& runner) {
 ModelParams assemble_model_params(const program::Program& prog, const std::vector<std::string>& all) {
   ModelParams out;
   const ParamLayout full(prog.model);
-  std::vector<ParamLayout> shards;  // by tp index
-  for (int64_t t = 0; t < prog.plan.tp; ++t) shards.emplace_back(prog.model, 0, unit_count(prog.model), prog.plan.tp, t);
+  const int64_t ep = prog.model.moe.on() ? prog.placement.ep : 1;
+  std::vector<ParamLayout> shards;  // by tp index x ep index
+  for (int64_t t = 0; t < prog.plan.tp; ++t) {
+    for (int64_t e = 0; e < ep; ++e) shards.emplace_back(prog.model, 0, unit_count(prog.model), prog.plan.tp, t, ep, e);
+  }
   out.values.assign(static_cast<std::size_t>(full.size()), std::numeric_limits<float>::quiet_NaN());
   for (std::size_t r = 0; r < all.size(); ++r) {
-    place_records(all[r], full, shards[static_cast<std::size_t>(prog.placement.tp_index_of(static_cast<int64_t>(r)))], out);
+    const auto rank = static_cast<int64_t>(r);
+    const int64_t e = ep > 1 ? prog.placement.ep_index_of(rank) : 0;
+    place_records(all[r], full, shards[static_cast<std::size_t>(prog.placement.tp_index_of(rank) * ep + e)], out);
   }
   return out;
 }

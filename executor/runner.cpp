@@ -62,9 +62,14 @@ void fault_kill(int64_t rank, const std::string& where) {
 }
 
 std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
-  if (m.moe.on() && p.ep > 1) {
-    return "/ep: " + std::to_string(p.ep) + " is not run by the executor yet: it runs every expert on each rank (ep 1), "
-           "without the all-to-all dispatch over expert-parallel ranks (simulate and search model it)";
+  if (m.moe.on() && p.ep > 1 && p.zero.stage > 0) {
+    return "/zero/stage: " + std::to_string(p.zero.stage) + " with ep " + std::to_string(p.ep) +
+           " is not run by the executor yet: with expert parallelism it reduces the experts' gradients over their own "
+           "data-parallel group with ZeRO-0 only (simulate and search model ZeRO-1/2)";
+  }
+  if (m.moe.on() && p.ep > 1 && p.recompute == spec::Recompute::kFull) {
+    return "/recompute: \"full\" with ep " + std::to_string(p.ep) +
+           " is not run by the executor yet (it does not recompute an expert-parallel MoE pass)";
   }
   if (m.moe.on() && p.tp > 1) {
     return "/tp: " + std::to_string(p.tp) + " is not run by the executor with experts yet: it runs them at tp 1, "

@@ -42,6 +42,11 @@ struct Placement {
   int64_t tp_index_of(int64_t rank) const { return rank % tp; }
   int64_t cp_index_of(int64_t rank) const { return dp_index_of(rank) % cp; }
   int64_t batch_index_of(int64_t rank) const { return dp_index_of(rank) / cp; }   // the batch replica
+  // Expert parallelism: with l = dp_index · tp + tp_index the rank's place in its stage, its
+  // position in its expert-parallel group (Group::kEp, ep consecutive l) and in its experts'
+  // data-parallel group (Group::kExpertDp, the l with the same position).
+  int64_t ep_index_of(int64_t rank) const { return (dp_index_of(rank) * tp + tp_index_of(rank)) % ep; }
+  int64_t expert_dp_index_of(int64_t rank) const { return (dp_index_of(rank) * tp + tp_index_of(rank)) / ep; }
   // Ranks of the group of `kind` that contains `rank`.
   std::vector<int64_t> group_members(Group kind, int64_t rank) const;
 };

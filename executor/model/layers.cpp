@@ -52,7 +52,9 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
       }
       return out;
     };
-    s.experts = layout.find(prefix + "mlp.experts.down.w").rows / m.moe.ffn_hidden;  // this rank's experts
+    const TensorSlot& down = layout.find(prefix + "mlp.experts.down.w");  // [E/ep · f x h]: this rank's experts
+    s.experts = down.rows / m.moe.ffn_hidden;
+    s.expert0 = down.map.row0 / m.moe.ffn_hidden;
     s.expert_ffn = m.moe.ffn_hidden;
     s.expert_linears = linears("mlp.experts", m.moe.ffn_hidden, s.experts);
     if (m.moe.shared_ffn_hidden > 0) {

@@ -39,6 +39,10 @@
 
 namespace stagecraft::executor {
 
+// The phases of an expert-parallel MoE pass (LayerT::moe_*), each ending where an all-to-all over
+// the expert-parallel group takes over.
+enum class MoePhase : uint8_t { kDispatch, kExperts, kCombine, kBackwardSend, kExpertsBackward, kBackwardFinish };
+
 // The phases of a context-parallel attention pass (LayerT::cp_*), each ending where a cp
 // collective takes over.
 enum class CpPhase : uint8_t { kProject, kAttend, kFinishForward, kBackwardSend, kBackwardAttend, kBackwardFinish };
@@ -118,14 +122,19 @@ struct UnitCacheT {
   Vec<Scalar> cp_qkv;
   bool cp_input_only = false;
   // Mixture of experts (moe_impl.hpp), R = N·k routed copies: `probs` holds the router's softmax
-  // [N, E], pre | pre2 | mid | d_pre | d_pre2 the routed experts' [R, f] in expert order.
+  // [N, E], pre | pre2 | mid | d_pre | d_pre2 the routed experts' [rows received, f], expert-major.
+  // Source side (this rank's tokens):
   Vec<int32_t> moe_route;    // the expert of copy n·k + j [R]
-  Vec<int32_t> moe_order;    // expert order: row r is copy moe_order[r] [R]
-  Vec<int32_t> moe_offsets;  // expert e's rows [offsets[e], offsets[e + 1]) [E + 1]
+  Vec<int32_t> moe_order;    // send order (by expert, stably by copy): row r is copy moe_order[r] [R]
+  Vec<int32_t> moe_offsets;  // expert e's rows of the send order [offsets[e], offsets[e + 1]) [E + 1]
   Vec<Scalar> moe_gate;      // the weight of copy n·k + j in the combine [R]
-  Vec<Scalar> moe_x;         // the copies' inputs (norm output rows), expert order [R, C]
-  Vec<Scalar> moe_y;         // the experts' outputs, expert order [R, C]
-  Vec<Scalar> moe_dy;        // d(expert outputs) [R, C]
+  Vec<Scalar> moe_x;         // the copies' inputs (norm output rows), send order [R, C]
+  Vec<Scalar> moe_y;         // the experts' outputs, send order [R, C]
+  Vec<Scalar> moe_dy;        // d(expert outputs), send order [R, C]
+  // Expert side (the rows this rank's experts receive; ep 1: its own), expert-major:
+  Vec<int32_t> moe_eperm;    // expert-major row r is received row moe_eperm[r]
+  Vec<int32_t> moe_eoffsets; // local expert e's rows [eoffsets[e], eoffsets[e + 1])
+  Vec<Scalar> moe_xe, moe_dye;  // their inputs and d(outputs); pre | pre2 | mid | d_pre | d_pre2 theirs
   Vec<Scalar> moe_dlogits;   // d(router logits) [N, E]
   Vec<Scalar> sh_pre, sh_pre2, sh_mid, sh_out;  // shared experts: their MLP's [N, F_s] and output [N, C]
   Vec<Scalar> sh_gate;       // Qwen2-MoE: sigmoid of the shared gate [N]
@@ -139,11 +148,11 @@ struct UnitCacheT {
   template <typename F>
   void for_each_buffer(F f) const {
     f(tokens);
-    for (const Vec<int32_t>* v : {&moe_route, &moe_order, &moe_offsets}) f(*v);
+    for (const Vec<int32_t>* v : {&moe_route, &moe_order, &moe_offsets, &moe_eperm, &moe_eoffsets}) f(*v);
     for (const Vec<Scalar>* v :
          {&input, &xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv,
-          &moe_gate, &moe_x, &moe_y, &moe_dy, &moe_dlogits, &sh_pre, &sh_pre2, &sh_mid, &sh_out, &sh_gate, &sh_dout,
-          &sh_d_pre, &sh_d_pre2, &sh_dgate}) {
+          &moe_gate, &moe_x, &moe_y, &moe_dy, &moe_xe, &moe_dye, &moe_dlogits, &sh_pre, &sh_pre2, &sh_mid, &sh_out,
+          &sh_gate, &sh_dout, &sh_d_pre, &sh_d_pre2, &sh_dgate}) {
       f(*v);
     }
   }
@@ -263,6 +272,32 @@ class LayerT {
   // the parameter gradients unless `input_only` (zero-bubble: backward_weight follows).
   // Elements a phase reads (x, dy or what its collective delivered) and writes (its send buffer, y or dx).
   CpSizes cp_sizes(const Dims& d, CpPhase phase) const;
+
+  // Expert parallelism (ep > 1 in the layout), MoE units, host kernels only: a pass in the phases
+  // its all-to-alls over the expert-parallel group separate (moe_impl.hpp has the math). R = N·k
+  // routed copies of this rank's N tokens, sorted by expert and so by the rank holding it (rank j
+  // of the group holds experts [j·E/ep, (j+1)·E/ep)); "received" rows come from each member in
+  // member order, each member's by local expert (`counts` [ep x E/ep] rows):
+  //   forward   moe_dispatch(x)             -> send: the copies' inputs [R, C]; expert_counts [E]
+  //             moe_experts(received)       -> send back: the experts' outputs, received order
+  //             moe_combine(received)       -> y
+  //   backward  moe_backward_send(dy)       -> send: d(the experts' outputs) [R, C]
+  //             moe_experts_backward(recv)  -> send back: d(their inputs), received order
+  //             moe_backward_finish(recv)   -> dx
+  // `weights`: the phase adds its weight gradients (the experts', or the router's, shared experts'
+  // and norm's); without (zero-bubble), backward_weight adds them all.
+  int64_t moe_rows(const Dims& d) const { return d.rows() * model_.moe.top_k; }
+  void moe_dispatch(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
+                    std::span<Scalar> send, std::span<int64_t> expert_counts, Cache& cache) const;
+  void moe_experts(std::span<const Scalar> params, std::span<const Scalar> received, std::span<const int64_t> counts,
+                   std::span<Scalar> out, Cache& cache) const;
+  void moe_combine(std::span<const Scalar> received, std::span<Scalar> y, Cache& cache) const;
+  void moe_backward_send(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> send,
+                         Cache& cache) const;
+  void moe_experts_backward(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> out,
+                            std::span<Scalar> grads, bool weights, Cache& cache) const;
+  void moe_backward_finish(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> dx,
+                           std::span<Scalar> grads, bool weights, Cache& cache) const;
   void cp_project(const Dims& d, std::span<const Scalar> params, std::span<const Scalar> x, bool input_only,
                   std::span<Scalar> send, Cache& cache) const;
   void cp_attend(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> out, Cache& cache) const;

@@ -46,11 +46,11 @@ void run_forward(K& k, const spec::Model& m, UnitKind kind, const UnitSlots& s, 
 template <typename Scalar, typename K>
 void UnitCacheT<Scalar, K>::release_intermediates() {
   for (Vec<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv,
-                         &moe_gate, &moe_x, &moe_y, &moe_dy, &moe_dlogits, &sh_pre, &sh_pre2, &sh_mid, &sh_out, &sh_gate,
-                         &sh_dout, &sh_d_pre, &sh_d_pre2, &sh_dgate}) {
+                         &moe_gate, &moe_x, &moe_y, &moe_dy, &moe_xe, &moe_dye, &moe_dlogits, &sh_pre, &sh_pre2, &sh_mid,
+                         &sh_out, &sh_gate, &sh_dout, &sh_d_pre, &sh_d_pre2, &sh_dgate}) {
     detail::release(*v);
   }
-  for (Vec<int32_t>* v : {&moe_route, &moe_order, &moe_offsets}) detail::release(*v);
+  for (Vec<int32_t>* v : {&moe_route, &moe_order, &moe_offsets, &moe_eperm, &moe_eoffsets}) detail::release(*v);
   full = false;
   input_grad_done = false;
   input_grad_partial = false;
@@ -378,6 +378,116 @@ void LayerT<Scalar, K>::cp_backward_finish(std::span<const Scalar> params, std::
     cache.input_grad_done = true;
     cache.input_grad_partial = reduces_input_grad();
     if (!input_only) backward_weight(grads, cache);
+  }
+}
+
+// ---- expert parallelism (moe_impl.hpp) ---------------------------------------------------------
+
+namespace detail {
+template <typename Scalar, typename K>
+void moe_check(const LayerT<Scalar, K>& l, const spec::Model& m, const UnitSlots& s, const char* what, std::size_t got,
+               int64_t want) {
+  const std::string name = "Layer " + unit_name(m, l.unit()) + ": ";
+  if constexpr (!K::kHost) moe_on_device();
+  if (l.kind() != UnitKind::kMoe || s.experts >= m.moe.experts) {
+    throw std::logic_error(name + "expert-parallel phases are a MoE unit's, with ep > 1 in its layout");
+  }
+  if (static_cast<int64_t>(got) != want) {
+    throw std::invalid_argument(name + what + " has " + std::to_string(got) + " elements, expected " + std::to_string(want));
+  }
+}
+}  // namespace detail
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::moe_dispatch(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
+                                     std::span<Scalar> send, std::span<int64_t> expert_counts, Cache& cache) const {
+  const Dims d = batch.dims;
+  check_buffer("params", params.size(), layout_size_);
+  check_buffer("input", x.size(), input_size(d));
+  detail::moe_check(*this, model_, slots_, "the send buffer", send.size(), moe_rows(d) * model_.hidden);
+  detail::moe_check(*this, model_, slots_, "the expert counts", expert_counts.size(), model_.moe.experts);
+  if constexpr (K::kHost) {
+    cache.clear();
+    cache.dims = d;
+    cache.moe_aux_grad = batch.moe_aux_grad;
+    k_->assign(cache.input, x.data(), static_cast<int64_t>(x.size()));  // the residual, for the combine
+    detail::moe_route_phase(*k_, model_, slots_, params.data(), x.data(), cache);
+    std::copy(cache.moe_x.begin(), cache.moe_x.end(), send.begin());
+    for (int64_t e = 0; e < model_.moe.experts; ++e) {
+      expert_counts[static_cast<std::size_t>(e)] = static_cast<int64_t>(detail::expert_count(cache, e));
+    }
+  }
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::moe_experts(std::span<const Scalar> params, std::span<const Scalar> received,
+                                    std::span<const int64_t> counts, std::span<Scalar> out, Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  int64_t rows = 0;
+  for (int64_t c : counts) rows += c;
+  detail::moe_check(*this, model_, slots_, "the received rows", received.size(), rows * model_.hidden);
+  detail::moe_check(*this, model_, slots_, "the output", out.size(), rows * model_.hidden);
+  if (slots_.experts <= 0 || counts.size() % static_cast<std::size_t>(slots_.experts) != 0) {
+    throw std::invalid_argument("Layer " + unit_name(model_, unit_) + ": " + std::to_string(counts.size()) +
+                                " counts for " + std::to_string(slots_.experts) + " local experts");
+  }
+  if constexpr (K::kHost) detail::moe_experts_phase(*k_, model_, slots_, params.data(), received.data(), counts, out.data(), cache);
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::moe_combine(std::span<const Scalar> received, std::span<Scalar> y, Cache& cache) const {
+  detail::moe_check(*this, model_, slots_, "the received rows", received.size(), moe_rows(cache.dims) * model_.hidden);
+  check_buffer("output", y.size(), output_size(cache.dims));
+  if constexpr (K::kHost) {
+    detail::moe_combine_phase(*k_, model_, slots_, cache.input.data(), received.data(), y.data(), cache);
+    detail::release(cache.input);
+    cache.full = true;
+  }
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::moe_backward_send(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> send,
+                                          Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  check_buffer("output gradient", dy.size(), output_size(cache.dims));
+  detail::moe_check(*this, model_, slots_, "the send buffer", send.size(), moe_rows(cache.dims) * model_.hidden);
+  if (!cache.full) throw std::logic_error("Layer " + unit_name(model_, unit_) + ": an expert-parallel backward before its forward");
+  if constexpr (K::kHost) {
+    detail::moe_backward_send_phase(*k_, model_, slots_, params.data(), dy.data(), cache);
+    std::copy(cache.moe_dy.begin(), cache.moe_dy.end(), send.begin());
+  }
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::moe_experts_backward(std::span<const Scalar> params, std::span<const Scalar> received,
+                                             std::span<Scalar> out, std::span<Scalar> grads, bool weights,
+                                             Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  check_buffer("grads", grads.size(), layout_size_);
+  const int64_t rows = static_cast<int64_t>(cache.moe_eperm.size());
+  detail::moe_check(*this, model_, slots_, "the received gradient rows", received.size(), rows * model_.hidden);
+  detail::moe_check(*this, model_, slots_, "the output", out.size(), rows * model_.hidden);
+  if constexpr (K::kHost) {
+    detail::moe_experts_backward_phase(*k_, model_, slots_, params.data(), received.data(), out.data(), cache);
+    if (weights) detail::moe_expert_weights(*k_, model_, slots_, grads.data(), cache);
+  }
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::moe_backward_finish(std::span<const Scalar> params, std::span<const Scalar> received,
+                                            std::span<Scalar> dx, std::span<Scalar> grads, bool weights,
+                                            Cache& cache) const {
+  check_buffer("params", params.size(), layout_size_);
+  check_buffer("grads", grads.size(), layout_size_);
+  detail::moe_check(*this, model_, slots_, "the received gradient rows", received.size(), moe_rows(cache.dims) * model_.hidden);
+  check_buffer("input gradient", dx.size(), input_size(cache.dims));
+  if constexpr (K::kHost) {
+    detail::moe_backward_finish_phase(*k_, model_, slots_, params.data(), received.data(), dx.data(), cache);
+    cache.input_grad_done = true;
+    if (!weights) return;  // backward_weight adds them all
+    detail::moe_source_weights(*k_, model_, slots_, grads.data(), cache);
+    detail::norm_backward_weight(*k_, model_, slots_, grads.data(), cache);
+    cache.input_grad_done = false;
   }
 }
 

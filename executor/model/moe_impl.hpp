@@ -102,58 +102,285 @@ void moe_route(const spec::Model& m, const UnitSlots& s, const S* params, UnitCa
   c.moe_aux_loss = aux * static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
 }
 
+// ---- the phases (expert parallelism runs them around its all-to-alls; ep 1 composes them) -------
+// Source side (the rank's own tokens): route (norm, router, top-k, the copies sorted by expert:
+// moe_x, the send rows, and the shared experts), combine (the experts' outputs for those rows back,
+// in that order: y), backward_send (d of those outputs: moe_dy; the router's and the shared
+// experts' part of d a), backward_finish (the copies' input gradients back: d a complete, the norm).
+// Expert side (the rows its experts receive, from each source rank, by local expert): experts and
+// experts_backward over them in expert-major order (moe_eperm maps an expert-major row to its
+// received row).
+
+// The expert-major order of received rows: `counts` [sources x local experts] rows from each source,
+// each source's by local expert.
+template <typename S, typename K>
+void moe_expert_order(UnitCacheT<S, K>& c, std::span<const int64_t> counts, int64_t local_experts) {
+  const int64_t sources = static_cast<int64_t>(counts.size()) / local_experts;
+  std::vector<int64_t> start(counts.size());  // the received row of (source, expert)'s first
+  int64_t row = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    start[i] = row;
+    row += counts[i];
+  }
+  resize(c.moe_eperm, row);
+  resize(c.moe_eoffsets, local_experts + 1);
+  int64_t r = 0;
+  for (int64_t e = 0; e < local_experts; ++e) {
+    c.moe_eoffsets[static_cast<std::size_t>(e)] = static_cast<int32_t>(r);
+    for (int64_t src = 0; src < sources; ++src) {
+      const std::size_t i = static_cast<std::size_t>(src * local_experts + e);
+      for (int64_t j = 0; j < counts[i]; ++j) c.moe_eperm[static_cast<std::size_t>(r++)] = static_cast<int32_t>(start[i] + j);
+    }
+  }
+  c.moe_eoffsets[static_cast<std::size_t>(local_experts)] = static_cast<int32_t>(r);
+}
+
+template <typename C>
+int64_t expert_rows(const C& c, int64_t e, int64_t& r0) {
+  r0 = c.moe_eoffsets[static_cast<std::size_t>(e)];
+  return c.moe_eoffsets[static_cast<std::size_t>(e + 1)] - r0;
+}
+
+template <typename S, typename K>
+void moe_route_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, UnitCacheT<S, K>& c) {
+  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
+  norm_forward(k, m, s, params, x, c);
+  moe_route(m, s, params, c, k);
+  resize(c.moe_x, R * h);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t token = c.moe_order[static_cast<std::size_t>(r)] / top;
+    std::copy_n(c.a.data() + token * h, h, c.moe_x.data() + r * h);
+  }
+  if (s.shared_ffn > 0) {
+    const int64_t fs = s.shared_ffn;
+    resize(c.sh_pre, n * fs);
+    resize(c.sh_mid, n * fs);
+    if (spec::gated(m.mlp)) resize(c.sh_pre2, n * fs);
+    resize(c.sh_out, n * h);
+    mlp_core_forward(k, m, std::span<const LinearSlot>(s.shared_linears), params, c.a.data(), c.sh_pre.data(),
+                     c.sh_pre2.data(), c.sh_mid.data(), c.sh_out.data(), n, h, fs, true);
+    if (s.shared_gate >= 0) {
+      resize(c.sh_gate, n);
+      k.linear_forward(c.a.data(), params + s.shared_gate, static_cast<const S*>(nullptr), c.sh_gate.data(), n, h, 1);
+      for (S& v : c.sh_gate) v = static_cast<S>(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
+    }
+  }
+}
+
+// The local experts over received rows `in` (counts: sources x local experts); `out` in the
+// received order.
+template <typename S, typename K>
+void moe_experts_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* in,
+                       std::span<const int64_t> counts, S* out, UnitCacheT<S, K>& c) {
+  const int64_t h = m.hidden, f = s.expert_ffn;
+  moe_expert_order(c, counts, s.experts);
+  const int64_t R = static_cast<int64_t>(c.moe_eperm.size());
+  resize(c.moe_xe, R * h);
+  for (int64_t r = 0; r < R; ++r) std::copy_n(in + c.moe_eperm[static_cast<std::size_t>(r)] * h, h, c.moe_xe.data() + r * h);
+  resize(c.pre, R * f);
+  resize(c.mid, R * f);
+  if (spec::gated(m.mlp)) resize(c.pre2, R * f);
+  typename K::template Vec<S> ye;
+  resize(ye, R * h);
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = 0;
+    const int64_t rows = expert_rows(c, e, r0);
+    if (rows == 0) continue;
+    const std::vector<LinearSlot> l = expert_slices(s, e);
+    mlp_core_forward(k, m, std::span<const LinearSlot>(l), params, c.moe_xe.data() + r0 * h, c.pre.data() + r0 * f,
+                     c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, c.mid.data() + r0 * f, ye.data() + r0 * h, rows, h,
+                     f, true);
+  }
+  for (int64_t r = 0; r < R; ++r) std::copy_n(ye.data() + r * h, h, out + c.moe_eperm[static_cast<std::size_t>(r)] * h);
+}
+
+// y = x + sum_j g_j · (the experts' output rows, send order) + the shared experts; keeps the rows.
+template <typename S, typename K>
+void moe_combine_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* x, const S* rows, S* y, UnitCacheT<S, K>& c) {
+  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
+  k.assign(c.moe_y, rows, R * h);
+  std::copy_n(x, n * h, y);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
+    const S g = c.moe_gate[static_cast<std::size_t>(copy)];
+    S* out = y + (copy / top) * h;
+    const S* ye = rows + r * h;
+    for (int64_t i = 0; i < h; ++i) out[i] += g * ye[i];
+  }
+  if (s.shared_ffn > 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      const S g = s.shared_gate >= 0 ? c.sh_gate[static_cast<std::size_t>(i)] : S(1);
+      for (int64_t j = 0; j < h; ++j) y[i * h + j] += g * c.sh_out[static_cast<std::size_t>(i * h + j)];
+    }
+  }
+  k.round(y, n * h);  // the unit's stored output
+}
+
+// From dy: d(expert outputs) in send order (moe_dy), and d a's router and shared-expert parts.
+template <typename S, typename K>
+void moe_backward_send_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* dy,
+                             UnitCacheT<S, K>& c) {
+  const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k, R = n * top;
+  k.assign(c.d_out, dy, n * h);
+  resize(c.moe_dy, R * h);
+  std::vector<double> d_gate(static_cast<std::size_t>(R), 0.0);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
+    const S g = c.moe_gate[static_cast<std::size_t>(copy)];
+    const S* d = dy + (copy / top) * h;
+    const S* ye = c.moe_y.data() + r * h;
+    S* out = c.moe_dy.data() + r * h;
+    double dot = 0;
+    for (int64_t i = 0; i < h; ++i) {
+      out[i] = g * d[i];
+      dot += static_cast<double>(d[i]) * static_cast<double>(ye[i]);
+    }
+    d_gate[static_cast<std::size_t>(copy)] = dot;
+  }
+  k.round(c.moe_dy.data(), R * h);
+  resize(c.d_a, n * h);
+  std::fill(c.d_a.begin(), c.d_a.end(), S(0));
+  // the router: the gates' gradient through the top-k normalisation, the balancing loss, the softmax
+  resize(c.moe_dlogits, n * E);
+  std::vector<double> dp(static_cast<std::size_t>(E));
+  const double scale = static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const S* p = c.probs.data() + i * E;
+    for (int64_t e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = c.moe_aux_grad * scale * expert_count(c, e);
+    double chosen = 0, weighted = 0;
+    for (int64_t j = 0; j < top; ++j) {
+      const std::size_t copy = static_cast<std::size_t>(i * top + j);
+      chosen += static_cast<double>(p[c.moe_route[copy]]);
+      weighted += d_gate[copy] * static_cast<double>(c.moe_gate[copy]);
+    }
+    for (int64_t j = 0; j < top; ++j) {
+      const std::size_t copy = static_cast<std::size_t>(i * top + j);
+      dp[static_cast<std::size_t>(c.moe_route[copy])] += m.moe.normalize_top_k ? (d_gate[copy] - weighted) / chosen : d_gate[copy];
+    }
+    double dot = 0;
+    for (int64_t e = 0; e < E; ++e) dot += dp[static_cast<std::size_t>(e)] * static_cast<double>(p[e]);
+    S* dz = c.moe_dlogits.data() + i * E;
+    for (int64_t e = 0; e < E; ++e) dz[e] = static_cast<S>(static_cast<double>(p[e]) * (dp[static_cast<std::size_t>(e)] - dot));
+  }
+  k.round(c.moe_dlogits.data(), n * E);
+  k.linear_backward_input(c.moe_dlogits.data(), params + s.router, c.d_a.data(), n, h, E, true);
+  if (s.shared_ffn > 0) {
+    const int64_t fs = s.shared_ffn;
+    resize(c.sh_dout, n * h);
+    if (s.shared_gate >= 0) {
+      resize(c.sh_dgate, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double g = static_cast<double>(c.sh_gate[static_cast<std::size_t>(i)]);
+        double dot = 0;
+        for (int64_t j = 0; j < h; ++j) {
+          const std::size_t at_ij = static_cast<std::size_t>(i * h + j);
+          c.sh_dout[at_ij] = static_cast<S>(g * static_cast<double>(dy[i * h + j]));
+          dot += static_cast<double>(dy[i * h + j]) * static_cast<double>(c.sh_out[at_ij]);
+        }
+        c.sh_dgate[static_cast<std::size_t>(i)] = static_cast<S>(dot * g * (1.0 - g));
+      }
+      k.round(c.sh_dout.data(), n * h);
+      k.linear_backward_input(c.sh_dgate.data(), params + s.shared_gate, c.d_a.data(), n, h, 1, true);
+    } else {
+      std::copy_n(dy, n * h, c.sh_dout.data());
+    }
+    resize(c.sh_d_pre, n * fs);
+    if (spec::gated(m.mlp)) resize(c.sh_d_pre2, n * fs);
+    typename K::template Vec<S> sh_d_mid;
+    resize(sh_d_mid, n * fs);
+    mlp_core_backward_input(k, m, std::span<const LinearSlot>(s.shared_linears), params, c.sh_dout.data(), c.sh_pre.data(),
+                            c.sh_pre2.data(), sh_d_mid.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), c.d_a.data(), n, h,
+                            fs, true);
+  }
+}
+
+// The local experts' backward over received d(output) rows (received order, as the forward's):
+// `out` their input gradients, received order; keeps what the weight gradients need.
+template <typename S, typename K>
+void moe_experts_backward_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* in, S* out,
+                                UnitCacheT<S, K>& c) {
+  const int64_t h = m.hidden, f = s.expert_ffn, R = static_cast<int64_t>(c.moe_eperm.size());
+  resize(c.moe_dye, R * h);
+  for (int64_t r = 0; r < R; ++r) std::copy_n(in + c.moe_eperm[static_cast<std::size_t>(r)] * h, h, c.moe_dye.data() + r * h);
+  resize(c.d_pre, R * f);
+  if (spec::gated(m.mlp)) resize(c.d_pre2, R * f);
+  typename K::template Vec<S> d_mid, d_x;
+  resize(d_mid, R * f);
+  resize(d_x, R * h);
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = 0;
+    const int64_t rows = expert_rows(c, e, r0);
+    if (rows == 0) continue;
+    const std::vector<LinearSlot> l = expert_slices(s, e);
+    mlp_core_backward_input(k, m, std::span<const LinearSlot>(l), params, c.moe_dye.data() + r0 * h, c.pre.data() + r0 * f,
+                            c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, d_mid.data() + r0 * f, c.d_pre.data() + r0 * f,
+                            c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f, d_x.data() + r0 * h, rows, h, f, false);
+  }
+  for (int64_t r = 0; r < R; ++r) std::copy_n(d_x.data() + r * h, h, out + c.moe_eperm[static_cast<std::size_t>(r)] * h);
+}
+
+// d a += the copies' input gradients (send order), then the norm's backward: dx.
+template <typename S, typename K>
+void moe_backward_finish_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* rows, S* dx,
+                               UnitCacheT<S, K>& c) {
+  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
+  for (int64_t r = 0; r < R; ++r) {
+    S* out = c.d_a.data() + (c.moe_order[static_cast<std::size_t>(r)] / top) * h;
+    const S* in = rows + r * h;
+    for (int64_t i = 0; i < h; ++i) out[i] += in[i];
+  }
+  k.round(c.d_a.data(), n * h);
+  norm_backward_input(k, m, s, params, c.d_out.data(), dx, c);
+}
+
+// The weight gradients of the source side (router, shared experts) and of the expert side.
+template <typename S, typename K>
+void moe_source_weights(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
+  const int64_t n = c.dims.rows(), h = m.hidden;
+  linear_backward_weight(k, LinearSlot{s.router, -1, h, m.moe.experts}, c.a.data(), c.moe_dlogits.data(), grads, n);
+  if (s.shared_ffn > 0) {
+    mlp_core_backward_weight(k, m, std::span<const LinearSlot>(s.shared_linears), c.a.data(), c.sh_mid.data(),
+                             c.sh_dout.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), grads, n);
+    if (s.shared_gate >= 0) linear_backward_weight(k, LinearSlot{s.shared_gate, -1, h, 1}, c.a.data(), c.sh_dgate.data(), grads, n);
+  }
+}
+
+template <typename S, typename K>
+void moe_expert_weights(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
+  const int64_t h = m.hidden, f = s.expert_ffn;
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = 0;
+    const int64_t rows = expert_rows(c, e, r0);
+    if (rows == 0) continue;
+    const std::vector<LinearSlot> l = expert_slices(s, e);
+    mlp_core_backward_weight(k, m, std::span<const LinearSlot>(l), c.moe_xe.data() + r0 * h, c.mid.data() + r0 * f,
+                             c.moe_dye.data() + r0 * h, c.d_pre.data() + r0 * f,
+                             c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f, grads, rows);
+  }
+}
+
+// ---- ep 1: the phases composed on one rank --------------------------------------------------------
+
+// The rows of each expert of the route, as one source's counts.
+template <typename C>
+std::vector<int64_t> routed_counts(const C& c, int64_t experts) {
+  std::vector<int64_t> out(static_cast<std::size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) out[static_cast<std::size_t>(e)] = static_cast<int64_t>(expert_count(c, e));
+  return out;
+}
+
 template <typename S, typename K>
 void moe_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y, UnitCacheT<S, K>& c) {
   if constexpr (!K::kHost) {
     moe_on_device();
   } else {
-    const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top, f = s.expert_ffn;
-    norm_forward(k, m, s, params, x, c);
-    moe_route(m, s, params, c, k);
-    resize(c.moe_x, R * h);
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t token = c.moe_order[static_cast<std::size_t>(r)] / top;
-      std::copy_n(c.a.data() + token * h, h, c.moe_x.data() + r * h);
-    }
-    resize(c.pre, R * f);
-    resize(c.mid, R * f);
-    if (spec::gated(m.mlp)) resize(c.pre2, R * f);
-    resize(c.moe_y, R * h);
-    for (int64_t e = 0; e < s.experts; ++e) {
-      const int64_t r0 = c.moe_offsets[static_cast<std::size_t>(e)], rows = static_cast<int64_t>(expert_count(c, e));
-      if (rows == 0) continue;
-      const std::vector<LinearSlot> l = expert_slices(s, e);
-      mlp_core_forward(k, m, std::span<const LinearSlot>(l), params, c.moe_x.data() + r0 * h, c.pre.data() + r0 * f,
-                       c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, c.mid.data() + r0 * f, c.moe_y.data() + r0 * h,
-                       rows, h, f, true);
-    }
-    std::copy_n(x, n * h, y);
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
-      const S g = c.moe_gate[static_cast<std::size_t>(copy)];
-      S* out = y + (copy / top) * h;
-      const S* ye = c.moe_y.data() + r * h;
-      for (int64_t i = 0; i < h; ++i) out[i] += g * ye[i];
-    }
-    if (s.shared_ffn > 0) {
-      const int64_t fs = s.shared_ffn;
-      resize(c.sh_pre, n * fs);
-      resize(c.sh_mid, n * fs);
-      if (spec::gated(m.mlp)) resize(c.sh_pre2, n * fs);
-      resize(c.sh_out, n * h);
-      mlp_core_forward(k, m, std::span<const LinearSlot>(s.shared_linears), params, c.a.data(), c.sh_pre.data(),
-                       c.sh_pre2.data(), c.sh_mid.data(), c.sh_out.data(), n, h, fs, true);
-      if (s.shared_gate >= 0) {
-        resize(c.sh_gate, n);
-        k.linear_forward(c.a.data(), params + s.shared_gate, static_cast<const S*>(nullptr), c.sh_gate.data(), n, h, 1);
-        for (S& v : c.sh_gate) v = static_cast<S>(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const S g = s.shared_gate >= 0 ? c.sh_gate[static_cast<std::size_t>(i)] : S(1);
-        for (int64_t j = 0; j < h; ++j) y[i * h + j] += g * c.sh_out[static_cast<std::size_t>(i * h + j)];
-      }
-    }
-    k.round(y, n * h);  // the unit's stored output
+    if (s.experts != m.moe.experts) throw std::logic_error("a MoE unit with ep > 1 runs in phases (moe_dispatch ...)");
+    moe_route_phase(k, m, s, params, x, c);
+    typename K::template Vec<S> rows;
+    resize(rows, static_cast<int64_t>(c.moe_x.size()));
+    const std::vector<int64_t> counts = routed_counts(c, m.moe.experts);
+    moe_experts_phase(k, m, s, params, c.moe_x.data(), std::span<const int64_t>(counts), rows.data(), c);
+    moe_combine_phase(k, m, s, x, rows.data(), y, c);
   }
 }
 
@@ -163,102 +390,11 @@ void moe_backward_input(K& k, const spec::Model& m, const UnitSlots& s, const S*
   if constexpr (!K::kHost) {
     moe_on_device();
   } else {
-    const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k, R = n * top, f = s.expert_ffn;
-    k.assign(c.d_out, dy, n * h);
-    // the combine's gradients: into the experts' outputs, and into each copy's gate
-    resize(c.moe_dy, R * h);
-    std::vector<double> d_gate(static_cast<std::size_t>(R), 0.0);
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
-      const S g = c.moe_gate[static_cast<std::size_t>(copy)];
-      const S* d = dy + (copy / top) * h;
-      const S* ye = c.moe_y.data() + r * h;
-      S* out = c.moe_dy.data() + r * h;
-      double dot = 0;
-      for (int64_t i = 0; i < h; ++i) {
-        out[i] = g * d[i];
-        dot += static_cast<double>(d[i]) * static_cast<double>(ye[i]);
-      }
-      d_gate[static_cast<std::size_t>(copy)] = dot;
-    }
-    k.round(c.moe_dy.data(), R * h);
-    // the experts' backward, each over its rows
-    resize(c.d_pre, R * f);
-    if (spec::gated(m.mlp)) resize(c.d_pre2, R * f);
-    typename K::template Vec<S> d_mid, d_x;
-    resize(d_mid, R * f);
-    resize(d_x, R * h);
-    for (int64_t e = 0; e < s.experts; ++e) {
-      const int64_t r0 = c.moe_offsets[static_cast<std::size_t>(e)], rows = static_cast<int64_t>(expert_count(c, e));
-      if (rows == 0) continue;
-      const std::vector<LinearSlot> l = expert_slices(s, e);
-      mlp_core_backward_input(k, m, std::span<const LinearSlot>(l), params, c.moe_dy.data() + r0 * h, c.pre.data() + r0 * f,
-                              c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, d_mid.data() + r0 * f,
-                              c.d_pre.data() + r0 * f, c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f,
-                              d_x.data() + r0 * h, rows, h, f, false);
-    }
-    resize(c.d_a, n * h);
-    std::fill(c.d_a.begin(), c.d_a.end(), S(0));
-    for (int64_t r = 0; r < R; ++r) {
-      S* out = c.d_a.data() + (c.moe_order[static_cast<std::size_t>(r)] / top) * h;
-      const S* in = d_x.data() + r * h;
-      for (int64_t i = 0; i < h; ++i) out[i] += in[i];
-    }
-    // the router: the gates' gradient through the top-k normalisation, the balancing loss, the softmax
-    resize(c.moe_dlogits, n * E);
-    std::vector<double> dp(static_cast<std::size_t>(E));
-    const double scale = static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const S* p = c.probs.data() + i * E;
-      for (int64_t e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = c.moe_aux_grad * scale * expert_count(c, e);
-      double chosen = 0, weighted = 0;
-      for (int64_t j = 0; j < top; ++j) {
-        const std::size_t copy = static_cast<std::size_t>(i * top + j);
-        chosen += static_cast<double>(p[c.moe_route[copy]]);
-        weighted += d_gate[copy] * static_cast<double>(c.moe_gate[copy]);
-      }
-      for (int64_t j = 0; j < top; ++j) {
-        const std::size_t copy = static_cast<std::size_t>(i * top + j);
-        dp[static_cast<std::size_t>(c.moe_route[copy])] +=
-            m.moe.normalize_top_k ? (d_gate[copy] - weighted) / chosen : d_gate[copy];
-      }
-      double dot = 0;
-      for (int64_t e = 0; e < E; ++e) dot += dp[static_cast<std::size_t>(e)] * static_cast<double>(p[e]);
-      S* dz = c.moe_dlogits.data() + i * E;
-      for (int64_t e = 0; e < E; ++e) dz[e] = static_cast<S>(static_cast<double>(p[e]) * (dp[static_cast<std::size_t>(e)] - dot));
-    }
-    k.round(c.moe_dlogits.data(), n * E);
-    k.linear_backward_input(c.moe_dlogits.data(), params + s.router, c.d_a.data(), n, h, E, true);
-    if (s.shared_ffn > 0) {
-      const int64_t fs = s.shared_ffn;
-      resize(c.sh_dout, n * h);
-      if (s.shared_gate >= 0) {
-        resize(c.sh_dgate, n);
-        for (int64_t i = 0; i < n; ++i) {
-          const double g = static_cast<double>(c.sh_gate[static_cast<std::size_t>(i)]);
-          double dot = 0;
-          for (int64_t j = 0; j < h; ++j) {
-            const std::size_t at_ij = static_cast<std::size_t>(i * h + j);
-            c.sh_dout[at_ij] = static_cast<S>(g * static_cast<double>(dy[i * h + j]));
-            dot += static_cast<double>(dy[i * h + j]) * static_cast<double>(c.sh_out[at_ij]);
-          }
-          c.sh_dgate[static_cast<std::size_t>(i)] = static_cast<S>(dot * g * (1.0 - g));
-        }
-        k.round(c.sh_dout.data(), n * h);
-        k.linear_backward_input(c.sh_dgate.data(), params + s.shared_gate, c.d_a.data(), n, h, 1, true);
-      } else {
-        std::copy_n(dy, n * h, c.sh_dout.data());
-      }
-      resize(c.sh_d_pre, n * fs);
-      if (spec::gated(m.mlp)) resize(c.sh_d_pre2, n * fs);
-      typename K::template Vec<S> sh_d_mid;
-      resize(sh_d_mid, n * fs);
-      mlp_core_backward_input(k, m, std::span<const LinearSlot>(s.shared_linears), params, c.sh_dout.data(), c.sh_pre.data(),
-                              c.sh_pre2.data(), sh_d_mid.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), c.d_a.data(), n,
-                              h, fs, true);
-    }
-    k.round(c.d_a.data(), n * h);
-    norm_backward_input(k, m, s, params, dy, dx, c);
+    moe_backward_send_phase(k, m, s, params, dy, c);
+    typename K::template Vec<S> rows;
+    resize(rows, static_cast<int64_t>(c.moe_dy.size()));
+    moe_experts_backward_phase(k, m, s, params, c.moe_dy.data(), rows.data(), c);
+    moe_backward_finish_phase(k, m, s, params, rows.data(), dx, c);
   }
 }
 
@@ -267,23 +403,8 @@ void moe_backward_weight(K& k, const spec::Model& m, const UnitSlots& s, S* grad
   if constexpr (!K::kHost) {
     moe_on_device();
   } else {
-    const int64_t n = c.dims.rows(), h = m.hidden, f = s.expert_ffn;
-    linear_backward_weight(k, LinearSlot{s.router, -1, h, m.moe.experts}, c.a.data(), c.moe_dlogits.data(), grads, n);
-    for (int64_t e = 0; e < s.experts; ++e) {
-      const int64_t r0 = c.moe_offsets[static_cast<std::size_t>(e)], rows = static_cast<int64_t>(expert_count(c, e));
-      if (rows == 0) continue;
-      const std::vector<LinearSlot> l = expert_slices(s, e);
-      mlp_core_backward_weight(k, m, std::span<const LinearSlot>(l), c.moe_x.data() + r0 * h, c.mid.data() + r0 * f,
-                               c.moe_dy.data() + r0 * h, c.d_pre.data() + r0 * f,
-                               c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f, grads, rows);
-    }
-    if (s.shared_ffn > 0) {
-      mlp_core_backward_weight(k, m, std::span<const LinearSlot>(s.shared_linears), c.a.data(), c.sh_mid.data(),
-                               c.sh_dout.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), grads, n);
-      if (s.shared_gate >= 0) {
-        linear_backward_weight(k, LinearSlot{s.shared_gate, -1, h, 1}, c.a.data(), c.sh_dgate.data(), grads, n);
-      }
-    }
+    moe_source_weights(k, m, s, grads, c);
+    moe_expert_weights(k, m, s, grads, c);
   }
 }
 

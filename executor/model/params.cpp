@@ -53,8 +53,9 @@ const char* to_string(UnitKind k) {
 
 ParamLayout::ParamLayout(const spec::Model& model) : ParamLayout(model, 0, unit_count(model)) {}
 
-ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp, int64_t tp_index)
-    : model_(model), begin_(begin), end_(end), tp_(tp), tp_index_(tp_index) {
+ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp, int64_t tp_index, int64_t ep,
+                         int64_t ep_index)
+    : model_(model), begin_(begin), end_(end), tp_(tp), tp_index_(tp_index), ep_(ep), ep_index_(ep_index) {
   if (model.layers <= 0 || model.hidden <= 0 || model.vocab <= 0) {
     throw std::invalid_argument("ParamLayout: model '" + model.name + "' has no layers, hidden or vocab");
   }
@@ -67,6 +68,11 @@ ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end, i
     throw std::invalid_argument("ParamLayout: tp rank " + std::to_string(tp_index) + " is outside [0, " +
                                 std::to_string(tp) + ")");
   }
+  if (ep < 1 || ep_index < 0 || ep_index >= ep || (ep > 1 && (!model.moe.on() || model.moe.experts % ep != 0))) {
+    throw std::invalid_argument("ParamLayout: ep rank " + std::to_string(ep_index) + " of " + std::to_string(ep) +
+                                " needs 0 <= rank < ep and ep dividing the model's " + std::to_string(model.moe.experts) +
+                                " experts");
+  }
   for (int64_t u = begin; u < end; ++u) {
     const int64_t first = size_;
     for (const count::TensorSpec& t : count::unit_tensors(model, static_cast<int32_t>(u), tp)) add(u, t);
@@ -76,12 +82,32 @@ ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end, i
   }
 }
 
-void ParamLayout::add(int64_t unit, const count::TensorSpec& t) {
+void ParamLayout::add(int64_t unit, const count::TensorSpec& whole) {
+  count::TensorSpec t = whole;
+  count::ShardMap map = count::shard_map(model_, t, tp_, tp_index_);
+  const bool expert = t.name.find(".mlp.experts.") != std::string::npos;
+  if (expert && ep_ > 1) {  // this rank's experts: a band of the stacked rows
+    t.rows /= ep_;
+    map.row0 = ep_index_ * t.rows;
+    map.valid_rows = t.rows;
+  }
   index_.emplace(t.name, tensors_.size());
-  TensorSlot slot{t.name, unit, size_, t.rows, t.cols, t.init, t.init_std, t.decay, t.replicated(), t,
-                  count::shard_map(model_, t, tp_, tp_index_)};
+  TensorSlot slot{t.name, unit, size_, t.rows, t.cols, t.init, t.init_std, t.decay, t.replicated(), t, map, expert};
   tensors_.push_back(std::move(slot));
   size_ += t.elems();
+}
+
+std::vector<Range> ParamLayout::expert_ranges() const {
+  std::vector<Range> out;
+  for (const TensorSlot& t : tensors_) {
+    if (!t.expert) continue;
+    if (!out.empty() && out.back().end == t.offset) {
+      out.back().end = t.offset + t.size();
+    } else {
+      out.push_back(t.range());
+    }
+  }
+  return out;
 }
 
 const TensorSlot& ParamLayout::find(const std::string& name) const {

@@ -6,6 +6,9 @@
 // table's (core/count/tensors.hpp), in its order, as tp rank `tp_index` of `tp` holds them. A
 // tied head whose layout lacks unit 0 also holds a copy "embedding.wte" of the (vocab-parallel)
 // table (Megatron: its gradient is all-reduced with unit 0's over the embedding group).
+// Expert parallelism (ep ranks, this one `ep_index`): a MoE unit's stacked routed experts
+// "mlp.experts.*" [E·in x out] keep only experts [ep_index·E/ep, (ep_index + 1)·E/ep), their rows
+// [ep_index·E/ep·in, ...) (the shard map's row0), as Megatron-Core's expert-parallel ranks do.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +50,9 @@ struct TensorSlot {
   double init_std = 0;  // for Init::kNormal
   bool decay = false;   // AdamW weight decay applies (matrices; not biases or norm weights)
   bool replicated = true;  // the same on every tp rank (norms, row-parallel biases, positions)
-  count::TensorSpec spec;  // the table's row
+  count::TensorSpec spec;  // the table's row (an expert-parallel shard: its rows)
   count::ShardMap map;     // where this rank's shard sits in the unsharded tensor
+  bool expert = false;     // a routed experts' stacked tensor (mlp.experts.*)
 
   int64_t size() const { return rows * cols; }
   Range range() const { return {offset, offset + size()}; }
@@ -67,7 +71,8 @@ class ParamLayout {
  public:
   // Units [begin, end) of `model` on tp rank `tp_index` of `tp`; throws std::invalid_argument
   // for an empty or outside range or a tp rank outside [0, tp).
-  ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp = 1, int64_t tp_index = 0);
+  ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp = 1, int64_t tp_index = 0, int64_t ep = 1,
+              int64_t ep_index = 0);
   // Every unit of the model, unsharded.
   explicit ParamLayout(const spec::Model& model);
 
@@ -78,6 +83,10 @@ class ParamLayout {
   int64_t size() const { return size_; }  // elements of the flat buffer
   int64_t tp() const { return tp_; }
   int64_t tp_index() const { return tp_index_; }
+  int64_t ep() const { return ep_; }
+  int64_t ep_index() const { return ep_index_; }
+  // The routed experts' tensors (merged, increasing); empty for a dense model.
+  std::vector<Range> expert_ranges() const;
 
   const std::vector<TensorSlot>& tensors() const { return tensors_; }
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
@@ -104,7 +113,7 @@ class ParamLayout {
   int64_t begin_ = 0;
   int64_t end_ = 0;
   int64_t size_ = 0;
-  int64_t tp_ = 1, tp_index_ = 0;
+  int64_t tp_ = 1, tp_index_ = 0, ep_ = 1, ep_index_ = 0;
   std::vector<TensorSlot> tensors_;
   std::vector<Range> unit_ranges_;  // indexed by unit - begin_
   std::unordered_map<std::string, std::size_t> index_;

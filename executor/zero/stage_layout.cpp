@@ -34,10 +34,17 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
                         std::to_string(prog.plan.pp) + " x dp " + std::to_string(dp_) + " x tp " +
                         std::to_string(prog.plan.tp));
   }
+  const int64_t rank = prog.placement.rank(stage, dp_index, tp_index);
+  ep_ = prog.model.moe.on() ? prog.placement.ep : 1;
+  ep_index_ = ep_ > 1 ? prog.placement.ep_index_of(rank) : 0;
+  edp_ = prog.plan.expert_dp();
+  edp_index_ = ep_ > 1 ? prog.placement.expert_dp_index_of(rank) : dp_index;
+  experts_apart_ = prog.model.moe.on() && edp_ != dp_;
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& info = prog.chunk(stage, c);
-    chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end, prog.plan.tp, tp_index);
+    chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end, prog.plan.tp, tp_index, ep_, ep_index_);
     offsets_.push_back(elems_);
+    for (const Range& r : chunks_.back().expert_ranges()) append_merged(experts_, {elems_ + r.begin, elems_ + r.end});
     elems_ += chunks_.back().size();
   }
   partition_ = spec::partition_group(prog.plan.zero, dp_);
@@ -132,6 +139,21 @@ std::vector<int64_t> StageLayout::secondary_counts(Range bucket, Range r) const 
   return out;
 }
 
+std::vector<Range> StageLayout::grad_bucket_parts(int32_t bucket) const {
+  const Range r = grad_bucket(bucket);
+  if (!experts_apart_) return {r};
+  return prog_->grad_buckets.at(static_cast<std::size_t>(bucket)).experts ? clip(experts_, r) : subtract(r, experts_);
+}
+
+std::vector<Range> StageLayout::counted() const {
+  if (!experts_apart_) return {own_shard()};
+  std::vector<Range> out = subtract(own_shard(), experts_);
+  const int64_t slice = program::shard_elems(elems_, edp_);
+  for (const Range& r : clip(experts_, {edp_index_ * slice, (edp_index_ + 1) * slice})) out.push_back(r);
+  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  return out;
+}
+
 void StageLayout::check_against(const program::Program& prog) const {
   for (int64_t c = 0; c < chunk_count(); ++c) {
     const int64_t want = prog.chunk(stage_, c).params;
@@ -144,7 +166,7 @@ void StageLayout::check_against(const program::Program& prog) const {
   }
   for (std::size_t b = 0; b < prog.grad_buckets.size(); ++b) {
     if (prog.grad_buckets[b].stage != stage_) continue;
-    const int64_t got = grad_bucket(static_cast<int32_t>(b)).size();
+    const int64_t got = total(grad_bucket_parts(static_cast<int32_t>(b)));
     if (got != prog.grad_buckets[b].elems) {
       throw ExecutorError(where(stage_) + "gradient bucket " + std::to_string(b) + " has " +
                           std::to_string(prog.grad_buckets[b].elems) + " elements in the Program, " +

@@ -85,6 +85,21 @@ class StageLayout {
   Range units(int64_t c, int64_t unit_begin, int64_t unit_end) const;
   Range tensor(int64_t c, const std::string& name) const;
   Range grad_bucket(int32_t bucket) const;
+  // The positions gradient bucket `bucket` reduces: its range, or where the experts' data-parallel
+  // group is not the dense one (experts_apart), the range's routed-expert tensors (Bucket::experts)
+  // or the rest.
+  std::vector<Range> grad_bucket_parts(int32_t bucket) const;
+  // Expert parallelism: ep ranks, this one's position (ParamLayout: its experts), whether the
+  // experts' gradients are reduced over their own group (Group::kExpertDp, edp ranks), and the
+  // flat ranges of the routed experts' tensors.
+  int64_t ep() const { return ep_; }
+  bool experts_apart() const { return experts_apart_; }
+  const std::vector<Range>& expert_ranges() const { return experts_; }
+  // What this rank counts in the global gradient norm and sends when the model is gathered: its
+  // shard; with experts apart (ZeRO-0), the dense positions of its shard over dp and the expert
+  // positions of its shard over edp (the flat buffer cut in edp equal slices), so that over the
+  // world each dense element counts once and each expert-parallel rank's experts once.
+  std::vector<Range> counted() const;
   Range param_bucket(int32_t bucket) const;  // ZeRO-3 gather buckets and ZeRO-1/2 all-gather pieces
   // The embedding table whose gradient the embedding group all-reduces: unit 0's on stage 0,
   // the tied head's copy on the last stage.
@@ -121,6 +136,9 @@ class StageLayout {
 
   const program::Program* prog_;
   int64_t stage_ = 0, dp_ = 1, dp_index_ = 0, tp_index_ = 0;
+  int64_t ep_ = 1, ep_index_ = 0, edp_ = 1, edp_index_ = 0;
+  bool experts_apart_ = false;
+  std::vector<Range> experts_;
   int64_t partition_ = 1, hpz_ = 0, local_ = 1;
   std::vector<QgzSplit> qgz_;              // by gradient bucket; empty for buckets not reduced by qgZ
   int zero_stage_ = 0;

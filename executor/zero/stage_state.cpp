@@ -236,7 +236,8 @@ double StageState::owned_grad_norm_sq() {
   if (layout_.replica_index() > 0) return 0;
   const Range own = layout_.own_shard();
   double sum = 0;
-  for (const Range& r : subtract(subtract(own, layout_.persistent()), layout_.norm_excluded())) {
+  // its shard (with experts apart, StageLayout::counted: reduced in place, never into a shard)
+  for (const Range& r : subtract(subtract(layout_.counted(), layout_.persistent()), layout_.norm_excluded())) {
     const std::span<float> g = reduces_into_shard() ? shard_grads_.subspan(at(r.begin - own.begin), at(r.size()))
                                                     : grads_.subspan(at(r.begin), at(r.size()));
     mem_.add_sum_sq(g, sum);

@@ -6,7 +6,10 @@
 //   * without renormalisation the gates are the k chosen softmax values: a zero router gives
 //     p = 1/E everywhere, the ties go to experts 0 .. k−1, and y − x = (k / E) · (y_dense − x);
 //   * that uniform router's balancing loss: c_e = N for e < k (0 otherwise), P_e = N / E, so
-//     aux = E / (k N²) · k · (N / E) · N = 1.
+//     aux = E / (k N²) · k · (N / E) · N = 1;
+//   * expert parallelism's phases (ep 2, the all-to-alls done by hand between two layers) give each
+//     rank's y and dx of the one-rank unit, each rank's experts the one-rank unit's gradients of
+//     those experts, and the ranks' router and norm gradients summed the one-rank unit's.
 #include <set>
 #include <span>
 
@@ -122,6 +125,123 @@ TEST(MoeUnit, UniformRouterWithoutRenormalisingScalesTheMlpByKOverE) {
     EXPECT_EQ(cm.moe_offsets[static_cast<std::size_t>(e)], std::min(e, kTop) * rows) << "expert " << e;
   }
   EXPECT_NEAR(cm.moe_aux_loss, 1.0, 1e-12);
+}
+
+// Rows [first, first + count) of a [rows x h] buffer.
+std::vector<double> rows_of(const std::vector<double>& v, int64_t first, int64_t count, int64_t h) {
+  return {v.begin() + first * h, v.begin() + (first + count) * h};
+}
+
+TEST(MoeUnit, ExpertParallelPhasesEqualOneRank) {
+  const spec::Model m = moe_model(true);
+  const int64_t h = m.hidden, ep = 2, local = kExperts / ep;
+  const ParamLayout whole(m, 2, 3);
+  const std::vector<ParamLayout> layouts = {ParamLayout(m, 2, 3, 1, 0, ep, 0), ParamLayout(m, 2, 3, 1, 0, ep, 1)};
+  // the seeded initialisation depends on the element's place in the unsharded tensor: the ranks'
+  // values are the one-rank unit's (scaled so that the routing is far from uniform)
+  auto init = [](const ParamLayout& l) {
+    std::vector<double> p(static_cast<std::size_t>(l.size()));
+    l.init<double>(p, 5);
+    for (double& v : p) v *= 15;
+    return p;
+  };
+  const std::vector<double> pw = init(whole);
+  const std::vector<std::vector<double>> pr = {init(layouts[0]), init(layouts[1])};
+  const Layer<double> one(whole, 2);
+  const std::vector<Layer<double>> ranks = {Layer<double>(layouts[0], 2), Layer<double>(layouts[1], 2)};
+  const Dims d = test::tiny_dims();
+  const int64_t n = d.rows() * h;
+  const test::Tokens tokens = test::random_tokens(m, d, 1);
+  TokenBatch batch = tokens.view();
+  batch.moe_aux_grad = 0.3;
+  std::vector<std::vector<double>> x, dy, y_ref, dx_ref;
+  std::vector<double> g_ref(pw.size(), 0.0);
+  for (int64_t r = 0; r < ep; ++r) {
+    x.push_back(test::random_vector<double>(n, static_cast<uint32_t>(10 + r), 1.0));
+    dy.push_back(test::random_vector<double>(n, static_cast<uint32_t>(20 + r), 1.0));
+    UnitCache<double> c;
+    std::vector<double> y(static_cast<std::size_t>(n)), dx(static_cast<std::size_t>(n));
+    one.forward(batch, pw, x.back(), y, c);
+    one.backward(pw, dy.back(), dx, g_ref, c);
+    y_ref.push_back(y);
+    dx_ref.push_back(dx);
+  }
+  // The all-to-all by hand: block[src][dst] = src's rows for dst's experts; dst receives them by src.
+  std::vector<UnitCache<double>> caches(2);
+  std::vector<std::vector<int64_t>> sent(2, std::vector<int64_t>(2)), counts(2, std::vector<int64_t>(ep * local));
+  std::vector<std::vector<double>> send(2);
+  for (int64_t r = 0; r < ep; ++r) {
+    std::vector<int64_t> per_expert(kExperts);
+    send[r].resize(static_cast<std::size_t>(ranks[r].moe_rows(d) * h));
+    ranks[r].moe_dispatch(batch, pr[r], x[r], send[r], per_expert, caches[r]);
+    for (int64_t e = 0; e < kExperts; ++e) {
+      sent[r][e / local] += per_expert[e];
+      counts[e / local][r * local + e % local] = per_expert[e];
+    }
+  }
+  // to the experts (out) and back (in): a row block of src for dst starts after src's blocks for lower dst
+  auto exchange = [&](const std::vector<std::vector<double>>& from, bool out) {
+    std::vector<std::vector<double>> to(2);
+    for (int64_t dst = 0; dst < ep; ++dst) {
+      for (int64_t src = 0; src < ep; ++src) {
+        int64_t first = 0;
+        if (out) {
+          for (int64_t j = 0; j < dst; ++j) first += sent[src][j];
+          const std::vector<double> b = rows_of(from[src], first, sent[src][dst], h);
+          to[dst].insert(to[dst].end(), b.begin(), b.end());
+        } else {  // from[src] holds src's experts' rows by source rank; dst's block is the dst-th
+          for (int64_t j = 0; j < dst; ++j) first += sent[j][src];
+          const std::vector<double> b = rows_of(from[src], first, sent[dst][src], h);
+          to[dst].insert(to[dst].end(), b.begin(), b.end());
+        }
+      }
+    }
+    return to;
+  };
+  const std::vector<std::vector<double>> received = exchange(send, true);
+  std::vector<std::vector<double>> expert_out(2);
+  for (int64_t j = 0; j < ep; ++j) {
+    expert_out[j].resize(received[j].size());
+    ranks[j].moe_experts(pr[j], received[j], counts[j], expert_out[j], caches[j]);
+  }
+  const std::vector<std::vector<double>> back = exchange(expert_out, false);
+  std::vector<std::vector<double>> grads = {std::vector<double>(pr[0].size(), 0.0), std::vector<double>(pr[1].size(), 0.0)};
+  std::vector<std::vector<double>> dsend(2);
+  for (int64_t r = 0; r < ep; ++r) {
+    std::vector<double> y(static_cast<std::size_t>(n));
+    ranks[r].moe_combine(back[r], y, caches[r]);
+    EXPECT_LT(test::max_rel(y, y_ref[r]), 1e-12) << "rank " << r << " y";
+    dsend[r].resize(send[r].size());
+    ranks[r].moe_backward_send(pr[r], dy[r], dsend[r], caches[r]);
+  }
+  const std::vector<std::vector<double>> dreceived = exchange(dsend, true);
+  std::vector<std::vector<double>> dexpert(2);
+  for (int64_t j = 0; j < ep; ++j) {
+    dexpert[j].resize(dreceived[j].size());
+    ranks[j].moe_experts_backward(pr[j], dreceived[j], dexpert[j], grads[j], true, caches[j]);
+  }
+  const std::vector<std::vector<double>> dback = exchange(dexpert, false);
+  for (int64_t r = 0; r < ep; ++r) {
+    std::vector<double> dx(static_cast<std::size_t>(n));
+    ranks[r].moe_backward_finish(pr[r], dback[r], dx, grads[r], true, caches[r]);
+    EXPECT_LT(test::max_rel(dx, dx_ref[r]), 1e-12) << "rank " << r << " dx";
+  }
+  for (const TensorSlot& t : whole.tensors()) {
+    std::vector<double> want(g_ref.begin() + t.offset, g_ref.begin() + t.offset + t.size()), got;
+    if (t.expert) {  // rank j's band of the stacked rows
+      for (int64_t j = 0; j < ep; ++j) {
+        const TensorSlot& s = layouts[j].find(t.name);
+        got.insert(got.end(), grads[j].begin() + s.offset, grads[j].begin() + s.offset + s.size());
+      }
+    } else {  // each rank's tokens' part
+      got.assign(static_cast<std::size_t>(t.size()), 0.0);
+      for (int64_t j = 0; j < ep; ++j) {
+        const TensorSlot& s = layouts[j].find(t.name);
+        for (int64_t i = 0; i < t.size(); ++i) got[static_cast<std::size_t>(i)] += grads[j][static_cast<std::size_t>(s.offset + i)];
+      }
+    }
+    EXPECT_LT(test::max_rel(got, want), 1e-12) << t.name;
+  }
 }
 
 }  // namespace

@@ -104,7 +104,20 @@ TEST(MpiEquivalence, TensorParallelPlansMatchTheSingleRankRun) {
 // experts, so pp, dp and ZeRO must give the single-rank run, balancing loss (α = 0.01) included,
 // to the same 1e-5: a Mixtral-shaped model (4 SwiGLU experts, top 2 renormalised) and a
 // Qwen2-MoE-shaped one (top 2 of 4 not renormalised, a gated shared expert, block 0 dense).
-void expect_experts_match(const spec::Model& model, int rank) {
+spec::Model tiny_mixtral() {
+  spec::Model m = test::tiny_llama_model();
+  m.name = "tiny-mixtral";
+  m.moe.experts = 4, m.moe.top_k = 2, m.moe.ffn_hidden = 64;
+  return m;
+}
+spec::Model tiny_qwen2_moe() {
+  spec::Model m = tiny_mixtral();
+  m.name = "tiny-qwen2-moe";
+  m.moe.normalize_top_k = false, m.moe.shared_ffn_hidden = 32, m.moe.shared_gate = true, m.moe.dense_layers = {0};
+  return m;
+}
+
+void expect_experts_match(const spec::Model& model, int rank, const std::vector<test::PlanSpec>& plans) {
   auto lower_moe = [&](const test::PlanSpec& spec) {
     spec::Training t = test::tiny_training(spec.framework);
     t.moe_aux_loss_coeff = 0.01;
@@ -122,11 +135,6 @@ void expect_experts_match(const spec::Model& model, int rank) {
     ref = run(test::reference_plan(), local);
     std::printf("%s, single rank: loss %.5f -> %.5f\n", model.name.c_str(), ref.losses.front(), ref.losses.back());
   }
-  const std::vector<test::PlanSpec> plans = {
-      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .zero = 1},
-      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .zero = 2},
-      {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3},
-  };
   for (const test::PlanSpec& spec : plans) {
     const program::Program prog = lower_moe(spec);
     MpiCommunicator comm(prog.placement);
@@ -146,14 +154,36 @@ TEST(MpiEquivalence, ExpertsMatchTheSingleRankRun) {
     MpiCommunicator probe(program::Placement{1, 1, 4});
     rank = static_cast<int>(probe.rank());
   }
-  spec::Model mixtral = test::tiny_llama_model();
-  mixtral.name = "tiny-mixtral";
-  mixtral.moe.experts = 4, mixtral.moe.top_k = 2, mixtral.moe.ffn_hidden = 64;
-  expect_experts_match(mixtral, rank);
-  spec::Model qwen = mixtral;
-  qwen.name = "tiny-qwen2-moe";
-  qwen.moe.normalize_top_k = false, qwen.moe.shared_ffn_hidden = 32, qwen.moe.shared_gate = true, qwen.moe.dense_layers = {0};
-  expect_experts_match(qwen, rank);
+  const std::vector<test::PlanSpec> plans = {
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .zero = 1},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .zero = 2},
+      {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 3},
+  };
+  expect_experts_match(tiny_mixtral(), rank, plans);
+  expect_experts_match(tiny_qwen2_moe(), rank, plans);
+}
+
+// Expert parallelism (interpreter_ep.cpp): each rank holds E/ep experts and exchanges the routed
+// tokens with its group by all-to-all; every plan must still give the single-rank run (ep 1) to
+// 1e-5: ep 2 over dp 4 (two expert-data-parallel replicas, the experts' gradients reduced over
+// them apart from the dense ones), ep 4 (one replica), ep 2 with pp 2 (1F1B and ZB-H1, whose
+// weight pass computes the experts' gradients from what the all-to-alls delivered), and
+// interleaved ep 2 x pp 2 x v 2; ZeRO-0.
+TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  const std::vector<test::PlanSpec> plans = {
+      {.pp = 1, .dp = 4, .micro_batches = 2, .ep = 2},
+      {.pp = 1, .dp = 4, .micro_batches = 2, .ep = 4},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .ep = 2},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .ep = 2},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "interleaved", .virtual_stages = 2, .ep = 2},
+  };
+  expect_experts_match(tiny_mixtral(), rank, plans);
+  expect_experts_match(tiny_qwen2_moe(), rank, plans);
 }
 
 TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {

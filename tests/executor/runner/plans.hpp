@@ -40,12 +40,14 @@ struct PlanSpec {
   int hpz_group = 0;
   int local_group = 0;
   bool qwz = false, qgz = false;
+  int ep = 1;                         // expert parallelism (a model with experts)
 
   std::string name() const {
     std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) +
                     (cp > 1 ? "cp" + std::to_string(cp) + "-" + cp_comm + "-" : std::string()) + "pp" + std::to_string(pp) +
                     "-dp" + std::to_string(dp) + "-" + schedule;
     if (virtual_stages > 1) s += "-v" + std::to_string(virtual_stages);
+    if (ep > 1) s += "-ep" + std::to_string(ep);
     s += "-zero" + std::to_string(zero);
     if (overlap >= 0) s += overlap ? "-overlap" : "-no-overlap";
     if (recompute != "none") s += "-recompute-" + recompute;
@@ -91,7 +93,7 @@ inline spec::Plan make_plan(const PlanSpec& s) {
   if (s.local_group > 0) zero["local_group"] = s.local_group;
   if (s.qwz) zero["quantized_weights"] = true;
   if (s.qgz) zero["quantized_gradients"] = true;
-  const nlohmann::json j = {{"tp", s.tp},
+  nlohmann::json j = {{"tp", s.tp},
                             {"cp", s.cp},
                             {"cp_comm_type", s.cp_comm},
                             {"pp", s.pp},
@@ -104,6 +106,7 @@ inline spec::Plan make_plan(const PlanSpec& s) {
                             {"overlap_p2p", s.overlap_p2p},
                             {"sequence_parallel", s.sequence_parallel},
                             {"zero", zero}};
+  if (s.ep > 1) j["ep"] = s.ep;
   return spec::plan_from_json(j, "<test plan " + s.name() + ">");
 }
 

@@ -1,0 +1,185 @@
+// The Program interpreter's expert parallelism (docs/program.md, "In the executor"): a MoE unit's
+// pass runs in the phases its two all-to-alls over the expert-parallel group separate
+// (model/layers.hpp, LayerT::moe_*), Megatron-Core's alltoall dispatcher:
+//   pass       compute                     all-to-all (posted, then finished)        compute / finish
+//   forward    Forward: route and permute  dispatch: the rows to the experts' ranks  Forward (experts)
+//                                          combine: their outputs back               -> y (at the finish)
+//   backward   (at the post) d(outputs)    the combine's gradient to the experts     Backward (experts)
+//                                          the dispatch's gradient back              Backward: -> dx
+// The dispatch first exchanges how many rows go to each member's each expert (Megatron-Core's
+// tokens-per-expert all-to-all, here E/ep counts a member), then the rows with those counts; the
+// combine and the backward's two reuse the dispatch's counts the other way. The counts travel as
+// fp32 values (exact below 2^24 rows). What the Program's instruction says it moves is the mean
+// (T/t · k · h · w); the executor moves what the router chose and traces those bytes.
+#include <chrono>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "core/program/units.hpp"
+#include "executor/errors.hpp"
+#include "executor/interpreter.hpp"
+
+namespace stagecraft::executor {
+
+using namespace interp;  // the interpreter's own names (interpreter.hpp)
+
+bool Runner::Interpreter::ep_moe(int32_t unit) const {
+  return ep_ > 1 && unit_kind(prog_.model, unit) == UnitKind::kMoe;
+}
+
+// Each MoE pass's two all-to-alls, found by (chunk, micro-batch, unit, pass), in Program order.
+void Runner::Interpreter::plan_ep_passes() {
+  const std::size_t n = instrs_.size();
+  ep_ = prog_.model.moe.on() ? prog_.placement.ep : 1;
+  ep_role_.assign(n, EpRole::kNone);
+  if (ep_ <= 1) return;
+  std::map<std::tuple<int32_t, int32_t, int32_t, int>, std::vector<int32_t>> by_pass;
+  for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
+    const Instr& in = instrs_[at(i)];
+    if (in.lane != Lane::kEp) continue;
+    if (in.flags & program::kFlagRecompute) {
+      throw ExecutorError(where(i) + ": the executor does not recompute an expert-parallel MoE pass (full recompute)");
+    }
+    by_pass[{in.chunk, in.mb, in.unit_begin, (in.flags & program::kFlagGrad) ? 1 : 0}].push_back(i);
+  }
+  for (const auto& [key, list] : by_pass) {
+    if (list.size() != 2) {
+      throw ExecutorError(where(list.front()) + ": a MoE pass has " + std::to_string(list.size()) +
+                          " expert-parallel all-to-alls, expected 2 (dispatch and combine)");
+    }
+    const bool grad = std::get<3>(key) == 1;
+    ep_role_[at(list[0])] = grad ? EpRole::kGradCombine : EpRole::kDispatch;
+    ep_role_[at(list[1])] = grad ? EpRole::kGradDispatch : EpRole::kCombine;
+  }
+}
+
+// A phase run when an all-to-all is posted or finished, its time counted as compute.
+Buffer Runner::Interpreter::ep_phase(MoePhase phase, const Instr& in, MicroState& ms, std::span<const float> data,
+                                     std::span<int64_t> counts, bool flag) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Buffer out = backend().moe(phase, in.chunk, in.unit_begin, ms.slot, tokens(ms), data, counts, flag).as(store_);
+  compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+// A MoE unit's compute instruction with expert parallelism: the route (Forward), the experts
+// (kFlagExperts), or the backward's last phase.
+void Runner::Interpreter::ep_compute(const Instr& in, bool backward, bool input_only) {
+  MicroState& ms = micro(in);
+  const bool experts = (in.flags & program::kFlagExperts) != 0;
+  const TokenBatch batch = tokens(ms);
+  auto run = [&](MoePhase phase, std::span<const float> data, std::span<int64_t> counts, bool flag) {
+    return backend().moe(phase, in.chunk, in.unit_begin, ms.slot, batch, data, counts, flag).as(store_);
+  };
+  EpRoute& route = ms.ep_routes[in.unit_begin];
+  if (!backward && !experts) {
+    route.experts.assign(at(prog_.model.moe.experts), 0);
+    ms.ep_out = run(MoePhase::kDispatch, ms.act.view(), route.experts, false);
+    ms.act = {};
+  } else if (!backward) {
+    ms.ep_out = run(MoePhase::kExperts, ms.ep_in.view(), route.recv_counts, false);
+    ms.ep_in = {};
+  } else if (experts) {
+    ms.ep_out = run(MoePhase::kExpertsBackward, ms.ep_in.view(), {}, !input_only);
+    ms.ep_in = {};
+  } else {
+    ms.grad = run(MoePhase::kBackwardFinish, ms.ep_in.view(), {}, !input_only);
+    ms.ep_in = {};
+    ms.ep_routes.erase(in.unit_begin);
+    maybe_retire(ms);
+  }
+}
+
+void Runner::Interpreter::post_ep(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  MicroState& ms = micro(in);
+  const EpRole role = ep_role_[at(i)];
+  if (role == EpRole::kNone) throw ExecutorError(where(i) + ": an expert-parallel all-to-all of no MoE pass");
+  if (role == EpRole::kDispatch) {  // first the rows of each member's each expert
+    EpRoute& route = ms.ep_routes[in.unit_begin];
+    const int64_t local = prog_.model.moe.experts / ep_;
+    p.buffer = std::move(ms.ep_out);
+    std::vector<float> counts(route.experts.begin(), route.experts.end());
+    route.sent_rows.assign(at(ep_), 0);
+    for (int64_t e = 0; e < prog_.model.moe.experts; ++e) route.sent_rows[at(e / local)] += route.experts[at(e)];
+    p.extra = alloc_as(ep_ * local, Format::kFp32);
+    p.packed = alloc_as(ep_ * local, Format::kFp32);
+    backend().upload(counts, p.extra.view());
+    const std::vector<int64_t> each(at(ep_), local);
+    p.requests.push_back(runner_.comm_.iall_to_all({Group::kEp, Lane::kEp}, p.extra.view(), each, p.packed.view(), each));
+    p.then = [this, i] { post_ep_rows(i); };
+    return;
+  }
+  if (role == EpRole::kGradCombine) {
+    p.buffer = ep_phase(MoePhase::kBackwardSend, in, ms, ms.grad.view(), {}, false);
+    ms.grad = {};
+  } else {
+    p.buffer = std::move(ms.ep_out);
+  }
+  post_ep_rows(i);
+}
+
+// The rows: the dispatch's counts (received by its first phase) or the dispatch's, the other way.
+void Runner::Interpreter::post_ep_rows(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  MicroState& ms = micro(in);
+  const EpRole role = ep_role_[at(i)];
+  const int64_t h = prog_.model.hidden;
+  EpRoute& route = ms.ep_routes[in.unit_begin];
+  if (role == EpRole::kDispatch) {
+    std::vector<float> counts(at(p.packed.size()));
+    backend().download(p.packed.view(), counts);
+    const int64_t local = prog_.model.moe.experts / ep_;
+    route.recv_counts.assign(counts.size(), 0);
+    route.recv_rows.assign(at(ep_), 0);
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      route.recv_counts[k] = static_cast<int64_t>(counts[k]);
+      route.recv_rows[k / at(local)] += route.recv_counts[k];
+    }
+    p.requests.clear();
+    p.extra = {};
+    p.packed = {};
+  }
+  // the dispatch and the combine's gradient go out by the route; the combine and the dispatch's
+  // gradient come back by it
+  const bool out = role == EpRole::kDispatch || role == EpRole::kGradCombine;
+  const std::vector<int64_t>& sent = out ? route.sent_rows : route.recv_rows;
+  const std::vector<int64_t>& received = out ? route.recv_rows : route.sent_rows;
+  std::vector<int64_t> send_counts, recv_counts;
+  int64_t rows = 0, want = 0;
+  for (int64_t j = 0; j < ep_; ++j) {
+    send_counts.push_back(sent[at(j)] * h);
+    recv_counts.push_back(received[at(j)] * h);
+    rows += received[at(j)];
+    want += sent[at(j)];
+  }
+  if (p.buffer.size() != want * h) {
+    throw ExecutorError(where(i) + ": has " + std::to_string(p.buffer.size()) + " elements to send, its route says " +
+                        std::to_string(want * h));
+  }
+  p.piece = alloc_as(rows * h, store_);
+  // the values are the storage format's already; MPI's all-to-all moves them as fp32
+  p.requests.push_back(runner_.comm_.iall_to_all({Group::kEp, Lane::kEp}, p.buffer.view(), send_counts, p.piece.view(), recv_counts));
+  p.bytes = p.buffer.bytes();
+  add_messages(p.buffer.bytes() + p.piece.bytes());
+}
+
+void Runner::Interpreter::finish_ep(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  MicroState& ms = micro(in);
+  add_messages(-(p.buffer.bytes() + p.piece.bytes()));
+  Buffer got = std::move(p.piece);
+  p.buffer = {};
+  p.piece = {};
+  if (ep_role_[at(i)] == EpRole::kCombine) {
+    ms.act = ep_phase(MoePhase::kCombine, in, ms, got.view(), {}, false);
+  } else {
+    ms.ep_in = std::move(got);
+  }
+}
+
+}  // namespace stagecraft::executor
