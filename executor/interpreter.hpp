@@ -193,6 +193,9 @@ class Runner::Interpreter {
   MicroState& micro(const program::Instr& in);
   void ensure_batch(MicroState& ms, const program::Instr& in);
   TokenBatch tokens(const MicroState& ms) const;
+  // The tokens unit `unit` computes on: the micro-batch's, or for a MoE unit under sequence
+  // parallelism the rank's 1/tp of them (it routes its own rows).
+  TokenBatch unit_tokens(const MicroState& ms, int32_t unit) const;
   void maybe_retire(MicroState& ms);
   int64_t peer_rank(int16_t peer_stage) const;
   int32_t tag(const program::Instr& in, bool receiving) const;

@@ -42,6 +42,12 @@ TokenBatch Runner::Interpreter::tokens(const MicroState& ms) const {
   return t;
 }
 
+TokenBatch Runner::Interpreter::unit_tokens(const MicroState& ms, int32_t unit) const {
+  TokenBatch t = tokens(ms);
+  if (tp_ > 1 && unit_kind(prog_.model, unit) == UnitKind::kMoe) t.dims = Dims{1, tokens_ / tp_};
+  return t;
+}
+
 void Runner::Interpreter::forward(const Instr& in) {
   if (ep_moe(in.unit_begin)) return ep_compute(in, false, false);  // interpreter_ep.cpp
   MicroState& ms = micro(in);
@@ -55,7 +61,8 @@ void Runner::Interpreter::forward(const Instr& in) {
       x = cp_attend(in, u, ms);
     } else {
       const bool head = kind == UnitKind::kHead;  // its output: the loss (tp > 1: fp32 statistics)
-      x = backend().forward(in.chunk, u, ms.slot, batch, x.view(), full_recompute_ && block).as(head ? Format::kFp32 : store_);
+      x = backend().forward(in.chunk, u, ms.slot, kind == UnitKind::kMoe ? unit_tokens(ms, u) : batch, x.view(),
+                            full_recompute_ && block).as(head ? Format::kFp32 : store_);
     }
     poll();
   }

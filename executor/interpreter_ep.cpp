@@ -58,7 +58,7 @@ void Runner::Interpreter::plan_ep_passes() {
 Buffer Runner::Interpreter::ep_phase(MoePhase phase, const Instr& in, MicroState& ms, std::span<const float> data,
                                      std::span<int64_t> counts, bool flag) {
   const auto t0 = std::chrono::steady_clock::now();
-  Buffer out = backend().moe(phase, in.chunk, in.unit_begin, ms.slot, tokens(ms), data, counts, flag).as(store_);
+  Buffer out = backend().moe(phase, in.chunk, in.unit_begin, ms.slot, unit_tokens(ms, in.unit_begin), data, counts, flag).as(store_);
   compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
@@ -68,7 +68,7 @@ Buffer Runner::Interpreter::ep_phase(MoePhase phase, const Instr& in, MicroState
 void Runner::Interpreter::ep_compute(const Instr& in, bool backward, bool input_only) {
   MicroState& ms = micro(in);
   const bool experts = (in.flags & program::kFlagExperts) != 0;
-  const TokenBatch batch = tokens(ms);
+  const TokenBatch batch = unit_tokens(ms, in.unit_begin);
   auto run = [&](MoePhase phase, std::span<const float> data, std::span<int64_t> counts, bool flag) {
     return backend().moe(phase, in.chunk, in.unit_begin, ms.slot, batch, data, counts, flag).as(store_);
   };

@@ -25,7 +25,7 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
                         " x pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(prog.plan.dp) +
                         "), the communicator has " + std::to_string(comm.size()));
   }
-  if (const std::string why = plan_unsupported(prog.model, prog.plan); !why.empty()) {
+  if (const std::string why = plan_unsupported(prog.model, prog.plan, &prog.training); !why.empty()) {
     throw ExecutorError("the plan: " + why);
   }
   if (prog.plan.zero.offload_param == spec::Offload::kCpu) {
@@ -61,23 +61,32 @@ void fault_kill(int64_t rank, const std::string& where) {
   std::abort();  // not reached
 }
 
-std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
+std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const spec::Training* training) {
   if (m.moe.on() && p.ep > 1 && p.zero.stage > 0) {
     return "/zero/stage: " + std::to_string(p.zero.stage) + " with ep " + std::to_string(p.ep) +
            " is not run by the executor yet: with expert parallelism it reduces the experts' gradients over their own "
            "data-parallel group with ZeRO-0 only (simulate and search model ZeRO-1/2)";
   }
-  if (m.moe.on() && p.ep > 1 && p.recompute == spec::Recompute::kFull) {
-    return "/recompute: \"full\" with ep " + std::to_string(p.ep) +
-           " is not run by the executor yet (it does not recompute an expert-parallel MoE pass)";
+  if (m.moe.on() && p.tp > 1 && p.zero.stage > 0) {
+    return "/zero/stage: " + std::to_string(p.zero.stage) + " with experts and tp " + std::to_string(p.tp) +
+           " is not run by the executor yet: the experts' data-parallel group is then tp x dp / ep, whose gradients it "
+           "reduces apart with ZeRO-0 only";
   }
-  if (m.moe.on() && p.tp > 1) {
-    return "/tp: " + std::to_string(p.tp) + " is not run by the executor with experts yet: it runs them at tp 1, "
-           "without sequence-parallel routing over tp ranks (simulate and search model it)";
+  if (m.moe.on() && (p.ep > 1 || p.tp > 1) && p.recompute == spec::Recompute::kFull) {
+    return "/recompute: \"full\" with experts and ep " + std::to_string(p.ep) + ", tp " + std::to_string(p.tp) +
+           " is not run by the executor yet (it does not recompute an expert-parallel or sequence-parallel MoE pass)";
+  }
+  if (m.moe.on() && p.tp > 1 && m.moe.shared_ffn_hidden > 0) {
+    return "/tp: " + std::to_string(p.tp) + " is not run by the executor with shared experts yet (their tp-split MLP "
+           "beside the sequence-parallel routing)";
+  }
+  if (m.moe.on() && (p.tp > 1 || p.cp > 1) && training != nullptr && training->moe_aux_loss_coeff > 0) {
+    return std::string(p.tp > 1 ? "/tp" : "/cp") +
+           ": the balancing loss (training moe_aux_loss_coeff > 0) with experts over tp or cp ranks is not run by the "
+           "executor yet (Megatron-Core sums its token counts over those ranks, a collective the executor does not issue)";
   }
   if (m.moe.on() && p.cp > 1) {
-    return "/cp: " + std::to_string(p.cp) + " is not run by the executor with experts yet: it runs them at cp 1 "
-           "(the balancing loss's token counts are not summed over cp ranks)";
+    return "/cp: " + std::to_string(p.cp) + " is not run by the executor with experts yet";
   }
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);

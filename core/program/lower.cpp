@@ -149,6 +149,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.placement = Placement{plan.tp, plan.pp, plan.dp_cp()};
   prog.placement.cp = plan.cp;
   prog.placement.ep = plan.ep;
+  prog.placement.experts_apart = model.moe.on() && plan.expert_dp() != plan.dp_cp();
   // the data-parallel subgroups: the partition's shard group (or hpZ's), a node's ranks
   if (spec::hierarchical(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.shard_group;
   if (spec::secondary_partition(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.hpz_group;

@@ -32,6 +32,9 @@ struct Placement {
   int64_t inner = 0, local = 0;
   int64_t cp = 1;   // context-parallel ranks splitting a sequence (dp includes them)
   int64_t ep = 1;   // expert-parallel ranks (instruction.hpp, Group::kEp)
+  // Whether the routed experts' data-parallel group (Group::kExpertDp, spec::Plan::expert_dp) is not
+  // the dense one, so their gradients are reduced over it apart (a model with experts only).
+  bool experts_apart = false;
   int64_t inner_size() const { return inner > 0 ? inner : dp; }
   int64_t local_size() const { return local > 0 ? local : dp; }
 

@@ -47,8 +47,8 @@ std::vector<GroupSplit> group_splits(const program::Placement& placement, int64_
   if (placement.cp > 1) out.push_back({Group::kCp, placement.group_members(Group::kCp, rank).front(), {Lane::kCp}});
   // expert parallelism: the ep consecutive ranks exchanging tokens, and the ranks holding the same
   // experts (their gradients' reductions and ZeRO gathers), each by its first member
-  if (placement.ep > 1) {
-    out.push_back({Group::kEp, placement.group_members(Group::kEp, rank).front(), {Lane::kEp}});
+  if (placement.ep > 1) out.push_back({Group::kEp, placement.group_members(Group::kEp, rank).front(), {Lane::kEp}});
+  if (placement.experts_apart) {
     out.push_back({Group::kExpertDp, placement.group_members(Group::kExpertDp, rank).front(), {Lane::kDpGather, Lane::kDpReduce}});
   }
   if (placement.inner == 0 && placement.local == 0) return out;

@@ -218,7 +218,10 @@ class LayerT {
   int64_t input_size(Dims d) const;   // 0 for the embedding (it reads tokens), else N*C
   int64_t output_size(Dims d) const;  // 1 for the head (the loss; 3N with tp > 1), else N*C
   // tp > 1: whether this unit's backward leaves a partial input gradient for finish_input_grad.
-  bool reduces_input_grad() const { return slots_.tp > 1 && kind_ != UnitKind::kEmbedding; }
+  // A MoE unit (without shared experts) routes its own rows (sequence parallelism): nothing to sum.
+  bool reduces_input_grad() const {
+    return slots_.tp > 1 && kind_ != UnitKind::kEmbedding && !(kind_ == UnitKind::kMoe && slots_.shared_ffn == 0);
+  }
 
   // y = unit(x). The head writes the mean loss to y[0].
   void forward(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,

@@ -131,7 +131,8 @@ template <typename Scalar, typename K>
 void LayerT<Scalar, K>::forward(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
                             std::span<Scalar> y, UnitCacheT<Scalar, K>& cache, CacheMode mode) const {
   const Dims d = batch.dims;
-  if (d.batch <= 0 || d.seq <= 0 || d.seq > model_.seq_len) {
+  // a MoE unit takes any rows (under sequence parallelism its 1/tp of the micro-batch's tokens)
+  if (d.batch <= 0 || d.seq <= 0 || (d.seq > model_.seq_len && kind_ != UnitKind::kMoe)) {
     throw std::invalid_argument("Layer " + unit_name(model_, unit_) + ": micro-batch " + std::to_string(d.batch) +
                                 " x " + std::to_string(d.seq) + " needs positive sizes and seq <= seq_len " +
                                 std::to_string(model_.seq_len));

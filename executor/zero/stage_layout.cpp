@@ -38,7 +38,7 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
   ep_ = prog.model.moe.on() ? prog.placement.ep : 1;
   ep_index_ = ep_ > 1 ? prog.placement.ep_index_of(rank) : 0;
   edp_ = prog.plan.expert_dp();
-  edp_index_ = ep_ > 1 ? prog.placement.expert_dp_index_of(rank) : dp_index;
+  edp_index_ = prog.model.moe.on() ? prog.placement.expert_dp_index_of(rank) : dp_index;
   experts_apart_ = prog.model.moe.on() && edp_ != dp_;
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& info = prog.chunk(stage, c);
@@ -62,8 +62,12 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
       if (zero3_gathers() && t.size() < threshold) append_merged(persistent_, r);
       // the global norm counts a replicated tensor once, on tp rank 0, and the tied copy on stage 0
       const bool tied_copy = t.name == "embedding.wte" && chunk(c).head_has_wte_copy();
-      if (tied_copy || (t.replicated && tp_index > 0)) append_merged(norm_excluded_, r);
-      if (t.spec.norm) append_merged(norms_, r);
+      // (a routed expert's tensor is whole on each rank, but with ep > 1 the ranks' experts differ: counted())
+      if (tied_copy || (t.replicated && tp_index > 0 && !t.expert)) append_merged(norm_excluded_, r);
+      // sequence parallelism: each tp rank's gradient covers its rows, summed over tp once a step —
+      // the norms', and a MoE unit's router's (Megatron-Core marks it sequence_parallel)
+      const bool router = prog.plan.sequence_parallel && t.name.ends_with(".mlp.router.w");
+      if (t.spec.norm || router) append_merged(norms_, r);
     }
   }
   for (const Range& r : persistent_) {

@@ -117,10 +117,10 @@ spec::Model tiny_qwen2_moe() {
   return m;
 }
 
-void expect_experts_match(const spec::Model& model, int rank, const std::vector<test::PlanSpec>& plans) {
+void expect_experts_match(const spec::Model& model, int rank, const std::vector<test::PlanSpec>& plans, double aux = 0.01) {
   auto lower_moe = [&](const test::PlanSpec& spec) {
     spec::Training t = test::tiny_training(spec.framework);
-    t.moe_aux_loss_coeff = 0.01;
+    t.moe_aux_loss_coeff = aux;
     return program::lower(model, t, test::make_plan(spec));
   };
   auto run = [&](const test::PlanSpec& spec, Communicator& comm) {
@@ -184,6 +184,42 @@ TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
   };
   expect_experts_match(tiny_mixtral(), rank, plans);
   expect_experts_match(tiny_qwen2_moe(), rank, plans);
+}
+
+// Experts under tensor parallelism (sequence parallel, as Megatron-Core requires): each tp rank
+// routes its own 1/tp of the tokens to whole experts, the router's gradient joins the norms' sum
+// over tp and the experts' are reduced over the tp x dp / ep ranks holding them; with ep 2 the
+// expert-parallel group is the two tp ranks of a data-parallel index. No balancing loss (α = 0: its
+// token counts would be summed over tp, which the executor does not issue). ZeRO-0.
+constexpr spec::Framework kMegatron = spec::Framework::kMegatron;  // DeepSpeed-MoE does not split ep over tp
+
+TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  const std::vector<test::PlanSpec> plans = {
+      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true, .framework = kMegatron},
+      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true, .framework = kMegatron, .ep = 2},
+      {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "zb-h1", .sequence_parallel = true,
+       .framework = kMegatron, .ep = 2},
+  };
+  expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
+}
+
+// The issue's shape on 8 ranks: ep 2 x pp 2 x tp 2 x dp 2, sequence parallel, 1F1B.
+TEST(MpiEquivalence, EightRankExpertParallelTensorParallelPipeline) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 8});
+    rank = static_cast<int>(probe.rank());
+  }
+  const std::vector<test::PlanSpec> plans = {
+      {.tp = 2, .pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .sequence_parallel = true,
+       .framework = kMegatron, .ep = 2},
+  };
+  expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
 }
 
 TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
