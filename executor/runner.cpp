@@ -85,9 +85,6 @@ std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const sp
            ": the balancing loss (training moe_aux_loss_coeff > 0) with experts over tp or cp ranks is not run by the "
            "executor yet (Megatron-Core sums its token counts over those ranks, a collective the executor does not issue)";
   }
-  if (m.moe.on() && p.cp > 1) {
-    return "/cp: " + std::to_string(p.cp) + " is not run by the executor with experts yet";
-  }
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);
   if (m.heads % p.tp != 0) return "/tp: " + t + " does not divide the model's " + std::to_string(m.heads) + " heads";

@@ -189,8 +189,10 @@ TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
 // Experts under tensor parallelism (sequence parallel, as Megatron-Core requires): each tp rank
 // routes its own 1/tp of the tokens to whole experts, the router's gradient joins the norms' sum
 // over tp and the experts' are reduced over the tp x dp / ep ranks holding them; with ep 2 the
-// expert-parallel group is the two tp ranks of a data-parallel index. No balancing loss (α = 0: its
-// token counts would be summed over tp, which the executor does not issue). ZeRO-0.
+// expert-parallel group is the two tp ranks of a data-parallel index. And under context parallelism
+// (cp 2, p2p): each cp rank routes its chunks' tokens, ep 2 over the cp ranks of a sequence. No
+// balancing loss (α = 0: its token counts would be summed over tp or cp, which the executor does
+// not issue). ZeRO-0.
 constexpr spec::Framework kMegatron = spec::Framework::kMegatron;  // DeepSpeed-MoE does not split ep over tp
 
 TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
@@ -204,6 +206,7 @@ TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
       {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true, .framework = kMegatron, .ep = 2},
       {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "zb-h1", .sequence_parallel = true,
        .framework = kMegatron, .ep = 2},
+      {.cp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .framework = kMegatron, .ep = 2},
   };
   expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
 }
