@@ -68,7 +68,8 @@ int64_t norm_parameters(const Model& m) { return m.norm_has_bias() ? 2 * m.hidde
 
 int64_t qk_norm_parameters(const Model& m) {
   if (!m.qk_norm) return 0;
-  return 2 * (m.norm_has_bias() ? 2 * m.head_dim() : m.head_dim());
+  const int64_t widths = m.q_norm_width() + m.k_norm_width();
+  return m.norm_has_bias() ? 2 * widths : widths;
 }
 
 // The counts sum the tensor table (tensors.hpp) at tp = 1, so they and the layouts cannot disagree.

@@ -10,10 +10,12 @@
 //                (down)  (biases: mlp_bias)
 //   norms        attn_norms + mlp_norms per block (2 in most, 1 when a parallel block shares one,
 //                4 in Gemma-2), each layernorm 2h (h without norm_bias), rmsnorm h; qk_norm adds
-//                two norms of d
-// Mixture of experts (Megatron-Core's MoE layer): a MoE layer's MLP unit is the router h -> E, E
-// routed experts each an MLP of width f_e (gated as the model's MLP), shared experts of width f_s
-// together, and Qwen2-MoE's shared gate h -> 1. Parameters count every expert; a token's forward
+//                two norms of d (of q and kv with qk_norm_whole, OLMoE); attention_sinks adds H
+//                logits (gpt-oss), part of the softmax and so of no FLOPs
+// Mixture of experts (Megatron-Core's MoE layer): a MoE layer's MLP unit is the router h -> E (E
+// more with DeepSeek-V3's score correction or gpt-oss's logit bias), E routed experts each an MLP of
+// width f_e (gated as the model's MLP, biased when mlp_bias), shared experts of width f_s together,
+// and Qwen2-MoE's shared gate h -> 1. Parameters count every expert; a token's forward
 // computes the router, k experts and the shared ones: per token 2hE + k·F_e + F_s FLOPs (F_x the
 // expert MLP's GEMM FLOPs, 2·h·f·matrices). Active parameters = all but the (E - k) routed experts
 // a token does not reach, per MoE layer: embedding, head and router included (Mixtral's 12.9B and
@@ -21,7 +23,8 @@
 // MLA (DeepSeek-V2/V3): the linears of model.hpp's MLA; scores q.k^T 2·s·H·(d_nope + d_rope) and
 // p.v 2·s·H·d_v per token.
 // Attention scores per token and block, forward: QK^T 2*s*q + (softmax.V) 2*s*q = 4*s*q, counted
-// over all s keys as Narayanan et al. (SC'21) do, so the totals reproduce their formulas:
+// over all s keys as Narayanan et al. (SC'21) do, on every layer whatever sliding_window says (a
+// windowed layer's exact count would be 4*min(s, w)*q), so the totals reproduce their formulas:
 //   forward FLOPs per token = 24*L*h^2 + 4*L*s*h + 2*h*V   (GPT, 4h MLP, no GQA)
 //   training = 3x forward (72 formula); full recompute adds one block forward (96 formula).
 // Embedding lookups, norms, softmax and biases are memory-bound and excluded from FLOPs.

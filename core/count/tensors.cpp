@@ -100,9 +100,9 @@ std::vector<TensorSpec> unit_tensors(const Model& m, int32_t unit, int64_t tp) {
   const std::string prefix = "block." + std::to_string(block) + ".";
   if (unit % 2 == 1) {
     b.norm(prefix + "attn.norm1", h);
-    if (m.qk_norm) {
-      b.norm(prefix + "attn.q_norm", m.head_dim());
-      b.norm(prefix + "attn.k_norm", m.head_dim());
+    if (m.qk_norm) {  // of head_dim, or of the whole q and k projections (qk_norm_whole), replicated
+      b.norm(prefix + "attn.q_norm", m.q_norm_width());
+      b.norm(prefix + "attn.k_norm", m.k_norm_width());
     }
     if (m.mla.on()) {  // the latents' norms after their down projections (q_a_layernorm, kv_a_layernorm)
       for (const Linear& l : attention_linears(m)) {
@@ -112,6 +112,10 @@ std::vector<TensorSpec> unit_tensors(const Model& m, int32_t unit, int64_t tp) {
       }
     } else {
       b.linears(prefix, "attn.");
+    }
+    if (m.attention_sinks) {  // one logit per query head, cut by heads as the queries are
+      const int64_t heads = m.heads / tp;
+      b.add(b.module(), prefix + "attn.sinks", 1, heads, 1, m.heads, Split::kColumn, Init::kZeros, 0, false);
     }
     if (m.attn_norms == 2) b.norm(prefix + "attn.post_norm", h);
     return b.take();
@@ -124,6 +128,10 @@ std::vector<TensorSpec> unit_tensors(const Model& m, int32_t unit, int64_t tp) {
           true);
     if (m.moe.router_bias) {
       b.add(router, prefix + "mlp.router.b", 1, m.moe.experts, 1, m.moe.experts, Split::kReplicated, Init::kZeros, 0, false);
+    }
+    if (m.moe.router_logit_bias) {  // gpt-oss: the router linear's own bias
+      b.add(router, prefix + "mlp.router.logit_b", 1, m.moe.experts, 1, m.moe.experts, Split::kReplicated, Init::kZeros, 0,
+            false);
     }
     for (const Linear& l : mlp_linears(m, "mlp.experts", m.moe.ffn_hidden)) b.linear(prefix, l, m.moe.experts);
     if (m.moe.shared_ffn_hidden > 0) {

@@ -8,12 +8,16 @@
 // 2L+1 head. Names, in order within each unit ("?" when the model has it):
 //   embedding   embedding.wte [V x h], embedding.wpe [rows x h]? (learned positions),
 //               embedding.norm.w/.b?
-//   attention   block.i.attn.norm1.w/.b, block.i.attn.q_norm.w/.b? and k_norm [1 x d] (qk_norm),
-//               block.i.attn.qkv.w [h x (q + 2kv)], .b?, block.i.attn.out.w [q x h], .b?,
-//               block.i.attn.post_norm.w/.b? (attn_norms == 2)
+//   attention   block.i.attn.norm1.w/.b, block.i.attn.q_norm.w/.b? and k_norm [1 x d] (qk_norm; [1 x q]
+//               and [1 x kv] with qk_norm_whole, replicated), block.i.attn.qkv.w [h x (q + 2kv)], .b?,
+//               block.i.attn.out.w [q x h], .b?, block.i.attn.sinks [1 x H]? (attention_sinks, cut
+//               by heads as the queries are), block.i.attn.post_norm.w/.b? (attn_norms == 2)
 //   MLP         block.i.mlp.norm2.w/.b? (mlp_norms >= 1), block.i.mlp.gate.w [h x f]/.b? (gated),
 //               block.i.mlp.up.w [h x f]/.b?, block.i.mlp.down.w [f x h]/.b?,
-//               block.i.mlp.post_norm.w/.b? (mlp_norms == 2)
+//               block.i.mlp.post_norm.w/.b? (mlp_norms == 2); a MoE layer's MLP: block.i.mlp.norm2,
+//               block.i.mlp.router.w [h x E], .b [1 x E]? (router_bias), .logit_b [1 x E]?
+//               (router_logit_bias), block.i.mlp.experts.{gate,up,down}.w [E·in x out] and .b [E x out]?
+//               (mlp_bias), the shared experts block.i.mlp.shared.* and block.i.mlp.shared_gate.w
 //   head        head.normf.w/.b?, head.lm_head.w [h x V] and head.lm_head.b [1 x V]? (untied; a tied
 //               head multiplies by embedding.wte^T and owns no table)
 // Matrices are row-major [in x out] (y = x . W + b); vectors are [1 x n]. A norm's bias exists

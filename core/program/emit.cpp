@@ -637,7 +637,9 @@ void Emitter::step_end() {
       // (Megatron-Core marks the router's weight sequence_parallel)
       for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) {
         if ((*cx_.units)[static_cast<std::size_t>(u)].kind != UnitKind::kMoe) continue;
-        norms += prog_.model.hidden * prog_.model.moe.experts + (prog_.model.moe.router_bias ? prog_.model.moe.experts : 0);
+        // the router's weight, DeepSeek-V3's score correction and gpt-oss's logit bias (each tp rank's rows)
+        norms += prog_.model.hidden * prog_.model.moe.experts + (prog_.model.moe.router_bias ? prog_.model.moe.experts : 0) +
+                 (prog_.model.moe.router_logit_bias ? prog_.model.moe.experts : 0);
       }
     }
     Instr in;

@@ -20,6 +20,12 @@
 //   qwen2_moe                  qwen2's              experts + a gated shared expert on every
 //                                                   decoder_sparse_step-th layer not in mlp_only_layers
 //   qwen3_moe                  qwen3's              experts on the same layers, no shared expert
+//   olmoe                      MHA/GQA, q/k norms   E swiglu experts, top-k, every layer; RMS, RoPE, attention_bias
+//                              over the whole q and k projections
+//   dbrx                       GQA, fused Wqkv      E swiglu experts (ffn_config), top-k, every layer; LN without
+//                              (attn_config)        bias, RoPE, none; clip_qkv noted
+//   gpt_oss                    GQA, head_dim, sinks E biased swiglu experts, router with bias, every layer; RMS,
+//                              sliding / full       RoPE (YaRN), q/k/v/o biases
 //   deepseek_v2, deepseek_v3   MLA                  dense MLPs on the first first_k_dense_replace layers,
 //                                                   then experts every moe_layer_freq-th layer with
 //                                                   n_shared_experts shared; V3's sigmoid router and
@@ -27,9 +33,12 @@
 //
 // Keys a family carries that change no shape Stagecraft models (dropout, token ids, rope_scaling,
 // logit soft-capping) are read or ignored; those that change the cost of attention in a way the
-// simulator does not model (sliding_window) are named in a warning the command line prints. A key
-// whose value would build a model these shapes do not describe (OPT's word_embed_proj_dim, a
-// post-norm OPT, BLOOM's post-norm residual) is refused by name. Unknown model_types are refused.
+// simulator does not model (sliding_window, gpt-oss's layer_types) are named in a warning the command
+// line prints, as are numerics with no parameters (clip_qkv, DBRX's router jitter, gpt-oss's clamped
+// SwiGLU and its MXFP4 quantization_config). A key whose value would build a model these shapes do
+// not describe (OPT's word_embed_proj_dim, a post-norm OPT, BLOOM's post-norm residual, a DBRX
+// normalisation of the expert weights by another p-norm) is refused by name. Unknown model_types are
+// refused.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -48,7 +57,8 @@ namespace {
 
 constexpr const char* kFamilies =
     "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"gemma\", \"gemma2\", \"gpt_neox\", \"falcon\", \"gptj\", "
-    "\"opt\", \"bloom\", \"phi\", \"phi3\", \"mixtral\", \"qwen2_moe\", \"qwen3_moe\", \"deepseek_v2\" or \"deepseek_v3\"";
+    "\"opt\", \"bloom\", \"phi\", \"phi3\", \"mixtral\", \"qwen2_moe\", \"qwen3_moe\", \"olmoe\", \"dbrx\", \"gpt_oss\", "
+    "\"deepseek_v2\" or \"deepseek_v3\"";
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
 
@@ -93,7 +103,13 @@ class Reader {
   [[noreturn]] void fail_value(const char* key, const std::string& expected) const { r_.fail_value(key, expected); }
 
   void warn(const char* key, const std::string& what) {
-    m.warnings.push_back(m.file + ": /" + key + ": " + describe(j_.at(key)) + " " + what);
+    std::string pointer = "/";
+    pointer += key;
+    warn_at(pointer, j_.at(key), what);
+  }
+  // A warning on a value anywhere in the config (`pointer`: a nested key such as /attn_config/clip_qkv).
+  void warn_at(const std::string& pointer, const json& value, const std::string& what) {
+    m.warnings.push_back(m.file + ": " + pointer + ": " + describe(value) + " " + what);
   }
   // sliding_window: the attention of each token reaches back this many tokens, so at longer sequences
   // its score FLOPs and memory are less than the whole-sequence attention costed.
@@ -550,6 +566,213 @@ Model from_qwen_moe(const json& j, const std::string& file, bool qwen3) {
   return r.finish();
 }
 
+// clip_qkv (OLMoE, DBRX): the queries, keys and values clamped elementwise; no parameters, no FLOPs.
+void note_clip_qkv(Reader& r, const std::string& pointer, const json& value) {
+  r.warn_at(pointer, value,
+            "is noted: queries, keys and values are clamped to +-clip_qkv elementwise, which changes no parameter "
+            "or cost Stagecraft models; the executor does not clamp");
+}
+
+// OlmoeForCausalLM (modeling_olmoe.py): q, k, v, o with attention_bias over heads of hidden_size /
+// num_attention_heads (OlmoeAttention reads no head_dim); q_norm, an RMSNorm over the whole q
+// projection (hidden_size wide), and k_norm over the whole k projection (num_key_value_heads x
+// head_dim), applied before the heads are split; values clamped to clip_qkv when set; every layer's
+// MLP a sparse MoE block (gate h -> E without bias, softmax, top-k, renormalised when norm_topk_prob,
+// false by default; num_experts SwiGLU experts of intermediate_size); RMSNorm, RoPE, untied head.
+Model from_olmoe(const json& j, const std::string& file) {
+  Reader r(j, file, "OLMoE");
+  Model& m = r.m;
+  r.llama_shapes(false);
+  if (m.head_size != 0) {
+    r.fail_value("head_dim", "hidden_size / num_attention_heads (" + std::to_string(m.hidden / m.heads) +
+                                 "): OLMoE's attention takes no other head width");
+  }
+  r.positions({"max_position_embeddings"});
+  r.note_rope_scaling();
+  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU experts)");
+  r.numerics("rms_norm_eps", 1e-5);  // OlmoeConfig
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);
+  m.qkv_bias = m.out_bias = r.boolean_or("attention_bias", false);
+  m.qk_norm = m.qk_norm_whole = true;
+  if (r.has("clip_qkv")) note_clip_qkv(r, "/clip_qkv", j.at("clip_qkv"));
+  experts(r, "num_experts", "intermediate_size");
+  m.moe.normalize_top_k = r.boolean_or("norm_topk_prob", false);  // OlmoeConfig's default
+  return r.finish();
+}
+
+// DbrxForCausalLM (modeling_dbrx.py): d_model, n_layers, n_heads (head_dim = d_model / n_heads);
+// attn_config (DbrxAttentionConfig): kv_n_heads K/V heads (1 by default), a fused Wqkv h -> h + 2·kv
+// without bias (its output clamped to clip_qkv when set), out_proj without bias, RoPE of rope_theta;
+// ffn_config (DbrxFFNConfig): a router h -> E without bias, softmax, top moe_top_k, the chosen
+// weights divided by their moe_normalize_expert_weights-norm (1, the default: their sum; null: not
+// divided), moe_num_experts GLU experts of ffn_hidden_size (w1 gate, v1 up, w2 down; ffn_act_fn's
+// name, silu by default); LayerNorms without bias (norm_1, norm_2, norm_f; nn.LayerNorm's eps 1e-5);
+// an untied lm_head. As DbrxAttentionConfig and DbrxFFNConfig do, an unknown key in either nested
+// config is refused.
+void dbrx_attention(Reader& r, const json& attn, const std::string& file) {
+  Model& m = r.m;
+  ObjectReader a(attn, file, "/attn_config");
+  for (const char* k : {"attn_pdrop", "model_type"}) a.has(k);  // dropout; the nested class's name
+  m.kv_heads = present(attn, "kv_n_heads") ? a.integer("kv_n_heads") : 1;  // DbrxAttentionConfig's default
+  m.rope_theta = present(attn, "rope_theta") ? a.number("rope_theta") : 10000.0;
+  if (a.has("clip_qkv") && !attn.at("clip_qkv").is_null()) {
+    a.number("clip_qkv");
+    note_clip_qkv(r, "/attn_config/clip_qkv", attn.at("clip_qkv"));
+  }
+  a.finish();
+}
+
+void dbrx_ffn(Reader& r, const json& ffn, const std::string& file) {
+  Model& m = r.m;
+  ObjectReader f(ffn, file, "/ffn_config");
+  for (const char* k : {"moe_loss_weight", "model_type"}) f.has(k);  // the balancing loss's weight; the class name
+  m.moe.experts = f.integer("moe_num_experts");
+  if (m.moe.experts < 2) f.fail_value("moe_num_experts", "at least 2 experts");
+  m.moe.top_k = f.integer("moe_top_k");
+  if (m.moe.top_k < 1 || m.moe.top_k > m.moe.experts) {
+    f.fail_value("moe_top_k", "1.." + std::to_string(m.moe.experts) + " (moe_num_experts)");
+  }
+  m.moe.ffn_hidden = m.ffn_hidden = f.integer("ffn_hidden_size");
+  if (f.has("ffn_act_fn") && !ffn.at("ffn_act_fn").is_null()) {
+    ObjectReader act = f.object("ffn_act_fn");
+    const std::string name = act.string_or("name", "silu");
+    if (name != "silu" && name != "swish") act.fail_value("name", "\"silu\" (SwiGLU experts)");
+    act.finish();  // DbrxExpertGLU passes nothing else to the activation
+  }
+  // top_weights / ||top_weights||_p: p = 1 divides by their sum (they are positive), Stagecraft's
+  // normalize_top_k; null leaves the softmax's values; another p is a normalisation not modelled.
+  m.moe.normalize_top_k = true;  // DbrxFFNConfig's default p = 1
+  if (f.has("moe_normalize_expert_weights")) {
+    const json& p = ffn.at("moe_normalize_expert_weights");
+    if (p.is_null()) {
+      m.moe.normalize_top_k = false;
+    } else if (!p.is_number() || p.get<double>() != 1.0) {
+      f.fail_value("moe_normalize_expert_weights",
+                   "1 (the top-k weights divided by their sum) or null (not divided): Stagecraft does not model "
+                   "a normalisation by another p-norm");
+    }
+  }
+  if (f.has("moe_jitter_eps") && !ffn.at("moe_jitter_eps").is_null()) {
+    r.warn_at("/ffn_config/moe_jitter_eps", ffn.at("moe_jitter_eps"),
+              "is noted: the router's input is multiplied by uniform noise in training, which changes no parameter or "
+              "cost Stagecraft models; the executor does not apply it");
+  }
+  f.finish();
+}
+
+Model from_dbrx(const json& j, const std::string& file) {
+  Reader r(j, file, "DBRX");
+  Model& m = r.m;
+  std::string l, h, a, v;
+  m.layers = r.integer("n_layers", l);
+  m.hidden = r.integer("d_model", h);
+  m.heads = r.integer("n_heads", a);
+  m.vocab = r.integer("vocab_size", v);
+  r.common(l, h, a, "attn_config/kv_n_heads", "ffn_config/ffn_hidden_size", v);
+  r.positions({"max_seq_len"});
+  if (r.boolean_or("tie_word_embeddings", false)) r.fail_value("tie_word_embeddings", "false (DbrxConfig refuses a tied head)");
+  m.tied_embeddings = false;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kLayerNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);  // Wqkv, out_proj, the router, the experts and every LayerNorm
+  m.norm_eps = 1e-5;    // nn.LayerNorm's default; DBRX passes none
+  static const json kDefaults = json::object();  // an absent or null nested config: its class's defaults
+  dbrx_attention(r, present(j, "attn_config") ? j.at("attn_config") : kDefaults, file);
+  dbrx_ffn(r, present(j, "ffn_config") ? j.at("ffn_config") : kDefaults, file);
+  return r.finish();
+}
+
+// gpt-oss's layer_types: layer i attends over sliding_window tokens when "sliding_attention", over the
+// whole sequence when "full_attention" (GptOssConfig's default: the even layers sliding). The window
+// changes no parameter; the attention FLOPs stay costed over the whole sequence on every layer, and
+// the warning says by how much that over-counts.
+void gpt_oss_windows(Reader& r, const json& j) {
+  Model& m = r.m;
+  std::vector<int64_t> sliding;
+  if (r.has("layer_types")) {
+    const json& types = j.at("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != m.layers) {
+      r.fail_value("layer_types", "an array of num_hidden_layers (" + std::to_string(m.layers) + ") layer types");
+    }
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const json& t = types[static_cast<std::size_t>(i)];
+      if (t == "sliding_attention") {
+        sliding.push_back(i);
+      } else if (t != "full_attention") {
+        throw SpecError(m.file, "/layer_types/" + std::to_string(i),
+                        "expected \"sliding_attention\" or \"full_attention\", got " + describe(t));
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < m.layers; i += 2) sliding.push_back(i);
+  }
+  // GptOssConfig's default 128 when absent; null: no window (GptOssAttention's None)
+  const int64_t window = j.contains("sliding_window") ? r.integer_or("sliding_window", 0) : 128;
+  if (window < 0) r.fail_value("sliding_window", "a positive window or null");
+  if (window == 0 || sliding.empty()) return;
+  m.sliding_window = window;
+  if (static_cast<int64_t>(sliding.size()) < m.layers) m.sliding_window_layers = sliding;
+  const std::string w = std::to_string(window), n = std::to_string(sliding.size());
+  m.warnings.push_back(m.file + ": /sliding_window: " + w + " on the " + n +
+                       " \"sliding_attention\" layers of layer_types is not modelled: attention is costed over the "
+                       "whole sequence on every layer, so at a sequence length s above " + w + " each of those " + n +
+                       " layers' forward score FLOPs a token are over-counted by 4*(s - " + w + ")*" +
+                       std::to_string(m.q_dim()) + " (4*(s - window)*heads*head_dim)");
+}
+
+// GptOssForCausalLM (modeling_gpt_oss.py, transformers >= 4.55): q, k, v, o with attention_bias (true
+// by default) over num_attention_heads heads of head_dim (64 by default, so q = heads·head_dim, not
+// hidden_size), a learned sink logit per head in each softmax (sinks), sliding or full attention per
+// layer_types; every layer's MLP a MoE block: the router h -> E with a bias, a softmax over its top-k
+// logits (the softmax's top-k renormalised: normalize_top_k), num_local_experts experts of
+// intermediate_size, gate_up_proj [h x 2f] and down_proj [f x h] each with its bias, a clamped SwiGLU
+// (swiglu_limit; it has SwiGLU's shapes and cost); RMSNorm, RoPE (YaRN by default), an untied head.
+Model from_gpt_oss(const json& j, const std::string& file) {
+  Reader r(j, file, "gpt-oss");
+  Model& m = r.m;
+  r.llama_shapes(false, 64);  // GptOssConfig: head_dim 64
+  if (!j.contains("num_key_value_heads")) m.kv_heads = 8;  // GptOssConfig's default (null: the query heads)
+  r.positions({"max_position_embeddings"});
+  r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU experts)");
+  r.numerics("rms_norm_eps", 1e-5, 150000.0);  // GptOssConfig
+  if (r.has("rope_scaling")) {
+    r.note_rope_scaling();
+  } else {
+    m.rope_scaling = "yarn";  // GptOssConfig's default RoPE
+    m.warnings.push_back(m.file + ": no rope_scaling: GptOssConfig's default, YaRN, is noted; it changes no cost "
+                                  "Stagecraft models");
+  }
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.set_biases(false);
+  m.qkv_bias = m.out_bias = r.boolean_or("attention_bias", true);
+  m.mlp_bias = true;  // gate_up_proj_bias and down_proj_bias: every layer is MoE, so these are the experts'
+  m.attention_sinks = true;
+  experts(r, "num_local_experts", "intermediate_size");
+  m.moe.router_logit_bias = true;
+  m.moe.normalize_top_k = true;
+  gpt_oss_windows(r, j);
+  const std::string swiglu =
+      "the experts compute (up + 1)*gate*sigmoid(1.702*gate) with gate <= limit and |up| <= limit, SwiGLU's shapes "
+      "and cost; the executor computes the plain SwiGLU";
+  if (r.has("swiglu_limit")) {
+    r.warn("swiglu_limit", "is noted: " + swiglu);
+  } else {
+    m.warnings.push_back(m.file + ": no swiglu_limit: GptOssConfig's default, 7.0, is noted: " + swiglu);
+  }
+  if (r.has("quantization_config")) {
+    r.warn("quantization_config",
+           "is noted: it is the checkpoint's storage format; the counts are of the parameters whatever their "
+           "format, and the training dtypes are the training file's");
+  }
+  return r.finish();
+}
+
 // DeepseekV2ForCausalLM / DeepseekV3ForCausalLM (modeling_deepseek.py): multi-head latent attention
 // (q_a_proj with attention_bias, q_a_layernorm, q_b_proj — or q_proj when q_lora_rank is null —,
 // kv_a_proj_with_mqa with attention_bias, kv_a_layernorm, kv_b_proj, o_proj with attention_bias);
@@ -618,12 +841,12 @@ Model model_from_hf_config(const json& j, const std::string& file) {
   if (type == "mixtral") return from_mixtral(j, file);
   if (type == "qwen2_moe") return from_qwen_moe(j, file, false);
   if (type == "qwen3_moe") return from_qwen_moe(j, file, true);
+  if (type == "olmoe") return from_olmoe(j, file);
+  if (type == "dbrx") return from_dbrx(j, file);
+  if (type == "gpt_oss") return from_gpt_oss(j, file);
   if (type == "deepseek_v2") return from_deepseek(j, file, false);
   if (type == "deepseek_v3") return from_deepseek(j, file, true);
   const std::pair<const char*, const char*> unread[] = {
-      {"olmoe", "its q/k norms span the whole projection (hidden and the K/V width), not one head"},
-      {"dbrx", "its fused Wqkv with clip_qkv and its grouped-expert layout are not read yet"},
-      {"gpt_oss", "its attention sinks, biased experts and alternating sliding windows are not read yet"},
       {"jamba", "its Mamba layers are not transformer blocks"},
       {"granitemoe", "its shared-weight expert layout is not read yet"},
       {"phimoe", "its expert layout is not read yet"}};
@@ -631,7 +854,7 @@ Model model_from_hf_config(const json& j, const std::string& file) {
     if (type == moe) {
       throw SpecError(file, "/model_type",
                       "\"" + type + "\" is a mixture-of-experts family Stagecraft does not read yet: " + why +
-                          " (read: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)");
+                          " (read: mixtral, qwen2_moe, qwen3_moe, olmoe, dbrx, gpt_oss, deepseek_v2, deepseek_v3)");
     }
   }
   // an expert key on a dense family's config: its layers are not the dense ones that family builds
@@ -640,7 +863,7 @@ Model model_from_hf_config(const json& j, const std::string& file) {
       throw SpecError(file, std::string("/") + key,
                       "an expert key on a config of model_type " + describe(j["model_type"]) +
                           ", whose layers are dense: Stagecraft reads experts in the families mixtral, qwen2_moe, "
-                          "qwen3_moe, deepseek_v2 and deepseek_v3");
+                          "qwen3_moe, olmoe, dbrx, gpt_oss, deepseek_v2 and deepseek_v3");
     }
   }
   if (type == "gpt2") return from_gpt2(j, file);

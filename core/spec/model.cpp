@@ -122,6 +122,19 @@ void validate_model(const Model& m, const ModelKeys& k) {
   if (m.sliding_window < 0) {
     throw SpecError(m.file, "/sliding_window", "expected 0 (none) or a positive window, got " + std::to_string(m.sliding_window));
   }
+  if (!m.sliding_window_layers.empty() && m.sliding_window == 0) {
+    throw SpecError(m.file, "/sliding_window_layers", "expected no layers without a sliding_window");
+  }
+  for (std::size_t i = 0; i < m.sliding_window_layers.size(); ++i) {
+    const int64_t l = m.sliding_window_layers[i];
+    if (l < 0 || l >= m.layers || (i > 0 && l <= m.sliding_window_layers[i - 1])) {
+      throw SpecError(m.file, "/sliding_window_layers/" + std::to_string(i),
+                      "expected increasing layer indices in 0.." + std::to_string(m.layers - 1) + ", got " + std::to_string(l));
+    }
+  }
+  if (m.qk_norm_whole && !m.qk_norm) {
+    throw SpecError(m.file, "/qk_norm_span", "expected \"head\" (the default) without qk_norm: there are no q/k norms to span");
+  }
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     throw SpecError(m.file, "/" + k.kv_heads,
                     "expected a divisor of " + k.heads + " (" + std::to_string(m.heads) + "), got " +
@@ -200,6 +213,8 @@ Model model_from_json(const json& j, const std::string& file) {
   m.head_size = r.integer_or("head_dim", 0);
   if (r.has("head_dim") && m.head_size < 1) r.fail_value("head_dim", "a positive head width");
   m.qk_norm = r.boolean_or("qk_norm", false);
+  m.qk_norm_whole = r.choice_or("qk_norm_span", {"head", "projection"}, "head") == "projection";
+  m.attention_sinks = r.boolean_or("attention_sinks", false);
   m.rotary_fraction = r.number_or("rotary_fraction", 1.0);
   m.parallel_attention = r.boolean_or("parallel_attention", false);
   m.attn_norms = r.integer_or("attn_norms", 1);
@@ -211,6 +226,14 @@ Model model_from_json(const json& j, const std::string& file) {
   m.gelu_exact = r.choice_or("gelu_approx", {"tanh", "none"}, "tanh") == "none";
   m.rope_scaling = r.string_or("rope_scaling", "");
   m.sliding_window = r.integer_or("sliding_window", 0);
+  if (r.has("sliding_window_layers")) {
+    const json& l = r.raw("sliding_window_layers");
+    if (!l.is_array()) r.fail("sliding_window_layers", "an array of layer indices");
+    for (const json& v : l) {
+      if (!v.is_number_integer()) r.fail("sliding_window_layers", "an array of layer indices");
+      m.sliding_window_layers.push_back(v.get<int64_t>());
+    }
+  }
   // A learned position table has as many rows as the longest sequence; without max_positions that
   // is seq_len. RoPE has no table, so without the key it sets no limit.
   m.max_positions = r.integer_or("max_positions", m.position == Position::kLearned ? m.seq_len : 0);
@@ -232,6 +255,7 @@ Model model_from_json(const json& j, const std::string& file) {
     }
     m.moe.router = e.choice_or("router", {"softmax", "sigmoid"}, "softmax");
     m.moe.router_bias = e.boolean_or("router_bias", false);
+    m.moe.router_logit_bias = e.boolean_or("router_logit_bias", false);
     m.moe.normalize_top_k = e.boolean_or("normalize_top_k", true);
     e.finish();
   }
@@ -281,7 +305,8 @@ std::string architecture_text(const Model& m) {
   bias(m.lm_head_bias, "LM head");
   s += biases.empty() ? "no biases" : "biases on " + biases;
   if (m.head_size != 0) s += ", head_dim " + std::to_string(m.head_size);
-  if (m.qk_norm) s += ", q/k norms";
+  if (m.qk_norm) s += m.qk_norm_whole ? ", q/k norms over the whole projections" : ", q/k norms";
+  if (m.attention_sinks) s += ", attention sinks";
   if (m.rotary_fraction != 1) s += ", RoPE on " + std::to_string(static_cast<int>(std::lround(100 * m.rotary_fraction))) + "% of each head";
   if (m.parallel_attention) s += m.mlp_norms == 0 ? ", parallel attention + MLP (one norm)" : ", parallel attention + MLP";
   if (m.attn_norms == 2 || m.mlp_norms == 2) s += ", post-sublayer norms";
@@ -293,6 +318,7 @@ std::string architecture_text(const Model& m) {
   if (m.moe.on()) {
     s += ", " + std::to_string(m.moe.experts) + " experts (top-" + std::to_string(m.moe.top_k) + ", width " +
          std::to_string(m.moe.ffn_hidden) + ", " + m.moe.router + " router";
+    if (m.moe.router_logit_bias) s += " with a logit bias";
     if (m.moe.shared_ffn_hidden > 0) s += ", shared width " + std::to_string(m.moe.shared_ffn_hidden);
     s += ")";
     if (!m.moe.dense_layers.empty()) s += ", " + std::to_string(m.moe.dense_layers.size()) + " dense layers";
@@ -324,6 +350,8 @@ json to_json(const Model& m) {
   if (m.lm_head_bias) j["lm_head_bias"] = true;
   if (m.head_size != 0) j["head_dim"] = m.head_size;
   if (m.qk_norm) j["qk_norm"] = true;
+  if (m.qk_norm_whole) j["qk_norm_span"] = "projection";
+  if (m.attention_sinks) j["attention_sinks"] = true;
   if (m.rotary_fraction != 1) j["rotary_fraction"] = m.rotary_fraction;
   if (m.parallel_attention) j["parallel_attention"] = true;
   if (m.attn_norms != 1) j["attn_norms"] = m.attn_norms;
@@ -335,6 +363,7 @@ json to_json(const Model& m) {
   if (m.gelu_exact) j["gelu_approx"] = "none";
   if (!m.rope_scaling.empty()) j["rope_scaling"] = m.rope_scaling;
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
+  if (!m.sliding_window_layers.empty()) j["sliding_window_layers"] = m.sliding_window_layers;
   // max_positions only where it says more than the loader's default (learned: seq_len; RoPE: none),
   // so a model.json read and written back is the same file.
   if (m.max_positions > 0 && m.max_positions != (m.position == Position::kLearned ? m.seq_len : 0)) {
@@ -347,6 +376,7 @@ json to_json(const Model& m) {
     if (!m.moe.dense_layers.empty()) e["dense_layers"] = m.moe.dense_layers;
     if (m.moe.router != "softmax") e["router"] = m.moe.router;
     if (m.moe.router_bias) e["router_bias"] = true;
+    if (m.moe.router_logit_bias) e["router_logit_bias"] = true;
     if (!m.moe.normalize_top_k) e["normalize_top_k"] = false;
     j["moe"] = e;
   }

@@ -4,7 +4,10 @@
 //   norm       layernorm (weight, and a bias when norm_bias), rmsnorm (weight)
 //   position   learned (a (max_positions + position_offset) x h table), rope, alibi (no parameters)
 //   attention  heads of head_dim() (hidden / heads unless head_size says otherwise), kv_heads K/V
-//              heads (grouped-query), optional per-head q/k norms (qk_norm)
+//              heads (grouped-query), optional q/k norms (qk_norm: per head, of head_dim; or, with
+//              qk_norm_whole, over the whole q and k projections, of q_dim and kv_dim: OLMoE), optional
+//              learned sinks (attention_sinks: one logit per query head joining each softmax's
+//              denominator, gpt-oss)
 //   block      sequential (x += attn(norm(x)); x += mlp(norm(x))) or parallel (x += attn(norm(x)) +
 //              mlp(norm'(x)), the MLP sharing the attention's norm when mlp_norms == 0); a second,
 //              post-sublayer norm per unit when attn_norms / mlp_norms == 2 (Gemma-2)
@@ -14,7 +17,8 @@
 //              of E routed experts (each an MLP of expert ffn width, gated as `mlp` says), a router
 //              h -> E choosing k of them per token, optionally shared experts every token passes
 //              (DeepSeek, Qwen2-MoE, with Qwen2-MoE's sigmoid gate on them); the layers in
-//              moe.dense_layers keep a dense MLP of ffn_hidden
+//              moe.dense_layers keep a dense MLP of ffn_hidden; the experts' linears carry biases
+//              when mlp_bias (gpt-oss), the router a logit bias when moe.router_logit_bias (gpt-oss)
 //   MLA        (mla, DeepSeek-V2/V3's multi-head latent attention) queries through a rank-q_lora
 //              bottleneck (or straight when q_lora_rank is 0), keys and values from one rank-kv_lora
 //              latent plus a shared RoPE key: q_a h -> r_q, q_b r_q -> H(d_nope + d_rope),
@@ -22,7 +26,7 @@
 //              the two latents
 // load_model() also accepts a Hugging Face config.json of the families hf_import.cpp lists (GPT-2,
 // LLaMA, Mistral, Qwen2/2.5/3, Gemma/Gemma-2, GPT-NeoX, Falcon, GPT-J, OPT, BLOOM, Phi-2, Phi-3;
-// the mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V2/V3).
+// the mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DBRX, gpt-oss, DeepSeek-V2/V3).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +54,9 @@ struct Moe {
   std::vector<int64_t> dense_layers;  // layers whose MLP is dense (ffn_hidden), increasing
   std::string router = "softmax";  // the routing score: "softmax" (Mixtral, Qwen) or "sigmoid" (DeepSeek-V3)
   bool router_bias = false;        // DeepSeek-V3's per-expert score correction (E values, bias-based balancing)
+  // gpt-oss: the router is a linear with a learned bias of E, added to the logits before the top-k (a
+  // parameter trained by its gradient, unlike router_bias, which only shifts the selection).
+  bool router_logit_bias = false;
   // The k chosen scores renormalised to sum to 1 (Mixtral's softmax over the top-k logits, Megatron-Core's
   // default, Qwen's norm_topk_prob true), or the softmax's own values (Qwen2-MoE's default).
   bool normalize_top_k = true;
@@ -97,6 +104,12 @@ struct Model {
   // Mistral-NeMo: 128 with 5120 and 32); 0: hidden / heads.
   int64_t head_size = 0;
   bool qk_norm = false;        // a norm of head_dim on the queries and one on the keys (Qwen3)
+  // With qk_norm: the two norms span the whole projections, q_dim() and kv_dim() wide (OLMoE normalizes
+  // the concatenated heads), not one head_dim (model.json "qk_norm_span": "projection").
+  bool qk_norm_whole = false;
+  // gpt-oss: a learned logit per query head that joins the softmax's denominator (heads parameters a
+  // layer; no GEMM, so no FLOPs counted, like the softmax itself).
+  bool attention_sinks = false;
   double rotary_fraction = 1;  // the share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25)
   // Block layout (see the top of this file).
   bool parallel_attention = false;
@@ -111,6 +124,10 @@ struct Model {
   bool gelu_exact = false;       // GELU as 0.5 x (1 + erf(x / sqrt 2)), not the tanh approximation
   std::string rope_scaling;      // a RoPE scaling's type ("linear", "llama3", ...); "" when none
   int64_t sliding_window = 0;    // tokens each query attends back (Mistral); 0: the whole sequence
+  // The layers sliding_window applies to, increasing (gpt-oss's "sliding_attention" layer_types: the even
+  // ones); empty: every layer. Like sliding_window itself it changes no count: attention is costed over
+  // the whole sequence on every layer (hf_import.cpp warns how much that over-counts).
+  std::vector<int64_t> sliding_window_layers;
   Moe moe;                       // experts (top of this file); dense when moe.experts == 0
   Mla mla;                       // latent attention; standard when mla.kv_lora_rank == 0
   std::string source;         // where the values come from
@@ -128,6 +145,9 @@ struct Model {
   bool moe_layer(int64_t layer) const;
   int64_t q_dim() const { return heads * head_dim(); }  // the attention's width: hidden unless head_size says
   int64_t kv_dim() const { return kv_heads * head_dim(); }
+  // The widths of the q and k norms (qk_norm): one head, or the whole projection (qk_norm_whole).
+  int64_t q_norm_width() const { return qk_norm_whole ? q_dim() : head_dim(); }
+  int64_t k_norm_width() const { return qk_norm_whole ? kv_dim() : head_dim(); }
   // Rows of the learned position table: max_positions when declared, else seq_len, plus the offset.
   int64_t position_rows() const { return (max_positions > 0 ? max_positions : seq_len) + position_offset; }
   // Sets the QKV, attention-output, MLP and norm biases together (model.json's "bias").

@@ -98,6 +98,8 @@ std::vector<std::string> unsupported_features(const spec::Model& m) {
   if (m.mla.on()) out.push_back("multi-head latent attention (mla)");
   if (m.moe.on() && m.moe.router != "softmax") out.push_back("the \"" + m.moe.router + "\" router (moe.router)");
   if (m.moe.router_bias) out.push_back("bias-based expert balancing (moe.router_bias)");
+  if (m.moe.router_logit_bias) out.push_back("a router logit bias (moe.router_logit_bias)");
+  if (m.attention_sinks) out.push_back("attention sinks (attention_sinks)");
   if (!m.rope_scaling.empty()) out.push_back("a RoPE scaling (rope_scaling \"" + m.rope_scaling + "\")");
   if (m.sliding_window > 0 && m.seq_len > m.sliding_window) {
     out.push_back("sliding-window attention shorter than the sequence (sliding_window " + std::to_string(m.sliding_window) +

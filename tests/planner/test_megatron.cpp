@@ -60,6 +60,31 @@ TEST(Megatron, ExpertPatternsAndLatentAttentionComeFromTheModel) {
   }
 }
 
+// The router's form and the balancing loss: Qwen2-MoE's softmax without renormalising the top k is
+// Megatron's pre-softmax; the training's coefficient its aux loss; gpt-oss's sinks and logit bias
+// and OLMoE's whole-projection q/k norms have no argument: warnings.
+TEST(Megatron, RouterFormAndBalancingLossComeFromTheModelAndTraining) {
+  spec::Model m = test::bundled_model("mixtral-8x7b");
+  m.moe.normalize_top_k = false;
+  spec::Training t = test::training(64);
+  t.framework = spec::Framework::kMegatron;
+  t.moe_aux_loss_coeff = 0.01;
+  const spec::Plan p = spec::plan_from_json({{"dp", 64}, {"ep", 8}, {"zero", {{"stage", 1}}}}, "plan.json");
+  const MegatronExport x = to_megatron(p, t, &m);
+  for (const char* a : {"--moe-router-pre-softmax", "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 0.01"}) {
+    EXPECT_TRUE(has(x, a)) << a << "\n" << x.text();
+  }
+  EXPECT_TRUE(x.warnings.empty());
+  m.attention_sinks = true, m.moe.router_logit_bias = true, m.qk_norm = true, m.qk_norm_whole = true;
+  const MegatronExport y = to_megatron(p, t, &m);
+  EXPECT_TRUE(warns(y, "attention sinks"));
+  EXPECT_TRUE(warns(y, "logit bias"));
+  EXPECT_TRUE(warns(y, "whole projections"));
+  spec::Model mixtral = test::bundled_model("mixtral-8x7b");
+  t.moe_aux_loss_coeff = 0;
+  EXPECT_FALSE(has(to_megatron(p, t, &mixtral), "--moe-router-pre-softmax"));   // Mixtral renormalises its top 2
+}
+
 // A dense plan Megatron-LM runs otherwise: ZeRO-3, a zero-bubble schedule, another framework.
 TEST(Megatron, WhatMegatronCannotRunIsAWarning) {
   const spec::Model m = test::bundled_model("gpt3-1.3b");

@@ -69,6 +69,7 @@ TEST(Bundled, EveryPlanIsValidForItsCase) {
       {"demo-13b", "gpt3-13b", "demo-13b-1024", 8 * 8},
       {"tiny-pp2-dp2", "tiny", "tiny-cpu", 4},
       {"tiny-zero3", "tiny", "tiny-cpu", 2},
+      {"tiny-moe-ep2-pp2-dp2", "tiny-moe", "tiny-cpu", 4},
       {"tiny-tp2-pp2-dp2", "tiny", "tiny-cpu", 8},
       {"tiny-cp2-dp2", "tiny", "tiny-cpu", 4},
       {"one-gpu", "gpt2-124m", "tiny-cpu", 1},
