@@ -176,6 +176,19 @@ MegatronExport to_megatron(const spec::Plan& p, const spec::Training& t, const s
                          "with the QKV's apart (--add-qkv-bias)");
   }
   if (m->qk_norm) arg("--qk-layernorm");
+  if (m->qk_norm_whole) {
+    x.warnings.push_back("q/k norms over the whole projections (OLMoE): Megatron-LM's --qk-layernorm normalises each head; "
+                         "the model's norms need its model provider");
+  }
+  if (m->attention_sinks) {
+    x.warnings.push_back("learned attention sinks (gpt-oss): no argument is written for them; they need a Megatron-LM "
+                         "version or model provider that has them");
+  }
+  if (!m->sliding_window_layers.empty()) {
+    x.warnings.push_back("sliding-window attention on some layers (" + n(static_cast<int64_t>(m->sliding_window_layers.size())) +
+                         " of " + n(m->layers) + ", window " + n(m->sliding_window) +
+                         "): Megatron-LM's --window-size applies to every layer; set the pattern in the model provider");
+  }
   if (m->mla.on()) {
     arg("--multi-latent-attention");
     if (m->mla.q_lora_rank > 0) arg("--q-lora-rank", n(m->mla.q_lora_rank));
@@ -195,6 +208,16 @@ MegatronExport to_megatron(const spec::Plan& p, const spec::Training& t, const s
     arg("--moe-token-dispatcher-type", "alltoall");
     if (e.router == "sigmoid") arg("--moe-router-score-function", "sigmoid");
     if (e.router_bias) arg("--moe-router-enable-expert-bias");
+    // softmax over every expert, the top k's values kept as they are (Qwen2-MoE's default): Megatron's pre-softmax
+    if (!e.normalize_top_k) arg("--moe-router-pre-softmax");
+    if (t.moe_aux_loss_coeff > 0) {
+      arg("--moe-router-load-balancing-type", "aux_loss");
+      arg("--moe-aux-loss-coeff", number(t.moe_aux_loss_coeff));
+    }
+    if (e.router_logit_bias) {
+      x.warnings.push_back("a router with a trained logit bias (gpt-oss): no argument is written for it; set it in the "
+                           "model provider");
+    }
     if (e.shared_gate) {
       x.warnings.push_back("a gated shared expert (Qwen2-MoE's sigmoid gate): no argument is written for it; set the gate "
                            "in the model provider of your Megatron-LM version");

@@ -104,8 +104,18 @@ struct CpOps {
   double max_s = 0;                      // the longest single collective
 };
 
+// Expert parallelism's all-to-alls of one MoE unit's pass (program::moe_a2a_bytes, ep > 1): a
+// forward (or recompute) has the dispatch between its two computes and the combine after them; a
+// backward the combine's gradient before its first compute and the dispatch's between them. Each
+// at the contention-free time of the cheapest group placement, stretched by ρ as the simulator
+// stretches it (training.moe_imbalance): no longer than any simulation of it.
+struct EpOps {
+  bool any = false;
+  double a2a = 0;
+};
+
 ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::ComputeModel& cm, const TpOps& tp, const CpOps& cp,
-                       const spec::Plan& plan, const Space& space, bool zb) {
+                       const EpOps& ep, const spec::Plan& plan, const Space& space, bool zb) {
   const spec::Model& m = space.model();
   const int32_t head = program::head_unit(m);
   const bool full = plan.recompute == spec::Recompute::kFull;
@@ -120,7 +130,7 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
   // it (what follows waits max(ring, compute)); per pass, those of the first unit's before
   // (pre), of the last unit's after and excess (out), and the rest (between two computes).
   struct Around {
-    double before = 0, after = 0;
+    double before = 0, after = 0, between = 0;  // between: inside the pass, between two of its computes
   };
   const auto around = [&](int32_t u, Op op) {
     const UnitKind kind = lay.units[static_cast<std::size_t>(u)].kind;
@@ -137,6 +147,10 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
       a.after += (forward ? cp.fwd_block - cp.fwd_before : cp.bwd_block - cp.bwd_before) +
                  (ring > 0 ? std::max(0.0, ring - cm.compute_s(op, u, u + 1)) : 0.0);
     }
+    if (ep.any && kind == UnitKind::kMoe && op != Op::kBackwardWeight) {
+      (forward ? a.after : a.before) += ep.a2a;
+      a.between += ep.a2a;
+    }
     return a;
   };
   const Op bop = zb ? Op::kBackwardInput : Op::kBackward;
@@ -144,8 +158,8 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
   for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
     const Unit& unit = lay.units[static_cast<std::size_t>(u)];
     const Around f = around(u, Op::kForward), b = around(u, bop);
-    tf += f.before + f.after;
-    tb += b.before + b.after;
+    tf += f.before + f.after + f.between;
+    tb += b.before + b.after + b.between;
     if (u == ch.unit_begin) {
       fpre = f.before;
       bout = b.after;
@@ -156,7 +170,7 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     }
     if (full && u >= rb && u < re) {
       const Around r = around(u, Op::kRecompute);
-      tb += r.before + r.after;
+      tb += r.before + r.after + r.between;
     }
     act += sim::activation_bytes_per_token(unit, m, plan, space.training(), plan.recompute);
   }
@@ -187,7 +201,7 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     // full recompute: the backward step may begin with a block's recompute and its collectives
     if (R > 0) t.pre_bwd = std::max(t.pre_bwd, rpre + (gather_recv && lay.has_next(ch) ? tp.ag : 0.0));
   }
-  const double op = std::max(tp.max_op(), cp.max_s);
+  const double op = std::max({tp.max_op(), cp.max_s, ep.a2a});
   t.busy = F + B + R + std::max(0.0, tf - op) + std::max(0.0, tb - op);
   // From a pass's first compute: its computes and the collectives between them, then what
   // follows its last compute before it can send. ZB-H1's W after its B: no more than busy's B.
@@ -566,6 +580,27 @@ CpOps cp_ops(const CpCosts& costs, spec::CpComm comm, int64_t cp, int64_t tokens
 
 }  // namespace
 
+// The expert-parallel groups of every simulated rank (each stage's, one per distinct offset within
+// a node), their all-to-all's cost.
+const std::vector<sim::CollectiveCost>& Pruner::ep_costs(int64_t tp, int64_t pp, int64_t ep) {
+  CommCosts& cc = comm(tp, pp);
+  auto it = cc.ep.find(ep);
+  if (it != cc.ep.end()) return it->second;
+  std::vector<sim::CollectiveCost> costs;
+  program::Placement pl{tp, pp, space_.gpus() / (tp * pp)};
+  pl.ep = ep;
+  const int64_t gpn = space_.cluster().gpus_per_node;
+  std::set<int64_t> seen;
+  for (int64_t s = 0; s < pp; ++s) {
+    for (int64_t l = 0; l < tp * pl.dp; l += ep) {
+      const int64_t base = pl.rank(s, l / tp, l % tp);
+      if (!seen.insert(base % gpn).second) continue;
+      costs.emplace_back(CollectiveKind::kAllToAll, pl.group_members(program::Group::kEp, base), topology_);
+    }
+  }
+  return cc.ep.emplace(ep, std::move(costs)).first->second;
+}
+
 const CpCosts& Pruner::cp_costs(int64_t tp, int64_t pp, int64_t cp) {
   CommCosts& cc = comm(tp, pp);
   auto it = cc.cp.find(cp);
@@ -607,10 +642,16 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm, lay.ep);
   const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap(), m.moe.shared_ffn_hidden > 0);
   const CpOps cps = cp > 1 ? cp_ops(cp_costs(lay.tp, lay.pp, cp), cp_comm, cp, tokens, program::cp_shapes(m, lay.tp, abytes)) : CpOps{};
+  EpOps eps;
+  if (m.moe.on() && lay.ep > 1) {
+    eps.any = true;
+    eps.a2a = CommCosts::least_s(ep_costs(lay.tp, lay.pp, lay.ep), program::moe_a2a_bytes(tokens, m, lay.tp, abytes)) *
+              cm.moe_imbalance();
+  }
   std::vector<ChunkTimes> times;
   times.reserve(lay.chunks.size());
   for (const ChunkInfo& ch : lay.chunks) {
-    times.push_back(chunk_times(lay, ch, cm, ops, cps, plan, space_, schedule == spec::Schedule::kZbH1));
+    times.push_back(chunk_times(lay, ch, cm, ops, cps, eps, plan, space_, schedule == spec::Schedule::kZbH1));
   }
   static const std::vector<int64_t> none;
   const std::vector<int64_t>& sw = schedule == spec::Schedule::kInterleaved ? switches(lay.pp, micro_batches, lay.v) : none;
@@ -621,7 +662,8 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   t.path = detail::pipeline_path(steps(lay.pp, micro_batches, lay.v, schedule), lay.v, micro_batches, times, link);
   // what a ZeRO-3 gather may overlap between two computes: tp collectives, and with cp its
   // blocking collectives and the ring's excess
-  t.tp_gap = (ops.any ? 2 * ops.max_op() : 0.0) + (cps.any ? 2 * cps.max_s + std::max(cps.fwd_ring, cps.bwd_ring) : 0.0);
+  t.tp_gap = (ops.any ? 2 * ops.max_op() : 0.0) + (cps.any ? 2 * cps.max_s + std::max(cps.fwd_ring, cps.bwd_ring) : 0.0) +
+             (eps.any ? 2 * eps.a2a : 0.0);
   t.step_gap = t.tp_gap + t.link + (ops.any ? ops.ag : 0.0);
   return t;
 }

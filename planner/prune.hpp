@@ -153,6 +153,7 @@ class Pruner {
   const detail::Layout& layout(int64_t tp, int64_t pp, int64_t v, Split split, int64_t ep = 1);
   detail::CommCosts& comm(int64_t tp, int64_t pp);
   const detail::CpCosts& cp_costs(int64_t tp, int64_t pp, int64_t cp);
+  const std::vector<sim::CollectiveCost>& ep_costs(int64_t tp, int64_t pp, int64_t ep);
   // Every stage's steps (program::schedule_steps), kept for the pair (tp, pp) in hand.
   const std::vector<std::vector<program::Step>>& steps(int64_t p, int64_t m, int64_t v, spec::Schedule schedule);
   // Per stage, the interleaved schedule's steps on another chunk than the step before.

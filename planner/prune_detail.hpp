@@ -98,6 +98,7 @@ struct CommCosts {
   double shard_ag_slope = 0;
   std::optional<sim::CollectiveCost> tp_ag, tp_rs, tp_ar, tied_ar;
   std::map<int64_t, CpCosts> cp;   // context parallelism, by cp (filled on first use)
+  std::map<int64_t, std::vector<sim::CollectiveCost>> ep;   // expert parallelism's all-to-all, by ep (likewise)
   std::vector<sim::CollectiveCost> p2p;                   // boundary s -> s+1, then the wrap p-1 -> 0
   double gradnorm_s = 0;
   double dp_ag_slope = 0;   // d(all-gather time)/d(bytes): T_AG(S) >= slope · S
