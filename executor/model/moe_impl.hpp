@@ -141,6 +141,16 @@ int64_t expert_rows(const C& c, int64_t e, int64_t& r0) {
   return c.moe_eoffsets[static_cast<std::size_t>(e + 1)] - r0;
 }
 
+// f(e, first row, rows, e's linears) for each local expert with rows (expert-major order).
+template <typename C, typename F>
+void for_each_expert(const C& c, const UnitSlots& s, F&& f) {
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = 0;
+    const int64_t rows = expert_rows(c, e, r0);
+    if (rows > 0) f(r0, rows, expert_slices(s, e));
+  }
+}
+
 template <typename S, typename K>
 void moe_route_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
@@ -182,15 +192,11 @@ void moe_experts_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* 
   if (spec::gated(m.mlp)) resize(c.pre2, R * f);
   typename K::template Vec<S> ye;
   resize(ye, R * h);
-  for (int64_t e = 0; e < s.experts; ++e) {
-    int64_t r0 = 0;
-    const int64_t rows = expert_rows(c, e, r0);
-    if (rows == 0) continue;
-    const std::vector<LinearSlot> l = expert_slices(s, e);
+  for_each_expert(c, s, [&](int64_t r0, int64_t rows, const std::vector<LinearSlot>& l) {
     mlp_core_forward(k, m, std::span<const LinearSlot>(l), params, c.moe_xe.data() + r0 * h, c.pre.data() + r0 * f,
                      c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, c.mid.data() + r0 * f, ye.data() + r0 * h, rows, h,
                      f, true);
-  }
+  });
   for (int64_t r = 0; r < R; ++r) std::copy_n(ye.data() + r * h, h, out + c.moe_eperm[static_cast<std::size_t>(r)] * h);
 }
 
@@ -307,15 +313,11 @@ void moe_experts_backward_phase(K& k, const spec::Model& m, const UnitSlots& s, 
   typename K::template Vec<S> d_mid, d_x;
   resize(d_mid, R * f);
   resize(d_x, R * h);
-  for (int64_t e = 0; e < s.experts; ++e) {
-    int64_t r0 = 0;
-    const int64_t rows = expert_rows(c, e, r0);
-    if (rows == 0) continue;
-    const std::vector<LinearSlot> l = expert_slices(s, e);
+  for_each_expert(c, s, [&](int64_t r0, int64_t rows, const std::vector<LinearSlot>& l) {
     mlp_core_backward_input(k, m, std::span<const LinearSlot>(l), params, c.moe_dye.data() + r0 * h, c.pre.data() + r0 * f,
                             c.pre2.empty() ? nullptr : c.pre2.data() + r0 * f, d_mid.data() + r0 * f, c.d_pre.data() + r0 * f,
                             c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f, d_x.data() + r0 * h, rows, h, f, false);
-  }
+  });
   for (int64_t r = 0; r < R; ++r) std::copy_n(d_x.data() + r * h, h, out + c.moe_eperm[static_cast<std::size_t>(r)] * h);
 }
 
@@ -348,15 +350,11 @@ void moe_source_weights(K& k, const spec::Model& m, const UnitSlots& s, S* grads
 template <typename S, typename K>
 void moe_expert_weights(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
   const int64_t h = m.hidden, f = s.expert_ffn;
-  for (int64_t e = 0; e < s.experts; ++e) {
-    int64_t r0 = 0;
-    const int64_t rows = expert_rows(c, e, r0);
-    if (rows == 0) continue;
-    const std::vector<LinearSlot> l = expert_slices(s, e);
+  for_each_expert(c, s, [&](int64_t r0, int64_t rows, const std::vector<LinearSlot>& l) {
     mlp_core_backward_weight(k, m, std::span<const LinearSlot>(l), c.moe_xe.data() + r0 * h, c.mid.data() + r0 * f,
                              c.moe_dye.data() + r0 * h, c.d_pre.data() + r0 * f,
                              c.d_pre2.empty() ? nullptr : c.d_pre2.data() + r0 * f, grads, rows);
-  }
+  });
 }
 
 // ---- ep 1: the phases composed on one rank --------------------------------------------------------

@@ -97,18 +97,6 @@ void ParamLayout::add(int64_t unit, const count::TensorSpec& whole) {
   size_ += t.elems();
 }
 
-std::vector<Range> ParamLayout::expert_ranges() const {
-  std::vector<Range> out;
-  for (const TensorSlot& t : tensors_) {
-    if (!t.expert) continue;
-    if (!out.empty() && out.back().end == t.offset) {
-      out.back().end = t.offset + t.size();
-    } else {
-      out.push_back(t.range());
-    }
-  }
-  return out;
-}
 
 const TensorSlot& ParamLayout::find(const std::string& name) const {
   auto it = index_.find(name);
@@ -131,11 +119,13 @@ bool ParamLayout::head_has_wte_copy() const {
   return model_.tied_embeddings && holds(unit_count(model_) - 1) && !holds(0);
 }
 
-std::vector<Range> ParamLayout::replicated_ranges() const {
+namespace {
+// The tensors `keep` selects, as ranges merged where adjacent, in increasing order.
+template <typename F>
+std::vector<Range> merged_ranges(const std::vector<TensorSlot>& tensors, F keep) {
   std::vector<Range> out;
-  if (tp_ == 1) return out;
-  for (const TensorSlot& t : tensors_) {
-    if (!t.replicated) continue;
+  for (const TensorSlot& t : tensors) {
+    if (!keep(t)) continue;
     if (!out.empty() && out.back().end == t.offset) {
       out.back().end = t.offset + t.size();
     } else {
@@ -144,18 +134,19 @@ std::vector<Range> ParamLayout::replicated_ranges() const {
   }
   return out;
 }
+}  // namespace
+
+std::vector<Range> ParamLayout::replicated_ranges() const {
+  if (tp_ == 1) return {};
+  return merged_ranges(tensors_, [](const TensorSlot& t) { return t.replicated; });
+}
 
 std::vector<Range> ParamLayout::decayed_ranges() const {
-  std::vector<Range> out;
-  for (const TensorSlot& t : tensors_) {
-    if (!t.decay) continue;
-    if (!out.empty() && out.back().end == t.offset) {
-      out.back().end = t.offset + t.size();
-    } else {
-      out.push_back(t.range());
-    }
-  }
-  return out;
+  return merged_ranges(tensors_, [](const TensorSlot& t) { return t.decay; });
+}
+
+std::vector<Range> ParamLayout::expert_ranges() const {
+  return merged_ranges(tensors_, [](const TensorSlot& t) { return t.expert; });
 }
 
 template <typename Scalar>
