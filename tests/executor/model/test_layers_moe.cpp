@@ -132,17 +132,21 @@ std::vector<double> rows_of(const std::vector<double>& v, int64_t first, int64_t
   return {v.begin() + first * h, v.begin() + (first + count) * h};
 }
 
-TEST(MoeUnit, ExpertParallelPhasesEqualOneRank) {
+// `uniform`: a zero router, so every copy goes to experts 0 and 1 (ties to the lower expert), both
+// on rank 0: rank 1's experts receive no row at all.
+void expect_expert_parallel_phases_equal_one_rank(bool uniform) {
   const spec::Model m = moe_model(true);
   const int64_t h = m.hidden, ep = 2, local = kExperts / ep;
   const ParamLayout whole(m, 2, 3);
   const std::vector<ParamLayout> layouts = {ParamLayout(m, 2, 3, 1, 0, ep, 0), ParamLayout(m, 2, 3, 1, 0, ep, 1)};
   // the seeded initialisation depends on the element's place in the unsharded tensor: the ranks'
   // values are the one-rank unit's (scaled so that the routing is far from uniform)
-  auto init = [](const ParamLayout& l) {
+  auto init = [&](const ParamLayout& l) {
     std::vector<double> p(static_cast<std::size_t>(l.size()));
     l.init<double>(p, 5);
     for (double& v : p) v *= 15;
+    const TensorSlot& router = l.find("block.0.mlp.router.w");
+    if (uniform) std::fill_n(p.begin() + router.offset, router.size(), 0.0);
     return p;
   };
   const std::vector<double> pw = init(whole);
@@ -242,7 +246,11 @@ TEST(MoeUnit, ExpertParallelPhasesEqualOneRank) {
     }
     EXPECT_LT(test::max_rel(got, want), 1e-12) << t.name;
   }
+  if (uniform) EXPECT_TRUE(received[1].empty());
 }
+
+TEST(MoeUnit, ExpertParallelPhasesEqualOneRank) { expect_expert_parallel_phases_equal_one_rank(false); }
+TEST(MoeUnit, ExpertParallelRankWithoutRowsStillAnswers) { expect_expert_parallel_phases_equal_one_rank(true); }
 
 }  // namespace
 }  // namespace stagecraft::executor
