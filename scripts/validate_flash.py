@@ -13,17 +13,14 @@ learned position table of seq_len rows (e.g. MPT-7B at 2048: 6,658,859,008), whi
 
 Usage: validate_flash.py --stagecraft build/cli/stagecraft [--out docs/validation.md] [--max-mae F] [--max-row F]
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, spread, update_record, \
-    write_section
+from validation_report import exit_on_limits, record_entry, script_args, spread, update_record, write_section
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # MPT shapes (llm-foundry scripts/train/yamls/pretrain/mpt-*.yaml): d_model, n_layers, n_heads;
 # vocab 50368, expansion_ratio 4.
@@ -89,15 +86,8 @@ def simulate(exe, work, row):
     return json.loads(out.stdout)
 
 
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stagecraft", required=True)
-    ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "docs", "validation.md")))
-    add_limit_args(ap)
-    add_record_args(ap)
-    args = ap.parse_args()
+    args = script_args(__doc__)
     results = []
     with tempfile.TemporaryDirectory() as work:
         for row in ROWS:

@@ -24,7 +24,6 @@ applied to the predicted step time.
 
 Usage: validate_h100_bf16.py --stagecraft build/cli/stagecraft [--out docs/validation.md] [--max-mae F] [--max-row F]
 """
-import argparse
 import json
 import os
 import subprocess
@@ -32,10 +31,9 @@ import sys
 import tempfile
 
 import validate_fp8
-from validation_report import add_limit_args, add_record_args, error_range, exit_on_limits, record_entry, \
-    recorded_errors, spread, update_record, write_section
+from validation_report import error_range, exit_on_limits, record_entry, recorded_errors, script_args, spread, \
+    update_record, write_section
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB, SEQ, DP = 131072, 4096, 48
 
 # (model size, heads, hidden, layers, TP, PP, GPUs, global batch, published TFLOP/s per GPU)
@@ -97,12 +95,7 @@ def describe(plan):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stagecraft", required=True)
-    ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "docs", "validation.md")))
-    add_limit_args(ap)
-    add_record_args(ap)
-    args = ap.parse_args()
+    args = script_args(__doc__)
     results = []
     with tempfile.TemporaryDirectory() as work:
         for size, heads, hidden, layers, tp, pp, gpus, batch, published in ROWS:

@@ -17,15 +17,12 @@ parallelism wherever TP > 1; the interleaved schedule; cuDNN fused attention; no
 
 Usage: validate_moe.py --stagecraft build/cli/stagecraft [--out docs/validation.md] [--max-mae F] [--max-row F]
 """
-import argparse
-import os
 import sys
 import tempfile
 
-from validation_report import add_limit_args, add_record_args, exit_on_limits, record_entry, simulate_docs, spread, update_record, \
+from validation_report import exit_on_limits, record_entry, script_args, simulate_docs, spread, update_record, \
     write_section
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (id, source, model, GPUs, GBS, MBS, seq, TP, PP, VP, EP, published tokens/s/GPU, dropless)
 ROWS = [
@@ -49,12 +46,7 @@ def simulate(exe, work, row):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stagecraft", required=True)
-    ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "docs", "validation.md")))
-    add_limit_args(ap)
-    add_record_args(ap)
-    args = ap.parse_args()
+    args = script_args(__doc__)
     results = []
     with tempfile.TemporaryDirectory() as work:
         for row in ROWS:

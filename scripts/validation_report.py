@@ -4,6 +4,7 @@ validate_korthikanti.py, validate_flash.py, validate_fp8.py,
 validate_h100_bf16.py, validate_layers.py, validate_long_context.py); and what those scripts share, among it the record of every run they
 check (configs/validation/runs.json), which `stagecraft simulate` and `search` read to say how far
 published runs of the plan's framework were from their simulation."""
+import argparse
 import json
 import os
 import subprocess
@@ -92,6 +93,18 @@ def add_record_args(ap):
     ap.add_argument("--record", default=RECORD, help="the record of checked runs to update (default: the bundled one)")
     ap.add_argument("--check-record", action="store_true",
                     help="do not write the record: exit 1 if its entries of this script differ from this run's")
+
+
+def script_args(doc):
+    """The arguments of a published-runs script: --stagecraft (required), --out (the bundled
+    docs/validation.md), the limits (add_limit_args) and the record (add_record_args)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--stagecraft", required=True)
+    ap.add_argument("--out", default=os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs",
+                                                                   "validation.md")))
+    add_limit_args(ap)
+    add_record_args(ap)
+    return ap.parse_args()
 
 
 def update_record(path, set_name, entries, check):
