@@ -167,7 +167,8 @@ Buffer CpuBackend::moe(MoePhase phase, int32_t chunk, int32_t unit, int64_t slot
   const Unit& l = layer(chunk, unit);
   UnitCache<float>& c = cache(chunk, unit, slot);
   const std::span<const float> params = state_.chunk_params(chunk);
-  const int64_t h = l.input_size({1, 1}), routed = l.moe_rows(phase == MoePhase::kDispatch ? batch.dims : c.dims) * h;
+  const int64_t h = layout_.chunk(chunk).model().hidden;
+  const int64_t routed = l.moe_rows(phase == MoePhase::kDispatch ? batch.dims : c.dims) * h;
   Buffer out;
   switch (phase) {
     case MoePhase::kDispatch:

@@ -162,6 +162,8 @@ class Runner::Interpreter {
   void post_ep(int32_t i);
   void post_ep_rows(int32_t i);
   void finish_ep(int32_t i);
+  Buffer ep_run(MoePhase phase, const program::Instr& in, MicroState& ms, std::span<const float> data,
+                std::span<int64_t> counts, bool flag);
   Buffer ep_phase(MoePhase phase, const program::Instr& in, MicroState& ms, std::span<const float> data,
                   std::span<int64_t> counts, bool flag);
 

@@ -54,11 +54,18 @@ void Runner::Interpreter::plan_ep_passes() {
   }
 }
 
-// A phase run when an all-to-all is posted or finished, its time counted as compute.
+// A phase of the MoE pass of instruction `in`'s unit, on the backend.
+Buffer Runner::Interpreter::ep_run(MoePhase phase, const Instr& in, MicroState& ms, std::span<const float> data,
+                                   std::span<int64_t> counts, bool flag) {
+  return backend().moe(phase, in.chunk, in.unit_begin, ms.slot, unit_tokens(ms, in.unit_begin), data, counts, flag).as(store_);
+}
+
+// A phase run when an all-to-all is posted or finished, its time counted as compute (a compute
+// instruction's own phase is timed as every compute is).
 Buffer Runner::Interpreter::ep_phase(MoePhase phase, const Instr& in, MicroState& ms, std::span<const float> data,
                                      std::span<int64_t> counts, bool flag) {
   const auto t0 = std::chrono::steady_clock::now();
-  Buffer out = backend().moe(phase, in.chunk, in.unit_begin, ms.slot, unit_tokens(ms, in.unit_begin), data, counts, flag).as(store_);
+  Buffer out = ep_run(phase, in, ms, data, counts, flag);
   compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
@@ -68,9 +75,8 @@ Buffer Runner::Interpreter::ep_phase(MoePhase phase, const Instr& in, MicroState
 void Runner::Interpreter::ep_compute(const Instr& in, bool backward, bool input_only) {
   MicroState& ms = micro(in);
   const bool experts = (in.flags & program::kFlagExperts) != 0;
-  const TokenBatch batch = unit_tokens(ms, in.unit_begin);
   auto run = [&](MoePhase phase, std::span<const float> data, std::span<int64_t> counts, bool flag) {
-    return backend().moe(phase, in.chunk, in.unit_begin, ms.slot, batch, data, counts, flag).as(store_);
+    return ep_run(phase, in, ms, data, counts, flag);
   };
   EpRoute& route = ms.ep_routes[in.unit_begin];
   if (!backward && !experts) {

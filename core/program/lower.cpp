@@ -131,7 +131,7 @@ Context make_context(Program& prog) {
   if (cx.qgz) cx.rule.qgz_world = p.dp_cp();
   cx.ep_collectives = prog.model.moe.on() && p.ep > 1;
   cx.expert_dp = p.expert_dp();
-  cx.experts_apart = prog.model.moe.on() && cx.expert_dp != p.dp_cp();
+  cx.experts_apart = prog.placement.experts_apart;
   cx.a2a_bytes = moe_a2a_bytes(cx.tokens, prog.model, p.tp, prog.activation_bytes);
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, *cx.units, s));
   return cx;

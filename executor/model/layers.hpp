@@ -128,9 +128,9 @@ struct UnitCacheT {
   Vec<int32_t> moe_order;    // send order (by expert, stably by copy): row r is copy moe_order[r] [R]
   Vec<int32_t> moe_offsets;  // expert e's rows of the send order [offsets[e], offsets[e + 1]) [E + 1]
   Vec<Scalar> moe_gate;      // the weight of copy n·k + j in the combine [R]
-  Vec<Scalar> moe_x;         // the copies' inputs (norm output rows), send order [R, C]
+  Vec<Scalar> moe_x;         // the copies' inputs (norm output rows), send order [R, C], until sent
   Vec<Scalar> moe_y;         // the experts' outputs, send order [R, C]
-  Vec<Scalar> moe_dy;        // d(expert outputs), send order [R, C]
+  Vec<Scalar> moe_dy;        // d(expert outputs), send order [R, C], until sent
   // Expert side (the rows this rank's experts receive; ep 1: its own), expert-major:
   Vec<int32_t> moe_eperm;    // expert-major row r is received row moe_eperm[r]
   Vec<int32_t> moe_eoffsets; // local expert e's rows [eoffsets[e], eoffsets[e + 1])

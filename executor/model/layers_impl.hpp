@@ -414,6 +414,7 @@ void LayerT<Scalar, K>::moe_dispatch(const TokenBatch& batch, std::span<const Sc
     k_->assign(cache.input, x.data(), static_cast<int64_t>(x.size()));  // the residual, for the combine
     detail::moe_route_phase(*k_, model_, slots_, params.data(), x.data(), cache);
     std::copy(cache.moe_x.begin(), cache.moe_x.end(), send.begin());
+    detail::release(cache.moe_x);  // the experts' side keeps what it receives (moe_xe)
     for (int64_t e = 0; e < model_.moe.experts; ++e) {
       expert_counts[static_cast<std::size_t>(e)] = static_cast<int64_t>(detail::expert_count(cache, e));
     }
@@ -456,6 +457,7 @@ void LayerT<Scalar, K>::moe_backward_send(std::span<const Scalar> params, std::s
   if constexpr (K::kHost) {
     detail::moe_backward_send_phase(*k_, model_, slots_, params.data(), dy.data(), cache);
     std::copy(cache.moe_dy.begin(), cache.moe_dy.end(), send.begin());
+    detail::release(cache.moe_dy);  // likewise (moe_dye)
   }
 }
 

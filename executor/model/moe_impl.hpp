@@ -56,7 +56,7 @@ double expert_count(const C& c, int64_t e) {
 // Router, top-k and the dispatch order; fills probs, moe_route, moe_gate, moe_order, moe_offsets and
 // the load-balancing loss.
 template <typename S, typename K>
-void moe_route(const spec::Model& m, const UnitSlots& s, const S* params, UnitCacheT<S, K>& c, K& k) {
+void moe_route(K& k, const spec::Model& m, const UnitSlots& s, const S* params, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k;
   resize(c.probs, n * E);
   k.linear_forward(c.a.data(), params + s.router, static_cast<const S*>(nullptr), c.probs.data(), n, h, E);
@@ -155,7 +155,7 @@ template <typename S, typename K>
 void moe_route_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
   norm_forward(k, m, s, params, x, c);
-  moe_route(m, s, params, c, k);
+  moe_route(k, m, s, params, c);
   resize(c.moe_x, R * h);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t token = c.moe_order[static_cast<std::size_t>(r)] / top;
@@ -378,6 +378,7 @@ void moe_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params
     resize(rows, static_cast<int64_t>(c.moe_x.size()));
     const std::vector<int64_t> counts = routed_counts(c, m.moe.experts);
     moe_experts_phase(k, m, s, params, c.moe_x.data(), std::span<const int64_t>(counts), rows.data(), c);
+    decltype(c.moe_x)().swap(c.moe_x);  // the experts' side keeps its copy (moe_xe)
     moe_combine_phase(k, m, s, x, rows.data(), y, c);
   }
 }
@@ -392,6 +393,7 @@ void moe_backward_input(K& k, const spec::Model& m, const UnitSlots& s, const S*
     typename K::template Vec<S> rows;
     resize(rows, static_cast<int64_t>(c.moe_dy.size()));
     moe_experts_backward_phase(k, m, s, params, c.moe_dy.data(), rows.data(), c);
+    decltype(c.moe_dy)().swap(c.moe_dy);  // likewise (moe_dye)
     moe_backward_finish_phase(k, m, s, params, rows.data(), dx, c);
   }
 }

@@ -39,7 +39,7 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
   ep_index_ = ep_ > 1 ? prog.placement.ep_index_of(rank) : 0;
   edp_ = prog.plan.expert_dp();
   edp_index_ = prog.model.moe.on() ? prog.placement.expert_dp_index_of(rank) : dp_index;
-  experts_apart_ = prog.model.moe.on() && edp_ != dp_;
+  experts_apart_ = prog.placement.experts_apart;
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& info = prog.chunk(stage, c);
     chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end, prog.plan.tp, tp_index, ep_, ep_index_);
