@@ -100,7 +100,7 @@ class Backend {
   // Host copies for checkpoints and model export.
   virtual std::vector<float> owned_state() = 0;
   virtual void load_owned_state(std::span<const float> state) = 0;
-  virtual void load_peer_shard(int64_t shard, std::span<const float> peer_state) = 0;
+  virtual void load_peer_shard(int64_t set, int64_t shard, std::span<const float> peer_state) = 0;
   virtual int64_t owned_state_elems() const = 0;
   virtual std::vector<float> params_host() = 0;
 

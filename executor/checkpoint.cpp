@@ -170,7 +170,11 @@ struct Loaded {
   int64_t step = 0;
   std::optional<LossScaler::State> loss_scale;
   std::vector<float> own;
-  std::vector<std::pair<int64_t, std::vector<float>>> peers;  // (shard, its owner's state), ZeRO 1-2
+  struct Peer {
+    int64_t set = 0, shard = 0;  // StageLayout::partition_sets
+    std::vector<float> state;    // the shard's owner's
+  };
+  std::vector<Peer> peers;  // ZeRO 1-2
 };
 
 Loaded read_for_rank(Runner& runner, const fs::path& dir, const CheckpointContext& ctx) {
@@ -191,15 +195,25 @@ Loaded read_for_rank(Runner& runner, const fs::path& dir, const CheckpointContex
   const int64_t own_elems = runner.backend().owned_state_elems();
   out.own = read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(me)), out.step, own_elems);
   const StageLayout& layout = runner.layout();
-  // ZeRO 1-2: the other shards of the partition group (its g consecutive dp ranks), each from the
-  // peer that owns it
-  const bool needs_peers = (layout.zero_stage() == 1 || layout.zero_stage() == 2) && layout.dp() > 1;
-  const int64_t first = layout.dp_index() - layout.partition_index();
-  for (int64_t i = 0; needs_peers && i < layout.partition(); ++i) {
-    if (i == layout.partition_index()) continue;
-    const int64_t peer = prog.placement.rank(layout.stage(), first + i, prog.placement.tp_index_of(me));
-    // Peers of one stage own equal shards, so equal state sizes (StageLayout pads to g).
-    out.peers.emplace_back(i, read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(peer)), out.step, own_elems));
+  // ZeRO 1-2: the other shards of each partition set, each from the peer that owns it: the dense
+  // set's over the partition group (its g consecutive dp ranks), the experts' (under the split) over
+  // the experts' data-parallel group, in its order
+  const bool zero12 = layout.zero_stage() == 1 || layout.zero_stage() == 2;
+  const auto& sets = layout.partition_sets();
+  for (std::size_t k = 0; zero12 && k < sets.size(); ++k) {
+    const StageLayout::PartitionSet& set = sets[k];
+    if (!set.reduced) continue;  // one member: this rank holds all of it
+    const int64_t first = layout.dp_index() - layout.partition_index();
+    const std::vector<int64_t> experts_group =
+        set.experts ? prog.placement.group_members(program::Group::kExpertDp, me) : std::vector<int64_t>{};
+    for (int64_t i = 0; i < set.group; ++i) {
+      if (i == set.index) continue;
+      const int64_t peer = set.experts ? experts_group.at(static_cast<std::size_t>(i))
+                                       : prog.placement.rank(layout.stage(), first + i, prog.placement.tp_index_of(me));
+      // Peers of one stage own equal shards, so equal state sizes (StageLayout pads each set to its group).
+      out.peers.push_back({static_cast<int64_t>(k), i,
+                           read_rank_file(dir, manifest.ranks.at(static_cast<std::size_t>(peer)), out.step, own_elems)});
+    }
   }
   return out;
 }
@@ -422,7 +436,7 @@ void load_checkpoint(Runner& runner, const std::string& dir, const CheckpointCon
   }
   agree(comm, error, "cannot resume from " + dir);
   runner.backend().load_owned_state(loaded.own);
-  for (const auto& [d, state] : loaded.peers) runner.backend().load_peer_shard(d, state);
+  for (const Loaded::Peer& p : loaded.peers) runner.backend().load_peer_shard(p.set, p.shard, p.state);
   runner.set_steps_done(loaded.step);
   if (loaded.loss_scale) runner.restore_loss_scale(*loaded.loss_scale);
 }
@@ -447,12 +461,13 @@ ModelParams read_checkpoint_params(const std::string& dir, program::Program* pro
   for (const ManifestEntry& e : manifest.ranks) {
     const StageLayout layout(prog, prog.placement.stage_of(e.rank), prog.placement.dp_index_of(e.rank),
                              prog.placement.tp_index_of(e.rank));
-    const int64_t opt = layout.zero_stage() >= 1 ? layout.own_shard().size() : layout.padded_elems();
-    const std::vector<float> state = read_rank_file(fs::path(dir), e, manifest.step, 3 * opt + 3 * layout.persistent_elems());
-    // The owned state starts with the parameters of the optimizer range (StageState::owned_state).
+    const std::vector<float> state =
+        read_rank_file(fs::path(dir), e, manifest.step, 3 * layout.owned_elems() + 3 * layout.persistent_elems());
+    // The owned state starts with the parameters of the owned positions, packed (StageState::owned_state).
     std::vector<float> params(static_cast<std::size_t>(layout.padded_elems()), std::numeric_limits<float>::quiet_NaN());
-    const Range range = layout.optimizer_range();
-    std::copy(state.begin(), state.begin() + range.size(), params.begin() + range.begin);
+    for (const StageLayout::Owned& o : layout.owned()) {
+      std::copy(state.begin() + o.packed, state.begin() + o.packed + o.flat.size(), params.begin() + o.flat.begin);
+    }
     records.push_back(own_records(layout, params));
   }
   if (prog_out != nullptr) *prog_out = prog;

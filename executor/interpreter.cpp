@@ -219,6 +219,9 @@ void Runner::Interpreter::finish(int32_t i) {
       }
       break;
     case Op::kGatherParams: finish_gather(i); break;
+    case Op::kAllGatherParams:
+      if (runner_.layout_.split()) finish_set_gather(i);
+      break;
     case Op::kAllToAll:
       if (in.group == Group::kCp) {
         finish_cp(i);

@@ -74,6 +74,8 @@ class Runner::Interpreter {
     std::function<void()> then;   // a next phase to post once every request completed
     Range range;                  // flat positions it works on
     std::vector<Range> parts;     // the positions of `range` a reduction moves, packed in that order in `buffer`
+    Range coords;                 // ZeRO 1-2 under the split: the coordinates it keeps (reduce) or moves (gather)
+    int64_t shard_at = 0;         // where `coords` of a reduction sit in the packed shard gradients
     // ZeRO++ (host memory): per collective piece (qwZ) or matrix (qgZ), what it sends and receives
     std::vector<QuantizedPayload> sent, received;
     bool tied_result = false;     // an embedding-group result waiting for its dp reduction
@@ -179,6 +181,9 @@ class Runner::Interpreter {
   void post_hierarchical_gather(int32_t i);
   void finish_hierarchical_gather(int32_t i);
   void finish_gather(int32_t i);
+  void post_set_reduce(int32_t i);
+  void post_set_gather(int32_t i);
+  void finish_set_gather(int32_t i);
   void post_replica_reduce(int32_t i);
   void finish_replica_reduce(int32_t i);
   void post_all_to_all(int32_t i);

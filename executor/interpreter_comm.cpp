@@ -83,6 +83,7 @@ void Runner::Interpreter::post_gather(int32_t i) {
   if (in.op == Op::kGatherParams && (in.group == Group::kDpShardCross || in.group == Group::kDpLocal)) {
     return post_hierarchical_gather(i);
   }
+  if (in.op == Op::kAllGatherParams && runner_.layout_.split()) return post_set_gather(i);
   Pending& p = pending_[at(i)];
   p.range = runner_.layout_.param_bucket(in.bucket);
   p.bytes = p.range.size() * bytes_of(store_);
@@ -191,6 +192,7 @@ void Runner::Interpreter::post_dp_reduce(int32_t i) {
     }
     return;
   }
+  if (layout.split()) return post_set_reduce(i);
   const Range own = intersect(p.range, layout.own_shard());
   p.piece = alloc_as(own.size(), reduce_);
   std::vector<Range> persistent;
@@ -235,12 +237,86 @@ void Runner::Interpreter::finish_dp_reduce(int32_t i) {
 void Runner::Interpreter::add_reduced_shard(Pending& p) {
   Backend& be = backend();
   const StageLayout& layout = runner_.layout_;
+  if (layout.split()) {  // p.coords: this rank's coordinates of the bucket's set, at p.shard_at in the shard
+    if (p.coords.size() > 0) be.add(be.shard_grads().subspan(at(p.shard_at), at(p.coords.size())), p.piece.view());
+    add_messages(-p.piece.bytes());
+    p.piece = {};
+    return;
+  }
   const Range own = intersect(p.range, layout.own_shard());
   if (own.size() > 0) be.add(be.shard_grads().subspan(at(own.begin - layout.own_shard().begin), at(own.size())), p.piece.view());
   add_packed_persistent_grads(p);
   add_messages(-(p.piece.bytes() + p.packed.bytes()));
   p.piece = {};
   p.packed = {};
+}
+
+// ZeRO 1-2 under the split (StageLayout: the dense positions and the routed experts' partitioned
+// apart): the bucket's gradients, packed in `buffer`, are consecutive coordinates [c0, c0 + n) of
+// its set; each of the framework's collectives reduce-scatters its part of them over the set's
+// group (kDp or kExpertDp), member m keeping the part inside its coordinates.
+void Runner::Interpreter::post_set_reduce(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  const StageLayout& layout = runner_.layout_;
+  const StageLayout::PartitionSet& set = layout.set_of(prog_.grad_buckets[at(in.bucket)].experts);
+  const int64_t n = p.buffer.size(), c0 = layout.coordinate(set, p.parts.front().begin);
+  if (layout.coordinate(set, p.parts.back().end - 1) + 1 - c0 != n) {
+    throw ExecutorError(where(i) + ": the bucket's positions are not consecutive in the " +
+                        (set.experts ? "experts'" : "dense") + " partition");
+  }
+  p.coords = intersect({c0, c0 + n}, set.coordinates(set.index));
+  p.shard_at = set.packed + (p.coords.begin - set.coordinates(set.index).begin);
+  p.piece = alloc_as(p.coords.size(), reduce_);
+  add_messages(p.piece.bytes());
+  const Channel ch{in.group, in.lane};
+  for (const Range& r : collective_pieces({0, n}, prog_.collectives_of(in))) {  // packed = coordinates - c0
+    const Range c{c0 + r.begin, c0 + r.end};
+    const Range mine = intersect(c, p.coords);
+    const int64_t at_piece = mine.size() > 0 ? mine.begin - p.coords.begin : 0;
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view().subspan(at(r.begin), at(r.size())),
+                                                       p.piece.view().subspan(at(at_piece), at(mine.size())),
+                                                       layout.member_counts(set, c), reduce_));
+  }
+}
+
+// ZeRO 1-2's all-gather of a piece under the split: coordinates of one set, whose positions need
+// not be contiguous, so the members' parts meet in a staging buffer (this rank's copied in first)
+// and land in place when it completes (finish_set_gather).
+void Runner::Interpreter::post_set_gather(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  const StageLayout& layout = runner_.layout_;
+  const StageLayout::PartitionSet& set = layout.set_of(prog_.param_buckets[at(in.bucket)].experts);
+  p.coords = layout.param_bucket(in.bucket);
+  p.buffer = alloc_as(p.coords.size(), store_);
+  p.bytes = p.buffer.bytes();
+  add_messages(p.bytes);
+  const Range mine = intersect(p.coords, set.coordinates(set.index));
+  int64_t k = mine.begin - p.coords.begin;
+  for (const Range& r : layout.positions(set, mine)) {
+    backend().copy(p.buffer.view().subspan(at(k), at(r.size())), backend().params().subspan(at(r.begin), at(r.size())));
+    k += r.size();
+  }
+  for (const Range& r : collective_pieces(p.coords, prog_.collectives_of(in))) {
+    p.requests.push_back(runner_.comm_.iall_gather({in.group, in.lane},
+                                                   p.buffer.view().subspan(at(r.begin - p.coords.begin), at(r.size())),
+                                                   layout.member_counts(set, r), store_));
+  }
+}
+
+void Runner::Interpreter::finish_set_gather(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  const StageLayout& layout = runner_.layout_;
+  const StageLayout::PartitionSet& set = layout.set_of(prog_.param_buckets[at(in.bucket)].experts);
+  int64_t k = 0;
+  for (const Range& r : layout.positions(set, p.coords)) {
+    backend().copy(backend().params().subspan(at(r.begin), at(r.size())), p.buffer.view().subspan(at(k), at(r.size())));
+    k += r.size();
+  }
+  add_messages(-p.buffer.bytes());
+  p.buffer = {};
 }
 
 // The whole-kept (persistent) gradients a reduction carried beside its pieces, packed in `p.packed`

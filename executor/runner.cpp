@@ -62,16 +62,6 @@ void fault_kill(int64_t rank, const std::string& where) {
 }
 
 std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const spec::Training* training) {
-  if (m.moe.on() && p.ep > 1 && p.zero.stage > 0) {
-    return "/zero/stage: " + std::to_string(p.zero.stage) + " with ep " + std::to_string(p.ep) +
-           " is not run by the executor yet: with expert parallelism it reduces the experts' gradients over their own "
-           "data-parallel group with ZeRO-0 only (simulate and search model ZeRO-1/2)";
-  }
-  if (m.moe.on() && p.tp > 1 && p.zero.stage > 0) {
-    return "/zero/stage: " + std::to_string(p.zero.stage) + " with experts and tp " + std::to_string(p.tp) +
-           " is not run by the executor yet: the experts' data-parallel group is then tp x dp / ep, whose gradients it "
-           "reduces apart with ZeRO-0 only";
-  }
   if (m.moe.on() && (p.ep > 1 || p.tp > 1) && p.recompute == spec::Recompute::kFull) {
     return "/recompute: \"full\" with experts and ep " + std::to_string(p.ep) + ", tp " + std::to_string(p.tp) +
            " is not run by the executor yet (it does not recompute an expert-parallel or sequence-parallel MoE pass)";

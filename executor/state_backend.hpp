@@ -38,7 +38,9 @@ class StateBackend : public Backend {
   }
   std::vector<float> owned_state() override { return state().owned_state(); }
   void load_owned_state(std::span<const float> s) override { state().load_owned_state(s); }
-  void load_peer_shard(int64_t shard, std::span<const float> peer) override { state().load_peer_shard(shard, peer); }
+  void load_peer_shard(int64_t set, int64_t shard, std::span<const float> peer) override {
+    state().load_peer_shard(set, shard, peer);
+  }
   void download(std::span<const float> src, std::span<float> host) override { state().storage().download(src, host); }
   void upload(std::span<const float> host, std::span<float> dst) override { state().storage().upload(host, dst); }
   int64_t owned_state_elems() const override { return state().owned_state_elems(); }

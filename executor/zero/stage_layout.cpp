@@ -52,6 +52,9 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
   hpz_ = prog.plan.zero.stage == 3 && h > 1 && h < dp_ ? h : 0;
   local_ = prog.placement.local_size();
   shard_ = program::shard_elems(elems_, partition_);
+  padded_ = shard_ * partition_;
+  split_ = experts_apart_ && zero_stage_ >= 1;
+  build_sets();
   // the lowering's rule (FSDP flattens every tensor: nothing persists)
   const int64_t threshold = program::persistence_threshold(prog.plan.zero, prog.training.framework_profile());
   for (int64_t c = 0; c < chunk_count(); ++c) {
@@ -74,14 +77,97 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
     persistent_prefix_.push_back(persistent_elems_);
     persistent_elems_ += r.size();
   }
-  int64_t piece = 0;
+  int64_t piece[2] = {0, 0};  // by set: the next coordinate
   for (const program::Bucket& b : prog.param_buckets) {
     const bool mine = b.stage == stage && b.chunk < 0;
-    allgather_pieces_.push_back(mine ? Range{piece, piece + b.elems} : Range{0, 0});
-    if (mine) piece += b.elems;
+    int64_t& next = piece[split_ && b.experts ? 1 : 0];
+    allgather_pieces_.push_back(mine ? Range{next, next + b.elems} : Range{0, 0});
+    if (mine) next += b.elems;
   }
   build_qgz(prog);
   check_against(prog);
+}
+
+void StageLayout::build_sets() {
+  if (!split_) {
+    PartitionSet all;
+    all.positions = {{0, padded_}};
+    all.group = partition_;
+    all.index = partition_index();
+    all.shard = shard_;
+    all.reduced = zero_stage_ >= 1 && dp_ > 1;
+    sets_.push_back(std::move(all));
+  } else {
+    const int64_t ne = total(experts_), nd = elems_ - ne;
+    const int64_t sd = program::shard_elems(nd, partition_), se = program::shard_elems(ne, edp_);
+    const int64_t pad_d = sd * partition_ - nd, pad_e = se * edp_ - ne;
+    padded_ = elems_ + pad_d + pad_e;
+    PartitionSet dense;
+    dense.positions = subtract(Range{0, elems_}, experts_);
+    append_merged(dense.positions, {elems_, elems_ + pad_d});
+    dense.group = partition_;
+    dense.index = partition_index();
+    dense.shard = sd;
+    dense.reduced = dp_ > 1;  // the lowering reduces the dense gradients over dp (emit.cpp grads_ready)
+    PartitionSet ex;
+    ex.positions = experts_;
+    append_merged(ex.positions, {elems_ + pad_d, padded_});
+    ex.group = edp_;
+    ex.index = edp_index_;
+    ex.shard = se;
+    ex.packed = sd;
+    ex.experts = true;
+    ex.reduced = edp_ > 1;
+    sets_.push_back(std::move(dense));
+    sets_.push_back(std::move(ex));
+  }
+  if (zero_stage_ == 0) {
+    owned_.push_back({{0, padded_}, 0, false});
+  } else {
+    for (const PartitionSet& set : sets_) {
+      int64_t k = set.packed;
+      for (const Range& r : positions(set, set.coordinates(set.index))) {
+        owned_.push_back({r, k, set.reduced});
+        k += r.size();
+      }
+    }
+  }
+  for (const Owned& o : owned_) owned_elems_ += o.flat.size();
+}
+
+std::vector<Range> StageLayout::positions(const PartitionSet& s, Range c) const {
+  std::vector<Range> out;
+  int64_t k = 0;  // the coordinate of r.begin
+  for (const Range& r : s.positions) {
+    if (k >= c.end) break;
+    const Range in = intersect({k, k + r.size()}, c);
+    if (in.size() > 0) out.push_back({r.begin + (in.begin - k), r.begin + (in.end - k)});
+    k += r.size();
+  }
+  return out;
+}
+
+int64_t StageLayout::coordinate(const PartitionSet& s, int64_t pos) const {
+  int64_t k = 0;
+  for (const Range& r : s.positions) {
+    if (pos >= r.begin && pos < r.end) return k + (pos - r.begin);
+    k += r.size();
+  }
+  throw ExecutorError(where(stage_) + "position " + std::to_string(pos) + " is not in the " +
+                      (s.experts ? "experts'" : "dense") + " partition");
+}
+
+std::vector<int64_t> StageLayout::member_counts(const PartitionSet& s, Range c) const {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < s.group; ++i) out.push_back(intersect(c, s.coordinates(i)).size());
+  return out;
+}
+
+std::vector<Range> StageLayout::owned_ranges() const {
+  std::vector<Range> out;
+  for (const Owned& o : owned_) out.push_back(o.flat);
+  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  return out;
 }
 
 std::vector<Range> QgzSplit::matrix_ranges() const {
@@ -150,6 +236,7 @@ std::vector<Range> StageLayout::grad_bucket_parts(int32_t bucket) const {
 }
 
 std::vector<Range> StageLayout::counted() const {
+  if (split_) return owned_ranges();
   if (!experts_apart_) return {own_shard()};
   std::vector<Range> out = subtract(own_shard(), experts_);
   const int64_t slice = program::shard_elems(elems_, edp_);
@@ -177,12 +264,12 @@ void StageLayout::check_against(const program::Program& prog) const {
                           std::to_string(got) + " in the layout");
     }
   }
-  int64_t pieces = 0;
+  int64_t pieces = 0, expert_pieces = 0;
   for (std::size_t b = 0; b < prog.param_buckets.size(); ++b) {
     const program::Bucket& bucket = prog.param_buckets[b];
     if (bucket.stage != stage_) continue;
     if (bucket.chunk < 0) {
-      pieces += bucket.elems;
+      (split_ && bucket.experts ? expert_pieces : pieces) += bucket.elems;
       continue;
     }
     const Range r = param_bucket(static_cast<int32_t>(b));
@@ -210,7 +297,14 @@ void StageLayout::check_against(const program::Program& prog) const {
                           std::to_string(groups) + " and " + std::to_string(split.fallbacks.size()));
     }
   }
-  if (pieces != 0 && pieces != elems_) {
+  if (split_ && pieces + expert_pieces != 0) {
+    const int64_t ne = total(experts_);
+    if (pieces != elems_ - ne || expert_pieces != ne) {
+      throw ExecutorError(where(stage_) + "the Program's all-gather buckets cover " + std::to_string(pieces) + " of the stage's " +
+                          std::to_string(elems_ - ne) + " dense parameters and " + std::to_string(expert_pieces) + " of its " +
+                          std::to_string(ne) + " routed experts'");
+    }
+  } else if (pieces != 0 && pieces != elems_) {
     throw ExecutorError(where(stage_) + "the Program's all-gather buckets cover " + std::to_string(pieces) +
                         " of the stage's " + std::to_string(elems_) + " parameters");
   }

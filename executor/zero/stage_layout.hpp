@@ -14,6 +14,16 @@
 //   hpZ      (zero.hpz_group = h) a ZeRO-3 bucket's range cut in h consecutive slices of
 //            ceil(size / h): the secondary partition; slice j is what the rank at position j of its
 //            h-group (dp index mod h) keeps after the bucket's first gather of a step
+//   split    ZeRO >= 1 where the routed experts' data-parallel group is not the dense one
+//            (experts_apart): the optimizer partitions two sets apart, as Megatron-Core's
+//            distributed optimizer keeps expert-parallel buffers of their own and DeepSpeed MoE its
+//            expert parameter groups — the dense positions over the partition group (kDp), the
+//            experts' over theirs (kExpertDp, edp ranks). Each set numbers its positions 0, 1, …
+//            in flat order (its coordinates), is padded past N to a multiple of its group (the
+//            dense padding first: padded_elems() = N + both paddings) and cut in equal shards of
+//            consecutive coordinates; a gradient bucket holds one set's positions (they are
+//            consecutive coordinates), and ZeRO 1-2's all-gather pieces are coordinate ranges of
+//            one set. Without the split one set holds every position, coordinates = positions.
 //   qgZ      (zero.quantized_gradients) a gradient bucket's matrices whose elements divide by 2·dp,
 //            each reduced over its partitions tensor ∩ shard d (zero/qgz.hpp), and the other
 //            tensors, reduce-scattered one by one
@@ -74,12 +84,44 @@ class StageLayout {
 
   int64_t elems() const { return elems_; }                    // N
   int64_t shard_elems() const { return shard_; }              // S
-  int64_t padded_elems() const { return shard_ * partition_; }  // g * S
+  int64_t padded_elems() const { return padded_; }            // g * S (split: N + the sets' paddings)
   // Shard i of the partition (i < g).
   Range shard(int64_t i) const { return {i * shard_, (i + 1) * shard_}; }
   Range own_shard() const { return shard(partition_index()); }
-  // What this rank's optimizer updates: its shard (ZeRO >= 1), or the whole buffer (ZeRO-0).
-  Range optimizer_range() const { return zero_stage_ >= 1 ? own_shard() : Range{0, padded_elems()}; }
+
+  // The sets ZeRO >= 1 partitions (header): one, or with the split the dense set then the
+  // experts'. A set's positions are increasing flat ranges, its coordinates 0 .. size-1 in that
+  // order; `group` members each hold `shard` consecutive coordinates, this rank those of `index`;
+  // `packed` is where that shard starts in the owned buffers (owned()); `reduced`: its gradients
+  // reach the shard by a reduce-scatter (group > 1), else they stay in the local buffer.
+  struct PartitionSet {
+    std::vector<Range> positions;
+    int64_t group = 1, index = 0, shard = 0, packed = 0;
+    bool experts = false, reduced = false;
+    Range coordinates(int64_t member) const { return {member * shard, (member + 1) * shard}; }
+  };
+  bool split() const { return split_; }
+  const std::vector<PartitionSet>& partition_sets() const { return sets_; }
+  // The set holding a bucket's positions: the experts' for a Bucket::experts one under the split.
+  const PartitionSet& set_of(bool experts) const { return sets_.at(split_ && experts ? 1 : 0); }
+  // The flat ranges of coordinates `c` of set `s`, in order; the coordinate of position `pos` (in s).
+  std::vector<Range> positions(const PartitionSet& s, Range c) const;
+  int64_t coordinate(const PartitionSet& s, int64_t pos) const;
+  // |c ∩ member i's coordinates| for i < s.group: the counts of a collective over the set's group.
+  std::vector<int64_t> member_counts(const PartitionSet& s, Range c) const;
+
+  // What this rank's optimizer updates — the whole buffer (ZeRO-0), its shard, or under the split
+  // its dense shard then its experts' — each flat range with its place in the packed buffers kept
+  // for them (shard gradients, Adam moments, masters) and whether its gradients arrive reduced
+  // into the packed shard gradients (else they are the local buffer's).
+  struct Owned {
+    Range flat;
+    int64_t packed = 0;
+    bool reduced = false;
+  };
+  const std::vector<Owned>& owned() const { return owned_; }
+  int64_t owned_elems() const { return owned_elems_; }
+  std::vector<Range> owned_ranges() const;  // the flat ranges, increasing
 
   // Flat positions of units [unit_begin, unit_end) of chunk `c`.
   Range units(int64_t c, int64_t unit_begin, int64_t unit_end) const;
@@ -96,11 +138,12 @@ class StageLayout {
   bool experts_apart() const { return experts_apart_; }
   const std::vector<Range>& expert_ranges() const { return experts_; }
   // What this rank counts in the global gradient norm and sends when the model is gathered: its
-  // shard; with experts apart (ZeRO-0), the dense positions of its shard over dp and the expert
+  // shard (under the split, its owned ranges); with experts apart at ZeRO-0, the dense positions of its shard over dp and the expert
   // positions of its shard over edp (the flat buffer cut in edp equal slices), so that over the
   // world each dense element counts once and each expert-parallel rank's experts once.
   std::vector<Range> counted() const;
-  Range param_bucket(int32_t bucket) const;  // ZeRO-3 gather buckets and ZeRO-1/2 all-gather pieces
+  // ZeRO-3 gather buckets (flat positions) and ZeRO-1/2 all-gather pieces (coordinates of their set)
+  Range param_bucket(int32_t bucket) const;
   // The embedding table whose gradient the embedding group all-reduces: unit 0's on stage 0,
   // the tied head's copy on the last stage.
   Range tied_table(int32_t unit) const;
@@ -132,6 +175,7 @@ class StageLayout {
  private:
   void check_against(const program::Program& prog) const;
   void build_qgz(const program::Program& prog);
+  void build_sets();
   int64_t chunk_of_unit(int64_t unit) const;
 
   const program::Program* prog_;
@@ -149,7 +193,12 @@ class StageLayout {
   std::vector<Range> decayed_, persistent_, norm_excluded_, norms_;
   std::vector<int64_t> persistent_prefix_;  // packed index of each persistent range's first element
   int64_t persistent_elems_ = 0;
-  std::vector<Range> allgather_pieces_;     // by param bucket index; empty ranges for other stages
+  std::vector<Range> allgather_pieces_;     // by param bucket index (coordinates of its set); empty for other stages
+  bool split_ = false;
+  int64_t padded_ = 0;
+  std::vector<PartitionSet> sets_;
+  std::vector<Owned> owned_;
+  int64_t owned_elems_ = 0;
 };
 
 }  // namespace stagecraft::executor

@@ -33,9 +33,9 @@ StageState::StageState(const StageLayout& layout, bool offload, MemoryTracker& m
   const int64_t padded = layout.padded_elems();
   params_ = mem_.allocate(padded);
   if (!forward_only) {
-    const int64_t opt = layout.optimizer_range().size(), persistent = layout.persistent_elems();
+    const int64_t opt = layout.owned_elems(), persistent = layout.persistent_elems();
     grads_ = mem_.allocate(padded);
-    if (reduces_into_shard()) shard_grads_ = mem_.allocate(layout.shard_elems());
+    if (reduces_into_shard()) shard_grads_ = mem_.allocate(opt);
     StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;  // DeepSpeed's CPU Adam keeps them on the host
     m_ = moments.allocate(opt);
     v_ = moments.allocate(opt);
@@ -101,10 +101,12 @@ void StageState::init_params(ParamSource& source) {
 
 // The values just read are fp32: the masters take them, then the working copy is rounded.
 void StageState::finish_init() {
-  const Range opt = layout_.optimizer_range();
-  if (offload_) mem_.download(params_.subspan(at(opt.begin), at(opt.size())), host_params_);
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    const std::span<float> values = params_.subspan(at(o.flat.begin), at(o.flat.size()));
+    if (offload_) mem_.download(values, host_params_.subspan(at(o.packed), at(o.flat.size())));
+    if (!offload_ && store_ != Format::kFp32) mem_.copy(master_.subspan(at(o.packed), at(o.flat.size())), values);
+  }
   if (store_ != Format::kFp32) {
-    if (!master_.empty()) mem_.copy(master_, params_.subspan(at(opt.begin), at(opt.size())));
     if (!persistent_master_.empty()) {
       for (const Range& r : layout_.persistent()) mem_.copy(persistent_values(r), params_.subspan(at(r.begin), at(r.size())));
     }
@@ -116,8 +118,16 @@ void StageState::finish_init() {
 std::span<float> StageState::opt_masters() {
   if (offload_) return host_params_;
   if (store_ != Format::kFp32) return master_;
-  const Range opt = layout_.optimizer_range();
-  return params_.subspan(at(opt.begin), at(opt.size()));
+  return {};  // the working copy itself: opt_values
+}
+
+std::span<float> StageState::opt_values(Range flat, int64_t packed) {
+  if (offload_ || store_ != Format::kFp32) return opt_masters().subspan(at(packed), at(flat.size()));
+  return params_.subspan(at(flat.begin), at(flat.size()));
+}
+
+std::span<float> StageState::reduced_grads(Range flat, int64_t packed, bool reduced) {
+  return reduced ? shard_grads_.subspan(at(packed), at(flat.size())) : grads_.subspan(at(flat.begin), at(flat.size()));
 }
 
 std::span<float> StageState::persistent_values(const Range& r) {
@@ -126,11 +136,9 @@ std::span<float> StageState::persistent_values(const Range& r) {
 }
 
 void StageState::refresh_working_sharded() {
-  const int64_t first = layout_.optimizer_range().begin;
-  const std::span<float> masters = opt_masters();
-  for (const Range& r : sharded_ranges()) {
+  for (const auto& [r, packed] : sharded_ranges()) {
     const std::span<float> working = params_.subspan(at(r.begin), at(r.size()));
-    const std::span<float> master = masters.subspan(at(r.begin - first), at(r.size()));
+    const std::span<float> master = opt_masters().subspan(at(packed), at(r.size()));
     if (offload_) {
       mem_.upload(master, working);
       if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
@@ -161,17 +169,10 @@ void StageState::zero_grads() {
   for (std::span<float> v : {grads_, shard_grads_, persistent_grads_}) mem_.fill(v, 0.0f);
 }
 
-std::span<float> StageState::optimizer_grads() {
-  if (reduces_into_shard()) return shard_grads_;
-  const Range opt = layout_.optimizer_range();
-  return grads_.subspan(at(opt.begin), at(opt.size()));
-}
-
-// Pieces cut at every edge of a persistent range and of the own shard inside each range.
+// Pieces cut at every edge of a persistent range and of an owned range inside each range.
 std::vector<StageState::Piece> StageState::reduced_pieces(const std::vector<Range>& ranges) {
-  const Range own = layout_.own_shard();
-  const bool into_shard = reduces_into_shard();
   const std::vector<Range>& kept = layout_.persistent();
+  const std::vector<StageLayout::Owned>& owned = layout_.owned();
   std::vector<Piece> out;
   for (const Range& r : ranges) {
     std::vector<int64_t> cuts = {r.begin, r.end};
@@ -180,20 +181,21 @@ std::vector<StageState::Piece> StageState::reduced_pieces(const std::vector<Rang
         if (e > r.begin && e < r.end) cuts.push_back(e);
       }
     }
-    for (int64_t e : {own.begin, own.end}) {
-      if (e > r.begin && e < r.end) cuts.push_back(e);
+    for (const StageLayout::Owned& o : owned) {
+      for (int64_t e : {o.flat.begin, o.flat.end}) {
+        if (e > r.begin && e < r.end) cuts.push_back(e);
+      }
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
       const int64_t a = cuts[i], n = cuts[i + 1] - cuts[i];
       const auto k = std::find_if(kept.begin(), kept.end(), [&](const Range& q) { return q.begin <= a && a < q.end; });
+      const auto o = std::find_if(owned.begin(), owned.end(), [&](const auto& q) { return q.flat.begin <= a && a < q.flat.end; });
       if (k != kept.end()) {
         out.push_back({persistent_grads_.subspan(at(layout_.persistent_index(a)), at(n)), n});
-      } else if (!into_shard) {
-        out.push_back({grads_.subspan(at(a), at(n)), n});
-      } else if (a >= own.begin && a < own.end) {
-        out.push_back({shard_grads_.subspan(at(a - own.begin), at(n)), n});
+      } else if (o != owned.end()) {
+        out.push_back({reduced_grads({a, a + n}, o->packed + (a - o->flat.begin), o->reduced), n});
       } else {
         out.push_back({{}, n});
       }
@@ -236,11 +238,12 @@ double StageState::owned_grad_norm_sq() {
   if (layout_.replica_index() > 0) return 0;
   const Range own = layout_.own_shard();
   double sum = 0;
-  // its shard (with experts apart, StageLayout::counted: reduced in place, never into a shard)
-  for (const Range& r : subtract(subtract(layout_.counted(), layout_.persistent()), layout_.norm_excluded())) {
-    const std::span<float> g = reduces_into_shard() ? shard_grads_.subspan(at(r.begin - own.begin), at(r.size()))
-                                                    : grads_.subspan(at(r.begin), at(r.size()));
-    mem_.add_sum_sq(g, sum);
+  // what it counts (StageLayout::counted), inside its owned ranges: each piece where it was reduced
+  // (with experts apart at ZeRO-0 a slice of the local buffer, all owned)
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    for (const Range& r : subtract(subtract(clip(layout_.counted(), o.flat), layout_.persistent()), layout_.norm_excluded())) {
+      mem_.add_sum_sq(reduced_grads(r, o.packed + (r.begin - o.flat.begin), o.reduced), sum);
+    }
   }
   for (const Range& r : subtract(clip(layout_.persistent(), own), layout_.norm_excluded())) {
     mem_.add_sum_sq(persistent_grads_.subspan(at(layout_.persistent_index(r.begin)), at(r.size())), sum);
@@ -248,19 +251,27 @@ double StageState::owned_grad_norm_sq() {
   return sum;
 }
 
-std::vector<Range> StageState::sharded_ranges() const {
-  return subtract(layout_.optimizer_range(), layout_.persistent());
+std::vector<std::pair<Range, int64_t>> StageState::sharded_ranges() const {
+  std::vector<std::pair<Range, int64_t>> out;
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    for (const Range& r : subtract(o.flat, layout_.persistent())) out.emplace_back(r, o.packed + (r.begin - o.flat.begin));
+  }
+  return out;
 }
 
-// AdamW over the sharded ranges; params_base and grads_base cover optimizer_range() in `where`.
-void StageState::step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, StateMemory& where,
-                             std::span<float> params_base, std::span<const float> grads_base) {
-  const int64_t first = layout_.optimizer_range().begin;
-  for (const Range& r : sharded_ranges()) {
-    const std::size_t off = at(r.begin - first), n = at(r.size());
-    const AdamWShard shard{r.begin, params_base.subspan(off, n), grads_base.subspan(off, n), m_.subspan(off, n),
-                           v_.subspan(off, n)};
-    where.adamw(cfg, step, shard, layout_.decayed(), clip_scale);
+// AdamW over the sharded ranges: on the host copies (optimizer offload, `on_host`: packed as the
+// moments), else on opt_values and the reduced gradients.
+void StageState::step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, bool on_host) {
+  StateMemory& where = on_host ? static_cast<StateMemory&>(host_) : mem_;
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    for (const Range& r : subtract(o.flat, layout_.persistent())) {
+      const int64_t packed = o.packed + (r.begin - o.flat.begin);
+      const std::size_t off = at(packed), n = at(r.size());
+      const AdamWShard shard{r.begin, on_host ? host_params_.subspan(off, n) : opt_values(r, packed),
+                             on_host ? host_grads_.subspan(off, n) : reduced_grads(r, packed, o.reduced), m_.subspan(off, n),
+                             v_.subspan(off, n)};
+      where.adamw(cfg, step, shard, layout_.decayed(), clip_scale);
+    }
   }
 }
 
@@ -275,19 +286,21 @@ void StageState::step_persistent(const AdamWConfig& cfg, int64_t step, float cli
 }
 
 void StageState::optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale) {
-  step_ranges(cfg, step, clip_scale, mem_, opt_masters(), optimizer_grads());
+  step_ranges(cfg, step, clip_scale, false);
   if (store_ != Format::kFp32) refresh_working_sharded();
   step_persistent(cfg, step, clip_scale);
 }
 
 void StageState::copy_grads_to_host() {
   if (!offload_) throw ExecutorError("StageState: OffloadCopy in a plan without optimizer offload");
-  mem_.download(optimizer_grads(), host_grads_);
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    mem_.download(reduced_grads(o.flat, o.packed, o.reduced), host_grads_.subspan(at(o.packed), at(o.flat.size())));
+  }
 }
 
 void StageState::host_optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale) {
   if (!offload_) throw ExecutorError("StageState: host optimizer step in a plan without optimizer offload");
-  step_ranges(cfg, step, clip_scale, host_, host_params_, host_grads_);
+  step_ranges(cfg, step, clip_scale, true);
   step_persistent(cfg, step, clip_scale);
 }
 
@@ -306,11 +319,10 @@ void StageState::release(Range r) {
 // ---- checkpoint -----------------------------------------------------------------------------------
 
 int64_t StageState::owned_state_elems() const {
-  return 3 * layout_.optimizer_range().size() + 3 * layout_.persistent_elems();
+  return 3 * layout_.owned_elems() + 3 * layout_.persistent_elems();
 }
 
 std::vector<float> StageState::owned_state() {
-  const Range opt = layout_.optimizer_range();
   std::vector<float> out(at(owned_state_elems()));
   std::size_t k = 0;
   auto take = [&](std::span<const float> src, StateMemory& from) {
@@ -318,12 +330,16 @@ std::vector<float> StageState::owned_state() {
     k += src.size();
   };
   StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
-  take(opt_masters(), opt_master_memory());  // the values AdamW updates: fp32 whatever the working copy
-  // the persistent tensors inside the range step apart (step_persistent): their current values, so
-  // that the first values are the rank's parameters for whoever reads them (export, peers)
-  for (const Range& r : clip(layout_.persistent(), opt)) {
-    mem_.download(persistent_values(r), std::span<float>(out).subspan(at(r.begin - opt.begin), at(r.size())));
+  // the values AdamW updates, packed as owned(): fp32 whatever the working copy
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    opt_master_memory().download(opt_values(o.flat, o.packed), std::span<float>(out).subspan(at(o.packed), at(o.flat.size())));
+    // the persistent tensors inside the range step apart (step_persistent): their current values, so
+    // that the first values are the rank's parameters for whoever reads them (export, peers)
+    for (const Range& r : clip(layout_.persistent(), o.flat)) {
+      mem_.download(persistent_values(r), std::span<float>(out).subspan(at(o.packed + (r.begin - o.flat.begin)), at(r.size())));
+    }
   }
+  k = at(layout_.owned_elems());
   take(m_, moments);
   take(v_, moments);
   for (const Range& r : layout_.persistent()) take(persistent_values(r), mem_);
@@ -345,7 +361,10 @@ void StageState::load_owned_state(std::span<const float> state) {
     k += dst.size();
   };
   StateMemory& moments = offload_ ? static_cast<StateMemory&>(host_) : mem_;
-  put(opt_masters(), opt_master_memory());
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    opt_master_memory().upload(state.subspan(at(o.packed), at(o.flat.size())), opt_values(o.flat, o.packed));
+  }
+  k = at(layout_.owned_elems());
   put(m_, moments);
   put(v_, moments);
   for (const Range& r : layout_.persistent()) put(persistent_values(r), mem_);
@@ -356,15 +375,20 @@ void StageState::load_owned_state(std::span<const float> state) {
   refresh_working_persistent();
 }
 
-void StageState::load_peer_shard(int64_t shard, std::span<const float> peer_state) {
-  const Range r = layout_.shard(shard);
-  if (static_cast<int64_t>(peer_state.size()) < r.size()) {
-    throw CheckpointError("stage " + std::to_string(layout_.stage()) + ": the owner of shard " + std::to_string(shard) +
-                          "'s checkpoint holds fewer values than its shard of " + std::to_string(r.size()));
+void StageState::load_peer_shard(int64_t set, int64_t shard, std::span<const float> peer_state) {
+  const StageLayout::PartitionSet& s = layout_.partition_sets().at(at(set));
+  // the peer's masters (owned_state's first values), its shard of this set at the set's packed place
+  int64_t k = s.packed;
+  for (const Range& r : layout_.positions(s, s.coordinates(shard))) {
+    if (static_cast<int64_t>(peer_state.size()) < k + r.size()) {
+      throw CheckpointError("stage " + std::to_string(layout_.stage()) + ": the owner of shard " + std::to_string(shard) +
+                            "'s checkpoint holds fewer values than its shard of " + std::to_string(s.shard));
+    }
+    const std::span<float> working = params_.subspan(at(r.begin), at(r.size()));
+    mem_.upload(peer_state.subspan(at(k), at(r.size())), working);
+    if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
+    k += r.size();
   }
-  const std::span<float> working = params_.subspan(at(r.begin), at(r.size()));
-  mem_.upload(peer_state.first(at(r.size())), working);  // the peer's masters (owned_state's first values)
-  if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
 }
 
 }  // namespace stagecraft::executor

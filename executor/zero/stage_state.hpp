@@ -7,13 +7,14 @@
 //               GatherParams has filled it, so computing with a parameter the Program did not
 //               gather poisons the loss instead of silently using stale values.
 //   grads       local accumulation over this step's micro-batches (Layer adds into it)
-//   shard_grads ZeRO >= 1 with dp > 1: this rank's reduced shard of the gradients
+//   shard_grads ZeRO >= 1 with dp > 1 (or experts over edp > 1): this rank's reduced shard of the
+//               gradients, packed as StageLayout::owned
 //   persistent  ZeRO-3 (dp > 1): all-reduced gradients and replicated Adam state of the
 //               persistent tensors, packed
-//   m, v        Adam moments of optimizer_range() (+ host copies of params and grads with
+//   m, v        Adam moments of the owned positions (StageLayout::owned, packed) (+ host copies of params and grads with
 //               optimizer offload: the step then runs on those, as DeepSpeed's CPU Adam does)
 //   master      mixed precision (layout.precision().mixed(): a bf16 Program): the fp32 master copy
-//               of optimizer_range() and of the persistent tensors, which AdamW updates; `params`
+//               of the owned positions and of the persistent tensors, which AdamW updates; `params`
 //               then holds the 16-bit working copy, rounded from the masters after every step
 //               (with optimizer offload the host copy of the parameters is the master). Gradients
 //               stay fp32 (accumulated over the step's micro-batches), so do m and v.
@@ -22,6 +23,7 @@
 // point into that memory. The optimizer offload's copies (and then m, v) are always host memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -55,7 +57,10 @@ class StageState {
   std::span<float> chunk_params(int64_t c);
   std::span<float> chunk_grads(int64_t c);
   // Gradients are reduced into a shard (ZeRO >= 1, dp > 1) rather than kept whole.
-  bool reduces_into_shard() const { return layout_.zero_stage() >= 1 && layout_.dp() > 1; }
+  bool reduces_into_shard() const {
+    const auto& owned = layout_.owned();
+    return std::any_of(owned.begin(), owned.end(), [](const StageLayout::Owned& o) { return o.reduced; });
+  }
   std::span<float> shard_grads() { return shard_grads_; }
   std::span<float> persistent_grads() { return persistent_grads_; }
 
@@ -72,7 +77,7 @@ class StageState {
   // head's copy of the embedding table left out; 0 on every replica of a shard but the first
   // (hierarchical partitions: StageLayout::replica_index).
   double owned_grad_norm_sq();
-  // AdamW on optimizer_range() (and the persistent tensors), gradients scaled by clip_scale.
+  // AdamW on the owned positions (and the persistent tensors), gradients scaled by clip_scale.
   void optimizer_step(const AdamWConfig& cfg, int64_t step, float clip_scale);
   // Optimizer offload: gradients to the host, AdamW there, updated parameters back.
   void copy_grads_to_host();
@@ -82,12 +87,12 @@ class StageState {
   void release(Range r);
 
   // ---- checkpoint: what this rank alone owns -----------------------------------------------------
-  // Parameters of optimizer_range(), Adam m and v, then the persistent tensors' values, m and v.
+  // Parameters of the owned positions (packed), Adam m and v, then the persistent tensors' values, m and v.
   std::vector<float> owned_state();
   void load_owned_state(std::span<const float> state);
-  // ZeRO 1-2: shard `shard` of the parameters (a peer of the partition group holds it), from its
-  // owner's checkpoint (first values of its state).
-  void load_peer_shard(int64_t shard, std::span<const float> peer_state);
+  // ZeRO 1-2: shard `shard` of partition set `set` (StageLayout::partition_sets; a peer of the set's
+  // group holds it), from its owner's checkpoint (first values of its state, packed as owned()).
+  void load_peer_shard(int64_t set, int64_t shard, std::span<const float> peer_state);
   int64_t owned_state_elems() const;
 
   const StageLayout& layout() const { return layout_; }
@@ -101,17 +106,21 @@ class StageState {
   };
   std::vector<Piece> reduced_pieces(const std::vector<Range>& ranges);
   void finish_init();
-  // Optimizer-range positions that are not persistent (the persistent ones step separately).
-  std::vector<Range> sharded_ranges() const;
-  // The gradients the optimizer reads for optimizer_range(): the reduced shard or the local buffer.
-  std::span<float> optimizer_grads();
+  // Owned positions that are not persistent (the persistent ones step separately), each with its
+  // place in the packed buffers.
+  std::vector<std::pair<Range, int64_t>> sharded_ranges() const;
+  // The values AdamW updates for owned flat range `flat` (packed at `packed`): the masters, or the
+  // working copy itself (fp32 without offload); and its reduced gradients (StageLayout::Owned::reduced:
+  // the packed shard gradients, else the local buffer).
+  std::span<float> opt_values(Range flat, int64_t packed);
+  std::span<float> reduced_grads(Range flat, int64_t packed, bool reduced);
   void step_persistent(const AdamWConfig& cfg, int64_t step, float clip_scale);
-  void step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, StateMemory& where,
-                   std::span<float> params_base, std::span<const float> grads_base);
+  void step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, bool on_host);
   // Mixed precision: the working copy of the sharded (or persistent) ranges from the masters.
   void refresh_working_sharded();
   void refresh_working_persistent();
-  // The fp32 values AdamW updates for optimizer_range() / the persistent tensors, and their memory.
+  // The packed fp32 masters AdamW updates (empty where it updates the working copy: fp32 without
+  // offload), and their memory.
   std::span<float> opt_masters();
   StateMemory& opt_master_memory() { return offload_ ? static_cast<StateMemory&>(host_) : mem_; }
   std::span<float> persistent_values(const Range& r);

@@ -246,7 +246,9 @@ void expect_expert_parallel_phases_equal_one_rank(bool uniform) {
     }
     EXPECT_LT(test::max_rel(got, want), 1e-12) << t.name;
   }
-  if (uniform) EXPECT_TRUE(received[1].empty());
+  if (uniform) {
+    EXPECT_TRUE(received[1].empty());
+  }
 }
 
 TEST(MoeUnit, ExpertParallelPhasesEqualOneRank) { expect_expert_parallel_phases_equal_one_rank(false); }

@@ -168,7 +168,10 @@ TEST(MpiEquivalence, ExpertsMatchTheSingleRankRun) {
 // 1e-5: ep 2 over dp 4 (two expert-data-parallel replicas, the experts' gradients reduced over
 // them apart from the dense ones), ep 4 (one replica), ep 2 with pp 2 (1F1B and ZB-H1, whose
 // weight pass computes the experts' gradients from what the all-to-alls delivered), and
-// interleaved ep 2 x pp 2 x v 2; ZeRO-0.
+// interleaved ep 2 x pp 2 x v 2. ZeRO-0, and ZeRO 1-2 as Megatron-Core's distributed optimizer
+// runs them with experts (StageLayout, "split"): the dense positions partitioned over dp, the
+// experts' over their own group — ep 2 over dp 4 (two members each), ep 2 x pp 2 and ep 4 (the
+// experts' group of one: they step whole while the dense shards are reduce-scattered).
 TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
   int rank = 0;
   {
@@ -177,8 +180,9 @@ TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
   }
   const std::vector<test::PlanSpec> plans = {
       {.pp = 1, .dp = 4, .micro_batches = 2, .ep = 2},
-      {.pp = 1, .dp = 4, .micro_batches = 2, .ep = 4},
-      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .ep = 2},
+      {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .ep = 2},
+      {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 2, .ep = 4},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .zero = 1, .ep = 2},
       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .ep = 2},
       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "interleaved", .virtual_stages = 2, .ep = 2},
   };
@@ -192,7 +196,9 @@ TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
 // expert-parallel group is the two tp ranks of a data-parallel index. And under context parallelism
 // (cp 2, p2p): each cp rank routes its chunks' tokens, ep 2 over the cp ranks of a sequence. No
 // balancing loss (α = 0: its token counts would be summed over tp or cp, which the executor does
-// not issue). ZeRO-0.
+// not issue). ZeRO-0, and the distributed optimizer (ZeRO-1/2) with the experts partitioned over
+// their tp x dp / ep ranks: 4 against the dense 2 at tp 2 x dp 2, 2 against none at tp 2 x pp 2
+// x dp 1, and 2 against 4 with cp (Megatron-LM: ZeRO-1).
 constexpr spec::Framework kMegatron = spec::Framework::kMegatron;  // DeepSpeed-MoE does not split ep over tp
 
 TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
@@ -202,16 +208,19 @@ TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
     rank = static_cast<int>(probe.rank());
   }
   const std::vector<test::PlanSpec> plans = {
-      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true, .framework = kMegatron},
+      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true, .framework = kMegatron},
       {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true, .framework = kMegatron, .ep = 2},
       {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "zb-h1", .sequence_parallel = true,
        .framework = kMegatron, .ep = 2},
-      {.cp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .framework = kMegatron, .ep = 2},
+      {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "1f1b", .zero = 1, .sequence_parallel = true,
+       .framework = kMegatron},
+      {.cp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .framework = kMegatron, .ep = 2},
   };
   expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
 }
 
-// The issue's shape on 8 ranks: ep 2 x pp 2 x tp 2 x dp 2, sequence parallel, 1F1B.
+// The issue's shape on 8 ranks: ep 2 x pp 2 x tp 2 x dp 2, sequence parallel, 1F1B; ZeRO-0 and
+// the distributed optimizer (ZeRO-1: the experts over their 2 ranks, the dense over dp 2).
 TEST(MpiEquivalence, EightRankExpertParallelTensorParallelPipeline) {
   int rank = 0;
   {
@@ -220,6 +229,8 @@ TEST(MpiEquivalence, EightRankExpertParallelTensorParallelPipeline) {
   }
   const std::vector<test::PlanSpec> plans = {
       {.tp = 2, .pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .sequence_parallel = true,
+       .framework = kMegatron, .ep = 2},
+      {.tp = 2, .pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .zero = 1, .sequence_parallel = true,
        .framework = kMegatron, .ep = 2},
   };
   expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
@@ -307,9 +318,11 @@ std::string shared_temp_dir(Communicator& comm, const std::string& name) {
   return dir;
 }
 
-// 10 steps straight == 5 steps, save, a fresh runner resumes, 5 more: bit for bit.
-void expect_resume_is_exact(const test::PlanSpec& spec) {
-  const program::Program prog = lower(spec);
+// 10 steps straight == 5 steps, save, a fresh runner resumes, 5 more: bit for bit (the tiny
+// model, or `model`).
+void expect_resume_is_exact(const test::PlanSpec& spec, const spec::Model* model = nullptr) {
+  const program::Program prog =
+      model ? program::lower(*model, test::tiny_training(spec.framework), test::make_plan(spec)) : lower(spec);
   const Corpus corpus = corpus_for(prog);
   MpiCommunicator comm(prog.placement);
   Outcome straight;
@@ -344,6 +357,16 @@ TEST(MpiCheckpoint, ResumeIsBitForBitUnderEveryZeroStage) {
 TEST(MpiCheckpoint, ResumeIsBitForBitWithTensorParallelism) {
   expect_resume_is_exact({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 3, .sequence_parallel = true});
   expect_resume_is_exact({.tp = 2, .pp = 2, .micro_batches = 8, .zero = 1});
+}
+
+// The distributed optimizer with experts (StageLayout, "split"): a resumed rank reads the other
+// dense shards from its dp peers and the other expert shards from the members of the experts'
+// group — the ep 2 replicas over dp 4, and with tp 2 x dp 2 the four tp x dp ranks.
+TEST(MpiCheckpoint, ResumeIsBitForBitWithExpertsPartitionedApart) {
+  const spec::Model m = tiny_mixtral();
+  expect_resume_is_exact({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .ep = 2}, &m);
+  expect_resume_is_exact({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
+                          .framework = spec::Framework::kMegatron}, &m);
 }
 
 // Shard groups (ZeRO 1-2 read the other shards of their group from its members' files):

@@ -145,7 +145,7 @@ TEST(StageState, KeepsEveryBufferInTheGivenStorage) {
   EXPECT_EQ(tracker.bytes(MemoryKind::kGrads), 4 * (n + sh + p));
   EXPECT_EQ(tracker.bytes(MemoryKind::kOptimizer), 4 * (2 * sh + 2 * p));
   state.optimizer_step({}, 1, 1.0f);
-  EXPECT_EQ(mem.adamw_calls, static_cast<int>(subtract(layout.optimizer_range(), layout.persistent()).size() +
+  EXPECT_EQ(mem.adamw_calls, static_cast<int>(subtract(layout.owned_ranges(), layout.persistent()).size() +
                                               layout.persistent().size()));
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/program/lower.hpp"
 #include "executor/memory.hpp"
+#include "executor/zero/ranges.hpp"
 #include "executor/zero/stage_layout.hpp"
 #include "executor/zero/stage_state.hpp"
 #include "plans.hpp"
@@ -64,6 +65,48 @@ TEST(MemoryModel, ExecutorModelStatesEqualTheSimulatorsOnEveryTensorParallelRank
       }
     }
   }
+  }
+}
+
+// With experts partitioned apart (ZeRO-1, StageLayout "split"), the simulator counts the dense
+// states over dp and the routed experts' over their own group (sim/memory_accounting.cpp):
+// model_states(P_d, dp) + model_states(P_e, edp). The executor allocates exactly that Adam state
+// (8 bytes over S_d + S_e, the shards ceil(P_d / dp) and ceil(P_e / edp)); its parameters and
+// gradient buffer are the stage padded per set (P + pad_d + pad_e, pad = group x shard - P), and
+// beside them the packed reduce-scatter target 4 (S_d + S_e).
+TEST(MemoryModel, ExpertsPartitionedApartEqualTheSimulatorsModelStates) {
+  spec::Model m = test::tiny_llama_model();
+  m.moe.experts = 4, m.moe.top_k = 2, m.moe.ffn_hidden = 64;
+  const std::vector<test::PlanSpec> plans = {
+      {.dp = 4, .micro_batches = 2, .zero = 1, .ep = 2},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .ep = 2},
+      {.tp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true, .framework = spec::Framework::kMegatron},
+  };
+  for (const test::PlanSpec& spec : plans) {
+    const program::Program prog = program::lower(m, test::tiny_training(spec.framework), test::make_plan(spec));
+    ASSERT_TRUE(prog.placement.experts_apart) << spec.name();
+    const int64_t edp = prog.plan.expert_dp();
+    for (int64_t s = 0; s < spec.pp; ++s) {
+      int64_t pe = 0, p = 0;
+      for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) p += prog.chunk(s, c).params, pe += prog.chunk(s, c).expert_params;
+      const int64_t pd = p - pe;
+      const sim::ModelStates dense = sim::model_states(pd, 0, prog.plan.zero, spec.dp, prog.training.dtype);
+      const sim::ModelStates experts = sim::model_states(pe, 0, prog.plan.zero, edp, prog.training.dtype);
+      const int64_t sd = (pd + spec.dp - 1) / spec.dp, se = (pe + edp - 1) / edp;
+      const int64_t pad = (spec.dp * sd - pd) + (edp * se - pe);
+      for (int64_t d = 0; d < spec.dp; ++d) {
+        for (int64_t t = 0; t < spec.tp; ++t) {
+          const StageLayout layout(prog, s, d, t);
+          MemoryTracker mem;
+          const StageState state(layout, false, mem);
+          const std::string where = spec.name() + " stage " + std::to_string(s) + " dp " + std::to_string(d) + " tp " + std::to_string(t);
+          EXPECT_EQ(total(layout.expert_ranges()), pe) << where;
+          EXPECT_EQ(mem.bytes(MemoryKind::kOptimizer), dense.optimizer + experts.optimizer) << where;
+          EXPECT_EQ(mem.bytes(MemoryKind::kParams), dense.params + experts.params + 4 * pad) << where;
+          EXPECT_EQ(mem.bytes(MemoryKind::kGrads), dense.grads + experts.grads + 4 * pad + 4 * (sd + se)) << where;
+        }
+      }
+    }
   }
 }
 

@@ -128,7 +128,7 @@ Trained train(const spec::Training& t, const PlanSpec& spec, int steps) {
   Trained r;
   r.at_start = runner.memory().samples().front().bytes;
   r.padded = runner.layout().padded_elems();
-  r.opt = runner.layout().optimizer_range().size();
+  r.opt = runner.layout().owned_elems();
   for (int s = 0; s < steps; ++s) r.losses.push_back(runner.step().loss);
   r.params = gather_model_params(runner).values;
   return r;
@@ -185,7 +185,7 @@ TEST(MixedPrecision, TheWorkingCopyIsTheMastersRounded) {
   runner.step();
   const std::vector<float> state = runner.backend().owned_state();  // masters first (ZeRO-0: all of them)
   const std::vector<float> working = runner.backend().params_host();
-  const int64_t n = runner.layout().optimizer_range().size();
+  const int64_t n = runner.layout().owned_elems();
   int exact = 0;
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(working[static_cast<std::size_t>(i)], round_to(Format::kBf16, state[static_cast<std::size_t>(i)])) << i;

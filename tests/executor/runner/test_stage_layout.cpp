@@ -132,6 +132,74 @@ TEST(StageLayout, ShardGroupsPartitionOverTheirRanksAndReplicasHoldTheSameShard)
   }
 }
 
+// The distributed optimizer with experts (header, "split"): ep 2 over dp 4, ZeRO-1. The dense
+// positions (N_d = N - N_e) are partitioned over the 4 dp ranks, S_d = ceil(N_d / 4); the routed
+// experts' (N_e, this rank's 2 of 4 experts) over their group of tp·dp/ep = 2 ranks, S_e =
+// ceil(N_e / 2); each set is padded to its group (padded = N + 4·S_d - N_d + 2·S_e - N_e), a rank
+// owns S_d + S_e positions (its dense shard packed first), and over the ranks holding the same
+// experts the owned ranges tile each set once.
+TEST(StageLayout, TheDistributedOptimizerPartitionsTheExpertsOverTheirOwnGroup) {
+  spec::Model m = test::tiny_llama_model();
+  m.moe.experts = 4, m.moe.top_k = 2, m.moe.ffn_hidden = 64;
+  const program::Program prog =
+      program::lower(m, test::tiny_training(), test::make_plan({.dp = 4, .micro_batches = 2, .zero = 1, .ep = 2}));
+  ASSERT_TRUE(prog.placement.experts_apart);
+  std::vector<int64_t> dense_hits, expert_hits[2];  // by position: how many ranks own it (by ep index)
+  for (int64_t d = 0; d < 4; ++d) {
+    const StageLayout l(prog, 0, d, 0);
+    ASSERT_TRUE(l.split());
+    const int64_t ne = total(l.expert_ranges()), nd = l.elems() - ne;
+    EXPECT_GT(ne, 0);
+    const int64_t sd = (nd + 3) / 4, se = (ne + 1) / 2;
+    EXPECT_EQ(l.owned_elems(), sd + se);
+    EXPECT_EQ(l.padded_elems(), l.elems() + (4 * sd - nd) + (2 * se - ne));
+    ASSERT_EQ(l.partition_sets().size(), 2u);
+    const StageLayout::PartitionSet& dense = l.set_of(false);
+    const StageLayout::PartitionSet& ex = l.set_of(true);
+    EXPECT_EQ(dense.group, 4);
+    EXPECT_EQ(dense.index, d);
+    EXPECT_EQ(dense.shard, sd);
+    EXPECT_EQ(ex.group, 2);
+    EXPECT_EQ(ex.index, d / 2);  // l = d·tp + t = d; the experts' group is l mod ep, its place l / ep
+    EXPECT_EQ(ex.shard, se);
+    EXPECT_EQ(ex.packed, sd);
+    // the coordinates run over the sets' positions in flat order: the first expert position is
+    // coordinate 0 of the experts' set, the position after it coordinate 1
+    EXPECT_EQ(l.coordinate(ex, l.expert_ranges().front().begin), 0);
+    EXPECT_EQ(l.coordinate(ex, l.expert_ranges().front().begin + 1), 1);
+    EXPECT_EQ(total(l.positions(ex, {0, 2 * se})), 2 * se);
+    EXPECT_EQ(total(l.positions(dense, {0, 4 * sd})), 4 * sd);
+    if (d == 0) dense_hits.assign(static_cast<std::size_t>(l.padded_elems()), 0);
+    if (d < 2) expert_hits[d % 2].assign(static_cast<std::size_t>(l.padded_elems()), 0);
+    for (const StageLayout::Owned& o : l.owned()) {
+      EXPECT_TRUE(o.reduced);
+      const bool in_experts = !clip(ex.positions, o.flat).empty();
+      for (int64_t p = o.flat.begin; p < o.flat.end; ++p) {
+        ++(in_experts ? expert_hits[d % 2] : dense_hits)[static_cast<std::size_t>(p)];
+      }
+    }
+    // every gradient bucket's positions are consecutive coordinates of one set
+    for (std::size_t b = 0; b < prog.grad_buckets.size(); ++b) {
+      const std::vector<Range> parts = l.grad_bucket_parts(static_cast<int32_t>(b));
+      if (parts.empty()) continue;
+      const StageLayout::PartitionSet& set = l.set_of(prog.grad_buckets[b].experts);
+      EXPECT_EQ(l.coordinate(set, parts.back().end - 1) + 1 - l.coordinate(set, parts.front().begin), total(parts));
+    }
+  }
+  // dense: each position once over the 4 ranks; experts: once over each ep index's 2 ranks
+  // (ranks 0 and 2 hold experts 0-1, ranks 1 and 3 experts 2-3)
+  int64_t dense_once = 0, expert_once[2] = {0, 0};
+  for (int64_t h : dense_hits) dense_once += h == 1;
+  for (int e = 0; e < 2; ++e) {
+    for (int64_t h : expert_hits[e]) expert_once[e] += h == 1;
+  }
+  const StageLayout l0(prog, 0, 0, 0);
+  const int64_t ne = total(l0.expert_ranges()), nd = l0.elems() - ne;
+  EXPECT_EQ(dense_once, 4 * ((nd + 3) / 4));
+  EXPECT_EQ(expert_once[0], 2 * ((ne + 1) / 2));
+  EXPECT_EQ(expert_once[1], 2 * ((ne + 1) / 2));
+}
+
 // hpZ over 2 of dp 4: the primary partition stays over 4; a bucket's secondary slices are its 2
 // halves (the first ⌈n/2⌉), rank d keeping slice d mod 2, and they tile any piece of it.
 TEST(StageLayout, HpzSlicesABucketInHalvesForItsSecondaryGroup) {
