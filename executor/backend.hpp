@@ -143,6 +143,15 @@ class Backend {
                      std::span<const float> /*in*/, std::span<int64_t> /*counts*/, bool /*flag*/) {
     throw ExecutorError("this backend does not run expert parallelism (ep > 1); the CPU backend does");
   }
+  // Bias-based balancing (moe.router_bias): the copies this rank's forwards of MoE unit `unit`
+  // routed to each of the E experts since the last call (LayerT::take_routed). A backend that does
+  // not run experts keeps this refusal.
+  virtual std::vector<int64_t> take_moe_routed(int32_t /*chunk*/, int32_t /*unit*/) {
+    throw ExecutorError("this backend does not run mixtures of experts; the CPU backend does");
+  }
+  // A parameter moved by a rule of its own rather than its gradient (the expert biases): `delta`
+  // added to the positions of `r` this rank steps (StageState::nudge).
+  virtual void nudge_params(Range r, std::span<const float> delta) = 0;
   // Whether every unit cache of the slot is released; and dropping them all.
   virtual bool slot_idle(int64_t slot) const = 0;
   virtual void clear_slot(int64_t slot) = 0;

@@ -47,6 +47,11 @@ class CpuBackend final : public StateBackend {
   const StageState& state() const override { return state_; }
   using Unit = LayerT<float, HostKernels>;
   const Unit& layer(int32_t chunk, int32_t unit) const;
+
+ public:
+  std::vector<int64_t> take_moe_routed(int32_t chunk, int32_t unit) override { return layer(chunk, unit).take_routed(); }
+
+ private:
   UnitCache<float>& cache(int32_t chunk, int32_t unit, int64_t slot);
 
   const StageLayout& layout_;

@@ -235,6 +235,7 @@ void Runner::Interpreter::finish(int32_t i) {
     case Op::kCpReduceScatter: finish_cp(i); break;
     case Op::kGradNormAllReduce:
       norm_sq_ = pending_[at(i)].norm.at(0);
+      routed_.assign(pending_[at(i)].norm.begin() + 1, pending_[at(i)].norm.end());
       norm_known_ = true;
       break;
     case Op::kTpAllReduce:

@@ -211,6 +211,11 @@ class Runner::Interpreter {
   int64_t packed_at(const Pending& p, int64_t pos) const;
   void overlay_tied_result(int32_t i);
   float clip_scale_now();
+  // Bias-based balancing (moe.router_bias): this rank's routed copies of every MoE layer of the
+  // model (L_moe x E, zero on other stages' layers), taken from its units; and the biases moved by
+  // the step's summed counts (routed_).
+  std::vector<double> take_routed();
+  void update_expert_biases();
   void update_activation_memory();
   void add_packed_persistent_grads(const Pending& p);
   // Runs f(); an ExecutorError it throws is named after instruction i, unless it already is.
@@ -278,6 +283,7 @@ class Runner::Interpreter {
   std::vector<std::pair<int32_t, double>> micro_losses_;
   double norm_sq_ = 0;
   bool norm_known_ = false;
+  std::vector<double> routed_;  // the step's routed copies per MoE layer and expert, summed (take_routed)
   double compute_seconds_ = 0;
   bool fault_armed_ = false;
   std::chrono::steady_clock::time_point last_progress_;

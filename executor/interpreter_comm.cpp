@@ -357,7 +357,9 @@ void Runner::Interpreter::finish_tied_reduce(int32_t i) {
 void Runner::Interpreter::post_grad_norm(int32_t i) {
   Pending& p = pending_[at(i)];
   p.norm.assign(1, backend().owned_grad_norm_sq());
-  p.bytes = static_cast<int64_t>(sizeof(double));
+  const std::vector<double> routed = take_routed();  // bias-based balancing: the counts go along
+  p.norm.insert(p.norm.end(), routed.begin(), routed.end());
+  p.bytes = static_cast<int64_t>(sizeof(double) * p.norm.size());
   p.requests.push_back(runner_.comm_.iall_reduce({Group::kWorld, Lane::kDpReduce}, p.norm));
 }
 

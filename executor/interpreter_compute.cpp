@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/program/comm_rules.hpp"
 #include "core/program/units.hpp"
 #include "executor/errors.hpp"
 
@@ -138,6 +139,7 @@ void Runner::Interpreter::maybe_retire(MicroState& ms) {
 float Runner::Interpreter::clip_scale_now() {
   if (!norm_known_) {  // one rank alone: no GradNormAllReduce in its Program
     norm_sq_ = backend().owned_grad_norm_sq();
+    routed_ = take_routed();
     norm_known_ = true;
   }
   if (!std::isfinite(norm_sq_) && runner_.scaler_) {  // fp16: an overflow, the step is skipped
@@ -154,8 +156,55 @@ float Runner::Interpreter::clip_scale_now() {
   return static_cast<float>(clip_scale(std::sqrt(norm_sq_) / s, runner_.options_.max_grad_norm) / s);
 }
 
+// Every MoE layer of the model, in order: its routed copies per expert from this rank's units
+// (other stages' layers stay zero), for the sum over the world (comm_rules.hpp router_bias_counts).
+std::vector<double> Runner::Interpreter::take_routed() {
+  const spec::Model& m = prog_.model;
+  std::vector<double> out(static_cast<std::size_t>(program::router_bias_counts(m)), 0.0);
+  if (out.empty()) return out;
+  const int64_t stage = prog_.placement.stage_of(runner_.rank_);
+  for (int32_t c = 0; c < static_cast<int32_t>(prog_.plan.virtual_stages); ++c) {
+    const program::ChunkInfo& chunk = prog_.chunk(stage, c);
+    for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) {
+      if (unit_kind(m, u) != UnitKind::kMoe) continue;
+      const int64_t block = unit_block(m, u);
+      int64_t ordinal = 0;  // the MoE layers before it
+      for (int64_t l = 0; l < block; ++l) ordinal += m.moe_layer(l);
+      const std::vector<int64_t> routed = backend().take_moe_routed(c, u);
+      for (int64_t e = 0; e < m.moe.experts; ++e) {
+        out[static_cast<std::size_t>(ordinal * m.moe.experts + e)] = static_cast<double>(routed[static_cast<std::size_t>(e)]);
+      }
+    }
+  }
+  return out;
+}
+
+// Each MoE layer of this stage: its expert biases moved by the step's summed counts
+// (expert_bias_update, u the training's moe_router_bias_update_rate). Megatron-Core does it in
+// finalize_model_grads, before the optimizer step and whether or not fp16 then skips it.
+void Runner::Interpreter::update_expert_biases() {
+  const spec::Model& m = prog_.model;
+  if (routed_.empty()) return;
+  const int64_t E = m.moe.experts, stage = prog_.placement.stage_of(runner_.rank_);
+  const double rate = prog_.training.moe_router_bias_update_rate;
+  int64_t ordinal = 0;
+  for (int64_t block = 0; block < m.layers; ++block) {
+    if (!m.moe_layer(block)) continue;
+    const int64_t first = ordinal++ * E;
+    const int32_t unit = program::block_first_unit(block) + 1;  // its MoE unit
+    int32_t chunk = -1;
+    for (int32_t c = 0; c < static_cast<int32_t>(prog_.plan.virtual_stages); ++c) {
+      if (prog_.chunk(stage, c).unit_begin <= unit && unit < prog_.chunk(stage, c).unit_end) chunk = c;
+    }
+    if (chunk < 0) continue;  // another stage's layer
+    const std::vector<float> delta = expert_bias_update(std::span<const double>(routed_).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(E)), rate);
+    backend().nudge_params(runner_.layout_.tensor(chunk, "block." + std::to_string(block) + ".mlp.router.b"), delta);
+  }
+}
+
 void Runner::Interpreter::optimizer(const Instr& in) {
   const float clip = clip_scale_now();
+  update_expert_biases();
   restore_stashes();  // qwZ: the exact shard back under the dequantized copy before it is stepped
   if (overflow_) {     // fp16: skipped, as the frameworks skip it (the parameters stay as they are)
     drop_secondaries();

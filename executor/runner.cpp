@@ -70,6 +70,11 @@ std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const sp
     return "/tp: " + std::to_string(p.tp) + " is not run by the executor with shared experts yet (their tp-split MLP "
            "beside the sequence-parallel routing)";
   }
+  if (m.moe.on() && m.moe.router == "sigmoid" && training != nullptr && training->moe_aux_loss_coeff > 0) {
+    return "/moe_aux_loss_coeff: the balancing loss with the \"sigmoid\" router is not run by the executor yet (Megatron-Core "
+           "computes it on the scores normalised over the experts; DeepSeek-V3 balances by its expert biases, "
+           "moe.router_bias, with a sequence-wise loss the executor does not have)";
+  }
   if (m.moe.on() && (p.tp > 1 || p.cp > 1) && training != nullptr && training->moe_aux_loss_coeff > 0) {
     return std::string(p.tp > 1 ? "/tp" : "/cp") +
            ": the balancing loss (training moe_aux_loss_coeff > 0) with experts over tp or cp ranks is not run by the "

@@ -28,6 +28,7 @@ class StateBackend : public Backend {
   }
   void copy_params_from_host() override { state().copy_params_from_host(); }
   void release(Range r) override { state().release(r); }
+  void nudge_params(Range r, std::span<const float> delta) override { state().nudge(r, delta); }
   Buffer pack_reduced_grads(const std::vector<Range>& ranges) override {
     Buffer out = alloc(total(ranges));
     state().pack_reduced_grads(ranges, out.view());

@@ -208,6 +208,14 @@ MegatronExport to_megatron(const spec::Plan& p, const spec::Training& t, const s
     arg("--moe-token-dispatcher-type", "alltoall");
     if (e.router == "sigmoid") arg("--moe-router-score-function", "sigmoid");
     if (e.router_bias) arg("--moe-router-enable-expert-bias");
+    if (e.router_bias && t.moe_router_bias_update_rate != spec::kMegatronExpertBiasUpdateRate) {
+      arg("--moe-router-bias-update-rate", number(t.moe_router_bias_update_rate));
+    }
+    if (e.router_scaling != 1.0) arg("--moe-router-topk-scaling-factor", number(e.router_scaling));
+    if (e.router_groups > 0) {
+      arg("--moe-router-num-groups", n(e.router_groups));
+      arg("--moe-router-group-topk", n(e.router_group_top_k));
+    }
     // softmax over every expert, the top k's values kept as they are (Qwen2-MoE's default): Megatron's pre-softmax
     if (!e.normalize_top_k) arg("--moe-router-pre-softmax");
     if (t.moe_aux_loss_coeff > 0) {

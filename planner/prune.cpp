@@ -60,12 +60,14 @@ void fill_params(Layout& lay, const spec::Model& m, int64_t threshold) {
   }
 }
 
-// The simulator's gradient-norm all-reduce: NCCL's all-reduce of its few bytes over the world.
-double gradnorm_s(const sim::Topology& topology, int64_t world) {
+// The simulator's gradient-norm all-reduce: NCCL's all-reduce of its few bytes over the world (with
+// bias-based balancing, the routed counts beside it: emit.cpp).
+double gradnorm_s(const sim::Topology& topology, int64_t world, const spec::Model& m) {
   if (world <= 1) return 0;
   std::vector<int64_t> all(static_cast<std::size_t>(world));
   for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
-  return ns(sim::CollectiveCost(CollectiveKind::kAllReduce, all, topology).time_ns(program::kGradNormBytes));
+  const int64_t bytes = program::kGradNormBytes * (1 + program::router_bias_counts(m));
+  return ns(sim::CollectiveCost(CollectiveKind::kAllReduce, all, topology).time_ns(bytes));
 }
 
 // Every distinct placement the data-parallel groups of the simulated ranks (tp index 0) take.
@@ -370,7 +372,7 @@ CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
     const std::vector<int64_t> wrap = {pl.rank(pp - 1, 0, 0), pl.rank(0, 0, 0)};
     cc->p2p.emplace_back(CollectiveKind::kSendRecv, wrap, topology_);
   }
-  cc->gradnorm_s = gradnorm_s(topology_, space_.gpus());
+  cc->gradnorm_s = gradnorm_s(topology_, space_.gpus(), space_.model());
   cc->set_slope();
   return *comms_.emplace(key, std::move(cc)).first->second;
 }

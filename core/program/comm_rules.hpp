@@ -66,6 +66,18 @@ namespace stagecraft::program {
 
 // The gradient-norm all-reduce after the last backward: one fp32 sum of squares per rank.
 inline constexpr int64_t kGradNormBytes = 4;
+// DeepSeek-V3's bias-based balancing (model moe.router_bias): each step every MoE layer's routed
+// tokens per expert, summed over the ranks that routed them, move its expert biases (the executor's
+// update: docs/program.md). Megatron-Core all-reduces them over each stage's tp·dp·cp ranks in
+// finalize_model_grads (_update_router_expert_bias) as the step's gradients are finished; the
+// Program carries them, 4 bytes a count, in the gradient norm's all-reduce over the world — the same
+// sums, since a layer's counts are zero on every other stage — L_moe · E more values on it.
+inline int64_t router_bias_counts(const spec::Model& m) {
+  if (!m.moe.on() || !m.moe.router_bias) return 0;
+  int64_t layers = 0;
+  for (int64_t l = 0; l < m.layers; ++l) layers += m.moe_layer(l);
+  return layers * m.moe.experts;
+}
 inline constexpr int64_t kVocabParallelLossBytesPerToken = 12;
 
 inline int64_t p2p_message_bytes(int64_t tokens, int64_t hidden, int64_t tp, int64_t activation_bytes) {

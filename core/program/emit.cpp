@@ -658,6 +658,10 @@ void Emitter::step_end() {
     in.group = Group::kWorld;
     in.elems = 1;
     in.bytes = kGradNormBytes;  // one fp32 sum of squares
+    // bias-based balancing: every MoE layer's routed tokens per expert travel with it (comm_rules.hpp)
+    const int64_t counts = router_bias_counts(prog_.model);
+    in.elems += counts;
+    in.bytes += counts * kGradNormBytes;
     grads_done = add(in, {last_compute_, norm_grads, last_replica_});  // the reductions are before it on its lane
   }
   // the routed experts' parameters apart (zero.hpp) are partitioned over their own group

@@ -809,8 +809,20 @@ Model from_deepseek(const json& j, const std::string& file, bool v3) {
       if (!(i >= first && i % freq == 0)) m.moe.dense_layers.push_back(i);
     }
     m.moe.router = r.string_or("scoring_func", "softmax") == "sigmoid" ? "sigmoid" : "softmax";
-    m.moe.router_bias = r.string_or("topk_method", "") == "noaux_tc";
+    const std::string method = r.string_or("topk_method", v3 ? "noaux_tc" : "greedy");
+    m.moe.router_bias = method == "noaux_tc";
     m.moe.normalize_top_k = r.boolean_or("norm_topk_prob", false);  // DeepseekV3Config's default
+    // the configuration classes' defaults: V3 2.5, 8 groups, top 4 of them; V2 1.0, none
+    m.moe.router_scaling = r.number_or("routed_scaling_factor", v3 ? 2.5 : 1.0);
+    if (method == "noaux_tc" || method == "group_limited_greedy") {
+      m.moe.router_groups = r.integer_or("n_group", v3 ? 8 : 1);
+      m.moe.router_group_top_k = r.integer_or("topk_group", v3 ? 4 : 1);
+      if (m.moe.router_groups <= 1) m.moe.router_groups = m.moe.router_group_top_k = 0;  // one group: every expert
+      if (method == "group_limited_greedy" && m.moe.router_groups > 0) {
+        r.warn("topk_method", "DeepSeek-V2 scores a group by its largest expert score; Stagecraft, as Megatron-Core, by the "
+                              "sum of its top (experts per token / topk_group) scores");
+      }
+    }
   }
   if (r.has("num_nextn_predict_layers") && j.at("num_nextn_predict_layers").is_number_integer() &&
       j.at("num_nextn_predict_layers").get<int64_t>() > 0) {

@@ -166,6 +166,26 @@ void validate_model(const Model& m, const ModelKeys& k) {
     if (m.moe.router != "softmax" && m.moe.router != "sigmoid") {
       throw SpecError(m.file, "/" + k.moe + "/router", "expected \"softmax\" or \"sigmoid\", got \"" + m.moe.router + "\"");
     }
+    if (!(m.moe.router_scaling > 0) || !std::isfinite(m.moe.router_scaling)) {
+      throw SpecError(m.file, "/" + k.moe + "/router_scaling",
+                      "expected a positive factor on the gates (1: none), got " + std::to_string(m.moe.router_scaling));
+    }
+    const int64_t groups = m.moe.router_groups, chosen = m.moe.router_group_top_k;
+    if (groups < 0 || groups == 1 || (groups > 1 && m.moe.experts % groups != 0)) {
+      throw SpecError(m.file, "/" + k.moe + "/router_groups",
+                      "expected 0 (no group-limited routing) or a divisor of the " + std::to_string(m.moe.experts) +
+                          " experts above 1, got " + std::to_string(groups));
+    }
+    if (groups == 0 && chosen != 0) {
+      throw SpecError(m.file, "/" + k.moe + "/router_group_top_k", "expected 0 without router_groups, got " + std::to_string(chosen));
+    }
+    // each chosen group scored by its top (k / chosen) scores, and the k taken from chosen groups
+    if (groups > 1 && (chosen < 1 || chosen > groups || chosen > m.moe.top_k || chosen * (m.moe.experts / groups) < m.moe.top_k)) {
+      throw SpecError(m.file, "/" + k.moe + "/router_group_top_k",
+                      "expected 1.." + std::to_string(std::min(groups, m.moe.top_k)) + " groups holding at least the " +
+                          std::to_string(m.moe.top_k) + " experts a token takes (" + std::to_string(m.moe.experts / groups) +
+                          " a group), got " + std::to_string(chosen));
+    }
   }
   if (m.mla.on()) {
     const std::string p = "/" + k.mla + "/";
@@ -257,6 +277,9 @@ Model model_from_json(const json& j, const std::string& file) {
     m.moe.router_bias = e.boolean_or("router_bias", false);
     m.moe.router_logit_bias = e.boolean_or("router_logit_bias", false);
     m.moe.normalize_top_k = e.boolean_or("normalize_top_k", true);
+    m.moe.router_scaling = e.number_or("router_scaling", 1.0);
+    m.moe.router_groups = e.integer_or("router_groups", 0);
+    m.moe.router_group_top_k = e.integer_or("router_group_top_k", 0);
     e.finish();
   }
   if (r.has("mla")) {
@@ -378,6 +401,11 @@ json to_json(const Model& m) {
     if (m.moe.router_bias) e["router_bias"] = true;
     if (m.moe.router_logit_bias) e["router_logit_bias"] = true;
     if (!m.moe.normalize_top_k) e["normalize_top_k"] = false;
+    if (m.moe.router_scaling != 1.0) e["router_scaling"] = m.moe.router_scaling;
+    if (m.moe.router_groups > 0) {
+      e["router_groups"] = m.moe.router_groups;
+      e["router_group_top_k"] = m.moe.router_group_top_k;
+    }
     j["moe"] = e;
   }
   if (m.mla.on()) {

@@ -60,6 +60,14 @@ struct Moe {
   // The k chosen scores renormalised to sum to 1 (Mixtral's softmax over the top-k logits, Megatron-Core's
   // default, Qwen's norm_topk_prob true), or the softmax's own values (Qwen2-MoE's default).
   bool normalize_top_k = true;
+  // The gates times this (DeepSeek-V3's routed_scaling_factor 2.5, Megatron-Core's
+  // --moe-router-topk-scaling-factor); 1: none.
+  double router_scaling = 1.0;
+  // Group-limited routing (DeepSeek-V3's n_group 8, topk_group 4; Megatron-Core's
+  // --moe-router-num-groups / --moe-router-group-topk): the experts in `router_groups` equal groups,
+  // a group scored by the sum of its top (top_k / router_group_top_k) selection scores, each token's
+  // top k taken from its router_group_top_k best groups. 0: every expert is a candidate.
+  int64_t router_groups = 0, router_group_top_k = 0;
   bool on() const { return experts > 0; }
   bool operator==(const Moe&) const = default;
 };

@@ -62,6 +62,11 @@ Training training_from_json(const json& j, const std::string& file) {
     r.fail_value("moe_imbalance", "the busiest expert-parallel rank's tokens over the mean, from 1 to 1024");
   }
   t.moe_aux_loss_coeff = r.number_or("moe_aux_loss_coeff", 0.0);
+  t.moe_router_bias_update_rate = r.number_or("moe_router_bias_update_rate", kMegatronExpertBiasUpdateRate);
+  if (!(t.moe_router_bias_update_rate >= 0.0 && t.moe_router_bias_update_rate <= 1.0)) {
+    r.fail_value("moe_router_bias_update_rate",
+                 "the expert-bias update rate of bias-based balancing, from 0 to 1 (Megatron-Core: 1e-3 by default)");
+  }
   if (!(t.moe_aux_loss_coeff >= 0.0 && t.moe_aux_loss_coeff <= 1.0)) {
     r.fail_value("moe_aux_loss_coeff", "the load-balancing loss's coefficient, from 0 to 1 (Megatron-Core: 0 by default, 1e-2 typical)");
   }
@@ -163,6 +168,7 @@ json to_json(const Training& t) {
   if (t.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
   if (t.moe_aux_loss_coeff != 0.0) j["moe_aux_loss_coeff"] = t.moe_aux_loss_coeff;
+  if (t.moe_router_bias_update_rate != kMegatronExpertBiasUpdateRate) j["moe_router_bias_update_rate"] = t.moe_router_bias_update_rate;
   if (!t.source.empty()) j["source"] = t.source;
   return j;
 }

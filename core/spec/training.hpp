@@ -25,6 +25,9 @@ enum class Optimizer { kAdam, kAdamW };
 // repeat are then passes of their own.
 enum class Kernels { kFused, kEager };
 
+// Megatron-Core's default expert-bias update rate (--moe-router-bias-update-rate).
+inline constexpr double kMegatronExpertBiasUpdateRate = 1e-3;
+
 struct Training {
   int64_t global_batch = 0;   // sequences per optimizer step, over all data-parallel ranks
   // Tokens per sequence; unset: the model's seq_len (model.hpp says which). A model's
@@ -63,6 +66,11 @@ struct Training {
   // routed to it; switch_load_balancing_loss_func) to each micro-batch's objective. The reported
   // loss is the language-model loss alone, as Megatron-LM reports it.
   double moe_aux_loss_coeff = 0.0;
+  // DeepSeek-V3's bias-based balancing (model moe.router_bias): after each step every expert's
+  // selection bias moves by this rate towards the mean load, b_e += u · sign(mean_c − c_e)
+  // ("moe_router_bias_update_rate", Megatron-Core's --moe-router-bias-update-rate, default 1e-3;
+  // the report's γ: 0.001 for the first 14.3T tokens).
+  double moe_router_bias_update_rate = kMegatronExpertBiasUpdateRate;
   std::string source;
   std::string file;
   // Keys the command line set over the file's ("seq_len", "global_batch", "dtype"), in that order.

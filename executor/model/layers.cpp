@@ -44,6 +44,8 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
     s.norm_w = offset(prefix + "mlp.norm2.w");
     s.norm_b = offset(prefix + "mlp.norm2.b");
     s.router = layout.find(prefix + "mlp.router.w").offset;
+    if (m.moe.router_bias) s.router_bias = layout.find(prefix + "mlp.router.b").offset;
+    if (m.moe.router_logit_bias) s.router_logit_bias = layout.find(prefix + "mlp.router.logit_b").offset;
     auto linears = [&](const std::string& group, int64_t f, int64_t copies) {
       std::vector<LinearSlot> out;
       for (const count::Linear& l : count::mlp_linears(m, group, f)) {
@@ -96,9 +98,6 @@ std::vector<std::string> unsupported_features(const spec::Model& m) {
   if (m.embedding_norm) out.push_back("an embedding norm (embedding_norm)");
   if (m.lm_head_bias) out.push_back("an LM head bias (lm_head_bias)");
   if (m.mla.on()) out.push_back("multi-head latent attention (mla)");
-  if (m.moe.on() && m.moe.router != "softmax") out.push_back("the \"" + m.moe.router + "\" router (moe.router)");
-  if (m.moe.router_bias) out.push_back("bias-based expert balancing (moe.router_bias)");
-  if (m.moe.router_logit_bias) out.push_back("a router logit bias (moe.router_logit_bias)");
   if (m.attention_sinks) out.push_back("attention sinks (attention_sinks)");
   if (!m.rope_scaling.empty()) out.push_back("a RoPE scaling (rope_scaling \"" + m.rope_scaling + "\")");
   if (m.sliding_window > 0 && m.seq_len > m.sliding_window) {
@@ -126,5 +125,14 @@ template struct UnitCacheT<float, HostKernels>;
 template struct UnitCacheT<double, HostKernels>;
 template class LayerT<float, HostKernels>;
 template class LayerT<double, HostKernels>;
+
+std::vector<float> expert_bias_update(std::span<const double> counts, double rate) {
+  double mean = 0;
+  for (double c : counts) mean += c;
+  mean /= static_cast<double>(counts.size());
+  std::vector<float> out;
+  for (double c : counts) out.push_back(static_cast<float>(rate * static_cast<double>((mean > c) - (mean < c))));
+  return out;
+}
 
 }  // namespace stagecraft::executor

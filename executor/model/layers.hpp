@@ -187,6 +187,8 @@ struct UnitSlots {
   // each of width `expert_ffn`; the shared experts' linears (width `shared_ffn`, 0: none) and
   // Qwen2-MoE's shared gate [C x 1].
   int64_t router = -1;
+  int64_t router_bias = -1;        // DeepSeek-V3's selection bias [E] (moe.router_bias)
+  int64_t router_logit_bias = -1;  // gpt-oss's logit bias [E] (moe.router_logit_bias)
   std::vector<LinearSlot> expert_linears;
   int64_t experts = 0, expert0 = 0, expert_ffn = 0;
   std::vector<LinearSlot> shared_linears;
@@ -313,8 +315,14 @@ class LayerT {
   void cp_backward_finish(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> dx,
                           std::span<Scalar> grads, bool input_only, Cache& cache) const;
 
+  // Bias-based balancing (moe.router_bias): the copies routed to each of the E experts by this
+  // unit's forwards (and dispatches) since the last take — a recompute does not count — and zero
+  // them.
+  std::vector<int64_t> take_routed() const;
+
  private:
   void check_buffer(const char* what, std::size_t got, int64_t want) const;
+  void count_routed(const Cache& cache) const;
   void check_tokens(std::span<const int32_t> ids, const char* what, int64_t rows) const;
 
   K* k_;
@@ -323,7 +331,13 @@ class LayerT {
   int64_t unit_ = 0;
   UnitKind kind_ = UnitKind::kEmbedding;
   UnitSlots slots_;
+  mutable std::vector<int64_t> routed_;  // take_routed's sums
 };
+
+// Bias-based balancing's step (Megatron-Core get_updated_expert_bias; DeepSeek-V3 report §2.1.2):
+// with c_e the copies routed to expert e over the step (summed over the ranks that routed them) and
+// c̄ their mean, each expert's selection bias moves by u · sign(c̄ − c_e) (0 where c_e = c̄).
+std::vector<float> expert_bias_update(std::span<const double> counts, double rate);
 
 // The host oracle: LayerT over the host kernels (stateless, one shared set).
 HostKernels& host_kernels();

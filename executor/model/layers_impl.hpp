@@ -159,7 +159,25 @@ void LayerT<Scalar, K>::forward(const TokenBatch& batch, std::span<const Scalar>
   }
   detail::run_forward(*k_, model_, kind_, slots_, params.data(), x.data(), y.data(), cache);
   cache.full = true;
+  count_routed(cache);
   if (keep_input) cache.release_intermediates();
+}
+
+template <typename Scalar, typename K>
+void LayerT<Scalar, K>::count_routed(const Cache& cache) const {
+  if (kind_ != UnitKind::kMoe || !model_.moe.router_bias) return;
+  if constexpr (K::kHost) {
+    routed_.resize(static_cast<std::size_t>(model_.moe.experts), 0);
+    for (int64_t e = 0; e < model_.moe.experts; ++e) routed_[static_cast<std::size_t>(e)] += static_cast<int64_t>(detail::expert_count(cache, e));
+  }
+}
+
+template <typename Scalar, typename K>
+std::vector<int64_t> LayerT<Scalar, K>::take_routed() const {
+  std::vector<int64_t> out(static_cast<std::size_t>(model_.moe.experts), 0);
+  if (!routed_.empty()) out.swap(routed_);
+  routed_.assign(static_cast<std::size_t>(model_.moe.experts), 0);
+  return out;
 }
 
 template <typename Scalar, typename K>
@@ -413,6 +431,7 @@ void LayerT<Scalar, K>::moe_dispatch(const TokenBatch& batch, std::span<const Sc
     cache.moe_aux_grad = batch.moe_aux_grad;
     k_->assign(cache.input, x.data(), static_cast<int64_t>(x.size()));  // the residual, for the combine
     detail::moe_route_phase(*k_, model_, slots_, params.data(), x.data(), cache);
+    count_routed(cache);
     std::copy(cache.moe_x.begin(), cache.moe_x.end(), send.begin());
     detail::release(cache.moe_x);  // the experts' side keeps what it receives (moe_xe)
     for (int64_t e = 0; e < model_.moe.experts; ++e) {

@@ -5,9 +5,15 @@
 // Shape legend: N rows, C hidden, E experts, k chosen per token, R = N·k routed copies, f one
 // expert's width, F_s the shared experts'.
 //   a = norm2(x)
-//   router     z [N, E] = a . W_r;  p = softmax(z) per row (fp32-like accumulation in double)
-//   top-k      per row the k largest p (ties: the lower expert), g_j = p_j, divided by their sum
-//              when the model normalises the top k (Mixtral, Megatron's default, norm_topk_prob)
+//   router     z [N, E] = a . W_r (+ gpt-oss's logit bias);  p = softmax(z) per row (fp32-like
+//              accumulation in double), or with the "sigmoid" router p = σ(z) (DeepSeek-V3)
+//   top-k      per row the k largest selection scores p + b (b: DeepSeek-V3's expert bias, only with
+//              moe.router_bias; ties: the lower expert) — with group-limited routing among the
+//              experts of the row's router_group_top_k best groups, a group scored by the sum of its
+//              top (k / router_group_top_k) selection scores (Megatron-Core group_limited_topk) —,
+//              g_j = p_j, divided by their sum (+1e-20 with sigmoid, Megatron-Core's and
+//              transformers' DeepSeek-V3) when the model normalises the top k (Mixtral, Megatron's
+//              default, norm_topk_prob), times moe.router_scaling (routed_scaling_factor)
 //   dispatch   copy n·k + j goes to expert e_j; the copies sorted by expert (stable: by token)
 //              are the permuted rows x_e [R, C] (Megatron's permute)
 //   experts    y_e = MLP_e(x_e), each expert's MLP of width f over its rows (its grouped GEMM)
@@ -17,9 +23,10 @@
 //              e (Megatron-Core switch_load_balancing_loss_func); its gradient enters with the
 //              micro-batch's TokenBatch::moe_aux_grad: d aux / d p[n, e] = E · c_e / (k·N²)
 // Backward: d y_e[r] = g · dy[n];  d g_j = dy[n] . y_e[r];  through the experts' MLPs to d x_e,
-// summed back per token into d a; normalised top k: d p_j = (d g_j − sum_i d g_i g_i) / sum p;
-// softmax: d z = p ⊙ (d p − sum_e d p_e p_e);  d a += d z . W_r^T, plus the shared experts' and
-// their gate's; then the norm's backward.
+// summed back per token into d a; normalised top k: d p_j = ρ (d g_j − sum_i d g_i u_i) / sum p
+// (u_i = g_i / ρ, ρ the scaling); softmax: d z = p ⊙ (d p − sum_e d p_e p_e), sigmoid:
+// d z = d p ⊙ p (1 − p) (the bias only selects: no gradient); d a += d z . W_r^T, plus the shared
+// experts' and their gate's; then the norm's backward.
 #pragma once
 
 #include <algorithm>
@@ -53,33 +60,71 @@ double expert_count(const C& c, int64_t e) {
   return static_cast<double>(c.moe_offsets[static_cast<std::size_t>(e + 1)] - c.moe_offsets[static_cast<std::size_t>(e)]);
 }
 
-// Router, top-k and the dispatch order; fills probs, moe_route, moe_gate, moe_order, moe_offsets and
-// the load-balancing loss.
+// The k experts a row takes by selection score `sel` [E] (ties: the lower expert), among the best
+// groups' experts with group-limited routing; written to ids[0, k).
+inline void select_top_k(const spec::Model& m, const double* sel, std::vector<int64_t>& ids) {
+  const int64_t E = m.moe.experts, top = m.moe.top_k, G = m.moe.router_groups;
+  ids.resize(static_cast<std::size_t>(E));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto better = [&](int64_t a, int64_t b) { return sel[a] > sel[b] || (sel[a] == sel[b] && a < b); };
+  if (G > 1) {
+    const int64_t per = E / G, take = top / m.moe.router_group_top_k;
+    std::vector<double> score(static_cast<std::size_t>(G), 0.0);
+    std::vector<int64_t> members(static_cast<std::size_t>(per));
+    for (int64_t g = 0; g < G; ++g) {
+      std::iota(members.begin(), members.end(), g * per);
+      std::partial_sort(members.begin(), members.begin() + take, members.end(), better);
+      for (int64_t j = 0; j < take; ++j) score[static_cast<std::size_t>(g)] += sel[members[static_cast<std::size_t>(j)]];
+    }
+    std::vector<int64_t> groups(static_cast<std::size_t>(G));
+    std::iota(groups.begin(), groups.end(), 0);
+    std::partial_sort(groups.begin(), groups.begin() + m.moe.router_group_top_k, groups.end(), [&](int64_t a, int64_t b) {
+      return score[static_cast<std::size_t>(a)] > score[static_cast<std::size_t>(b)] || (score[static_cast<std::size_t>(a)] == score[static_cast<std::size_t>(b)] && a < b);
+    });
+    std::vector<bool> open(static_cast<std::size_t>(G), false);
+    for (int64_t j = 0; j < m.moe.router_group_top_k; ++j) open[static_cast<std::size_t>(groups[static_cast<std::size_t>(j)])] = true;
+    std::stable_partition(ids.begin(), ids.end(), [&](int64_t e) { return open[static_cast<std::size_t>(e / per)]; });
+    const auto candidates = ids.begin() + m.moe.router_group_top_k * per;
+    std::partial_sort(ids.begin(), ids.begin() + top, candidates, better);
+    return;
+  }
+  std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), better);
+}
+
+// Router, top-k and the dispatch order; fills probs (the scores p), moe_route, moe_gate, moe_order,
+// moe_offsets and the load-balancing loss.
 template <typename S, typename K>
 void moe_route(K& k, const spec::Model& m, const UnitSlots& s, const S* params, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k;
+  const bool sigmoid = m.moe.router == "sigmoid";
   resize(c.probs, n * E);
-  k.linear_forward(c.a.data(), params + s.router, static_cast<const S*>(nullptr), c.probs.data(), n, h, E);
+  k.linear_forward(c.a.data(), params + s.router, s.router_logit_bias >= 0 ? params + s.router_logit_bias : static_cast<const S*>(nullptr),
+                   c.probs.data(), n, h, E);
   resize(c.moe_route, n * top);
   resize(c.moe_gate, n * top);
-  std::vector<int64_t> ids(static_cast<std::size_t>(E));
+  std::vector<int64_t> ids;
+  std::vector<double> sel(static_cast<std::size_t>(E));
   for (int64_t i = 0; i < n; ++i) {
     S* z = c.probs.data() + i * E;
-    const S mx = *std::max_element(z, z + E);
-    double sum = 0;
-    for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(z[e] - mx));
-    for (int64_t e = 0; e < E; ++e) z[e] = static_cast<S>(std::exp(static_cast<double>(z[e] - mx)) / sum);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), [&](int64_t a, int64_t b) {
-      return z[a] > z[b] || (z[a] == z[b] && a < b);
-    });
-    double chosen = 0;
+    if (sigmoid) {
+      for (int64_t e = 0; e < E; ++e) z[e] = static_cast<S>(1.0 / (1.0 + std::exp(-static_cast<double>(z[e]))));
+    } else {
+      const S mx = *std::max_element(z, z + E);
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(z[e] - mx));
+      for (int64_t e = 0; e < E; ++e) z[e] = static_cast<S>(std::exp(static_cast<double>(z[e] - mx)) / sum);
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      sel[static_cast<std::size_t>(e)] = static_cast<double>(z[e]) + (s.router_bias >= 0 ? static_cast<double>(params[s.router_bias + e]) : 0.0);
+    }
+    select_top_k(m, sel.data(), ids);
+    double chosen = sigmoid ? 1e-20 : 0.0;
     for (int64_t j = 0; j < top; ++j) chosen += static_cast<double>(z[ids[static_cast<std::size_t>(j)]]);
     for (int64_t j = 0; j < top; ++j) {
       const int64_t e = ids[static_cast<std::size_t>(j)];
       c.moe_route[static_cast<std::size_t>(i * top + j)] = static_cast<int32_t>(e);
       const double g = static_cast<double>(z[e]);
-      c.moe_gate[static_cast<std::size_t>(i * top + j)] = static_cast<S>(m.moe.normalize_top_k ? g / chosen : g);
+      c.moe_gate[static_cast<std::size_t>(i * top + j)] = static_cast<S>((m.moe.normalize_top_k ? g / chosen : g) * m.moe.router_scaling);
     }
   }
   // counting sort by expert, stable in the copy index
@@ -246,27 +291,37 @@ void moe_backward_send_phase(K& k, const spec::Model& m, const UnitSlots& s, con
   k.round(c.moe_dy.data(), R * h);
   resize(c.d_a, n * h);
   std::fill(c.d_a.begin(), c.d_a.end(), S(0));
-  // the router: the gates' gradient through the top-k normalisation, the balancing loss, the softmax
+  // the router: the gates' gradient through the scaling and the top-k normalisation, the balancing
+  // loss, the softmax (or the sigmoid)
   resize(c.moe_dlogits, n * E);
   std::vector<double> dp(static_cast<std::size_t>(E));
+  const bool sigmoid = m.moe.router == "sigmoid";
+  const double rho = m.moe.router_scaling;
   const double scale = static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
   for (int64_t i = 0; i < n; ++i) {
     const S* p = c.probs.data() + i * E;
     for (int64_t e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = c.moe_aux_grad * scale * expert_count(c, e);
-    double chosen = 0, weighted = 0;
+    double chosen = sigmoid ? 1e-20 : 0.0, weighted = 0;
     for (int64_t j = 0; j < top; ++j) {
       const std::size_t copy = static_cast<std::size_t>(i * top + j);
       chosen += static_cast<double>(p[c.moe_route[copy]]);
-      weighted += d_gate[copy] * static_cast<double>(c.moe_gate[copy]);
+      weighted += d_gate[copy] * static_cast<double>(c.moe_gate[copy]) / rho;
     }
     for (int64_t j = 0; j < top; ++j) {
       const std::size_t copy = static_cast<std::size_t>(i * top + j);
-      dp[static_cast<std::size_t>(c.moe_route[copy])] += m.moe.normalize_top_k ? (d_gate[copy] - weighted) / chosen : d_gate[copy];
+      dp[static_cast<std::size_t>(c.moe_route[copy])] += rho * (m.moe.normalize_top_k ? (d_gate[copy] - weighted) / chosen : d_gate[copy]);
     }
-    double dot = 0;
-    for (int64_t e = 0; e < E; ++e) dot += dp[static_cast<std::size_t>(e)] * static_cast<double>(p[e]);
     S* dz = c.moe_dlogits.data() + i * E;
-    for (int64_t e = 0; e < E; ++e) dz[e] = static_cast<S>(static_cast<double>(p[e]) * (dp[static_cast<std::size_t>(e)] - dot));
+    if (sigmoid) {
+      for (int64_t e = 0; e < E; ++e) {
+        const double pe = static_cast<double>(p[e]);
+        dz[e] = static_cast<S>(dp[static_cast<std::size_t>(e)] * pe * (1.0 - pe));
+      }
+    } else {
+      double dot = 0;
+      for (int64_t e = 0; e < E; ++e) dot += dp[static_cast<std::size_t>(e)] * static_cast<double>(p[e]);
+      for (int64_t e = 0; e < E; ++e) dz[e] = static_cast<S>(static_cast<double>(p[e]) * (dp[static_cast<std::size_t>(e)] - dot));
+    }
   }
   k.round(c.moe_dlogits.data(), n * E);
   k.linear_backward_input(c.moe_dlogits.data(), params + s.router, c.d_a.data(), n, h, E, true);
@@ -339,7 +394,7 @@ void moe_backward_finish_phase(K& k, const spec::Model& m, const UnitSlots& s, c
 template <typename S, typename K>
 void moe_source_weights(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden;
-  linear_backward_weight(k, LinearSlot{s.router, -1, h, m.moe.experts}, c.a.data(), c.moe_dlogits.data(), grads, n);
+  linear_backward_weight(k, LinearSlot{s.router, s.router_logit_bias, h, m.moe.experts}, c.a.data(), c.moe_dlogits.data(), grads, n);
   if (s.shared_ffn > 0) {
     mlp_core_backward_weight(k, m, std::span<const LinearSlot>(s.shared_linears), c.a.data(), c.sh_mid.data(),
                              c.sh_dout.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), grads, n);

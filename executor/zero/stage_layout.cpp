@@ -68,8 +68,10 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
       // (a routed expert's tensor is whole on each rank, but with ep > 1 the ranks' experts differ: counted())
       if (tied_copy || (t.replicated && tp_index > 0 && !t.expert)) append_merged(norm_excluded_, r);
       // sequence parallelism: each tp rank's gradient covers its rows, summed over tp once a step —
-      // the norms', and a MoE unit's router's (Megatron-Core marks it sequence_parallel)
-      const bool router = prog.plan.sequence_parallel && t.name.ends_with(".mlp.router.w");
+      // the norms', and a MoE unit's router's (Megatron-Core marks it sequence_parallel): its weight,
+      // gpt-oss's logit bias and DeepSeek-V3's selection bias (no gradient: zeros, as the Program counts it)
+      const bool router = prog.plan.sequence_parallel && (t.name.ends_with(".mlp.router.w") || t.name.ends_with(".mlp.router.b") ||
+                                                          t.name.ends_with(".mlp.router.logit_b"));
       if (t.spec.norm || router) append_merged(norms_, r);
     }
   }

@@ -316,6 +316,37 @@ void StageState::release(Range r) {
   }
 }
 
+void StageState::nudge(Range r, std::span<const float> delta) {
+  if (static_cast<int64_t>(delta.size()) != r.size()) {
+    throw ExecutorError("StageState: " + std::to_string(delta.size()) + " values to add to " + std::to_string(r.size()) + " positions");
+  }
+  std::vector<float> values;
+  auto add = [&](std::span<float> where, StateMemory& mem, int64_t first) {
+    values.resize(where.size());
+    mem.download(where, values);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] += delta[at(first - r.begin) + i];
+    mem.upload(values, where);
+  };
+  for (const StageLayout::Owned& o : layout_.owned()) {
+    for (const Range& x : subtract(clip({r}, o.flat), layout_.persistent())) {
+      const int64_t packed = o.packed + (x.begin - o.flat.begin);
+      add(opt_values(x, packed), opt_master_memory(), x.begin);
+      // the working copy from the master where they are apart
+      const std::span<float> working = params_.subspan(at(x.begin), at(x.size()));
+      if (offload_) {
+        mem_.upload(opt_masters().subspan(at(packed), at(x.size())), working);
+        if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
+      } else if (store_ != Format::kFp32) {
+        mem_.round_copy(working, opt_masters().subspan(at(packed), at(x.size())), store_);
+      }
+    }
+  }
+  for (const Range& x : clip(layout_.persistent(), r)) {
+    add(persistent_values(x), mem_, x.begin);
+    if (store_ != Format::kFp32) mem_.round_copy(params_.subspan(at(x.begin), at(x.size())), persistent_values(x), store_);
+  }
+}
+
 // ---- checkpoint -----------------------------------------------------------------------------------
 
 int64_t StageState::owned_state_elems() const {

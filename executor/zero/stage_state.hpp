@@ -85,6 +85,11 @@ class StageState {
   void copy_params_from_host();
   // ZeRO-3: drop a gathered range (NaN on the positions this rank does not keep).
   void release(Range r);
+  // `delta` (|r| values) added to the positions of r this rank steps — its owned ones (the masters
+  // and the working copy) and the persistent ones — for a parameter moved by a rule of its own
+  // rather than its gradient (the expert biases of bias-based balancing). Every other rank holding
+  // the parameter gets it from the step's gathers, or adds the same delta itself.
+  void nudge(Range r, std::span<const float> delta);
 
   // ---- checkpoint: what this rank alone owns -----------------------------------------------------
   // Parameters of the owned positions (packed), Adam m and v, then the persistent tensors' values, m and v.

@@ -45,7 +45,8 @@ TEST(Megatron, TheMixtralBenchmarkPlanGivesItsArguments) {
   EXPECT_NE(x.text().find("--tensor-model-parallel-size 1 \\\n--pipeline-model-parallel-size 4"), std::string::npos);
 }
 
-// DeepSeek-V3: three dense layers first, a sigmoid router with its score correction, latent attention.
+// DeepSeek-V3: three dense layers first, a sigmoid router with its score correction (and its update
+// rate where not Megatron's default), group-limited and scaled, latent attention.
 TEST(Megatron, ExpertPatternsAndLatentAttentionComeFromTheModel) {
   const spec::Model m = test::bundled_model("deepseek-v3");
   spec::Training t = test::training(64);
@@ -55,9 +56,13 @@ TEST(Megatron, ExpertPatternsAndLatentAttentionComeFromTheModel) {
   for (const char* a : {"--moe-layer-freq '([0]*3+[1]*58)'", "--moe-router-score-function sigmoid",
                         "--moe-router-enable-expert-bias", "--moe-shared-expert-intermediate-size 2048",
                         "--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512", "--qk-head-dim 128",
-                        "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--expert-model-parallel-size 64"}) {
+                        "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--expert-model-parallel-size 64",
+                        "--moe-router-topk-scaling-factor 2.5", "--moe-router-num-groups 8", "--moe-router-group-topk 4"}) {
     EXPECT_TRUE(has(x, a)) << a << "\n" << x.text();
   }
+  EXPECT_FALSE(has(x, "--moe-router-bias-update-rate")) << "Megatron's default 1e-3 needs no argument";
+  t.moe_router_bias_update_rate = 0.01;
+  EXPECT_TRUE(has(to_megatron(p, t, &m), "--moe-router-bias-update-rate 0.01"));
 }
 
 // The router's form and the balancing loss: Qwen2-MoE's softmax without renormalising the top k is

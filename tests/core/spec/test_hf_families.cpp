@@ -566,6 +566,17 @@ TEST(HfFamilies, DeepSeekV3LatentAttentionAndExperts) {
   EXPECT_EQ(count::active_parameters(m), 37'552'297'472);
   // scores per token: q.k over 192 dimensions and p.v over 128, 128 heads, every one of s keys
   EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(m), 2.0 * 8192 * H * (nope + rope) + 2.0 * 8192 * H * v);
+  // the routing's own numbers, from DeepseekV3Config's defaults (routed_scaling_factor 2.5, n_group 8,
+  // topk_group 4) where the file leaves them out, and as written where it has them
+  EXPECT_EQ(m.moe.router_scaling, 2.5);
+  EXPECT_EQ(m.moe.router_groups, 8);
+  EXPECT_EQ(m.moe.router_group_top_k, 4);
+  json grouped = cfg;
+  grouped["routed_scaling_factor"] = 1.5, grouped["n_group"] = 4, grouped["topk_group"] = 2;
+  const Model g = model_from_json(grouped, "grouped.json");
+  EXPECT_EQ(g.moe.router_scaling, 1.5);
+  EXPECT_EQ(g.moe.router_groups, 4);
+  EXPECT_EQ(g.moe.router_group_top_k, 2);
   const Model bundled = load_model(resolve_config(ConfigKind::kModel, "deepseek-v3"));
   EXPECT_EQ(count::parameters(bundled), total);
   EXPECT_EQ(bundled.moe, m.moe);

@@ -183,7 +183,8 @@ TEST(ModelJson, ExpertsAndLatentAttentionRoundTripAndAreChecked) {
   json j = {{"name", "m"}, {"layers", 4}, {"hidden", 64}, {"heads", 4}, {"ffn_hidden", 256}, {"vocab", 100},
             {"seq_len", 32}, {"mlp", "swiglu"}, {"position", "rope"},
             {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn_hidden", 32}, {"shared_ffn_hidden", 64},
-                     {"dense_layers", {0}}, {"router", "sigmoid"}, {"router_bias", true}}},
+                     {"dense_layers", {0}}, {"router", "sigmoid"}, {"router_bias", true}, {"router_scaling", 2.5},
+                     {"router_groups", 4}, {"router_group_top_k", 2}}},
             {"mla", {{"q_lora_rank", 16}, {"kv_lora_rank", 8}, {"qk_nope_head_dim", 16}, {"qk_rope_head_dim", 8},
                      {"v_head_dim", 16}}}};
   const Model m = model_from_json(j, "m.json");
@@ -209,6 +210,17 @@ TEST(ModelJson, ExpertsAndLatentAttentionRoundTripAndAreChecked) {
   bad = j;
   bad["mla"]["v_head_dim"] = 0;
   expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/mla/v_head_dim", "positive");
+  EXPECT_EQ(m.moe.router_scaling, 2.5);
+  EXPECT_EQ(m.moe.router_groups, 4);
+  bad = j;
+  bad["moe"]["router_groups"] = 3;  // 8 experts
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/router_groups", "a divisor of the 8 experts");
+  bad = j;
+  bad["moe"]["router_group_top_k"] = 3;  // above the 2 experts a token takes
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/router_group_top_k", "expected 1..2 groups");
+  bad = j;
+  bad["moe"]["router_scaling"] = 0;
+  expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/router_scaling", "positive factor");
   bad = j;
   bad["moe"]["routr"] = "softmax";
   expect_spec_error([&] { model_from_json(bad, "m.json"); }, "/moe/routr", "router");  // did you mean

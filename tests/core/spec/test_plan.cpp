@@ -158,6 +158,18 @@ TEST(Plan, TrainingTpCommOverlapRoundTrips) {
 }
 
 // Products of allowed sizes are checked, never wrapped: 2^24 × 2^14 × 2^20 = 2^58 sequences.
+// Bias-based balancing's update rate: Megatron-Core's 1e-3 unless set, written back only when set,
+// and refused outside [0, 1] by its pointer.
+TEST(Plan, TrainingExpertBiasUpdateRateRoundTripsAndIsChecked) {
+  const Training d = training_from_json({{"global_batch", 8}, {"dtype", "bf16"}}, "t.json");
+  EXPECT_EQ(d.moe_router_bias_update_rate, 1e-3);
+  EXPECT_FALSE(to_json(d).contains("moe_router_bias_update_rate"));
+  const Training set = training_from_json({{"global_batch", 8}, {"dtype", "bf16"}, {"moe_router_bias_update_rate", 0.01}}, "t.json");
+  EXPECT_EQ(training_from_json(to_json(set), "back.json").moe_router_bias_update_rate, 0.01);
+  expect_spec_error([] { training_from_json({{"global_batch", 8}, {"dtype", "bf16"}, {"moe_router_bias_update_rate", 2}}, "t.json"); },
+                    "/moe_router_bias_update_rate", "from 0 to 1");
+}
+
 TEST(Plan, ProductsThatWouldOverflowAreRefused) {
   Plan p = plan_from_json({{"dp", int64_t{1} << 20}, {"micro_batch", int64_t{1} << 24}, {"micro_batches", int64_t{1} << 14}},
                           "p.json");

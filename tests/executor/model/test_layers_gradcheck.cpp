@@ -215,6 +215,30 @@ TEST(GradCheck, MixtureOfExpertsSharedGatedExpertDenseFirstLayer) {
   check_every_unit(m, 0.3);
 }
 
+// DeepSeek-V3's router on the LLaMA shapes: sigmoid scores, the top 4 of 16 experts taken from the 2
+// best of 4 groups of 4 (each scored by its top 4 / 2 = 2 selection scores) with the expert biases shifting the
+// selection only (random here: their gradient is zero, which the differences confirm), the chosen
+// scores normalised and scaled by 2.5, a shared expert beside them.
+TEST(GradCheck, MixtureOfExpertsSigmoidGroupLimitedBiasedScaled) {
+  spec::Model m = test::tiny_llama();
+  m.name = "tiny-deepseek-moe";
+  m.moe.experts = 16, m.moe.top_k = 4, m.moe.ffn_hidden = 4, m.moe.shared_ffn_hidden = 6;
+  m.moe.router = "sigmoid", m.moe.router_bias = true, m.moe.router_scaling = 2.5;
+  m.moe.router_groups = 4, m.moe.router_group_top_k = 2;
+  check_every_unit(m);
+  m.moe.normalize_top_k = false;  // the scores themselves, scaled
+  m.moe.router_groups = m.moe.router_group_top_k = 0;
+  check_every_unit(m);
+}
+
+// gpt-oss's router: a learned logit bias (trained by its gradient), softmax, top 2 of 4 renormalised.
+TEST(GradCheck, MixtureOfExpertsRouterLogitBias) {
+  spec::Model m = test::tiny_llama();
+  m.name = "tiny-gpt-oss-moe";
+  m.moe.experts = 4, m.moe.top_k = 2, m.moe.ffn_hidden = 6, m.moe.router_logit_bias = true;
+  check_every_unit(m, 0.4);
+}
+
 TEST(ExecutorFeatures, NamesWhatItDoesNotRun) {
   const nlohmann::json phi2 = {{"model_type", "phi"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"intermediate_size", 128},
                      {"num_attention_heads", 4}, {"vocab_size", 100}, {"max_position_embeddings", 32}};

@@ -17,6 +17,7 @@
 
 #include "core/spec/model.hpp"
 #include "executor/model/layers.hpp"
+#include "executor/model/moe_impl.hpp"
 #include "executor/model/params.hpp"
 #include "tiny.hpp"
 
@@ -249,6 +250,35 @@ void expect_expert_parallel_phases_equal_one_rank(bool uniform) {
   if (uniform) {
     EXPECT_TRUE(received[1].empty());
   }
+}
+
+// Group-limited selection (Megatron-Core group_limited_topk), worked by hand: 8 experts in 4 groups
+// of 2, top 4 from the best 2 groups, a group scored by its top 4 / 2 = 2 scores. Scores
+// 0.1 0.9 | 0.8 0.7 | 0.2 0.3 | 0.95 0.05: groups 1.0, 1.5, 0.5, 1.0 — group 1, then group 0 (tied
+// with group 3 at 1.0: the lower). So experts 1, 2, 3, 0 in score order, and expert 6, the single
+// best score, is not among them; without groups the top 4 are 6, 1, 2, 3.
+TEST(MoeRouter, GroupLimitedSelectionTakesTheBestGroupsExperts) {
+  spec::Model m;
+  m.moe.experts = 8, m.moe.top_k = 4, m.moe.router_groups = 4, m.moe.router_group_top_k = 2;
+  const std::vector<double> sel = {0.1, 0.9, 0.8, 0.7, 0.2, 0.3, 0.95, 0.05};
+  std::vector<int64_t> ids;
+  detail::select_top_k(m, sel.data(), ids);
+  EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.begin() + 4), (std::vector<int64_t>{1, 2, 3, 0}));
+  m.moe.router_groups = m.moe.router_group_top_k = 0;
+  detail::select_top_k(m, sel.data(), ids);
+  EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.begin() + 4), (std::vector<int64_t>{6, 1, 2, 3}));
+}
+
+// The bias step by hand: counts 6, 2, 4, 4 (mean 4), rate 1e-3: the overloaded expert's bias falls
+// by 1e-3, the underloaded one's rises, the two at the mean stay.
+TEST(MoeRouter, ExpertBiasMovesEachExpertTowardsTheMeanLoad) {
+  const std::vector<double> counts = {6, 2, 4, 4};
+  const std::vector<float> d = expert_bias_update(counts, 1e-3);
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_FLOAT_EQ(d[0], -1e-3f);
+  EXPECT_FLOAT_EQ(d[1], 1e-3f);
+  EXPECT_EQ(d[2], 0.0f);
+  EXPECT_EQ(d[3], 0.0f);
 }
 
 TEST(MoeUnit, ExpertParallelPhasesEqualOneRank) { expect_expert_parallel_phases_equal_one_rank(false); }

@@ -117,10 +117,12 @@ spec::Model tiny_qwen2_moe() {
   return m;
 }
 
-void expect_experts_match(const spec::Model& model, int rank, const std::vector<test::PlanSpec>& plans, double aux = 0.01) {
+void expect_experts_match(const spec::Model& model, int rank, const std::vector<test::PlanSpec>& plans, double aux = 0.01,
+                          double bias_rate = spec::kMegatronExpertBiasUpdateRate) {
   auto lower_moe = [&](const test::PlanSpec& spec) {
     spec::Training t = test::tiny_training(spec.framework);
     t.moe_aux_loss_coeff = aux;
+    t.moe_router_bias_update_rate = bias_rate;
     return program::lower(model, t, test::make_plan(spec));
   };
   auto run = [&](const test::PlanSpec& spec, Communicator& comm) {
@@ -217,6 +219,37 @@ TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
       {.cp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .framework = kMegatron, .ep = 2},
   };
   expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
+}
+
+// DeepSeek-V3's routing (sigmoid scores, the top 2 of 8 experts from the 2 best of 4 groups, gates
+// normalised and scaled by 2.5) with bias-based balancing: after every step each expert's bias moves
+// by u · sign(mean load − its load), the loads summed over every rank that routed tokens (they
+// travel with the gradient norm's all-reduce), so a rank that summed only its own would route
+// differently from the next step on. At u = 0.05 (Megatron-Core's default 1e-3 would move a
+// selection within 5 steps only by chance) the biases reorder the choices; every plan must still give
+// the single-rank run to 1e-5: ep 2 over dp 4 (ZeRO-1: the biases in the dense partition), ep 2 x
+// pp 2, tp 2 x dp 2 (sequence parallel: each tp rank routes its rows) and cp 2 x dp 2 x ep 2.
+spec::Model tiny_deepseek_moe() {
+  spec::Model m = tiny_mixtral();
+  m.name = "tiny-deepseek-moe";
+  m.moe.experts = 8, m.moe.router = "sigmoid", m.moe.router_bias = true, m.moe.router_scaling = 2.5;
+  m.moe.router_groups = 4, m.moe.router_group_top_k = 2;
+  return m;
+}
+
+TEST(MpiEquivalence, ExpertBiasBalancingMatchesTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  const std::vector<test::PlanSpec> plans = {
+      {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .ep = 2},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .ep = 2},
+      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true, .framework = kMegatron},
+      {.cp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .framework = kMegatron, .ep = 2},
+  };
+  expect_experts_match(tiny_deepseek_moe(), rank, plans, 0.0, 0.05);
 }
 
 // The shape on 8 ranks: ep 2 x pp 2 x tp 2 x dp 2, sequence parallel, 1F1B; ZeRO-0 and
