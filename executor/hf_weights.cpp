@@ -37,6 +37,8 @@ std::string block_name(Family f, int64_t i, const std::string& what) {
     if (what == "attn.norm1") return b + "input_layernorm";
     if (what == "mlp.norm2") return b + "post_attention_layernorm";
     if (what == "attn.out") return b + "self_attn.o_proj";
+    if (what == "attn.q_norm") return b + "self_attn.q_norm";
+    if (what == "attn.k_norm") return b + "self_attn.k_norm";
     if (what == "mlp.gate") return b + "mlp.gate_proj";
     if (what == "mlp.up") return b + "mlp.up_proj";
     if (what == "mlp.down") return b + "mlp.down_proj";
@@ -68,6 +70,8 @@ std::vector<std::string> config_differences(const Model& hf, const Model& m) {
   check("out_bias", yes(hf.out_bias), yes(m.out_bias));
   check("mlp_bias", yes(hf.mlp_bias), yes(m.mlp_bias));
   check("norm_eps", text::fmt("%g", hf.norm_eps), text::fmt("%g", m.norm_eps));
+  check("qk_norm", yes(hf.qk_norm), yes(m.qk_norm));
+  if (m.qk_norm) check("qk_norm_span", hf.qk_norm_whole ? "projection" : "head", m.qk_norm_whole ? "projection" : "head");
   check("moe.experts", i(hf.moe.experts), i(m.moe.experts));
   if (m.moe.on()) {
     auto list = [](const std::vector<int64_t>& v) {
@@ -107,6 +111,7 @@ const char* to_string(Family f) {
     case Family::kQwen2: return "qwen2";
     case Family::kMixtral: return "mixtral";
     case Family::kQwen2Moe: return "qwen2_moe";
+    case Family::kOlmoe: return "olmoe";
   }
   return "?";
 }
@@ -120,16 +125,25 @@ Family family_of(const Model& m) {
   const bool moe = m.moe.on();
   // transformers' Mixtral and Qwen2-MoE attention: head_dim = hidden / heads
   const bool moe_heads = m.head_size == 0 || m.head_size * m.heads == m.hidden;
-  if (why.empty() && gpt2 && !moe) return Family::kGpt2;
-  if (why.empty() && llama_like && m.qkv_bias == m.out_bias && !moe) return Family::kLlama;
-  if (why.empty() && llama_like && m.qkv_bias && !m.out_bias && !m.mlp_bias && !moe) return Family::kQwen2;
-  if (why.empty() && llama_like && moe && moe_heads && !m.qkv_bias && !m.out_bias && !m.mlp_bias &&
+  // routers the families' modelling code has: a softmax over the experts, no biases, no groups or scaling
+  const bool plain_router = m.moe.router == "softmax" && !m.moe.router_bias && !m.moe.router_logit_bias &&
+                            m.moe.router_groups == 0 && m.moe.router_scaling == 1.0;
+  const bool qk = m.qk_norm;
+  if (why.empty() && gpt2 && !moe && !qk) return Family::kGpt2;
+  if (why.empty() && llama_like && m.qkv_bias == m.out_bias && !moe && !qk) return Family::kLlama;
+  if (why.empty() && llama_like && m.qkv_bias && !m.out_bias && !m.mlp_bias && !moe && !qk) return Family::kQwen2;
+  if (why.empty() && llama_like && moe && moe_heads && !qk && plain_router && !m.qkv_bias && !m.out_bias && !m.mlp_bias &&
       m.moe.shared_ffn_hidden == 0 && m.moe.normalize_top_k && m.moe.dense_layers.empty()) {
     return Family::kMixtral;
   }
-  if (why.empty() && llama_like && moe && moe_heads && m.qkv_bias && !m.out_bias && !m.mlp_bias &&
+  if (why.empty() && llama_like && moe && moe_heads && !qk && plain_router && m.qkv_bias && !m.out_bias && !m.mlp_bias &&
       m.moe.shared_ffn_hidden > 0 && m.moe.shared_gate) {
     return Family::kQwen2Moe;
+  }
+  // transformers' OLMoE: RMSNorms over the whole q and k projections, every layer's MLP experts
+  if (why.empty() && llama_like && moe && moe_heads && qk && m.qk_norm_whole && plain_router && !m.qkv_bias &&
+      !m.out_bias && !m.mlp_bias && m.moe.shared_ffn_hidden == 0 && m.moe.dense_layers.empty()) {
+    return Family::kOlmoe;
   }
   std::string list;
   for (const std::string& w : why) list += (list.empty() ? "" : "; ") + w;
@@ -137,8 +151,9 @@ Family family_of(const Model& m) {
                   "no Hugging Face family this tool reads and writes has this architecture (" + spec::architecture_text(m) +
                       (list.empty() ? "" : "; " + list) +
                       "): GPT-2 (learned positions, LayerNorm, GELU, all biases, multi-head), LLaMA / Mistral / Qwen2 "
-                      "(RoPE, RMSNorm, SwiGLU), Mixtral (their experts, top-k renormalised, no shared expert) or "
-                      "Qwen2-MoE (Qwen2's attention, experts beside a gated shared expert)");
+                      "(RoPE, RMSNorm, SwiGLU), Mixtral (their experts, top-k renormalised, no shared expert), "
+                      "Qwen2-MoE (Qwen2's attention, experts beside a gated shared expert) or OLMoE (norms over the "
+                      "whole q and k projections, experts in every layer)");
 }
 
 std::vector<Piece> pieces_of(const Model& m, Family f, const count::TensorSpec& t) {
@@ -175,7 +190,7 @@ std::vector<Piece> pieces_of(const Model& m, Family f, const count::TensorSpec& 
     }
     return out;
   }
-  const bool moe = f == Family::kMixtral || f == Family::kQwen2Moe;
+  const bool moe = f == Family::kMixtral || f == Family::kQwen2Moe || f == Family::kOlmoe;
   const std::string layer = dec + "layers." + std::to_string(block) + ".";
   const std::string moe_block = layer + (f == Family::kMixtral ? "block_sparse_moe." : "mlp.");
   if (moe && what == "mlp.router") return whole(moe_block + "gate", true);
@@ -197,7 +212,7 @@ std::vector<Piece> pieces_of(const Model& m, Family f, const count::TensorSpec& 
     return whole(layer + "mlp.shared_expert." + what.substr(11) + "_proj", !vec);
   }
   if (f == Family::kQwen2Moe && what == "mlp.shared_gate") return whole(layer + "mlp.shared_expert_gate", true);
-  const bool norm = what.ends_with("norm1") || what.ends_with("norm2");
+  const bool norm = what.ends_with("norm1") || what.ends_with("norm2") || what.ends_with("_norm");
   return whole(dec + block_name(f, block, what), linear_t && !norm && !vec);
 }
 
@@ -224,6 +239,7 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
     const char* arch = f == Family::kLlama     ? "LlamaForCausalLM"
                        : f == Family::kQwen2   ? "Qwen2ForCausalLM"
                        : f == Family::kMixtral ? "MixtralForCausalLM"
+                       : f == Family::kOlmoe   ? "OlmoeForCausalLM"
                                                : "Qwen2MoeForCausalLM";
     j = {{"architectures", {arch}},
          {"model_type", to_string(f)},
@@ -249,6 +265,15 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
       j["num_local_experts"] = m.moe.experts;
       j["num_experts_per_tok"] = m.moe.top_k;
       j["sliding_window"] = nullptr;
+      j["output_router_logits"] = false;
+    }
+    if (f == Family::kOlmoe) {  // OlmoeConfig: intermediate_size is each expert's width
+      j["intermediate_size"] = m.moe.ffn_hidden;
+      j["num_experts"] = m.moe.experts;
+      j["num_experts_per_tok"] = m.moe.top_k;
+      j["norm_topk_prob"] = m.moe.normalize_top_k;
+      j["attention_bias"] = false;
+      j["clip_qkv"] = nullptr;
       j["output_router_logits"] = false;
     }
     if (f == Family::kQwen2Moe) {  // Qwen2MoeConfig: intermediate_size is the dense layers' width

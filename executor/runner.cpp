@@ -80,6 +80,12 @@ std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const sp
            ": the balancing loss (training moe_aux_loss_coeff > 0) with experts over tp or cp ranks is not run by the "
            "executor yet (Megatron-Core sums its token counts over those ranks, a collective the executor does not issue)";
   }
+  if (m.qk_norm && (p.tp > 1 || p.cp > 1)) {
+    return std::string(p.tp > 1 ? "/tp" : "/cp") +
+           ": query and key norms (qk_norm) with tp or cp > 1 are not run by the executor yet (their weights' gradients "
+           "would be summed over the ranks holding other heads or positions" +
+           (m.qk_norm_whole ? ", and a norm over the whole projection spans every tp rank's heads" : "") + ")";
+  }
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);
   if (m.heads % p.tp != 0) return "/tp: " + t + " does not divide the model's " + std::to_string(m.heads) + " heads";

@@ -40,6 +40,9 @@ std::string plan_unsupported(const spec::Plan& plan) {
 
 std::string cuda_unsupported(const program::Program& prog) {
   if (std::string why = plan_unsupported(prog.plan); !why.empty()) return why;
+  // the units whose math runs on the host kernels only (moe_impl.hpp, units_impl.hpp qk_norm)
+  if (prog.model.moe.on()) return "/moe: the CUDA backend does not run mixtures of experts yet (the CPU backend does)";
+  if (prog.model.qk_norm) return "/qk_norm: the CUDA backend does not run query and key norms yet (the CPU backend does)";
   std::string why;
   if (!available(&why)) return why;
   return "";

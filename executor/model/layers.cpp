@@ -74,6 +74,12 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
     const TensorSlot& w = layout.find(prefix + l.name + ".w");  // this rank's shard
     s.linears.push_back({w.offset, offset(prefix + l.name + ".b"), w.rows, w.cols});
   }
+  if (attn && m.qk_norm) {
+    s.q_norm_w = offset(prefix + "attn.q_norm.w");
+    s.q_norm_b = offset(prefix + "attn.q_norm.b");
+    s.k_norm_w = offset(prefix + "attn.k_norm.w");
+    s.k_norm_b = offset(prefix + "attn.k_norm.b");
+  }
   return s;
 }
 
@@ -93,7 +99,6 @@ std::vector<std::string> unsupported_features(const spec::Model& m) {
     std::snprintf(share, sizeof share, "%g", m.rotary_fraction);
     out.push_back(std::string("RoPE on part of each head (rotary_fraction ") + share + ")");
   }
-  if (m.qk_norm) out.push_back("query and key norms (qk_norm)");
   if (m.attn_norms == 2 || m.mlp_norms == 2) out.push_back("norms after the sublayers (attn_norms / mlp_norms)");
   if (m.embedding_norm) out.push_back("an embedding norm (embedding_norm)");
   if (m.lm_head_bias) out.push_back("an LM head bias (lm_head_bias)");

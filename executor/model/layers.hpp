@@ -117,6 +117,9 @@ struct UnitCacheT {
   Vec<Scalar> d_pre2;    // MLP swiglu: dL/d(up) [N, F]
   Vec<Scalar> d_a;       // dL/d(norm output) [N, C]
   Vec<Scalar> lse;       // tp > 1 head: log of the sum of exp(logits) over the whole vocabulary [N]
+  // Query and key norms (qk_norm; units_impl.hpp): each norm's input normalised and 1/rms per
+  // normalised row (per head, or per token with qk_norm_whole), and d(its output), for the weights
+  Vec<Scalar> qn_hat, qn_rstd, kn_hat, kn_rstd, qn_dy, kn_dy;
   // Context parallelism, attention: a2a's q | k | v of this rank's head group over the whole
   // sequence [B·T·cp, (Q + 2KV) / cp]; whether the pass keeps only the input (full recompute).
   Vec<Scalar> cp_qkv;
@@ -172,6 +175,7 @@ std::vector<std::string> unsupported_features(const spec::Model& m);
 
 struct UnitSlots {
   int64_t norm_w = -1, norm_b = -1;
+  int64_t q_norm_w = -1, q_norm_b = -1, k_norm_w = -1, k_norm_b = -1;  // attention's qk_norm
   std::vector<LinearSlot> linears;  // attention: qkv, out; gelu: up, down; swiglu: gate, up, down
   int64_t wte = -1, wpe = -1;       // embedding; the head reads wte when tied
   int64_t lm_head = -1;             // untied head [C x vocab_rows]

@@ -46,6 +46,7 @@ void run_forward(K& k, const spec::Model& m, UnitKind kind, const UnitSlots& s, 
 template <typename Scalar, typename K>
 void UnitCacheT<Scalar, K>::release_intermediates() {
   for (Vec<Scalar>* v : {&xhat, &rstd, &a, &qkv, &probs, &mid, &pre, &pre2, &d_out, &d_pre, &d_pre2, &d_a, &lse, &cp_qkv,
+                         &qn_hat, &qn_rstd, &kn_hat, &kn_rstd, &qn_dy, &kn_dy,
                          &moe_gate, &moe_x, &moe_y, &moe_dy, &moe_xe, &moe_dye, &moe_dlogits, &sh_pre, &sh_pre2, &sh_mid,
                          &sh_out, &sh_gate, &sh_dout, &sh_d_pre, &sh_d_pre2, &sh_dgate}) {
     detail::release(*v);

@@ -14,7 +14,9 @@
 //              embedding; wpe's gradient is the full one on every rank.
 //   attention  y = x + out(attn(rope(qkv(norm1(x))))), causal, grouped-query (this tp rank's
 //              heads; layers.hpp says what tp > 1 leaves partial):
-//                a [N, C] = norm1(x);  qkv [N, Q + 2KV] = a . Wqkv + b;  RoPE on q and k (rope models)
+//                a [N, C] = norm1(x);  qkv [N, Q + 2KV] = a . Wqkv + b;  with qk_norm (Qwen3, OLMoE)
+//                q and k each through a norm of the model's kind — per head over head_dim, or with
+//                qk_norm_whole over the whole projection (a row of Q, of KV);  RoPE on q and k (rope models)
 //                mid [N, Q] = per head softmax(q k^T / sqrt(D)) v;  y = x + mid . Wout + b
 //              Q = heads * head_dim: C unless the model's head_dim says otherwise.
 //   mlp        y = x + mlp(norm2(x)), F this tp rank's share of ffn_hidden:
@@ -169,6 +171,83 @@ void rope_qk(K& k, const spec::Model& m, const UnitSlots& s, Dims d, S* qkv, boo
   k.rope(qkv, d.rows(), d.seq, a.qkv_cols(), a.hidden(), a.kv_heads, a.head_dim, inverse, m.rope_theta);
 }
 
+[[noreturn]] inline void qk_norm_on_device() {
+  throw std::logic_error("query and key norms (qk_norm) run on the host kernels only");
+}
+
+// The q (or k) columns [col, col + width) of the [n, cols] qkv buffer as contiguous rows.
+template <typename S>
+void take_columns(const S* qkv, int64_t n, int64_t cols, int64_t col, int64_t width, S* out) {
+  for (int64_t r = 0; r < n; ++r) std::copy(qkv + r * cols + col, qkv + r * cols + col + width, out + r * width);
+}
+template <typename S>
+void put_columns(const S* in, int64_t n, int64_t cols, int64_t col, int64_t width, S* qkv) {
+  for (int64_t r = 0; r < n; ++r) std::copy(in + r * width, in + (r + 1) * width, qkv + r * cols + col);
+}
+
+// qk_norm forward on the projection (before RoPE): q's columns [0, Q) and k's [Q, Q + KV), each as
+// rows of the norm's width (head_dim, or the whole projection), normalised in place.
+template <typename S, typename K>
+void qk_norm_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const ops::AttentionShape& a, S* qkv,
+                     UnitCacheT<S, K>& c) {
+  if (!m.qk_norm) return;
+  if constexpr (K::kHost) {
+    const int64_t n = c.dims.rows(), cols = a.qkv_cols(), q = a.hidden(), kv = a.kv_heads * a.head_dim;
+    const bool ln = m.norm == spec::Norm::kLayerNorm;
+    std::vector<S> in, outv;
+    auto one = [&](int64_t col, int64_t width, int64_t w_slot, int64_t b_slot, int64_t norm_width, auto& hat, auto& rstd) {
+      const int64_t rows = n * width / norm_width;
+      in.resize(static_cast<std::size_t>(n * width));
+      outv.resize(in.size());
+      take_columns(qkv, n, cols, col, width, in.data());
+      resize(hat, n * width);
+      resize(rstd, rows);
+      k.norm_forward(ln, m.norm_eps, in.data(), params + w_slot, at(params, b_slot), outv.data(), hat.data(), rstd.data(), rows,
+                     norm_width);
+      put_columns(outv.data(), n, cols, col, width, qkv);
+    };
+    one(0, q, s.q_norm_w, s.q_norm_b, m.q_norm_width(), c.qn_hat, c.qn_rstd);
+    one(q, kv, s.k_norm_w, s.k_norm_b, m.k_norm_width(), c.kn_hat, c.kn_rstd);
+  } else {
+    qk_norm_on_device();
+  }
+}
+
+// qk_norm backward: d(norm output) in the q and k columns of `d` (after RoPE's inverse) kept for
+// the weights (qn_dy, kn_dy) and replaced by d(norm input).
+template <typename S, typename K>
+void qk_norm_backward_input(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const ops::AttentionShape& a,
+                            S* d, UnitCacheT<S, K>& c) {
+  if (!m.qk_norm) return;
+  if constexpr (K::kHost) {
+    const int64_t n = c.dims.rows(), cols = a.qkv_cols(), q = a.hidden(), kv = a.kv_heads * a.head_dim;
+    const bool ln = m.norm == spec::Norm::kLayerNorm;
+    std::vector<S> dx;
+    auto one = [&](int64_t col, int64_t width, int64_t w_slot, int64_t norm_width, const auto& hat, const auto& rstd, auto& dy) {
+      resize(dy, n * width);
+      take_columns(d, n, cols, col, width, dy.data());
+      dx.resize(static_cast<std::size_t>(n * width));
+      k.norm_backward_input(ln, dy.data(), params + w_slot, hat.data(), rstd.data(), dx.data(), n * width / norm_width,
+                            norm_width, false);
+      put_columns(dx.data(), n, cols, col, width, d);
+    };
+    one(0, q, s.q_norm_w, m.q_norm_width(), c.qn_hat, c.qn_rstd, c.qn_dy);
+    one(q, kv, s.k_norm_w, m.k_norm_width(), c.kn_hat, c.kn_rstd, c.kn_dy);
+  } else {
+    qk_norm_on_device();
+  }
+}
+
+template <typename S, typename K>
+void qk_norm_backward_weight(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
+  if (!m.qk_norm) return;
+  const int64_t qw = m.q_norm_width(), kw = m.k_norm_width();
+  k.norm_backward_weight(c.qn_dy.data(), c.qn_hat.data(), grads + s.q_norm_w, at(grads, s.q_norm_b),
+                         static_cast<int64_t>(c.qn_dy.size()) / qw, qw);
+  k.norm_backward_weight(c.kn_dy.data(), c.kn_hat.data(), grads + s.k_norm_w, at(grads, s.k_norm_b),
+                         static_cast<int64_t>(c.kn_dy.size()) / kw, kw);
+}
+
 template <typename S, typename K>
 void attention_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, S* y,
                        UnitCacheT<S, K>& c) {
@@ -179,6 +258,7 @@ void attention_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* 
   norm_forward(k, m, s, params, x, c);
   resize(c.qkv, n * a.qkv_cols());
   k.linear_forward(c.a.data(), params + qkv.w, at(params, qkv.b), c.qkv.data(), n, qkv.in, qkv.out);
+  qk_norm_forward(k, m, s, params, a, c.qkv.data(), c);
   rope_qk(k, m, s, c.dims, c.qkv.data(), false);
   resize(c.probs, a.batch * a.heads * a.seq * a.seq);
   resize(c.mid, n * q);
@@ -202,6 +282,7 @@ void attention_backward_input(K& k, const spec::Model& m, const UnitSlots& s, co
   resize(c.d_pre, n * a.qkv_cols());
   k.attention_backward(c.qkv.data(), c.probs.data(), d_mid.data(), c.d_pre.data(), a);
   rope_qk(k, m, s, c.dims, c.d_pre.data(), true);
+  qk_norm_backward_input(k, m, s, params, a, c.d_pre.data(), c);
   resize(c.d_a, n * h);
   k.linear_backward_input(c.d_pre.data(), params + qkv.w, c.d_a.data(), n, qkv.in, qkv.out, false);
   if (s.tp > 1) {  // this rank's part of d_a: summed over tp, then finish_input_grad
@@ -212,10 +293,11 @@ void attention_backward_input(K& k, const spec::Model& m, const UnitSlots& s, co
 }
 
 template <typename S, typename K>
-void attention_backward_weight(K& k, const spec::Model&, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
+void attention_backward_weight(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows();
   linear_backward_weight(k, s.linears[1], c.mid.data(), c.d_out.data(), grads, n);
   linear_backward_weight(k, s.linears[0], c.a.data(), c.d_pre.data(), grads, n);
+  qk_norm_backward_weight(k, m, s, grads, c);
 }
 
 // ---- MLP ----------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ Exit 77 (CTest's SKIP_RETURN_CODE) when torch or transformers cannot be imported
 
 The Mixtral model has 4 SwiGLU experts of width 24, top 2 renormalised; the Qwen2-MoE one 4 experts
 of width 16, top 2 not renormalised, a gated shared expert of width 24 and layer 0 dense
-(mlp_only_layers); their router weights are redrawn like the others, so the tokens spread over the
+(mlp_only_layers); the OLMoE one 4 experts of width 16, top 2 not renormalised, and RMSNorms over
+the whole q and k projections before RoPE; their router weights are redrawn like the others, so the tokens spread over the
 experts. The models' weights are redrawn N(0, 0.2) (norm weights 1 + N(0, 0.1)) so that the logits are far
 from uniform and every tensor shapes the loss; the GPT-2 model is tied with exact-erf GELU off
 (gelu_new), the LLaMA model untied with grouped-query attention (4 heads, 2 K/V heads), SwiGLU and
@@ -104,8 +105,18 @@ def qwen2_moe(seed=5):
     return perturb(transformers.Qwen2MoeForCausalLM(c), seed).eval()
 
 
-MODELS = {"gpt2": gpt2, "llama": llama, "mixtral": mixtral, "qwen2_moe": qwen2_moe}
-EXPERTS = {"mixtral", "qwen2_moe"}  # the executor runs their experts at tp 1 (no tp plans)
+def olmoe(seed=6):
+    c = transformers.OlmoeConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=16, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                 rms_norm_eps=1e-6, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
+                                 norm_topk_prob=False, clip_qkv=None, pad_token_id=None, eos_token_id=None,
+                                 attention_dropout=0.0)
+    return perturb(transformers.OlmoeForCausalLM(c), seed).eval()
+
+
+MODELS = {"gpt2": gpt2, "llama": llama, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe}
+# the executor runs their experts (and OLMoE's whole-projection q/k norms) at tp 1 (no tp plans)
+EXPERTS = {"mixtral", "qwen2_moe", "olmoe"}
 
 
 def tokens(n=4096, seed=3):

@@ -215,6 +215,25 @@ TEST(GradCheck, MixtureOfExpertsSharedGatedExpertDenseFirstLayer) {
   check_every_unit(m, 0.3);
 }
 
+// Query and key norms before RoPE: Qwen3's RMSNorm per head (over head_dim, one weight for every
+// head), OLMoE's over the whole q and k projections (qk_norm_whole), and on the GPT shapes the
+// model's LayerNorm with its bias, per head.
+TEST(GradCheck, QueryKeyNormsPerHeadAndWholeProjection) {
+  spec::Model qwen3 = test::tiny_llama();
+  qwen3.name = "tiny-qwen3";
+  qwen3.qk_norm = true;
+  check_every_unit(qwen3);
+  spec::Model olmoe = qwen3;
+  olmoe.name = "tiny-olmoe";
+  olmoe.qk_norm_whole = true;
+  olmoe.moe.experts = 4, olmoe.moe.top_k = 2, olmoe.moe.ffn_hidden = 6, olmoe.moe.normalize_top_k = false;
+  check_every_unit(olmoe, 0.2);
+  spec::Model gpt = test::tiny_gpt();
+  gpt.name = "tiny-gpt-qk-norm";
+  gpt.qk_norm = true;
+  check_every_unit(gpt);
+}
+
 // DeepSeek-V3's router on the LLaMA shapes: sigmoid scores, the top 4 of 16 experts taken from the 2
 // best of 4 groups of 4 (each scored by its top 4 / 2 = 2 selection scores) with the expert biases shifting the
 // selection only (random here: their gradient is zero, which the differences confirm), the chosen
