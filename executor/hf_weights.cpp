@@ -112,6 +112,8 @@ const char* to_string(Family f) {
     case Family::kMixtral: return "mixtral";
     case Family::kQwen2Moe: return "qwen2_moe";
     case Family::kOlmoe: return "olmoe";
+    case Family::kQwen3: return "qwen3";
+    case Family::kQwen3Moe: return "qwen3_moe";
   }
   return "?";
 }
@@ -140,6 +142,17 @@ Family family_of(const Model& m) {
       m.moe.shared_ffn_hidden > 0 && m.moe.shared_gate) {
     return Family::kQwen2Moe;
   }
+  // transformers' Qwen3 / Qwen3-MoE (modeling_qwen3.py, modeling_qwen3_moe.py): RMSNorms over each
+  // head's q and k (head_dim wide) before RoPE, attention_bias on all four projections or none,
+  // head_dim as the config says; Qwen3-MoE's experts without a shared one, dense layers as
+  // mlp_only_layers
+  if (why.empty() && llama_like && qk && !m.qk_norm_whole && m.qkv_bias == m.out_bias && !m.mlp_bias && !moe) {
+    return Family::kQwen3;
+  }
+  if (why.empty() && llama_like && moe && qk && !m.qk_norm_whole && plain_router && m.qkv_bias == m.out_bias &&
+      !m.mlp_bias && m.moe.shared_ffn_hidden == 0) {
+    return Family::kQwen3Moe;
+  }
   // transformers' OLMoE: RMSNorms over the whole q and k projections, every layer's MLP experts
   if (why.empty() && llama_like && moe && moe_heads && qk && m.qk_norm_whole && plain_router && !m.qkv_bias &&
       !m.out_bias && !m.mlp_bias && m.moe.shared_ffn_hidden == 0 && m.moe.dense_layers.empty()) {
@@ -152,8 +165,9 @@ Family family_of(const Model& m) {
                       (list.empty() ? "" : "; " + list) +
                       "): GPT-2 (learned positions, LayerNorm, GELU, all biases, multi-head), LLaMA / Mistral / Qwen2 "
                       "(RoPE, RMSNorm, SwiGLU), Mixtral (their experts, top-k renormalised, no shared expert), "
-                      "Qwen2-MoE (Qwen2's attention, experts beside a gated shared expert) or OLMoE (norms over the "
-                      "whole q and k projections, experts in every layer)");
+                      "Qwen2-MoE (Qwen2's attention, experts beside a gated shared expert), Qwen3 / Qwen3-MoE (norms "
+                      "over each head's q and k; experts without a shared one) or OLMoE (norms over the whole q and k "
+                      "projections, experts in every layer)");
 }
 
 std::vector<Piece> pieces_of(const Model& m, Family f, const count::TensorSpec& t) {
@@ -190,7 +204,7 @@ std::vector<Piece> pieces_of(const Model& m, Family f, const count::TensorSpec& 
     }
     return out;
   }
-  const bool moe = f == Family::kMixtral || f == Family::kQwen2Moe || f == Family::kOlmoe;
+  const bool moe = f == Family::kMixtral || f == Family::kQwen2Moe || f == Family::kOlmoe || f == Family::kQwen3Moe;
   const std::string layer = dec + "layers." + std::to_string(block) + ".";
   const std::string moe_block = layer + (f == Family::kMixtral ? "block_sparse_moe." : "mlp.");
   if (moe && what == "mlp.router") return whole(moe_block + "gate", true);
@@ -240,6 +254,8 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
                        : f == Family::kQwen2   ? "Qwen2ForCausalLM"
                        : f == Family::kMixtral ? "MixtralForCausalLM"
                        : f == Family::kOlmoe   ? "OlmoeForCausalLM"
+                       : f == Family::kQwen3   ? "Qwen3ForCausalLM"
+                       : f == Family::kQwen3Moe ? "Qwen3MoeForCausalLM"
                                                : "Qwen2MoeForCausalLM";
     j = {{"architectures", {arch}},
          {"model_type", to_string(f)},
@@ -265,6 +281,20 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
       j["num_local_experts"] = m.moe.experts;
       j["num_experts_per_tok"] = m.moe.top_k;
       j["sliding_window"] = nullptr;
+      j["output_router_logits"] = false;
+    }
+    if (f == Family::kQwen3 || f == Family::kQwen3Moe) {
+      j["head_dim"] = m.head_dim();
+      j["attention_bias"] = m.qkv_bias;
+      j["use_sliding_window"] = false;
+    }
+    if (f == Family::kQwen3Moe) {  // Qwen3MoeConfig: intermediate_size is the dense layers' width
+      j["moe_intermediate_size"] = m.moe.ffn_hidden;
+      j["num_experts"] = m.moe.experts;
+      j["num_experts_per_tok"] = m.moe.top_k;
+      j["norm_topk_prob"] = m.moe.normalize_top_k;
+      j["decoder_sparse_step"] = 1;
+      j["mlp_only_layers"] = m.moe.dense_layers;
       j["output_router_logits"] = false;
     }
     if (f == Family::kOlmoe) {  // OlmoeConfig: intermediate_size is each expert's width

@@ -209,9 +209,21 @@ TEST(HfWeights, ExportThenImportGivesTheSameValues) {
   qwen2_moe.qkv_bias = true;
   qwen2_moe.moe.shared_ffn_hidden = 6, qwen2_moe.moe.shared_gate = true, qwen2_moe.moe.dense_layers = {0};
   qwen2_moe.moe.normalize_top_k = false;
+  spec::Model qwen3 = test::tiny_llama();  // q/k norms per head, an explicit head_dim
+  qwen3.name = "tiny-qwen3";
+  qwen3.qk_norm = true, qwen3.head_size = 4;
+  spec::Model qwen3_moe = qwen3;  // experts without a shared one, block 0 dense
+  qwen3_moe.name = "tiny-qwen3-moe";
+  qwen3_moe.moe.experts = 3, qwen3_moe.moe.top_k = 2, qwen3_moe.moe.ffn_hidden = 5, qwen3_moe.moe.dense_layers = {0};
+  spec::Model olmoe = mixtral;  // q/k norms over the whole projections, top k not renormalised
+  olmoe.name = "tiny-olmoe";
+  olmoe.qk_norm = olmoe.qk_norm_whole = true, olmoe.moe.normalize_top_k = false;
   ASSERT_EQ(hf::family_of(mixtral), hf::Family::kMixtral);
   ASSERT_EQ(hf::family_of(qwen2_moe), hf::Family::kQwen2Moe);
-  for (const spec::Model& m : {test::tiny_llama(), test::tiny_gpt(), mixtral, qwen2_moe}) {
+  ASSERT_EQ(hf::family_of(qwen3), hf::Family::kQwen3);
+  ASSERT_EQ(hf::family_of(qwen3_moe), hf::Family::kQwen3Moe);
+  ASSERT_EQ(hf::family_of(olmoe), hf::Family::kOlmoe);
+  for (const spec::Model& m : {test::tiny_llama(), test::tiny_gpt(), mixtral, qwen2_moe, qwen3, qwen3_moe, olmoe}) {
     const ParamLayout layout(m);
     std::vector<float> values(static_cast<std::size_t>(layout.size()));
     layout.init<float>(values, 7);
