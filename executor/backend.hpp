@@ -137,8 +137,10 @@ class Backend {
   // weight), dy (kBackwardSend) or what the phase's all-to-all delivered; `counts`: kDispatch
   // writes the routed rows of each expert [E], kExperts reads the received rows [ep x E/ep];
   // `flag`: kExpertsBackward and kBackwardFinish add their weight gradients (false: zero-bubble,
-  // backward_weight adds them). Returns the next all-to-all's send buffer, y or dx. A backend that
-  // does not run expert parallelism keeps this refusal.
+  // backward_weight adds them); kDispatch recomputes the route from the input the forward kept (full
+  // recompute: `in` is not read); kCombine then keeps only that input (a forward under full
+  // recompute). Returns the next all-to-all's send buffer, y or dx. A backend that does not run
+  // expert parallelism keeps this refusal.
   virtual Buffer moe(MoePhase /*phase*/, int32_t /*chunk*/, int32_t /*unit*/, int64_t /*slot*/, const TokenBatch& /*batch*/,
                      std::span<const float> /*in*/, std::span<int64_t> /*counts*/, bool /*flag*/) {
     throw ExecutorError("this backend does not run expert parallelism (ep > 1); the CPU backend does");

@@ -173,7 +173,7 @@ Buffer CpuBackend::moe(MoePhase phase, int32_t chunk, int32_t unit, int64_t slot
   switch (phase) {
     case MoePhase::kDispatch:
       out = alloc(routed);
-      l.moe_dispatch(batch, params, in, out.view(), counts, c);
+      l.moe_dispatch(batch, params, in, out.view(), counts, c, flag);
       break;
     case MoePhase::kExperts:
       out = alloc(static_cast<int64_t>(in.size()));
@@ -181,7 +181,7 @@ Buffer CpuBackend::moe(MoePhase phase, int32_t chunk, int32_t unit, int64_t slot
       break;
     case MoePhase::kCombine:
       out = alloc(l.output_size(c.dims));
-      l.moe_combine(in, out.view(), c);
+      l.moe_combine(in, out.view(), c, flag);
       break;
     case MoePhase::kBackwardSend:
       out = alloc(routed);

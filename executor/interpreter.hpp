@@ -181,6 +181,7 @@ class Runner::Interpreter {
   void post_hierarchical_gather(int32_t i);
   void finish_hierarchical_gather(int32_t i);
   void finish_gather(int32_t i);
+  void ep_recompute(const program::Instr& in);
   void post_set_reduce(int32_t i);
   void post_set_gather(int32_t i);
   void finish_set_gather(int32_t i);

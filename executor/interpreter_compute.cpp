@@ -83,6 +83,7 @@ void Runner::Interpreter::forward(const Instr& in) {
 }
 
 void Runner::Interpreter::recompute(const Instr& in) {
+  if (ep_moe(in.unit_begin)) return ep_recompute(in);  // interpreter_ep.cpp
   MicroState& ms = micro(in);
   for (int32_t u = in.unit_begin; u < in.unit_end; ++u) {
     if (cp_attention(u)) {  // the projection ran when the gather (or a2a) was posted; y was the forward's

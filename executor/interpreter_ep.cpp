@@ -6,6 +6,11 @@
 //                                          combine: their outputs back               -> y (at the finish)
 //   backward   (at the post) d(outputs)    the combine's gradient to the experts     Backward (experts)
 //                                          the dispatch's gradient back              Backward: -> dx
+//   recompute  Recompute: the route again  dispatch again                            Recompute (experts)
+//              from the kept input         combine again (its y unused)
+// Under full recompute a forward keeps only the unit's input once its combine is done; the
+// Recompute pass (Megatron-Core recomputes the whole layer, its all-to-alls included) restores
+// the source side's and the experts' caches for the backward.
 // The dispatch first exchanges how many rows go to each member's each expert (Megatron-Core's
 // tokens-per-expert all-to-all, here E/ep counts a member), then the rows with those counts; the
 // combine and the backward's two reuse the dispatch's counts the other way. The counts travel as
@@ -38,17 +43,15 @@ void Runner::Interpreter::plan_ep_passes() {
   for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
     const Instr& in = instrs_[at(i)];
     if (in.lane != Lane::kEp) continue;
-    if (in.flags & program::kFlagRecompute) {
-      throw ExecutorError(where(i) + ": the executor does not recompute an expert-parallel MoE pass (full recompute)");
-    }
-    by_pass[{in.chunk, in.mb, in.unit_begin, (in.flags & program::kFlagGrad) ? 1 : 0}].push_back(i);
+    const int pass = (in.flags & program::kFlagGrad) ? 1 : (in.flags & program::kFlagRecompute) ? 2 : 0;
+    by_pass[{in.chunk, in.mb, in.unit_begin, pass}].push_back(i);
   }
   for (const auto& [key, list] : by_pass) {
     if (list.size() != 2) {
       throw ExecutorError(where(list.front()) + ": a MoE pass has " + std::to_string(list.size()) +
                           " expert-parallel all-to-alls, expected 2 (dispatch and combine)");
     }
-    const bool grad = std::get<3>(key) == 1;
+    const bool grad = std::get<3>(key) == 1;  // a recompute's are a forward's
     ep_role_[at(list[0])] = grad ? EpRole::kGradCombine : EpRole::kDispatch;
     ep_role_[at(list[1])] = grad ? EpRole::kGradDispatch : EpRole::kCombine;
   }
@@ -94,6 +97,20 @@ void Runner::Interpreter::ep_compute(const Instr& in, bool backward, bool input_
     ms.ep_in = {};
     ms.ep_routes.erase(in.unit_begin);
     maybe_retire(ms);
+  }
+}
+
+// A MoE unit's Recompute with expert parallelism: the route from the kept input, or the experts
+// over what the recomputed dispatch delivered.
+void Runner::Interpreter::ep_recompute(const Instr& in) {
+  MicroState& ms = micro(in);
+  EpRoute& route = ms.ep_routes[in.unit_begin];
+  if ((in.flags & program::kFlagExperts) == 0) {
+    route.experts.assign(at(prog_.model.moe.experts), 0);
+    ms.ep_out = ep_run(MoePhase::kDispatch, in, ms, {}, route.experts, true);
+  } else {
+    ms.ep_out = ep_run(MoePhase::kExperts, in, ms, ms.ep_in.view(), route.recv_counts, false);
+    ms.ep_in = {};
   }
 }
 
@@ -181,8 +198,10 @@ void Runner::Interpreter::finish_ep(int32_t i) {
   Buffer got = std::move(p.piece);
   p.buffer = {};
   p.piece = {};
-  if (ep_role_[at(i)] == EpRole::kCombine) {
-    ms.act = ep_phase(MoePhase::kCombine, in, ms, got.view(), {}, false);
+  if (ep_role_[at(i)] == EpRole::kCombine && (in.flags & program::kFlagRecompute)) {
+    ep_phase(MoePhase::kCombine, in, ms, got.view(), {}, false);  // the caches back; y was the forward's
+  } else if (ep_role_[at(i)] == EpRole::kCombine) {
+    ms.act = ep_phase(MoePhase::kCombine, in, ms, got.view(), {}, full_recompute_);
   } else {
     ms.ep_in = std::move(got);
   }

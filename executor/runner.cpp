@@ -62,10 +62,6 @@ void fault_kill(int64_t rank, const std::string& where) {
 }
 
 std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const spec::Training* training) {
-  if (m.moe.on() && (p.ep > 1 || p.tp > 1) && p.recompute == spec::Recompute::kFull) {
-    return "/recompute: \"full\" with experts and ep " + std::to_string(p.ep) + ", tp " + std::to_string(p.tp) +
-           " is not run by the executor yet (it does not recompute an expert-parallel or sequence-parallel MoE pass)";
-  }
   if (m.moe.on() && p.tp > 1 && m.moe.shared_ffn_hidden > 0) {
     return "/tp: " + std::to_string(p.tp) + " is not run by the executor with shared experts yet (their tp-split MLP "
            "beside the sequence-parallel routing)";

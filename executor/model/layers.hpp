@@ -296,11 +296,14 @@ class LayerT {
   // `weights`: the phase adds its weight gradients (the experts', or the router's, shared experts'
   // and norm's); without (zero-bubble), backward_weight adds them all.
   int64_t moe_rows(const Dims& d) const { return d.rows() * model_.moe.top_k; }
+  // `recompute` (full recompute): the route again from the input the forward kept (x is ignored),
+  // not counted by take_routed.
   void moe_dispatch(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
-                    std::span<Scalar> send, std::span<int64_t> expert_counts, Cache& cache) const;
+                    std::span<Scalar> send, std::span<int64_t> expert_counts, Cache& cache, bool recompute = false) const;
   void moe_experts(std::span<const Scalar> params, std::span<const Scalar> received, std::span<const int64_t> counts,
                    std::span<Scalar> out, Cache& cache) const;
-  void moe_combine(std::span<const Scalar> received, std::span<Scalar> y, Cache& cache) const;
+  // `input_only` (a forward under full recompute): keeps only the input (the Recompute pass's).
+  void moe_combine(std::span<const Scalar> received, std::span<Scalar> y, Cache& cache, bool input_only = false) const;
   void moe_backward_send(std::span<const Scalar> params, std::span<const Scalar> dy, std::span<Scalar> send,
                          Cache& cache) const;
   void moe_experts_backward(std::span<const Scalar> params, std::span<const Scalar> received, std::span<Scalar> out,

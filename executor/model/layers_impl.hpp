@@ -420,9 +420,18 @@ void moe_check(const LayerT<Scalar, K>& l, const spec::Model& m, const UnitSlots
 
 template <typename Scalar, typename K>
 void LayerT<Scalar, K>::moe_dispatch(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,
-                                     std::span<Scalar> send, std::span<int64_t> expert_counts, Cache& cache) const {
+                                     std::span<Scalar> send, std::span<int64_t> expert_counts, Cache& cache,
+                                     bool recompute) const {
   const Dims d = batch.dims;
   check_buffer("params", params.size(), layout_size_);
+  typename K::template Vec<Scalar> kept;
+  if (recompute) {  // the forward's input, which the clear below would drop
+    if (static_cast<int64_t>(cache.input.size()) != input_size(d)) {
+      throw std::logic_error("Layer " + unit_name(model_, unit_) + ": recompute without a forward that kept the input");
+    }
+    kept.swap(cache.input);
+    x = std::span<const Scalar>(kept.data(), kept.size());
+  }
   check_buffer("input", x.size(), input_size(d));
   detail::moe_check(*this, model_, slots_, "the send buffer", send.size(), moe_rows(d) * model_.hidden);
   detail::moe_check(*this, model_, slots_, "the expert counts", expert_counts.size(), model_.moe.experts);
@@ -432,7 +441,7 @@ void LayerT<Scalar, K>::moe_dispatch(const TokenBatch& batch, std::span<const Sc
     cache.moe_aux_grad = batch.moe_aux_grad;
     k_->assign(cache.input, x.data(), static_cast<int64_t>(x.size()));  // the residual, for the combine
     detail::moe_route_phase(*k_, model_, slots_, params.data(), x.data(), cache);
-    count_routed(cache);
+    if (!recompute) count_routed(cache);
     std::copy(cache.moe_x.begin(), cache.moe_x.end(), send.begin());
     detail::release(cache.moe_x);  // the experts' side keeps what it receives (moe_xe)
     for (int64_t e = 0; e < model_.moe.experts; ++e) {
@@ -457,11 +466,16 @@ void LayerT<Scalar, K>::moe_experts(std::span<const Scalar> params, std::span<co
 }
 
 template <typename Scalar, typename K>
-void LayerT<Scalar, K>::moe_combine(std::span<const Scalar> received, std::span<Scalar> y, Cache& cache) const {
+void LayerT<Scalar, K>::moe_combine(std::span<const Scalar> received, std::span<Scalar> y, Cache& cache,
+                                    bool input_only) const {
   detail::moe_check(*this, model_, slots_, "the received rows", received.size(), moe_rows(cache.dims) * model_.hidden);
   check_buffer("output", y.size(), output_size(cache.dims));
   if constexpr (K::kHost) {
     detail::moe_combine_phase(*k_, model_, slots_, cache.input.data(), received.data(), y.data(), cache);
+    if (input_only) {  // full recompute: the input alone until the Recompute pass
+      cache.release_intermediates();
+      return;
+    }
     detail::release(cache.input);
     cache.full = true;
   }

@@ -187,6 +187,10 @@ TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .zero = 1, .ep = 2},
       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .ep = 2},
       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "interleaved", .virtual_stages = 2, .ep = 2},
+      // full recompute: the forward keeps each unit's input, the Recompute pass re-routes and
+      // re-runs both all-to-alls before the backward (Megatron-Core recomputes the whole layer)
+      {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .recompute = "full", .ep = 2},
+      {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .recompute = "full", .ep = 2},
   };
   expect_experts_match(tiny_mixtral(), rank, plans);
   expect_experts_match(tiny_qwen2_moe(), rank, plans);
@@ -217,6 +221,11 @@ TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
       {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "1f1b", .zero = 1, .sequence_parallel = true,
        .framework = kMegatron},
       {.cp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .framework = kMegatron, .ep = 2},
+      // full recompute of the sequence-parallel MoE unit, at ep 1 and at ep 2
+      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .recompute = "full", .sequence_parallel = true,
+       .framework = kMegatron},
+      {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "1f1b", .recompute = "full", .sequence_parallel = true,
+       .framework = kMegatron, .ep = 2},
   };
   expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
 }
