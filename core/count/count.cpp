@@ -111,8 +111,15 @@ int64_t active_parameters(const Model& m) {
   return parameters(m) - moe_layers(m) * (m.moe.experts - m.moe.top_k) * expert_parameters(m);
 }
 
-double attention_flops_per_token_fwd(const Model& m) {
-  const double s = static_cast<double>(m.seq_len);
+int64_t attention_keys(const Model& m, int64_t layer) {
+  const bool windowed = m.sliding_window > 0 &&
+                        (m.sliding_window_layers.empty() ||
+                         std::binary_search(m.sliding_window_layers.begin(), m.sliding_window_layers.end(), layer));
+  return windowed ? std::min(m.seq_len, m.sliding_window) : m.seq_len;
+}
+
+double attention_flops_per_token_fwd(const Model& m, int64_t layer) {
+  const double s = static_cast<double>(attention_keys(m, layer));
   if (m.mla.on()) {  // q.k^T over the nope and rope parts, p.v over v_head_dim, every head
     const double heads = static_cast<double>(m.heads);
     return 2.0 * s * heads * static_cast<double>(m.mla.qk_head_dim()) + 2.0 * s * heads * static_cast<double>(m.mla.v_head_dim);
@@ -121,7 +128,7 @@ double attention_flops_per_token_fwd(const Model& m) {
 }
 
 double block_flops_per_token_fwd(const Model& m, int64_t layer) {
-  double total = attention_flops_per_token_fwd(m);
+  double total = attention_flops_per_token_fwd(m, layer);
   for (const Linear& l : attention_linears(m)) total += l.forward_flops_per_token();
   if (!m.moe_layer(layer)) {
     for (const Linear& l : mlp_linears(m, "mlp", m.ffn_hidden)) total += l.forward_flops_per_token();
@@ -153,10 +160,11 @@ double flops_per_token_fwd(const Model& m) {
 double model_flops_per_token_train(const Model& m) { return 3.0 * flops_per_token_fwd(m); }
 
 double hardware_flops_per_token_train(const Model& m, Recompute r) {
-  const double layers = static_cast<double>(m.layers);
+  double scores = 0;  // what selective recompute re-runs: every block's attention scores
+  for (int64_t l = 0; l < m.layers; ++l) scores += attention_flops_per_token_fwd(m, l);
   switch (r) {
     case Recompute::kNone: return model_flops_per_token_train(m);
-    case Recompute::kSelective: return model_flops_per_token_train(m) + layers * attention_flops_per_token_fwd(m);
+    case Recompute::kSelective: return model_flops_per_token_train(m) + scores;
     case Recompute::kFull: return model_flops_per_token_train(m) + flops_per_token_fwd(m) - head_flops_per_token_fwd(m);
   }
   return model_flops_per_token_train(m);

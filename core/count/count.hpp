@@ -23,8 +23,10 @@
 // MLA (DeepSeek-V2/V3): the linears of model.hpp's MLA; scores q.k^T 2·s·H·(d_nope + d_rope) and
 // p.v 2·s·H·d_v per token.
 // Attention scores per token and block, forward: QK^T 2*s*q + (softmax.V) 2*s*q = 4*s*q, counted
-// over all s keys as Narayanan et al. (SC'21) do, on every layer whatever sliding_window says (a
-// windowed layer's exact count would be 4*min(s, w)*q), so the totals reproduce their formulas:
+// over all s keys as Narayanan et al. (SC'21) do (not the causal half), so the totals reproduce
+// their formulas; a layer of sliding_window w (Mistral's every layer, gpt-oss's and Gemma-2's
+// "sliding_attention" ones: sliding_window_layers) reaches back min(s, w) keys, 4*min(s, w)*q, as
+// the windowed kernels (FlashAttention's window_size) compute:
 //   forward FLOPs per token = 24*L*h^2 + 4*L*s*h + 2*h*V   (GPT, 4h MLP, no GQA)
 //   training = 3x forward (72 formula); full recompute adds one block forward (96 formula).
 // Embedding lookups, norms, softmax and biases are memory-bound and excluded from FLOPs.
@@ -86,7 +88,9 @@ int64_t expert_parameters(const spec::Model& m);     // one routed expert's MLP
 int64_t moe_layers(const spec::Model& m);            // layers whose MLP is a mixture of experts
 int64_t active_parameters(const spec::Model& m);     // what one token's forward reaches (all, dense)
 
-double attention_flops_per_token_fwd(const spec::Model& m);  // 4*s*q per block
+// The keys a query of block `layer` is costed over: s, or min(s, w) on a windowed layer.
+int64_t attention_keys(const spec::Model& m, int64_t layer);
+double attention_flops_per_token_fwd(const spec::Model& m, int64_t layer);  // 4*keys*q per block
 double block_flops_per_token_fwd(const spec::Model& m, int64_t layer = 0);  // linears + scores, active experts
 double head_flops_per_token_fwd(const spec::Model& m);       // 2*h*V
 double flops_per_token_fwd(const spec::Model& m);            // the whole model

@@ -45,8 +45,8 @@ double linear_flops(const Model& m, int64_t tp, const char* group) {
 Unit attention(const Model& m, int64_t tp, int32_t block) {
   Unit u{UnitKind::kAttention, block, {}, {}, {}, 0, 0, 0, 0, 0};
   const double gemm = linear_flops(m, tp, "attn.");
-  // 4·s·q/t; latent attention: over its query/key and value head sizes
-  const double scores = count::attention_flops_per_token_fwd(m) / static_cast<double>(tp);
+  // 4·s·q/t (s: the keys of its window, if any); latent attention: over its query/key and value head sizes
+  const double scores = count::attention_flops_per_token_fwd(m, block) / static_cast<double>(tp);
   u.fwd_flops_per_token = gemm + scores;
   u.bwd_input_flops_per_token = gemm + 2 * scores;
   u.bwd_weight_flops_per_token = gemm;

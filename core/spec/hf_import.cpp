@@ -111,12 +111,15 @@ class Reader {
   void warn_at(const std::string& pointer, const json& value, const std::string& what) {
     m.warnings.push_back(m.file + ": " + pointer + ": " + describe(value) + " " + what);
   }
-  // sliding_window: the attention of each token reaches back this many tokens, so at longer sequences
-  // its score FLOPs and memory are less than the whole-sequence attention costed.
+  // sliding_window: the attention of each token reaches back this many tokens (count::attention_keys
+  // costs a layer's scores over min(s, w) keys); kept on the model, noted, since the CPU executor
+  // does not run a window shorter than the sequence.
   void warn_sliding_window(const char* key = "sliding_window") {
     if (!has(key)) return;
-    warn(key, "is not modelled: attention is costed over the whole sequence");
     if (j_.at(key).is_number_integer()) m.sliding_window = std::max<int64_t>(0, j_.at(key).get<int64_t>());
+    if (m.sliding_window > 0) {
+      warn(key, "is noted: each layer's attention scores are costed over min(seq_len, window) keys");
+    }
   }
   // rope_scaling: kept by type, so that the executor refuses what it does not compute.
   void note_rope_scaling() {
@@ -268,7 +271,15 @@ Model from_qwen(const json& j, const std::string& file, bool qwen3) {
   r.llama_shapes(false, qwen3 ? std::optional<int64_t>(128) : std::nullopt);
   r.positions({"max_position_embeddings"});
   // Qwen applies sliding_window only when use_sliding_window says so (the released configs say false).
-  if (r.boolean_or("use_sliding_window", false)) r.warn_sliding_window();
+  if (r.boolean_or("use_sliding_window", false)) {
+    r.warn_sliding_window();
+    // Qwen2Attention: the window on layers from max_window_layers on (Qwen2Config's default 28)
+    const int64_t from = r.integer_or("max_window_layers", 28);
+    if (m.sliding_window > 0 && from > 0) {
+      for (int64_t i = from; i < m.layers; ++i) m.sliding_window_layers.push_back(i);
+      if (m.sliding_window_layers.empty()) m.sliding_window = 0;  // no layer has it
+    }
+  }
   r.note_rope_scaling();
   r.require_activation("hidden_act", {"silu", "swish"}, "\"silu\" (SwiGLU MLP)");
   r.numerics("rms_norm_eps", 1e-6);  // Qwen2Config, Qwen3Config
@@ -299,6 +310,11 @@ Model from_gemma(const json& j, const std::string& file, bool gemma2) {
   }
   if (gemma2) {
     r.warn_sliding_window();
+    // Gemma2Attention: the window on even layers (local), the whole sequence on odd ones (global)
+    if (m.sliding_window > 0) {
+      for (int64_t i = 0; i < m.layers; i += 2) m.sliding_window_layers.push_back(i);
+      if (m.layers == 1) m.sliding_window_layers.clear();
+    }
     for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
       if (r.has(key)) r.warn(key, "is noted: soft-capping is elementwise and changes no cost Stagecraft models");
     }
@@ -718,10 +734,8 @@ void gpt_oss_windows(Reader& r, const json& j) {
   if (static_cast<int64_t>(sliding.size()) < m.layers) m.sliding_window_layers = sliding;
   const std::string w = std::to_string(window), n = std::to_string(sliding.size());
   m.warnings.push_back(m.file + ": /sliding_window: " + w + " on the " + n +
-                       " \"sliding_attention\" layers of layer_types is not modelled: attention is costed over the "
-                       "whole sequence on every layer, so at a sequence length s above " + w + " each of those " + n +
-                       " layers' forward score FLOPs a token are over-counted by 4*(s - " + w + ")*" +
-                       std::to_string(m.q_dim()) + " (4*(s - window)*heads*head_dim)");
+                       " \"sliding_attention\" layers of layer_types is noted: those layers' attention scores are "
+                       "costed over min(seq_len, " + w + ") keys, the others' over the whole sequence");
 }
 
 // GptOssForCausalLM (modeling_gpt_oss.py, transformers >= 4.55): q, k, v, o with attention_bias (true

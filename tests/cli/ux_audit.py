@@ -123,7 +123,7 @@ def cases(s, p, t):
         ("D6", ["info", "--model", p["nemo"]], 0, "12,247,782,400", {"in_stdout": True}),
         ("D6", ["info", "--model", p["qwen2"]], 0, "7,615,616,512", {"in_stdout": True}),
         ("D6", ["info", "--model", p["mamba"]], 2, "/model_type: expected one of the families", {}),
-        ("D6", ["info", "--model", p["mistral"]], 0, "/sliding_window: 4096 is not modelled", {}),
+        ("D6", ["info", "--model", p["mistral"]], 0, "/sliding_window: 4096 is noted", {}),
         ("D6", ["info", "--model", p["notype"]], 2, "/model_type: missing", {}),
         ("D6", ["info", "--model", p["mistral"]], 0,
          "/max_position_embeddings: 32768 is the longest sequence the model takes, not a training length", {}),

@@ -144,7 +144,7 @@ TEST(HfFamilies, MistralNemoHeadDim) {
   EXPECT_EQ(count::parameters(m), total);
   EXPECT_EQ(total, 12247782400);  // Mistral-NeMo 12B: 12,247,782,400 (12.77 B when head_dim was ignored)
   // Attention FLOPs follow q, not hidden: QK^T and softmax.V, 2 s q each per token and block.
-  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(m), 4.0 * 8192 * q);
+  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(m, 0), 4.0 * 8192 * q);
   expect_units_agree(m);
 }
 
@@ -240,8 +240,14 @@ TEST(HfFamilies, Gemma2FourNorms) {
   const int64_t total = 256000 * h + 42 * block + h;
   EXPECT_EQ(count::parameters(m), total);
   EXPECT_EQ(total, 9241705984);  // Gemma-2-9B: 9,241,705,984
-  EXPECT_TRUE(warned(m, "/sliding_window: 4096 is not modelled"));
+  EXPECT_TRUE(warned(m, "/sliding_window: 4096 is noted"));
   EXPECT_TRUE(warned(m, "/attn_logit_softcapping"));
+  // local (windowed) attention on the even layers, global on the odd ones: at s = 8192, 4 · 4096 · q
+  // and 4 · 8192 · q a token
+  Model at8k = m;
+  at8k.seq_len = 8192;
+  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(at8k, 0), 4.0 * 4096 * q);
+  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(at8k, 1), 4.0 * 8192 * q);
   expect_units_agree(m);
   json untied = cfg;
   untied["tie_word_embeddings"] = false;
@@ -442,7 +448,7 @@ TEST(HfFamilies, Phi3) {
   const int64_t total = 2 * 32064 * h + 32 * block + h;
   EXPECT_EQ(count::parameters(m), total);
   EXPECT_EQ(total, 3821079552);  // Phi-3-mini: 3,821,079,552
-  EXPECT_TRUE(warned(m, "/sliding_window: 2047 is not modelled"));
+  EXPECT_TRUE(warned(m, "/sliding_window: 2047 is noted"));
   expect_units_agree(m);
 }
 
@@ -565,7 +571,7 @@ TEST(HfFamilies, DeepSeekV3LatentAttentionAndExperts) {
   EXPECT_EQ(count::active_parameters(m), total - 58 * (256 - 8) * expert);
   EXPECT_EQ(count::active_parameters(m), 37'552'297'472);
   // scores per token: q.k over 192 dimensions and p.v over 128, 128 heads, every one of s keys
-  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(m), 2.0 * 8192 * H * (nope + rope) + 2.0 * 8192 * H * v);
+  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(m, 3), 2.0 * 8192 * H * (nope + rope) + 2.0 * 8192 * H * v);
   // the routing's own numbers, from DeepseekV3Config's defaults (routed_scaling_factor 2.5, n_group 8,
   // topk_group 4) where the file leaves them out, and as written where it has them
   EXPECT_EQ(m.moe.router_scaling, 2.5);
@@ -752,10 +758,11 @@ TEST(HfFamilies, GptOssSinksBiasedExpertsAndWindows) {
   EXPECT_EQ(count::active_parameters(m), active);
   EXPECT_EQ(active, 5'711'982'912);                          // embedding counted
   EXPECT_EQ(active - V * h, 5'132'849'472);                  // the card's 5.13B (no input embedding)
-  // FLOPs: the biases and sinks are not GEMMs; the scores over all s keys on every layer (the
-  // windowed layers over-counted, as the warning says)
-  const double s = 8192, layer = 2.0 * (h * (q + 2 * kv) + q * h) + 4 * s * q + 2.0 * h * E + k * 2.0 * 3 * h * f;
-  EXPECT_DOUBLE_EQ(count::flops_per_token_fwd(m), L * layer + 2.0 * h * V);
+  // FLOPs: the biases and sinks are not GEMMs; the scores over all s keys on the 18 full layers and
+  // over the 128-token window on the 18 "sliding_attention" ones
+  const double s = 8192, w = 128;
+  const double rest = 2.0 * (h * (q + 2 * kv) + q * h) + 2.0 * h * E + k * 2.0 * 3 * h * f;
+  EXPECT_DOUBLE_EQ(count::flops_per_token_fwd(m), 18 * (rest + 4 * s * q) + 18 * (rest + 4 * w * q) + 2.0 * h * V);
   expect_units_agree(m);
   // the sinks split by heads under tensor parallelism, as the queries are
   EXPECT_EQ(tensor_cols(m, 1, 4, "block.0.attn.sinks"), H / 4);

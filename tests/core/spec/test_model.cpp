@@ -1,5 +1,7 @@
 #include "core/spec/model.hpp"
 
+#include "core/count/count.hpp"
+
 #include <gtest/gtest.h>
 
 #include "support.hpp"
@@ -135,7 +137,14 @@ TEST(HfImport, HeadDimModelTypeAndUnmodelledKeys) {
   nemo["max_position_embeddings"] = 32768;
   const Model m = model_from_json(nemo, "nemo.json");
   ASSERT_EQ(m.warnings.size(), 1u);
-  EXPECT_NE(m.warnings[0].find("/sliding_window: 4096 is not modelled"), std::string::npos);
+  EXPECT_NE(m.warnings[0].find("/sliding_window: 4096 is noted"), std::string::npos);
+  // every layer's scores over min(s, 4096) keys: at the 8192-token default, 4 · 4096 · q, half the whole sequence's
+  Model longer = m;
+  longer.seq_len = 8192;
+  EXPECT_EQ(count::attention_keys(longer, 7), 4096);
+  EXPECT_DOUBLE_EQ(count::attention_flops_per_token_fwd(longer, 7), 4.0 * 4096 * longer.q_dim());
+  longer.seq_len = 2048;  // shorter than the window: the whole sequence
+  EXPECT_EQ(count::attention_keys(longer, 7), 2048);
   // printed only where no training length is set (cli warn_training_length)
   EXPECT_NE(m.length_note.find("32768 is the longest sequence the model takes"), std::string::npos);
   nemo.erase("model_type");
