@@ -70,6 +70,7 @@ std::vector<std::string> config_differences(const Model& hf, const Model& m) {
   check("out_bias", yes(hf.out_bias), yes(m.out_bias));
   check("mlp_bias", yes(hf.mlp_bias), yes(m.mlp_bias));
   check("norm_eps", text::fmt("%g", hf.norm_eps), text::fmt("%g", m.norm_eps));
+  check("sliding_window", i(hf.sliding_window), i(m.sliding_window));
   check("qk_norm", yes(hf.qk_norm), yes(m.qk_norm));
   if (m.qk_norm) check("qk_norm_span", hf.qk_norm_whole ? "projection" : "head", m.qk_norm_whole ? "projection" : "head");
   check("moe.experts", i(hf.moe.experts), i(m.moe.experts));
@@ -114,6 +115,7 @@ const char* to_string(Family f) {
     case Family::kOlmoe: return "olmoe";
     case Family::kQwen3: return "qwen3";
     case Family::kQwen3Moe: return "qwen3_moe";
+    case Family::kMistral: return "mistral";
   }
   return "?";
 }
@@ -131,31 +133,38 @@ Family family_of(const Model& m) {
   const bool plain_router = m.moe.router == "softmax" && !m.moe.router_bias && !m.moe.router_logit_bias &&
                             m.moe.router_groups == 0 && m.moe.router_scaling == 1.0;
   const bool qk = m.qk_norm;
-  if (why.empty() && gpt2 && !moe && !qk) return Family::kGpt2;
-  if (why.empty() && llama_like && m.qkv_bias == m.out_bias && !moe && !qk) return Family::kLlama;
-  if (why.empty() && llama_like && m.qkv_bias && !m.out_bias && !m.mlp_bias && !moe && !qk) return Family::kQwen2;
+  // a window on every layer (Mistral's and Mixtral's sliding_window), or none; the families below
+  // other than those two have none
+  const bool window = m.sliding_window > 0, every_layer = m.sliding_window_layers.empty();
+  if (why.empty() && gpt2 && !moe && !qk && !window) return Family::kGpt2;
+  if (why.empty() && llama_like && m.qkv_bias == m.out_bias && !moe && !qk && !window) return Family::kLlama;
+  // transformers' Mistral: LLaMA's layout without biases, a sliding window on every layer
+  if (why.empty() && llama_like && !m.qkv_bias && !m.out_bias && !m.mlp_bias && !moe && !qk && window && every_layer) {
+    return Family::kMistral;
+  }
+  if (why.empty() && llama_like && m.qkv_bias && !m.out_bias && !m.mlp_bias && !moe && !qk && !window) return Family::kQwen2;
   if (why.empty() && llama_like && moe && moe_heads && !qk && plain_router && !m.qkv_bias && !m.out_bias && !m.mlp_bias &&
-      m.moe.shared_ffn_hidden == 0 && m.moe.normalize_top_k && m.moe.dense_layers.empty()) {
+      m.moe.shared_ffn_hidden == 0 && m.moe.normalize_top_k && m.moe.dense_layers.empty() && every_layer) {
     return Family::kMixtral;
   }
   if (why.empty() && llama_like && moe && moe_heads && !qk && plain_router && m.qkv_bias && !m.out_bias && !m.mlp_bias &&
-      m.moe.shared_ffn_hidden > 0 && m.moe.shared_gate) {
+      m.moe.shared_ffn_hidden > 0 && m.moe.shared_gate && !window) {
     return Family::kQwen2Moe;
   }
   // transformers' Qwen3 / Qwen3-MoE (modeling_qwen3.py, modeling_qwen3_moe.py): RMSNorms over each
   // head's q and k (head_dim wide) before RoPE, attention_bias on all four projections or none,
   // head_dim as the config says; Qwen3-MoE's experts without a shared one, dense layers as
   // mlp_only_layers
-  if (why.empty() && llama_like && qk && !m.qk_norm_whole && m.qkv_bias == m.out_bias && !m.mlp_bias && !moe) {
+  if (why.empty() && llama_like && qk && !m.qk_norm_whole && m.qkv_bias == m.out_bias && !m.mlp_bias && !moe && !window) {
     return Family::kQwen3;
   }
   if (why.empty() && llama_like && moe && qk && !m.qk_norm_whole && plain_router && m.qkv_bias == m.out_bias &&
-      !m.mlp_bias && m.moe.shared_ffn_hidden == 0) {
+      !m.mlp_bias && m.moe.shared_ffn_hidden == 0 && !window) {
     return Family::kQwen3Moe;
   }
   // transformers' OLMoE: RMSNorms over the whole q and k projections, every layer's MLP experts
   if (why.empty() && llama_like && moe && moe_heads && qk && m.qk_norm_whole && plain_router && !m.qkv_bias &&
-      !m.out_bias && !m.mlp_bias && m.moe.shared_ffn_hidden == 0 && m.moe.dense_layers.empty()) {
+      !m.out_bias && !m.mlp_bias && m.moe.shared_ffn_hidden == 0 && m.moe.dense_layers.empty() && !window) {
     return Family::kOlmoe;
   }
   std::string list;
@@ -164,7 +173,7 @@ Family family_of(const Model& m) {
                   "no Hugging Face family this tool reads and writes has this architecture (" + spec::architecture_text(m) +
                       (list.empty() ? "" : "; " + list) +
                       "): GPT-2 (learned positions, LayerNorm, GELU, all biases, multi-head), LLaMA / Mistral / Qwen2 "
-                      "(RoPE, RMSNorm, SwiGLU), Mixtral (their experts, top-k renormalised, no shared expert), "
+                      "(RoPE, RMSNorm, SwiGLU; Mistral's sliding window on every layer), Mixtral (their experts, top-k renormalised, no shared expert), "
                       "Qwen2-MoE (Qwen2's attention, experts beside a gated shared expert), Qwen3 / Qwen3-MoE (norms "
                       "over each head's q and k; experts without a shared one) or OLMoE (norms over the whole q and k "
                       "projections, experts in every layer)");
@@ -255,6 +264,7 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
                        : f == Family::kMixtral ? "MixtralForCausalLM"
                        : f == Family::kOlmoe   ? "OlmoeForCausalLM"
                        : f == Family::kQwen3   ? "Qwen3ForCausalLM"
+                       : f == Family::kMistral ? "MistralForCausalLM"
                        : f == Family::kQwen3Moe ? "Qwen3MoeForCausalLM"
                                                : "Qwen2MoeForCausalLM";
     j = {{"architectures", {arch}},
@@ -280,8 +290,12 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
       j["intermediate_size"] = m.moe.ffn_hidden;
       j["num_local_experts"] = m.moe.experts;
       j["num_experts_per_tok"] = m.moe.top_k;
-      j["sliding_window"] = nullptr;
+      j["sliding_window"] = m.sliding_window > 0 ? nlohmann::json(m.sliding_window) : nlohmann::json(nullptr);
       j["output_router_logits"] = false;
+    }
+    if (f == Family::kMistral) {
+      j["head_dim"] = m.head_dim();
+      j["sliding_window"] = m.sliding_window;
     }
     if (f == Family::kQwen3 || f == Family::kQwen3Moe) {
       j["head_dim"] = m.head_dim();

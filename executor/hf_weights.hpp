@@ -52,7 +52,7 @@
 
 namespace stagecraft::executor::hf {
 
-enum class Family { kGpt2, kLlama, kQwen2, kMixtral, kQwen2Moe, kOlmoe, kQwen3, kQwen3Moe };
+enum class Family { kGpt2, kLlama, kQwen2, kMixtral, kQwen2Moe, kOlmoe, kQwen3, kQwen3Moe, kMistral };
 const char* to_string(Family f);
 
 // The family whose modelling code computes `m` as the CPU executor does, or SpecError(m.file)

@@ -1,5 +1,7 @@
 #include "core/count/count.hpp"
 
+#include <algorithm>
+
 #include "core/count/tensors.hpp"
 
 namespace stagecraft::count {
@@ -111,11 +113,14 @@ int64_t active_parameters(const Model& m) {
   return parameters(m) - moe_layers(m) * (m.moe.experts - m.moe.top_k) * expert_parameters(m);
 }
 
+bool windowed_layer(const Model& m, int64_t layer) {
+  return m.sliding_window > 0 &&
+         (m.sliding_window_layers.empty() ||
+          std::binary_search(m.sliding_window_layers.begin(), m.sliding_window_layers.end(), layer));
+}
+
 int64_t attention_keys(const Model& m, int64_t layer) {
-  const bool windowed = m.sliding_window > 0 &&
-                        (m.sliding_window_layers.empty() ||
-                         std::binary_search(m.sliding_window_layers.begin(), m.sliding_window_layers.end(), layer));
-  return windowed ? std::min(m.seq_len, m.sliding_window) : m.seq_len;
+  return windowed_layer(m, layer) ? std::min(m.seq_len, m.sliding_window) : m.seq_len;
 }
 
 double attention_flops_per_token_fwd(const Model& m, int64_t layer) {

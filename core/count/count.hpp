@@ -88,7 +88,9 @@ int64_t expert_parameters(const spec::Model& m);     // one routed expert's MLP
 int64_t moe_layers(const spec::Model& m);            // layers whose MLP is a mixture of experts
 int64_t active_parameters(const spec::Model& m);     // what one token's forward reaches (all, dense)
 
-// The keys a query of block `layer` is costed over: s, or min(s, w) on a windowed layer.
+// Whether block `layer` attends over a sliding window (sliding_window on it: sliding_window_layers,
+// or every layer when that list is empty); the keys a query of it is costed over: s, or min(s, w).
+bool windowed_layer(const spec::Model& m, int64_t layer);
 int64_t attention_keys(const spec::Model& m, int64_t layer);
 double attention_flops_per_token_fwd(const spec::Model& m, int64_t layer);  // 4*keys*q per block
 double block_flops_per_token_fwd(const spec::Model& m, int64_t layer = 0);  // linears + scores, active experts

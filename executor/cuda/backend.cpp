@@ -43,6 +43,9 @@ std::string cuda_unsupported(const program::Program& prog) {
   // the units whose math runs on the host kernels only (moe_impl.hpp, units_impl.hpp qk_norm)
   if (prog.model.moe.on()) return "/moe: the CUDA backend does not run mixtures of experts yet (the CPU backend does)";
   if (prog.model.qk_norm) return "/qk_norm: the CUDA backend does not run query and key norms yet (the CPU backend does)";
+  if (prog.model.sliding_window > 0 && prog.model.sliding_window < prog.model.seq_len) {
+    return "/sliding_window: the CUDA backend does not run sliding-window attention yet (the CPU backend does)";
+  }
   std::string why;
   if (!available(&why)) return why;
   return "";

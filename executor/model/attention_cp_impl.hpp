@@ -86,7 +86,7 @@ inline bool gathers_kv(const Dims& d) { return d.cp.comm != spec::CpComm::kA2a; 
 
 // a2a: the shape of one head group's attention over the whole sequence.
 inline ops::AttentionShape head_group_shape(const ops::AttentionShape& a, const Dims& d) {
-  return {d.batch, d.full_seq(), a.heads / d.cp.size, a.kv_heads / d.cp.size, a.head_dim};
+  return {d.batch, d.full_seq(), a.heads / d.cp.size, a.kv_heads / d.cp.size, a.head_dim, a.window};
 }
 
 // y = x + mid . Wout + b (the bias and residual on tp rank 0), the attention unit's last step.

@@ -74,6 +74,7 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
     const TensorSlot& w = layout.find(prefix + l.name + ".w");  // this rank's shard
     s.linears.push_back({w.offset, offset(prefix + l.name + ".b"), w.rows, w.cols});
   }
+  if (attn && count::windowed_layer(m, unit_block(m, unit))) s.window = m.sliding_window;
   if (attn && m.qk_norm) {
     s.q_norm_w = offset(prefix + "attn.q_norm.w");
     s.q_norm_b = offset(prefix + "attn.q_norm.b");
@@ -105,10 +106,6 @@ std::vector<std::string> unsupported_features(const spec::Model& m) {
   if (m.mla.on()) out.push_back("multi-head latent attention (mla)");
   if (m.attention_sinks) out.push_back("attention sinks (attention_sinks)");
   if (!m.rope_scaling.empty()) out.push_back("a RoPE scaling (rope_scaling \"" + m.rope_scaling + "\")");
-  if (m.sliding_window > 0 && m.seq_len > m.sliding_window) {
-    out.push_back("sliding-window attention shorter than the sequence (sliding_window " + std::to_string(m.sliding_window) +
-                  " < seq_len " + std::to_string(m.seq_len) + ")");
-  }
   return out;
 }
 

@@ -176,6 +176,7 @@ std::vector<std::string> unsupported_features(const spec::Model& m);
 struct UnitSlots {
   int64_t norm_w = -1, norm_b = -1;
   int64_t q_norm_w = -1, q_norm_b = -1, k_norm_w = -1, k_norm_b = -1;  // attention's qk_norm
+  int64_t window = 0;  // attention: its sliding window (count::attention_keys), 0: the whole sequence
   std::vector<LinearSlot> linears;  // attention: qkv, out; gelu: up, down; swiglu: gate, up, down
   int64_t wte = -1, wpe = -1;       // embedding; the head reads wte when tied
   int64_t lm_head = -1;             // untied head [C x vocab_rows]

@@ -7,6 +7,7 @@
 // D head dim (C = H*D), KV = G*D, F ffn hidden, V vocab. Row-major everywhere.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -262,6 +263,7 @@ void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_
 
 struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t window = 0;  // sliding-window attention: a query sees its `window` latest keys (0: all)
   int64_t hidden() const { return heads * head_dim; }
   int64_t kv_dim() const { return kv_heads * head_dim; }
   int64_t qkv_cols() const { return hidden() + 2 * kv_dim(); }
@@ -272,8 +274,9 @@ struct AttentionShape {
 // entry points below. Per sequence b: T_q query rows at q + b·T_q·q_stride (head h at column
 // h·D), at positions pos[i] of the sequence, and its T_k key rows at kv + b·T_k·kv_stride (K/V
 // head g's k at column g·D, its v at KV + g·D); query head h reads K/V head h / (H/G), and query
-// row i sees key j iff j <= pos[i]. probs [B, H, T_q, T_k] = the masked softmax of q k^T / sqrt(D)
-// (zeros where masked); out [B·T_q, C].
+// row i sees key j iff j <= pos[i] (and, with a window w, pos[i] − j < w: transformers' Mistral
+// masks j <= pos[i] − w). probs [B, H, T_q, T_k] = the masked softmax of q k^T / sqrt(D) (zeros
+// where masked, so the backward below needs no mask); out [B·T_q, C].
 template <typename S>
 void attention_forward_rows(const S* q_rows, int64_t q_stride, std::span<const int64_t> pos, const S* kv, int64_t kv_stride,
                             int64_t tk, S* probs, S* out, const AttentionShape& a) {
@@ -291,9 +294,11 @@ void attention_forward_rows(const S* q_rows, int64_t q_stride, std::span<const i
       p.noalias() = (q * k.transpose()) * scale;
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t seen = pos[static_cast<std::size_t>(i)] + 1;
-        auto row = p.row(i).head(seen);
+        const int64_t first = a.window > 0 ? std::max<int64_t>(0, seen - a.window) : 0;
+        auto row = p.row(i).segment(first, seen - first);
         row = (row.array() - row.maxCoeff()).exp();
         row /= row.sum();
+        p.row(i).head(first).setZero();
         p.row(i).tail(tk - seen).setZero();
       }
       StridedMap<S> o(out + b * tq * C + h * D, tq, D, Eigen::OuterStride<>(C));

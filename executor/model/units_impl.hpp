@@ -147,7 +147,7 @@ void embedding_backward_weight(K& k, const spec::Model& m, const UnitSlots& s, S
 
 // This rank's heads (all of them when tp = 1).
 inline ops::AttentionShape attention_shape(const spec::Model& m, const UnitSlots& s, Dims d) {
-  return {d.batch, d.seq, s.heads, s.kv_heads, m.head_dim()};
+  return {d.batch, d.seq, s.heads, s.kv_heads, m.head_dim(), s.window};
 }
 
 // Rotates (or, inverse, un-rotates) the q and k columns of a [N, Q + 2KV] buffer in place, each row

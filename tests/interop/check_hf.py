@@ -23,7 +23,7 @@ the whole q and k projections before RoPE; their router weights are redrawn like
 experts. The models' weights are redrawn N(0, 0.2) (norm weights 1 + N(0, 0.1)) so that the logits are far
 from uniform and every tensor shapes the loss; the GPT-2 model is tied with exact-erf GELU off
 (gelu_new), the LLaMA model untied with grouped-query attention (4 heads, 2 K/V heads), SwiGLU and
-RMSNorm eps 1e-6.
+RMSNorm eps 1e-6; the Mistral model LLaMA's layout with a sliding window of 6 tokens on every layer.
 """
 import argparse
 import json
@@ -46,6 +46,7 @@ transformers.logging.set_verbosity_error()
 torch.set_num_threads(1)
 
 VOCAB, T, BATCH = 256, 16, 8
+SLIDING_WINDOW = 6  # the Mistral model's: each query sees its 6 latest keys of the 16
 LR, BETAS, EPS, WD, CLIP = 1e-3, (0.9, 0.95), 1e-8, 0.1, 1.0
 TOL = 1e-5
 failures = []
@@ -87,6 +88,16 @@ def llama(seed=2):
     return perturb(transformers.LlamaForCausalLM(c), seed).eval()
 
 
+def mistral(seed=7):
+    c = transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=80, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   rms_norm_eps=1e-6, tie_word_embeddings=False, sliding_window=SLIDING_WINDOW,
+                                   attention_dropout=0.0)
+    model = transformers.MistralForCausalLM(c)
+    model.config._attn_implementation = "eager"  # its mask applies the window; sdpa's does too, eager is explicit
+    return perturb(model, seed).eval()
+
+
 def mixtral(seed=4):
     c = transformers.MixtralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -114,7 +125,7 @@ def olmoe(seed=6):
     return perturb(transformers.OlmoeForCausalLM(c), seed).eval()
 
 
-MODELS = {"gpt2": gpt2, "llama": llama, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe}
+MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "olmoe": olmoe}
 # the executor runs their experts (and OLMoE's whole-projection q/k norms) at tp 1 (no tp plans)
 EXPERTS = {"mixtral", "qwen2_moe", "olmoe"}
 

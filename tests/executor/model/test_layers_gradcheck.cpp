@@ -234,6 +234,18 @@ TEST(GradCheck, QueryKeyNormsPerHeadAndWholeProjection) {
   check_every_unit(gpt);
 }
 
+// Sliding-window attention (Mistral on every layer; Gemma-2 and gpt-oss on some): each query sees
+// its 2 latest keys, on every layer and on block 0 only.
+TEST(GradCheck, SlidingWindowAttention) {
+  spec::Model m = test::tiny_llama();
+  m.name = "tiny-mistral-window-2";
+  m.sliding_window = 2;
+  ASSERT_GT(test::tiny_dims().seq, m.sliding_window);
+  check_every_unit(m);
+  m.sliding_window_layers = {0};
+  check_every_unit(m);
+}
+
 // DeepSeek-V3's router on the LLaMA shapes: sigmoid scores, the top 4 of 16 experts taken from the 2
 // best of 4 groups of 4 (each scored by its top 4 / 2 = 2 selection scores) with the expert biases shifting the
 // selection only (random here: their gradient is zero, which the differences confirm), the chosen

@@ -108,6 +108,37 @@ void expect_plans_match(const std::vector<test::PlanSpec>& plans, int world) {
 
 TEST(MpiContextParallel, FourRankPlansMatchTheSingleRankRun) { expect_plans_match(four_rank_plans(), 4); }
 
+// Sliding-window attention under context parallelism: a rank's chunks attend over the whole
+// sequence's keys at their own positions, so the window (each query's 12 latest keys, of the 32) is
+// the same mask: p2p, all-gather and a2a at cp 2 and p2p at cp 4 give the single-rank run.
+TEST(MpiContextParallel, SlidingWindowAttentionMatchesTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  spec::Model model = test::tiny_llama_model();
+  model.name = "tiny-llama-window-12";
+  model.sliding_window = 12;
+  ASSERT_GT(model.seq_len, model.sliding_window);
+  test::Outcome ref;
+  if (rank == 0) ref = test::run_single_rank(kSteps, model);
+  const std::vector<test::PlanSpec> plans = {{.cp = 2, .dp = 2, .micro_batches = 4, .framework = Framework::kMegatron},
+                                             {.cp = 2, .cp_comm = "all_gather", .dp = 2, .micro_batches = 4,
+                                              .framework = Framework::kMegatron},
+                                             {.cp = 2, .cp_comm = "a2a", .dp = 2, .micro_batches = 4},
+                                             {.cp = 4, .micro_batches = 8, .zero = 1, .framework = Framework::kMegatron}};
+  for (const test::PlanSpec& spec : plans) {
+    const test::Outcome got = test::run_distributed(spec, kSteps, model);
+    if (rank != 0) continue;
+    const test::Errors e = test::compare(got, ref, model);
+    std::printf("%-60s %12.3e %12.3e\n", spec.name().c_str(), e.loss, e.params);
+    EXPECT_FALSE(e.nan) << spec.name();
+    EXPECT_LE(e.loss, kTolerance) << spec.name();
+    EXPECT_LE(e.params, kTolerance) << spec.name();
+  }
+}
+
 TEST(MpiContextParallel, EightRankPlansMatchTheSingleRankRun) { expect_plans_match(eight_rank_plans(), 8); }
 
 }  // namespace
