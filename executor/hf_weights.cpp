@@ -302,15 +302,6 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
       j["attention_bias"] = m.qkv_bias;
       j["use_sliding_window"] = false;
     }
-    if (f == Family::kQwen3Moe) {  // Qwen3MoeConfig: intermediate_size is the dense layers' width
-      j["moe_intermediate_size"] = m.moe.ffn_hidden;
-      j["num_experts"] = m.moe.experts;
-      j["num_experts_per_tok"] = m.moe.top_k;
-      j["norm_topk_prob"] = m.moe.normalize_top_k;
-      j["decoder_sparse_step"] = 1;
-      j["mlp_only_layers"] = m.moe.dense_layers;
-      j["output_router_logits"] = false;
-    }
     if (f == Family::kOlmoe) {  // OlmoeConfig: intermediate_size is each expert's width
       j["intermediate_size"] = m.moe.ffn_hidden;
       j["num_experts"] = m.moe.experts;
@@ -320,9 +311,9 @@ nlohmann::json config_json(const Model& m, const std::string& torch_dtype) {
       j["clip_qkv"] = nullptr;
       j["output_router_logits"] = false;
     }
-    if (f == Family::kQwen2Moe) {  // Qwen2MoeConfig: intermediate_size is the dense layers' width
-      j["moe_intermediate_size"] = m.moe.ffn_hidden;
-      j["shared_expert_intermediate_size"] = m.moe.shared_ffn_hidden;
+    if (f == Family::kQwen2Moe || f == Family::kQwen3Moe) {  // Qwen2MoeConfig, Qwen3MoeConfig: intermediate_size
+      j["moe_intermediate_size"] = m.moe.ffn_hidden;       // is the dense layers' width
+      if (f == Family::kQwen2Moe) j["shared_expert_intermediate_size"] = m.moe.shared_ffn_hidden;
       j["num_experts"] = m.moe.experts;
       j["num_experts_per_tok"] = m.moe.top_k;
       j["norm_topk_prob"] = m.moe.normalize_top_k;
