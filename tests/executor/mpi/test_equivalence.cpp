@@ -193,7 +193,9 @@ TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .recompute = "full", .ep = 2},
   };
   expect_experts_match(tiny_mixtral(), rank, plans);
+#if !defined(STAGECRAFT_SANITIZED)  // memory and undefined behaviour: one model runs every phase (3-5x slower there)
   expect_experts_match(tiny_qwen2_moe(), rank, plans);
+#endif
 }
 
 // Experts under tensor parallelism (sequence parallel, as Megatron-Core requires): each tp rank
@@ -407,8 +409,10 @@ TEST(MpiCheckpoint, ResumeIsBitForBitWithTensorParallelism) {
 TEST(MpiCheckpoint, ResumeIsBitForBitWithExpertsPartitionedApart) {
   const spec::Model m = tiny_mixtral();
   expect_resume_is_exact({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .ep = 2}, &m);
+#if !defined(STAGECRAFT_SANITIZED)  // the same peers' reads over a wider group (3-5x slower there)
   expect_resume_is_exact({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
                           .framework = spec::Framework::kMegatron}, &m);
+#endif
 }
 
 // Shard groups (ZeRO 1-2 read the other shards of their group from its members' files):
