@@ -217,6 +217,8 @@ class Runner::Interpreter {
   // the step's summed counts (routed_).
   std::vector<double> take_routed();
   void update_expert_biases();
+  template <typename F>
+  void for_each_stage_moe_unit(F&& f) const;
   void update_activation_memory();
   void add_packed_persistent_grads(const Pending& p);
   // Runs f(); an ExecutorError it throws is named after instruction i, unless it already is.

@@ -157,26 +157,34 @@ float Runner::Interpreter::clip_scale_now() {
   return static_cast<float>(clip_scale(std::sqrt(norm_sq_) / s, runner_.options_.max_grad_norm) / s);
 }
 
-// Every MoE layer of the model, in order: its routed copies per expert from this rank's units
-// (other stages' layers stay zero), for the sum over the world (comm_rules.hpp router_bias_counts).
-std::vector<double> Runner::Interpreter::take_routed() {
+// This stage's MoE units: f(chunk, unit, block, ordinal), ordinal counting the model's MoE layers
+// before the unit's (its place in the routed counts, comm_rules.hpp router_bias_counts).
+template <typename F>
+void Runner::Interpreter::for_each_stage_moe_unit(F&& f) const {
   const spec::Model& m = prog_.model;
-  std::vector<double> out(static_cast<std::size_t>(program::router_bias_counts(m)), 0.0);
-  if (out.empty()) return out;
   const int64_t stage = prog_.placement.stage_of(runner_.rank_);
   for (int32_t c = 0; c < static_cast<int32_t>(prog_.plan.virtual_stages); ++c) {
     const program::ChunkInfo& chunk = prog_.chunk(stage, c);
     for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) {
       if (unit_kind(m, u) != UnitKind::kMoe) continue;
       const int64_t block = unit_block(m, u);
-      int64_t ordinal = 0;  // the MoE layers before it
+      int64_t ordinal = 0;
       for (int64_t l = 0; l < block; ++l) ordinal += m.moe_layer(l);
-      const std::vector<int64_t> routed = backend().take_moe_routed(c, u);
-      for (int64_t e = 0; e < m.moe.experts; ++e) {
-        out[static_cast<std::size_t>(ordinal * m.moe.experts + e)] = static_cast<double>(routed[static_cast<std::size_t>(e)]);
-      }
+      f(c, u, block, ordinal);
     }
   }
+}
+
+// Every MoE layer of the model, in order: its routed copies per expert from this rank's units
+// (other stages' layers stay zero), for the sum over the world.
+std::vector<double> Runner::Interpreter::take_routed() {
+  const int64_t E = prog_.model.moe.experts;
+  std::vector<double> out(static_cast<std::size_t>(program::router_bias_counts(prog_.model)), 0.0);
+  if (out.empty()) return out;
+  for_each_stage_moe_unit([&](int32_t c, int32_t u, int64_t, int64_t ordinal) {
+    const std::vector<int64_t> routed = backend().take_moe_routed(c, u);
+    for (int64_t e = 0; e < E; ++e) out[static_cast<std::size_t>(ordinal * E + e)] = static_cast<double>(routed[static_cast<std::size_t>(e)]);
+  });
   return out;
 }
 
@@ -184,23 +192,13 @@ std::vector<double> Runner::Interpreter::take_routed() {
 // (expert_bias_update, u the training's moe_router_bias_update_rate). Megatron-Core does it in
 // finalize_model_grads, before the optimizer step and whether or not fp16 then skips it.
 void Runner::Interpreter::update_expert_biases() {
-  const spec::Model& m = prog_.model;
   if (routed_.empty()) return;
-  const int64_t E = m.moe.experts, stage = prog_.placement.stage_of(runner_.rank_);
+  const std::size_t E = static_cast<std::size_t>(prog_.model.moe.experts);
   const double rate = prog_.training.moe_router_bias_update_rate;
-  int64_t ordinal = 0;
-  for (int64_t block = 0; block < m.layers; ++block) {
-    if (!m.moe_layer(block)) continue;
-    const int64_t first = ordinal++ * E;
-    const int32_t unit = program::block_first_unit(block) + 1;  // its MoE unit
-    int32_t chunk = -1;
-    for (int32_t c = 0; c < static_cast<int32_t>(prog_.plan.virtual_stages); ++c) {
-      if (prog_.chunk(stage, c).unit_begin <= unit && unit < prog_.chunk(stage, c).unit_end) chunk = c;
-    }
-    if (chunk < 0) continue;  // another stage's layer
-    const std::vector<float> delta = expert_bias_update(std::span<const double>(routed_).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(E)), rate);
-    backend().nudge_params(runner_.layout_.tensor(chunk, "block." + std::to_string(block) + ".mlp.router.b"), delta);
-  }
+  for_each_stage_moe_unit([&](int32_t c, int32_t, int64_t block, int64_t ordinal) {
+    const std::vector<float> delta = expert_bias_update(std::span<const double>(routed_).subspan(static_cast<std::size_t>(ordinal) * E, E), rate);
+    backend().nudge_params(runner_.layout_.tensor(c, "block." + std::to_string(block) + ".mlp.router.b"), delta);
+  });
 }
 
 void Runner::Interpreter::optimizer(const Instr& in) {

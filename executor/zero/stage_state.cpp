@@ -135,17 +135,19 @@ std::span<float> StageState::persistent_values(const Range& r) {
   return persistent_master_.subspan(at(layout_.persistent_index(r.begin)), at(r.size()));
 }
 
-void StageState::refresh_working_sharded() {
-  for (const auto& [r, packed] : sharded_ranges()) {
-    const std::span<float> working = params_.subspan(at(r.begin), at(r.size()));
-    const std::span<float> master = opt_masters().subspan(at(packed), at(r.size()));
-    if (offload_) {
-      mem_.upload(master, working);
-      if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
-    } else {
-      mem_.round_copy(working, master, store_);
-    }
+void StageState::refresh_working(Range r, int64_t packed) {
+  const std::span<float> working = params_.subspan(at(r.begin), at(r.size()));
+  const std::span<float> master = opt_masters().subspan(at(packed), at(r.size()));
+  if (offload_) {
+    mem_.upload(master, working);
+    if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
+  } else {
+    mem_.round_copy(working, master, store_);
   }
+}
+
+void StageState::refresh_working_sharded() {
+  for (const StageLayout::Owned& o : sharded_ranges()) refresh_working(o.flat, o.packed);
 }
 
 void StageState::refresh_working_persistent() {
@@ -251,10 +253,10 @@ double StageState::owned_grad_norm_sq() {
   return sum;
 }
 
-std::vector<std::pair<Range, int64_t>> StageState::sharded_ranges() const {
-  std::vector<std::pair<Range, int64_t>> out;
+std::vector<StageLayout::Owned> StageState::sharded_ranges() const {
+  std::vector<StageLayout::Owned> out;
   for (const StageLayout::Owned& o : layout_.owned()) {
-    for (const Range& r : subtract(o.flat, layout_.persistent())) out.emplace_back(r, o.packed + (r.begin - o.flat.begin));
+    for (const Range& r : subtract(o.flat, layout_.persistent())) out.push_back({r, o.packed + (r.begin - o.flat.begin), o.reduced});
   }
   return out;
 }
@@ -263,15 +265,12 @@ std::vector<std::pair<Range, int64_t>> StageState::sharded_ranges() const {
 // moments), else on opt_values and the reduced gradients.
 void StageState::step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, bool on_host) {
   StateMemory& where = on_host ? static_cast<StateMemory&>(host_) : mem_;
-  for (const StageLayout::Owned& o : layout_.owned()) {
-    for (const Range& r : subtract(o.flat, layout_.persistent())) {
-      const int64_t packed = o.packed + (r.begin - o.flat.begin);
-      const std::size_t off = at(packed), n = at(r.size());
-      const AdamWShard shard{r.begin, on_host ? host_params_.subspan(off, n) : opt_values(r, packed),
-                             on_host ? host_grads_.subspan(off, n) : reduced_grads(r, packed, o.reduced), m_.subspan(off, n),
-                             v_.subspan(off, n)};
-      where.adamw(cfg, step, shard, layout_.decayed(), clip_scale);
-    }
+  for (const auto& [r, packed, reduced] : sharded_ranges()) {
+    const std::size_t off = at(packed), n = at(r.size());
+    const AdamWShard shard{r.begin, on_host ? host_params_.subspan(off, n) : opt_values(r, packed),
+                           on_host ? host_grads_.subspan(off, n) : reduced_grads(r, packed, reduced), m_.subspan(off, n),
+                           v_.subspan(off, n)};
+    where.adamw(cfg, step, shard, layout_.decayed(), clip_scale);
   }
 }
 
@@ -327,19 +326,12 @@ void StageState::nudge(Range r, std::span<const float> delta) {
     for (std::size_t i = 0; i < values.size(); ++i) values[i] += delta[at(first - r.begin) + i];
     mem.upload(values, where);
   };
-  for (const StageLayout::Owned& o : layout_.owned()) {
-    for (const Range& x : subtract(clip({r}, o.flat), layout_.persistent())) {
-      const int64_t packed = o.packed + (x.begin - o.flat.begin);
-      add(opt_values(x, packed), opt_master_memory(), x.begin);
-      // the working copy from the master where they are apart
-      const std::span<float> working = params_.subspan(at(x.begin), at(x.size()));
-      if (offload_) {
-        mem_.upload(opt_masters().subspan(at(packed), at(x.size())), working);
-        if (store_ != Format::kFp32) mem_.round_copy(working, working, store_);
-      } else if (store_ != Format::kFp32) {
-        mem_.round_copy(working, opt_masters().subspan(at(packed), at(x.size())), store_);
-      }
-    }
+  for (const StageLayout::Owned& o : sharded_ranges()) {
+    const Range x = intersect(o.flat, r);
+    if (x.size() == 0) continue;
+    const int64_t packed = o.packed + (x.begin - o.flat.begin);
+    add(opt_values(x, packed), opt_master_memory(), x.begin);
+    if (offload_ || store_ != Format::kFp32) refresh_working(x, packed);  // the working copy from its master
   }
   for (const Range& x : clip(layout_.persistent(), r)) {
     add(persistent_values(x), mem_, x.begin);

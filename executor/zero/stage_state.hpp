@@ -113,7 +113,7 @@ class StageState {
   void finish_init();
   // Owned positions that are not persistent (the persistent ones step separately), each with its
   // place in the packed buffers.
-  std::vector<std::pair<Range, int64_t>> sharded_ranges() const;
+  std::vector<StageLayout::Owned> sharded_ranges() const;
   // The values AdamW updates for owned flat range `flat` (packed at `packed`): the masters, or the
   // working copy itself (fp32 without offload); and its reduced gradients (StageLayout::Owned::reduced:
   // the packed shard gradients, else the local buffer).
@@ -123,6 +123,7 @@ class StageState {
   void step_ranges(const AdamWConfig& cfg, int64_t step, float clip_scale, bool on_host);
   // Mixed precision: the working copy of the sharded (or persistent) ranges from the masters.
   void refresh_working_sharded();
+  void refresh_working(Range r, int64_t packed);  // one range of it
   void refresh_working_persistent();
   // The packed fp32 masters AdamW updates (empty where it updates the working copy: fp32 without
   // offload), and their memory.
