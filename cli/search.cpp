@@ -42,7 +42,7 @@ struct SearchArgs {
   int threads = 0;
   bool json = false, resume = false, no_progress = false;
   double pareto_window = 0.1;
-  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep, etp;
   std::vector<std::string> cp_comm;
   int64_t max_micro_batch = 0;
   std::vector<int> zero;
@@ -102,6 +102,7 @@ planner::SpaceLimits limits_of(const SearchArgs& a) {
   l.virtual_stages = a.virtual_stages;
   l.cp = a.cp;
   l.ep = a.ep;
+  l.etp = a.etp;
   l.cp_comm = parse_enum(a.cp_comm, "--cp-comm", names_of(spec::kCpComms));
   l.zero = a.zero;
   for (int z : a.zero) {
@@ -485,6 +486,11 @@ Subcommand add_search(CLI::App& root) {
   lim->add_option("--ep", a->ep,
                   "expert-parallel sizes to consider for a mixture-of-experts model (default: every divisor of the experts "
                   "that divides tp × cp × dp)")
+      ->delimiter(',')
+      ->check(positive_int(spec::limits::kGpus));
+  lim->add_option("--etp", a->etp,
+                  "expert tensor-parallel sizes to consider for a mixture-of-experts model (default: 1 and each divisor "
+                  "of tp that divides the experts' width, Megatron-Core only)")
       ->delimiter(',')
       ->check(positive_int(spec::limits::kGpus));
   lim->add_option("--zero", a->zero, "ZeRO stages to consider, e.g. 1 or 1,3")->delimiter(',');

@@ -232,12 +232,14 @@ int run_simulate(const SimulateArgs& a) {
       std::cout << "across nodes " << across << "; a GPU sends " << text::short_bytes(r.metrics.dp_internode_bytes)
                 << " of data-parallel traffic to other nodes per micro-batch\n";
     }
-    if (prog.placement.ep > 1) {
+    if (prog.model.moe.on() && (prog.placement.ep > 1 || prog.placement.etp > 1)) {
       const std::vector<int64_t> group = prog.placement.group_members(program::Group::kEp, 0);
       const int64_t nodes = (group.back() / c.gpus_per_node) - (group.front() / c.gpus_per_node) + 1;
-      std::cout << "experts     ep " << prog.plan.ep << " (" << prog.model.moe.experts / prog.plan.ep << " of "
-                << prog.model.moe.experts << " experts a GPU, its group on " << nodes << (nodes == 1 ? " node" : " nodes")
-                << "), their gradients over " << prog.plan.expert_dp() << (prog.plan.expert_dp() == 1 ? " rank" : " ranks")
+      const std::string etp = prog.plan.etp > 1 ? " etp " + std::to_string(prog.plan.etp) : "";
+      const std::string width = prog.plan.etp > 1 ? ", each 1/" + std::to_string(prog.plan.etp) + " of its width" : "";
+      std::cout << "experts     ep " << prog.plan.ep << etp << " (" << prog.model.moe.experts / prog.plan.ep << " of "
+                << prog.model.moe.experts << " experts a GPU" << width << ", its group on " << nodes
+                << (nodes == 1 ? " node" : " nodes") << "), their gradients over " << prog.plan.expert_dp() << (prog.plan.expert_dp() == 1 ? " rank" : " ranks")
                 << "; a GPU's all-to-alls send "
                 << text::short_bytes(r.metrics.ep_intranode_bytes) << " a step inside its node, "
                 << text::short_bytes(r.metrics.ep_internode_bytes) << " to other nodes; load imbalance "

@@ -147,28 +147,36 @@ std::vector<std::string> expert_lines(const Space& space, const Evaluated& best)
   const int64_t gpn = space.cluster().gpus_per_node;
   const spec::Plan& p = best.plan;
   const int64_t local = space.model().moe.experts / p.ep;
-  out.push_back("Experts: ep " + std::to_string(p.ep) + " (" + std::to_string(local) + (local == 1 ? " expert" : " experts") +
+  const auto sizes = [](int64_t ep, int64_t etp) {
+    return "ep " + std::to_string(ep) + (etp > 1 ? " etp " + std::to_string(etp) : std::string());
+  };
+  out.push_back("Experts: " + sizes(p.ep, p.etp) + " (" + std::to_string(local) + (local == 1 ? " expert" : " experts") +
+                (p.etp > 1 ? ", each 1/" + std::to_string(p.etp) + " of its width," : std::string()) +
                 " a GPU); a GPU's all-to-alls send " + text::short_bytes(best.metrics.ep_intranode_bytes) +
                 " a step inside its node and " + text::short_bytes(best.metrics.ep_internode_bytes) +
                 " to other nodes. With the best plan's other choices:");
   for (int64_t ep : space.ep_values(p.tp, p.cp, p.dp)) {
-    if (ep == p.ep) continue;
-    spec::Plan alt = p;
-    alt.ep = ep;
-    std::string line = "  ep " + std::to_string(ep) + ": ";
-    try {
-      const program::Program prog = program::lower(space.model(), space.training(), alt);
-      const auto [inside, across] = sim::ep_bytes_per_step(prog, gpn);
-      const sim::Metrics m = sim::simulate(prog, space.cluster()).metrics;
-      line += ep == 1 ? std::string("no all-to-all (every GPU holds every expert)")
-                      : text::short_bytes(inside) + " inside the node, " + text::short_bytes(across) + " across nodes";
-      line += "; " + fmt("%.3f s", m.step_time_s) + " (" + signed_pct(m.step_time_s / best.metrics.step_time_s - 1) + ")" +
-              (m.fits ? "" : ", does not fit: " + gib(static_cast<double>(m.peak_memory_bytes)) + " peak") +
-              ", ep lane " + fmt("%.3f s", m.time.ep_s) + " against " + fmt("%.3f s", best.metrics.time.ep_s);
-    } catch (const std::exception& e) {
-      line += std::string("not a valid plan: ") + e.what();
+    for (int64_t etp : space.etp_values(p.tp, p.cp, p.dp, ep)) {
+      if (ep == p.ep && etp == p.etp) continue;
+      spec::Plan alt = p;
+      alt.ep = ep;
+      alt.etp = etp;
+      std::string line = "  " + sizes(ep, etp) + ": ";
+      try {
+        const program::Program prog = program::lower(space.model(), space.training(), alt);
+        const auto [inside, across] = sim::ep_bytes_per_step(prog, gpn);
+        const sim::Metrics m = sim::simulate(prog, space.cluster()).metrics;
+        line += ep == 1 ? std::string("no all-to-all (every GPU holds every expert") +
+                              (etp > 1 ? ", split over " + std::to_string(etp) + " GPUs)" : ")")
+                        : text::short_bytes(inside) + " inside the node, " + text::short_bytes(across) + " across nodes";
+        line += "; " + fmt("%.3f s", m.step_time_s) + " (" + signed_pct(m.step_time_s / best.metrics.step_time_s - 1) + ")" +
+                (m.fits ? "" : ", does not fit: " + gib(static_cast<double>(m.peak_memory_bytes)) + " peak") +
+                ", ep lane " + fmt("%.3f s", m.time.ep_s) + " against " + fmt("%.3f s", best.metrics.time.ep_s);
+      } catch (const std::exception& e) {
+        line += std::string("not a valid plan: ") + e.what();
+      }
+      out.push_back(line);
     }
-    out.push_back(line);
   }
   return out;
 }

@@ -23,6 +23,7 @@ using detail::ChunkTimes;
 using detail::PipeTerms;
 using detail::CommCosts;
 using detail::CpCosts;
+using detail::EtpCosts;
 using detail::Layout;
 using detail::ZeroTerms;
 using detail::build_variant;
@@ -106,14 +107,17 @@ struct CpOps {
   double max_s = 0;                      // the longest single collective
 };
 
-// Expert parallelism's all-to-alls of one MoE unit's pass (program::moe_a2a_bytes, ep > 1): a
-// forward (or recompute) has the dispatch between its two computes and the combine after them; a
-// backward the combine's gradient before its first compute and the dispatch's between them. Each
-// at the contention-free time of the cheapest group placement, stretched by ρ as the simulator
-// stretches it (training.moe_imbalance): no longer than any simulation of it.
+// Expert parallelism's all-to-alls of one MoE unit's pass (program::moe_a2a_bytes, ep > 1) and
+// expert tensor parallelism's gather and scatter (program::moe_etp_bytes, etp > 1): a forward (or
+// recompute) has the dispatch and the gather (`to`) between its two computes and the scatter and
+// the combine (`back`) after them; a backward the combine's gradient and the gather before its
+// first compute and the scatter and the dispatch's gradient between them. Each at the
+// contention-free time of the cheapest group placement, stretched by ρ as the simulator stretches
+// it (training.moe_imbalance): no longer than any simulation of it.
 struct EpOps {
   bool any = false;
-  double a2a = 0;
+  double to = 0, back = 0;
+  double max_s = 0;   // the longest one of them
 };
 
 ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::ComputeModel& cm, const TpOps& tp, const CpOps& cp,
@@ -150,8 +154,8 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
                  (ring > 0 ? std::max(0.0, ring - cm.compute_s(op, u, u + 1)) : 0.0);
     }
     if (ep.any && kind == UnitKind::kMoe && op != Op::kBackwardWeight) {
-      (forward ? a.after : a.before) += ep.a2a;
-      a.between += ep.a2a;
+      (forward ? a.after : a.before) += forward ? ep.back : ep.to;
+      a.between += forward ? ep.to : ep.back;
     }
     return a;
   };
@@ -203,7 +207,7 @@ ChunkTimes chunk_times(const Layout& lay, const ChunkInfo& ch, const sim::Comput
     // full recompute: the backward step may begin with a block's recompute and its collectives
     if (R > 0) t.pre_bwd = std::max(t.pre_bwd, rpre + (gather_recv && lay.has_next(ch) ? tp.ag : 0.0));
   }
-  const double op = std::max({tp.max_op(), cp.max_s, ep.a2a});
+  const double op = std::max({tp.max_op(), cp.max_s, ep.max_s});
   t.busy = F + B + R + std::max(0.0, tf - op) + std::max(0.0, tb - op);
   // From a pass's first compute: its computes and the collectives between them, then what
   // follows its last compute before it can send. ZB-H1's W after its B: no more than busy's B.
@@ -299,7 +303,9 @@ std::vector<Group> groups(const Space& space) {
         for (spec::CpComm comm : space.cp_comms(tp, cp)) {
           const int64_t dp = space.gpus() / (tp * pp * cp);
           for (int64_t ep : space.ep_values(tp, cp, dp)) {
-            for (int64_t mb : space.micro_batch_values(dp)) out.push_back({tp, pp, mb, cp, comm, ep});
+            for (int64_t etp : space.etp_values(tp, cp, dp, ep)) {
+              for (int64_t mb : space.micro_batch_values(dp)) out.push_back({tp, pp, mb, cp, comm, ep, etp});
+            }
           }
         }
       }
@@ -312,8 +318,8 @@ Pruner::Pruner(const Space& space) : space_(space), topology_(space.cluster(), s
 Pruner::~Pruner() = default;
 
 const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp, spec::CpComm comm,
-                                         int64_t ep) {
-  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb, cp, static_cast<int>(comm), ep);
+                                         int64_t ep, int64_t etp) {
+  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb, cp, static_cast<int>(comm), ep, etp);
   auto it = computes_.find(key);
   if (it != computes_.end()) return *it->second->model;
   auto entry = std::make_unique<ComputeEntry>();
@@ -324,6 +330,7 @@ const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc
   entry->plan.cp = cp;
   entry->plan.cp_comm = comm;
   entry->plan.ep = ep;
+  entry->plan.etp = etp;
   entry->model.emplace(space_.model(), space_.cluster(), space_.training(), entry->plan);
   return *computes_.emplace(key, std::move(entry)).first->second->model;
 }
@@ -377,8 +384,8 @@ CommCosts& Pruner::comm(int64_t tp, int64_t pp) {
   return *comms_.emplace(key, std::move(cc)).first->second;
 }
 
-const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split, int64_t ep) {
-  const auto key = std::make_tuple(tp, pp, v, static_cast<int>(split), ep);
+const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split, int64_t ep, int64_t etp) {
+  const auto key = std::make_tuple(tp, pp, v, static_cast<int>(split), ep, etp);
   auto it = layouts_.find(key);
   if (it != layouts_.end()) return *it->second;
   if (!layouts_.empty() && (std::get<0>(layouts_.begin()->first) != tp || std::get<1>(layouts_.begin()->first) != pp)) {
@@ -393,26 +400,28 @@ const Layout& Pruner::layout(int64_t tp, int64_t pp, int64_t v, Split split, int
   lay->v = v;
   lay->dp = space_.gpus() / (tp * pp);
   lay->split = split;
-  lay->units = program::model_units(m, tp, ep);
+  lay->units = program::model_units(m, tp, ep, etp);
   lay->ep = ep;
-  lay->expert_dp = tp * lay->dp / ep;   // lay->dp counts dp · cp (spec::Plan::expert_dp)
+  lay->etp = etp;
+  lay->expert_dp = tp * lay->dp / (ep * etp);   // lay->dp counts dp · cp (spec::Plan::expert_dp)
   lay->experts_apart = m.moe.on() && lay->expert_dp != lay->dp;
   spec::Plan p;
   p.tp = tp;
   p.pp = pp;
   p.ep = ep;
+  p.etp = etp;
   p.virtual_stages = v;
   if (split == Split::kUniform) {
     for (int64_t s = 0; s < pp; ++s) p.stage_layers.push_back(m.layers / pp + (s < m.layers % pp ? 1 : 0));
   }
   lay->chunk_layers = program::chunk_layers(m, p, lay->units);
-  if (split == Split::kUniform) lay->duplicate = layout(tp, pp, v, Split::kBalanced, ep).chunk_layers == lay->chunk_layers;
+  if (split == Split::kUniform) lay->duplicate = layout(tp, pp, v, Split::kBalanced, ep, etp).chunk_layers == lay->chunk_layers;
   lay->stage_layers = program::stage_layers_of(lay->chunk_layers, pp);
   lay->chunks = program::place_chunks(m, pp, v, lay->chunk_layers);
   spec::ZeroConfig z3;
   z3.stage = 3;  // the ZeRO-3 variants' threshold (the others gather nothing)
   fill_params(*lay, m, program::persistence_threshold(z3, space_.training().framework_profile()));
-  build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, ep));
+  build_variants(*lay, comm(tp, pp), space_, compute(tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, ep, etp));
   return *layouts_.emplace(key, std::move(lay)).first->second;
 }
 
@@ -584,23 +593,49 @@ CpOps cp_ops(const CpCosts& costs, spec::CpComm comm, int64_t cp, int64_t tokens
 
 // The expert-parallel groups of every simulated rank (each stage's, one per distinct offset within
 // a node), their all-to-all's cost.
-const std::vector<sim::CollectiveCost>& Pruner::ep_costs(int64_t tp, int64_t pp, int64_t ep) {
+const std::vector<sim::CollectiveCost>& Pruner::ep_costs(int64_t tp, int64_t pp, int64_t ep, int64_t etp) {
   CommCosts& cc = comm(tp, pp);
-  auto it = cc.ep.find(ep);
+  auto it = cc.ep.find({ep, etp});
   if (it != cc.ep.end()) return it->second;
   std::vector<sim::CollectiveCost> costs;
   program::Placement pl{tp, pp, space_.gpus() / (tp * pp)};
   pl.ep = ep;
+  pl.etp = etp;
   const int64_t gpn = space_.cluster().gpus_per_node;
-  std::set<int64_t> seen;
+  std::set<std::vector<int64_t>> seen;
   for (int64_t s = 0; s < pp; ++s) {
-    for (int64_t l = 0; l < tp * pl.dp; l += ep) {
-      const int64_t base = pl.rank(s, l / tp, l % tp);
-      if (!seen.insert(base % gpn).second) continue;
-      costs.emplace_back(CollectiveKind::kAllToAll, pl.group_members(program::Group::kEp, base), topology_);
+    for (int64_t l = 0; l < tp * pl.dp; ++l) {
+      std::vector<int64_t> group = pl.group_members(program::Group::kEp, pl.rank(s, l / tp, l % tp));
+      std::vector<int64_t> shape = group;   // the group's offsets from its first member's node
+      for (int64_t& r : shape) r -= group.front() - group.front() % gpn;
+      if (!seen.insert(shape).second) continue;
+      costs.emplace_back(CollectiveKind::kAllToAll, group, topology_);
     }
   }
-  return cc.ep.emplace(ep, std::move(costs)).first->second;
+  return cc.ep.emplace(std::make_pair(ep, etp), std::move(costs)).first->second;
+}
+
+// The experts' tensor-parallel groups (etp consecutive places of a stage), likewise.
+const EtpCosts& Pruner::etp_costs(int64_t tp, int64_t pp, int64_t etp) {
+  CommCosts& cc = comm(tp, pp);
+  auto it = cc.etp.find(etp);
+  if (it != cc.etp.end()) return it->second;
+  EtpCosts costs;
+  program::Placement pl{tp, pp, space_.gpus() / (tp * pp)};
+  pl.etp = etp;
+  const int64_t gpn = space_.cluster().gpus_per_node;
+  std::set<std::vector<int64_t>> seen;
+  for (int64_t s = 0; s < pp; ++s) {
+    for (int64_t l = 0; l < tp * pl.dp; l += etp) {
+      const std::vector<int64_t> group = pl.group_members(program::Group::kExpertTp, pl.rank(s, l / tp, l % tp));
+      std::vector<int64_t> shape = group;
+      for (int64_t& r : shape) r -= group.front() - group.front() % gpn;
+      if (!seen.insert(shape).second) continue;
+      costs.ag.emplace_back(CollectiveKind::kAllGather, group, topology_);
+      costs.rs.emplace_back(CollectiveKind::kReduceScatter, group, topology_);
+    }
+  }
+  return cc.etp.emplace(etp, std::move(costs)).first->second;
 }
 
 const CpCosts& Pruner::cp_costs(int64_t tp, int64_t pp, int64_t cp) {
@@ -641,14 +676,25 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const int64_t tokens = spec::rank_tokens(plan, m.seq_len);
   const int64_t abytes = spec::bytes_of(spec::storage_dtype(space_.training().dtype));
   const CommCosts& cc = comm(lay.tp, lay.pp);
-  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm, lay.ep);
+  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm, lay.ep, lay.etp);
   const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap(), m.moe.shared_ffn_hidden > 0);
   const CpOps cps = cp > 1 ? cp_ops(cp_costs(lay.tp, lay.pp, cp), cp_comm, cp, tokens, program::cp_shapes(m, lay.tp, abytes)) : CpOps{};
   EpOps eps;
-  if (m.moe.on() && lay.ep > 1) {
+  if (m.moe.on() && (lay.ep > 1 || lay.etp > 1)) {
     eps.any = true;
-    eps.a2a = CommCosts::least_s(ep_costs(lay.tp, lay.pp, lay.ep), program::moe_a2a_bytes(tokens, m, lay.tp, abytes)) *
-              cm.moe_imbalance();
+    const double a2a = lay.ep > 1 ? CommCosts::least_s(ep_costs(lay.tp, lay.pp, lay.ep, lay.etp),
+                                                        program::moe_a2a_bytes(tokens, m, lay.tp, abytes))
+                                  : 0.0;
+    double ag = 0, rs = 0;
+    if (lay.etp > 1) {
+      const EtpCosts& ec = etp_costs(lay.tp, lay.pp, lay.etp);
+      const int64_t S = program::moe_etp_bytes(tokens, m, lay.tp, lay.etp, abytes);
+      ag = CommCosts::least_s(ec.ag, S);
+      rs = CommCosts::least_s(ec.rs, S);
+    }
+    eps.to = (a2a + ag) * cm.moe_imbalance();
+    eps.back = (rs + a2a) * cm.moe_imbalance();
+    eps.max_s = std::max({a2a, ag, rs}) * cm.moe_imbalance();
   }
   std::vector<ChunkTimes> times;
   times.reserve(lay.chunks.size());
@@ -665,7 +711,7 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   // what a ZeRO-3 gather may overlap between two computes: tp collectives, and with cp its
   // blocking collectives and the ring's excess
   t.tp_gap = (ops.any ? 2 * ops.max_op() : 0.0) + (cps.any ? 2 * cps.max_s + std::max(cps.fwd_ring, cps.bwd_ring) : 0.0) +
-             (eps.any ? 2 * eps.a2a : 0.0);
+             (eps.any ? eps.to + eps.back : 0.0);
   t.step_gap = t.tp_gap + t.link + (ops.any ? ops.ag : 0.0);
   return t;
 }
@@ -682,6 +728,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
   c.cp = static_cast<int16_t>(g.cp);
   c.cp_comm = g.cp_comm;
   c.ep = static_cast<int16_t>(g.ep);
+  c.etp = static_cast<int16_t>(g.etp);
   c.micro_batch = static_cast<int32_t>(g.micro_batch);
   c.micro_batches = static_cast<int32_t>(micro_batches);
   c.virtual_stages = static_cast<int16_t>(v);
@@ -719,19 +766,19 @@ void Pruner::enumerate(const Group& g, const Visitor& visit) {
   const int64_t micro_batches = space_.training().global_batch / (dp * g.micro_batch);
   for (Split split : space_.split_values(g.pp)) {
     for (spec::Schedule s : space_.schedules(g.pp)) {
-      enumerate_layout(g, layout(g.tp, g.pp, 1, split, g.ep), 1, s, visit);
+      enumerate_layout(g, layout(g.tp, g.pp, 1, split, g.ep, g.etp), 1, s, visit);
     }
     for (int64_t v : space_.virtual_stage_values(g.pp, micro_batches)) {
-      enumerate_layout(g, layout(g.tp, g.pp, v, split, g.ep), v, spec::Schedule::kInterleaved, visit);
+      enumerate_layout(g, layout(g.tp, g.pp, v, split, g.ep, g.etp), v, spec::Schedule::kInterleaved, visit);
     }
   }
 }
 
 Estimate Pruner::estimate(const Candidate& c) {
-  const Layout& lay = layout(c.tp, c.pp, c.virtual_stages, c.split, c.ep);
+  const Layout& lay = layout(c.tp, c.pp, c.virtual_stages, c.split, c.ep, c.etp);
   ZeroTerms z = variant_of(c);
   std::vector<int64_t> sig;
-  build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, c.ep), sig);
+  build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, c.ep, c.etp), sig);
   const int64_t micro_batches = space_.training().global_batch / (lay.dp / c.cp * c.micro_batch);
   return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm), z, micro_batches,
                  space_.cluster().gpu.reserved_bytes);

@@ -70,9 +70,9 @@ struct Layout {
   std::vector<ChunkInfo> chunks;        // stage-major, params filled
   std::vector<std::vector<UnitParams>> params;   // [stage][unit]
   std::vector<int64_t> stage_params, stage_persistent;
-  // expert parallelism: ep, the experts' data-parallel group edp, and where it is not the dense
-  // one (experts_apart) each stage's routed-expert parameters, outside `params` and stage_params
-  int64_t ep = 1, expert_dp = 1;
+  // expert parallelism: ep, etp, the experts' data-parallel group edp, and where it is not the
+  // dense one (experts_apart) each stage's routed-expert parameters, outside `params` and stage_params
+  int64_t ep = 1, etp = 1, expert_dp = 1;
   bool experts_apart = false;
   std::vector<int64_t> stage_experts;
   std::vector<ZeroTerms> variants;
@@ -89,6 +89,11 @@ struct CpCosts {
   std::vector<sim::CollectiveCost> ag, rs, a2a;
 };
 
+// The experts' tensor-parallel groups' all-gather and reduce-scatter over every distinct placement.
+struct EtpCosts {
+  std::vector<sim::CollectiveCost> ag, rs;
+};
+
 struct CommCosts {
   std::vector<sim::CollectiveCost> dp_ag, dp_rs, dp_ar;   // one per distinct placement of the stages' groups
   // ZeRO across nodes, over a node's data-parallel ranks L (Space::node_dp): the shard group's
@@ -98,7 +103,8 @@ struct CommCosts {
   double shard_ag_slope = 0;
   std::optional<sim::CollectiveCost> tp_ag, tp_rs, tp_ar, tied_ar;
   std::map<int64_t, CpCosts> cp;   // context parallelism, by cp (filled on first use)
-  std::map<int64_t, std::vector<sim::CollectiveCost>> ep;   // expert parallelism's all-to-all, by ep (likewise)
+  std::map<std::pair<int64_t, int64_t>, std::vector<sim::CollectiveCost>> ep;   // expert parallelism's all-to-all, by (ep, etp) (likewise)
+  std::map<int64_t, EtpCosts> etp;                        // expert tensor parallelism's, by etp (likewise)
   std::vector<sim::CollectiveCost> p2p;                   // boundary s -> s+1, then the wrap p-1 -> 0
   double gradnorm_s = 0;
   double dp_ag_slope = 0;   // d(all-gather time)/d(bytes): T_AG(S) >= slope · S

@@ -59,9 +59,9 @@ T take(const std::string& in, std::size_t& pos) {
 // ---- per-axis statistics ----------------------------------------------------------------------
 
 enum AxisId : int { kTp, kPp, kMicroBatch, kSchedule, kVirtual, kZero, kZeroVariant, kRecompute, kSp, kOffload, kCp, kCpComm,
-                    kEp, kAxisCount };
+                    kEp, kEtp, kAxisCount };
 const char* kAxisNames[kAxisCount] = {"tp", "pp", "micro_batch", "schedule", "virtual_stages", "zero", "zero_variant",
-                                      "recompute", "sequence_parallel", "offload", "cp", "cp_comm_type", "ep"};
+                                      "recompute", "sequence_parallel", "offload", "cp", "cp_comm_type", "ep", "etp"};
 
 using AxisKey = std::pair<int, int64_t>;
 using AxisTable = std::map<AxisKey, AxisCell>;
@@ -69,7 +69,7 @@ using AxisTable = std::map<AxisKey, AxisCell>;
 std::array<int64_t, kAxisCount> axis_codes(const Candidate& c) {
   return {c.tp, c.pp, c.micro_batch, static_cast<int64_t>(c.schedule), c.virtual_stages, c.zero,
           static_cast<int64_t>(c.zero_variant), static_cast<int64_t>(c.recompute), c.sequence_parallel ? 1 : 0, c.offload ? 1 : 0,
-          c.cp, static_cast<int64_t>(c.cp_comm), c.ep};
+          c.cp, static_cast<int64_t>(c.cp_comm), c.ep, c.etp};
 }
 
 std::string axis_text(int axis, int64_t code) {
@@ -282,17 +282,17 @@ class StageLayers {
   explicit StageLayers(const spec::Model& m) : model_(m) {}
   std::vector<int64_t> of(const spec::Plan& p, Split split) {
     if (!p.stage_layers.empty()) return p.stage_layers;
-    const auto key = std::make_tuple(p.tp, p.pp, p.virtual_stages, static_cast<int>(split), p.ep);
+    const auto key = std::make_tuple(p.tp, p.pp, p.virtual_stages, static_cast<int>(split), p.ep, p.etp);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    const auto units = program::shared_model_units(model_, p.tp, p.ep);
+    const auto units = program::shared_model_units(model_, p.tp, p.ep, p.etp);
     const std::vector<int64_t> chunks = program::chunk_layers(model_, p, *units);
     return memo_.emplace(key, program::stage_layers_of(chunks, p.pp)).first->second;
   }
 
  private:
   const spec::Model& model_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t>, std::vector<int64_t>> memo_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t>, std::vector<int64_t>> memo_;
 };
 
 // A survivor whose analytic bound is this far below the cut is simulated before its

@@ -153,6 +153,20 @@ std::vector<int64_t> Space::ep_values(int64_t tp, int64_t cp, int64_t dp) const 
   return out;
 }
 
+std::vector<int64_t> Space::etp_values(int64_t tp, int64_t cp, int64_t dp, int64_t ep) const {
+  if (!model_.moe.on()) return {1};
+  const spec::Framework f = training_.framework;
+  const bool deepspeed = f == spec::Framework::kDeepSpeed || f == spec::Framework::kDeepSpeed05;
+  std::vector<int64_t> out;
+  for (int64_t etp : divisors((tp * cp * dp) / ep)) {
+    const bool free = limits_.etp.empty();
+    if (etp > 1 && (deepspeed || model_.moe.ffn_hidden % etp != 0 || (free && tp % etp != 0))) continue;
+    if (!allowed(limits_.etp, etp)) continue;
+    out.push_back(etp);
+  }
+  return out;
+}
+
 std::vector<spec::CpComm> Space::cp_comms(int64_t tp, int64_t cp) const {
   if (cp == 1) return {spec::CpComm::kP2p};
   const spec::Framework f = training_.framework;
@@ -254,6 +268,7 @@ spec::Plan Space::plan(const Candidate& c) const {
   p.cp = c.cp;
   p.cp_comm = c.cp_comm;
   p.ep = c.ep;
+  p.etp = c.etp;
   p.micro_batch = c.micro_batch;
   p.micro_batches = c.micro_batches;
   p.schedule = c.schedule;
@@ -362,6 +377,7 @@ nlohmann::json Space::to_json() const {
             {"max_live_parameters", max_live_}}}};
   if (!limits_.cp.empty()) j["limits"]["cp"] = limits_.cp;   // only when limited, as below
   if (!limits_.ep.empty()) j["limits"]["ep"] = limits_.ep;
+  if (!limits_.etp.empty()) j["limits"]["etp"] = limits_.etp;
   if (!limits_.cp_comm.empty()) j["limits"]["cp_comm"] = names(limits_.cp_comm);
   if (!limits_.zero_variants.empty()) {   // only when limited, so earlier searches' inputs read the same
     nlohmann::json variants = nlohmann::json::array();

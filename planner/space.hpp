@@ -19,6 +19,10 @@
 //   ep        expert parallelism (a mixture-of-experts model): divisors of the experts that divide
 //             tp·cp·dp (Megatron-Core's folding), where the framework runs them (DeepSpeed-MoE: not
 //             with tp > 1); 1 for a dense model
+//   etp       expert tensor parallelism: 1 and, by default, each divisor of tp above 1 (inside the
+//             dense tp group's NVLink domain; Megatron-Core's default etp is tp, its advice 1 for
+//             fine-grained experts) that divides the experts' width, with etp·ep dividing
+//             tp·cp·dp; --etp pins any valid value; Megatron-Core only (DeepSpeed-MoE keeps experts whole)
 //   recompute none, selective, full;   sequence parallel: off, and on when tp > 1 and tp | seq_len/cp
 //             (a mixture-of-experts model with tp > 1: on only, as Megatron-Core asserts)
 //   split     balanced (by cost, core/program/partition.hpp) and uniform (equal blocks per stage)
@@ -59,7 +63,7 @@ const char* to_string(ZeroVariant v);
 
 // What the command line pins or limits. An empty list leaves the axis free.
 struct SpaceLimits {
-  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep, etp;
   std::vector<spec::CpComm> cp_comm;
   int64_t max_micro_batch = 0;                 // 0: no limit
   std::vector<int> zero;
@@ -84,7 +88,7 @@ struct Candidate {
   int32_t tp = 1, pp = 1, dp = 1;
   int16_t cp = 1;
   spec::CpComm cp_comm = spec::CpComm::kP2p;
-  int16_t ep = 1;
+  int16_t ep = 1, etp = 1;
   int32_t micro_batch = 1, micro_batches = 1;
   int16_t virtual_stages = 1;
   spec::Schedule schedule = spec::Schedule::k1F1B;
@@ -119,6 +123,8 @@ class Space {
   std::vector<spec::CpComm> cp_comms(int64_t tp, int64_t cp) const;
   // ep sizes for a stage of tp · cp · dp ranks (1 first; only 1 for a dense model)
   std::vector<int64_t> ep_values(int64_t tp, int64_t cp, int64_t dp) const;
+  // etp sizes for that stage and ep (1 first; only 1 for a dense model)
+  std::vector<int64_t> etp_values(int64_t tp, int64_t cp, int64_t dp, int64_t ep) const;
   std::vector<int64_t> micro_batch_values(int64_t dp) const;
   std::vector<int64_t> virtual_stage_values(int64_t pp, int64_t micro_batches) const;   // v >= 2
   std::vector<spec::Schedule> schedules(int64_t pp) const;   // v = 1 schedules (no interleaved)

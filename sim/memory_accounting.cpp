@@ -17,7 +17,7 @@ trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t sta
   const spec::ZeroConfig& z = prog.plan.zero;
   const program::Placement& pl = prog.placement;
   int64_t stage_params = 0, persistent = 0, blocks = 0;
-  const auto held = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep);
+  const auto held = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep, prog.plan.etp);
   const std::vector<program::Unit>& units = *held;
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& chunk = prog.chunk(stage, c);
@@ -66,7 +66,7 @@ MemoryRules::MemoryRules(const program::Program& prog, const spec::Cluster& clus
       head_(program::head_unit(prog.model)),
       full_recompute_(prog.plan.recompute == spec::Recompute::kFull),
       zero_bubble_(prog.plan.schedule == spec::Schedule::kZbH1) {
-  const auto held = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep);
+  const auto held = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep, prog.plan.etp);
   const std::vector<program::Unit>& units = *held;
   const spec::Training training = effective_training(prog.training, cluster);
   act_prefix_.assign(units.size() + 1, 0);

@@ -50,7 +50,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog, cluster);
   if (compute_.tp_overlap().on || compute_.tp_overlap().async_grad) {
-    const auto units = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep);
+    const auto units = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep, prog.plan.etp);
     for (const program::Unit& u : *units) unit_kinds_.push_back(u.kind);
   }
   if (options.network == NetworkModel::kShared && cluster.gpu.sm_count > 0) {
@@ -210,8 +210,9 @@ int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
   if (key != want) {  // (keys are >= 0: the initial -1 never matches)
     key = want;
     ns = costs_.collective_ns(in, g.cost_group);
-    // expert parallelism: the busiest rank receives ρ times the mean tokens (compute.hpp)
-    if (in.group == Group::kEp && compute_.moe_imbalance() != 1.0) {
+    // expert parallelism: the busiest rank receives ρ times the mean tokens (compute.hpp), and
+    // gathers and scatters ρ times them over its experts' tensor-parallel group
+    if ((in.group == Group::kEp || in.group == Group::kExpertTp) && compute_.moe_imbalance() != 1.0) {
       ns = static_cast<int64_t>(std::ceil(static_cast<double>(ns) * compute_.moe_imbalance()));
     }
   }

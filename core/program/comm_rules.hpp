@@ -34,6 +34,16 @@
 //   dispatch's gradient → the rest's backward. The weight-gradient pass issues none. Not
 //   modelled: the routing probabilities' own all-to-all (T_r·k fp32, 2/h of the tokens' bytes) and
 //   the token counts' device-to-host copy before each dispatch.
+// Expert tensor parallelism, etp > 1 (the same dispatcher: "permute → A2A(EP) → AG(TP) → experts
+// → RS(TP) → A2A(EP)", its tp group being the experts' tensor-parallel group, Group::kExpertTp):
+//   gather / scatter     S = etp·T_r·k·h·w (nccl-tests' S, the gathered buffer): the routed copies
+//                        the rank's all-to-all brought (T_r·k under uniform routing), gathered from
+//                        its etp peers before the experts (each computes its 1/etp of every
+//                        expert's width for all of them: fc1 by columns, fc2 by rows) and their
+//                        partial outputs reduce-scattered back after
+//   forward: dispatch → gather → experts → scatter → combine; backward: the combine's gradient →
+//   gather (the scatter's gradient) → the experts' backward → scatter (the gather's) → the
+//   dispatch's gradient; with ep 1 the same without the all-to-alls.
 //
 // Context parallelism around an attention unit's pass (docs/program.md, "Context parallelism";
 // Megatron-Core context_parallel.md and Transformer Engine's context_parallel.py, its
@@ -89,6 +99,10 @@ inline int64_t tp_collective_bytes(int64_t tokens, int64_t hidden, int64_t activ
 // One dispatch (or combine) all-to-all's send buffer S (above).
 inline int64_t moe_a2a_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t activation_bytes) {
   return m.moe.on() ? tokens / tp * m.moe.top_k * m.hidden * activation_bytes : 0;
+}
+// One expert tensor-parallel all-gather (or reduce-scatter)'s S (above); 0 without etp.
+inline int64_t moe_etp_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t etp, int64_t activation_bytes) {
+  return etp > 1 ? etp * moe_a2a_bytes(tokens, m, tp, activation_bytes) : 0;
 }
 // Scatter-gather: a received activation (or gradient) is all-gathered over tp before use.
 inline bool gathers_received_message(int64_t tp, bool sequence_parallel) { return tp > 1 && !sequence_parallel; }

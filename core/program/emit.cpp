@@ -76,6 +76,7 @@ class Emitter {
   int32_t cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags, int32_t gather = -1,
                 int32_t tied_gather = -1);
   int32_t ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags);
+  int32_t etp_op(Op op, const Step& s, int32_t unit, int32_t dep, uint8_t flags);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
   QuantizedGather quantized_gather(int32_t bucket, int64_t members);
@@ -287,6 +288,23 @@ int32_t Emitter::ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags) 
   return add(in, {dep});
 }
 
+// An expert tensor-parallel all-gather or reduce-scatter of a MoE unit's pass over
+// Group::kExpertTp (comm_rules.hpp), on the expert-parallel lane.
+int32_t Emitter::etp_op(Op op, const Step& s, int32_t unit, int32_t dep, uint8_t flags) {
+  Instr in;
+  in.op = op;
+  in.flags = flags;
+  in.lane = Lane::kEp;
+  in.group = Group::kExpertTp;
+  in.mb = s.mb;
+  in.chunk = static_cast<int16_t>(s.chunk);
+  in.unit_begin = unit;
+  in.unit_end = unit + 1;
+  in.bytes = cx_.etp_bytes;
+  in.elems = cx_.etp_bytes / prog_.activation_bytes;
+  return add(in, {dep});
+}
+
 // A ZeRO-3 parameter instruction of `bucket` on the gather lane: a gather over `group` moving
 // `bytes` (the bucket's, by default), or a release.
 int32_t Emitter::param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes, uint8_t flags) {
@@ -440,14 +458,22 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     Instr rest = in;
     rest.flops = in.flops - experts.flops;
     rest.elems = in.elems - first.expert_params;
+    // the tokens to the experts' ranks (and their etp peers) before the experts, back after
+    const int32_t unit = seg.unit_begin;
+    auto to_experts = [&](int32_t dep) {
+      if (cx_.a2a_bytes > 0) dep = ep_op(s, unit, dep, tp_flags);
+      return cx_.etp_bytes > 0 ? etp_op(Op::kTpAllGather, s, unit, dep, tp_flags) : dep;
+    };
+    auto back = [&](int32_t dep) {
+      if (cx_.etp_bytes > 0) dep = etp_op(Op::kTpReduceScatter, s, unit, dep, tp_flags);
+      return cx_.a2a_bytes > 0 ? ep_op(s, unit, dep, tp_flags) : dep;
+    };
     if (sp.op == Op::kForward || sp.op == Op::kRecompute) {
       const int32_t a = add(rest, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
-      computed = add(experts, {ep_op(s, seg.unit_begin, a, tp_flags)});
-      computed = ep_op(s, seg.unit_begin, computed, tp_flags);
+      computed = back(add(experts, {to_experts(a)}));
     } else {
-      const int32_t combine = ep_op(s, seg.unit_begin, chain, tp_flags);
-      const int32_t e = add(experts, {combine, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
-      computed = add(rest, {ep_op(s, seg.unit_begin, e, tp_flags)});
+      const int32_t e = add(experts, {to_experts(chain), gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+      computed = add(rest, {back(e)});
     }
   }
   blocking_send_ = -1;

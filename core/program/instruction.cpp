@@ -62,6 +62,7 @@ const char* to_string(Group group) {
     case Group::kCp: return "cp";
     case Group::kEp: return "ep";
     case Group::kExpertDp: return "expert-dp";
+    case Group::kExpertTp: return "expert-tp";
   }
   return "?";
 }

@@ -57,18 +57,23 @@ inline constexpr int kLaneCount = 10;
 // With context parallelism the data-parallel group holds the dp·cp ranks of a stage and tp index
 // (gradients are reduced over them); kCp is the cp consecutive ones among them that split one
 // sequence.
-// Expert parallelism (Placement::ep; Megatron-Core's folding): a stage's tp·dp ranks (dp counting
-// cp) in order l = dp_index·tp + tp_index are cut into expert-parallel groups of ep consecutive
-// ranks, kEp (the tokens' all-to-alls), and kExpertDp holds the ranks at l's position in every
-// such group (l mod ep): the ranks holding the same experts, over which their gradients are
-// reduced and ZeRO partitions them.
+// Expert parallelism (Placement::ep, Placement::etp; Megatron-Core's folding, the expert grid
+// etp × ep × edp in order "tp-ep-dp"): a stage's tp·dp ranks (dp counting cp) in order
+// l = dp_index·tp + tp_index have etp_index = l mod etp, ep_index = (l / etp) mod ep and
+// edp_index = l / (etp·ep). kExpertTp holds the etp consecutive ranks around l (the experts'
+// tensor-parallel group: one expert's FFN split over them), kEp the ep ranks of l's etp and edp
+// index (the tokens' all-to-alls; ep consecutive ranks when etp is 1), kExpertDp the ranks of l's
+// etp and ep index (l mod etp·ep): the ranks holding the same expert shards, over which their
+// gradients are reduced and ZeRO partitions them.
 enum class Group : uint8_t {
-  kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross, kCp, kEp, kExpertDp
+  kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross, kCp, kEp, kExpertDp,
+  kExpertTp
 };
-inline constexpr int kGroupCount = 13;
+inline constexpr int kGroupCount = 14;
 inline constexpr Group kGroups[] = {Group::kTp,      Group::kDp,         Group::kEmbedding, Group::kWorld,
                                     Group::kDpShard, Group::kDpReplica,  Group::kDpLocal,   Group::kDpCross,
-                                    Group::kDpShardCross, Group::kCp,    Group::kEp,        Group::kExpertDp};
+                                    Group::kDpShardCross, Group::kCp,    Group::kEp,        Group::kExpertDp,
+                                    Group::kExpertTp};
 // The data-parallel group, one of its subgroups, or the experts' own: where ZeRO's buckets move.
 inline bool is_dp_group(Group g) {
   return g == Group::kDp || (g >= Group::kDpShard && g <= Group::kDpShardCross) || g == Group::kExpertDp;

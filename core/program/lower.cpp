@@ -104,7 +104,7 @@ Context make_context(Program& prog) {
   const spec::Plan& p = prog.plan;
   Context cx;
   cx.program = &prog;
-  cx.units = shared_model_units(prog.model, p.tp, p.ep);
+  cx.units = shared_model_units(prog.model, p.tp, p.ep, p.etp);
   cx.framework = prog.training.framework_profile(p.tp, p.zero.stage);
   cx.tokens = prog.tokens_per_micro_batch();
   cx.p2p_bytes = p2p_message_bytes(cx.tokens, prog.model.hidden, p.tp, prog.activation_bytes);
@@ -129,10 +129,11 @@ Context make_context(Program& prog) {
   // DeepSpeed all-to-alls only across more than one node (stage3.py __avg_scatter_grads: num_nodes > 1)
   cx.qgz = cx.per_mb_reduce && z.stage == 3 && z.quantized_gradients.on() && prog.placement.local_size() < p.dp_cp();
   if (cx.qgz) cx.rule.qgz_world = p.dp_cp();
-  cx.ep_collectives = prog.model.moe.on() && p.ep > 1;
+  cx.ep_collectives = prog.model.moe.on() && (p.ep > 1 || p.etp > 1);
   cx.expert_dp = p.expert_dp();
   cx.experts_apart = prog.placement.experts_apart;
-  cx.a2a_bytes = moe_a2a_bytes(cx.tokens, prog.model, p.tp, prog.activation_bytes);
+  cx.a2a_bytes = p.ep > 1 ? moe_a2a_bytes(cx.tokens, prog.model, p.tp, prog.activation_bytes) : 0;
+  cx.etp_bytes = moe_etp_bytes(cx.tokens, prog.model, p.tp, p.etp, prog.activation_bytes);
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, *cx.units, s));
   return cx;
 }
@@ -149,6 +150,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.placement = Placement{plan.tp, plan.pp, plan.dp_cp()};
   prog.placement.cp = plan.cp;
   prog.placement.ep = plan.ep;
+  prog.placement.etp = plan.etp;
   prog.placement.experts_apart = model.moe.on() && plan.expert_dp() != plan.dp_cp();
   // the data-parallel subgroups: the partition's shard group (or hpZ's), a node's ranks
   if (spec::hierarchical(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.shard_group;
@@ -159,7 +161,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.reduce_bytes = training.reduce_bytes();
   prog.activation_bytes = spec::bytes_of(spec::storage_dtype(training.dtype));
 
-  const std::shared_ptr<const std::vector<Unit>> units = shared_model_units(model, plan.tp, plan.ep);
+  const std::shared_ptr<const std::vector<Unit>> units = shared_model_units(model, plan.tp, plan.ep, plan.etp);
   const std::vector<int64_t> layers = chunk_layers(model, plan, *units);
   prog.chunks = place_chunks(model, plan.pp, plan.virtual_stages, layers);
   prog.plan.stage_layers = stage_layers_of(layers, plan.pp);
@@ -259,11 +261,19 @@ std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {
       for (int64_t i = d - d % cp; i < d - d % cp + cp; ++i) out.push_back(rank(s, i, t));
       break;
     case Group::kEp:
-    case Group::kExpertDp: {
-      // l = d·tp + t, the rank's place among its stage's tp·dp ranks (instruction.hpp, Group)
-      const int64_t l = d * tp + t;
-      const int64_t first = kind == Group::kEp ? l - l % ep : l % ep, step = kind == Group::kEp ? 1 : ep;
-      const int64_t last = kind == Group::kEp ? first + ep : tp * dp;
+    case Group::kExpertDp:
+    case Group::kExpertTp: {
+      // l = d·tp + t, the rank's place among its stage's tp·dp ranks, in the expert grid
+      // etp × ep × edp, etp fastest (instruction.hpp, Group)
+      const int64_t l = d * tp + t, grid = etp * ep;
+      int64_t first = 0, step = 1, last = 0;
+      if (kind == Group::kExpertTp) {
+        first = l - l % etp, last = first + etp;
+      } else if (kind == Group::kEp) {
+        first = l - l % grid + l % etp, step = etp, last = l - l % grid + grid;
+      } else {
+        first = l % grid, step = grid, last = tp * dp;
+      }
       for (int64_t i = first; i < last; i += step) out.push_back(rank(s, i / tp, i % tp));
       break;
     }

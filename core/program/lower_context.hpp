@@ -60,12 +60,15 @@ struct Context {
   int64_t qwz_block = 0;        // qwZ: every ZeRO-3 gather quantized, scales per ~block elements; 0 off
   bool qgz = false;             // qgZ: gradients all-to-all'd in int4, inside nodes then across (more than one node)
   // Mixture of experts: ep > 1 puts each MoE unit's dispatch and combine all-to-alls (Group::kEp)
-  // around its experts' compute; experts_apart: their data-parallel group (spec::Plan::expert_dp)
-  // is not the dense layers', so their gradients have buckets of their own (zero.hpp)
+  // around its experts' compute, etp > 1 an all-gather and a reduce-scatter over Group::kExpertTp
+  // (comm_rules.hpp); either splits the unit's pass in two computes (ep_collectives);
+  // experts_apart: their data-parallel group (spec::Plan::expert_dp) is not the dense layers', so
+  // their gradients have buckets of their own (zero.hpp)
   bool ep_collectives = false;
   bool experts_apart = false;
   int64_t expert_dp = 1;
-  int64_t a2a_bytes = 0;        // one dispatch (or combine) all-to-all's send buffer S
+  int64_t a2a_bytes = 0;        // one dispatch (or combine) all-to-all's send buffer S; 0 with ep 1
+  int64_t etp_bytes = 0;        // one expert tensor-parallel gather (or scatter)'s S; 0 with etp 1
 
   const ChunkPlan& chunk_plan(int64_t stage, int64_t chunk) const {
     return chunk_plans[static_cast<std::size_t>(stage * program->plan.virtual_stages + chunk)];

@@ -32,6 +32,7 @@ struct Placement {
   int64_t inner = 0, local = 0;
   int64_t cp = 1;   // context-parallel ranks splitting a sequence (dp includes them)
   int64_t ep = 1;   // expert-parallel ranks (instruction.hpp, Group::kEp)
+  int64_t etp = 1;  // expert tensor-parallel ranks (Group::kExpertTp): one expert's FFN split over them
   // Whether the routed experts' data-parallel group (Group::kExpertDp, spec::Plan::expert_dp) is not
   // the dense one, so their gradients are reduced over it apart (a model with experts only).
   bool experts_apart = false;
@@ -46,10 +47,13 @@ struct Placement {
   int64_t cp_index_of(int64_t rank) const { return dp_index_of(rank) % cp; }
   int64_t batch_index_of(int64_t rank) const { return dp_index_of(rank) / cp; }   // the batch replica
   // Expert parallelism: with l = dp_index · tp + tp_index the rank's place in its stage, its
-  // position in its expert-parallel group (Group::kEp, ep consecutive l) and in its experts'
-  // data-parallel group (Group::kExpertDp, the l with the same position).
-  int64_t ep_index_of(int64_t rank) const { return (dp_index_of(rank) * tp + tp_index_of(rank)) % ep; }
-  int64_t expert_dp_index_of(int64_t rank) const { return (dp_index_of(rank) * tp + tp_index_of(rank)) / ep; }
+  // position in the expert grid etp × ep × edp, etp fastest (instruction.hpp, Group): in its
+  // experts' tensor-parallel group (Group::kExpertTp), its expert-parallel group (Group::kEp) and
+  // its experts' data-parallel group (Group::kExpertDp).
+  int64_t stage_place_of(int64_t rank) const { return dp_index_of(rank) * tp + tp_index_of(rank); }
+  int64_t etp_index_of(int64_t rank) const { return stage_place_of(rank) % etp; }
+  int64_t ep_index_of(int64_t rank) const { return stage_place_of(rank) / etp % ep; }
+  int64_t expert_dp_index_of(int64_t rank) const { return stage_place_of(rank) / (etp * ep); }
   // Ranks of the group of `kind` that contains `rank`.
   std::vector<int64_t> group_members(Group kind, int64_t rank) const;
 };

@@ -17,16 +17,21 @@ namespace {
 // The unit's tensors and modules from the tensor table (count/tensors.hpp), the one description
 // of every parameter tensor.
 // With expert parallelism over `ep` ranks a MoE unit's stacked routed experts ([E·in x out], the
-// table's "mlp.experts." tensors) keep E/ep of them.
-Unit with_tensors(Unit u, const Model& m, int32_t unit, int64_t tp, int64_t ep = 1) {
+// table's "mlp.experts." tensors) keep E/ep of them; with expert tensor parallelism over `etp`
+// ranks each expert's FFN is split as a tensor-parallel MLP: gate and up by columns (weights and
+// biases), down by rows (its bias whole on every etp rank, as a row-parallel bias).
+Unit with_tensors(Unit u, const Model& m, int32_t unit, int64_t tp, int64_t ep = 1, int64_t etp = 1) {
   for (const count::TensorSpec& t : count::unit_tensors(m, unit, tp)) {
     const bool expert = u.kind == UnitKind::kMoe && t.name.find(".mlp.experts.") != std::string::npos;
-    const int64_t rows = expert ? t.rows / ep : t.rows;
-    u.tensors.push_back(rows * t.cols);
+    const bool down = t.name.find(".down.") != std::string::npos, bias = t.name.ends_with(".b");
+    int64_t rows = expert ? t.rows / ep : t.rows, cols = t.cols;
+    if (expert && down && !bias) rows /= etp;
+    if (expert && !down) cols /= etp;
+    u.tensors.push_back(rows * cols);
     u.module.push_back(t.module);
-    u.dims.push_back(rows > 1 ? std::max(rows, t.cols) : 0);
+    u.dims.push_back(rows > 1 ? std::max(rows, cols) : 0);
     if (u.kind == UnitKind::kMoe) u.expert.push_back(expert ? 1 : 0);
-    if (expert) u.expert_params += rows * t.cols;
+    if (expert) u.expert_params += rows * cols;
   }
   u.params = std::accumulate(u.tensors.begin(), u.tensors.end(), int64_t{0});
   return u;
@@ -64,7 +69,7 @@ Unit mlp(const Model& m, int64_t tp, int32_t block) {
 }
 
 // A MoE layer's MLP (header): per token of the micro-batch on one tp rank.
-Unit moe(const Model& m, int64_t tp, int64_t ep, int32_t block) {
+Unit moe(const Model& m, int64_t tp, int64_t ep, int64_t etp, int32_t block) {
   Unit u{UnitKind::kMoe, block, {}, {}, {}, 0, 0, 0, 0, 0};
   const double t = static_cast<double>(tp), h = static_cast<double>(m.hidden);
   double experts = 0, shared = 0;
@@ -82,20 +87,20 @@ Unit moe(const Model& m, int64_t tp, int64_t ep, int32_t block) {
   u.bwd_input_flops_per_token = gemm;
   u.bwd_weight_flops_per_token = gemm;
   u.expert_flops_per_token = experts;
-  return with_tensors(u, m, block_first_unit(block) + 1, tp, ep);
+  return with_tensors(u, m, block_first_unit(block) + 1, tp, ep, etp);
 }
 
 }  // namespace
 
 int64_t tied_head_copy(const Model& m, int64_t tp) { return m.tied_embeddings ? count::vocab_per_rank(m, tp) * m.hidden : 0; }
 
-std::vector<Unit> model_units(const Model& m, int64_t tp, int64_t ep) {
+std::vector<Unit> model_units(const Model& m, int64_t tp, int64_t ep, int64_t etp) {
   std::vector<Unit> units;
   units.reserve(static_cast<std::size_t>(unit_count(m)));
   units.push_back(with_tensors(Unit{UnitKind::kEmbedding, -1, {}, {}, {}, 0, 0, 0, 0, 0}, m, 0, tp));
   for (int32_t b = 0; b < static_cast<int32_t>(m.layers); ++b) {
     units.push_back(attention(m, tp, b));
-    units.push_back(m.moe_layer(b) ? moe(m, tp, ep, b) : mlp(m, tp, b));
+    units.push_back(m.moe_layer(b) ? moe(m, tp, ep, etp, b) : mlp(m, tp, b));
   }
   Unit head{UnitKind::kHead, -1, {}, {}, {}, 0, 0, 0, 0, 0};
   const double gemm = 2.0 * static_cast<double>(m.hidden) * static_cast<double>(count::vocab_per_rank(m, tp));
@@ -106,16 +111,18 @@ std::vector<Unit> model_units(const Model& m, int64_t tp, int64_t ep) {
   return units;
 }
 
-std::shared_ptr<const std::vector<Unit>> shared_model_units(const Model& m, int64_t tp, int64_t ep) {
+std::shared_ptr<const std::vector<Unit>> shared_model_units(const Model& m, int64_t tp, int64_t ep, int64_t etp) {
   thread_local std::unordered_map<std::string, std::shared_ptr<const std::vector<Unit>>> built;
   std::string key = spec::to_json(m).dump();
   key += '#';
   key += std::to_string(tp);
   key += '#';
   key += std::to_string(ep);
+  key += '#';
+  key += std::to_string(etp);
   if (auto it = built.find(key); it != built.end()) return it->second;
   if (built.size() >= 64) built.clear();   // the holders keep theirs
-  auto units = std::make_shared<const std::vector<Unit>>(model_units(m, tp, ep));
+  auto units = std::make_shared<const std::vector<Unit>>(model_units(m, tp, ep, etp));
   built.emplace(std::move(key), units);
   return units;
 }

@@ -8,13 +8,15 @@
 //                   h*f/t, down (f/t)*h (+ biases), a post-norm (mlp_norms == 2)
 //   unit 2L+1       head: final norm, LM head V*h/t (+ V/t bias) (untied; tied: shares wte)
 //   a MoE layer's MLP unit (kMoe): norm2, the router h*E (replicated), the routed experts stacked,
-//                   E/ep of them on the rank, whole (expert tensor parallelism 1), the shared
+//                   E/ep of them on the rank, each split over etp ranks like a tensor-parallel
+//                   MLP (gate/up by columns, down by rows, down's bias whole), the shared
 //                   experts split over t like a dense MLP
 // Mixture of experts (Megatron-Core, with sequence parallelism when t > 1): each tp rank routes
 // its own 1/t of the tokens through the router and its top-k experts, whole, so per token of the
 // micro-batch a rank does router 2hE/t + k·(routed expert GEMMs)/t + shared experts/t, whatever
 // ep (the mean over the expert-parallel group: a rank computes, for its E/ep experts, the tokens
-// every rank of its group sends them). Multi-head latent attention: the scores over the query/key
+// every rank of its group sends them; with expert tensor parallelism etp times the tokens, each
+// over 1/etp of the expert's width: the same FLOPs). Multi-head latent attention: the scores over the query/key
 // head size and the value head size (count::attention_flops_per_token_fwd).
 // The tensors, their shapes and splits are the tensor table's (count/tensors.hpp): one description
 // of the parameters for the counts, the units and the executor's layout. q = heads * head_dim.
@@ -60,12 +62,13 @@ inline int32_t unit_count(const spec::Model& m) { return static_cast<int32_t>(2 
 inline int32_t head_unit(const spec::Model& m) { return static_cast<int32_t>(2 * m.layers + 1); }
 inline int32_t block_first_unit(int64_t block) { return static_cast<int32_t>(1 + 2 * block); }
 
-std::vector<Unit> model_units(const spec::Model& m, int64_t tp, int64_t ep = 1);
+std::vector<Unit> model_units(const spec::Model& m, int64_t tp, int64_t ep = 1, int64_t etp = 1);
 // The same units, built once per thread for each (model, tp) asked for and shared: a search lowers
 // and simulates thousands of plans of one model, and each lowering and simulation reads its units
 // several times. Keyed by the model's whole JSON (spec::to_json), so any field that changes a
 // shape changes the key.
-std::shared_ptr<const std::vector<Unit>> shared_model_units(const spec::Model& m, int64_t tp, int64_t ep = 1);
+std::shared_ptr<const std::vector<Unit>> shared_model_units(const spec::Model& m, int64_t tp, int64_t ep = 1,
+                                                           int64_t etp = 1);
 // Elements of the embedding table a tied head keeps on its own stage when the embedding is elsewhere.
 int64_t tied_head_copy(const spec::Model& m, int64_t tp);
 

@@ -288,13 +288,17 @@ void check_experts(const Plan& p, const Model& m, const Training& t) {
   if (m.moe.experts % p.ep != 0) {
     reject(p, "ep", "a divisor of the experts (" + n(m.moe.experts) + " of model " + m.name + "), got ep " + n(p.ep));
   }
-  if (p.etp > 1) {
-    reject(p, "etp", "1: experts split over tensor-parallel ranks (expert tensor parallelism) are not lowered yet; "
-                     "Megatron-Core recommends etp 1 for fine-grained experts, got etp " + n(p.etp));
+  if (m.moe.ffn_hidden % p.etp != 0) {
+    reject(p, "etp", "a divisor of the routed experts' width (" + n(m.moe.ffn_hidden) + " of model " + m.name +
+                     "), which expert tensor parallelism splits like an MLP, got etp " + n(p.etp));
   }
   if ((p.tp * p.cp * p.dp) % (p.ep * p.etp) != 0) {
-    reject(p, "ep", "a divisor of tp × cp × dp (" + n(p.tp * p.cp * p.dp) + "): the expert-parallel groups fold into a "
-                    "stage's tensor-, context- and data-parallel ranks (Megatron-Core), got ep " + n(p.ep));
+    reject(p, p.etp > 1 ? "etp" : "ep",
+           "ep × etp a divisor of tp × cp × dp (" + n(p.tp * p.cp * p.dp) + "): the expert grid folds into a stage's "
+           "tensor-, context- and data-parallel ranks (Megatron-Core), got ep " + n(p.ep) + " × etp " + n(p.etp));
+  }
+  if (deepspeed(t.framework) && p.etp > 1) {
+    reject(p, "etp", "1: DeepSpeed-MoE keeps each expert whole on its expert-parallel rank" + fw);
   }
   if (p.tp > 1 && !p.sequence_parallel) {
     reject(p, "sequence_parallel", "true with tp > 1 for a mixture-of-experts model: each tp rank routes its own "

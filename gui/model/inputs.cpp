@@ -80,6 +80,7 @@ std::string search_command(const Inputs& in) {
   list(out, "--pp", l.pp, num);
   list(out, "--cp", l.cp, num);
   list(out, "--ep", l.ep, num);
+  list(out, "--etp", l.etp, num);
   list(out, "--cp-comm", l.cp_comm, [](spec::CpComm c) { return std::string(spec::to_string(c)); });
   list(out, "--micro-batch", l.micro_batch, num);
   if (l.max_micro_batch > 0) out << " --max-micro-batch " << l.max_micro_batch;
@@ -105,7 +106,7 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
   const auto add = [&](const std::string& axis, std::vector<std::string> values) {
     out.push_back({axis, values, std::vector<bool>(values.size(), true)});
   };
-  std::vector<int64_t> pp, cps, eps;
+  std::vector<int64_t> pp, cps, eps, etps;
   std::vector<spec::Schedule> schedules;
   bool sp_on = false;
   for (int64_t tp : space.tp_values()) {
@@ -114,8 +115,12 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
       for (int64_t c : space.cp_values(tp, p)) {
         if (std::find(cps.begin(), cps.end(), c) == cps.end()) cps.push_back(c);
         for (bool s : space.sequence_parallel_values(tp, c)) sp_on = sp_on || s;
-        for (int64_t e : space.ep_values(tp, c, space.gpus() / (tp * p * c))) {
+        const int64_t dp = space.gpus() / (tp * p * c);
+        for (int64_t e : space.ep_values(tp, c, dp)) {
           if (std::find(eps.begin(), eps.end(), e) == eps.end()) eps.push_back(e);
+          for (int64_t t : space.etp_values(tp, c, dp, e)) {
+            if (std::find(etps.begin(), etps.end(), t) == etps.end()) etps.push_back(t);
+          }
         }
       }
       for (spec::Schedule s : space.schedules(p)) {
@@ -128,6 +133,7 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
   std::sort(pp.begin(), pp.end());
   std::sort(cps.begin(), cps.end());
   std::sort(eps.begin(), eps.end());
+  std::sort(etps.begin(), etps.end());
   std::vector<std::string> v;
   for (int64_t t : space.tp_values()) v.push_back(std::to_string(t));
   add("tp", v);
@@ -138,6 +144,11 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
     v.clear();
     for (int64_t e : eps) v.push_back(std::to_string(e));
     add("ep", v);
+  }
+  if (etps.size() > 1) {   // and its expert tensor-parallel sizes
+    v.clear();
+    for (int64_t e : etps) v.push_back(std::to_string(e));
+    add("etp", v);
   }
   v.clear();
   for (int64_t p : pp) v.push_back(std::to_string(p));
@@ -179,6 +190,8 @@ planner::SpaceLimits limits_of(const std::vector<AxisChoice>& axes, planner::Spa
       l.cp = ints();
     } else if (a.axis == "ep") {
       l.ep = ints();
+    } else if (a.axis == "etp") {
+      l.etp = ints();
     } else if (a.axis == "zero") {
       l.zero.clear();
       for (int64_t z : ints()) l.zero.push_back(static_cast<int>(z));

@@ -54,9 +54,9 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
     distinct.push_back(u);
   }
   for (int32_t u = 0; u < work_.unit_count(); ++u) units_.push_back(distinct[static_cast<std::size_t>(work_.distinct_of(u))]);
-  split_ = model.moe.on() && plan.ep > 1;
+  split_ = model.moe.on() && (plan.ep > 1 || plan.etp > 1);
   rho_ = split_ ? training.moe_imbalance : 1.0;
-  for (const program::Unit& u : *program::shared_model_units(model, plan.tp, plan.ep)) moe_.push_back(u.kind == program::UnitKind::kMoe);
+  for (const program::Unit& u : *program::shared_model_units(model, plan.tp, plan.ep, plan.etp)) moe_.push_back(u.kind == program::UnitKind::kMoe);
   // the busiest rank's experts: ρ − 1 more of their balanced time in every pass
   for (UnitTimes& u : units_) {
     const double more = rho_ - 1;

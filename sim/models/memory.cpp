@@ -105,12 +105,14 @@ double activation_bytes_per_token(const Unit& unit, const spec::Model& m, const 
       if (mode != spec::Recompute::kFull) {
         // norm input, router and shared experts' input, dropout mask (whole or /t); per token the
         // rank routes (1/t of them with tp): fp32 routing probabilities 4E, each of the k routed
-        // copies' expert input 2h, activation input(s) and output (6 or 4)·f_e, and expert
-        // output before the weighted combine 2h; the shared experts' activations as the MLP's
+        // copies' expert input 2h (2h·etp: the copies gathered from the etp peers, the grouped
+        // GEMM's saved input), activation input(s) and output (6 or 4)·f_e (etp times the
+        // copies over 1/etp of the width), and expert output before the weighted combine 2h;
+        // the shared experts' activations as the MLP's
         const spec::Moe& e = m.moe;
         const double k = static_cast<double>(e.top_k), fe = static_cast<double>(e.ffn_hidden);
-        const double act = spec::gated(m.mlp) ? 6 : 4;
-        bytes = whole(5 * h) + (4.0 * static_cast<double>(e.experts) / scale + k * (4 * h + act * fe)) / t;
+        const double act = spec::gated(m.mlp) ? 6 : 4, etp = static_cast<double>(p.etp);
+        bytes = whole(5 * h) + (4.0 * static_cast<double>(e.experts) / scale + k * (2 * h * (1 + etp) + act * fe)) / t;
         if (e.shared_ffn_hidden > 0) bytes += act * static_cast<double>(e.shared_ffn_hidden) / t;
       }
       break;

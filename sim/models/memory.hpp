@@ -23,10 +23,13 @@
 //                       mask h), the split part Q 2q, K 2kv, V 2kv, context 2q
 //   MLP sublayer        R + 4f/t (gated: 6f/t: gate, up and their product), R = 5h (norm input 2h,
 //                       first linear's input 2h, dropout mask h)
-//   MoE sublayer        R + (4E/w₁₆ + k·(4h + 6f_e or 4f_e))/t + shared experts' 6f_s/t (or 4f_s/t):
-//                       fp32 routing probabilities, each of the k routed copies' expert input 2h
-//                       and output 2h and its experts' activations, for the 1/t of the tokens
-//                       a tp rank routes (mean routing; the Megatron-Core alltoall dispatcher)
+//   MoE sublayer        R + (4E/w₁₆ + k·(2h(1 + etp) + 6f_e or 4f_e))/t + shared experts' 6f_s/t
+//                       (or 4f_s/t): fp32 routing probabilities, each of the k routed copies'
+//                       expert input 2h (with expert tensor parallelism the etp peers' copies
+//                       gathered, 2h·etp, the grouped GEMM's saved input) and output 2h and its
+//                       experts' activations (etp times the copies over 1/etp of the width),
+//                       for the 1/t of the tokens a tp rank routes (mean routing; the
+//                       Megatron-Core alltoall dispatcher)
 //   R is whole on every tp rank, or R/t with sequence parallelism. With q = kv = h, f = 4h these
 //   are the paper's 13h + 5as, 21h per token (no TP), 5h + 8h/t + 5as/t and 5h + 16h/t (TP t),
 //   (13h + 5as)/t and 21h/t (SP): a layer is 34h + 5as, h(10 + 24/t) + 5as/t, (34h + 5as)/t.

@@ -405,7 +405,9 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       const spec::Moe& e = m.moe;
       const double Tr = T / static_cast<double>(t), k = static_cast<double>(e.top_k);
       const double E = static_cast<double>(e.experts), fe = static_cast<double>(e.ffn_hidden);
-      const double local = E / static_cast<double>(p.ep), n_e = Tr * k / local;
+      // expert tensor parallelism: each expert's width over etp ranks, for etp times the tokens
+      const double etp = static_cast<double>(p.etp), fe_r = fe / etp;
+      const double local = E / static_cast<double>(p.ep), n_e = Tr * k * etp / local;
       gemms.add_gemm(2 * Tr * h * E, 1);   // the router
       const double gated = spec::gated(m.mlp) ? 1.0 : 0.0;
       if (e.shared_ffn_hidden > 0) {
@@ -417,11 +419,12 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
         token.memory_bytes += width * (gated > 0 ? 6 : 4) * fs_r;
         activation_elems += m.mlp == spec::Mlp::kRelu ? 0 : T * fs_r;
       }
-      // the grouped GEMMs: E/ep of each linear's size at n_e tokens
-      experts.add_gemm(2 * n_e * h * fe, (1 + gated) * local, fp8);
-      experts.add_gemm(2 * n_e * fe * h, local, fp8);
-      experts.memory_bytes = width * Tr * k * (gated > 0 ? 6 : 4) * fe;
-      experts.activation_elems = m.mlp == spec::Mlp::kRelu ? 0 : Tr * k * fe;
+      // the grouped GEMMs: E/ep of each linear's size at n_e tokens (the same bytes and
+      // activations with etp: etp times the tokens over 1/etp of the width)
+      experts.add_gemm(2 * n_e * h * fe_r, (1 + gated) * local, fp8);
+      experts.add_gemm(2 * n_e * fe_r * h, local, fp8);
+      experts.memory_bytes = width * Tr * k * etp * (gated > 0 ? 6 : 4) * fe_r;
+      experts.activation_elems = m.mlp == spec::Mlp::kRelu ? 0 : Tr * k * etp * fe_r;
       add_norms(m, 1, h_r, fp32, eager, token);
       token.memory_bytes += 7 * width * h_r;
       // per token of the micro-batch: router scores, permute and unpermute of the rank's T_r = T/t
@@ -501,7 +504,7 @@ WorkModel::WorkModel(const spec::Model& model, const spec::Training& training, c
   const double grad_pass = spec::grad_pass_bytes(training.framework, training.dtype, training.reduce_bytes(), plan.zero.stage,
                                                  plan.dp_cp(), plan.micro_batches);
   std::vector<std::pair<program::UnitKind, int64_t>> seen;   // (kind, params) of each distinct unit
-  const auto units = program::shared_model_units(model, plan.tp, plan.ep);
+  const auto units = program::shared_model_units(model, plan.tp, plan.ep, plan.etp);
   for (const Unit& u : *units) {
     const auto key = std::make_pair(u.kind, u.params);
     const auto it = std::find(seen.begin(), seen.end(), key);

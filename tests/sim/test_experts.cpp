@@ -9,7 +9,9 @@
 #include "cluster_fixture.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/framework.hpp"
+#include "core/program/units.hpp"
 #include "sim/models/collectives.hpp"
+#include "sim/models/memory.hpp"
 #include "sim/simulator.hpp"
 
 namespace stagecraft::sim {
@@ -27,8 +29,8 @@ spec::Model model() {
                                "moe.json");
 }
 
-SimResult run(int64_t ep, double imbalance = 1.0) {
-  const spec::Plan p = spec::plan_from_json({{"dp", 2}, {"ep", ep}, {"micro_batches", 2}}, "plan.json");
+SimResult run(int64_t ep, double imbalance = 1.0, int64_t etp = 1) {
+  const spec::Plan p = spec::plan_from_json({{"dp", 2}, {"ep", ep}, {"etp", etp}, {"micro_batches", 2}}, "plan.json");
   nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"}};
   if (imbalance != 1.0) t["moe_imbalance"] = imbalance;
   return simulate(program::lower(model(), spec::training_from_json(t, "training.json"), p), cluster());
@@ -73,6 +75,39 @@ TEST(ExpertsSim, ImbalanceStretchesTheExpertsAndTheirAllToAlls) {
   const double experts_s = 2 * 2 * (gemm_s + bytes_s);   // 2 layers × 2 micro-batches
   EXPECT_NEAR(skewed.metrics.time.compute_s - even.metrics.time.compute_s, 0.5 * experts_s, 1e-6 * experts_s);
   EXPECT_GT(skewed.metrics.step_time_s, even.metrics.step_time_s);
+}
+
+// Expert tensor parallelism over the node's 2 GPUs (ep 1, etp 2): each MoE pass gathers the routed
+// copies of both GPUs before the experts and reduce-scatters their partial outputs after, S =
+// etp·T·k·h·w = 2 · 2048 · 2 · 256 · 2 bytes = 4 MiB each; a ring over 2 GPUs moves S/2 across
+// the link (collectives.hpp). The experts' compute is ep 2's: the same FLOPs and bytes
+// (twice the tokens over half the width), every GEMM here at peak.
+TEST(ExpertsSim, ExpertTensorParallelismGathersAndScattersOverItsGroup) {
+  const int64_t S = 2 * 2048 * 2 * 256 * 2;
+  const Topology topology(cluster(), 2);
+  const std::vector<int64_t> group = {0, 1};
+  const CollectiveCost ag(CollectiveKind::kAllGather, group, topology), rs(CollectiveKind::kReduceScatter, group, topology);
+  EXPECT_NEAR(static_cast<double>(ag.time_ns(S) - ag.time_ns(S / 2)), (S / 2) / 2 / 1e9 * 1e9, 2.0);
+  const SimResult etp = run(1, 1.0, 2), ep = run(2);
+  // 2 layers × 2 micro-batches × (forward: gather, scatter; backward: gather, scatter)
+  EXPECT_NEAR(etp.metrics.time.ep_s, 2 * 2 * 2 * static_cast<double>(ag.time_ns(S) + rs.time_ns(S)) * 1e-9, 16e-9);
+  EXPECT_DOUBLE_EQ(etp.metrics.ep_intranode_bytes, 0.0);   // no all-to-all
+  EXPECT_NEAR(etp.metrics.time.compute_s, ep.metrics.time.compute_s, 1e-9 * ep.metrics.time.compute_s);
+  // the stated imbalance stretches the gathers and scatters as it does the all-to-alls
+  EXPECT_NEAR(run(1, 1.5, 2).metrics.time.ep_s, 1.5 * etp.metrics.time.ep_s, 16e-9);
+}
+
+// A routed copy's saved expert input is the gathered one, 2h·etp bytes: etp 2 keeps k·2h = 1 KiB
+// more a token in each MoE layer than etp 1 (bf16, tp 1); the activation itself is unchanged.
+TEST(ExpertsSim, ExpertTensorParallelismKeepsTheGatheredInput) {
+  const spec::Model m = model();
+  const spec::Training t = spec::training_from_json({{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}}, "t.json");
+  const auto units = program::model_units(m, 1, 1, 2);
+  const spec::Plan one = spec::plan_from_json({{"dp", 2}, {"micro_batches", 2}}, "p.json");
+  const spec::Plan two = spec::plan_from_json({{"dp", 2}, {"etp", 2}, {"micro_batches", 2}}, "p.json");
+  const double a = activation_bytes_per_token(units[2], m, one, t, spec::Recompute::kNone);
+  const double b = activation_bytes_per_token(units[2], m, two, t, spec::Recompute::kNone);
+  EXPECT_DOUBLE_EQ(b - a, 2.0 * 2 * 256 * (2 - 1));
 }
 
 }  // namespace experts_sim

@@ -140,5 +140,98 @@ TEST(Experts, ComposesWithTensorAndPipelineParallelism) {
   EXPECT_EQ(a2a->bytes, kT / 2 * kK * kH * 2);
 }
 
+// Expert tensor parallelism (etp 2): each rank holds half of each of its experts' width (gate
+// and up by columns, down by rows; no biases here) and computes it for twice the tokens: the same
+// FLOPs a token.
+TEST(Experts, ExpertTensorParallelismHalvesEachExpert) {
+  const spec::Model m = moe();
+  const Unit& whole = model_units(m, 1, 1)[2];
+  const Unit& split = model_units(m, 1, 2, 2)[2];   // ep 2, etp 2
+  EXPECT_EQ(split.expert_params, kE / 2 * kExpert / 2);
+  EXPECT_EQ(split.params, kH + kH * kE + kE / 2 * kExpert / 2);
+  EXPECT_DOUBLE_EQ(split.fwd_flops_per_token, whole.fwd_flops_per_token);
+  EXPECT_DOUBLE_EQ(split.expert_flops_per_token, whole.expert_flops_per_token);
+}
+
+// The grid etp 2 × ep 2 × edp 2 over tp 2 × dp 4 (l = dp_index·2 + tp_index, etp fastest):
+// rank 5 (l 5) has etp index 1, ep index (5/2) mod 2 = 0, edp index 5/4 = 1.
+TEST(Experts, ExpertTensorParallelGroupsAreTheFastestOfTheGrid) {
+  Placement pl{2, 1, 4};
+  pl.ep = 2;
+  pl.etp = 2;
+  EXPECT_EQ(pl.group_members(Group::kExpertTp, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(pl.group_members(Group::kEp, 5), (std::vector<int64_t>{5, 7}));        // etp index 1, edp index 1
+  EXPECT_EQ(pl.group_members(Group::kExpertDp, 5), (std::vector<int64_t>{1, 5}));   // l mod 4 = 1
+  EXPECT_EQ(pl.etp_index_of(5), 1);
+  EXPECT_EQ(pl.ep_index_of(5), 0);
+  EXPECT_EQ(pl.expert_dp_index_of(5), 1);
+  // on a second stage the same shape, shifted by the stage's 8 ranks
+  Placement two = pl;
+  two.pp = 2;
+  EXPECT_EQ(two.group_members(Group::kEp, 8 + 5), (std::vector<int64_t>{13, 15}));
+}
+
+// etp 2 adds a gather of the routed copies before the experts and a scatter of their partial
+// outputs after (S = etp·T·k·h·w), inside the all-to-alls; with ep 1 they stand alone.
+TEST(Experts, ExpertTensorParallelismGathersAndScattersInsideTheAllToAlls) {
+  const int64_t a2a = kT * kK * kH * 2, S = 2 * a2a;
+  const double routed = kK * 2.0 * kExpert * kT;
+  struct Case {
+    nlohmann::json plan;
+    std::vector<Op> ops;
+  };
+  const Case cases[] = {
+      {{{"dp", 4}, {"ep", 2}, {"etp", 2}, {"zero", {{"stage", 1}}}},
+       {Op::kForward, Op::kAllToAll, Op::kTpAllGather, Op::kForward, Op::kTpReduceScatter, Op::kAllToAll,   //
+        Op::kAllToAll, Op::kTpAllGather, Op::kBackward, Op::kTpReduceScatter, Op::kAllToAll, Op::kBackward}},
+      {{{"dp", 4}, {"etp", 2}},
+       {Op::kForward, Op::kTpAllGather, Op::kForward, Op::kTpReduceScatter,   //
+        Op::kTpAllGather, Op::kBackward, Op::kTpReduceScatter, Op::kBackward}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.plan.dump());
+    const Program prog = lower_moe(c.plan);
+    check(prog);
+    std::vector<const Instr*> unit2;
+    for (const Instr& in : prog.roles[0].instrs) {
+      if (in.unit_begin == 2 && in.unit_end == 3 && (is_compute(in.op) || in.lane == Lane::kEp)) unit2.push_back(&in);
+    }
+    ASSERT_EQ(unit2.size(), c.ops.size());
+    for (std::size_t i = 0; i < unit2.size(); ++i) {
+      SCOPED_TRACE(i);
+      const Instr& in = *unit2[i];
+      EXPECT_EQ(in.op, c.ops[i]);
+      if (in.op == Op::kTpAllGather || in.op == Op::kTpReduceScatter) {
+        EXPECT_EQ(in.group, Group::kExpertTp);
+        EXPECT_EQ(in.bytes, S);
+      }
+      if (in.op == Op::kAllToAll) EXPECT_EQ(in.bytes, a2a);
+      if (in.flags & kFlagExperts) {
+        EXPECT_DOUBLE_EQ(in.flops, (in.op == Op::kForward ? 1 : 2) * routed);
+        EXPECT_EQ(in.elems, (c.plan.contains("ep") ? kE / 2 : kE) * kExpert / 2);
+      }
+    }
+  }
+}
+
+// etp 2 × ep 2 over dp 8: the experts' shards are held by 8 / 4 = 2 ranks, over which ZeRO-1
+// reduce-scatters their gradients (2 layers of 2 experts at half width a rank).
+TEST(Experts, ExpertTensorParallelShardsReduceOverTheirDataParallelGroup) {
+  const Program prog = lower_moe({{"dp", 8}, {"ep", 2}, {"etp", 2}, {"micro_batches", 1}, {"zero", {{"stage", 1}}}});
+  check(prog);
+  int64_t dense = 0, experts = 0;
+  for (const Instr& in : prog.roles[0].instrs) {
+    if (in.op != Op::kReduceScatterGrads) continue;
+    (in.group == Group::kExpertDp ? experts : dense) += in.elems;
+  }
+  const int64_t expert_elems = 2 * kE / 2 * kExpert / 2;
+  EXPECT_EQ(experts, expert_elems);
+  EXPECT_EQ(dense + experts, prog.chunks[0].params);
+  const auto opt = std::find_if(prog.roles[0].instrs.begin(), prog.roles[0].instrs.end(),
+                                [](const Instr& in) { return in.op == Op::kOptimizerStep; });
+  ASSERT_NE(opt, prog.roles[0].instrs.end());
+  EXPECT_EQ(opt->elems, shard_elems(dense, 8) + shard_elems(expert_elems, 2));
+}
+
 }  // namespace experts_test
 }  // namespace stagecraft::program

@@ -131,7 +131,10 @@ TEST(Plan, ExpertParallelismIsCheckedAgainstTheModelAndFramework) {
       {"ep not dividing the experts", {{"dp", 8}, {"ep", 8}, {"micro_batches", 2}}, 16, 8, "/ep", "a divisor of the experts (4"},
       {"ep beyond tp x dp", {{"pp", 4}, {"dp", 2}, {"ep", 4}, {"micro_batches", 8}}, 16, 8, "/ep", "a divisor of tp × cp × dp (2)"},
       {"tp without sp", {{"tp", 2}, {"dp", 4}, {"micro_batches", 4}}, 16, 8, "/sequence_parallel", "true with tp > 1"},
-      {"etp", {{"dp", 8}, {"ep", 2}, {"etp", 2}, {"micro_batches", 2}}, 16, 8, "/etp", "not lowered yet"},
+      {"etp not dividing the experts' width", {{"dp", 8}, {"etp", 64}, {"micro_batches", 2}}, 16, 8, "/etp",
+       "a divisor of the routed experts' width (32"},
+      {"ep x etp beyond tp x dp", {{"dp", 8}, {"ep", 4}, {"etp", 4}, {"micro_batches", 2}}, 16, 8, "/etp",
+       "ep × etp a divisor of tp × cp × dp (8)"},
       {"shared width over tp", {{"tp", 8}, {"sequence_parallel", true}, {"micro_batches", 16}}, 16, 8, "/tp",
        "a divisor of the shared experts' width (100"},
       {"zero-3 with experts apart", {{"dp", 8}, {"ep", 2}, {"micro_batches", 2}, {"zero", {{"stage", 3}}}}, 16, 8,
@@ -145,6 +148,14 @@ TEST(Plan, ExpertParallelismIsCheckedAgainstTheModelAndFramework) {
   EXPECT_NO_THROW(validate_plan(plan_from_json({{"dp", 8}, {"micro_batches", 2}, {"zero", {{"stage", 3}}}}, "p.json"), moe,
                                 batch(16), 8));
   expect_spec_error([&] { validate_plan(ok, moe, batch(16), 8); }, "/ep", "DeepSpeed-MoE carves expert-parallel groups");
+  // expert tensor parallelism: the grid etp 2 × ep 2 × edp 2 folds into dp 8 (Megatron-Core);
+  // DeepSpeed-MoE keeps each expert whole
+  const Plan etp = plan_from_json({{"dp", 8}, {"ep", 2}, {"etp", 2}, {"micro_batches", 2}}, "p.json");
+  EXPECT_NO_THROW(validate_plan(etp, moe, megatron, 8));
+  EXPECT_EQ(etp.expert_dp(), 8 / (2 * 2));
+  EXPECT_EQ(plan_from_json(to_json(etp), "again.json").etp, 2);
+  EXPECT_NE(summary(etp).find(" ep2 etp2 "), std::string::npos);
+  expect_spec_error([&] { validate_plan(etp, moe, batch(16), 8); }, "/etp", "DeepSpeed-MoE keeps each expert whole");
 }
 
 // "tp_comm_overlap" is read, defaults to false and is written back only when set.
