@@ -240,7 +240,13 @@ void Runner::Interpreter::finish(int32_t i) {
       break;
     case Op::kTpAllReduce:
     case Op::kTpAllGather:
-    case Op::kTpReduceScatter: finish_tp(i); break;
+    case Op::kTpReduceScatter:
+      if (in.group == Group::kExpertTp) {
+        finish_etp(i);
+      } else {
+        finish_tp(i);
+      }
+      break;
     default: break;
   }
   satisfied_[at(i)] = 1;
@@ -364,7 +370,13 @@ void Runner::Interpreter::issue_async(int32_t i) {
     case Op::kGradNormAllReduce: post_grad_norm(i); return;
     case Op::kTpAllReduce:
     case Op::kTpAllGather:
-    case Op::kTpReduceScatter: post_tp(i); return;
+    case Op::kTpReduceScatter:
+      if (in.group == Group::kExpertTp) {
+        post_etp(i);
+      } else {
+        post_tp(i);
+      }
+      return;
     default: throw ExecutorError(where(i) + ": not an asynchronous instruction");
   }
 }

@@ -85,8 +85,13 @@ class Runner::Interpreter {
   // A MoE unit's dispatch on this rank: the rows it routed to each global expert, the rows it
   // received from each member for each local expert ([ep x E/ep]), and per member the rows sent
   // and received; its combine and backward reuse them.
+  // With expert tensor parallelism (etp > 1) the rows the rank's experts take are those its etp
+  // peers received too: `gathered` counts them by (peer, source, local expert), `peer_rows` each
+  // peer's rows, and `count_elems` / `peer_elems` are the gathers' and scatters' per-member counts
+  // (kept here: they must outlive the requests that read them).
   struct EpRoute {
     std::vector<int64_t> experts, recv_counts, sent_rows, recv_rows;
+    std::vector<int64_t> gathered, peer_rows, count_elems, peer_elems;
   };
 
   // One micro-batch of one chunk on this rank, from its first forward to its last backward; its
@@ -157,13 +162,17 @@ class Runner::Interpreter {
   Batch rank_batch(Batch whole) const;
 
   // ---- expert parallelism (interpreter_ep.cpp) -------------------------------------------------
-  enum class EpRole : uint8_t { kNone, kDispatch, kCombine, kGradCombine, kGradDispatch };
+  enum class EpRole : uint8_t { kNone, kDispatch, kCombine, kGradCombine, kGradDispatch, kGather, kScatter };
   void plan_ep_passes();
   bool ep_moe(int32_t unit) const;
   void ep_compute(const program::Instr& in, bool backward, bool input_only);
   void post_ep(int32_t i);
   void post_ep_rows(int32_t i);
   void finish_ep(int32_t i);
+  void post_etp(int32_t i);
+  void post_etp_rows(int32_t i);
+  void finish_etp(int32_t i);
+  const std::vector<int64_t>& expert_counts(const EpRoute& route) const;
   Buffer ep_run(MoePhase phase, const program::Instr& in, MicroState& ms, std::span<const float> data,
                 std::span<int64_t> counts, bool flag);
   Buffer ep_phase(MoePhase phase, const program::Instr& in, MicroState& ms, std::span<const float> data,
@@ -270,7 +279,7 @@ class Runner::Interpreter {
   std::vector<char> cp_delivers_;
   std::vector<std::vector<int32_t>> data_deps_;
   // Expert parallelism: ep ranks (1: none), each instruction's role in its MoE pass.
-  int64_t ep_ = 1;
+  int64_t ep_ = 1, etp_ = 1;
   std::vector<EpRole> ep_role_;
 
   // per step

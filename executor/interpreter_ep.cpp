@@ -16,6 +16,14 @@
 // combine and the backward's two reuse the dispatch's counts the other way. The counts travel as
 // fp32 values (exact below 2^24 rows). What the Program's instruction says it moves is the mean
 // (T/t · k · h · w); the executor moves what the router chose and traces those bytes.
+// Expert tensor parallelism (etp > 1; Megatron-Core's "A2A(EP) → AG(TP) → experts → RS(TP) →
+// A2A(EP)", its tp group the experts' own, Group::kExpertTp): each rank holds 1/etp of each of its
+// experts' width (gate and up by columns, down by rows: ParamLayout), so the experts phase runs
+// over the rows every etp peer received — gathered after the dispatch (their counts first, then
+// the rows, peer-major) — and its partial outputs are summed and scattered back, each peer keeping
+// its own rows, before the combine; the backward gathers d(outputs) and reduce-scatters
+// d(inputs) the same way. With ep 1 the gather takes the route's own rows and the scatter's
+// result goes to the combine.
 #include <chrono>
 #include <map>
 #include <string>
@@ -30,15 +38,23 @@ namespace stagecraft::executor {
 using namespace interp;  // the interpreter's own names (interpreter.hpp)
 
 bool Runner::Interpreter::ep_moe(int32_t unit) const {
-  return ep_ > 1 && unit_kind(prog_.model, unit) == UnitKind::kMoe;
+  return (ep_ > 1 || etp_ > 1) && unit_kind(prog_.model, unit) == UnitKind::kMoe;
+}
+
+// The rows the experts phase takes, by (source, local expert): the dispatch's (ep 1: the route's
+// own, one source), or with etp > 1 every peer's, gathered.
+const std::vector<int64_t>& Runner::Interpreter::expert_counts(const EpRoute& route) const {
+  if (etp_ > 1) return route.gathered;
+  return ep_ > 1 ? route.recv_counts : route.experts;
 }
 
 // Each MoE pass's two all-to-alls, found by (chunk, micro-batch, unit, pass), in Program order.
 void Runner::Interpreter::plan_ep_passes() {
   const std::size_t n = instrs_.size();
   ep_ = prog_.model.moe.on() ? prog_.placement.ep : 1;
+  etp_ = prog_.model.moe.on() ? prog_.placement.etp : 1;
   ep_role_.assign(n, EpRole::kNone);
-  if (ep_ <= 1) return;
+  if (ep_ <= 1 && etp_ <= 1) return;
   std::map<std::tuple<int32_t, int32_t, int32_t, int>, std::vector<int32_t>> by_pass;
   for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
     const Instr& in = instrs_[at(i)];
@@ -46,14 +62,26 @@ void Runner::Interpreter::plan_ep_passes() {
     const int pass = (in.flags & program::kFlagGrad) ? 1 : (in.flags & program::kFlagRecompute) ? 2 : 0;
     by_pass[{in.chunk, in.mb, in.unit_begin, pass}].push_back(i);
   }
+  const std::size_t want = (ep_ > 1 ? 2 : 0) + (etp_ > 1 ? 2 : 0);
   for (const auto& [key, list] : by_pass) {
-    if (list.size() != 2) {
+    if (list.size() != want) {
       throw ExecutorError(where(list.front()) + ": a MoE pass has " + std::to_string(list.size()) +
-                          " expert-parallel all-to-alls, expected 2 (dispatch and combine)");
+                          " expert-parallel collectives, expected " + std::to_string(want) +
+                          " (dispatch and combine with ep > 1, gather and scatter with etp > 1)");
     }
     const bool grad = std::get<3>(key) == 1;  // a recompute's are a forward's
-    ep_role_[at(list[0])] = grad ? EpRole::kGradCombine : EpRole::kDispatch;
-    ep_role_[at(list[1])] = grad ? EpRole::kGradDispatch : EpRole::kCombine;
+    int a2a = 0;
+    for (int32_t i : list) {
+      const Instr& in = instrs_[at(i)];
+      EpRole& role = ep_role_[at(i)];
+      if (in.group == Group::kExpertTp) {
+        role = in.op == Op::kTpAllGather ? EpRole::kGather : EpRole::kScatter;
+      } else if (a2a++ == 0) {
+        role = grad ? EpRole::kGradCombine : EpRole::kDispatch;
+      } else {
+        role = grad ? EpRole::kGradDispatch : EpRole::kCombine;
+      }
+    }
   }
 }
 
@@ -87,7 +115,8 @@ void Runner::Interpreter::ep_compute(const Instr& in, bool backward, bool input_
     ms.ep_out = run(MoePhase::kDispatch, ms.act.view(), route.experts, false);
     ms.act = {};
   } else if (!backward) {
-    ms.ep_out = run(MoePhase::kExperts, ms.ep_in.view(), route.recv_counts, false);
+    std::vector<int64_t> counts = expert_counts(route);
+    ms.ep_out = run(MoePhase::kExperts, ms.ep_in.view(), counts, false);
     ms.ep_in = {};
   } else if (experts) {
     ms.ep_out = run(MoePhase::kExpertsBackward, ms.ep_in.view(), {}, !input_only);
@@ -109,7 +138,8 @@ void Runner::Interpreter::ep_recompute(const Instr& in) {
     route.experts.assign(at(prog_.model.moe.experts), 0);
     ms.ep_out = ep_run(MoePhase::kDispatch, in, ms, {}, route.experts, true);
   } else {
-    ms.ep_out = ep_run(MoePhase::kExperts, in, ms, ms.ep_in.view(), route.recv_counts, false);
+    std::vector<int64_t> counts = expert_counts(route);
+    ms.ep_out = ep_run(MoePhase::kExperts, in, ms, ms.ep_in.view(), counts, false);
     ms.ep_in = {};
   }
 }
@@ -204,6 +234,123 @@ void Runner::Interpreter::finish_ep(int32_t i) {
     ms.act = ep_phase(MoePhase::kCombine, in, ms, got.view(), {}, full_recompute_);
   } else {
     ms.ep_in = std::move(got);
+  }
+}
+
+// Expert tensor parallelism's gather (the rows to the experts: after the dispatch, or of d(outputs)
+// after the combine's gradient) and scatter (their partial outputs or d(inputs), summed over the
+// etp peers, each keeping its own rows) over Group::kExpertTp.
+void Runner::Interpreter::post_etp(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  MicroState& ms = micro(in);
+  const EpRole role = ep_role_[at(i)];
+  EpRoute& route = ms.ep_routes[in.unit_begin];
+  const int64_t h = prog_.model.hidden;
+  const bool grad = (in.flags & program::kFlagGrad) != 0;
+  if (role == EpRole::kScatter) {  // the experts' rows, peer-major: each peer's block summed to it
+    p.buffer = std::move(ms.ep_out);
+    int64_t rows = 0;
+    for (int64_t r : route.peer_rows) rows += r;
+    if (p.buffer.size() != rows * h) {
+      throw ExecutorError(where(i) + ": has " + std::to_string(p.buffer.size()) + " elements to reduce-scatter, its peers' rows say " +
+                          std::to_string(rows * h));
+    }
+    const int64_t mine = route.peer_rows[at(prog_.placement.etp_index_of(runner_.rank_))];
+    p.piece = alloc_as(mine * h, store_);
+    p.bytes = p.buffer.bytes();
+    add_messages(p.buffer.bytes() + p.piece.bytes());
+    p.requests.push_back(runner_.comm_.ireduce_scatter({Group::kExpertTp, Lane::kEp}, p.buffer.view(), p.piece.view(),
+                                                       route.peer_elems, store_));
+    return;
+  }
+  if (role != EpRole::kGather) throw ExecutorError(where(i) + ": an expert tensor-parallel collective of no MoE pass");
+  // this rank's rows: what the dispatch (or the combine's gradient) delivered, or with ep 1 the
+  // route's own (the backward's from d(outputs))
+  if (grad && ep_ <= 1) {
+    p.packed = ep_phase(MoePhase::kBackwardSend, in, ms, ms.grad.view(), {}, false);
+    ms.grad = {};
+  } else {
+    p.packed = std::move(ep_ > 1 ? ms.ep_in : ms.ep_out);
+  }
+  if (grad) {  // the forward's counts
+    post_etp_rows(i);
+    return;
+  }
+  // first every peer's counts (sources x local experts), in place, peer-major
+  const std::vector<int64_t>& own = ep_ > 1 ? route.recv_counts : route.experts;
+  const auto n = static_cast<int64_t>(own.size());
+  const int64_t me = prog_.placement.etp_index_of(runner_.rank_);
+  std::vector<float> counts(at(etp_ * n), 0.0f);
+  for (int64_t k = 0; k < n; ++k) counts[at(me * n + k)] = static_cast<float>(own[at(k)]);
+  p.extra = alloc_as(etp_ * n, Format::kFp32);
+  backend().upload(counts, p.extra.view());
+  route.count_elems.assign(at(etp_), n);
+  p.requests.push_back(runner_.comm_.iall_gather({Group::kExpertTp, Lane::kEp}, p.extra.view(), route.count_elems));
+  p.then = [this, i] { post_etp_rows(i); };
+}
+
+// The gather's rows, by the peers' counts (received by its first phase, or the forward's).
+void Runner::Interpreter::post_etp_rows(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  MicroState& ms = micro(in);
+  EpRoute& route = ms.ep_routes[in.unit_begin];
+  const int64_t h = prog_.model.hidden;
+  if (!p.extra.empty()) {
+    std::vector<float> counts(at(p.extra.size()));
+    backend().download(p.extra.view(), counts);
+    const int64_t n = static_cast<int64_t>(counts.size()) / etp_;
+    route.gathered.assign(counts.size(), 0);
+    route.peer_rows.assign(at(etp_), 0);
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      route.gathered[k] = static_cast<int64_t>(counts[k]);
+      route.peer_rows[k / at(n)] += route.gathered[k];
+    }
+    route.peer_elems.assign(at(etp_), 0);
+    for (int64_t j = 0; j < etp_; ++j) route.peer_elems[at(j)] = route.peer_rows[at(j)] * h;
+    p.requests.clear();
+    p.extra = {};
+  }
+  const int64_t me = prog_.placement.etp_index_of(runner_.rank_);
+  if (p.packed.size() != route.peer_elems[at(me)]) {
+    throw ExecutorError(where(i) + ": has " + std::to_string(p.packed.size()) + " elements to gather, its counts say " +
+                        std::to_string(route.peer_elems[at(me)]));
+  }
+  int64_t total = 0, before = 0;
+  for (int64_t j = 0; j < etp_; ++j) {
+    if (j < me) before += route.peer_elems[at(j)];
+    total += route.peer_elems[at(j)];
+  }
+  p.buffer = alloc_as(total, store_);
+  backend().copy(p.buffer.view().subspan(at(before), at(p.packed.size())), p.packed.view());
+  p.packed = {};
+  p.bytes = route.peer_elems[at(me)] * static_cast<int64_t>(sizeof(float));
+  add_messages(p.buffer.bytes());
+  p.requests.push_back(runner_.comm_.iall_gather({Group::kExpertTp, Lane::kEp}, p.buffer.view(), route.peer_elems, store_));
+}
+
+void Runner::Interpreter::finish_etp(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  MicroState& ms = micro(in);
+  const bool grad = (in.flags & program::kFlagGrad) != 0;
+  if (ep_role_[at(i)] == EpRole::kGather) {
+    add_messages(-p.buffer.bytes());
+    ms.ep_in = std::move(p.buffer);
+    return;
+  }
+  add_messages(-(p.buffer.bytes() + p.piece.bytes()));
+  Buffer got = std::move(p.piece);
+  p.buffer = {};
+  if (ep_ > 1) {  // to the combine (or the dispatch's gradient) all-to-all
+    ms.ep_out = std::move(got);
+  } else if (grad) {  // to the backward's last phase
+    ms.ep_in = std::move(got);
+  } else if (in.flags & program::kFlagRecompute) {
+    ep_phase(MoePhase::kCombine, in, ms, got.view(), {}, false);  // the caches back; y was the forward's
+  } else {
+    ms.act = ep_phase(MoePhase::kCombine, in, ms, got.view(), {}, full_recompute_);
   }
 }
 

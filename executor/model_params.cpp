@@ -92,16 +92,19 @@ ModelParams gather_model_params(Runner& runner) {
 ModelParams assemble_model_params(const program::Program& prog, const std::vector<std::string>& all) {
   ModelParams out;
   const ParamLayout full(prog.model);
-  const int64_t ep = prog.model.moe.on() ? prog.placement.ep : 1;
-  std::vector<ParamLayout> shards;  // by tp index x ep index
+  const int64_t ep = prog.model.moe.on() ? prog.placement.ep : 1, etp = prog.model.moe.on() ? prog.placement.etp : 1;
+  std::vector<ParamLayout> shards;  // by tp index x ep index x etp index
   for (int64_t t = 0; t < prog.plan.tp; ++t) {
-    for (int64_t e = 0; e < ep; ++e) shards.emplace_back(prog.model, 0, unit_count(prog.model), prog.plan.tp, t, ep, e);
+    for (int64_t e = 0; e < ep; ++e) {
+      for (int64_t x = 0; x < etp; ++x) shards.emplace_back(prog.model, 0, unit_count(prog.model), prog.plan.tp, t, ep, e, etp, x);
+    }
   }
   out.values.assign(static_cast<std::size_t>(full.size()), std::numeric_limits<float>::quiet_NaN());
   for (std::size_t r = 0; r < all.size(); ++r) {
     const auto rank = static_cast<int64_t>(r);
-    const int64_t e = ep > 1 ? prog.placement.ep_index_of(rank) : 0;
-    place_records(all[r], full, shards[static_cast<std::size_t>(prog.placement.tp_index_of(rank) * ep + e)], out);
+    const int64_t e = ep > 1 ? prog.placement.ep_index_of(rank) : 0, x = etp > 1 ? prog.placement.etp_index_of(rank) : 0;
+    const std::size_t shard = static_cast<std::size_t>((prog.placement.tp_index_of(rank) * ep + e) * etp + x);
+    place_records(all[r], full, shards[shard], out);
   }
   return out;
 }

@@ -62,9 +62,9 @@ void fault_kill(int64_t rank, const std::string& where) {
 }
 
 std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const spec::Training* training) {
-  if (m.moe.on() && p.etp > 1) {
-    return "/etp: " + std::to_string(p.etp) + " is not run by the executor yet (expert tensor parallelism: each expert's "
-           "FFN split over etp ranks with their token gather and partial-output scatter; simulate and search model it)";
+  if (m.moe.on() && p.etp > 1 && m.mlp_bias) {
+    return "/etp: " + std::to_string(p.etp) + " with biased experts (a row-parallel down-projection bias added once after the "
+           "scatter) is not run by the executor yet; simulate and search model it";
   }
   if (m.moe.on() && p.tp > 1 && m.moe.shared_ffn_hidden > 0) {
     return "/tp: " + std::to_string(p.tp) + " is not run by the executor with shared experts yet (their tp-split MLP "

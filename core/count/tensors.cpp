@@ -155,14 +155,15 @@ int64_t norm_elems(const Model& m, int32_t unit_begin, int32_t unit_end) {
 
 int64_t ShardMap::global_index(const TensorSpec& t, int64_t row, int64_t col) const {
   if (row >= valid_rows) return -1;
+  const int64_t global_row = row_block > 0 ? row0 + row / row_block * row_stride + row % row_block : row0 + row;
   for (const ColumnPiece& p : cols) {
-    if (col >= p.local && col < p.local + p.count) return (row0 + row) * t.global_cols + p.global + (col - p.local);
+    if (col >= p.local && col < p.local + p.count) return global_row * t.global_cols + p.global + (col - p.local);
   }
   return -1;
 }
 
 ShardMap shard_map(const Model& m, const TensorSpec& t, int64_t tp, int64_t r) {
-  ShardMap s{0, t.rows, {{0, 0, t.cols}}};
+  ShardMap s{0, t.rows, {{0, 0, t.cols}}, 0, 0};
   switch (t.split) {
     case Split::kReplicated: break;
     case Split::kColumn: s.cols = {{0, r * t.cols, t.cols}}; break;

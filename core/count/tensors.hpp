@@ -71,8 +71,10 @@ struct TensorSpec {
 std::vector<TensorSpec> unit_tensors(const spec::Model& m, int32_t unit, int64_t tp);
 
 // Where tp rank `tp_index`'s shard of a tensor sits in the unsharded tensor: shard rows
-// [0, valid_rows) are unsharded rows [row0, row0 + valid_rows) (later rows are padding), and
-// shard columns map piece by piece (columns no piece covers are padding).
+// [0, valid_rows) are unsharded rows [row0, row0 + valid_rows) (later rows are padding) — or, with
+// row_block > 0, blocks of row_block rows row_stride apart from row0 (an expert tensor-parallel
+// slice of stacked experts' rows) —, and shard columns map piece by piece (columns no piece
+// covers are padding).
 struct ColumnPiece {
   int64_t local = 0;   // first shard column
   int64_t global = 0;  // its unsharded column
@@ -82,6 +84,7 @@ struct ShardMap {
   int64_t row0 = 0;
   int64_t valid_rows = 0;
   std::vector<ColumnPiece> cols;
+  int64_t row_block = 0, row_stride = 0;
   // The unsharded element of shard element (row, col), or -1 for padding.
   int64_t global_index(const TensorSpec& t, int64_t row, int64_t col) const;
 };

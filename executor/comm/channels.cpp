@@ -48,6 +48,8 @@ std::vector<GroupSplit> group_splits(const program::Placement& placement, int64_
   // expert parallelism: the ep consecutive ranks exchanging tokens, and the ranks holding the same
   // experts (their gradients' reductions and ZeRO gathers), each by its first member
   if (placement.ep > 1) out.push_back({Group::kEp, placement.group_members(Group::kEp, rank).front(), {Lane::kEp}});
+  // expert tensor parallelism: the etp consecutive ranks splitting each expert's width
+  if (placement.etp > 1) out.push_back({Group::kExpertTp, placement.group_members(Group::kExpertTp, rank).front(), {Lane::kEp}});
   if (placement.experts_apart) {
     out.push_back({Group::kExpertDp, placement.group_members(Group::kExpertDp, rank).front(), {Lane::kDpGather, Lane::kDpReduce}});
   }

@@ -54,10 +54,11 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
       }
       return out;
     };
-    const TensorSlot& down = layout.find(prefix + "mlp.experts.down.w");  // [E/ep · f x h]: this rank's experts
-    s.experts = down.rows / m.moe.ffn_hidden;
+    // [E/ep · f/etp x h]: this rank's experts, each its 1/etp of the width
+    const TensorSlot& down = layout.find(prefix + "mlp.experts.down.w");
+    s.expert_ffn = m.moe.ffn_hidden / layout.etp();
+    s.experts = down.rows / s.expert_ffn;
     s.expert0 = down.map.row0 / m.moe.ffn_hidden;
-    s.expert_ffn = m.moe.ffn_hidden;
     s.expert_linears = linears("mlp.experts", m.moe.ffn_hidden, s.experts);
     if (m.moe.shared_ffn_hidden > 0) {
       s.shared_ffn = m.moe.shared_ffn_hidden / s.tp;

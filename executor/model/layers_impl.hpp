@@ -409,8 +409,8 @@ void moe_check(const LayerT<Scalar, K>& l, const spec::Model& m, const UnitSlots
                int64_t want) {
   const std::string name = "Layer " + unit_name(m, l.unit()) + ": ";
   if constexpr (!K::kHost) moe_on_device();
-  if (l.kind() != UnitKind::kMoe || s.experts >= m.moe.experts) {
-    throw std::logic_error(name + "expert-parallel phases are a MoE unit's, with ep > 1 in its layout");
+  if (l.kind() != UnitKind::kMoe || (s.experts >= m.moe.experts && s.expert_ffn >= m.moe.ffn_hidden)) {
+    throw std::logic_error(name + "expert-parallel phases are a MoE unit's, with ep > 1 or etp > 1 in its layout");
   }
   if (static_cast<int64_t>(got) != want) {
     throw std::invalid_argument(name + what + " has " + std::to_string(got) + " elements, expected " + std::to_string(want));

@@ -427,7 +427,9 @@ void moe_forward(K& k, const spec::Model& m, const UnitSlots& s, const S* params
   if constexpr (!K::kHost) {
     moe_on_device();
   } else {
-    if (s.experts != m.moe.experts) throw std::logic_error("a MoE unit with ep > 1 runs in phases (moe_dispatch ...)");
+    if (s.experts != m.moe.experts || s.expert_ffn != m.moe.ffn_hidden) {
+      throw std::logic_error("a MoE unit with ep > 1 or etp > 1 runs in phases (moe_dispatch ...)");
+    }
     moe_route_phase(k, m, s, params, x, c);
     typename K::template Vec<S> rows;
     resize(rows, static_cast<int64_t>(c.moe_x.size()));

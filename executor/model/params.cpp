@@ -54,8 +54,9 @@ const char* to_string(UnitKind k) {
 ParamLayout::ParamLayout(const spec::Model& model) : ParamLayout(model, 0, unit_count(model)) {}
 
 ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp, int64_t tp_index, int64_t ep,
-                         int64_t ep_index)
-    : model_(model), begin_(begin), end_(end), tp_(tp), tp_index_(tp_index), ep_(ep), ep_index_(ep_index) {
+                         int64_t ep_index, int64_t etp, int64_t etp_index)
+    : model_(model), begin_(begin), end_(end), tp_(tp), tp_index_(tp_index), ep_(ep), ep_index_(ep_index), etp_(etp),
+      etp_index_(etp_index) {
   if (model.layers <= 0 || model.hidden <= 0 || model.vocab <= 0) {
     throw std::invalid_argument("ParamLayout: model '" + model.name + "' has no layers, hidden or vocab");
   }
@@ -72,6 +73,11 @@ ParamLayout::ParamLayout(const spec::Model& model, int64_t begin, int64_t end, i
     throw std::invalid_argument("ParamLayout: ep rank " + std::to_string(ep_index) + " of " + std::to_string(ep) +
                                 " needs 0 <= rank < ep and ep dividing the model's " + std::to_string(model.moe.experts) +
                                 " experts");
+  }
+  if (etp < 1 || etp_index < 0 || etp_index >= etp || (etp > 1 && (!model.moe.on() || model.moe.ffn_hidden % etp != 0))) {
+    throw std::invalid_argument("ParamLayout: etp rank " + std::to_string(etp_index) + " of " + std::to_string(etp) +
+                                " needs 0 <= rank < etp and etp dividing the experts' width " +
+                                std::to_string(model.moe.ffn_hidden));
   }
   for (int64_t u = begin; u < end; ++u) {
     const int64_t first = size_;
@@ -90,6 +96,18 @@ void ParamLayout::add(int64_t unit, const count::TensorSpec& whole) {
     t.rows /= ep_;
     map.row0 = ep_index_ * t.rows;
     map.valid_rows = t.rows;
+  }
+  const bool down = t.name.find(".down.") != std::string::npos, bias = t.name.ends_with(".b");
+  if (expert && etp_ > 1 && down && !bias) {  // each expert's rows [etp_index·f/etp, +f/etp) of its f
+    const int64_t f = model_.moe.ffn_hidden, part = f / etp_;
+    t.rows /= etp_;
+    map.row0 += etp_index_ * part;
+    map.valid_rows = t.rows;
+    map.row_block = part;
+    map.row_stride = f;
+  } else if (expert && etp_ > 1 && !down) {  // gate, up (and their biases): columns of each expert
+    t.cols /= etp_;
+    map.cols = {{0, etp_index_ * t.cols, t.cols}};
   }
   index_.emplace(t.name, tensors_.size());
   TensorSlot slot{t.name, unit, size_, t.rows, t.cols, t.init, t.init_std, t.decay, t.replicated(), t, map, expert};

@@ -69,10 +69,12 @@ class ParamSource {
 
 class ParamLayout {
  public:
-  // Units [begin, end) of `model` on tp rank `tp_index` of `tp`; throws std::invalid_argument
-  // for an empty or outside range or a tp rank outside [0, tp).
+  // Units [begin, end) of `model` on tp rank `tp_index` of `tp`, holding the routed experts of
+  // expert-parallel rank `ep_index` of `ep` at expert tensor-parallel rank `etp_index` of `etp`
+  // (gate and up by columns, down by rows, down's bias whole); throws std::invalid_argument for
+  // an empty or outside range or a rank outside its group.
   ParamLayout(const spec::Model& model, int64_t begin, int64_t end, int64_t tp = 1, int64_t tp_index = 0, int64_t ep = 1,
-              int64_t ep_index = 0);
+              int64_t ep_index = 0, int64_t etp = 1, int64_t etp_index = 0);
   // Every unit of the model, unsharded.
   explicit ParamLayout(const spec::Model& model);
 
@@ -85,6 +87,8 @@ class ParamLayout {
   int64_t tp_index() const { return tp_index_; }
   int64_t ep() const { return ep_; }
   int64_t ep_index() const { return ep_index_; }
+  int64_t etp() const { return etp_; }
+  int64_t etp_index() const { return etp_index_; }
   // The routed experts' tensors (merged, increasing); empty for a dense model.
   std::vector<Range> expert_ranges() const;
 
@@ -113,7 +117,7 @@ class ParamLayout {
   int64_t begin_ = 0;
   int64_t end_ = 0;
   int64_t size_ = 0;
-  int64_t tp_ = 1, tp_index_ = 0, ep_ = 1, ep_index_ = 0;
+  int64_t tp_ = 1, tp_index_ = 0, ep_ = 1, ep_index_ = 0, etp_ = 1, etp_index_ = 0;
   std::vector<TensorSlot> tensors_;
   std::vector<Range> unit_ranges_;  // indexed by unit - begin_
   std::unordered_map<std::string, std::size_t> index_;

@@ -37,12 +37,14 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
   const int64_t rank = prog.placement.rank(stage, dp_index, tp_index);
   ep_ = prog.model.moe.on() ? prog.placement.ep : 1;
   ep_index_ = ep_ > 1 ? prog.placement.ep_index_of(rank) : 0;
+  const int64_t etp = prog.model.moe.on() ? prog.placement.etp : 1;
+  const int64_t etp_index = etp > 1 ? prog.placement.etp_index_of(rank) : 0;
   edp_ = prog.plan.expert_dp();
   edp_index_ = prog.model.moe.on() ? prog.placement.expert_dp_index_of(rank) : dp_index;
   experts_apart_ = prog.placement.experts_apart;
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& info = prog.chunk(stage, c);
-    chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end, prog.plan.tp, tp_index, ep_, ep_index_);
+    chunks_.emplace_back(prog.model, info.unit_begin, info.unit_end, prog.plan.tp, tp_index, ep_, ep_index_, etp, etp_index);
     offsets_.push_back(elems_);
     for (const Range& r : chunks_.back().expert_ranges()) append_merged(experts_, {elems_ + r.begin, elems_ + r.end});
     elems_ += chunks_.back().size();

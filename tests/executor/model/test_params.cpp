@@ -195,5 +195,45 @@ TEST(Params, BadRangesAndNamesThrowWithContext) {
   EXPECT_THROW(l.unit_range(0), std::out_of_range);
 }
 
+// Expert tensor parallelism: with E = 4 experts of width f = 64 over ep 2 × etp 2, the rank at
+// (ep index e, etp index x) holds experts [2e, 2e + 2), each gate/up column slice [32x, 32x + 32)
+// and down row slice [32x, 32x + 32) of its expert's 64 rows: down shard row r is global row
+// (2e + r / 32)·64 + 32x + r mod 32. The four shards cover every element of each stacked tensor
+// once, and their initial values are the unsharded tensor's.
+TEST(Params, ExpertTensorParallelShardsTileTheStackedExperts) {
+  spec::Model m = test::tiny_llama();
+  m.moe.experts = 4, m.moe.top_k = 2, m.moe.ffn_hidden = 64;
+  const int64_t h = m.hidden, f = 64;
+  const ParamLayout whole(m, 2, 3);
+  std::vector<float> full(static_cast<std::size_t>(whole.size()));
+  whole.init(std::span<float>(full), 7);
+  for (const char* name : {"block.0.mlp.experts.gate.w", "block.0.mlp.experts.down.w"}) {
+    SCOPED_TRACE(name);
+    const TensorSlot& w = whole.find(name);
+    std::vector<int> seen(static_cast<std::size_t>(w.size()), 0);
+    for (int64_t e = 0; e < 2; ++e) {
+      for (int64_t x = 0; x < 2; ++x) {
+        const ParamLayout shard(m, 2, 3, 1, 0, 2, e, 2, x);
+        const TensorSlot& t = shard.find(name);
+        const bool down = std::string(name).find(".down.") != std::string::npos;
+        EXPECT_EQ(t.rows, down ? 2 * f / 2 : 2 * h);
+        EXPECT_EQ(t.cols, down ? h : f / 2);
+        std::vector<float> mine(static_cast<std::size_t>(shard.size()));
+        shard.init(std::span<float>(mine), 7);
+        for (int64_t r = 0; r < t.rows; ++r) {
+          for (int64_t c = 0; c < t.cols; ++c) {
+            const int64_t g = t.map.global_index(t.spec, r, c);
+            const int64_t want = down ? ((2 * e + r / 32) * f + 32 * x + r % 32) * h + c : (2 * e * h + r) * f + 32 * x + c;
+            ASSERT_EQ(g, want) << r << "," << c;
+            ++seen[static_cast<std::size_t>(g)];
+            EXPECT_EQ(mine[static_cast<std::size_t>(t.offset + r * t.cols + c)], full[static_cast<std::size_t>(w.offset + g)]);
+          }
+        }
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), w.size());
+  }
+}
+
 }  // namespace
 }  // namespace stagecraft::executor

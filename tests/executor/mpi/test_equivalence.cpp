@@ -232,6 +232,31 @@ TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
   expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
 }
 
+// Expert tensor parallelism (interpreter_ep.cpp, Megatron-Core's expert grid etp x ep x edp, etp
+// fastest): each rank holds 1/etp of each of its experts' width (gate and up by columns, down by
+// rows), gathers the rows its etp peers received before the experts and reduce-scatters their
+// partial outputs after; every plan must give the single-rank run to 1e-5 (the partial sums add
+// the width's halves in another order): etp 2 x ep 2 over dp 4 (ZeRO-1: the experts' shards over
+// their group of one), etp 2 at ep 1 over dp 4 (the experts' shards over 2 ranks), ZB-H1 over
+// pp 2 (the weight pass from the gathered rows), full recompute (both collectives again), and
+// tp 2 x dp 2 with sequence parallelism (etp 2 x ep 2: the gather over the tp pair).
+TEST(MpiEquivalence, ExpertTensorParallelPlansMatchTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  expect_experts_match(tiny_mixtral(), rank,
+                       {{.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .etp = 2},
+                        {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .etp = 2},
+                        {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .framework = kMegatron, .etp = 2},
+                        {.pp = 1, .dp = 4, .micro_batches = 2, .recompute = "full", .framework = kMegatron, .ep = 2, .etp = 2}});
+  expect_experts_match(tiny_mixtral(), rank,
+                       {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
+                         .framework = kMegatron, .ep = 2, .etp = 2}},
+                       0.0);
+}
+
 // DeepSeek-V3's routing (sigmoid scores, the top 2 of 8 experts from the 2 best of 4 groups, gates
 // normalised and scaled by 2.5) with bias-based balancing: after every step each expert's bias moves
 // by u · sign(mean load − its load), the loads summed over every rank that routed tokens (they
@@ -405,13 +430,16 @@ TEST(MpiCheckpoint, ResumeIsBitForBitWithTensorParallelism) {
 
 // The distributed optimizer with experts (StageLayout, "split"): a resumed rank reads the other
 // dense shards from its dp peers and the other expert shards from the members of the experts'
-// group — the ep 2 replicas over dp 4, and with tp 2 x dp 2 the four tp x dp ranks.
+// group — the ep 2 replicas over dp 4, with tp 2 x dp 2 the four tp x dp ranks, and with etp 2
+// at ep 1 over dp 4 the two ranks holding each half-width shard.
 TEST(MpiCheckpoint, ResumeIsBitForBitWithExpertsPartitionedApart) {
   const spec::Model m = tiny_mixtral();
   expect_resume_is_exact({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .ep = 2}, &m);
 #if !defined(STAGECRAFT_SANITIZED)  // the same peers' reads over a wider group (3-5x slower there)
   expect_resume_is_exact({.tp = 2, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
                           .framework = spec::Framework::kMegatron}, &m);
+  expect_resume_is_exact({.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = spec::Framework::kMegatron, .etp = 2},
+                         &m);
 #endif
 }
 

@@ -41,6 +41,7 @@ struct PlanSpec {
   int local_group = 0;
   bool qwz = false, qgz = false;
   int ep = 1;                         // expert parallelism (a model with experts)
+  int etp = 1;                        // expert tensor parallelism
 
   std::string name() const {
     std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) +
@@ -48,6 +49,7 @@ struct PlanSpec {
                     "-dp" + std::to_string(dp) + "-" + schedule;
     if (virtual_stages > 1) s += "-v" + std::to_string(virtual_stages);
     if (ep > 1) s += "-ep" + std::to_string(ep);
+    if (etp > 1) s += "-etp" + std::to_string(etp);
     s += "-zero" + std::to_string(zero);
     if (overlap >= 0) s += overlap ? "-overlap" : "-no-overlap";
     if (recompute != "none") s += "-recompute-" + recompute;
@@ -107,6 +109,7 @@ inline spec::Plan make_plan(const PlanSpec& s) {
                             {"sequence_parallel", s.sequence_parallel},
                             {"zero", zero}};
   if (s.ep > 1) j["ep"] = s.ep;
+  if (s.etp > 1) j["etp"] = s.etp;
   return spec::plan_from_json(j, "<test plan " + s.name() + ">");
 }
 
