@@ -44,6 +44,7 @@ struct SearchArgs {
   double pareto_window = 0.1;
   std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep, etp;
   std::vector<std::string> cp_comm;
+  std::vector<std::string> moe_dispatcher;
   int64_t max_micro_batch = 0;
   std::vector<int> zero;
   std::vector<std::string> schedule, recompute, sequence_parallel, offload, split, overlap_comm, zero_variant;
@@ -104,6 +105,7 @@ planner::SpaceLimits limits_of(const SearchArgs& a) {
   l.ep = a.ep;
   l.etp = a.etp;
   l.cp_comm = parse_enum(a.cp_comm, "--cp-comm", names_of(spec::kCpComms));
+  l.moe_dispatcher = parse_enum(a.moe_dispatcher, "--moe-dispatcher", names_of(spec::kMoeDispatchers));
   l.zero = a.zero;
   for (int z : a.zero) {
     if (z < 0 || z > 3) throw spec::SpecError("--zero", "", "expected ZeRO stages 0, 1, 2 or 3, got " + std::to_string(z));
@@ -493,6 +495,10 @@ Subcommand add_search(CLI::App& root) {
                   "of tp that divides the experts' width, Megatron-Core only)")
       ->delimiter(',')
       ->check(positive_int(spec::limits::kGpus));
+  lim->add_option("--moe-dispatcher", a->moe_dispatcher,
+                  "token dispatchers to consider for a mixture-of-experts model: alltoall, allgather (default: both where "
+                  "etp x ep > 1, Megatron-Core only)")
+      ->delimiter(',');
   lim->add_option("--zero", a->zero, "ZeRO stages to consider, e.g. 1 or 1,3")->delimiter(',');
   lim->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved, zb-h1")->delimiter(',');
   lim->add_option("--recompute", a->recompute, "none, selective, full")->delimiter(',');

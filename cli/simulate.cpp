@@ -236,7 +236,11 @@ int run_simulate(const SimulateArgs& a) {
       const std::vector<int64_t> group = prog.placement.group_members(program::Group::kEp, 0);
       const int64_t nodes = (group.back() / c.gpus_per_node) - (group.front() / c.gpus_per_node) + 1;
       const std::string etp = prog.plan.etp > 1 ? " etp " + std::to_string(prog.plan.etp) : "";
-      const std::string width = prog.plan.etp > 1 ? ", each 1/" + std::to_string(prog.plan.etp) + " of its width" : "";
+      const std::string width = (prog.plan.etp > 1 ? ", each 1/" + std::to_string(prog.plan.etp) + " of its width" : "") +
+                                std::string(prog.plan.moe_dispatcher == spec::MoeDispatcher::kAllGather
+                                                ? ", tokens all-gathered over the " + std::to_string(prog.plan.ep * prog.plan.etp) +
+                                                      " ranks of the expert grid"
+                                                : "");
       std::cout << "experts     ep " << prog.plan.ep << etp << " (" << prog.model.moe.experts / prog.plan.ep << " of "
                 << prog.model.moe.experts << " experts a GPU" << width << ", its group on " << nodes
                 << (nodes == 1 ? " node" : " nodes") << "), their gradients over " << prog.plan.expert_dp() << (prog.plan.expert_dp() == 1 ? " rank" : " ranks")

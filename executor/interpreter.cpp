@@ -241,7 +241,7 @@ void Runner::Interpreter::finish(int32_t i) {
     case Op::kTpAllReduce:
     case Op::kTpAllGather:
     case Op::kTpReduceScatter:
-      if (in.group == Group::kExpertTp) {
+      if (in.group == Group::kExpertTp || in.group == Group::kExpertTpEp) {
         finish_etp(i);
       } else {
         finish_tp(i);
@@ -371,7 +371,7 @@ void Runner::Interpreter::issue_async(int32_t i) {
     case Op::kTpAllReduce:
     case Op::kTpAllGather:
     case Op::kTpReduceScatter:
-      if (in.group == Group::kExpertTp) {
+      if (in.group == Group::kExpertTp || in.group == Group::kExpertTpEp) {
         post_etp(i);
       } else {
         post_tp(i);

@@ -280,6 +280,7 @@ class Runner::Interpreter {
   std::vector<std::vector<int32_t>> data_deps_;
   // Expert parallelism: ep ranks (1: none), each instruction's role in its MoE pass.
   int64_t ep_ = 1, etp_ = 1;
+  bool allgather_ = false;   // Megatron-Core's all-gather token dispatcher (plan moe_dispatcher)
   std::vector<EpRole> ep_role_;
 
   // per step

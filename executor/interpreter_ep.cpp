@@ -44,6 +44,7 @@ bool Runner::Interpreter::ep_moe(int32_t unit) const {
 // The rows the experts phase takes, by (source, local expert): the dispatch's (ep 1: the route's
 // own, one source), or with etp > 1 every peer's, gathered.
 const std::vector<int64_t>& Runner::Interpreter::expert_counts(const EpRoute& route) const {
+  if (allgather_) return route.recv_counts;   // this rank's experts' blocks of every member's copies
   if (etp_ > 1) return route.gathered;
   return ep_ > 1 ? route.recv_counts : route.experts;
 }
@@ -53,6 +54,7 @@ void Runner::Interpreter::plan_ep_passes() {
   const std::size_t n = instrs_.size();
   ep_ = prog_.model.moe.on() ? prog_.placement.ep : 1;
   etp_ = prog_.model.moe.on() ? prog_.placement.etp : 1;
+  allgather_ = prog_.plan.moe_dispatcher == spec::MoeDispatcher::kAllGather && ep_ * etp_ > 1;
   ep_role_.assign(n, EpRole::kNone);
   if (ep_ <= 1 && etp_ <= 1) return;
   std::map<std::tuple<int32_t, int32_t, int32_t, int>, std::vector<int32_t>> by_pass;
@@ -62,19 +64,19 @@ void Runner::Interpreter::plan_ep_passes() {
     const int pass = (in.flags & program::kFlagGrad) ? 1 : (in.flags & program::kFlagRecompute) ? 2 : 0;
     by_pass[{in.chunk, in.mb, in.unit_begin, pass}].push_back(i);
   }
-  const std::size_t want = (ep_ > 1 ? 2 : 0) + (etp_ > 1 ? 2 : 0);
+  const std::size_t want = allgather_ ? 2 : (ep_ > 1 ? 2 : 0) + (etp_ > 1 ? 2 : 0);
   for (const auto& [key, list] : by_pass) {
     if (list.size() != want) {
       throw ExecutorError(where(list.front()) + ": a MoE pass has " + std::to_string(list.size()) +
                           " expert-parallel collectives, expected " + std::to_string(want) +
-                          " (dispatch and combine with ep > 1, gather and scatter with etp > 1)");
+                          " (dispatch and combine with ep > 1, gather and scatter with etp > 1 or the all-gather dispatcher)");
     }
     const bool grad = std::get<3>(key) == 1;  // a recompute's are a forward's
     int a2a = 0;
     for (int32_t i : list) {
       const Instr& in = instrs_[at(i)];
       EpRole& role = ep_role_[at(i)];
-      if (in.group == Group::kExpertTp) {
+      if (in.group == Group::kExpertTp || in.group == Group::kExpertTpEp) {
         role = in.op == Op::kTpAllGather ? EpRole::kGather : EpRole::kScatter;
       } else if (a2a++ == 0) {
         role = grad ? EpRole::kGradCombine : EpRole::kDispatch;
@@ -239,7 +241,25 @@ void Runner::Interpreter::finish_ep(int32_t i) {
 
 // Expert tensor parallelism's gather (the rows to the experts: after the dispatch, or of d(outputs)
 // after the combine's gradient) and scatter (their partial outputs or d(inputs), summed over the
-// etp peers, each keeping its own rows) over Group::kExpertTp.
+// etp peers, each keeping its own rows) over Group::kExpertTp; or the all-gather dispatcher's over
+// the expert grid's G = etp·ep ranks (Group::kExpertTpEp, Megatron-Core's
+// MoEAllGatherTokenDispatcher): every member's routed copies (sorted by expert) are gathered, and
+// each rank takes the blocks of its experts from every member — what an all-to-all would have
+// delivered, member-major — and after the experts puts their outputs back at those places in a
+// zeroed buffer of every member's copies, whose reduce-scatter gives each member its copies'
+// outputs (summed over the etp peers' partial outputs; the others add zeros).
+
+namespace {
+
+// Member j's copies sorted by expert: where expert e's block starts in them.
+int64_t block_start(const std::vector<int64_t>& member_counts, int64_t experts, int64_t j, int64_t e) {
+  int64_t start = 0;
+  for (int64_t x = 0; x < e; ++x) start += member_counts[static_cast<std::size_t>(j * experts + x)];
+  return start;
+}
+
+}  // namespace
+
 void Runner::Interpreter::post_etp(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
@@ -248,77 +268,101 @@ void Runner::Interpreter::post_etp(int32_t i) {
   EpRoute& route = ms.ep_routes[in.unit_begin];
   const int64_t h = prog_.model.hidden;
   const bool grad = (in.flags & program::kFlagGrad) != 0;
-  if (role == EpRole::kScatter) {  // the experts' rows, peer-major: each peer's block summed to it
-    p.buffer = std::move(ms.ep_out);
-    int64_t rows = 0;
-    for (int64_t r : route.peer_rows) rows += r;
-    if (p.buffer.size() != rows * h) {
-      throw ExecutorError(where(i) + ": has " + std::to_string(p.buffer.size()) + " elements to reduce-scatter, its peers' rows say " +
-                          std::to_string(rows * h));
+  const bool grid = in.group == Group::kExpertTpEp;
+  const int64_t members = grid ? ep_ * etp_ : etp_, me = prog_.placement.stage_place_of(runner_.rank_) % members;
+  const Channel ch{in.group, Lane::kEp};
+  if (role == EpRole::kScatter) {
+    Buffer rows = std::move(ms.ep_out);
+    int64_t total = 0;
+    for (int64_t r : route.peer_rows) total += r;
+    if (grid) {  // the experts' rows (received order) back at their places among every member's copies
+      const int64_t E = prog_.model.moe.experts, local = E / ep_, e0 = prog_.placement.ep_index_of(runner_.rank_) * local;
+      p.buffer = alloc_as(total * h, store_);
+      int64_t from = 0, base = 0;
+      for (int64_t j = 0; j < members; ++j) {
+        const int64_t start = block_start(route.gathered, E, j, e0);
+        int64_t n = 0;
+        for (int64_t le = 0; le < local; ++le) n += route.gathered[at(j * E + e0 + le)];
+        if (n > 0) {
+          backend().copy(p.buffer.view().subspan(at((base + start) * h), at(n * h)), rows.view().subspan(at(from * h), at(n * h)));
+        }
+        from += n;
+        base += route.peer_rows[at(j)];
+      }
+      if (rows.size() != from * h) {
+        throw ExecutorError(where(i) + ": has " + std::to_string(rows.size()) + " elements of its experts' rows, its route says " +
+                            std::to_string(from * h));
+      }
+    } else {  // the experts' rows, peer-major: each peer's block summed to it
+      p.buffer = std::move(rows);
+      if (p.buffer.size() != total * h) {
+        throw ExecutorError(where(i) + ": has " + std::to_string(p.buffer.size()) +
+                            " elements to reduce-scatter, its peers' rows say " + std::to_string(total * h));
+      }
     }
-    const int64_t mine = route.peer_rows[at(prog_.placement.etp_index_of(runner_.rank_))];
-    p.piece = alloc_as(mine * h, store_);
+    p.piece = alloc_as(route.peer_rows[at(me)] * h, store_);
     p.bytes = p.buffer.bytes();
     add_messages(p.buffer.bytes() + p.piece.bytes());
-    p.requests.push_back(runner_.comm_.ireduce_scatter({Group::kExpertTp, Lane::kEp}, p.buffer.view(), p.piece.view(),
-                                                       route.peer_elems, store_));
+    p.requests.push_back(runner_.comm_.ireduce_scatter(ch, p.buffer.view(), p.piece.view(), route.peer_elems, store_));
     return;
   }
   if (role != EpRole::kGather) throw ExecutorError(where(i) + ": an expert tensor-parallel collective of no MoE pass");
-  // this rank's rows: what the dispatch (or the combine's gradient) delivered, or with ep 1 the
-  // route's own (the backward's from d(outputs))
-  if (grad && ep_ <= 1) {
+  // this rank's rows: what the dispatch (or the combine's gradient) delivered, or with ep 1 and
+  // with the all-gather dispatcher the route's own (the backward's from d(outputs))
+  const bool own_rows = grid || ep_ <= 1;
+  if (grad && own_rows) {
     p.packed = ep_phase(MoePhase::kBackwardSend, in, ms, ms.grad.view(), {}, false);
     ms.grad = {};
   } else {
-    p.packed = std::move(ep_ > 1 ? ms.ep_in : ms.ep_out);
+    p.packed = std::move(own_rows ? ms.ep_out : ms.ep_in);
   }
   if (grad) {  // the forward's counts
     post_etp_rows(i);
     return;
   }
-  // first every peer's counts (sources x local experts), in place, peer-major
-  const std::vector<int64_t>& own = ep_ > 1 ? route.recv_counts : route.experts;
+  // first every member's counts (the all-gather dispatcher: its copies by global expert; else the
+  // rows by source and local expert), in place, member-major
+  const std::vector<int64_t>& own = own_rows ? route.experts : route.recv_counts;
   const auto n = static_cast<int64_t>(own.size());
-  const int64_t me = prog_.placement.etp_index_of(runner_.rank_);
-  std::vector<float> counts(at(etp_ * n), 0.0f);
+  std::vector<float> counts(at(members * n), 0.0f);
   for (int64_t k = 0; k < n; ++k) counts[at(me * n + k)] = static_cast<float>(own[at(k)]);
-  p.extra = alloc_as(etp_ * n, Format::kFp32);
+  p.extra = alloc_as(members * n, Format::kFp32);
   backend().upload(counts, p.extra.view());
-  route.count_elems.assign(at(etp_), n);
-  p.requests.push_back(runner_.comm_.iall_gather({Group::kExpertTp, Lane::kEp}, p.extra.view(), route.count_elems));
+  route.count_elems.assign(at(members), n);
+  p.requests.push_back(runner_.comm_.iall_gather(ch, p.extra.view(), route.count_elems));
   p.then = [this, i] { post_etp_rows(i); };
 }
 
-// The gather's rows, by the peers' counts (received by its first phase, or the forward's).
+// The gather's rows, by the members' counts (received by its first phase, or the forward's).
 void Runner::Interpreter::post_etp_rows(int32_t i) {
   const Instr& in = instrs_[at(i)];
   Pending& p = pending_[at(i)];
   MicroState& ms = micro(in);
   EpRoute& route = ms.ep_routes[in.unit_begin];
   const int64_t h = prog_.model.hidden;
+  const bool grid = in.group == Group::kExpertTpEp;
+  const int64_t members = grid ? ep_ * etp_ : etp_, me = prog_.placement.stage_place_of(runner_.rank_) % members;
   if (!p.extra.empty()) {
     std::vector<float> counts(at(p.extra.size()));
     backend().download(p.extra.view(), counts);
-    const int64_t n = static_cast<int64_t>(counts.size()) / etp_;
+    const int64_t n = static_cast<int64_t>(counts.size()) / members;
     route.gathered.assign(counts.size(), 0);
-    route.peer_rows.assign(at(etp_), 0);
+    route.peer_rows.assign(at(members), 0);
     for (std::size_t k = 0; k < counts.size(); ++k) {
       route.gathered[k] = static_cast<int64_t>(counts[k]);
       route.peer_rows[k / at(n)] += route.gathered[k];
     }
-    route.peer_elems.assign(at(etp_), 0);
-    for (int64_t j = 0; j < etp_; ++j) route.peer_elems[at(j)] = route.peer_rows[at(j)] * h;
+    route.peer_elems.assign(at(members), 0);
+    for (int64_t j = 0; j < members; ++j) route.peer_elems[at(j)] = route.peer_rows[at(j)] * h;
     p.requests.clear();
     p.extra = {};
   }
-  const int64_t me = prog_.placement.etp_index_of(runner_.rank_);
   if (p.packed.size() != route.peer_elems[at(me)]) {
     throw ExecutorError(where(i) + ": has " + std::to_string(p.packed.size()) + " elements to gather, its counts say " +
                         std::to_string(route.peer_elems[at(me)]));
   }
   int64_t total = 0, before = 0;
-  for (int64_t j = 0; j < etp_; ++j) {
+  for (int64_t j = 0; j < members; ++j) {
     if (j < me) before += route.peer_elems[at(j)];
     total += route.peer_elems[at(j)];
   }
@@ -327,7 +371,7 @@ void Runner::Interpreter::post_etp_rows(int32_t i) {
   p.packed = {};
   p.bytes = route.peer_elems[at(me)] * static_cast<int64_t>(sizeof(float));
   add_messages(p.buffer.bytes());
-  p.requests.push_back(runner_.comm_.iall_gather({Group::kExpertTp, Lane::kEp}, p.buffer.view(), route.peer_elems, store_));
+  p.requests.push_back(runner_.comm_.iall_gather({in.group, Lane::kEp}, p.buffer.view(), route.peer_elems, store_));
 }
 
 void Runner::Interpreter::finish_etp(int32_t i) {
@@ -335,15 +379,42 @@ void Runner::Interpreter::finish_etp(int32_t i) {
   Pending& p = pending_[at(i)];
   MicroState& ms = micro(in);
   const bool grad = (in.flags & program::kFlagGrad) != 0;
+  const bool grid = in.group == Group::kExpertTpEp;
   if (ep_role_[at(i)] == EpRole::kGather) {
     add_messages(-p.buffer.bytes());
-    ms.ep_in = std::move(p.buffer);
+    if (!grid) {
+      ms.ep_in = std::move(p.buffer);
+      return;
+    }
+    // the blocks of this rank's experts from every member, member-major: the received rows, with
+    // their counts by (member, local expert) for the experts phase
+    const int64_t E = prog_.model.moe.experts, local = E / ep_, e0 = prog_.placement.ep_index_of(runner_.rank_) * local;
+    const int64_t members = ep_ * etp_, h = prog_.model.hidden;
+    EpRoute& route = ms.ep_routes[in.unit_begin];
+    std::vector<int64_t> mine(at(members * local));
+    int64_t rows = 0;
+    for (int64_t j = 0; j < members; ++j) {
+      for (int64_t le = 0; le < local; ++le) rows += mine[at(j * local + le)] = route.gathered[at(j * E + e0 + le)];
+    }
+    Buffer received = alloc_as(rows * h, store_);
+    int64_t to = 0, base = 0;
+    for (int64_t j = 0; j < members; ++j) {
+      const int64_t start = block_start(route.gathered, E, j, e0);
+      int64_t n = 0;
+      for (int64_t le = 0; le < local; ++le) n += mine[at(j * local + le)];
+      if (n > 0) backend().copy(received.view().subspan(at(to * h), at(n * h)), p.buffer.view().subspan(at((base + start) * h), at(n * h)));
+      to += n;
+      base += route.peer_rows[at(j)];
+    }
+    route.recv_counts = std::move(mine);
+    p.buffer = {};
+    ms.ep_in = std::move(received);
     return;
   }
   add_messages(-(p.buffer.bytes() + p.piece.bytes()));
   Buffer got = std::move(p.piece);
   p.buffer = {};
-  if (ep_ > 1) {  // to the combine (or the dispatch's gradient) all-to-all
+  if (ep_ > 1 && !grid) {  // to the combine (or the dispatch's gradient) all-to-all
     ms.ep_out = std::move(got);
   } else if (grad) {  // to the backward's last phase
     ms.ep_in = std::move(got);

@@ -150,9 +150,12 @@ std::vector<std::string> expert_lines(const Space& space, const Evaluated& best)
   const auto sizes = [](int64_t ep, int64_t etp) {
     return "ep " + std::to_string(ep) + (etp > 1 ? " etp " + std::to_string(etp) : std::string());
   };
+  const std::string dispatcher = p.moe_dispatcher == spec::MoeDispatcher::kAllGather
+                                     ? " with the all-gather dispatcher (" + std::to_string(p.ep * p.etp) + " ranks gather every token)"
+                                     : std::string();
   out.push_back("Experts: " + sizes(p.ep, p.etp) + " (" + std::to_string(local) + (local == 1 ? " expert" : " experts") +
-                (p.etp > 1 ? ", each 1/" + std::to_string(p.etp) + " of its width," : std::string()) +
-                " a GPU); a GPU's all-to-alls send " + text::short_bytes(best.metrics.ep_intranode_bytes) +
+                (p.etp > 1 ? ", each 1/" + std::to_string(p.etp) + " of its width," : std::string()) + " a GPU)" +
+                dispatcher + "; a GPU's all-to-alls send " + text::short_bytes(best.metrics.ep_intranode_bytes) +
                 " a step inside its node and " + text::short_bytes(best.metrics.ep_internode_bytes) +
                 " to other nodes. With the best plan's other choices:");
   for (int64_t ep : space.ep_values(p.tp, p.cp, p.dp)) {

@@ -205,7 +205,7 @@ MegatronExport to_megatron(const spec::Plan& p, const spec::Training& t, const s
     if (e.shared_ffn_hidden > 0) arg("--moe-shared-expert-intermediate-size", n(e.shared_ffn_hidden));
     arg("--moe-layer-freq", "'" + layer_pattern(*m) + "'");
     arg("--moe-grouped-gemm");
-    arg("--moe-token-dispatcher-type", "alltoall");
+    arg("--moe-token-dispatcher-type", spec::to_string(p.moe_dispatcher));
     if (e.router == "sigmoid") arg("--moe-router-score-function", "sigmoid");
     if (e.router_bias) arg("--moe-router-enable-expert-bias");
     if (e.router_bias && t.moe_router_bias_update_rate != spec::kMegatronExpertBiasUpdateRate) {

@@ -304,7 +304,9 @@ std::vector<Group> groups(const Space& space) {
           const int64_t dp = space.gpus() / (tp * pp * cp);
           for (int64_t ep : space.ep_values(tp, cp, dp)) {
             for (int64_t etp : space.etp_values(tp, cp, dp, ep)) {
-              for (int64_t mb : space.micro_batch_values(dp)) out.push_back({tp, pp, mb, cp, comm, ep, etp});
+              for (spec::MoeDispatcher d : space.moe_dispatchers(ep, etp)) {
+                for (int64_t mb : space.micro_batch_values(dp)) out.push_back({tp, pp, mb, cp, comm, ep, etp, d});
+              }
             }
           }
         }
@@ -318,8 +320,9 @@ Pruner::Pruner(const Space& space) : space_(space), topology_(space.cluster(), s
 Pruner::~Pruner() = default;
 
 const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp, spec::CpComm comm,
-                                         int64_t ep, int64_t etp) {
-  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb, cp, static_cast<int>(comm), ep, etp);
+                                         int64_t ep, int64_t etp, spec::MoeDispatcher dispatcher) {
+  const auto key = std::make_tuple(tp, sp, static_cast<int>(rc), mb, cp, static_cast<int>(comm), ep, etp,
+                                   static_cast<int>(dispatcher));
   auto it = computes_.find(key);
   if (it != computes_.end()) return *it->second->model;
   auto entry = std::make_unique<ComputeEntry>();
@@ -331,6 +334,7 @@ const sim::ComputeModel& Pruner::compute(int64_t tp, bool sp, spec::Recompute rc
   entry->plan.cp_comm = comm;
   entry->plan.ep = ep;
   entry->plan.etp = etp;
+  entry->plan.moe_dispatcher = dispatcher;
   entry->model.emplace(space_.model(), space_.cluster(), space_.training(), entry->plan);
   return *computes_.emplace(key, std::move(entry)).first->second->model;
 }
@@ -615,19 +619,23 @@ const std::vector<sim::CollectiveCost>& Pruner::ep_costs(int64_t tp, int64_t pp,
   return cc.ep.emplace(std::make_pair(ep, etp), std::move(costs)).first->second;
 }
 
-// The experts' tensor-parallel groups (etp consecutive places of a stage), likewise.
-const EtpCosts& Pruner::etp_costs(int64_t tp, int64_t pp, int64_t etp) {
+// The experts' tensor-parallel groups (etp consecutive places of a stage), or their tensor-and-
+// expert-parallel groups (etp·ep consecutive places), likewise.
+const EtpCosts& Pruner::expert_costs(int64_t tp, int64_t pp, int64_t ep, int64_t etp, program::Group kind) {
   CommCosts& cc = comm(tp, pp);
-  auto it = cc.etp.find(etp);
+  const auto key = std::make_tuple(static_cast<int>(kind), ep, etp);
+  auto it = cc.etp.find(key);
   if (it != cc.etp.end()) return it->second;
   EtpCosts costs;
   program::Placement pl{tp, pp, space_.gpus() / (tp * pp)};
+  pl.ep = ep;
   pl.etp = etp;
   const int64_t gpn = space_.cluster().gpus_per_node;
+  const int64_t size = kind == program::Group::kExpertTp ? etp : etp * ep;
   std::set<std::vector<int64_t>> seen;
   for (int64_t s = 0; s < pp; ++s) {
-    for (int64_t l = 0; l < tp * pl.dp; l += etp) {
-      const std::vector<int64_t> group = pl.group_members(program::Group::kExpertTp, pl.rank(s, l / tp, l % tp));
+    for (int64_t l = 0; l < tp * pl.dp; l += size) {
+      const std::vector<int64_t> group = pl.group_members(kind, pl.rank(s, l / tp, l % tp));
       std::vector<int64_t> shape = group;
       for (int64_t& r : shape) r -= group.front() - group.front() % gpn;
       if (!seen.insert(shape).second) continue;
@@ -635,7 +643,7 @@ const EtpCosts& Pruner::etp_costs(int64_t tp, int64_t pp, int64_t etp) {
       costs.rs.emplace_back(CollectiveKind::kReduceScatter, group, topology_);
     }
   }
-  return cc.etp.emplace(etp, std::move(costs)).first->second;
+  return cc.etp.emplace(key, std::move(costs)).first->second;
 }
 
 const CpCosts& Pruner::cp_costs(int64_t tp, int64_t pp, int64_t cp) {
@@ -663,7 +671,7 @@ const CpCosts& Pruner::cp_costs(int64_t tp, int64_t pp, int64_t cp) {
 }
 
 PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule, int64_t cp,
-                       spec::CpComm cp_comm) {
+                       spec::CpComm cp_comm, spec::MoeDispatcher dispatcher) {
   const spec::Model& m = space_.model();
   const int64_t micro_batches = space_.training().global_batch / (lay.dp / cp * mb);
   spec::Plan plan;
@@ -676,18 +684,28 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const int64_t tokens = spec::rank_tokens(plan, m.seq_len);
   const int64_t abytes = spec::bytes_of(spec::storage_dtype(space_.training().dtype));
   const CommCosts& cc = comm(lay.tp, lay.pp);
-  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm, lay.ep, lay.etp);
+  const sim::ComputeModel& cm = compute(lay.tp, sp, rc, mb, cp, cp_comm, lay.ep, lay.etp, dispatcher);
   const TpOps ops = tp_ops(cc, lay.tp, sp, tokens, m.hidden, abytes, cm.tp_overlap(), m.moe.shared_ffn_hidden > 0);
   const CpOps cps = cp > 1 ? cp_ops(cp_costs(lay.tp, lay.pp, cp), cp_comm, cp, tokens, program::cp_shapes(m, lay.tp, abytes)) : CpOps{};
   EpOps eps;
-  if (m.moe.on() && (lay.ep > 1 || lay.etp > 1)) {
+  if (m.moe.on() && dispatcher == spec::MoeDispatcher::kAllGather && lay.ep * lay.etp > 1) {
+    // the all-gather dispatcher's: routed or not, every rank moves the group's tokens (no ρ)
+    eps.any = true;
+    const EtpCosts& ec = expert_costs(lay.tp, lay.pp, lay.ep, lay.etp, program::Group::kExpertTpEp);
+    const program::MoeAllGatherBytes b = program::moe_allgather_bytes(tokens, m, lay.tp, lay.ep * lay.etp, abytes);
+    const double ag = CommCosts::least_s(ec.ag, b.gather), rs = CommCosts::least_s(ec.rs, b.scatter);
+    const double gag = CommCosts::least_s(ec.ag, b.grad_gather), grs = CommCosts::least_s(ec.rs, b.grad_scatter);
+    eps.to = std::min(ag, gag);      // forward's gather, backward's (the scatter's gradient)
+    eps.back = std::min(rs, grs);    // likewise
+    eps.max_s = std::max({ag, rs, gag, grs});
+  } else if (m.moe.on() && (lay.ep > 1 || lay.etp > 1)) {
     eps.any = true;
     const double a2a = lay.ep > 1 ? CommCosts::least_s(ep_costs(lay.tp, lay.pp, lay.ep, lay.etp),
                                                         program::moe_a2a_bytes(tokens, m, lay.tp, abytes))
                                   : 0.0;
     double ag = 0, rs = 0;
     if (lay.etp > 1) {
-      const EtpCosts& ec = etp_costs(lay.tp, lay.pp, lay.etp);
+      const EtpCosts& ec = expert_costs(lay.tp, lay.pp, lay.ep, lay.etp, program::Group::kExpertTp);
       const int64_t S = program::moe_etp_bytes(tokens, m, lay.tp, lay.etp, abytes);
       ag = CommCosts::least_s(ec.ag, S);
       rs = CommCosts::least_s(ec.rs, S);
@@ -729,6 +747,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
   c.cp_comm = g.cp_comm;
   c.ep = static_cast<int16_t>(g.ep);
   c.etp = static_cast<int16_t>(g.etp);
+  c.moe_dispatcher = g.moe_dispatcher;
   c.micro_batch = static_cast<int32_t>(g.micro_batch);
   c.micro_batches = static_cast<int32_t>(micro_batches);
   c.virtual_stages = static_cast<int16_t>(v);
@@ -736,7 +755,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
   c.split = lay.split;
   for (bool sp : space_.sequence_parallel_values(g.tp, g.cp)) {
     for (spec::Recompute rc : space_.recompute_values()) {
-      const PipeTerms terms = pipe(lay, g.micro_batch, sp, rc, schedule, g.cp, g.cp_comm);
+      const PipeTerms terms = pipe(lay, g.micro_batch, sp, rc, schedule, g.cp, g.cp_comm, g.moe_dispatcher);
       c.sequence_parallel = sp;
       c.recompute = rc;
       for (const ZeroTerms& z : lay.variants) {
@@ -780,7 +799,8 @@ Estimate Pruner::estimate(const Candidate& c) {
   std::vector<int64_t> sig;
   build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, c.ep, c.etp), sig);
   const int64_t micro_batches = space_.training().global_batch / (lay.dp / c.cp * c.micro_batch);
-  return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm), z, micro_batches,
+  return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm, c.moe_dispatcher),
+                 z, micro_batches,
                  space_.cluster().gpu.reserved_bytes);
 }
 

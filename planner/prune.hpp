@@ -123,6 +123,7 @@ struct Group {
   int64_t cp = 1;
   spec::CpComm cp_comm = spec::CpComm::kP2p;
   int64_t ep = 1, etp = 1;
+  spec::MoeDispatcher moe_dispatcher = spec::MoeDispatcher::kAllToAll;
 };
 // The groups of a space, in the fixed order candidates are numbered by.
 std::vector<Group> groups(const Space& space);
@@ -155,15 +156,18 @@ class Pruner {
   detail::CommCosts& comm(int64_t tp, int64_t pp);
   const detail::CpCosts& cp_costs(int64_t tp, int64_t pp, int64_t cp);
   const std::vector<sim::CollectiveCost>& ep_costs(int64_t tp, int64_t pp, int64_t ep, int64_t etp);
-  const detail::EtpCosts& etp_costs(int64_t tp, int64_t pp, int64_t etp);
+  // The all-gather and reduce-scatter over the experts' tensor-parallel groups (Group::kExpertTp)
+  // or their tensor-and-expert-parallel groups (Group::kExpertTpEp, the all-gather dispatcher's).
+  const detail::EtpCosts& expert_costs(int64_t tp, int64_t pp, int64_t ep, int64_t etp, program::Group group);
   // Every stage's steps (program::schedule_steps), kept for the pair (tp, pp) in hand.
   const std::vector<std::vector<program::Step>>& steps(int64_t p, int64_t m, int64_t v, spec::Schedule schedule);
   // Per stage, the interleaved schedule's steps on another chunk than the step before.
   const std::vector<int64_t>& switches(int64_t p, int64_t m, int64_t v);
   const sim::ComputeModel& compute(int64_t tp, bool sp, spec::Recompute rc, int64_t mb, int64_t cp = 1,
-                                   spec::CpComm comm = spec::CpComm::kP2p, int64_t ep = 1, int64_t etp = 1);
+                                   spec::CpComm comm = spec::CpComm::kP2p, int64_t ep = 1, int64_t etp = 1,
+                                   spec::MoeDispatcher dispatcher = spec::MoeDispatcher::kAllToAll);
   detail::PipeTerms pipe(const detail::Layout& lay, int64_t mb, bool sp, spec::Recompute rc, spec::Schedule schedule,
-                         int64_t cp, spec::CpComm comm);
+                         int64_t cp, spec::CpComm comm, spec::MoeDispatcher dispatcher = spec::MoeDispatcher::kAllToAll);
   void enumerate_layout(const Group& g, const detail::Layout& lay, int64_t v, spec::Schedule schedule,
                         const Visitor& visit);
 
@@ -174,7 +178,7 @@ class Pruner {
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> switches_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::vector<std::vector<program::Step>>> steps_;
   struct ComputeEntry;
-  std::map<std::tuple<int64_t, bool, int, int64_t, int64_t, int, int64_t, int64_t>, std::unique_ptr<ComputeEntry>> computes_;
+  std::map<std::tuple<int64_t, bool, int, int64_t, int64_t, int, int64_t, int64_t, int>, std::unique_ptr<ComputeEntry>> computes_;
 };
 
 }  // namespace stagecraft::planner

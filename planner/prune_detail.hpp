@@ -104,7 +104,7 @@ struct CommCosts {
   std::optional<sim::CollectiveCost> tp_ag, tp_rs, tp_ar, tied_ar;
   std::map<int64_t, CpCosts> cp;   // context parallelism, by cp (filled on first use)
   std::map<std::pair<int64_t, int64_t>, std::vector<sim::CollectiveCost>> ep;   // expert parallelism's all-to-all, by (ep, etp) (likewise)
-  std::map<int64_t, EtpCosts> etp;                        // expert tensor parallelism's, by etp (likewise)
+  std::map<std::tuple<int, int64_t, int64_t>, EtpCosts> etp;   // the experts' gathers and scatters, by (group, ep, etp) (likewise)
   std::vector<sim::CollectiveCost> p2p;                   // boundary s -> s+1, then the wrap p-1 -> 0
   double gradnorm_s = 0;
   double dp_ag_slope = 0;   // d(all-gather time)/d(bytes): T_AG(S) >= slope · S

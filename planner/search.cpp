@@ -59,9 +59,10 @@ T take(const std::string& in, std::size_t& pos) {
 // ---- per-axis statistics ----------------------------------------------------------------------
 
 enum AxisId : int { kTp, kPp, kMicroBatch, kSchedule, kVirtual, kZero, kZeroVariant, kRecompute, kSp, kOffload, kCp, kCpComm,
-                    kEp, kEtp, kAxisCount };
+                    kEp, kEtp, kMoeDispatcher, kAxisCount };
 const char* kAxisNames[kAxisCount] = {"tp", "pp", "micro_batch", "schedule", "virtual_stages", "zero", "zero_variant",
-                                      "recompute", "sequence_parallel", "offload", "cp", "cp_comm_type", "ep", "etp"};
+                                      "recompute", "sequence_parallel", "offload", "cp", "cp_comm_type", "ep", "etp",
+                                      "moe_dispatcher"};
 
 using AxisKey = std::pair<int, int64_t>;
 using AxisTable = std::map<AxisKey, AxisCell>;
@@ -69,7 +70,7 @@ using AxisTable = std::map<AxisKey, AxisCell>;
 std::array<int64_t, kAxisCount> axis_codes(const Candidate& c) {
   return {c.tp, c.pp, c.micro_batch, static_cast<int64_t>(c.schedule), c.virtual_stages, c.zero,
           static_cast<int64_t>(c.zero_variant), static_cast<int64_t>(c.recompute), c.sequence_parallel ? 1 : 0, c.offload ? 1 : 0,
-          c.cp, static_cast<int64_t>(c.cp_comm), c.ep, c.etp};
+          c.cp, static_cast<int64_t>(c.cp_comm), c.ep, c.etp, static_cast<int64_t>(c.moe_dispatcher)};
 }
 
 std::string axis_text(int axis, int64_t code) {
@@ -80,6 +81,7 @@ std::string axis_text(int axis, int64_t code) {
     case kOffload: return code ? "cpu" : "none";
     case kZeroVariant: return to_string(static_cast<ZeroVariant>(code));
     case kCpComm: return spec::to_string(static_cast<spec::CpComm>(code));
+    case kMoeDispatcher: return spec::to_string(static_cast<spec::MoeDispatcher>(code));
     default: return std::to_string(code);
   }
 }

@@ -167,6 +167,17 @@ std::vector<int64_t> Space::etp_values(int64_t tp, int64_t cp, int64_t dp, int64
   return out;
 }
 
+std::vector<spec::MoeDispatcher> Space::moe_dispatchers(int64_t ep, int64_t etp) const {
+  std::vector<spec::MoeDispatcher> out;
+  for (spec::MoeDispatcher d : spec::kMoeDispatchers) {
+    const bool allgather = d == spec::MoeDispatcher::kAllGather;
+    if (allgather && (ep * etp == 1 || training_.framework != spec::Framework::kMegatron || model_.mlp_bias)) continue;
+    if (allowed(limits_.moe_dispatcher, d)) out.push_back(d);
+  }
+  if (out.empty() && ep * etp == 1) out.push_back(spec::MoeDispatcher::kAllToAll);   // nothing to dispatch across ranks
+  return out;
+}
+
 std::vector<spec::CpComm> Space::cp_comms(int64_t tp, int64_t cp) const {
   if (cp == 1) return {spec::CpComm::kP2p};
   const spec::Framework f = training_.framework;
@@ -269,6 +280,7 @@ spec::Plan Space::plan(const Candidate& c) const {
   p.cp_comm = c.cp_comm;
   p.ep = c.ep;
   p.etp = c.etp;
+  p.moe_dispatcher = c.moe_dispatcher;
   p.micro_batch = c.micro_batch;
   p.micro_batches = c.micro_batches;
   p.schedule = c.schedule;
@@ -378,6 +390,7 @@ nlohmann::json Space::to_json() const {
   if (!limits_.cp.empty()) j["limits"]["cp"] = limits_.cp;   // only when limited, as below
   if (!limits_.ep.empty()) j["limits"]["ep"] = limits_.ep;
   if (!limits_.etp.empty()) j["limits"]["etp"] = limits_.etp;
+  if (!limits_.moe_dispatcher.empty()) j["limits"]["moe_dispatcher"] = names(limits_.moe_dispatcher);
   if (!limits_.cp_comm.empty()) j["limits"]["cp_comm"] = names(limits_.cp_comm);
   if (!limits_.zero_variants.empty()) {   // only when limited, so earlier searches' inputs read the same
     nlohmann::json variants = nlohmann::json::array();

@@ -23,6 +23,8 @@
 //             dense tp group's NVLink domain; Megatron-Core's default etp is tp, its advice 1 for
 //             fine-grained experts) that divides the experts' width, with etp·ep dividing
 //             tp·cp·dp; --etp pins any valid value; Megatron-Core only (DeepSpeed-MoE keeps experts whole)
+//   moe_dispatcher  alltoall, and allgather where etp·ep > 1 (Megatron-Core only; not with
+//             biased experts, which its all-gather dispatcher refuses)
 //   recompute none, selective, full;   sequence parallel: off, and on when tp > 1 and tp | seq_len/cp
 //             (a mixture-of-experts model with tp > 1: on only, as Megatron-Core asserts)
 //   split     balanced (by cost, core/program/partition.hpp) and uniform (equal blocks per stage)
@@ -65,6 +67,7 @@ const char* to_string(ZeroVariant v);
 struct SpaceLimits {
   std::vector<int64_t> tp, pp, micro_batch, virtual_stages, cp, ep, etp;
   std::vector<spec::CpComm> cp_comm;
+  std::vector<spec::MoeDispatcher> moe_dispatcher;
   int64_t max_micro_batch = 0;                 // 0: no limit
   std::vector<int> zero;
   std::vector<spec::Schedule> schedules;
@@ -89,6 +92,7 @@ struct Candidate {
   int16_t cp = 1;
   spec::CpComm cp_comm = spec::CpComm::kP2p;
   int16_t ep = 1, etp = 1;
+  spec::MoeDispatcher moe_dispatcher = spec::MoeDispatcher::kAllToAll;
   int32_t micro_batch = 1, micro_batches = 1;
   int16_t virtual_stages = 1;
   spec::Schedule schedule = spec::Schedule::k1F1B;
@@ -125,6 +129,8 @@ class Space {
   std::vector<int64_t> ep_values(int64_t tp, int64_t cp, int64_t dp) const;
   // etp sizes for that stage and ep (1 first; only 1 for a dense model)
   std::vector<int64_t> etp_values(int64_t tp, int64_t cp, int64_t dp, int64_t ep) const;
+  // the token dispatchers for that expert grid (alltoall first; one value when etp·ep = 1)
+  std::vector<spec::MoeDispatcher> moe_dispatchers(int64_t ep, int64_t etp) const;
   std::vector<int64_t> micro_batch_values(int64_t dp) const;
   std::vector<int64_t> virtual_stage_values(int64_t pp, int64_t micro_batches) const;   // v >= 2
   std::vector<spec::Schedule> schedules(int64_t pp) const;   // v = 1 schedules (no interleaved)

@@ -44,6 +44,19 @@
 //   forward: dispatch → gather → experts → scatter → combine; backward: the combine's gradient →
 //   gather (the scatter's gradient) → the experts' backward → scatter (the gather's) → the
 //   dispatch's gradient; with ep 1 the same without the all-to-alls.
+// The all-gather dispatcher (plan "moe_dispatcher": "allgather", MoEAllGatherTokenDispatcher), over
+// the experts' tensor- and expert-parallel group of G = etp·ep ranks (Group::kExpertTpEp), none
+// of it routed (every rank gets every token, whatever the routing):
+//   gather           S = G·T_r·(h·w + E·w + E): each rank's tokens, their routing probabilities
+//                    (w bytes a value: the router's dtype is the model's unless
+//                    --moe-router-dtype says otherwise) and routing map (a byte a value), three
+//                    all-gathers modelled as one of their sum; the rank then runs its experts' slice
+//                    on the rows routed to them
+//   scatter          S = G·T_r·h·w: the experts' weighted outputs unpermuted into the group's tokens
+//                    (zeros elsewhere) and reduce-scattered back, each rank keeping its tokens
+//   forward: compute → gather → experts → scatter; backward: the scatter's gradient gathers
+//   d(output) (S = G·T_r·h·w), the experts' backward, the gather's gradient reduce-scatters
+//   d(tokens) and d(probabilities) (S = G·T_r·(h + E)·w) → the rest's backward.
 //
 // Context parallelism around an attention unit's pass (docs/program.md, "Context parallelism";
 // Megatron-Core context_parallel.md and Transformer Engine's context_parallel.py, its
@@ -99,6 +112,15 @@ inline int64_t tp_collective_bytes(int64_t tokens, int64_t hidden, int64_t activ
 // One dispatch (or combine) all-to-all's send buffer S (above).
 inline int64_t moe_a2a_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t activation_bytes) {
   return m.moe.on() ? tokens / tp * m.moe.top_k * m.hidden * activation_bytes : 0;
+}
+struct MoeAllGatherBytes {
+  int64_t gather = 0, scatter = 0, grad_gather = 0, grad_scatter = 0;
+};
+// The all-gather dispatcher's four S (above) over G = etp·ep ranks; zeros with G = 1.
+inline MoeAllGatherBytes moe_allgather_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t group, int64_t w) {
+  if (!m.moe.on() || group <= 1) return {};
+  const int64_t rows = group * (tokens / tp), h = m.hidden, E = m.moe.experts;
+  return {rows * (h * w + E * w + E), rows * h * w, rows * h * w, rows * (h + E) * w};
 }
 // One expert tensor-parallel all-gather (or reduce-scatter)'s S (above); 0 without etp.
 inline int64_t moe_etp_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t etp, int64_t activation_bytes) {

@@ -76,7 +76,7 @@ class Emitter {
   int32_t cp_op(const CpCollective& c, const Step& s, int32_t unit, int32_t dep, uint8_t flags, int32_t gather = -1,
                 int32_t tied_gather = -1);
   int32_t ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags);
-  int32_t etp_op(Op op, const Step& s, int32_t unit, int32_t dep, uint8_t flags);
+  int32_t expert_op(Op op, Group group, int64_t bytes, const Step& s, int32_t unit, int32_t dep, uint8_t flags);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
   QuantizedGather quantized_gather(int32_t bucket, int64_t members);
@@ -288,20 +288,21 @@ int32_t Emitter::ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags) 
   return add(in, {dep});
 }
 
-// An expert tensor-parallel all-gather or reduce-scatter of a MoE unit's pass over
-// Group::kExpertTp (comm_rules.hpp), on the expert-parallel lane.
-int32_t Emitter::etp_op(Op op, const Step& s, int32_t unit, int32_t dep, uint8_t flags) {
+// An all-gather or reduce-scatter of a MoE unit's pass on the expert-parallel lane
+// (comm_rules.hpp): expert tensor parallelism's over Group::kExpertTp, or the all-gather
+// dispatcher's over Group::kExpertTpEp.
+int32_t Emitter::expert_op(Op op, Group group, int64_t bytes, const Step& s, int32_t unit, int32_t dep, uint8_t flags) {
   Instr in;
   in.op = op;
   in.flags = flags;
   in.lane = Lane::kEp;
-  in.group = Group::kExpertTp;
+  in.group = group;
   in.mb = s.mb;
   in.chunk = static_cast<int16_t>(s.chunk);
   in.unit_begin = unit;
   in.unit_end = unit + 1;
-  in.bytes = cx_.etp_bytes;
-  in.elems = cx_.etp_bytes / prog_.activation_bytes;
+  in.bytes = bytes;
+  in.elems = bytes / prog_.activation_bytes;
   return add(in, {dep});
 }
 
@@ -460,12 +461,20 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     rest.elems = in.elems - first.expert_params;
     // the tokens to the experts' ranks (and their etp peers) before the experts, back after
     const int32_t unit = seg.unit_begin;
+    const bool grad = sp.op != Op::kForward && sp.op != Op::kRecompute;
+    const MoeAllGatherBytes& ag = cx_.allgather;
     auto to_experts = [&](int32_t dep) {
+      if (ag.gather > 0) {
+        return expert_op(Op::kTpAllGather, Group::kExpertTpEp, grad ? ag.grad_gather : ag.gather, s, unit, dep, tp_flags);
+      }
       if (cx_.a2a_bytes > 0) dep = ep_op(s, unit, dep, tp_flags);
-      return cx_.etp_bytes > 0 ? etp_op(Op::kTpAllGather, s, unit, dep, tp_flags) : dep;
+      return cx_.etp_bytes > 0 ? expert_op(Op::kTpAllGather, Group::kExpertTp, cx_.etp_bytes, s, unit, dep, tp_flags) : dep;
     };
     auto back = [&](int32_t dep) {
-      if (cx_.etp_bytes > 0) dep = etp_op(Op::kTpReduceScatter, s, unit, dep, tp_flags);
+      if (ag.scatter > 0) {
+        return expert_op(Op::kTpReduceScatter, Group::kExpertTpEp, grad ? ag.grad_scatter : ag.scatter, s, unit, dep, tp_flags);
+      }
+      if (cx_.etp_bytes > 0) dep = expert_op(Op::kTpReduceScatter, Group::kExpertTp, cx_.etp_bytes, s, unit, dep, tp_flags);
       return cx_.a2a_bytes > 0 ? ep_op(s, unit, dep, tp_flags) : dep;
     };
     if (sp.op == Op::kForward || sp.op == Op::kRecompute) {

@@ -63,6 +63,7 @@ const char* to_string(Group group) {
     case Group::kEp: return "ep";
     case Group::kExpertDp: return "expert-dp";
     case Group::kExpertTp: return "expert-tp";
+    case Group::kExpertTpEp: return "expert-tp-ep";
   }
   return "?";
 }

@@ -64,16 +64,17 @@ inline constexpr int kLaneCount = 10;
 // tensor-parallel group: one expert's FFN split over them), kEp the ep ranks of l's etp and edp
 // index (the tokens' all-to-alls; ep consecutive ranks when etp is 1), kExpertDp the ranks of l's
 // etp and ep index (l mod etp·ep): the ranks holding the same expert shards, over which their
-// gradients are reduced and ZeRO partitions them.
+// gradients are reduced and ZeRO partitions them; kExpertTpEp the etp·ep consecutive ranks of l's
+// edp index (Megatron-Core's expert tensor-and-model-parallel group: the all-gather dispatcher's).
 enum class Group : uint8_t {
   kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross, kCp, kEp, kExpertDp,
-  kExpertTp
+  kExpertTp, kExpertTpEp
 };
-inline constexpr int kGroupCount = 14;
+inline constexpr int kGroupCount = 15;
 inline constexpr Group kGroups[] = {Group::kTp,      Group::kDp,         Group::kEmbedding, Group::kWorld,
                                     Group::kDpShard, Group::kDpReplica,  Group::kDpLocal,   Group::kDpCross,
                                     Group::kDpShardCross, Group::kCp,    Group::kEp,        Group::kExpertDp,
-                                    Group::kExpertTp};
+                                    Group::kExpertTp, Group::kExpertTpEp};
 // The data-parallel group, one of its subgroups, or the experts' own: where ZeRO's buckets move.
 inline bool is_dp_group(Group g) {
   return g == Group::kDp || (g >= Group::kDpShard && g <= Group::kDpShardCross) || g == Group::kExpertDp;

@@ -132,8 +132,12 @@ Context make_context(Program& prog) {
   cx.ep_collectives = prog.model.moe.on() && (p.ep > 1 || p.etp > 1);
   cx.expert_dp = p.expert_dp();
   cx.experts_apart = prog.placement.experts_apart;
-  cx.a2a_bytes = p.ep > 1 ? moe_a2a_bytes(cx.tokens, prog.model, p.tp, prog.activation_bytes) : 0;
-  cx.etp_bytes = moe_etp_bytes(cx.tokens, prog.model, p.tp, p.etp, prog.activation_bytes);
+  if (p.moe_dispatcher == spec::MoeDispatcher::kAllGather) {
+    cx.allgather = moe_allgather_bytes(cx.tokens, prog.model, p.tp, p.etp * p.ep, prog.activation_bytes);
+  } else {
+    cx.a2a_bytes = p.ep > 1 ? moe_a2a_bytes(cx.tokens, prog.model, p.tp, prog.activation_bytes) : 0;
+    cx.etp_bytes = moe_etp_bytes(cx.tokens, prog.model, p.tp, p.etp, prog.activation_bytes);
+  }
   for (int32_t s = 0; s < p.pp; ++s) cx.stage_params.push_back(stage_unit_params(prog, *cx.units, s));
   return cx;
 }
@@ -262,13 +266,16 @@ std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {
       break;
     case Group::kEp:
     case Group::kExpertDp:
-    case Group::kExpertTp: {
+    case Group::kExpertTp:
+    case Group::kExpertTpEp: {
       // l = d·tp + t, the rank's place among its stage's tp·dp ranks, in the expert grid
       // etp × ep × edp, etp fastest (instruction.hpp, Group)
       const int64_t l = d * tp + t, grid = etp * ep;
       int64_t first = 0, step = 1, last = 0;
       if (kind == Group::kExpertTp) {
         first = l - l % etp, last = first + etp;
+      } else if (kind == Group::kExpertTpEp) {
+        first = l - l % grid, last = first + grid;
       } else if (kind == Group::kEp) {
         first = l - l % grid + l % etp, step = etp, last = l - l % grid + grid;
       } else {

@@ -279,6 +279,9 @@ void check_experts(const Plan& p, const Model& m, const Training& t) {
   if (!m.moe.on()) {
     if (p.ep > 1) reject(p, "ep", "1: model " + m.name + " has no experts, got ep " + n(p.ep));
     if (p.etp > 1) reject(p, "etp", "1: model " + m.name + " has no experts, got etp " + n(p.etp));
+    if (p.moe_dispatcher != MoeDispatcher::kAllToAll) {
+      reject(p, "moe_dispatcher", "absent: model " + m.name + " has no experts to dispatch tokens to");
+    }
     return;
   }
   if (m.moe.shared_ffn_hidden % p.tp != 0) {
@@ -299,6 +302,15 @@ void check_experts(const Plan& p, const Model& m, const Training& t) {
   }
   if (deepspeed(t.framework) && p.etp > 1) {
     reject(p, "etp", "1: DeepSpeed-MoE keeps each expert whole on its expert-parallel rank" + fw);
+  }
+  if (p.moe_dispatcher == MoeDispatcher::kAllGather) {
+    if (t.framework != Framework::kMegatron) {
+      reject(p, "moe_dispatcher", "\"alltoall\": the all-gather token dispatcher is Megatron-Core's" + fw);
+    }
+    if (m.mlp_bias) {
+      reject(p, "moe_dispatcher", "\"alltoall\" for experts with biases: Megatron-Core's all-gather dispatcher does not "
+                                  "support them (MoEAllGatherTokenDispatcher: \"Bias is not supported\")");
+    }
   }
   if (p.tp > 1 && !p.sequence_parallel) {
     reject(p, "sequence_parallel", "true with tp > 1 for a mixture-of-experts model: each tp rank routes its own "
@@ -342,6 +354,8 @@ void check_context_parallel(const Plan& p, const Training& t) {
 }
 
 }  // namespace
+
+const char* to_string(MoeDispatcher d) { return d == MoeDispatcher::kAllGather ? "allgather" : "alltoall"; }
 
 const char* to_string(CpComm c) {
   switch (c) {
@@ -392,6 +406,9 @@ Plan plan_from_json(const json& j, const std::string& file) {
   p.cp_comm = comm == "a2a" ? CpComm::kA2a : comm == "all_gather" ? CpComm::kAllGather : CpComm::kP2p;
   p.ep = at_least(r, "ep", 1, 1, limits::kGpus);
   p.etp = at_least(r, "etp", 1, 1, limits::kGpus);
+  p.moe_dispatcher = r.choice_or("moe_dispatcher", {"alltoall", "allgather"}, "alltoall") == "allgather"
+                         ? MoeDispatcher::kAllGather
+                         : MoeDispatcher::kAllToAll;
   p.micro_batch = at_least(r, "micro_batch", 1, 1, limits::kGlobalBatch);
   p.micro_batches = at_least(r, "micro_batches", 1, 1, limits::kMicroBatches);
   p.schedule = parse_schedule(r.choice_or("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}, "1f1b"));
@@ -502,6 +519,7 @@ json to_json(const Plan& p) {
   }
   if (p.ep > 1) j["ep"] = p.ep;   // likewise for expert parallelism
   if (p.etp > 1) j["etp"] = p.etp;
+  if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = to_string(p.moe_dispatcher);
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   if (!p.source.empty()) j["source"] = p.source;
   return j;
@@ -533,6 +551,7 @@ std::string summary(const Plan& p) {
   if (p.cp > 1) out << " cp" << p.cp << (p.cp_comm == CpComm::kP2p ? "" : p.cp_comm == CpComm::kA2a ? "-a2a" : "-ag");
   if (p.ep > 1) out << " ep" << p.ep;
   if (p.etp > 1) out << " etp" << p.etp;
+  if (p.moe_dispatcher == MoeDispatcher::kAllGather) out << " ag-dispatch";
   out << " pp" << p.pp << " dp" << p.dp << " mb" << p.micro_batch << "x" << p.micro_batches << " "
       << to_string(p.schedule);
   if (p.virtual_stages > 1) out << " v" << p.virtual_stages;

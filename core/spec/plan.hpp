@@ -41,6 +41,15 @@ enum class ReplicaSync : uint8_t { kMicroBatch, kStep };
 enum class CpComm : uint8_t { kP2p, kAllGather, kA2a };
 inline constexpr CpComm kCpComms[] = {CpComm::kP2p, CpComm::kAllGather, CpComm::kA2a};
 
+// How a MoE layer's tokens reach their experts (Megatron-Core's --moe-token-dispatcher-type,
+// token_dispatcher.py): "alltoall" — each rank sends each routed copy to its expert's rank and
+// gets the outputs back (MoEAlltoAllTokenDispatcher); "allgather" — every rank of the experts'
+// tensor- and expert-parallel group (etp·ep ranks) all-gathers the group's tokens, probabilities
+// and routing map, runs its experts on the rows routed to them and reduce-scatters the weighted
+// outputs back (MoEAllGatherTokenDispatcher: "best for TP-only, small EP, large top-k").
+enum class MoeDispatcher : uint8_t { kAllToAll, kAllGather };
+inline constexpr MoeDispatcher kMoeDispatchers[] = {MoeDispatcher::kAllToAll, MoeDispatcher::kAllGather};
+
 // Quantized communication (DeepSpeed ZeRO++): `bits` per element on the wire, one fp32 scale per
 // `block` elements; bits 0 is off.
 struct Quantization {
@@ -115,9 +124,10 @@ struct Plan {
   // layer's experts split over ep ranks, Megatron-Core's "MoE parallel folding": the expert grid
   // etp × ep × edp re-partitions a stage's tp · cp · dp ranks (etp fastest, then ep), so
   // edp = tp · cp · dp / (etp · ep) ranks hold the same experts and reduce their gradients.
-  // etp: expert tensor parallelism (experts' FFN split over etp ranks); only 1 is lowered.
+  // etp: expert tensor parallelism (each expert's FFN split over etp ranks).
   int64_t ep = 1;
   int64_t etp = 1;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   int64_t micro_batch = 1;      // sequences per micro-batch
   int64_t micro_batches = 1;    // micro-batches per step per data-parallel rank
   Schedule schedule = Schedule::k1F1B;
@@ -162,6 +172,7 @@ const char* to_string(Schedule s);
 const char* to_string(Recompute r);
 const char* to_string(Offload o);
 const char* to_string(CpComm c);
+const char* to_string(MoeDispatcher d);
 // The class of ZeRO across nodes a plan's model error is measured on (sim/model_error.hpp):
 // "zeropp" with hpZ, qwZ or qgZ, "shard" with a shard group smaller than dp, else "".
 std::string across_nodes_class(const ZeroConfig& z, int64_t dp);

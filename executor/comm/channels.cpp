@@ -50,6 +50,10 @@ std::vector<GroupSplit> group_splits(const program::Placement& placement, int64_
   if (placement.ep > 1) out.push_back({Group::kEp, placement.group_members(Group::kEp, rank).front(), {Lane::kEp}});
   // expert tensor parallelism: the etp consecutive ranks splitting each expert's width
   if (placement.etp > 1) out.push_back({Group::kExpertTp, placement.group_members(Group::kExpertTp, rank).front(), {Lane::kEp}});
+  // the all-gather token dispatcher: the etp·ep consecutive ranks of the expert grid
+  if (placement.ep * placement.etp > 1) {
+    out.push_back({Group::kExpertTpEp, placement.group_members(Group::kExpertTpEp, rank).front(), {Lane::kEp}});
+  }
   if (placement.experts_apart) {
     out.push_back({Group::kExpertDp, placement.group_members(Group::kExpertDp, rank).front(), {Lane::kDpGather, Lane::kDpReduce}});
   }

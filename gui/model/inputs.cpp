@@ -82,6 +82,7 @@ std::string search_command(const Inputs& in) {
   list(out, "--ep", l.ep, num);
   list(out, "--etp", l.etp, num);
   list(out, "--cp-comm", l.cp_comm, [](spec::CpComm c) { return std::string(spec::to_string(c)); });
+  list(out, "--moe-dispatcher", l.moe_dispatcher, [](spec::MoeDispatcher d) { return std::string(spec::to_string(d)); });
   list(out, "--micro-batch", l.micro_batch, num);
   if (l.max_micro_batch > 0) out << " --max-micro-batch " << l.max_micro_batch;
   list(out, "--virtual-stages", l.virtual_stages, num);

@@ -429,6 +429,12 @@ WorkModel::UnitWork unit_work(const spec::Model& m, const spec::Plan& p, const U
       token.memory_bytes += 7 * width * h_r;
       // per token of the micro-batch: router scores, permute and unpermute of the rank's T_r = T/t
       token.memory_bytes += (16 * E + width * 4 * h * (k + 1)) / static_cast<double>(t);
+      // the all-gather dispatcher's unpermute writes the group's G·T_r tokens (zeros but for its
+      // experts' rows) before their reduce-scatter
+      const int64_t group = p.ep * p.etp;
+      if (p.moe_dispatcher == spec::MoeDispatcher::kAllGather && group > 1) {
+        token.memory_bytes += static_cast<double>(group) * width * h / static_cast<double>(t);
+      }
       break;
     }
   }

@@ -124,11 +124,13 @@
 //              activation T·f_r elements
 //   embedding  bytes w·T·4h_r;   head  GEMM 2Th⌈V/t⌉; bytes w·T·4h_r + T·38⌈V/t⌉ (backward T·14⌈V/t⌉)
 //   MoE        (a MoE layer's MLP unit; T_r = T/t tokens the rank routes, sequence parallelism;
-//              n_e = T_r·k·ep/E tokens each of its E/ep experts computes on average)
+//              n_e = T_r·k·ep·etp/E tokens each of its E/ep experts computes on average, over
+//              f_e/etp of its width with expert tensor parallelism)
 //              router GEMM 2·T_r·h·E (16-bit); shared experts' GEMMs as the MLP's at width f_s;
-//              the routed experts' grouped GEMMs: E/ep GEMMs of 2·n_e·h·f_e per linear (gate
+//              the routed experts' grouped GEMMs: E/ep GEMMs of 2·n_e·h·f_e/etp per linear (gate
 //              and up, down), each at the efficiency of its own size (grouped GEMM at the
-//              per-expert token count); bytes w·T·(11h_r + shared 6f_s/t or 4f_s/t) + per routed
+//              per-expert token count); the all-gather dispatcher's unpermute writes the
+//              group's G·T_r tokens, w·G·h bytes per token of the rank (G = etp·ep); bytes w·T·(11h_r + shared 6f_s/t or 4f_s/t) + per routed
 //              token: router scores 16E (fp32 logits read, softmax written and read, top-k),
 //              permute and unpermute 2·2h(k + 1)/k·w, the experts' activation 6f_e or 4f_e·w;
 //              activation T_r·k·f_e (+ T·f_s/t) elements. The experts' part (their GEMMs, bytes

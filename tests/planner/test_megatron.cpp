@@ -43,6 +43,12 @@ TEST(Megatron, TheMixtralBenchmarkPlanGivesItsArguments) {
   }
   EXPECT_FALSE(has(x, "--sequence-parallel"));
   EXPECT_NE(x.text().find("--tensor-model-parallel-size 1 \\\n--pipeline-model-parallel-size 4"), std::string::npos);
+  // the same plan with expert tensor parallelism and the all-gather dispatcher
+  p.etp = 2;
+  p.moe_dispatcher = spec::MoeDispatcher::kAllGather;
+  const MegatronExport y = to_megatron(p, t, &m);
+  EXPECT_TRUE(has(y, "--expert-tensor-parallel-size 2")) << y.text();
+  EXPECT_TRUE(has(y, "--moe-token-dispatcher-type allgather")) << y.text();
 }
 
 // DeepSeek-V3: three dense layers first, a sigmoid router with its score correction (and its update

@@ -18,7 +18,8 @@ std::string category(const Candidate& c) {
   return std::to_string(c.zero) + to_string(c.zero_variant) + spec::to_string(c.schedule) + (c.tp > 1 ? (c.sequence_parallel ? "sp" : "tp") : "") +
          spec::to_string(c.recompute) + (c.offload ? "off" : "") + (c.max_live_i == 0 ? "live-small" : "") +
          (c.cp > 1 ? std::string("cp-") + spec::to_string(c.cp_comm) : "") + (c.ep > 1 ? "ep" + std::to_string(c.ep) : "") +
-         (c.etp > 1 ? "etp" + std::to_string(c.etp) : "");
+         (c.etp > 1 ? "etp" + std::to_string(c.etp) : "") +
+         (c.moe_dispatcher == spec::MoeDispatcher::kAllGather ? "allgather" : "");
 }
 
 // Up to `per` candidates of each category with the given verdict, spread over the enumeration.
@@ -82,9 +83,9 @@ TEST(Prune, StepTimeAndMemoryBoundsHoldAgainstTheSimulator) {
   SpaceLimits cp_limits;
   cp_limits.cp = {2, 4};
   expect_bounds_hold(Space(test::bundled_model("llama3-8b"), test::bundled_cluster("dgx-h100-ndr", 2), long_context, 16, cp_limits), 1);
-  // experts (Megatron-Core, 8 experts top-2, 8 layers): ep 1 to 8 and etp 1 to tp over two nodes,
-  // the experts' states over their own group in the memory bound, their all-to-alls, gathers and
-  // scatters in the time bound at their cheapest placement
+  // experts (Megatron-Core, 8 experts top-2, 8 layers): ep 1 to 8, etp 1 to tp and both token
+  // dispatchers over two nodes, the experts' states over their own group in the memory bound, their
+  // all-to-alls, gathers and scatters in the time bound at their cheapest placement
   const spec::Model moe = spec::model_from_json(
       {{"name", "moe"}, {"layers", 8}, {"hidden", 1024}, {"heads", 8}, {"kv_heads", 8}, {"ffn_hidden", 2816}, {"vocab", 32000},
        {"seq_len", 2048}, {"mlp", "swiglu"}, {"norm", "rmsnorm"}, {"position", "rope"}, {"bias", false},

@@ -29,8 +29,9 @@ spec::Model model() {
                                "moe.json");
 }
 
-SimResult run(int64_t ep, double imbalance = 1.0, int64_t etp = 1) {
-  const spec::Plan p = spec::plan_from_json({{"dp", 2}, {"ep", ep}, {"etp", etp}, {"micro_batches", 2}}, "plan.json");
+SimResult run(int64_t ep, double imbalance = 1.0, int64_t etp = 1, const char* dispatcher = "alltoall") {
+  const spec::Plan p = spec::plan_from_json(
+      {{"dp", 2}, {"ep", ep}, {"etp", etp}, {"moe_dispatcher", dispatcher}, {"micro_batches", 2}}, "plan.json");
   nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"}};
   if (imbalance != 1.0) t["moe_imbalance"] = imbalance;
   return simulate(program::lower(model(), spec::training_from_json(t, "training.json"), p), cluster());
@@ -108,6 +109,26 @@ TEST(ExpertsSim, ExpertTensorParallelismKeepsTheGatheredInput) {
   const double a = activation_bytes_per_token(units[2], m, one, t, spec::Recompute::kNone);
   const double b = activation_bytes_per_token(units[2], m, two, t, spec::Recompute::kNone);
   EXPECT_DOUBLE_EQ(b - a, 2.0 * 2 * 256 * (2 - 1));
+}
+
+// The all-gather dispatcher over the node's 2 GPUs (ep 2): per MoE pass a gather of
+// S_g = 2·T·(h·w + E·w + E) = 2·2048·(512 + 16 + 8) bytes and a reduce-scatter of
+// S_s = 2·T·h·w forward; backward a gather of S_s and a reduce-scatter of 2·T·(h + E)·w. Every
+// rank moves the group's tokens whatever the routing, so the stated imbalance stretches the
+// experts' compute but none of these.
+TEST(ExpertsSim, TheAllGatherDispatcherMovesTheGroupsTokensUnstretched) {
+  const int64_t T = 2048, h = 256, E = 8;
+  const int64_t gather = 2 * T * (h * 2 + E * 2 + E), scatter = 2 * T * h * 2, grad_scatter = 2 * T * (h + E) * 2;
+  const Topology topology(cluster(), 2);
+  const std::vector<int64_t> group = {0, 1};
+  const CollectiveCost ag(CollectiveKind::kAllGather, group, topology), rs(CollectiveKind::kReduceScatter, group, topology);
+  const double pass_ns = static_cast<double>(ag.time_ns(gather) + rs.time_ns(scatter) + ag.time_ns(scatter) + rs.time_ns(grad_scatter));
+  const SimResult even = run(2, 1.0, 1, "allgather"), skewed = run(2, 1.5, 1, "allgather");
+  // 2 layers × 2 micro-batches
+  EXPECT_NEAR(even.metrics.time.ep_s, 2 * 2 * pass_ns * 1e-9, 16e-9);
+  EXPECT_NEAR(skewed.metrics.time.ep_s, even.metrics.time.ep_s, 16e-9);
+  EXPECT_GT(skewed.metrics.time.compute_s, even.metrics.time.compute_s);
+  EXPECT_DOUBLE_EQ(even.metrics.ep_intranode_bytes, 0.0);   // no all-to-all
 }
 
 }  // namespace experts_sim

@@ -145,8 +145,8 @@ TEST(Experts, ComposesWithTensorAndPipelineParallelism) {
 // FLOPs a token.
 TEST(Experts, ExpertTensorParallelismHalvesEachExpert) {
   const spec::Model m = moe();
-  const Unit& whole = model_units(m, 1, 1)[2];
-  const Unit& split = model_units(m, 1, 2, 2)[2];   // ep 2, etp 2
+  const Unit whole = model_units(m, 1, 1)[2];
+  const Unit split = model_units(m, 1, 2, 2)[2];   // ep 2, etp 2
   EXPECT_EQ(split.expert_params, kE / 2 * kExpert / 2);
   EXPECT_EQ(split.params, kH + kH * kE + kE / 2 * kExpert / 2);
   EXPECT_DOUBLE_EQ(split.fwd_flops_per_token, whole.fwd_flops_per_token);
@@ -231,6 +231,38 @@ TEST(Experts, ExpertTensorParallelShardsReduceOverTheirDataParallelGroup) {
                                 [](const Instr& in) { return in.op == Op::kOptimizerStep; });
   ASSERT_NE(opt, prog.roles[0].instrs.end());
   EXPECT_EQ(opt->elems, shard_elems(dense, 8) + shard_elems(expert_elems, 2));
+}
+
+// Megatron-Core's all-gather dispatcher over the expert grid etp 1 × ep 2 (G = 2, dp 4): no
+// all-to-all; the forward gathers the group's tokens with their probabilities and routing map,
+// S = G·T·(h·w + E·w + E) = 2·32·(128 + 8 + 4) = 8960 bytes, and reduce-scatters the experts'
+// outputs, S = G·T·h·w = 8192; the backward gathers d(output) (8192) and reduce-scatters d(tokens)
+// and d(probabilities), S = G·T·(h + E)·w = 2·32·68·2 = 8704.
+TEST(Experts, TheAllGatherDispatcherGathersTheGroupsTokens) {
+  const Program prog = lower_moe({{"dp", 4}, {"ep", 2}, {"moe_dispatcher", "allgather"}, {"zero", {{"stage", 1}}}});
+  check(prog);
+  std::vector<const Instr*> unit2;
+  for (const Instr& in : prog.roles[0].instrs) {
+    if (in.unit_begin == 2 && in.unit_end == 3 && (is_compute(in.op) || in.lane == Lane::kEp)) unit2.push_back(&in);
+  }
+  const Op ops[] = {Op::kForward, Op::kTpAllGather, Op::kForward, Op::kTpReduceScatter,
+                    Op::kTpAllGather, Op::kBackward, Op::kTpReduceScatter, Op::kBackward};
+  const int64_t bytes[] = {0, 2 * kT * (kH * 2 + kE * 2 + kE), 0, 2 * kT * kH * 2, 2 * kT * kH * 2, 0, 2 * kT * (kH + kE) * 2, 0};
+  ASSERT_EQ(unit2.size(), 8u);
+  for (std::size_t i = 0; i < unit2.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(unit2[i]->op, ops[i]);
+    if (!is_compute(unit2[i]->op)) {
+      EXPECT_EQ(unit2[i]->group, Group::kExpertTpEp);
+      EXPECT_EQ(unit2[i]->bytes, bytes[i]);
+    }
+  }
+  // the group: the etp·ep consecutive places of a stage (here the ep pair)
+  EXPECT_EQ(prog.placement.group_members(Group::kExpertTpEp, 3), (std::vector<int64_t>{2, 3}));
+  Placement grid{2, 1, 4};
+  grid.ep = 2;
+  grid.etp = 2;
+  EXPECT_EQ(grid.group_members(Group::kExpertTpEp, 5), (std::vector<int64_t>{4, 5, 6, 7}));
 }
 
 }  // namespace experts_test

@@ -156,6 +156,17 @@ TEST(Plan, ExpertParallelismIsCheckedAgainstTheModelAndFramework) {
   EXPECT_EQ(plan_from_json(to_json(etp), "again.json").etp, 2);
   EXPECT_NE(summary(etp).find(" ep2 etp2 "), std::string::npos);
   expect_spec_error([&] { validate_plan(etp, moe, batch(16), 8); }, "/etp", "DeepSpeed-MoE keeps each expert whole");
+  // the all-gather token dispatcher: Megatron-Core's, without expert biases, written back only when chosen
+  const Plan ag = plan_from_json({{"dp", 8}, {"ep", 2}, {"moe_dispatcher", "allgather"}, {"micro_batches", 2}}, "p.json");
+  Model unbiased = moe;
+  unbiased.set_biases(false);
+  EXPECT_NO_THROW(validate_plan(ag, unbiased, megatron, 8));
+  expect_spec_error([&] { validate_plan(ag, moe, megatron, 8); }, "/moe_dispatcher", "does not support them");
+  EXPECT_EQ(plan_from_json(to_json(ag), "again.json").moe_dispatcher, MoeDispatcher::kAllGather);
+  EXPECT_FALSE(to_json(ok).contains("moe_dispatcher"));
+  EXPECT_NE(summary(ag).find(" ep2 ag-dispatch "), std::string::npos);
+  expect_spec_error([&] { validate_plan(ag, unbiased, batch(16), 8); }, "/moe_dispatcher", "the all-gather token dispatcher is Megatron-Core's");
+  expect_spec_error([] { plan_from_json({{"moe_dispatcher", "flex"}}, "p.json"); }, "/moe_dispatcher", "\"alltoall\"");
 }
 
 // "tp_comm_overlap" is read, defaults to false and is written back only when set.

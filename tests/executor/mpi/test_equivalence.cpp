@@ -257,6 +257,31 @@ TEST(MpiEquivalence, ExpertTensorParallelPlansMatchTheSingleRankRun) {
                        0.0);
 }
 
+// Megatron-Core's all-gather token dispatcher (interpreter_ep.cpp): every rank of the expert grid
+// gathers the grid's routed copies, takes its experts' blocks, and reduce-scatters their outputs
+// placed back among zeros; the same math as the all-to-all, so every plan must give the single-rank
+// run to 1e-5: ep 2 over dp 4 (ZeRO-1), etp 2 x ep 2 (the grid of 4: the partial outputs summed by
+// the same reduce-scatter), ep 2 x pp 2 under ZB-H1, ep 2 with full recompute, and tp 2 x dp 2
+// (sequence parallel) at ep 2.
+TEST(MpiEquivalence, ExpertAllGatherDispatcherPlansMatchTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  const std::string ag = "allgather";
+  expect_experts_match(
+      tiny_mixtral(), rank,
+      {{.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .moe_dispatcher = ag},
+       {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .etp = 2, .moe_dispatcher = ag},
+       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .framework = kMegatron, .ep = 2, .moe_dispatcher = ag},
+       {.pp = 1, .dp = 4, .micro_batches = 2, .recompute = "full", .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}});
+  expect_experts_match(tiny_mixtral(), rank,
+                       {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
+                         .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}},
+                       0.0);
+}
+
 // DeepSeek-V3's routing (sigmoid scores, the top 2 of 8 experts from the 2 best of 4 groups, gates
 // normalised and scaled by 2.5) with bias-based balancing: after every step each expert's bias moves
 // by u · sign(mean load − its load), the loads summed over every rank that routed tokens (they

@@ -42,6 +42,7 @@ struct PlanSpec {
   bool qwz = false, qgz = false;
   int ep = 1;                         // expert parallelism (a model with experts)
   int etp = 1;                        // expert tensor parallelism
+  std::string moe_dispatcher = "alltoall";
 
   std::string name() const {
     std::string s = (tp > 1 ? "tp" + std::to_string(tp) + "-" : std::string()) +
@@ -50,6 +51,7 @@ struct PlanSpec {
     if (virtual_stages > 1) s += "-v" + std::to_string(virtual_stages);
     if (ep > 1) s += "-ep" + std::to_string(ep);
     if (etp > 1) s += "-etp" + std::to_string(etp);
+    if (moe_dispatcher != "alltoall") s += "-" + moe_dispatcher;
     s += "-zero" + std::to_string(zero);
     if (overlap >= 0) s += overlap ? "-overlap" : "-no-overlap";
     if (recompute != "none") s += "-recompute-" + recompute;
@@ -110,6 +112,7 @@ inline spec::Plan make_plan(const PlanSpec& s) {
                             {"zero", zero}};
   if (s.ep > 1) j["ep"] = s.ep;
   if (s.etp > 1) j["etp"] = s.etp;
+  if (s.moe_dispatcher != "alltoall") j["moe_dispatcher"] = s.moe_dispatcher;
   return spec::plan_from_json(j, "<test plan " + s.name() + ">");
 }
 
