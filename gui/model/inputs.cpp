@@ -108,6 +108,7 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
     out.push_back({axis, values, std::vector<bool>(values.size(), true)});
   };
   std::vector<int64_t> pp, cps, eps, etps;
+  std::vector<spec::MoeDispatcher> dispatchers;
   std::vector<spec::Schedule> schedules;
   bool sp_on = false;
   for (int64_t tp : space.tp_values()) {
@@ -121,6 +122,9 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
           if (std::find(eps.begin(), eps.end(), e) == eps.end()) eps.push_back(e);
           for (int64_t t : space.etp_values(tp, c, dp, e)) {
             if (std::find(etps.begin(), etps.end(), t) == etps.end()) etps.push_back(t);
+            for (spec::MoeDispatcher d : space.moe_dispatchers(e, t)) {
+              if (std::find(dispatchers.begin(), dispatchers.end(), d) == dispatchers.end()) dispatchers.push_back(d);
+            }
           }
         }
       }
@@ -151,6 +155,11 @@ std::vector<AxisChoice> axis_choices(const planner::Space& space) {
     for (int64_t e : etps) v.push_back(std::to_string(e));
     add("etp", v);
   }
+  if (dispatchers.size() > 1) {   // and its token dispatchers
+    v.clear();
+    for (spec::MoeDispatcher d : spec::kMoeDispatchers) v.push_back(spec::to_string(d));
+    add("moe_dispatcher", v);
+  }
   v.clear();
   for (int64_t p : pp) v.push_back(std::to_string(p));
   add("pp", v);
@@ -175,7 +184,7 @@ planner::SpaceLimits limits_of(const std::vector<AxisChoice>& axes, planner::Spa
     for (std::size_t i = 0; i < a.values.size(); ++i) {
       if (a.checked[i]) on.push_back(a.values[i]);
     }
-    const std::string option = a.axis == "sp" ? "--sequence-parallel" : "--" + a.axis;
+    const std::string option = a.axis == "sp" ? "--sequence-parallel" : a.axis == "moe_dispatcher" ? "--moe-dispatcher" : "--" + a.axis;
     if (on.empty()) throw spec::SpecError(option, "", "expected at least one value checked");
     if (on.size() == a.values.size()) continue;   // free
     const auto ints = [&] {
@@ -193,6 +202,13 @@ planner::SpaceLimits limits_of(const std::vector<AxisChoice>& axes, planner::Spa
       l.ep = ints();
     } else if (a.axis == "etp") {
       l.etp = ints();
+    } else if (a.axis == "moe_dispatcher") {
+      l.moe_dispatcher.clear();
+      for (const std::string& s : on) {
+        for (spec::MoeDispatcher d : spec::kMoeDispatchers) {
+          if (s == spec::to_string(d)) l.moe_dispatcher.push_back(d);
+        }
+      }
     } else if (a.axis == "zero") {
       l.zero.clear();
       for (int64_t z : ints()) l.zero.push_back(static_cast<int>(z));

@@ -205,7 +205,9 @@ TEST(Experts, ExpertTensorParallelismGathersAndScattersInsideTheAllToAlls) {
         EXPECT_EQ(in.group, Group::kExpertTp);
         EXPECT_EQ(in.bytes, S);
       }
-      if (in.op == Op::kAllToAll) EXPECT_EQ(in.bytes, a2a);
+      if (in.op == Op::kAllToAll) {
+        EXPECT_EQ(in.bytes, a2a);
+      }
       if (in.flags & kFlagExperts) {
         EXPECT_DOUBLE_EQ(in.flops, (in.op == Op::kForward ? 1 : 2) * routed);
         EXPECT_EQ(in.elems, (c.plan.contains("ep") ? kE / 2 : kE) * kExpert / 2);
