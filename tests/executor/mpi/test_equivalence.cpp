@@ -249,12 +249,17 @@ TEST(MpiEquivalence, ExpertTensorParallelPlansMatchTheSingleRankRun) {
   expect_experts_match(tiny_mixtral(), rank,
                        {{.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .etp = 2},
                         {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .etp = 2},
+#if !defined(STAGECRAFT_SANITIZED)  // memory and undefined behaviour: the two plans above run every phase
                         {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .framework = kMegatron, .etp = 2},
-                        {.pp = 1, .dp = 4, .micro_batches = 2, .recompute = "full", .framework = kMegatron, .ep = 2, .etp = 2}});
+                        {.pp = 1, .dp = 4, .micro_batches = 2, .recompute = "full", .framework = kMegatron, .ep = 2, .etp = 2}
+#endif
+                       });
+#if !defined(STAGECRAFT_SANITIZED)
   expect_experts_match(tiny_mixtral(), rank,
                        {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
                          .framework = kMegatron, .ep = 2, .etp = 2}},
                        0.0);
+#endif
 }
 
 // Megatron-Core's all-gather token dispatcher (interpreter_ep.cpp): every rank of the expert grid
@@ -272,14 +277,19 @@ TEST(MpiEquivalence, ExpertAllGatherDispatcherPlansMatchTheSingleRankRun) {
   const std::string ag = "allgather";
   expect_experts_match(
       tiny_mixtral(), rank,
-      {{.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .moe_dispatcher = ag},
-       {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .etp = 2, .moe_dispatcher = ag},
+      {{.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .etp = 2, .moe_dispatcher = ag},
+#if !defined(STAGECRAFT_SANITIZED)  // memory and undefined behaviour: the grid of 4 above runs every phase
+       {.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 2, .moe_dispatcher = ag},
        {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .framework = kMegatron, .ep = 2, .moe_dispatcher = ag},
-       {.pp = 1, .dp = 4, .micro_batches = 2, .recompute = "full", .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}});
+       {.pp = 1, .dp = 4, .micro_batches = 2, .recompute = "full", .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}
+#endif
+      });
+#if !defined(STAGECRAFT_SANITIZED)
   expect_experts_match(tiny_mixtral(), rank,
                        {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
                          .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}},
                        0.0);
+#endif
 }
 
 // DeepSeek-V3's routing (sigmoid scores, the top 2 of 8 experts from the 2 best of 4 groups, gates
