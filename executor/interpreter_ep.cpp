@@ -251,11 +251,24 @@ void Runner::Interpreter::finish_ep(int32_t i) {
 
 namespace {
 
-// Member j's copies sorted by expert: where expert e's block starts in them.
-int64_t block_start(const std::vector<int64_t>& member_counts, int64_t experts, int64_t j, int64_t e) {
-  int64_t start = 0;
-  for (int64_t x = 0; x < e; ++x) start += member_counts[static_cast<std::size_t>(j * experts + x)];
-  return start;
+// The block of experts [e0, e0 + local) in each member's copies (sorted by expert; `counts` the
+// members' copies by expert, member-major): where it starts among every member's copies, and its rows.
+struct Block {
+  int64_t at = 0, rows = 0;
+};
+std::vector<Block> expert_blocks(const std::vector<int64_t>& counts, const std::vector<int64_t>& member_rows, int64_t experts,
+                                 int64_t e0, int64_t local) {
+  std::vector<Block> out;
+  int64_t base = 0;
+  for (std::size_t j = 0; j < member_rows.size(); ++j) {
+    const auto row = [&](int64_t e) { return counts[j * static_cast<std::size_t>(experts) + static_cast<std::size_t>(e)]; };
+    Block b{base, 0};
+    for (int64_t e = 0; e < e0; ++e) b.at += row(e);
+    for (int64_t e = e0; e < e0 + local; ++e) b.rows += row(e);
+    out.push_back(b);
+    base += member_rows[j];
+  }
+  return out;
 }
 
 }  // namespace
@@ -278,16 +291,12 @@ void Runner::Interpreter::post_etp(int32_t i) {
     if (grid) {  // the experts' rows (received order) back at their places among every member's copies
       const int64_t E = prog_.model.moe.experts, local = E / ep_, e0 = prog_.placement.ep_index_of(runner_.rank_) * local;
       p.buffer = alloc_as(total * h, store_);
-      int64_t from = 0, base = 0;
-      for (int64_t j = 0; j < members; ++j) {
-        const int64_t start = block_start(route.gathered, E, j, e0);
-        int64_t n = 0;
-        for (int64_t le = 0; le < local; ++le) n += route.gathered[at(j * E + e0 + le)];
-        if (n > 0) {
-          backend().copy(p.buffer.view().subspan(at((base + start) * h), at(n * h)), rows.view().subspan(at(from * h), at(n * h)));
+      int64_t from = 0;
+      for (const Block& b : expert_blocks(route.gathered, route.peer_rows, E, e0, local)) {
+        if (b.rows > 0) {
+          backend().copy(p.buffer.view().subspan(at(b.at * h), at(b.rows * h)), rows.view().subspan(at(from * h), at(b.rows * h)));
         }
-        from += n;
-        base += route.peer_rows[at(j)];
+        from += b.rows;
       }
       if (rows.size() != from * h) {
         throw ExecutorError(where(i) + ": has " + std::to_string(rows.size()) + " elements of its experts' rows, its route says " +
@@ -368,8 +377,8 @@ void Runner::Interpreter::post_etp_rows(int32_t i) {
   }
   p.buffer = alloc_as(total, store_);
   backend().copy(p.buffer.view().subspan(at(before), at(p.packed.size())), p.packed.view());
+  p.bytes = p.packed.bytes();   // this rank's piece, in its storage format
   p.packed = {};
-  p.bytes = route.peer_elems[at(me)] * static_cast<int64_t>(sizeof(float));
   add_messages(p.buffer.bytes());
   p.requests.push_back(runner_.comm_.iall_gather({in.group, Lane::kEp}, p.buffer.view(), route.peer_elems, store_));
 }
@@ -397,14 +406,12 @@ void Runner::Interpreter::finish_etp(int32_t i) {
       for (int64_t le = 0; le < local; ++le) rows += mine[at(j * local + le)] = route.gathered[at(j * E + e0 + le)];
     }
     Buffer received = alloc_as(rows * h, store_);
-    int64_t to = 0, base = 0;
-    for (int64_t j = 0; j < members; ++j) {
-      const int64_t start = block_start(route.gathered, E, j, e0);
-      int64_t n = 0;
-      for (int64_t le = 0; le < local; ++le) n += mine[at(j * local + le)];
-      if (n > 0) backend().copy(received.view().subspan(at(to * h), at(n * h)), p.buffer.view().subspan(at((base + start) * h), at(n * h)));
-      to += n;
-      base += route.peer_rows[at(j)];
+    int64_t to = 0;
+    for (const Block& b : expert_blocks(route.gathered, route.peer_rows, E, e0, local)) {
+      if (b.rows > 0) {
+        backend().copy(received.view().subspan(at(to * h), at(b.rows * h)), p.buffer.view().subspan(at(b.at * h), at(b.rows * h)));
+      }
+      to += b.rows;
     }
     route.recv_counts = std::move(mine);
     p.buffer = {};
