@@ -64,7 +64,13 @@ QString text(const planner::Evaluated& e, int column, int rank) {
     case PlanTableModel::kCp:
       return p.cp > 1 && p.cp_comm != spec::CpComm::kP2p ? QStringLiteral("%1 %2").arg(p.cp).arg(QString::fromUtf8(spec::to_string(p.cp_comm)))
                                                         : QString::number(p.cp);
-    case PlanTableModel::kEp: return QString::number(p.ep);
+    // the size and, where set, expert tensor parallelism and the all-gather dispatcher ("8", "4 etp2", "2 ag")
+    case PlanTableModel::kEp: {
+      QString s = QString::number(p.ep);
+      if (p.etp > 1) s += QStringLiteral(" etp%1").arg(p.etp);
+      if (p.moe_dispatcher == spec::MoeDispatcher::kAllGather) s += QStringLiteral(" ag");
+      return s;
+    }
     case PlanTableModel::kPp: return QString::number(p.pp);
     case PlanTableModel::kDp: return QString::number(p.dp);
     case PlanTableModel::kMicro: return QStringLiteral("%1×%2").arg(p.micro_batch).arg(p.micro_batches);
@@ -131,7 +137,8 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
       "pipeline bubble as a fraction of the step", "communication the compute lane does not hide, seconds",
       "compute | exposed communication | bubble (the step's partition)", "peak memory of the peak rank against the GPU",
       "tensor parallel", "context parallel: ranks splitting a sequence, and the comm type when not the p2p ring",
-      "expert parallel: ranks splitting each mixture-of-experts layer's experts (1 for a dense model)", "pipeline stages", "data parallel", "micro-batch size × micro-batches", "pipeline schedule",
+      "expert parallel: ranks splitting each mixture-of-experts layer's experts (1 for a dense model); etpN: each expert's "
+      "width split over N ranks (expert tensor parallelism); ag: Megatron-Core's all-gather token dispatcher", "pipeline stages", "data parallel", "micro-batch size × micro-batches", "pipeline schedule",
       "ZeRO stage", "activation recompute", "sequence parallelism", "peak memory within the GPU"};
   if (section < 0 || section >= kColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromUtf8(names[section]);

@@ -125,6 +125,24 @@ TEST(PlanTable, SortsNumbersAsNumbersAndRanksLikeTheSearch) {
   EXPECT_EQ(proxy.rowCount(), 0);
 }
 
+// The ep column names the expert grid: the size, etpN where each expert's width is split, "ag" for
+// the all-gather dispatcher; it sorts by ep.
+TEST(PlanTable, TheExpertColumnNamesExpertTensorParallelismAndTheDispatcher) {
+  PlanTableModel model;
+  std::vector<planner::Evaluated> rows = {fake("a", 1.0, 1, 1, true), fake("b", 1.0, 1, 1, true), fake("c", 1.0, 1, 1, true)};
+  rows[0].plan.ep = 8;
+  rows[1].plan.ep = 4, rows[1].plan.etp = 2;
+  rows[2].plan.ep = 2, rows[2].plan.moe_dispatcher = spec::MoeDispatcher::kAllGather;
+  model.append(rows);
+  auto cell = [&](const char* key) {
+    return model.data(model.index(model.row_of(key), PlanTableModel::kEp), Qt::DisplayRole).toString().toStdString();
+  };
+  EXPECT_EQ(cell("a"), "8");
+  EXPECT_EQ(cell("b"), "4 etp2");
+  EXPECT_EQ(cell("c"), "2 ag");
+  EXPECT_EQ(model.data(model.index(model.row_of("b"), PlanTableModel::kEp), kRawRole).toDouble(), 4.0);
+}
+
 TEST(PlanTable, RanksOfASearchAreItsTopOrder) {
   const Inputs in = test::tiny_inputs();
   const Loaded l = load(in);
