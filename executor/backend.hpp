@@ -151,6 +151,17 @@ class Backend {
   virtual std::vector<int64_t> take_moe_routed(int32_t /*chunk*/, int32_t /*unit*/) {
     throw ExecutorError("this backend does not run mixtures of experts; the CPU backend does");
   }
+  // The balancing loss over tp or cp ranks (comm_rules.hpp, moe_aux_counts_bytes): MoE unit
+  // `unit`'s routed copies per expert as its loss counts them [E], after the pass's route; and
+  // their sums over the `ranks` of the tp·cp group put in their place (the loss's tokens the
+  // group's). A backend that does not run experts keeps these refusals.
+  virtual std::vector<double> moe_loss_counts(int32_t /*chunk*/, int32_t /*unit*/, int64_t /*slot*/) {
+    throw ExecutorError("this backend does not run mixtures of experts; the CPU backend does");
+  }
+  virtual void set_moe_loss_counts(int32_t /*chunk*/, int32_t /*unit*/, int64_t /*slot*/, std::span<const double> /*sums*/,
+                                   int64_t /*ranks*/) {
+    throw ExecutorError("this backend does not run mixtures of experts; the CPU backend does");
+  }
   // A parameter moved by a rule of its own rather than its gradient (the expert biases): `delta`
   // added to the positions of `r` this rank steps (StageState::nudge).
   virtual void nudge_params(Range r, std::span<const float> delta) = 0;

@@ -162,6 +162,25 @@ Buffer CpuBackend::cp_attention(CpPhase phase, int32_t chunk, int32_t unit, int6
   return out;
 }
 
+std::vector<double> CpuBackend::moe_loss_counts(int32_t chunk, int32_t unit, int64_t slot) {
+  const UnitCache<float>& c = cache(chunk, unit, slot);
+  if (c.moe_loss_counts.empty()) {
+    throw ExecutorError("unit " + std::to_string(unit) + " of chunk " + std::to_string(chunk) +
+                        " has no balancing-loss counts: its route has not run in this pass");
+  }
+  return c.moe_loss_counts;
+}
+
+void CpuBackend::set_moe_loss_counts(int32_t chunk, int32_t unit, int64_t slot, std::span<const double> sums, int64_t ranks) {
+  UnitCache<float>& c = cache(chunk, unit, slot);
+  if (sums.size() != c.moe_loss_counts.size()) {
+    throw ExecutorError("unit " + std::to_string(unit) + ": " + std::to_string(sums.size()) + " summed counts for " +
+                        std::to_string(c.moe_loss_counts.size()) + " experts");
+  }
+  std::copy(sums.begin(), sums.end(), c.moe_loss_counts.begin());
+  c.moe_loss_tokens *= static_cast<double>(ranks);
+}
+
 Buffer CpuBackend::moe(MoePhase phase, int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch,
                        std::span<const float> in, std::span<int64_t> counts, bool flag) {
   const Unit& l = layer(chunk, unit);
@@ -194,7 +213,7 @@ Buffer CpuBackend::moe(MoePhase phase, int32_t chunk, int32_t unit, int64_t slot
     case MoePhase::kBackwardFinish:
       out = alloc(l.input_size(c.dims));
       l.moe_backward_finish(params, in, out.view(), state_.chunk_grads(chunk), flag, c);
-      if (flag) c.clear();  // else backward_weight reads it
+      if (flag && !c.input_grad_partial) c.clear();  // else backward_weight reads it, or the tp collective finishes it
       break;
   }
   return out;

@@ -50,6 +50,8 @@ class CpuBackend final : public StateBackend {
 
  public:
   std::vector<int64_t> take_moe_routed(int32_t chunk, int32_t unit) override { return layer(chunk, unit).take_routed(); }
+  std::vector<double> moe_loss_counts(int32_t chunk, int32_t unit, int64_t slot) override;
+  void set_moe_loss_counts(int32_t chunk, int32_t unit, int64_t slot, std::span<const double> sums, int64_t ranks) override;
 
  private:
   UnitCache<float>& cache(int32_t chunk, int32_t unit, int64_t slot);

@@ -243,6 +243,8 @@ void Runner::Interpreter::finish(int32_t i) {
     case Op::kTpReduceScatter:
       if (in.group == Group::kExpertTp || in.group == Group::kExpertTpEp) {
         finish_etp(i);
+      } else if (in.group == Group::kTpCp) {
+        finish_moe_counts(i);
       } else {
         finish_tp(i);
       }
@@ -373,6 +375,8 @@ void Runner::Interpreter::issue_async(int32_t i) {
     case Op::kTpReduceScatter:
       if (in.group == Group::kExpertTp || in.group == Group::kExpertTpEp) {
         post_etp(i);
+      } else if (in.group == Group::kTpCp) {
+        post_moe_counts(i);
       } else {
         post_tp(i);
       }

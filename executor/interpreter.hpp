@@ -143,6 +143,8 @@ class Runner::Interpreter {
   void post_tied_reduce(int32_t i);
   void post_grad_norm(int32_t i);
   void post_tp(int32_t i);
+  void post_moe_counts(int32_t i);    // the balancing loss's counts over tp·cp (interpreter_comm.cpp)
+  void finish_moe_counts(int32_t i);
   void post_loss_reduction(int32_t i, MicroState& ms);
   void finish_tp(int32_t i);
   void finish_loss_reduction(int32_t i, MicroState& ms);

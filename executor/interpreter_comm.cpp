@@ -363,6 +363,28 @@ void Runner::Interpreter::post_grad_norm(int32_t i) {
   p.requests.push_back(runner_.comm_.iall_reduce({Group::kWorld, Lane::kDpReduce}, p.norm));
 }
 
+// The balancing loss's token counts of a MoE unit's pass (comm_rules.hpp, moe_aux_counts_bytes):
+// this rank's, summed over the tp·cp ranks that split the micro-batch's tokens (host doubles: E·8
+// bytes, as the Program says), then the unit's loss counts and tokens are the group's.
+void Runner::Interpreter::post_moe_counts(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  p.norm = backend().moe_loss_counts(in.chunk, in.unit_begin, micro(in).slot);
+  if (static_cast<int64_t>(p.norm.size()) != in.elems) {
+    throw ExecutorError(where(i) + ": the unit counts " + std::to_string(p.norm.size()) + " experts, the Program says " +
+                        std::to_string(in.elems));
+  }
+  p.bytes = static_cast<int64_t>(sizeof(double) * p.norm.size());
+  p.requests.push_back(runner_.comm_.iall_reduce({Group::kTpCp, Lane::kTp}, p.norm));
+}
+
+void Runner::Interpreter::finish_moe_counts(int32_t i) {
+  const Instr& in = instrs_[at(i)];
+  Pending& p = pending_[at(i)];
+  backend().set_moe_loss_counts(in.chunk, in.unit_begin, micro(in).slot, p.norm, tp_ * cp_);
+  p.norm.clear();
+}
+
 // ---- tensor parallelism ----------------------------------------------------------------------------
 // The Program's tp collectives (core/program/comm_rules.hpp says where they sit): the
 // all-reduce after a unit's forward sums the ranks' partial outputs (the head's reduces the

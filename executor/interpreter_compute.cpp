@@ -38,14 +38,20 @@ void Runner::Interpreter::ensure_batch(MicroState& ms, const Instr& in) {
 TokenBatch Runner::Interpreter::tokens(const MicroState& ms) const {
   TokenBatch t = ms.has_batch ? ms.batch.view() : TokenBatch{};
   t.dims = dims_;
-  // the balancing loss enters the objective as each micro-batch's loss does (the head's dy)
-  t.moe_aux_grad = prog_.training.moe_aux_loss_coeff * loss_weight_ * loss_scale_;
+  // the balancing loss enters the objective as each micro-batch's loss does (the head's dy); with
+  // cp > 1 the cp ranks' terms add up to the micro-batch's loss (their counts summed over the tp·cp
+  // group), where their language-model losses are means over each rank's tokens (loss_weight_'s 1/cp)
+  t.moe_aux_grad = prog_.training.moe_aux_loss_coeff * loss_weight_ * static_cast<double>(cp_) * loss_scale_;
   return t;
 }
 
 TokenBatch Runner::Interpreter::unit_tokens(const MicroState& ms, int32_t unit) const {
   TokenBatch t = tokens(ms);
-  if (tp_ > 1 && unit_kind(prog_.model, unit) == UnitKind::kMoe) t.dims = Dims{1, tokens_ / tp_};
+  // sequence parallelism: a MoE unit takes its 1/tp of the tokens, or with shared experts (their
+  // MLP tp-split) the whole rows the Program's all-gather brought, routing its own 1/tp of them
+  if (tp_ > 1 && unit_kind(prog_.model, unit) == UnitKind::kMoe && prog_.model.moe.shared_ffn_hidden == 0) {
+    t.dims = Dims{1, tokens_ / tp_};
+  }
   return t;
 }
 

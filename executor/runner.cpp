@@ -25,7 +25,7 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
                         " x pp " + std::to_string(prog.plan.pp) + " x dp " + std::to_string(prog.plan.dp) +
                         "), the communicator has " + std::to_string(comm.size()));
   }
-  if (const std::string why = plan_unsupported(prog.model, prog.plan, &prog.training); !why.empty()) {
+  if (const std::string why = plan_unsupported(prog.model, prog.plan); !why.empty()) {
     throw ExecutorError("the plan: " + why);
   }
   if (prog.plan.zero.offload_param == spec::Offload::kCpu) {
@@ -61,30 +61,18 @@ void fault_kill(int64_t rank, const std::string& where) {
   std::abort();  // not reached
 }
 
-std::string plan_unsupported(const spec::Model& m, const spec::Plan& p, const spec::Training* training) {
+std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
   if (m.moe.on() && p.etp > 1 && m.mlp_bias) {
     return "/etp: " + std::to_string(p.etp) + " with biased experts (a row-parallel down-projection bias added once after the "
            "scatter) is not run by the executor yet; simulate and search model it";
   }
-  if (m.moe.on() && p.tp > 1 && m.moe.shared_ffn_hidden > 0) {
-    return "/tp: " + std::to_string(p.tp) + " is not run by the executor with shared experts yet (their tp-split MLP "
-           "beside the sequence-parallel routing)";
+  if (m.qk_norm && p.cp > 1) {
+    return "/cp: query and key norms (qk_norm) with cp > 1 are not run by the executor yet (its context-parallel attention "
+           "phases project without them)";
   }
-  if (m.moe.on() && m.moe.router == "sigmoid" && training != nullptr && training->moe_aux_loss_coeff > 0) {
-    return "/moe_aux_loss_coeff: the balancing loss with the \"sigmoid\" router is not run by the executor yet (Megatron-Core "
-           "computes it on the scores normalised over the experts; DeepSeek-V3 balances by its expert biases, "
-           "moe.router_bias, with a sequence-wise loss the executor does not have)";
-  }
-  if (m.moe.on() && (p.tp > 1 || p.cp > 1) && training != nullptr && training->moe_aux_loss_coeff > 0) {
-    return std::string(p.tp > 1 ? "/tp" : "/cp") +
-           ": the balancing loss (training moe_aux_loss_coeff > 0) with experts over tp or cp ranks is not run by the "
-           "executor yet (Megatron-Core sums its token counts over those ranks, a collective the executor does not issue)";
-  }
-  if (m.qk_norm && (p.tp > 1 || p.cp > 1)) {
-    return std::string(p.tp > 1 ? "/tp" : "/cp") +
-           ": query and key norms (qk_norm) with tp or cp > 1 are not run by the executor yet (their weights' gradients "
-           "would be summed over the ranks holding other heads or positions" +
-           (m.qk_norm_whole ? ", and a norm over the whole projection spans every tp rank's heads" : "") + ")";
+  if (m.qk_norm_whole && p.tp > 1) {
+    return "/tp: query and key norms over the whole projections (qk_norm_whole, OLMoE) with tp > 1 are not run by the "
+           "executor yet (each row's norm spans every tp rank's heads: a sum of squares over tp in the forward)";
   }
   if (p.tp == 1) return "";
   const std::string t = std::to_string(p.tp);

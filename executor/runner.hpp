@@ -73,7 +73,7 @@ spec::Training executed_training(const spec::Training& requested, bool sixteen_b
 // Why this executor cannot run `plan` on `model`, as "/field: reason" (the plan field's JSON
 // pointer first): tensor parallelism the layers cannot split; empty when it can (always for tp = 1).
 // `training`, when given, for what depends on it (the balancing loss with experts over tp or cp).
-std::string plan_unsupported(const spec::Model& model, const spec::Plan& plan, const spec::Training* training = nullptr);
+std::string plan_unsupported(const spec::Model& model, const spec::Plan& plan);
 
 // What the test-only fault switch does (STAGECRAFT_FAULT_KIND, cli/run.cpp).
 enum class FaultKind {

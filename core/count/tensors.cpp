@@ -145,12 +145,18 @@ std::vector<TensorSpec> unit_tensors(const Model& m, int32_t unit, int64_t tp) {
   return b.take();
 }
 
-int64_t norm_elems(const Model& m, int32_t unit_begin, int32_t unit_end) {
+int64_t norm_elems(const Model& m, int32_t unit_begin, int32_t unit_end, bool qk_only) {
   int64_t total = 0;
   for (int32_t u = unit_begin; u < unit_end; ++u) {
-    for (const TensorSpec& t : unit_tensors(m, u, 1)) total += t.norm ? t.elems() : 0;
+    for (const TensorSpec& t : unit_tensors(m, u, 1)) {
+      if (t.norm && (!qk_only || is_qk_norm(t.name))) total += t.elems();
+    }
   }
   return total;
+}
+
+bool is_qk_norm(const std::string& name) {
+  return name.find(".attn.q_norm.") != std::string::npos || name.find(".attn.k_norm.") != std::string::npos;
 }
 
 int64_t ShardMap::global_index(const TensorSpec& t, int64_t row, int64_t col) const {

@@ -93,7 +93,10 @@ ShardMap shard_map(const spec::Model& m, const TensorSpec& t, int64_t tp, int64_
 // Vocabulary rows (or columns) of the LM tables on one of t ranks: ceil(V / t), Megatron's padding.
 int64_t vocab_per_rank(const spec::Model& m, int64_t tp);
 
-// Elements of the norms' weights and biases in units [unit_begin, unit_end) (one tp rank holds them whole).
-int64_t norm_elems(const spec::Model& m, int32_t unit_begin, int32_t unit_end);
+// Elements of the norms' weights and biases in units [unit_begin, unit_end) (one tp rank holds them
+// whole); `qk_only`: the query and key norms' alone (qk_norm).
+int64_t norm_elems(const spec::Model& m, int32_t unit_begin, int32_t unit_end, bool qk_only = false);
+// Whether a tensor (TensorSpec::name) is a query or key norm's weight or bias.
+bool is_qk_norm(const std::string& name);
 
 }  // namespace stagecraft::count

@@ -57,6 +57,16 @@
 //   forward: compute → gather → experts → scatter; backward: the scatter's gradient gathers
 //   d(output) (S = G·T_r·h·w), the experts' backward, the gather's gradient reduce-scatters
 //   d(tokens) and d(probabilities) (S = G·T_r·(h + E)·w) → the rest's backward.
+// The balancing loss over tp or cp ranks (training moe_aux_loss_coeff > 0, tp·cp > 1;
+// Megatron-Core router.py apply_load_balancing_loss, sequence_partition_group = the tp_cp group):
+//   counts           S = E·8: each rank's routed copies per expert (loss_routing_map.sum(0), int64)
+//                    all-reduced over the tp·cp ranks splitting the micro-batch's tokens
+//                    (Group::kTpCp, on the router's stream: lane tp), so each rank's loss term
+//                    E/(k·T²)·Σ_e P_e·c_e (T the group's tokens, P_e its own probability sums) adds
+//                    up to the micro-batch's loss
+//   after the route of each MoE unit's forward whose activations the backward uses: the forward
+//   without full recompute, the Recompute with it (Megatron-Core skips the loss under no_grad(),
+//   its checkpointed forward); before the dispatch.
 //
 // Context parallelism around an attention unit's pass (docs/program.md, "Context parallelism";
 // Megatron-Core context_parallel.md and Transformer Engine's context_parallel.py, its
@@ -84,6 +94,7 @@
 #include "core/program/units.hpp"
 #include "core/spec/model.hpp"
 #include "core/spec/plan.hpp"
+#include "core/spec/training.hpp"
 
 namespace stagecraft::program {
 
@@ -121,6 +132,11 @@ inline MoeAllGatherBytes moe_allgather_bytes(int64_t tokens, const spec::Model& 
   if (!m.moe.on() || group <= 1) return {};
   const int64_t rows = group * (tokens / tp), h = m.hidden, E = m.moe.experts;
   return {rows * (h * w + E * w + E), rows * h * w, rows * h * w, rows * (h + E) * w};
+}
+// The balancing loss's counts all-reduce S (above); 0 when the Program issues none (no experts, no
+// loss, tp·cp = 1, or a forward-only Program).
+inline int64_t moe_aux_counts_bytes(const spec::Model& m, const spec::Training& t, int64_t tp, int64_t cp, bool forward_only) {
+  return m.moe.on() && t.moe_aux_loss_coeff > 0 && tp * cp > 1 && !forward_only ? m.moe.experts * 8 : 0;
 }
 // One expert tensor-parallel all-gather (or reduce-scatter)'s S (above); 0 without etp.
 inline int64_t moe_etp_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t etp, int64_t activation_bytes) {

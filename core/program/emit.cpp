@@ -77,6 +77,7 @@ class Emitter {
                 int32_t tied_gather = -1);
   int32_t ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags);
   int32_t expert_op(Op op, Group group, int64_t bytes, const Step& s, int32_t unit, int32_t dep, uint8_t flags);
+  int32_t aux_counts(const Step& s, int32_t unit, int32_t dep);
   int32_t param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes = -1, uint8_t flags = kFlagNone);
   int32_t gather(int32_t bucket, int32_t dep, bool for_forward);
   QuantizedGather quantized_gather(int32_t bucket, int64_t members);
@@ -306,6 +307,22 @@ int32_t Emitter::expert_op(Op op, Group group, int64_t bytes, const Step& s, int
   return add(in, {dep});
 }
 
+// The balancing loss's token counts of MoE unit `unit`, all-reduced over Group::kTpCp on the tp lane
+// (comm_rules.hpp, moe_aux_counts_bytes).
+int32_t Emitter::aux_counts(const Step& s, int32_t unit, int32_t dep) {
+  Instr in;
+  in.op = Op::kTpAllReduce;
+  in.lane = Lane::kTp;
+  in.group = Group::kTpCp;
+  in.mb = s.mb;
+  in.chunk = static_cast<int16_t>(s.chunk);
+  in.unit_begin = unit;
+  in.unit_end = unit + 1;
+  in.bytes = cx_.aux_counts_bytes;
+  in.elems = prog_.model.moe.experts;
+  return add(in, {dep});
+}
+
 // A ZeRO-3 parameter instruction of `bucket` on the gather lane: a gather over `group` moving
 // `bytes` (the bucket's, by default), or a release.
 int32_t Emitter::param_op(Op op, int32_t bucket, Group group, int32_t dep, int64_t bytes, uint8_t flags) {
@@ -446,9 +463,18 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
   // Expert parallelism: a MoE unit's pass in two computes around its all-to-alls (comm_rules.hpp)
   const Unit& first = (*cx_.units)[seg.unit_begin];
   const bool split = cx_.ep_collectives && first.kind == UnitKind::kMoe && sp.op != Op::kBackwardWeight;
+  // the balancing loss's counts, after the route of a pass whose activations the backward uses
+  const bool counts = cx_.aux_counts_bytes > 0 &&
+                      (sp.op == Op::kRecompute ||
+                       (sp.op == Op::kForward && !(plan_.recompute == spec::Recompute::kFull && seg.group >= 0)));
   int32_t computed = -1;
   if (!split) {
     computed = add(in, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+    if (counts) {
+      for (int32_t u = seg.unit_begin; u < seg.unit_end; ++u) {
+        if ((*cx_.units)[u].kind == UnitKind::kMoe) computed = aux_counts(s, u, computed);
+      }
+    }
   } else {
     const double passes = sp.op == Op::kBackward ? 2.0 : 1.0;   // Backward: input and weight gradients
     Instr experts = in;
@@ -478,7 +504,8 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
       return cx_.a2a_bytes > 0 ? ep_op(s, unit, dep, tp_flags) : dep;
     };
     if (sp.op == Op::kForward || sp.op == Op::kRecompute) {
-      const int32_t a = add(rest, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+      int32_t a = add(rest, {chain, gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
+      if (counts) a = aux_counts(s, unit, a);
       computed = back(add(experts, {to_experts(a)}));
     } else {
       const int32_t e = add(experts, {to_experts(chain), gather, tied_gather, blocking_send_, blocking_reduce_, input_grad});
@@ -662,19 +689,25 @@ void Emitter::step_end() {
   int32_t norm_grads = -1;
   // Sequence parallelism: each tp rank computed its norms' gradients on its sequence shard; they
   // are summed over tp after the data-parallel reductions (Megatron-LM's finalize_model_grads,
-  // _allreduce_layernorm_grads), on the whole of the stage's norms
-  if (plan_.tp > 1 && plan_.sequence_parallel) {
+  // _allreduce_layernorm_grads), on the whole of the stage's norms. Without it, the query and key
+  // norms' alone (qk_norm: each tp rank's gradient is its heads'; the same function, under
+  // config.qk_layernorm)
+  if (plan_.tp > 1 && (plan_.sequence_parallel || prog_.model.qk_norm)) {
+    const bool qk_only = !plan_.sequence_parallel;
     int64_t norms = 0;
     for (int64_t c = 0; c < plan_.virtual_stages; ++c) {
       const ChunkInfo& chunk = prog_.chunk(stage_, c);
-      norms += count::norm_elems(prog_.model, chunk.unit_begin, chunk.unit_end);
+      norms += count::norm_elems(prog_.model, chunk.unit_begin, chunk.unit_end, qk_only);
+      if (qk_only) continue;
       // a MoE layer's router, replicated over tp, routes each rank's own tokens: summed likewise
       // (Megatron-Core marks the router's weight sequence_parallel)
       for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) {
         if ((*cx_.units)[static_cast<std::size_t>(u)].kind != UnitKind::kMoe) continue;
-        // the router's weight, DeepSeek-V3's score correction and gpt-oss's logit bias (each tp rank's rows)
-        norms += prog_.model.hidden * prog_.model.moe.experts + (prog_.model.moe.router_bias ? prog_.model.moe.experts : 0) +
-                 (prog_.model.moe.router_logit_bias ? prog_.model.moe.experts : 0);
+        // the router's weight, DeepSeek-V3's score correction and gpt-oss's logit bias (each tp rank's rows),
+        // and Qwen2-MoE's shared gate (Megatron-Core marks it sequence_parallel too)
+        const spec::Moe& e = prog_.model.moe;
+        norms += prog_.model.hidden * e.experts + (e.router_bias ? e.experts : 0) + (e.router_logit_bias ? e.experts : 0) +
+                 (e.shared_ffn_hidden > 0 && e.shared_gate ? prog_.model.hidden : 0);
       }
     }
     Instr in;

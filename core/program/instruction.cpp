@@ -64,6 +64,7 @@ const char* to_string(Group group) {
     case Group::kExpertDp: return "expert-dp";
     case Group::kExpertTp: return "expert-tp";
     case Group::kExpertTpEp: return "expert-tp-ep";
+    case Group::kTpCp: return "tp-cp";
   }
   return "?";
 }

@@ -66,15 +66,17 @@ inline constexpr int kLaneCount = 10;
 // etp and ep index (l mod etp·ep): the ranks holding the same expert shards, over which their
 // gradients are reduced and ZeRO partitions them; kExpertTpEp the etp·ep consecutive ranks of l's
 // edp index (Megatron-Core's expert tensor-and-model-parallel group: the all-gather dispatcher's).
+// kTpCp holds the tp·cp ranks of a stage that split one micro-batch's tokens (l's cp block, every
+// tp index: Megatron-Core's tp_cp group), over which the balancing loss sums its token counts.
 enum class Group : uint8_t {
   kNone, kTp, kDp, kEmbedding, kWorld, kDpShard, kDpReplica, kDpLocal, kDpCross, kDpShardCross, kCp, kEp, kExpertDp,
-  kExpertTp, kExpertTpEp
+  kExpertTp, kExpertTpEp, kTpCp
 };
-inline constexpr int kGroupCount = 15;
+inline constexpr int kGroupCount = 16;
 inline constexpr Group kGroups[] = {Group::kTp,      Group::kDp,         Group::kEmbedding, Group::kWorld,
                                     Group::kDpShard, Group::kDpReplica,  Group::kDpLocal,   Group::kDpCross,
                                     Group::kDpShardCross, Group::kCp,    Group::kEp,        Group::kExpertDp,
-                                    Group::kExpertTp, Group::kExpertTpEp};
+                                    Group::kExpertTp, Group::kExpertTpEp, Group::kTpCp};
 // The data-parallel group, one of its subgroups, or the experts' own: where ZeRO's buckets move.
 inline bool is_dp_group(Group g) {
   return g == Group::kDp || (g >= Group::kDpShard && g <= Group::kDpShardCross) || g == Group::kExpertDp;

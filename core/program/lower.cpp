@@ -130,6 +130,7 @@ Context make_context(Program& prog) {
   cx.qgz = cx.per_mb_reduce && z.stage == 3 && z.quantized_gradients.on() && prog.placement.local_size() < p.dp_cp();
   if (cx.qgz) cx.rule.qgz_world = p.dp_cp();
   cx.ep_collectives = prog.model.moe.on() && (p.ep > 1 || p.etp > 1);
+  cx.aux_counts_bytes = moe_aux_counts_bytes(prog.model, prog.training, p.tp, p.cp, prog.forward_only);
   cx.expert_dp = p.expert_dp();
   cx.experts_apart = prog.placement.experts_apart;
   if (p.moe_dispatcher == spec::MoeDispatcher::kAllGather) {
@@ -156,6 +157,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   prog.placement.ep = plan.ep;
   prog.placement.etp = plan.etp;
   prog.placement.experts_apart = model.moe.on() && plan.expert_dp() != plan.dp_cp();
+  prog.placement.moe_counts = moe_aux_counts_bytes(model, training, plan.tp, plan.cp, options.forward_only) > 0;
   // the data-parallel subgroups: the partition's shard group (or hpZ's), a node's ranks
   if (spec::hierarchical(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.shard_group;
   if (spec::secondary_partition(plan.zero, plan.dp_cp())) prog.placement.inner = plan.zero.hpz_group;
@@ -263,6 +265,11 @@ std::vector<int64_t> Placement::group_members(Group kind, int64_t r) const {
     }
     case Group::kCp:
       for (int64_t i = d - d % cp; i < d - d % cp + cp; ++i) out.push_back(rank(s, i, t));
+      break;
+    case Group::kTpCp:
+      for (int64_t i = d - d % cp; i < d - d % cp + cp; ++i) {
+        for (int64_t j = 0; j < tp; ++j) out.push_back(rank(s, i, j));
+      }
       break;
     case Group::kEp:
     case Group::kExpertDp:

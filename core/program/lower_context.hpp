@@ -70,6 +70,7 @@ struct Context {
   int64_t a2a_bytes = 0;        // one dispatch (or combine) all-to-all's send buffer S; 0 with ep 1
   int64_t etp_bytes = 0;        // one expert tensor-parallel gather (or scatter)'s S; 0 with etp 1
   MoeAllGatherBytes allgather;  // the all-gather dispatcher's (comm_rules.hpp); zeros with the all-to-all one
+  int64_t aux_counts_bytes = 0; // the balancing loss's token counts summed over Group::kTpCp; 0 when none
 
   const ChunkPlan& chunk_plan(int64_t stage, int64_t chunk) const {
     return chunk_plans[static_cast<std::size_t>(stage * program->plan.virtual_stages + chunk)];

@@ -36,6 +36,9 @@ struct Placement {
   // Whether the routed experts' data-parallel group (Group::kExpertDp, spec::Plan::expert_dp) is not
   // the dense one, so their gradients are reduced over it apart (a model with experts only).
   bool experts_apart = false;
+  // Whether MoE units sum their balancing loss's token counts over Group::kTpCp (comm_rules.hpp,
+  // moe_aux_counts_bytes: a model with experts, training with a balancing loss, tp·cp > 1).
+  bool moe_counts = false;
   int64_t inner_size() const { return inner > 0 ? inner : dp; }
   int64_t local_size() const { return local > 0 ? local : dp; }
 

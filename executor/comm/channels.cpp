@@ -54,6 +54,8 @@ std::vector<GroupSplit> group_splits(const program::Placement& placement, int64_
   if (placement.ep * placement.etp > 1) {
     out.push_back({Group::kExpertTpEp, placement.group_members(Group::kExpertTpEp, rank).front(), {Lane::kEp}});
   }
+  // the balancing loss's token counts: the tp·cp ranks splitting a micro-batch's tokens
+  if (placement.moe_counts) out.push_back({Group::kTpCp, placement.group_members(Group::kTpCp, rank).front(), {Lane::kTp}});
   if (placement.experts_apart) {
     out.push_back({Group::kExpertDp, placement.group_members(Group::kExpertDp, rank).front(), {Lane::kDpGather, Lane::kDpReduce}});
   }

@@ -25,6 +25,7 @@ UnitSlots resolve_slots(const ParamLayout& layout, int64_t unit) {
   s.vocab0 = layout.tp_index() * s.vocab_rows;
   s.vocab = std::clamp<int64_t>(m.vocab - s.vocab0, 0, s.vocab_rows);
   s.adds_residual = layout.tp_index() == 0;
+  s.tp_index = layout.tp_index();
   const UnitKind kind = unit_kind(m, unit);
   if (kind == UnitKind::kEmbedding) {
     s.wte = offset("embedding.wte");

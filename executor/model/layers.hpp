@@ -143,7 +143,12 @@ struct UnitCacheT {
   Vec<Scalar> sh_gate;       // Qwen2-MoE: sigmoid of the shared gate [N]
   Vec<Scalar> sh_dout, sh_d_pre, sh_d_pre2, sh_dgate;  // their gradients
   double moe_aux_grad = 0;   // TokenBatch::moe_aux_grad of the forward
-  double moe_aux_loss = 0;   // the forward's load-balancing loss (without the coefficient)
+  double moe_aux_loss = 0;   // the forward's load-balancing loss term (without the coefficient)
+  // The balancing loss's routed copies per expert [E] (its own top k of the scores) and the tokens
+  // they count: this rank's after the route, the tp·cp group's once the Program's counts
+  // all-reduce replaced them (LayerT::set_moe_loss_counts)
+  std::vector<double> moe_loss_counts;
+  double moe_loss_tokens = 0;
 
   void release_intermediates();  // keeps tokens and input only
   void clear();                  // releases everything
@@ -187,6 +192,7 @@ struct UnitSlots {
   int64_t vocab0 = 0, vocab = 0;    // vocabulary ids [vocab0, vocab0 + vocab) of its table rows / head columns
   int64_t vocab_rows = 0;           // rows of its table (columns of its LM head), padding included
   bool adds_residual = true;        // rank 0 adds the residual, row-parallel biases and wpe (summed once)
+  int64_t tp_index = 0;
   // Mixture of experts: the router [C x E]; the routed experts' linears (their stacked tensors:
   // expert e's weight at w + e·in·out, bias at b + e·out), `experts` of them from expert `expert0`,
   // each of width `expert_ffn`; the shared experts' linears (width `shared_ffn`, 0: none) and
@@ -200,6 +206,20 @@ struct UnitSlots {
   int64_t shared_ffn = 0;
   int64_t shared_gate = -1;
 };
+
+namespace detail {
+// The rows a MoE unit routes among the `rows` it takes: all of them, or with tp > 1 and shared
+// experts (their MLP tp-split, so the unit takes the tp group's whole rows, gathered by the
+// Program's collective before it) this rank's own 1/tp, rows [row0, row0 + n), the sequence shard
+// Megatron-Core's router gets under sequence parallelism.
+struct RoutedRows {
+  int64_t row0 = 0, n = 0;
+};
+inline RoutedRows routed_rows(const UnitSlots& s, int64_t rows) {
+  if (s.tp > 1 && s.shared_ffn > 0) return {s.tp_index * (rows / s.tp), rows / s.tp};
+  return {0, rows};
+}
+}  // namespace detail
 
 // The sums of exp(z - m) rescaled to the global max M: out[i] = s[i] * exp(m[i] - M[i]), from a
 // tp > 1 head's forward output [m | s | t] (3N) and the all-reduced maxima M (N).
@@ -296,7 +316,7 @@ class LayerT {
   //             moe_backward_finish(recv)   -> dx
   // `weights`: the phase adds its weight gradients (the experts', or the router's, shared experts'
   // and norm's); without (zero-bubble), backward_weight adds them all.
-  int64_t moe_rows(const Dims& d) const { return d.rows() * model_.moe.top_k; }
+  int64_t moe_rows(const Dims& d) const { return detail::routed_rows(slots_, d.rows()).n * model_.moe.top_k; }
   // `recompute` (full recompute): the route again from the input the forward kept (x is ignored),
   // not counted by take_routed.
   void moe_dispatch(const TokenBatch& batch, std::span<const Scalar> params, std::span<const Scalar> x,

@@ -67,6 +67,8 @@ void UnitCacheT<Scalar, K>::clear() {
   dims = {};
   moe_aux_grad = 0;
   moe_aux_loss = 0;
+  moe_loss_counts.clear();
+  moe_loss_tokens = 0;
 }
 
 template <typename Scalar, typename K>
@@ -521,9 +523,14 @@ void LayerT<Scalar, K>::moe_backward_finish(std::span<const Scalar> params, std:
   if constexpr (K::kHost) {
     detail::moe_backward_finish_phase(*k_, model_, slots_, params.data(), received.data(), dx.data(), cache);
     cache.input_grad_done = true;
+    cache.input_grad_partial = reduces_input_grad();  // tp > 1 with shared experts: finish_input_grad follows
     if (!weights) return;  // backward_weight adds them all
     detail::moe_source_weights(*k_, model_, slots_, grads.data(), cache);
-    detail::norm_backward_weight(*k_, model_, slots_, grads.data(), cache);
+    if (cache.input_grad_partial) {
+      cache.norm_grad_pending = true;  // finish_input_grad adds it
+    } else {
+      detail::norm_backward_weight(*k_, model_, slots_, grads.data(), cache);
+    }
     cache.input_grad_done = false;
   }
 }

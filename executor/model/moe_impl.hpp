@@ -19,9 +19,21 @@
 //   experts    y_e = MLP_e(x_e), each expert's MLP of width f over its rows (its grouped GEMM)
 //   combine    y[n] = x[n] + sum_j g_j · y_e[row of n·k + j] + s(a)[n]
 //   shared     s(a) = MLP_s(a), times sigmoid(a . w_g) with Qwen2-MoE's shared gate
-//   balancing  aux = E / (k·N²) · sum_e P_e · c_e, P_e = sum_n p[n, e], c_e = the copies routed to
-//              e (Megatron-Core switch_load_balancing_loss_func); its gradient enters with the
-//              micro-batch's TokenBatch::moe_aux_grad: d aux / d p[n, e] = E · c_e / (k·N²)
+//   balancing  aux = E / (k·T²) · sum_e P_e · c_e (Megatron-Core router.py aux_loss_load_balancing,
+//              switch_load_balancing_loss_func) over its own scores s and routing map
+//              (compute_routing_scores_for_aux_loss): s = p with softmax, s = p / (sum_e p_e + 1e-20)
+//              with sigmoid; c_e = the rows whose top k of s (no expert bias, no group limit; ties:
+//              the lower expert) hold e, P_e = sum_n s[n, e]. T = N and c_e this rank's; with tp·cp
+//              > 1 the Program's counts all-reduce makes c_e the group's and T its tokens, so the
+//              ranks' terms add up to the micro-batch's loss. Its gradient enters with the
+//              micro-batch's TokenBatch::moe_aux_grad: d aux / d s[n, e] = a_e = E · c_e / (k·T²);
+//              through the sigmoid's normalisation d p_j = (a_j − sum_e a_e s_e) / S, S = sum p + 1e-20
+// tp > 1 with shared experts (their MLP tp-split: column-parallel up/gate, row-parallel down, as
+// Megatron-Core's SharedExpertMLP): the unit takes the tp group's whole rows; the norm, the
+// shared experts' slice and the shared gate run over them all, the router and the routed
+// experts over this rank's own rows [row0, row0 + N/tp) (routed_rows); y and d a are this rank's
+// parts (the residual and the down projection's bias on tp rank 0), summed by the Program's
+// reduce-scatter, after which finish_input_grad runs the norm's backward on the rank's rows.
 // Backward: d y_e[r] = g · dy[n];  d g_j = dy[n] . y_e[r];  through the experts' MLPs to d x_e,
 // summed back per token into d a; normalised top k: d p_j = ρ (d g_j − sum_i d g_i u_i) / sum p
 // (u_i = g_i / ρ, ρ the scaling); softmax: d z = p ⊙ (d p − sum_e d p_e p_e), sigmoid:
@@ -95,10 +107,11 @@ inline void select_top_k(const spec::Model& m, const double* sel, std::vector<in
 // moe_offsets and the load-balancing loss.
 template <typename S, typename K>
 void moe_route(K& k, const spec::Model& m, const UnitSlots& s, const S* params, UnitCacheT<S, K>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k;
+  const RoutedRows own = routed_rows(s, c.dims.rows());
+  const int64_t n = own.n, h = m.hidden, E = m.moe.experts, top = m.moe.top_k;
   const bool sigmoid = m.moe.router == "sigmoid";
   resize(c.probs, n * E);
-  k.linear_forward(c.a.data(), params + s.router, s.router_logit_bias >= 0 ? params + s.router_logit_bias : static_cast<const S*>(nullptr),
+  k.linear_forward(c.a.data() + own.row0 * h, params + s.router, s.router_logit_bias >= 0 ? params + s.router_logit_bias : static_cast<const S*>(nullptr),
                    c.probs.data(), n, h, E);
   resize(c.moe_route, n * top);
   resize(c.moe_gate, n * top);
@@ -138,12 +151,29 @@ void moe_route(K& k, const spec::Model& m, const UnitSlots& s, const S* params, 
     const int32_t e = c.moe_route[static_cast<std::size_t>(r)];
     c.moe_order[static_cast<std::size_t>(next[static_cast<std::size_t>(e)]++)] = static_cast<int32_t>(r);
   }
-  double aux = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    double p_e = 0;
-    for (int64_t i = 0; i < n; ++i) p_e += static_cast<double>(c.probs[static_cast<std::size_t>(i * E + e)]);
-    aux += p_e * expert_count(c, e);
+  // the balancing loss: its own scores' top k per row, their counts and the scores' sums
+  c.moe_loss_counts.assign(static_cast<std::size_t>(E), 0.0);
+  c.moe_loss_tokens = static_cast<double>(n);
+  ids.resize(static_cast<std::size_t>(E));
+  std::vector<double> score_sum(static_cast<std::size_t>(E), 0.0);
+  auto better = [&](int64_t a, int64_t b) { return sel[a] > sel[b] || (sel[a] == sel[b] && a < b); };
+  for (int64_t i = 0; i < n; ++i) {
+    const S* p = c.probs.data() + i * E;
+    double norm = 1;
+    if (sigmoid) {
+      norm = 1e-20;
+      for (int64_t e = 0; e < E; ++e) norm += static_cast<double>(p[e]);
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      sel[static_cast<std::size_t>(e)] = static_cast<double>(p[e]) / norm;
+      score_sum[static_cast<std::size_t>(e)] += sel[static_cast<std::size_t>(e)];
+    }
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), better);
+    for (int64_t j = 0; j < top; ++j) c.moe_loss_counts[static_cast<std::size_t>(ids[static_cast<std::size_t>(j)])] += 1;
   }
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) aux += score_sum[static_cast<std::size_t>(e)] * c.moe_loss_counts[static_cast<std::size_t>(e)];
   c.moe_aux_loss = aux * static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
 }
 
@@ -198,12 +228,14 @@ void for_each_expert(const C& c, const UnitSlots& s, F&& f) {
 
 template <typename S, typename K>
 void moe_route_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* x, UnitCacheT<S, K>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
+  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k;
+  const RoutedRows own = routed_rows(s, n);
+  const int64_t R = own.n * top;
   norm_forward(k, m, s, params, x, c);
   moe_route(k, m, s, params, c);
   resize(c.moe_x, R * h);
   for (int64_t r = 0; r < R; ++r) {
-    const int64_t token = c.moe_order[static_cast<std::size_t>(r)] / top;
+    const int64_t token = own.row0 + c.moe_order[static_cast<std::size_t>(r)] / top;
     std::copy_n(c.a.data() + token * h, h, c.moe_x.data() + r * h);
   }
   if (s.shared_ffn > 0) {
@@ -212,8 +244,9 @@ void moe_route_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* pa
     resize(c.sh_mid, n * fs);
     if (spec::gated(m.mlp)) resize(c.sh_pre2, n * fs);
     resize(c.sh_out, n * h);
+    // over the whole rows; tp > 1: this rank's slice of the width, the row-parallel bias on tp rank 0
     mlp_core_forward(k, m, std::span<const LinearSlot>(s.shared_linears), params, c.a.data(), c.sh_pre.data(),
-                     c.sh_pre2.data(), c.sh_mid.data(), c.sh_out.data(), n, h, fs, true);
+                     c.sh_pre2.data(), c.sh_mid.data(), c.sh_out.data(), n, h, fs, s.adds_residual);
     if (s.shared_gate >= 0) {
       resize(c.sh_gate, n);
       k.linear_forward(c.a.data(), params + s.shared_gate, static_cast<const S*>(nullptr), c.sh_gate.data(), n, h, 1);
@@ -248,13 +281,22 @@ void moe_experts_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* 
 // y = x + sum_j g_j · (the experts' output rows, send order) + the shared experts; keeps the rows.
 template <typename S, typename K>
 void moe_combine_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* x, const S* rows, S* y, UnitCacheT<S, K>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
+  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k;
+  const RoutedRows own = routed_rows(s, n);
+  const int64_t R = own.n * top;
   k.assign(c.moe_y, rows, R * h);
-  std::copy_n(x, n * h, y);
+  // tp > 1 with shared experts: this rank's part of the whole rows' output, summed over tp by the
+  // Program's reduce-scatter — the residual once (tp rank 0), the routed copies of its own rows,
+  // its slice of the shared experts' output
+  if (s.adds_residual || own.n == n) {
+    std::copy_n(x, n * h, y);
+  } else {
+    std::fill_n(y, n * h, S(0));
+  }
   for (int64_t r = 0; r < R; ++r) {
     const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
     const S g = c.moe_gate[static_cast<std::size_t>(copy)];
-    S* out = y + (copy / top) * h;
+    S* out = y + (own.row0 + copy / top) * h;
     const S* ye = rows + r * h;
     for (int64_t i = 0; i < h; ++i) out[i] += g * ye[i];
   }
@@ -271,14 +313,17 @@ void moe_combine_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* 
 template <typename S, typename K>
 void moe_backward_send_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* dy,
                              UnitCacheT<S, K>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k, R = n * top;
-  k.assign(c.d_out, dy, n * h);
+  const int64_t rows = c.dims.rows(), h = m.hidden, E = m.moe.experts, top = m.moe.top_k;
+  const RoutedRows own = routed_rows(s, rows);
+  int64_t n = own.n;  // the routed rows; the shared experts' below take them all
+  const int64_t R = n * top;
+  k.assign(c.d_out, dy, rows * h);
   resize(c.moe_dy, R * h);
   std::vector<double> d_gate(static_cast<std::size_t>(R), 0.0);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t copy = c.moe_order[static_cast<std::size_t>(r)];
     const S g = c.moe_gate[static_cast<std::size_t>(copy)];
-    const S* d = dy + (copy / top) * h;
+    const S* d = dy + (own.row0 + copy / top) * h;
     const S* ye = c.moe_y.data() + r * h;
     S* out = c.moe_dy.data() + r * h;
     double dot = 0;
@@ -289,7 +334,7 @@ void moe_backward_send_phase(K& k, const spec::Model& m, const UnitSlots& s, con
     d_gate[static_cast<std::size_t>(copy)] = dot;
   }
   k.round(c.moe_dy.data(), R * h);
-  resize(c.d_a, n * h);
+  resize(c.d_a, rows * h);
   std::fill(c.d_a.begin(), c.d_a.end(), S(0));
   // the router: the gates' gradient through the scaling and the top-k normalisation, the balancing
   // loss, the softmax (or the sigmoid)
@@ -297,10 +342,18 @@ void moe_backward_send_phase(K& k, const spec::Model& m, const UnitSlots& s, con
   std::vector<double> dp(static_cast<std::size_t>(E));
   const bool sigmoid = m.moe.router == "sigmoid";
   const double rho = m.moe.router_scaling;
-  const double scale = static_cast<double>(E) / (static_cast<double>(top) * static_cast<double>(n) * static_cast<double>(n));
+  const double T = c.moe_loss_tokens;
+  const double scale = T > 0 ? c.moe_aux_grad * static_cast<double>(E) / (static_cast<double>(top) * T * T) : 0.0;
   for (int64_t i = 0; i < n; ++i) {
     const S* p = c.probs.data() + i * E;
-    for (int64_t e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = c.moe_aux_grad * scale * expert_count(c, e);
+    // the balancing loss's a_e = d aux / d s[n, e], through the sigmoid scores' normalisation
+    for (int64_t e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = scale * c.moe_loss_counts[static_cast<std::size_t>(e)];
+    if (sigmoid && c.moe_aux_grad != 0) {
+      double norm = 1e-20, weighted_a = 0;
+      for (int64_t e = 0; e < E; ++e) norm += static_cast<double>(p[e]);
+      for (int64_t e = 0; e < E; ++e) weighted_a += dp[static_cast<std::size_t>(e)] * static_cast<double>(p[e]) / norm;
+      for (int64_t e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = (dp[static_cast<std::size_t>(e)] - weighted_a) / norm;
+    }
     double chosen = sigmoid ? 1e-20 : 0.0, weighted = 0;
     for (int64_t j = 0; j < top; ++j) {
       const std::size_t copy = static_cast<std::size_t>(i * top + j);
@@ -324,9 +377,10 @@ void moe_backward_send_phase(K& k, const spec::Model& m, const UnitSlots& s, con
     }
   }
   k.round(c.moe_dlogits.data(), n * E);
-  k.linear_backward_input(c.moe_dlogits.data(), params + s.router, c.d_a.data(), n, h, E, true);
-  if (s.shared_ffn > 0) {
+  k.linear_backward_input(c.moe_dlogits.data(), params + s.router, c.d_a.data() + own.row0 * h, n, h, E, true);
+  if (s.shared_ffn > 0) {  // over the whole rows (tp > 1: this rank's part of d a, summed over tp)
     const int64_t fs = s.shared_ffn;
+    n = rows;
     resize(c.sh_dout, n * h);
     if (s.shared_gate >= 0) {
       resize(c.sh_dgate, n);
@@ -380,13 +434,19 @@ void moe_experts_backward_phase(K& k, const spec::Model& m, const UnitSlots& s, 
 template <typename S, typename K>
 void moe_backward_finish_phase(K& k, const spec::Model& m, const UnitSlots& s, const S* params, const S* rows, S* dx,
                                UnitCacheT<S, K>& c) {
-  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k, R = n * top;
+  const int64_t n = c.dims.rows(), h = m.hidden, top = m.moe.top_k;
+  const RoutedRows own = routed_rows(s, n);
+  const int64_t R = own.n * top;
   for (int64_t r = 0; r < R; ++r) {
-    S* out = c.d_a.data() + (c.moe_order[static_cast<std::size_t>(r)] / top) * h;
+    S* out = c.d_a.data() + (own.row0 + c.moe_order[static_cast<std::size_t>(r)] / top) * h;
     const S* in = rows + r * h;
     for (int64_t i = 0; i < h; ++i) out[i] += in[i];
   }
   k.round(c.d_a.data(), n * h);
+  if (s.tp > 1 && s.shared_ffn > 0) {  // this rank's part of d_a: summed over tp, then finish_input_grad
+    k.copy(dx, c.d_a.data(), n * h);
+    return;
+  }
   norm_backward_input(k, m, s, params, c.d_out.data(), dx, c);
 }
 
@@ -394,7 +454,9 @@ void moe_backward_finish_phase(K& k, const spec::Model& m, const UnitSlots& s, c
 template <typename S, typename K>
 void moe_source_weights(K& k, const spec::Model& m, const UnitSlots& s, S* grads, UnitCacheT<S, K>& c) {
   const int64_t n = c.dims.rows(), h = m.hidden;
-  linear_backward_weight(k, LinearSlot{s.router, s.router_logit_bias, h, m.moe.experts}, c.a.data(), c.moe_dlogits.data(), grads, n);
+  const RoutedRows own = routed_rows(s, n);
+  linear_backward_weight(k, LinearSlot{s.router, s.router_logit_bias, h, m.moe.experts}, c.a.data() + own.row0 * h,
+                         c.moe_dlogits.data(), grads, own.n);
   if (s.shared_ffn > 0) {
     mlp_core_backward_weight(k, m, std::span<const LinearSlot>(s.shared_linears), c.a.data(), c.sh_mid.data(),
                              c.sh_dout.data(), c.sh_d_pre.data(), c.sh_d_pre2.data(), grads, n);

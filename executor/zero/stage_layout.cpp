@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/count/tensors.hpp"
 #include "core/program/units.hpp"
 #include "core/program/zero.hpp"
 #include "core/spec/plan.hpp"
@@ -71,10 +72,15 @@ StageLayout::StageLayout(const program::Program& prog, int64_t stage, int64_t dp
       if (tied_copy || (t.replicated && tp_index > 0 && !t.expert)) append_merged(norm_excluded_, r);
       // sequence parallelism: each tp rank's gradient covers its rows, summed over tp once a step —
       // the norms', and a MoE unit's router's (Megatron-Core marks it sequence_parallel): its weight,
-      // gpt-oss's logit bias and DeepSeek-V3's selection bias (no gradient: zeros, as the Program counts it)
+      // gpt-oss's logit bias and DeepSeek-V3's selection bias (no gradient: zeros, as the Program counts it);
+      // and Qwen2-MoE's shared gate (likewise marked), whose gradient each rank took from its slice of
+      // the shared experts' output
       const bool router = prog.plan.sequence_parallel && (t.name.ends_with(".mlp.router.w") || t.name.ends_with(".mlp.router.b") ||
-                                                          t.name.ends_with(".mlp.router.logit_b"));
-      if (t.spec.norm || router) append_merged(norms_, r);
+                                                          t.name.ends_with(".mlp.router.logit_b") ||
+                                                          t.name.ends_with(".mlp.shared_gate.w"));
+      // without sequence parallelism, the query and key norms' alone (each tp rank's heads': Megatron-Core
+      // sums them over tp under qk_layernorm too)
+      if (prog.plan.sequence_parallel ? (t.spec.norm || router) : count::is_qk_norm(t.name)) append_merged(norms_, r);
     }
   }
   for (const Range& r : persistent_) {

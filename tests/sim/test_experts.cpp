@@ -98,6 +98,27 @@ TEST(ExpertsSim, ExpertTensorParallelismGathersAndScattersOverItsGroup) {
   EXPECT_NEAR(run(1, 1.5, 2).metrics.time.ep_s, 1.5 * etp.metrics.time.ep_s, 16e-9);
 }
 
+// The balancing loss under tp 2 (sequence parallel, the node's 2 GPUs, dp 1): each MoE unit's
+// forward all-reduces its E = 8 int64 counts, S = 64 bytes, over the tp pair before the dispatch
+// — 2 layers × 4 micro-batches = 8 of them on the tp lane, on the compute's path (nothing else
+// runs at dp 1 and pp 1): the lane and the step both grow by 8 all-reduces of 64 bytes.
+TEST(ExpertsSim, TheBalancingLossesCountsAreAllReducedOverTheTpPair) {
+  auto step = [](double alpha) {
+    const spec::Plan p = spec::plan_from_json({{"tp", 2}, {"sequence_parallel", true}, {"micro_batches", 4}}, "plan.json");
+    nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"}};
+    if (alpha > 0) t["moe_aux_loss_coeff"] = alpha;
+    return simulate(program::lower(model(), spec::training_from_json(t, "training.json"), p), cluster());
+  };
+  const Topology topology(cluster(), 2);
+  const std::vector<int64_t> pair = {0, 1};
+  const CollectiveCost ar(CollectiveKind::kAllReduce, pair, topology);
+  const double counts_s = 8 * static_cast<double>(ar.time_ns(8 * 8)) * 1e-9;
+  ASSERT_GT(counts_s, 0);
+  const SimResult without = step(0), with = step(0.01);
+  EXPECT_NEAR(with.metrics.time.tp_s - without.metrics.time.tp_s, counts_s, 8e-9);
+  EXPECT_NEAR(with.metrics.step_time_s - without.metrics.step_time_s, counts_s, 8e-9);
+}
+
 // A routed copy's saved expert input is the gathered one, 2h·etp bytes: etp 2 keeps k·2h = 1 KiB
 // more a token in each MoE layer than etp 1 (bf16, tp 1); the activation itself is unchanged.
 TEST(ExpertsSim, ExpertTensorParallelismKeepsTheGatheredInput) {

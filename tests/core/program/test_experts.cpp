@@ -267,5 +267,70 @@ TEST(Experts, TheAllGatherDispatcherGathersTheGroupsTokens) {
   EXPECT_EQ(grid.group_members(Group::kExpertTpEp, 5), (std::vector<int64_t>{4, 5, 6, 7}));
 }
 
+// The balancing loss over tp or cp ranks (comm_rules.hpp, moe_aux_counts_bytes): each MoE unit's
+// forward all-reduces E int64 counts, 4 · 8 = 32 bytes, over the tp·cp ranks of its micro-batch
+// (Group::kTpCp) after the route and before the dispatch; under full recompute the Recompute does it
+// instead of the forward; none without the loss, at tp·cp = 1, or in a forward-only Program.
+TEST(Experts, TheBalancingLossSumsItsCountsOverTheTpCpGroup) {
+  auto lower_aux = [](const nlohmann::json& plan_json, double alpha, LowerOptions options = {}) {
+    const spec::Plan p = spec::plan_from_json(plan_json, "plan.json");
+    spec::Training t = test::training(p.micro_batch * p.micro_batches * p.dp, "megatron");
+    t.moe_aux_loss_coeff = alpha;
+    return lower(moe(), t, p, options);
+  };
+  auto counts_of = [](const Program& prog, int32_t unit) {
+    std::vector<std::pair<Op, Op>> out;  // (the all-reduce's predecessor on the unit, what follows it)
+    const auto& v = prog.roles[0].instrs;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (v[i].group != Group::kTpCp || v[i].unit_begin != unit) continue;
+      EXPECT_EQ(v[i].op, Op::kTpAllReduce);
+      EXPECT_EQ(v[i].lane, Lane::kTp);
+      EXPECT_EQ(v[i].bytes, kE * 8);
+      std::size_t next = i + 1;
+      while (next < v.size() && v[next].unit_begin != unit) ++next;
+      out.emplace_back(v[i - 1].op, next < v.size() ? v[next].op : Op::kForward);
+    }
+    return out;
+  };
+  const nlohmann::json tp_ep = {{"tp", 2}, {"dp", 2}, {"ep", 2}, {"sequence_parallel", true}, {"micro_batches", 2}};
+  const Program prog = lower_aux(tp_ep, 0.01);
+  check(prog);
+  // unit 2 (block 0's MoE): per micro-batch one, after the route's Forward and before the dispatch
+  const auto two = counts_of(prog, 2);
+  ASSERT_EQ(two.size(), 2u);
+  for (const auto& [before, after] : two) {
+    EXPECT_EQ(before, Op::kForward);
+    EXPECT_EQ(after, Op::kAllToAll);
+  }
+  EXPECT_EQ(prog.placement.group_members(Group::kTpCp, 3), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(prog.placement.moe_counts);
+  // full recompute: the Recompute's, not the forward's
+  nlohmann::json full = tp_ep;
+  full["recompute"] = "full";
+  const Program recomputed = lower_aux(full, 0.01);
+  check(recomputed);
+  for (int32_t unit : {2, 4}) {  // both blocks' MoE units
+    const auto r = counts_of(recomputed, unit);
+    ASSERT_EQ(r.size(), 2u);
+    for (const auto& [before, after] : r) {
+      EXPECT_EQ(before, Op::kRecompute);
+      EXPECT_EQ(after, Op::kAllToAll);
+    }
+  }
+  // cp 2 x tp 2: the 4 ranks of a micro-batch, whose tokens are split over tp and cp
+  const Program cp = lower_aux({{"tp", 2}, {"cp", 2}, {"dp", 1}, {"sequence_parallel", true}, {"micro_batches", 2}}, 0.01);
+  check(cp);
+  EXPECT_EQ(cp.placement.group_members(Group::kTpCp, 2), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(counts_of(cp, 2).size(), 2u);
+  // none without the loss, at tp·cp 1, or forward only
+  EXPECT_TRUE(counts_of(lower_aux(tp_ep, 0.0), 2).empty());
+  EXPECT_TRUE(counts_of(lower_aux({{"dp", 4}, {"ep", 2}, {"micro_batches", 2}}, 0.01), 2).empty());
+  LowerOptions eval;
+  eval.forward_only = true;
+  const Program fwd = lower_aux(tp_ep, 0.01, eval);
+  EXPECT_TRUE(counts_of(fwd, 2).empty());
+  EXPECT_FALSE(fwd.placement.moe_counts);
+}
+
 }  // namespace experts_test
 }  // namespace stagecraft::program

@@ -260,6 +260,9 @@ TEST(GradCheck, MixtureOfExpertsSigmoidGroupLimitedBiasedScaled) {
   m.moe.normalize_top_k = false;  // the scores themselves, scaled
   m.moe.router_groups = m.moe.router_group_top_k = 0;
   check_every_unit(m);
+  // the balancing loss on the sigmoid scores normalised over the experts (Megatron-Core
+  // compute_routing_scores_for_aux_loss), over its own top k
+  check_every_unit(m, 0.5);
 }
 
 // gpt-oss's router: a learned logit bias (trained by its gradient), softmax, top 2 of 4 renormalised.

@@ -128,6 +128,38 @@ TEST(MoeUnit, UniformRouterWithoutRenormalisingScalesTheMlpByKOverE) {
   EXPECT_NEAR(cm.moe_aux_loss, 1.0, 1e-12);
 }
 
+// The balancing loss counts its own top k of the scores (Megatron-Core
+// compute_routing_scores_for_aux_loss), not the routing the expert biases shift. A sigmoid router
+// with zero weights: sigma = 1/2 for every expert, so the scores s = (1/2) / (E/2) = 1/E tie and
+// the loss's top k are experts 0 .. k-1 (c_e = N there, 0 elsewhere), P_e = N/E, and
+// aux = E / (k N^2) * k * (N/E) * N = 1; the biases (+1 on the last k experts) send every copy to
+// experts E-k .. E-1 instead.
+TEST(MoeUnit, BalancingLossCountsItsOwnTopKOfTheScoresNotTheBiasedRouting) {
+  spec::Model m = moe_model(true);
+  m.moe.router = "sigmoid", m.moe.router_bias = true;
+  const ParamLayout layout(m, 2, 3);
+  const Layer<double> layer(layout, 2);
+  std::vector<double> p = test::random_params<double>(layout, 7);
+  const TensorSlot& w = layout.find("block.0.mlp.router.w");
+  const TensorSlot& b = layout.find("block.0.mlp.router.b");
+  std::fill_n(p.begin() + w.offset, w.size(), 0.0);
+  for (int64_t e = 0; e < kExperts; ++e) p[static_cast<std::size_t>(b.offset + e)] = e >= kExperts - kTop ? 1.0 : 0.0;
+  const Dims d = test::tiny_dims();
+  const int64_t n = d.rows() * m.hidden, rows = d.rows();
+  const std::vector<double> x = test::random_vector<double>(n, 5, 1.0);
+  const test::Tokens tokens = test::random_tokens(m, d, 1);
+  std::vector<double> y(static_cast<std::size_t>(n));
+  UnitCache<double> c;
+  layer.forward(tokens.view(), p, x, y, c);
+  for (int64_t e = 0; e < kExperts; ++e) {
+    const double routed = c.moe_offsets[static_cast<std::size_t>(e + 1)] - c.moe_offsets[static_cast<std::size_t>(e)];
+    EXPECT_EQ(routed, e >= kExperts - kTop ? rows : 0) << "expert " << e;
+    EXPECT_EQ(c.moe_loss_counts[static_cast<std::size_t>(e)], e < kTop ? rows : 0) << "expert " << e;
+  }
+  EXPECT_EQ(c.moe_loss_tokens, static_cast<double>(rows));
+  EXPECT_NEAR(c.moe_aux_loss, 1.0, 1e-12);
+}
+
 // Rows [first, first + count) of a [rows x h] buffer.
 std::vector<double> rows_of(const std::vector<double>& v, int64_t first, int64_t count, int64_t h) {
   return {v.begin() + first * h, v.begin() + (first + count) * h};

@@ -100,6 +100,37 @@ TEST(MpiEquivalence, TensorParallelPlansMatchTheSingleRankRun) {
   expect_tensor_parallel_matches(test::tiny_llama_model(), rank);
 }
 
+// Qwen3's query and key norms (per head, one weight for every head) under tp 2: each rank's
+// gradient of those weights is its heads', summed over tp once a step (Megatron-Core's
+// _allreduce_layernorm_grads under qk_layernorm) — alone without sequence parallelism, with the
+// other norms with it; with pp 2 too.
+TEST(MpiEquivalence, QueryKeyNormsUnderTensorParallelismMatchTheSingleRankRun) {
+  int rank = 0;
+  {
+    MpiCommunicator probe(program::Placement{1, 1, 4});
+    rank = static_cast<int>(probe.rank());
+  }
+  spec::Model model = test::tiny_llama_model();
+  model.name = "tiny-qwen3";
+  model.qk_norm = true;
+  Outcome ref;
+  if (rank == 0) ref = run_single_rank(kSteps, model);
+  const std::vector<test::PlanSpec> plans = {
+      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1},
+      {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true},
+      {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "1f1b"},
+  };
+  for (const test::PlanSpec& spec : plans) {
+    const Outcome got = run_distributed(spec, kSteps, model);
+    if (rank != 0) continue;
+    const Errors e = compare(got, ref, model);
+    std::printf("%s %-52s %12.3e %12.3e\n", model.name.c_str(), spec.name().c_str(), e.loss, e.params);
+    EXPECT_FALSE(e.nan) << spec.name();
+    EXPECT_LE(e.loss, kTolerance) << spec.name();
+    EXPECT_LE(e.params, kTolerance) << spec.name();
+  }
+}
+
 // Mixtures of experts (moe_impl.hpp) at ep 1: each rank routes its micro-batches' tokens to whole
 // experts, so pp, dp and ZeRO must give the single-rank run, balancing loss (α = 0.01) included,
 // to the same 1e-5: a Mixtral-shaped model (4 SwiGLU experts, top 2 renormalised) and a
@@ -202,9 +233,10 @@ TEST(MpiEquivalence, ExpertParallelPlansMatchTheSingleRankRun) {
 // routes its own 1/tp of the tokens to whole experts, the router's gradient joins the norms' sum
 // over tp and the experts' are reduced over the tp x dp / ep ranks holding them; with ep 2 the
 // expert-parallel group is the two tp ranks of a data-parallel index. And under context parallelism
-// (cp 2, p2p): each cp rank routes its chunks' tokens, ep 2 over the cp ranks of a sequence. No
-// balancing loss (α = 0: its token counts would be summed over tp or cp, which the executor does
-// not issue). ZeRO-0, and the distributed optimizer (ZeRO-1/2) with the experts partitioned over
+// (cp 2, p2p): each cp rank routes its chunks' tokens, ep 2 over the cp ranks of a sequence. With
+// the balancing loss (α = 0.01): each unit's token counts are summed over the tp·cp ranks
+// (Group::kTpCp) before the backward, so each rank's term E/(k·T²)·Σ P_e·c_e, T the group's
+// tokens, adds up to the one-rank loss. ZeRO-0, and the distributed optimizer (ZeRO-1/2) with the experts partitioned over
 // their tp x dp / ep ranks: 4 against the dense 2 at tp 2 x dp 2, 2 against none at tp 2 x pp 2
 // x dp 1, and 2 against 4 with cp (Megatron-LM: ZeRO-1).
 constexpr spec::Framework kMegatron = spec::Framework::kMegatron;  // DeepSpeed-MoE does not split ep over tp
@@ -229,7 +261,21 @@ TEST(MpiEquivalence, ExpertsUnderTensorParallelismMatchTheSingleRankRun) {
       {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "1f1b", .recompute = "full", .sequence_parallel = true,
        .framework = kMegatron, .ep = 2},
   };
-  expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
+  expect_experts_match(tiny_mixtral(), rank, plans);
+  // Qwen2-MoE's gated shared expert under tp 2: the unit takes the pair's whole rows (the shared
+  // experts' MLP is tp-split: all-gather before, reduce-scatter after), routes its own half, and
+  // its shared gate's gradient joins the norms' sum over tp; ep 1 (ZeRO-1) and 2, ZB-H1 over pp 2
+  // (the norm's weight gradient after the reduce-scatter), full recompute
+  expect_experts_match(tiny_qwen2_moe(), rank,
+                       {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true, .framework = kMegatron},
+#if !defined(STAGECRAFT_SANITIZED)  // memory and undefined behaviour: the plan above runs every phase
+                        {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true, .framework = kMegatron, .ep = 2},
+                        {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "zb-h1", .sequence_parallel = true,
+                         .framework = kMegatron, .ep = 2},
+                        {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .recompute = "full", .sequence_parallel = true,
+                         .framework = kMegatron}
+#endif
+                       });
 }
 
 // Expert tensor parallelism (interpreter_ep.cpp, Megatron-Core's expert grid etp x ep x edp, etp
@@ -257,8 +303,7 @@ TEST(MpiEquivalence, ExpertTensorParallelPlansMatchTheSingleRankRun) {
 #if !defined(STAGECRAFT_SANITIZED)
   expect_experts_match(tiny_mixtral(), rank,
                        {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
-                         .framework = kMegatron, .ep = 2, .etp = 2}},
-                       0.0);
+                         .framework = kMegatron, .ep = 2, .etp = 2}});
 #endif
 }
 
@@ -287,8 +332,7 @@ TEST(MpiEquivalence, ExpertAllGatherDispatcherPlansMatchTheSingleRankRun) {
 #if !defined(STAGECRAFT_SANITIZED)
   expect_experts_match(tiny_mixtral(), rank,
                        {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
-                         .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}},
-                       0.0);
+                         .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}});
 #endif
 }
 
@@ -299,7 +343,9 @@ TEST(MpiEquivalence, ExpertAllGatherDispatcherPlansMatchTheSingleRankRun) {
 // differently from the next step on. At u = 0.05 (Megatron-Core's default 1e-3 would move a
 // selection within 5 steps only by chance) the biases reorder the choices; every plan must still give
 // the single-rank run to 1e-5: ep 2 over dp 4 (ZeRO-1: the biases in the dense partition), ep 2 x
-// pp 2, tp 2 x dp 2 (sequence parallel: each tp rank routes its rows) and cp 2 x dp 2 x ep 2.
+// pp 2, tp 2 x dp 2 (sequence parallel: each tp rank routes its rows) and cp 2 x dp 2 x ep 2 — with
+// the balancing loss beside the biases (α = 0.01), on the sigmoid scores normalised over the
+// experts (Megatron-Core's rule), its counts summed over the tp or cp pairs.
 spec::Model tiny_deepseek_moe() {
   spec::Model m = tiny_mixtral();
   m.name = "tiny-deepseek-moe";
@@ -320,11 +366,12 @@ TEST(MpiEquivalence, ExpertBiasBalancingMatchesTheSingleRankRun) {
       {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true, .framework = kMegatron},
       {.cp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .framework = kMegatron, .ep = 2},
   };
-  expect_experts_match(tiny_deepseek_moe(), rank, plans, 0.0, 0.05);
+  expect_experts_match(tiny_deepseek_moe(), rank, plans, 0.01, 0.05);
 }
 
-// The issue's shape on 8 ranks: ep 2 x pp 2 x tp 2 x dp 2, sequence parallel, 1F1B; ZeRO-0 and
-// the distributed optimizer (ZeRO-1: the experts over their 2 ranks, the dense over dp 2).
+// The issue's shape on 8 ranks: ep 2 x pp 2 x tp 2 x dp 2, sequence parallel, 1F1B, the balancing
+// loss over the tp pairs; ZeRO-0 and the distributed optimizer (ZeRO-1: the experts over their 2
+// ranks, the dense over dp 2).
 TEST(MpiEquivalence, EightRankExpertParallelTensorParallelPipeline) {
   int rank = 0;
   {
@@ -337,7 +384,7 @@ TEST(MpiEquivalence, EightRankExpertParallelTensorParallelPipeline) {
       {.tp = 2, .pp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b", .zero = 1, .sequence_parallel = true,
        .framework = kMegatron, .ep = 2},
   };
-  expect_experts_match(tiny_mixtral(), rank, plans, 0.0);
+  expect_experts_match(tiny_mixtral(), rank, plans);
 }
 
 TEST(MpiTrace, GathersEveryRanksInstructionsAndMemory) {
