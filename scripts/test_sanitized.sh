@@ -33,9 +33,10 @@ ASAN_OPTIONS="abort_on_error=1" \
 # came out 30x slower and calibration could not halve a -97% error). Their code under ASan is the
 # executor's traced runs (executor.mpi.tp_trace, MpiTrace) and calibrate's unit tests; run serially,
 # the tp loop alone took 2-2.5 minutes of the sanitized pass. So are executor.mpi.learning,
-# learning_tp and learning_cp: 200 steps each of `mpirun stagecraft run` to see the loss fall (81 s,
-# 106 s and 67 s under ASan), the same step code the equivalence tests run under ASan for every plan, and the same
-# command the resume, trace, fault and watchdog tests run.
+# learning_tp, learning_cp and learning_moe: 200 steps each of `mpirun stagecraft run` to see the loss
+# fall (81 s, 106 s, 67 s and 83 s under ASan), the same step code the equivalence tests run under
+# ASan for every plan (experts included), and the same command the resume, trace, fault and
+# watchdog tests run.
 ASAN_OPTIONS="abort_on_error=1:detect_leaks=0" \
   ctest --test-dir build-asan --output-on-failure --parallel "$jobs" -L mpi -LE validation \
-    -E '^(traces\.mpi\.loop(_tp)?|executor\.mpi\.learning(_tp|_cp)?)$' "$@"
+    -E '^(traces\.mpi\.loop(_tp)?|executor\.mpi\.learning(_tp|_cp|_moe)?)$' "$@"

@@ -117,8 +117,10 @@ TEST(MpiEquivalence, QueryKeyNormsUnderTensorParallelismMatchTheSingleRankRun) {
   if (rank == 0) ref = run_single_rank(kSteps, model);
   const std::vector<test::PlanSpec> plans = {
       {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1},
+#if !defined(STAGECRAFT_SANITIZED)  // memory and undefined behaviour: the plan above runs the new path
       {.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .sequence_parallel = true},
       {.tp = 2, .pp = 2, .dp = 1, .micro_batches = 8, .schedule = "1f1b"},
+#endif
   };
   for (const test::PlanSpec& spec : plans) {
     const Outcome got = run_distributed(spec, kSteps, model);

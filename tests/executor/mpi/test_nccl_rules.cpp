@@ -171,7 +171,15 @@ TEST(NcclRules, EveryPlanOfTheSweepKeepsThem) {
   int64_t collectives = 0, messages = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::pair<std::unique_ptr<MpiCommunicator>, std::unique_ptr<MpiCommunicator>>>
       comms;
-  for (const SweepPlan& p : plans) {
+  // under the sanitizers the 8-rank sweep runs every other plan (docs/reliability.md): every path
+  // still, at half the cost of the pass's longest launch
+#if defined(STAGECRAFT_SANITIZED)
+  const std::size_t stride = world == 8 ? 2 : 1;
+#else
+  const std::size_t stride = 1;
+#endif
+  for (std::size_t i = 0; i < plans.size(); i += stride) {
+    const SweepPlan& p = plans[i];
     SCOPED_TRACE(p.name);
     const program::Placement& pl = p.prog.placement;
     auto& [data, shadow] = comms[{pl.tp, pl.cp, pl.pp, pl.dp}];
