@@ -66,12 +66,15 @@ int64_t env_int(const char* name, int64_t fallback) {
 }
 
 // Checks done identically on every rank before anything is allocated; the message or empty.
-std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Plan& p, int64_t world) {
+std::string precheck(const RunArgs& a, const spec::Model& m, const spec::Training& t, const spec::Plan& p, int64_t world) {
   if (a.backend == "cuda") {
     if (const std::string why = cuda_plan_unsupported(p); !why.empty()) return "--backend cuda: " + why;
   }
   if (const std::string why = executor::plan_unsupported(m, p); !why.empty()) {
     return (p.file.empty() ? std::string("the plan") : p.file) + ": " + why;
+  }
+  if (const std::string why = executor::training_unsupported(m, t); !why.empty()) {
+    return (t.file.empty() ? std::string("the training") : t.file) + ": " + why;
   }
   if (world != p.world()) {
     const std::string split = p.cp > 1 ? "tp x cp x pp x dp = " + std::to_string(p.tp) + " x " + std::to_string(p.cp) + " x "
@@ -287,7 +290,7 @@ int run_run(const RunArgs& a) {
         with_training_args(spec::load_training(spec::resolve_config(ConfigKind::kTraining, a.training)), a.training_args);
     if (world.rank() == 0) warn_training_length(m, &t);
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
-    if (const std::string why = precheck(a, m, p, world.size()); !why.empty()) return fail_before_training(why);
+    if (const std::string why = precheck(a, m, t, p, world.size()); !why.empty()) return fail_before_training(why);
     prog = program::lower(m, executor::executed_training(t, a.backend != "cuda"), p);
     // Both checked before anything runs, so a bad checkpoint or an unexportable model writes nothing.
     if (!a.save_hf.empty()) executor::hf::family_of(prog->model);

@@ -31,6 +31,16 @@ namespace stagecraft::cli {
 
 namespace {
 
+// The busiest expert's load as the simulation takes it (Training::moe_busiest_load) and why.
+std::string expert_load(const spec::Training& t) {
+  const std::string rho = text::fmt("%.2f", t.moe_imbalance);
+  if (t.moe_capacity_factor <= 0) return "load imbalance " + rho + " (training \"moe_imbalance\"), dropless";
+  const std::string c = text::fmt("%.2f", t.moe_capacity_factor);
+  if (t.moe_pad_to_capacity) return "every expert padded to its capacity, " + c + "x its balanced share (\"moe_capacity_factor\")";
+  return "the busiest rank at " + text::fmt("%.2f", t.moe_busiest_load()) + "x the mean (imbalance " + rho + ", capacity " + c +
+         ": copies beyond it dropped)";
+}
+
 // What the plan's ZeRO runs across nodes (docs/program.md), in words; empty for plain ZeRO.
 std::string across_nodes_text(const spec::Plan& p, spec::Framework f) {
   const spec::ZeroConfig& z = p.zero;
@@ -246,8 +256,7 @@ int run_simulate(const SimulateArgs& a) {
                 << (nodes == 1 ? " node" : " nodes") << "), their gradients over " << prog.plan.expert_dp() << (prog.plan.expert_dp() == 1 ? " rank" : " ranks")
                 << "; a GPU's all-to-alls send "
                 << text::short_bytes(r.metrics.ep_intranode_bytes) << " a step inside its node, "
-                << text::short_bytes(r.metrics.ep_internode_bytes) << " to other nodes; load imbalance "
-                << text::fmt("%.2f", prog.training.moe_imbalance) << " (training \"moe_imbalance\")\n";
+                << text::short_bytes(r.metrics.ep_internode_bytes) << " to other nodes; " << expert_load(prog.training) << "\n";
     }
     if (communicator) {
       std::cout << "collectives ZeRO-3's parameter gathers and gradient reductions "

@@ -28,6 +28,9 @@ int64_t checked_rank(const program::Program& prog, const Communicator& comm, con
   if (const std::string why = plan_unsupported(prog.model, prog.plan); !why.empty()) {
     throw ExecutorError("the plan: " + why);
   }
+  if (const std::string why = training_unsupported(prog.model, prog.training); !why.empty()) {
+    throw ExecutorError("the training: " + why);
+  }
   if (prog.plan.zero.offload_param == spec::Offload::kCpu) {
     throw ExecutorError("offload_param \"cpu\" places ZeRO-3's parameter shards in a GPU host's memory; the CPU "
                         "executor's shards already are in host memory, so run the plan with \"offload_param\": \"none\"");
@@ -59,6 +62,14 @@ void fault_kill(int64_t rank, const std::string& where) {
   std::fflush(stderr);
   std::raise(SIGKILL);
   std::abort();  // not reached
+}
+
+std::string training_unsupported(const spec::Model& m, const spec::Training& t) {
+  if (m.moe.on() && t.moe_capacity_factor > 0) {
+    return "/moe_capacity_factor: the executor routes dropless (every copy to its expert); an expert capacity that drops "
+           "or pads copies is simulated and searched, not run yet";
+  }
+  return "";
 }
 
 std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {

@@ -74,6 +74,8 @@ spec::Training executed_training(const spec::Training& requested, bool sixteen_b
 // pointer first): tensor parallelism the layers cannot split; empty when it can (always for tp = 1).
 // `training`, when given, for what depends on it (the balancing loss with experts over tp or cp).
 std::string plan_unsupported(const spec::Model& model, const spec::Plan& plan);
+// Why the executor cannot run `training`'s options for `model`, as "/field: reason", or "".
+std::string training_unsupported(const spec::Model& model, const spec::Training& training);
 
 // What the test-only fault switch does (STAGECRAFT_FAULT_KIND, cli/run.cpp).
 enum class FaultKind {

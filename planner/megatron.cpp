@@ -230,6 +230,10 @@ MegatronExport to_megatron(const spec::Plan& p, const spec::Training& t, const s
       x.warnings.push_back("a gated shared expert (Qwen2-MoE's sigmoid gate): no argument is written for it; set the gate "
                            "in the model provider of your Megatron-LM version");
     }
+    if (t.moe_capacity_factor > 0) {
+      arg("--moe-expert-capacity-factor", number(t.moe_capacity_factor));
+      if (t.moe_pad_to_capacity) arg("--moe-pad-expert-input-to-capacity");
+    }
     if (t.moe_imbalance != 1.0) {
       x.comments.push_back("the simulation assumed the busiest expert-parallel rank computes " + number(t.moe_imbalance) +
                            "x the mean tokens (moe_imbalance); Megatron-LM's balancing options (--moe-aux-loss-coeff, "

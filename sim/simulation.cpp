@@ -35,6 +35,13 @@ std::size_t lane_count(const program::RoleGraph& g, Lane lane) {
   return static_cast<std::size_t>(g.lane_count[static_cast<int>(lane)]);
 }
 
+// The training the compute model reads: the Program's, or with the options' load imbalance.
+spec::Training with_imbalance(const spec::Training& t, double rho) {
+  spec::Training out = t;
+  if (rho > 0) out.moe_imbalance = rho;
+  return out;
+}
+
 }  // namespace
 
 Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options)
@@ -46,7 +53,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
       usage_(!options.step_time_only),
       topology_(cluster, prog.placement.world()),
       net_(topology_),
-      compute_(prog.model, cluster, prog.training, prog.plan),
+      compute_(prog.model, cluster, with_imbalance(prog.training, options.moe_imbalance), prog.plan),
       costs_(prog, topology_, cluster) {
   if (usage_) memory_rules_.emplace(prog, cluster);
   if (compute_.tp_overlap().on || compute_.tp_overlap().async_grad) {

@@ -67,6 +67,9 @@ struct SimOptions {
   // found without the overlap rule are ignored where NCCL's slowdown of compute is charged. Null:
   // none.
   const std::vector<Chains>* chains = nullptr;
+  // > 0: the MoE load imbalance ρ in place of the training's moe_imbalance (the error bars'
+  // perturbation of a stated moe_imbalance_sigma; sim/uncertainty.hpp).
+  double moe_imbalance = 0;
 };
 
 struct SimResult {

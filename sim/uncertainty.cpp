@@ -47,6 +47,30 @@ bool can_matter(const program::Program& prog, const spec::Cluster& c, const std:
   return true;
 }
 
+constexpr const char* kImbalance = "training.moe_imbalance";
+
+// The uncertain parameters of this plan: the cluster profile's, then the training's stated MoE load
+// imbalance (moe_imbalance_sigma, as a relative σ of ρ) where the Program has experts.
+std::vector<spec::ParameterUncertainty> uncertain(const program::Program& prog, const spec::Cluster& cluster) {
+  std::vector<spec::ParameterUncertainty> out = cluster.uncertainty;
+  const spec::Training& t = prog.training;
+  if (prog.model.moe.on() && t.moe_imbalance_sigma > 0) {
+    out.push_back({kImbalance, t.moe_imbalance_sigma / t.moe_imbalance,
+                   "the training's moe_imbalance_sigma (stated): ρ = " + text::fmt("%.3g", t.moe_imbalance) + " ± " +
+                       text::fmt("%.3g", t.moe_imbalance_sigma)});
+  }
+  return out;
+}
+
+// Whether ρ can move the step: the experts split over ranks (ep or etp > 1), not padded to a
+// capacity (whose load is c whatever ρ), and the uncapped ρ or the perturbed one under a capacity
+// that drops the excess (Training::moe_busiest_load).
+bool imbalance_can_matter(const program::Program& prog) {
+  const spec::Training& t = prog.training;
+  if (prog.plan.ep * prog.plan.etp <= 1 || t.moe_pad_to_capacity) return false;
+  return t.moe_capacity_factor <= 0 || t.moe_capacity_factor > t.moe_imbalance - t.moe_imbalance_sigma;
+}
+
 }  // namespace
 
 spec::Cluster perturbed(const spec::Cluster& cluster, const std::string& parameter, double factor) {
@@ -99,18 +123,20 @@ namespace {
 // The step time of each perturbed simulation that can move this plan (2j: parameter j at −σ,
 // 2j + 1: at +σ; the central T where it cannot), over the cores; `also`, when given, runs first
 // on one of them (the central simulation, the longest job). Rethrows the first error, `also`'s first.
-std::vector<double> perturbed_steps(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options,
+std::vector<double> perturbed_steps(const program::Program& prog, const spec::Cluster& cluster,
+                                    const std::vector<spec::ParameterUncertainty>& params, const SimOptions& options,
                                     const std::function<void()>& also) {
   SimOptions o = options;
   o.record_trace = false;
   o.step_time_only = true;
   const std::vector<Chains> chains = find_chains(prog, true);   // the same for every perturbed cluster
   o.chains = &chains;
-  const std::size_t k = cluster.uncertainty.size();
+  const std::size_t k = params.size();
   std::vector<double> step(2 * k, -1.0);   // -1: cannot matter, the central T
   std::vector<std::size_t> pending;        // simulations to run
   for (std::size_t i = 0; i < 2 * k; ++i) {
-    if (can_matter(prog, cluster, cluster.uncertainty[i / 2].parameter)) pending.push_back(i);
+    const std::string& p = params[i / 2].parameter;
+    if (p == kImbalance ? imbalance_can_matter(prog) : can_matter(prog, cluster, p)) pending.push_back(i);
   }
   // job 0 is `also` when given; job n (or n − 1) the perturbed simulation pending[...]
   const std::size_t first = also ? 1 : 0;
@@ -120,24 +146,30 @@ std::vector<double> perturbed_steps(const program::Program& prog, const spec::Cl
       return;
     }
     const std::size_t i = pending[n - first];
-    const spec::ParameterUncertainty& u = cluster.uncertainty[i / 2];
+    const spec::ParameterUncertainty& u = params[i / 2];
     const double factor = i % 2 == 0 ? 1 - u.relative : 1 + u.relative;
+    if (u.parameter == kImbalance) {  // ρ ∓ σ, the busiest rank never below the mean
+      SimOptions with = o;
+      with.moe_imbalance = std::max(1.0, prog.training.moe_imbalance * factor);
+      step[i] = simulate(prog, cluster, with).metrics.step_time_s;
+      return;
+    }
     step[i] = simulate(prog, perturbed(cluster, u.parameter, factor), o).metrics.step_time_s;
   });
   return step;
 }
 
 // The error bars from the central metrics and the perturbed step times (see the header).
-ErrorBars combine(const spec::Cluster& cluster, const Metrics& central, const std::vector<double>& step) {
+ErrorBars combine(const std::vector<spec::ParameterUncertainty>& params, const Metrics& central, const std::vector<double>& step) {
   ErrorBars e;
   e.step_time_s = central.step_time_s;
   e.mfu = e.mfu_low = e.mfu_high = central.mfu;
   e.step_low_s = e.step_high_s = central.step_time_s;
-  if (cluster.uncertainty.empty() || !(central.step_time_s > 0)) return e;
+  if (params.empty() || !(central.step_time_s > 0)) return e;
   const double T = central.step_time_s;
   double var = 0, below = 0, above = 0;
-  for (std::size_t j = 0; j < cluster.uncertainty.size(); ++j) {
-    const spec::ParameterUncertainty& u = cluster.uncertainty[j];
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    const spec::ParameterUncertainty& u = params[j];
     Sensitivity s;
     s.parameter = u.parameter;
     s.relative = u.relative;
@@ -164,19 +196,22 @@ ErrorBars combine(const spec::Cluster& cluster, const Metrics& central, const st
 
 ErrorBars error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options,
                      const Metrics& central) {
-  if (cluster.uncertainty.empty() || !(central.step_time_s > 0)) return combine(cluster, central, {});
-  return combine(cluster, central, perturbed_steps(prog, cluster, options, {}));
+  const std::vector<spec::ParameterUncertainty> params = uncertain(prog, cluster);
+  if (params.empty() || !(central.step_time_s > 0)) return combine(params, central, {});
+  return combine(params, central, perturbed_steps(prog, cluster, params, options, {}));
 }
 
 SimWithErrorBars simulate_with_error_bars(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options) {
   SimWithErrorBars out;
-  if (cluster.uncertainty.empty()) {
+  const std::vector<spec::ParameterUncertainty> params = uncertain(prog, cluster);
+  if (params.empty()) {
     out.result = simulate(prog, cluster, options);
-    out.bars = combine(cluster, out.result.metrics, {});
+    out.bars = combine(params, out.result.metrics, {});
     return out;
   }
-  const std::vector<double> step = perturbed_steps(prog, cluster, options, [&] { out.result = simulate(prog, cluster, options); });
-  out.bars = combine(cluster, out.result.metrics, step);
+  const std::vector<double> step =
+      perturbed_steps(prog, cluster, params, options, [&] { out.result = simulate(prog, cluster, options); });
+  out.bars = combine(params, out.result.metrics, step);
   return out;
 }
 
@@ -202,7 +237,7 @@ bool distinguishable(const ErrorBars& a, const ErrorBars& b) {
 }
 
 std::string error_bars_text(const ErrorBars& e) {
-  if (e.empty()) return "no parameter uncertainty in the cluster profile";
+  if (e.empty()) return "no parameter uncertainty in the cluster profile or the training";
   std::string s = text::fmt("1σ %.4g", e.step_low_s) + text::fmt(" .. %.4g s", e.step_high_s) +
                   text::fmt(", MFU %.1f", 100 * e.mfu_low) + text::fmt(" .. %.1f%%", 100 * e.mfu_high);
   const Sensitivity& top = e.terms.front();

@@ -61,6 +61,20 @@ Training training_from_json(const json& j, const std::string& file) {
   if (!(t.moe_imbalance >= 1.0 && t.moe_imbalance <= 1024.0)) {
     r.fail_value("moe_imbalance", "the busiest expert-parallel rank's tokens over the mean, from 1 to 1024");
   }
+  t.moe_imbalance_sigma = r.number_or("moe_imbalance_sigma", 0.0);
+  if (!(t.moe_imbalance_sigma >= 0.0 && t.moe_imbalance_sigma <= 1024.0)) {
+    r.fail_value("moe_imbalance_sigma", "the stated 1-sigma of moe_imbalance, from 0 (none) to 1024");
+  }
+  t.moe_capacity_factor = r.number_or("moe_capacity_factor", 0.0);
+  if (!(t.moe_capacity_factor == 0.0 || (t.moe_capacity_factor > 0.0 && t.moe_capacity_factor <= 1024.0))) {
+    r.fail_value("moe_capacity_factor",
+                 "each expert's capacity over its balanced share of the routed tokens, above 0 and at most 1024 "
+                 "(absent or 0: dropless)");
+  }
+  t.moe_pad_to_capacity = r.boolean_or("moe_pad_to_capacity", false);
+  if (t.moe_pad_to_capacity && t.moe_capacity_factor == 0.0) {
+    r.fail_value("moe_pad_to_capacity", "false without moe_capacity_factor (a dropless expert has no capacity to pad to)");
+  }
   t.moe_aux_loss_coeff = r.number_or("moe_aux_loss_coeff", 0.0);
   t.moe_router_bias_update_rate = r.number_or("moe_router_bias_update_rate", kMegatronExpertBiasUpdateRate);
   if (!(t.moe_router_bias_update_rate >= 0.0 && t.moe_router_bias_update_rate <= 1.0)) {
@@ -167,6 +181,9 @@ json to_json(const Training& t) {
   if (t.attention != "flash") j["attention"] = t.attention;
   if (t.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
+  if (t.moe_imbalance_sigma != 0.0) j["moe_imbalance_sigma"] = t.moe_imbalance_sigma;
+  if (t.moe_capacity_factor != 0.0) j["moe_capacity_factor"] = t.moe_capacity_factor;
+  if (t.moe_pad_to_capacity) j["moe_pad_to_capacity"] = true;
   if (t.moe_aux_loss_coeff != 0.0) j["moe_aux_loss_coeff"] = t.moe_aux_loss_coeff;
   if (t.moe_router_bias_update_rate != kMegatronExpertBiasUpdateRate) j["moe_router_bias_update_rate"] = t.moe_router_bias_update_rate;
   if (!t.source.empty()) j["source"] = t.source;

@@ -3,6 +3,7 @@
 // (ZeRO's K = 12 bytes per parameter) whenever dtype is 16-bit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,11 +61,29 @@ struct Training {
   // expert's over the mean. The simulator stretches the experts' compute and their all-to-alls by
   // it (sim/models/compute.hpp).
   double moe_imbalance = 1.0;
+  // Its stated 1σ ("moe_imbalance_sigma", absolute, 0: none): the error bars simulate the plan again
+  // at ρ − σ (at least 1) and ρ + σ (sim/uncertainty.hpp), beside the cluster profile's parameters.
+  double moe_imbalance_sigma = 0.0;
+  // Mixture of experts: each expert's capacity, as a factor c on its balanced share of the routed
+  // copies ("moe_capacity_factor", Megatron-Core's --moe-expert-capacity-factor: capacity =
+  // ⌈T·k/E · c⌉; 0, the default: dropless). Copies beyond an expert's capacity are dropped (they skip
+  // the expert: the residual and the shared experts carry the token); with "moe_pad_to_capacity"
+  // (--moe-pad-expert-input-to-capacity) every expert's input is padded to its capacity, so every
+  // expert computes and every all-to-all moves c times the balanced share whatever the routing.
+  double moe_capacity_factor = 0.0;
+  bool moe_pad_to_capacity = false;
+  // The busiest expert-parallel rank's routed copies over the balanced mean, what the simulator
+  // stretches the experts' compute and their all-to-alls by (sim/models/compute.hpp): ρ dropless,
+  // min(ρ, c) when the capacity drops what exceeds it, c when padded to it.
+  double moe_busiest_load() const {
+    if (moe_capacity_factor <= 0) return moe_imbalance;
+    return moe_pad_to_capacity ? moe_capacity_factor : std::min(moe_imbalance, moe_capacity_factor);
+  }
   // Mixture of experts: the load-balancing loss's coefficient α ("moe_aux_loss_coeff", Megatron-Core's
-  // --moe-aux-loss-coeff, default 0): the executor adds α · E / (k · N²) · Σ_e P_e · c_e per MoE layer
-  // and micro-batch (P_e the sum over the N tokens of expert e's router probability, c_e the tokens
-  // routed to it; switch_load_balancing_loss_func) to each micro-batch's objective. The reported
-  // loss is the language-model loss alone, as Megatron-LM reports it.
+  // --moe-aux-loss-coeff, default 0): the executor adds α · E / (k · T²) · Σ_e P_e · c_e per MoE layer
+  // and micro-batch of T tokens (P_e the sum of expert e's score, c_e the tokens whose own top k of
+  // the scores hold e; switch_load_balancing_loss_func, docs/program.md) to each micro-batch's
+  // objective. The reported loss is the language-model loss alone, as Megatron-LM reports it.
   double moe_aux_loss_coeff = 0.0;
   // DeepSeek-V3's bias-based balancing (model moe.router_bias): after each step every expert's
   // selection bias moves by this rate towards the mean load, b_e += u · sign(mean_c − c_e)

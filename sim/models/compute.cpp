@@ -55,7 +55,12 @@ ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluste
   }
   for (int32_t u = 0; u < work_.unit_count(); ++u) units_.push_back(distinct[static_cast<std::size_t>(work_.distinct_of(u))]);
   split_ = model.moe.on() && (plan.ep > 1 || plan.etp > 1);
-  rho_ = split_ ? training.moe_imbalance : 1.0;
+  // the busiest expert-parallel rank's routed copies over the balanced share (Training::moe_busiest_load:
+  // the stated imbalance, capped by a capacity, or the capacity padded to); at ep 1 the rank computes
+  // every copy, c times them when each expert's input is padded to its capacity
+  if (model.moe.on()) {
+    rho_ = split_ ? training.moe_busiest_load() : (training.moe_pad_to_capacity ? training.moe_capacity_factor : 1.0);
+  }
   for (const program::Unit& u : *program::shared_model_units(model, plan.tp, plan.ep, plan.etp)) moe_.push_back(u.kind == program::UnitKind::kMoe);
   // the busiest rank's experts: ρ − 1 more of their balanced time in every pass
   for (UnitTimes& u : units_) {

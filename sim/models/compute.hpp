@@ -42,8 +42,10 @@ class ComputeModel {
 
   const std::vector<UnitTimes>& units() const { return units_; }
   // Duration of a compute instruction over units [begin, end) (any compute op). With expert
-  // parallelism a MoE unit's routed experts take ρ = training.moe_imbalance times their balanced
-  // time: the busiest rank of the expert-parallel group sets the pace of its all-to-alls.
+  // parallelism a MoE unit's routed experts take ρ = training.moe_busiest_load() times their balanced
+  // time (the stated imbalance; min(ρ, c) under a capacity factor c that drops the excess; c when
+  // every expert's input is padded to its capacity, as at ep 1 too): the busiest rank of the
+  // expert-parallel group sets the pace of its all-to-alls.
   double compute_s(program::Op op, int32_t unit_begin, int32_t unit_end) const;
   // The same for one instruction: a MoE unit's pass split around its all-to-alls (kFlagExperts:
   // the experts' part, ρ times balanced; without: the rest of the unit's pass).

@@ -94,6 +94,13 @@ TEST(Megatron, RouterFormAndBalancingLossComeFromTheModelAndTraining) {
   spec::Model mixtral = test::bundled_model("mixtral-8x7b");
   t.moe_aux_loss_coeff = 0;
   EXPECT_FALSE(has(to_megatron(p, t, &mixtral), "--moe-router-pre-softmax"));   // Mixtral renormalises its top 2
+  // dropless unless the training sets a capacity; padding only with it
+  EXPECT_FALSE(has(to_megatron(p, t, &mixtral), "--moe-expert-capacity-factor 1.25"));
+  t.moe_capacity_factor = 1.25;
+  t.moe_pad_to_capacity = true;
+  const MegatronExport capped = to_megatron(p, t, &mixtral);
+  EXPECT_TRUE(has(capped, "--moe-expert-capacity-factor 1.25")) << capped.text();
+  EXPECT_TRUE(has(capped, "--moe-pad-expert-input-to-capacity")) << capped.text();
 }
 
 // A dense plan Megatron-LM runs otherwise: ZeRO-3, a zero-bubble schedule, another framework.

@@ -13,6 +13,7 @@
 #include "sim/models/collectives.hpp"
 #include "sim/models/memory.hpp"
 #include "sim/simulator.hpp"
+#include "sim/uncertainty.hpp"
 
 namespace stagecraft::sim {
 namespace experts_sim {
@@ -76,6 +77,78 @@ TEST(ExpertsSim, ImbalanceStretchesTheExpertsAndTheirAllToAlls) {
   const double experts_s = 2 * 2 * (gemm_s + bytes_s);   // 2 layers × 2 micro-batches
   EXPECT_NEAR(skewed.metrics.time.compute_s - even.metrics.time.compute_s, 0.5 * experts_s, 1e-6 * experts_s);
   EXPECT_GT(skewed.metrics.step_time_s, even.metrics.step_time_s);
+}
+
+// An expert capacity (training "moe_capacity_factor" c): copies beyond it are dropped, so the
+// busiest rank computes and receives min(ρ, c) times the balanced share — ρ = 1.5 under c = 1.25
+// is the dropless run at ρ = 1.25, step for step; padded to capacity every expert takes c times
+// it whatever the routing (ρ = 1 padded to 1.25 is the dropless ρ = 1.25 again), and at ep 1 the
+// rank's experts compute c times their balanced work.
+TEST(ExpertsSim, ACapacityCapsTheBusiestRankAndPaddingFillsEveryExpertToIt) {
+  auto run_capacity = [](int64_t ep, double imbalance, double capacity, bool pad) {
+    const spec::Plan p = spec::plan_from_json({{"dp", 2}, {"ep", ep}, {"micro_batches", 2}}, "plan.json");
+    nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"},
+                        {"moe_imbalance", imbalance}, {"moe_capacity_factor", capacity}, {"moe_pad_to_capacity", pad}};
+    return simulate(program::lower(model(), spec::training_from_json(t, "training.json"), p), cluster());
+  };
+  const SimResult capped = run_capacity(2, 1.5, 1.25, false), at = run(2, 1.25);
+  EXPECT_EQ(capped.metrics.step_time_s, at.metrics.step_time_s);
+  EXPECT_EQ(capped.metrics.time.ep_s, at.metrics.time.ep_s);
+  EXPECT_LT(capped.metrics.step_time_s, run(2, 1.5).metrics.step_time_s);
+  EXPECT_EQ(run_capacity(2, 1.0, 1.25, true).metrics.step_time_s, at.metrics.step_time_s);
+  // under capacity, nothing dropped: the dropless run
+  EXPECT_EQ(run_capacity(2, 1.1, 1.25, false).metrics.step_time_s, run(2, 1.1).metrics.step_time_s);
+  // ep 1 padded: the experts' compute c = 1.25 times the balanced one, 0.25 more of the experts'
+  // time — as ImbalanceStretchesTheExpertsAndTheirAllToAlls derives it, with the rank's 8 experts'
+  // parameters in the gradient pass
+  const double routed = 2048.0 * 2;
+  const double gemm_s = 3 * (routed * 2 * 3 * 256 * 512) / 1e13;
+  const spec::Cluster c = cluster();
+  const double pass = spec::grad_pass_bytes(spec::Framework::kMegatron, spec::Dtype::kBf16, 2, 0, 2, 2);
+  const double bytes_s = (3 * routed * 6 * 512 + pass * 8 * 3 * 256 * 512) / (c.gpu.hbm_Bps * c.gpu.memory_efficiency);
+  const double experts_s = 2 * 2 * (gemm_s + bytes_s);
+  EXPECT_NEAR(run_capacity(1, 1.0, 1.25, true).metrics.time.compute_s - run(1).metrics.time.compute_s, 0.25 * experts_s,
+              1e-6 * experts_s);
+}
+
+// A stated 1σ of the imbalance (training "moe_imbalance_sigma") enters the error bars as one more
+// term: the plan simulated at ρ − σ and ρ + σ (the node's profile has no uncertainty of its own).
+// Alone, it makes the 1σ interval exactly [T(ρ − σ), T(ρ + σ)]: 1.5 ± 0.25 spans the dropless
+// runs at 1.25 and 1.75; ρ − σ stops at 1 (a busiest rank is never below the mean); at ep 1, or
+// padded to a capacity, ρ moves nothing.
+TEST(ExpertsSim, TheStatedImbalanceSigmaEntersTheErrorBars) {
+  auto lowered = [](int64_t ep, double rho, double sigma, bool pad) {
+    const spec::Plan p = spec::plan_from_json({{"dp", 2}, {"ep", ep}, {"micro_batches", 2}}, "plan.json");
+    nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"},
+                        {"moe_imbalance", rho}, {"moe_imbalance_sigma", sigma}};
+    if (pad) t["moe_capacity_factor"] = 2.0, t["moe_pad_to_capacity"] = true;
+    return program::lower(model(), spec::training_from_json(t, "training.json"), p);
+  };
+  const program::Program prog = lowered(2, 1.5, 0.25, false);
+  const Metrics central = simulate(prog, cluster()).metrics;
+  const ErrorBars e = error_bars(prog, cluster(), {}, central);
+  ASSERT_EQ(e.terms.size(), 1u);
+  EXPECT_EQ(e.terms[0].parameter, "training.moe_imbalance");
+  EXPECT_DOUBLE_EQ(e.terms[0].relative, 0.25 / 1.5);
+  EXPECT_EQ(central.step_time_s, run(2, 1.5).metrics.step_time_s);
+  const double low = run(2, 1.25).metrics.step_time_s, high = run(2, 1.75).metrics.step_time_s;
+  EXPECT_NEAR(e.terms[0].step_minus_s, low, 1e-12);
+  EXPECT_NEAR(e.terms[0].step_plus_s, high, 1e-12);
+  EXPECT_NEAR(e.step_low_s, low, 1e-12);
+  EXPECT_NEAR(e.step_high_s, high, 1e-12);
+  EXPECT_NEAR(e.sigma_s, (high - low) / 2, 1e-12);
+  // 1.1 ± 0.25: the low side at 1
+  const program::Program near = lowered(2, 1.1, 0.25, false);
+  const ErrorBars n = error_bars(near, cluster(), {}, simulate(near, cluster()).metrics);
+  EXPECT_NEAR(n.terms[0].step_minus_s, run(2).metrics.step_time_s, 1e-12);
+  // nothing to move
+  for (const program::Program& still : {lowered(1, 1.5, 0.25, false), lowered(2, 1.5, 0.25, true)}) {
+    const Metrics m = simulate(still, cluster()).metrics;
+    const ErrorBars b = error_bars(still, cluster(), {}, m);
+    ASSERT_EQ(b.terms.size(), 1u);
+    EXPECT_EQ(b.step_low_s, m.step_time_s);
+    EXPECT_EQ(b.step_high_s, m.step_time_s);
+  }
 }
 
 // Expert tensor parallelism over the node's 2 GPUs (ep 1, etp 2): each MoE pass gathers the routed

@@ -179,6 +179,34 @@ TEST(Plan, TrainingTpCommOverlapRoundTrips) {
   EXPECT_TRUE(training_from_json(to_json(on), "back.json").tp_comm_overlap);
 }
 
+// The experts' capacity: dropless unless set, written back only when set, refused by field where
+// it makes no sense; the busiest rank's load is the imbalance (dropless), min(imbalance, c) with
+// drops, c padded: 1.5 and 1.25 give 1.25 dropped and padded, 1.1 and 1.25 give 1.1 dropped.
+TEST(Plan, TrainingExpertCapacityRoundTripsAndCapsTheBusiestLoad) {
+  const Training dropless = training_from_json({{"global_batch", 8}, {"dtype", "bf16"}, {"moe_imbalance", 1.5}}, "t.json");
+  EXPECT_EQ(dropless.moe_capacity_factor, 0.0);
+  EXPECT_EQ(dropless.moe_busiest_load(), 1.5);
+  EXPECT_FALSE(to_json(dropless).contains("moe_capacity_factor"));
+  const nlohmann::json capped = {{"global_batch", 8}, {"dtype", "bf16"}, {"moe_imbalance", 1.5}, {"moe_capacity_factor", 1.25}};
+  const Training dropped = training_from_json(capped, "t.json");
+  EXPECT_EQ(dropped.moe_busiest_load(), 1.25);
+  nlohmann::json padded_json = capped;
+  padded_json["moe_pad_to_capacity"] = true;
+  padded_json["moe_imbalance"] = 1.1;
+  const Training padded = training_from_json(padded_json, "t.json");
+  EXPECT_EQ(padded.moe_busiest_load(), 1.25);
+  nlohmann::json light = capped;
+  light["moe_imbalance"] = 1.1;
+  EXPECT_EQ(training_from_json(light, "t.json").moe_busiest_load(), 1.1);
+  const Training back = training_from_json(to_json(padded), "back.json");
+  EXPECT_EQ(back.moe_capacity_factor, 1.25);
+  EXPECT_TRUE(back.moe_pad_to_capacity);
+  expect_spec_error([] { training_from_json({{"global_batch", 8}, {"dtype", "bf16"}, {"moe_capacity_factor", -1}}, "t.json"); },
+                    "/moe_capacity_factor", "above 0 and at most 1024");
+  expect_spec_error([] { training_from_json({{"global_batch", 8}, {"dtype", "bf16"}, {"moe_pad_to_capacity", true}}, "t.json"); },
+                    "/moe_pad_to_capacity", "false without moe_capacity_factor");
+}
+
 // Products of allowed sizes are checked, never wrapped: 2^24 × 2^14 × 2^20 = 2^58 sequences.
 // Bias-based balancing's update rate: Megatron-Core's 1e-3 unless set, written back only when set,
 // and refused outside [0, 1] by its pointer.

@@ -180,6 +180,24 @@ TEST(RunnerLocal, RunsOnlyTheProgramOfTheDtypeItComputesIn) {
   EXPECT_NO_THROW(Runner(program::lower(test::tiny_model(), ran, make_plan({})), comm, corpus, {}));
 }
 
+TEST(RunnerLocal, RefusesAnExpertCapacityByItsField) {
+  // The executor routes dropless: a capacity that drops or pads copies is simulated, not run.
+  spec::Model moe = test::tiny_llama_model();
+  moe.moe.experts = 4, moe.moe.top_k = 2, moe.moe.ffn_hidden = 64;
+  spec::Training capped = test::tiny_training();
+  capped.moe_capacity_factor = 1.0;
+  const program::Program prog = program::lower(moe, capped, make_plan({}));
+  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
+  LocalCommunicator comm;
+  try {
+    Runner runner(prog, comm, corpus, {});
+    ADD_FAILURE() << "a capacity factor ran";
+  } catch (const ExecutorError& e) {
+    EXPECT_NE(std::string(e.what()).find("the training: /moe_capacity_factor"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(training_unsupported(moe, test::tiny_training()), "");
+}
+
 TEST(RunnerLocal, InjectedFaultThrowsOnItsRankAndStep) {
   RunnerOptions o;
   o.fault_rank = 0;
