@@ -250,6 +250,9 @@ int run_simulate(const SimulateArgs& a) {
                                 std::string(prog.plan.moe_dispatcher == spec::MoeDispatcher::kAllGather
                                                 ? ", tokens all-gathered over the " + std::to_string(prog.plan.ep * prog.plan.etp) +
                                                       " ranks of the expert grid"
+                                            : prog.plan.moe_dispatcher == spec::MoeDispatcher::kFlex
+                                                ? ", tokens dispatched by DeepEP (the flex dispatcher) over the " +
+                                                      std::to_string(prog.plan.ep * prog.plan.etp) + " ranks of the expert grid"
                                                 : "");
       std::cout << "experts     ep " << prog.plan.ep << etp << " (" << prog.model.moe.experts / prog.plan.ep << " of "
                 << prog.model.moe.experts << " experts a GPU" << width << ", its group on " << nodes

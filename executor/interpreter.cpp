@@ -225,7 +225,7 @@ void Runner::Interpreter::finish(int32_t i) {
     case Op::kAllToAll:
       if (in.group == Group::kCp) {
         finish_cp(i);
-      } else if (in.group == Group::kEp) {
+      } else if (in.group == Group::kEp || in.group == Group::kExpertTpEp) {   // flex: etp 1 (plan_unsupported)
         finish_ep(i);
       } else {
         finish_all_to_all(i);
@@ -361,7 +361,7 @@ void Runner::Interpreter::issue_async(int32_t i) {
     case Op::kAllToAll:
       if (in.group == Group::kCp) {
         post_cp(i);
-      } else if (in.group == Group::kEp) {
+      } else if (in.group == Group::kEp || in.group == Group::kExpertTpEp) {   // flex: its members are the ep group's
         post_ep(i);
       } else {
         post_all_to_all(i);

@@ -76,7 +76,7 @@ void Runner::Interpreter::plan_ep_passes() {
     for (int32_t i : list) {
       const Instr& in = instrs_[at(i)];
       EpRole& role = ep_role_[at(i)];
-      if (in.group == Group::kExpertTp || in.group == Group::kExpertTpEp) {
+      if (in.op != Op::kAllToAll && (in.group == Group::kExpertTp || in.group == Group::kExpertTpEp)) {
         role = in.op == Op::kTpAllGather ? EpRole::kGather : EpRole::kScatter;
       } else if (a2a++ == 0) {
         role = grad ? EpRole::kGradCombine : EpRole::kDispatch;

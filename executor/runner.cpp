@@ -77,6 +77,10 @@ std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
     return "/etp: " + std::to_string(p.etp) + " with biased experts (a row-parallel down-projection bias added once after the "
            "scatter) is not run by the executor yet; simulate and search model it";
   }
+  if (m.moe.on() && p.etp > 1 && p.moe_dispatcher == spec::MoeDispatcher::kFlex) {
+    return "/moe_dispatcher: \"flex\" with etp " + std::to_string(p.etp) + " (each token to every etp rank of its "
+           "experts' place) is not run by the executor yet; simulate and search model it, and the executor runs it with etp 1";
+  }
   if (m.qk_norm && p.cp > 1) {
     return "/cp: query and key norms (qk_norm) with cp > 1 are not run by the executor yet (its context-parallel attention "
            "phases project without them)";

@@ -150,9 +150,12 @@ std::vector<std::string> expert_lines(const Space& space, const Evaluated& best)
   const auto sizes = [](int64_t ep, int64_t etp) {
     return "ep " + std::to_string(ep) + (etp > 1 ? " etp " + std::to_string(etp) : std::string());
   };
-  const std::string dispatcher = p.moe_dispatcher == spec::MoeDispatcher::kAllGather
-                                     ? " with the all-gather dispatcher (" + std::to_string(p.ep * p.etp) + " ranks gather every token)"
-                                     : std::string();
+  const std::string dispatcher =
+      p.moe_dispatcher == spec::MoeDispatcher::kAllGather
+          ? " with the all-gather dispatcher (" + std::to_string(p.ep * p.etp) + " ranks gather every token)"
+      : p.moe_dispatcher == spec::MoeDispatcher::kFlex
+          ? " with the flex dispatcher (DeepEP: a token once to each GPU and once to each node holding its experts)"
+          : std::string();
   out.push_back("Experts: " + sizes(p.ep, p.etp) + " (" + std::to_string(local) + (local == 1 ? " expert" : " experts") +
                 (p.etp > 1 ? ", each 1/" + std::to_string(p.etp) + " of its width," : std::string()) + " a GPU)" +
                 dispatcher + "; a GPU's all-to-alls send " + text::short_bytes(best.metrics.ep_intranode_bytes) +
@@ -164,6 +167,7 @@ std::vector<std::string> expert_lines(const Space& space, const Evaluated& best)
       spec::Plan alt = p;
       alt.ep = ep;
       alt.etp = etp;
+      if (ep * etp == 1) alt.moe_dispatcher = spec::MoeDispatcher::kAllToAll;   // nothing to dispatch across GPUs
       std::string line = "  " + sizes(ep, etp) + ": ";
       try {
         const program::Program prog = program::lower(space.model(), space.training(), alt);

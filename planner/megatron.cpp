@@ -206,6 +206,7 @@ MegatronExport to_megatron(const spec::Plan& p, const spec::Training& t, const s
     arg("--moe-layer-freq", "'" + layer_pattern(*m) + "'");
     arg("--moe-grouped-gemm");
     arg("--moe-token-dispatcher-type", spec::to_string(p.moe_dispatcher));
+    if (p.moe_dispatcher == spec::MoeDispatcher::kFlex) arg("--moe-flex-dispatcher-backend", "deepep");
     if (e.router == "sigmoid") arg("--moe-router-score-function", "sigmoid");
     if (e.router_bias) arg("--moe-router-enable-expert-bias");
     if (e.router_bias && t.moe_router_bias_update_rate != spec::kMegatronExpertBiasUpdateRate) {

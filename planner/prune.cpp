@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "core/program/partition.hpp"
 #include "core/program/schedules/schedules.hpp"
 #include "core/program/units.hpp"
+#include "sim/costs.hpp"
 #include "sim/models/memory.hpp"
 
 namespace stagecraft::planner {
@@ -641,6 +643,10 @@ const EtpCosts& Pruner::expert_costs(int64_t tp, int64_t pp, int64_t ep, int64_t
       if (!seen.insert(shape).second) continue;
       costs.ag.emplace_back(CollectiveKind::kAllGather, group, topology_);
       costs.rs.emplace_back(CollectiveKind::kReduceScatter, group, topology_);
+      if (kind == program::Group::kExpertTpEp && space_.model().moe.on()) {
+        const sim::DispatchRouting routing = sim::dispatch_routing(space_.model(), ep, etp);
+        costs.dispatch.emplace_back(CollectiveKind::kAllToAll, group, topology_, &routing);
+      }
     }
   }
   return cc.etp.emplace(key, std::move(costs)).first->second;
@@ -698,6 +704,13 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
     eps.to = std::min(ag, gag);      // forward's gather, backward's (the scatter's gradient)
     eps.back = std::min(rs, grs);    // likewise
     eps.max_s = std::max({ag, rs, gag, grs});
+  } else if (m.moe.on() && dispatcher == spec::MoeDispatcher::kFlex && lay.ep * lay.etp > 1) {
+    // the flex dispatcher's: DeepEP's dispatch and combine over the etp·ep ranks, ρ on the busiest
+    eps.any = true;
+    const EtpCosts& ec = expert_costs(lay.tp, lay.pp, lay.ep, lay.etp, program::Group::kExpertTpEp);
+    const double a2a = CommCosts::least_s(ec.dispatch, program::moe_flex_bytes(tokens, m, lay.tp, lay.ep, lay.etp, abytes)) *
+                       cm.moe_imbalance();
+    eps.to = eps.back = eps.max_s = a2a;
   } else if (m.moe.on() && (lay.ep > 1 || lay.etp > 1)) {
     eps.any = true;
     const double a2a = lay.ep > 1 ? CommCosts::least_s(ep_costs(lay.tp, lay.pp, lay.ep, lay.etp),
@@ -753,6 +766,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
   c.virtual_stages = static_cast<int16_t>(v);
   c.schedule = schedule;
   c.split = lay.split;
+  const bool flex_twin = flex_is_all_to_all(g);
   for (bool sp : space_.sequence_parallel_values(g.tp, g.cp)) {
     for (spec::Recompute rc : space_.recompute_values()) {
       const PipeTerms terms = pipe(lay, g.micro_batch, sp, rc, schedule, g.cp, g.cp_comm, g.moe_dispatcher);
@@ -765,7 +779,7 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
         set_variant(c, z);
         const Estimate e = combine(terms, z, micro_batches, reserved);
         Verdict verdict = Verdict::kKeep;
-        if (lay.duplicate || z.duplicate) {
+        if (lay.duplicate || z.duplicate || flex_twin) {
           verdict = Verdict::kDominated;
         } else if (z.twin >= 0 &&
                    combine(terms, lay.variants[static_cast<std::size_t>(z.twin)], micro_batches, reserved)
@@ -778,6 +792,17 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
       }
     }
   }
+}
+
+// The flex dispatcher where it moves exactly what the all-to-all does — etp 1 and, on every
+// placement of the expert-parallel group, the same bytes on the binding link (one expert a GPU
+// inside one node: a token's copies reach distinct GPUs of one node either way) — is the
+// all-to-all plan again, needing DeepEP for nothing: a dominated duplicate.
+bool Pruner::flex_is_all_to_all(const Group& g) {
+  if (g.moe_dispatcher != spec::MoeDispatcher::kFlex || g.etp != 1) return false;
+  const EtpCosts& ec = expert_costs(g.tp, g.pp, g.ep, g.etp, program::Group::kExpertTpEp);
+  return std::all_of(ec.dispatch.begin(), ec.dispatch.end(),
+                     [](const sim::CollectiveCost& c) { return std::fabs(c.flow_scale() - 1.0) < 1e-12; });
 }
 
 void Pruner::enumerate(const Group& g, const Visitor& visit) {

@@ -159,6 +159,7 @@ class Pruner {
   // The all-gather and reduce-scatter over the experts' tensor-parallel groups (Group::kExpertTp)
   // or their tensor-and-expert-parallel groups (Group::kExpertTpEp, the all-gather dispatcher's).
   const detail::EtpCosts& expert_costs(int64_t tp, int64_t pp, int64_t ep, int64_t etp, program::Group group);
+  bool flex_is_all_to_all(const Group& g);
   // Every stage's steps (program::schedule_steps), kept for the pair (tp, pp) in hand.
   const std::vector<std::vector<program::Step>>& steps(int64_t p, int64_t m, int64_t v, spec::Schedule schedule);
   // Per stage, the interleaved schedule's steps on another chunk than the step before.

@@ -92,6 +92,7 @@ struct CpCosts {
 // The experts' tensor-parallel groups' all-gather and reduce-scatter over every distinct placement.
 struct EtpCosts {
   std::vector<sim::CollectiveCost> ag, rs;
+  std::vector<sim::CollectiveCost> dispatch;   // over the tensor-and-expert-parallel groups: the flex dispatcher's
 };
 
 struct CommCosts {

@@ -23,8 +23,11 @@
 //             dense tp group's NVLink domain; Megatron-Core's default etp is tp, its advice 1 for
 //             fine-grained experts) that divides the experts' width, with etp·ep dividing
 //             tp·cp·dp; --etp pins any valid value; Megatron-Core only (DeepSpeed-MoE keeps experts whole)
-//   moe_dispatcher  alltoall, and allgather where etp·ep > 1 (Megatron-Core only; not with
-//             biased experts, which its all-gather dispatcher refuses)
+//   moe_dispatcher  alltoall, and allgather and flex (DeepEP) where etp·ep > 1 (Megatron-Core only;
+//             allgather not with biased experts, which its all-gather dispatcher refuses; flex not
+//             with moe_pad_to_capacity, which Megatron-Core refuses with DeepEP; where it moves
+//             exactly the all-to-all's bytes — etp 1, one expert a GPU inside a node — the
+//             pruner marks it a dominated duplicate)
 //   recompute none, selective, full;   sequence parallel: off, and on when tp > 1 and tp | seq_len/cp
 //             (a mixture-of-experts model with tp > 1: on only, as Megatron-Core asserts)
 //   split     balanced (by cost, core/program/partition.hpp) and uniform (equal blocks per stage)

@@ -62,14 +62,17 @@ FrameworkWork framework_work(const program::Program& prog, const spec::Framework
 }
 
 std::pair<double, double> ep_bytes_per_step(const program::Program& prog, int64_t gpus_per_node) {
-  if (prog.placement.ep <= 1) return {0.0, 0.0};
+  const program::Placement& pl = prog.placement;
+  const bool flex = prog.plan.moe_dispatcher == spec::MoeDispatcher::kFlex;
+  const program::Group kind = flex ? program::Group::kExpertTpEp : program::Group::kEp;
+  if ((flex ? pl.ep * pl.etp : pl.ep) <= 1) return {0.0, 0.0};
   // the stage whose ranks send the most (a stage of dense layers alone sends none)
   double bytes = 0;
   const program::RoleProgram* busiest = nullptr;
   for (const program::RoleProgram& role : prog.roles) {
     double b = 0;
     for (const program::Instr& in : role.instrs) {
-      if (in.group == program::Group::kEp && in.op == program::Op::kAllToAll) b += static_cast<double>(in.bytes);
+      if (in.group == kind && in.op == program::Op::kAllToAll) b += static_cast<double>(in.bytes);
     }
     if (busiest == nullptr || b > bytes) {
       bytes = b;
@@ -78,7 +81,11 @@ std::pair<double, double> ep_bytes_per_step(const program::Program& prog, int64_
   }
   if (busiest == nullptr || busiest->ranks.empty() || bytes == 0) return {0.0, 0.0};
   const int64_t rank = busiest->ranks.front();
-  const std::vector<int64_t> group = prog.placement.group_members(program::Group::kEp, rank);
+  const std::vector<int64_t> group = pl.group_members(kind, rank);
+  if (flex) {
+    const DispatchShares d = dispatch_shares(dispatch_routing(prog.model, pl.ep, pl.etp), group, gpus_per_node);
+    return {bytes * d.local, bytes * d.remote};
+  }
   const double n = static_cast<double>(group.size());
   double local = 0;
   for (int64_t r : group) local += (r != rank && r / gpus_per_node == rank / gpus_per_node) ? 1 : 0;
@@ -122,7 +129,12 @@ CostCache::CostCache(const program::Program& prog, const Topology& topology, con
       gpus_per_node_(cluster.gpus_per_node),
       framework_(prog.training.framework_profile(prog.plan.tp, prog.plan.zero.stage)),
       hbm_Bps_(cluster.gpu.hbm_Bps * cluster.gpu.memory_efficiency),
-      pcie_Bps_(cluster.host.pcie_Bps) {}
+      pcie_Bps_(cluster.host.pcie_Bps),
+      routing_(dispatch_routing(prog.model, prog.plan.ep, prog.plan.etp)) {}
+
+DispatchRouting dispatch_routing(const spec::Model& m, int64_t ep, int64_t etp) {
+  return {m.moe.experts, m.moe.top_k, m.moe.router_groups, m.moe.router_group_top_k, ep, etp};
+}
 
 int32_t CostCache::group_of(program::Group kind, int64_t rank) {
   if (kind == program::Group::kWorld && world_group_ >= 0) return world_group_;
@@ -164,15 +176,27 @@ int64_t CostCache::collective_ns(const program::Instr& in, int32_t group) {
   return w.pieces * one_ns(in, shape, piece) + static_cast<int64_t>(std::llround(extra_s * 1e9));
 }
 
-int64_t CostCache::one_ns(const program::Instr& in, int32_t shape, int64_t bytes) {
-  int32_t& index = entry_of_[static_cast<std::size_t>(shape) * program::kOpCount + static_cast<std::size_t>(in.op)];
+CostCache::Entry& CostCache::entry(const program::Instr& in, int32_t shape) {
+  const bool dispatch = is_dispatch(in);
+  if (dispatch && dispatch_entry_of_.size() < shapes_.size()) dispatch_entry_of_.resize(shapes_.size(), -1);
+  int32_t& index = dispatch ? dispatch_entry_of_[static_cast<std::size_t>(shape)]
+                            : entry_of_[static_cast<std::size_t>(shape) * program::kOpCount + static_cast<std::size_t>(in.op)];
   if (index < 0) {
     index = static_cast<int32_t>(entries_.size());
     entries_.emplace_back();
   }
   Entry& c = entries_[static_cast<std::size_t>(index)];
+  if (!c.cost) c.cost.emplace(*collective_kind(in.op), shapes_[static_cast<std::size_t>(shape)], topology_, dispatch ? &routing_ : nullptr);
+  return c;
+}
+
+double CostCache::flow_scale(const program::Instr& in, int32_t group) {
+  return is_dispatch(in) ? entry(in, shape_of_[static_cast<std::size_t>(group)]).cost->flow_scale() : 1.0;
+}
+
+int64_t CostCache::one_ns(const program::Instr& in, int32_t shape, int64_t bytes) {
+  Entry& c = entry(in, shape);
   if (c.bytes[c.last] == bytes) return c.ns[c.last];  // the size asked for last (bytes ≥ 0, so never an empty slot)
-  if (!c.cost) c.cost.emplace(*collective_kind(in.op), shapes_[static_cast<std::size_t>(shape)], topology_);
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
     if (c.bytes[i] == bytes) {
       c.last = static_cast<uint32_t>(i);

@@ -93,8 +93,13 @@ double dp_internode_bytes_per_micro_batch(const program::Program& prog, int64_t 
 // Expert parallelism: the bytes a GPU sends a step in its all-to-alls over Group::kEp — the first
 // rank of the stage that sends the most (a stage of dense layers sends none) —, each of S bytes
 // sending S/n to every member (collectives.hpp), split into those to members on its node and those
-// to members on other nodes (gpus_per_node consecutive ranks a node).
+// to members on other nodes (gpus_per_node consecutive ranks a node). The flex dispatcher's
+// all-to-alls over Group::kExpertTpEp count what DeepEP puts on NVLink and on the network
+// (dispatch_shares).
 std::pair<double, double> ep_bytes_per_step(const program::Program& prog, int64_t gpus_per_node);
+
+// The flex dispatcher's routing (collectives.hpp, Dispatch) of a model's experts over ep × etp ranks.
+DispatchRouting dispatch_routing(const spec::Model& m, int64_t ep, int64_t etp);
 
 class CostCache {
  public:
@@ -108,6 +113,8 @@ class CostCache {
   int64_t collective_ns(const program::Instr& in, int32_t group);
   // The memo key of an instruction's collective time: its bytes and its collective count.
   static int64_t memo_key(int64_t bytes, int32_t collectives) { return bytes | (int64_t{collectives} << 44); }
+  // A flow's bytes per byte of the plain all-to-all's for this collective (CollectiveCost::flow_scale).
+  double flow_scale(const program::Instr& in, int32_t group);
   // A send of `bytes` from src to dst alone on its route.
   int64_t p2p_ns(int64_t src, int64_t dst, int64_t bytes);
 
@@ -122,6 +129,11 @@ class CostCache {
   };
 
   int64_t one_ns(const program::Instr& in, int32_t shape, int64_t bytes);
+  Entry& entry(const program::Instr& in, int32_t shape);
+  // the flex dispatcher's all-to-alls (over the experts' grid) move as DeepEP does
+  static bool is_dispatch(const program::Instr& in) {
+    return in.op == program::Op::kAllToAll && in.group == program::Group::kExpertTpEp;
+  }
 
   const program::Program& prog_;
   const Topology& topology_;
@@ -137,6 +149,8 @@ class CostCache {
   std::vector<std::vector<int64_t>> shapes_;
   std::map<std::vector<int64_t>, int32_t> shape_ids_;
   std::vector<int32_t> entry_of_;   // shape * kOpCount + op -> index into entries_, −1 none yet
+  std::vector<int32_t> dispatch_entry_of_;   // shape -> index into entries_ of its dispatch, −1 none yet
+  DispatchRouting routing_;
   std::vector<Entry> entries_;
   std::unordered_map<uint64_t, CollectiveCost> p2p_;   // (src, dst) -> send/recv cost
   uint64_t last_p2p_key_ = ~uint64_t{0};               // the send asked for last (one message size per plan)

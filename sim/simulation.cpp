@@ -218,8 +218,10 @@ int64_t Simulation::collective_ns(RankState& r, const Instr& in) {
     key = want;
     ns = costs_.collective_ns(in, g.cost_group);
     // expert parallelism: the busiest rank receives ρ times the mean tokens (compute.hpp), and
-    // gathers and scatters ρ times them over its experts' tensor-parallel group
-    if ((in.group == Group::kEp || in.group == Group::kExpertTp) && compute_.moe_imbalance() != 1.0) {
+    // gathers and scatters ρ times them over its experts' tensor-parallel group (the flex
+    // dispatcher's all-to-alls likewise; the all-gather dispatcher's move every token whatever the routing)
+    if ((in.group == Group::kEp || in.group == Group::kExpertTp || (in.group == Group::kExpertTpEp && in.op == Op::kAllToAll)) &&
+        compute_.moe_imbalance() != 1.0) {
       ns = static_cast<int64_t>(std::ceil(static_cast<double>(ns) * compute_.moe_imbalance()));
     }
   }
@@ -507,7 +509,8 @@ void Simulation::start_collective(std::span<const std::pair<int32_t, int32_t>> m
   for (const auto& [slot, k] : members) {
     const RankState& r = ranks_[static_cast<std::size_t>(slot)];
     const GroupView& g = r.groups[static_cast<int>(in.group)];
-    const int64_t bytes = ring_flow_bytes(g.ring, kind, in.bytes);
+    const double scale = in.lane == Lane::kEp ? costs_.flow_scale(in, g.cost_group) : 1.0;   // the flex dispatcher's wire
+    const int64_t bytes = ring_flow_bytes(g.ring, kind, scale == 1.0 ? in.bytes : std::llround(static_cast<double>(in.bytes) * scale));
     const int64_t copies = topology_.node_of(g.ring.successor) != topology_.node_of(r.rank) ? r.nic_copies : 1;
     const FlowId id = net_.start_flow(g.route, bytes * copies, 0, ring_flow_cap_Bps(bytes * copies, T));
     add_owner(id, {FlowKind::kCollective, slot, k, {}});

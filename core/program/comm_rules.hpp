@@ -57,6 +57,20 @@
 //   forward: compute → gather → experts → scatter; backward: the scatter's gradient gathers
 //   d(output) (S = G·T_r·h·w), the experts' backward, the gather's gradient reduce-scatters
 //   d(tokens) and d(probabilities) (S = G·T_r·(h + E)·w) → the rest's backward.
+// The flex dispatcher (plan "moe_dispatcher": "flex", Megatron-Core's MoEFlexTokenDispatcher with
+// DeepEP, token_dispatcher.py _DeepepManager and fused_a2a.py), over the same G = etp·ep ranks
+// (Group::kExpertTpEp): the routing map is expanded over the etp ranks of each expert-parallel
+// place (each receives the token whole, as etp·k experts out of etp·E), and DeepEP's fused kernels
+// move it:
+//   dispatch / combine   S = etp·T_r·k·h·w, the routed copies as a plain all-to-all's send buffer
+//                        would hold them (nccl-tests' S); the wire carries less — a token once to
+//                        each rank holding one of its experts and once over the network to each
+//                        node (sim/models/collectives.hpp "Dispatch") — which the simulator counts
+//                        from the routing and the placement, not the Program
+//   forward: compute → dispatch → experts → combine; backward: the combine's gradient (a
+//   dispatch) → the experts' backward → the dispatch's gradient (a combine) → the rest's backward;
+//   no gather or scatter over kExpertTp (the etp ranks got the tokens whole), the probabilities
+//   travel with the tokens (fp32, T_r·k·4 bytes, not counted: 4/(h·w) of the token's bytes).
 // The balancing loss over tp or cp ranks (training moe_aux_loss_coeff > 0, tp·cp > 1;
 // Megatron-Core router.py apply_load_balancing_loss, sequence_partition_group = the tp_cp group):
 //   counts           S = E·8: each rank's routed copies per expert (loss_routing_map.sum(0), int64)
@@ -141,6 +155,10 @@ inline int64_t moe_aux_counts_bytes(const spec::Model& m, const spec::Training& 
 // One expert tensor-parallel all-gather (or reduce-scatter)'s S (above); 0 without etp.
 inline int64_t moe_etp_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t etp, int64_t activation_bytes) {
   return etp > 1 ? etp * moe_a2a_bytes(tokens, m, tp, activation_bytes) : 0;
+}
+// The flex dispatcher's dispatch (or combine) S (above) over G = etp·ep > 1 ranks; 0 with G = 1.
+inline int64_t moe_flex_bytes(int64_t tokens, const spec::Model& m, int64_t tp, int64_t ep, int64_t etp, int64_t activation_bytes) {
+  return ep * etp > 1 ? etp * moe_a2a_bytes(tokens, m, tp, activation_bytes) : 0;
 }
 // Scatter-gather: a received activation (or gradient) is all-gathered over tp before use.
 inline bool gathers_received_message(int64_t tp, bool sequence_parallel) { return tp > 1 && !sequence_parallel; }

@@ -291,7 +291,7 @@ int32_t Emitter::ep_op(const Step& s, int32_t unit, int32_t dep, uint8_t flags) 
 
 // An all-gather or reduce-scatter of a MoE unit's pass on the expert-parallel lane
 // (comm_rules.hpp): expert tensor parallelism's over Group::kExpertTp, or the all-gather
-// dispatcher's over Group::kExpertTpEp.
+// dispatcher's or the flex dispatcher's all-to-alls over Group::kExpertTpEp.
 int32_t Emitter::expert_op(Op op, Group group, int64_t bytes, const Step& s, int32_t unit, int32_t dep, uint8_t flags) {
   Instr in;
   in.op = op;
@@ -490,6 +490,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
     const bool grad = sp.op != Op::kForward && sp.op != Op::kRecompute;
     const MoeAllGatherBytes& ag = cx_.allgather;
     auto to_experts = [&](int32_t dep) {
+      if (cx_.flex_bytes > 0) return expert_op(Op::kAllToAll, Group::kExpertTpEp, cx_.flex_bytes, s, unit, dep, tp_flags);
       if (ag.gather > 0) {
         return expert_op(Op::kTpAllGather, Group::kExpertTpEp, grad ? ag.grad_gather : ag.gather, s, unit, dep, tp_flags);
       }
@@ -497,6 +498,7 @@ int32_t Emitter::compute(const SegPass& sp, const Step& s, int32_t chain) {
       return cx_.etp_bytes > 0 ? expert_op(Op::kTpAllGather, Group::kExpertTp, cx_.etp_bytes, s, unit, dep, tp_flags) : dep;
     };
     auto back = [&](int32_t dep) {
+      if (cx_.flex_bytes > 0) return expert_op(Op::kAllToAll, Group::kExpertTpEp, cx_.flex_bytes, s, unit, dep, tp_flags);
       if (ag.scatter > 0) {
         return expert_op(Op::kTpReduceScatter, Group::kExpertTpEp, grad ? ag.grad_scatter : ag.scatter, s, unit, dep, tp_flags);
       }

@@ -135,6 +135,8 @@ Context make_context(Program& prog) {
   cx.experts_apart = prog.placement.experts_apart;
   if (p.moe_dispatcher == spec::MoeDispatcher::kAllGather) {
     cx.allgather = moe_allgather_bytes(cx.tokens, prog.model, p.tp, p.etp * p.ep, prog.activation_bytes);
+  } else if (p.moe_dispatcher == spec::MoeDispatcher::kFlex) {
+    cx.flex_bytes = moe_flex_bytes(cx.tokens, prog.model, p.tp, p.ep, p.etp, prog.activation_bytes);
   } else {
     cx.a2a_bytes = p.ep > 1 ? moe_a2a_bytes(cx.tokens, prog.model, p.tp, prog.activation_bytes) : 0;
     cx.etp_bytes = moe_etp_bytes(cx.tokens, prog.model, p.tp, p.etp, prog.activation_bytes);

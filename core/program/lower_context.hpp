@@ -69,6 +69,7 @@ struct Context {
   int64_t expert_dp = 1;
   int64_t a2a_bytes = 0;        // one dispatch (or combine) all-to-all's send buffer S; 0 with ep 1
   int64_t etp_bytes = 0;        // one expert tensor-parallel gather (or scatter)'s S; 0 with etp 1
+  int64_t flex_bytes = 0;       // the flex dispatcher's dispatch (or combine) S over kExpertTpEp; 0 otherwise
   MoeAllGatherBytes allgather;  // the all-gather dispatcher's (comm_rules.hpp); zeros with the all-to-all one
   int64_t aux_counts_bytes = 0; // the balancing loss's token counts summed over Group::kTpCp; 0 when none
 

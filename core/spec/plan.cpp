@@ -312,6 +312,19 @@ void check_experts(const Plan& p, const Model& m, const Training& t) {
                                   "support them (MoEAllGatherTokenDispatcher: \"Bias is not supported\")");
     }
   }
+  if (p.moe_dispatcher == MoeDispatcher::kFlex) {
+    if (t.framework != Framework::kMegatron) {
+      reject(p, "moe_dispatcher", "\"alltoall\": the flex token dispatcher (DeepEP) is Megatron-Core's" + fw);
+    }
+    if (p.ep * p.etp < 2) {
+      reject(p, "moe_dispatcher", "\"alltoall\" with ep × etp = 1: Megatron-Core asserts \"DeepEP dispatcher requires "
+                                  "TPxEP > 1\" (MoEFlexTokenDispatcher)");
+    }
+    if (t.moe_pad_to_capacity) {
+      reject(p, "moe_dispatcher", "\"alltoall\" with moe_pad_to_capacity: Megatron-Core refuses \"Flex token dispatcher "
+                                  "with deepep backend does not support moe_pad_expert_input_to_capacity\"");
+    }
+  }
   if (p.tp > 1 && !p.sequence_parallel) {
     reject(p, "sequence_parallel", "true with tp > 1 for a mixture-of-experts model: each tp rank routes its own "
                                    "sequence shard (Megatron-Core asserts it)");
@@ -355,7 +368,13 @@ void check_context_parallel(const Plan& p, const Training& t) {
 
 }  // namespace
 
-const char* to_string(MoeDispatcher d) { return d == MoeDispatcher::kAllGather ? "allgather" : "alltoall"; }
+const char* to_string(MoeDispatcher d) {
+  switch (d) {
+    case MoeDispatcher::kAllGather: return "allgather";
+    case MoeDispatcher::kFlex: return "flex";
+    default: return "alltoall";
+  }
+}
 
 const char* to_string(CpComm c) {
   switch (c) {
@@ -406,9 +425,10 @@ Plan plan_from_json(const json& j, const std::string& file) {
   p.cp_comm = comm == "a2a" ? CpComm::kA2a : comm == "all_gather" ? CpComm::kAllGather : CpComm::kP2p;
   p.ep = at_least(r, "ep", 1, 1, limits::kGpus);
   p.etp = at_least(r, "etp", 1, 1, limits::kGpus);
-  p.moe_dispatcher = r.choice_or("moe_dispatcher", {"alltoall", "allgather"}, "alltoall") == "allgather"
-                         ? MoeDispatcher::kAllGather
-                         : MoeDispatcher::kAllToAll;
+  const std::string dispatcher = r.choice_or("moe_dispatcher", {"alltoall", "allgather", "flex"}, "alltoall");
+  p.moe_dispatcher = dispatcher == "allgather" ? MoeDispatcher::kAllGather
+                     : dispatcher == "flex"    ? MoeDispatcher::kFlex
+                                               : MoeDispatcher::kAllToAll;
   p.micro_batch = at_least(r, "micro_batch", 1, 1, limits::kGlobalBatch);
   p.micro_batches = at_least(r, "micro_batches", 1, 1, limits::kMicroBatches);
   p.schedule = parse_schedule(r.choice_or("schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}, "1f1b"));
@@ -552,6 +572,7 @@ std::string summary(const Plan& p) {
   if (p.ep > 1) out << " ep" << p.ep;
   if (p.etp > 1) out << " etp" << p.etp;
   if (p.moe_dispatcher == MoeDispatcher::kAllGather) out << " ag-dispatch";
+  if (p.moe_dispatcher == MoeDispatcher::kFlex) out << " flex-dispatch";
   out << " pp" << p.pp << " dp" << p.dp << " mb" << p.micro_batch << "x" << p.micro_batches << " "
       << to_string(p.schedule);
   if (p.virtual_stages > 1) out << " v" << p.virtual_stages;

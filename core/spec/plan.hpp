@@ -46,9 +46,13 @@ inline constexpr CpComm kCpComms[] = {CpComm::kP2p, CpComm::kAllGather, CpComm::
 // gets the outputs back (MoEAlltoAllTokenDispatcher); "allgather" — every rank of the experts'
 // tensor- and expert-parallel group (etp·ep ranks) all-gathers the group's tokens, probabilities
 // and routing map, runs its experts on the rows routed to them and reduce-scatters the weighted
-// outputs back (MoEAllGatherTokenDispatcher: "best for TP-only, small EP, large top-k").
-enum class MoeDispatcher : uint8_t { kAllToAll, kAllGather };
-inline constexpr MoeDispatcher kMoeDispatchers[] = {MoeDispatcher::kAllToAll, MoeDispatcher::kAllGather};
+// outputs back (MoEAllGatherTokenDispatcher: "best for TP-only, small EP, large top-k"); "flex" —
+// DeepEP's fused dispatch and combine over the same etp·ep ranks (MoEFlexTokenDispatcher with
+// --moe-flex-dispatcher-backend deepep): a token goes once to each rank holding one of its experts
+// (every etp rank of it) and crosses the network once per node, forwarded inside it over NVLink.
+enum class MoeDispatcher : uint8_t { kAllToAll, kAllGather, kFlex };
+inline constexpr MoeDispatcher kMoeDispatchers[] = {MoeDispatcher::kAllToAll, MoeDispatcher::kAllGather,
+                                                    MoeDispatcher::kFlex};
 
 // Quantized communication (DeepSpeed ZeRO++): `bits` per element on the wire, one fp32 scale per
 // `block` elements; bits 0 is off.

@@ -69,6 +69,7 @@ QString text(const planner::Evaluated& e, int column, int rank) {
       QString s = QString::number(p.ep);
       if (p.etp > 1) s += QStringLiteral(" etp%1").arg(p.etp);
       if (p.moe_dispatcher == spec::MoeDispatcher::kAllGather) s += QStringLiteral(" ag");
+      if (p.moe_dispatcher == spec::MoeDispatcher::kFlex) s += QStringLiteral(" flex");
       return s;
     }
     case PlanTableModel::kPp: return QString::number(p.pp);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "sim/network/flows.hpp"
@@ -140,8 +141,12 @@ GroupBus group_bus(std::span<const int64_t> placement, const Topology& topology)
   return bus;
 }
 
-CollectiveCost::CollectiveCost(CollectiveKind kind, std::span<const int64_t> placement, const Topology& topology)
+CollectiveCost::CollectiveCost(CollectiveKind kind, std::span<const int64_t> placement, const Topology& topology,
+                               const DispatchRouting* dispatch)
     : kind_(kind), group_size_(static_cast<int64_t>(placement.size())) {
+  if (dispatch != nullptr && kind != CollectiveKind::kAllToAll) {
+    throw std::invalid_argument("CollectiveCost: a dispatch is an all-to-all, got " + to_string(kind));
+  }
   validate(kind, 0, placement, topology);
   if (placement.size() < 2) return;
   if (kind == CollectiveKind::kSendRecv) {
@@ -152,7 +157,7 @@ CollectiveCost::CollectiveCost(CollectiveKind kind, std::span<const int64_t> pla
     return;
   }
   if (kind == CollectiveKind::kAllToAll) {
-    all_to_all(placement, topology);
+    all_to_all(placement, topology, dispatch);
     return;
   }
   bus_ = group_bus(placement, topology);
@@ -161,7 +166,7 @@ CollectiveCost::CollectiveCost(CollectiveKind kind, std::span<const int64_t> pla
 
 // The all-to-all's terms (collectives.hpp): k, each member's NIC share and NVLink egress, the
 // binding one of the two into bus_ and a2a_share_, and its latency.
-void CollectiveCost::all_to_all(std::span<const int64_t> placement, const Topology& topology) {
+void CollectiveCost::all_to_all(std::span<const int64_t> placement, const Topology& topology, const DispatchRouting* dispatch) {
   std::map<int64_t, int64_t> on_node;                    // node -> members
   std::map<std::pair<int64_t, int64_t>, int64_t> on_nic; // (node, NIC) -> members
   for (int64_t gpu : placement) {
@@ -183,8 +188,16 @@ void CollectiveCost::all_to_all(std::span<const int64_t> placement, const Topolo
     for (int64_t gpu : placement) nvlink = std::min(nvlink, topology.link(topology.nvlink_egress(gpu)).bandwidth_Bps);
     nvlink_line = nvlink;
   }
-  const double remote = on_node.size() > 1 ? static_cast<double>(n - k) / static_cast<double>(n) : 0.0;
-  const double local = static_cast<double>(k - 1) / static_cast<double>(n);
+  double remote = on_node.size() > 1 ? static_cast<double>(n - k) / static_cast<double>(n) : 0.0;
+  double local = static_cast<double>(k - 1) / static_cast<double>(n);
+  auto per_byte = [&](double r, double l) { return std::max(r > 0 ? r / nic : 0.0, l > 0 ? l / nvlink : 0.0); };
+  if (dispatch != nullptr) {
+    const double plain = per_byte(remote, local);
+    const DispatchShares d = dispatch_shares(*dispatch, placement, topology.gpus_per_node());
+    remote = d.remote;
+    local = d.local;
+    flow_scale_ = plain > 0 ? per_byte(remote, local) / plain : 1.0;
+  }
   // the term that takes longer per byte of S binds
   const bool network = remote > 0 && (local == 0 || remote / nic >= local / nvlink);
   bus_.nodes = static_cast<int64_t>(on_node.size());
@@ -196,6 +209,94 @@ void CollectiveCost::all_to_all(std::span<const int64_t> placement, const Topolo
   constexpr int kRing = 1, kSimple = 2;
   const double hop = network ? band.net_lat[kRing][kSimple] : band.nvlink_lat[kRing][kSimple];
   a2a_latency_s_ = (band.base_lat[kRing][kSimple] + hop) * topology.nccl().latency_scale * 1e-6;
+}
+
+namespace {
+
+// C(P − a, k) / C(P, k): k drawn from P without replacement all miss a set of a.
+double miss_all(int64_t pool, int64_t a, int64_t k) {
+  if (a <= 0) return 1.0;
+  if (pool - a < k) return 0.0;
+  double p = 1.0;
+  for (int64_t i = 0; i < k; ++i) p *= static_cast<double>(pool - a - i) / static_cast<double>(pool - i);
+  return p;
+}
+
+}  // namespace
+
+double expected_sets_hit(const DispatchRouting& r, const std::vector<std::vector<int64_t>>& blocks) {
+  const int64_t E = r.experts, k = r.top_k;
+  if (E <= 0 || k <= 0 || k > E) {
+    throw std::invalid_argument("expected_sets_hit: top " + std::to_string(k) + " of " + std::to_string(E) +
+                                " experts; expected 1 <= k <= E");
+  }
+  const bool grouped = r.groups > 1 && r.group_top_k > 0 && r.group_top_k < r.groups;
+  if (grouped && E % r.groups != 0) {
+    throw std::invalid_argument("expected_sets_hit: " + std::to_string(E) + " experts in " + std::to_string(r.groups) +
+                                " groups; expected a divisor");
+  }
+  double total = 0;
+  for (const std::vector<int64_t>& block : blocks) {
+    if (!grouped) {
+      total += 1.0 - miss_all(E, static_cast<int64_t>(block.size()), k);
+      continue;
+    }
+    // the block's experts in each group; the subsets of g groups by how many they hold (a count
+    // of subsets per (groups chosen, experts held), over all G groups)
+    const int64_t G = r.groups, g = r.group_top_k, size = E / G, pool = g * size;
+    std::vector<int64_t> in_group(static_cast<std::size_t>(G), 0);
+    for (int64_t e : block) ++in_group[static_cast<std::size_t>(e / size)];
+    const auto A = static_cast<int64_t>(block.size());
+    std::vector<std::vector<double>> ways(static_cast<std::size_t>(g + 1), std::vector<double>(static_cast<std::size_t>(A + 1), 0.0));
+    ways[0][0] = 1;
+    for (int64_t i = 0; i < G; ++i) {
+      const int64_t a = in_group[static_cast<std::size_t>(i)];
+      for (int64_t c = std::min(i + 1, g); c >= 1; --c) {
+        for (int64_t s = A; s >= a; --s) ways[static_cast<std::size_t>(c)][static_cast<std::size_t>(s)] +=
+            ways[static_cast<std::size_t>(c - 1)][static_cast<std::size_t>(s - a)];
+      }
+    }
+    double subsets = 0, missed = 0;
+    for (int64_t s = 0; s <= A; ++s) {
+      const double w = ways[static_cast<std::size_t>(g)][static_cast<std::size_t>(s)];
+      subsets += w;
+      missed += w * miss_all(pool, s, std::min(k, pool));
+    }
+    total += 1.0 - missed / subsets;
+  }
+  return total;
+}
+
+DispatchShares dispatch_shares(const DispatchRouting& r, std::span<const int64_t> placement, int64_t gpus_per_node) {
+  const auto n = static_cast<int64_t>(placement.size());
+  if (r.ep < 1 || r.etp < 1 || r.ep * r.etp != n || r.experts % r.ep != 0) {
+    throw std::invalid_argument("dispatch_shares: ep " + std::to_string(r.ep) + " × etp " + std::to_string(r.etp) +
+                                " over " + std::to_string(n) + " ranks and " + std::to_string(r.experts) +
+                                " experts; expected ep·etp ranks and ep dividing the experts");
+  }
+  DispatchShares d;
+  const int64_t per_place = r.experts / r.ep;
+  // each expert-parallel place's experts; each node's places (etp fastest in the group)
+  std::map<int64_t, std::set<int64_t>> places_of_node;
+  for (int64_t i = 0; i < n; ++i) places_of_node[placement[static_cast<std::size_t>(i)] / gpus_per_node].insert(i / r.etp);
+  std::vector<std::vector<int64_t>> places(static_cast<std::size_t>(r.ep)), nodes;
+  for (int64_t p = 0; p < r.ep; ++p) {
+    for (int64_t e = 0; e < per_place; ++e) places[static_cast<std::size_t>(p)].push_back(p * per_place + e);
+  }
+  for (const auto& [node, ps] : places_of_node) {
+    std::vector<int64_t> experts;
+    for (int64_t p : ps) experts.insert(experts.end(), places[static_cast<std::size_t>(p)].begin(), places[static_cast<std::size_t>(p)].end());
+    nodes.push_back(std::move(experts));
+  }
+  d.nodes = static_cast<int64_t>(nodes.size());
+  d.per_node = n / d.nodes;
+  d.ranks_hit = static_cast<double>(r.etp) * expected_sets_hit(r, places);
+  d.nodes_hit = d.nodes > 1 ? expected_sets_hit(r, nodes) : 1.0;
+  const double copies = static_cast<double>(r.etp * r.top_k);   // S per token's u bytes
+  const double N = static_cast<double>(d.nodes), l = static_cast<double>(d.per_node);
+  d.remote = d.nodes > 1 ? d.nodes_hit * (N - 1) / N / copies : 0.0;
+  d.local = d.ranks_hit * (1 - 1 / l) / copies;
+  return d;
 }
 
 NcclChoice CollectiveCost::choose(int64_t bytes) const {

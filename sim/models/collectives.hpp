@@ -36,6 +36,25 @@
 // Check (nccl #1138): 2 nodes × 8 A100, 4 × 200 Gb/s NICs, 2 GPUs a NIC: B_nic = 23.5/2 GB/s (NCCL's
 // 0.94 of the line rate), t ≈ S·8/16 / 11.75 GB/s, busbw = (S/t)·15/16 = 22.0 GB/s; measured 19.8.
 //
+// Dispatch (Megatron-Core's flex token dispatcher with DeepEP's normal kernels, an all-to-all with a
+// DispatchRouting; deepseek-ai/DeepEP dd758caf csrc/kernels/internode.cu, docs/legacy.md): over
+// the etp·ep ranks of the experts' grid, a token goes once to each rank holding one of its k
+// experts (all etp ranks of that expert-parallel place), not once per expert; across nodes it goes
+// once over the network to each node holding one (to the GPU of the sender's local index there),
+// which forwards it over NVLink to the node's ranks that need it. Under uniform routing over the
+// experts the token may reach (the model's router groups, see expected_blocks_hit), with the S of
+// a plain all-to-all of the routed copies (S = etp·T·k·h·w, comm_rules.hpp), u = S/(etp·k) bytes a
+// token of the rank, N nodes and l members a node:
+//     ranks hit   R = etp · Σ_places P(place hit)       nodes hit  M = Σ_nodes P(node hit)
+//     network     u·M·(N − 1)/N  (each other node hit, once)
+//     NVLink      u·R·(1 − 1/l)  (every rank hit, less the forwarder's own copy)
+//     t = lat + max(network / B_nic, NVLink / B_nvlink)
+// with B_nic, B_nvlink and lat the all-to-all's (above). The combine moves the same bytes back
+// (each rank sums its experts' outputs of a token before sending; the forwarder the node's). The
+// uniform all-to-all's shares, per byte of S, are (n − k)/n and (k − 1)/n; with k = 8 of 256
+// experts on 32 ranks over 4 nodes (no groups) the dispatch moves 0.34 of S over the network
+// against 0.75. Check against DeepEP's published H800 runs: docs/validation.md.
+//
 // Send/recv (placement = {src, dst}): one transfer of S bytes, t = route latency (intra_node or
 // inter_node latency_ns) + ⌈S·1e9 / narrowest link on the route⌉, exactly what a flow alone on its
 // route takes on the FlowNetwork.
@@ -86,6 +105,27 @@ struct GroupBus {
 };
 GroupBus group_bus(std::span<const int64_t> placement, const Topology& topology);
 
+// A token's routing as the dispatch sees it: the model's experts, top-k and router groups (0: none),
+// and the experts' grid (ep places of E/ep consecutive experts, etp ranks each).
+struct DispatchRouting {
+  int64_t experts = 0, top_k = 0, groups = 0, group_top_k = 0;
+  int64_t ep = 1, etp = 1;
+};
+// Σ over the sets of experts `blocks` (each a list of expert ids) of the probability that a token's
+// top k hits at least one of the set: k experts drawn uniformly without replacement from the
+// router's allowed pool — all E, or with G groups of E/G consecutive experts, g groups drawn
+// uniformly and k experts from their g·E/G. P(set A missed) = E_S[C(P − |A ∩ pool_S|, k) / C(P, k)].
+double expected_sets_hit(const DispatchRouting& r, const std::vector<std::vector<int64_t>>& blocks);
+// The dispatch's bytes per byte of S (above) for the group `placement` (etp fastest, ep places in
+// order): what leaves a member over the network and over NVLink, and the tokens' expected ranks and
+// nodes hit.
+struct DispatchShares {
+  double remote = 0, local = 0;
+  double ranks_hit = 0, nodes_hit = 0;
+  int64_t nodes = 1, per_node = 1;
+};
+DispatchShares dispatch_shares(const DispatchRouting& r, std::span<const int64_t> placement, int64_t gpus_per_node);
+
 // Contention-free time (see above). Throws std::invalid_argument naming the collective and the
 // offending GPU or size.
 int64_t collective_time_ns(CollectiveKind kind, int64_t bytes, std::span<const int64_t> placement,
@@ -95,7 +135,9 @@ int64_t collective_time_ns(CollectiveKind kind, int64_t bytes, std::span<const i
 // bus bandwidth, or a send's route), computed once per group.
 class CollectiveCost {
  public:
-  CollectiveCost(CollectiveKind kind, std::span<const int64_t> placement, const Topology& topology);
+  // `dispatch`: an all-to-all moved as the flex dispatcher moves it (above).
+  CollectiveCost(CollectiveKind kind, std::span<const int64_t> placement, const Topology& topology,
+                 const DispatchRouting* dispatch = nullptr);
   int64_t time_ns(int64_t bytes) const;  // == collective_time_ns(kind, bytes, placement, topology)
   CollectiveKind kind() const { return kind_; }
   int64_t group_size() const { return group_size_; }
@@ -103,9 +145,12 @@ class CollectiveCost {
   // NCCL's choice at this size (collectives only).
   NcclChoice choose(int64_t bytes) const;
   const GroupBus& bus() const { return bus_; }
+  // The bytes a member's flow carries per byte of a plain all-to-all's: the dispatch's binding term
+  // over the plain one's (1 for any other collective), so that sharing links it slows as its time does.
+  double flow_scale() const { return flow_scale_; }
 
  private:
-  void all_to_all(std::span<const int64_t> placement, const Topology& topology);
+  void all_to_all(std::span<const int64_t> placement, const Topology& topology, const DispatchRouting* dispatch);
 
   CollectiveKind kind_;
   int64_t group_size_ = 0;
@@ -115,7 +160,8 @@ class CollectiveCost {
   double send_Bps_ = 0;
   // all-to-all: its latency, and the binding term's rate and share of S (bus_ holds its rate)
   double a2a_latency_s_ = 0;
-  double a2a_share_ = 0;          // (n − k)/n or (k − 1)/n
+  double a2a_share_ = 0;          // (n − k)/n or (k − 1)/n (a dispatch: its own shares)
+  double flow_scale_ = 1;
 };
 
 }  // namespace stagecraft::sim

@@ -126,13 +126,15 @@ TEST(PlanTable, SortsNumbersAsNumbersAndRanksLikeTheSearch) {
 }
 
 // The ep column names the expert grid: the size, etpN where each expert's width is split, "ag" for
-// the all-gather dispatcher; it sorts by ep.
+// the all-gather dispatcher, "flex" for the flex one (DeepEP); it sorts by ep.
 TEST(PlanTable, TheExpertColumnNamesExpertTensorParallelismAndTheDispatcher) {
   PlanTableModel model;
-  std::vector<planner::Evaluated> rows = {fake("a", 1.0, 1, 1, true), fake("b", 1.0, 1, 1, true), fake("c", 1.0, 1, 1, true)};
+  std::vector<planner::Evaluated> rows = {fake("a", 1.0, 1, 1, true), fake("b", 1.0, 1, 1, true), fake("c", 1.0, 1, 1, true),
+                                         fake("d", 1.0, 1, 1, true)};
   rows[0].plan.ep = 8;
   rows[1].plan.ep = 4, rows[1].plan.etp = 2;
   rows[2].plan.ep = 2, rows[2].plan.moe_dispatcher = spec::MoeDispatcher::kAllGather;
+  rows[3].plan.ep = 16, rows[3].plan.moe_dispatcher = spec::MoeDispatcher::kFlex;
   model.append(rows);
   auto cell = [&](const char* key) {
     return model.data(model.index(model.row_of(key), PlanTableModel::kEp), Qt::DisplayRole).toString().toStdString();
@@ -140,6 +142,7 @@ TEST(PlanTable, TheExpertColumnNamesExpertTensorParallelismAndTheDispatcher) {
   EXPECT_EQ(cell("a"), "8");
   EXPECT_EQ(cell("b"), "4 etp2");
   EXPECT_EQ(cell("c"), "2 ag");
+  EXPECT_EQ(cell("d"), "16 flex");
   EXPECT_EQ(model.data(model.index(model.row_of("b"), PlanTableModel::kEp), kRawRole).toDouble(), 4.0);
 }
 

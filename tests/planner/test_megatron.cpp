@@ -49,6 +49,12 @@ TEST(Megatron, TheMixtralBenchmarkPlanGivesItsArguments) {
   const MegatronExport y = to_megatron(p, t, &m);
   EXPECT_TRUE(has(y, "--expert-tensor-parallel-size 2")) << y.text();
   EXPECT_TRUE(has(y, "--moe-token-dispatcher-type allgather")) << y.text();
+  EXPECT_FALSE(has(y, "--moe-flex-dispatcher-backend")) << y.text();
+  // the flex dispatcher with DeepEP as its backend
+  p.moe_dispatcher = spec::MoeDispatcher::kFlex;
+  const MegatronExport z = to_megatron(p, t, &m);
+  EXPECT_TRUE(has(z, "--moe-token-dispatcher-type flex")) << z.text();
+  EXPECT_TRUE(has(z, "--moe-flex-dispatcher-backend deepep")) << z.text();
 }
 
 // DeepSeek-V3: three dense layers first, a sigmoid router with its score correction (and its update

@@ -19,7 +19,16 @@ std::string category(const Candidate& c) {
          spec::to_string(c.recompute) + (c.offload ? "off" : "") + (c.max_live_i == 0 ? "live-small" : "") +
          (c.cp > 1 ? std::string("cp-") + spec::to_string(c.cp_comm) : "") + (c.ep > 1 ? "ep" + std::to_string(c.ep) : "") +
          (c.etp > 1 ? "etp" + std::to_string(c.etp) : "") +
-         (c.moe_dispatcher == spec::MoeDispatcher::kAllGather ? "allgather" : "");
+         (c.moe_dispatcher == spec::MoeDispatcher::kAllGather ? "allgather" : c.moe_dispatcher == spec::MoeDispatcher::kFlex ? "flex" : "");
+}
+
+// A Megatron-Core mixture of experts: 8 experts top-2, `layers` layers.
+spec::Model moe_model(int64_t layers) {
+  return spec::model_from_json(
+      {{"name", "moe"}, {"layers", layers}, {"hidden", 1024}, {"heads", 8}, {"kv_heads", 8}, {"ffn_hidden", 2816}, {"vocab", 32000},
+       {"seq_len", 2048}, {"mlp", "swiglu"}, {"norm", "rmsnorm"}, {"position", "rope"}, {"bias", false},
+       {"tied_embeddings", false}, {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn_hidden", 2816}}}},
+      "moe.json");
 }
 
 // Up to `per` candidates of each category with the given verdict, spread over the enumeration.
@@ -83,14 +92,10 @@ TEST(Prune, StepTimeAndMemoryBoundsHoldAgainstTheSimulator) {
   SpaceLimits cp_limits;
   cp_limits.cp = {2, 4};
   expect_bounds_hold(Space(test::bundled_model("llama3-8b"), test::bundled_cluster("dgx-h100-ndr", 2), long_context, 16, cp_limits), 1);
-  // experts (Megatron-Core, 8 experts top-2, 8 layers): ep 1 to 8, etp 1 to tp and both token
+  // experts (Megatron-Core, 8 experts top-2, 8 layers): ep 1 to 8, etp 1 to tp and the three token
   // dispatchers over two nodes, the experts' states over their own group in the memory bound, their
   // all-to-alls, gathers and scatters in the time bound at their cheapest placement
-  const spec::Model moe = spec::model_from_json(
-      {{"name", "moe"}, {"layers", 8}, {"hidden", 1024}, {"heads", 8}, {"kv_heads", 8}, {"ffn_hidden", 2816}, {"vocab", 32000},
-       {"seq_len", 2048}, {"mlp", "swiglu"}, {"norm", "rmsnorm"}, {"position", "rope"}, {"bias", false},
-       {"tied_embeddings", false}, {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn_hidden", 2816}}}},
-      "moe.json");
+  const spec::Model moe = moe_model(8);
   spec::Training megatron = test::training(32);
   megatron.framework = spec::Framework::kMegatron;
   SpaceLimits moe_limits;
@@ -244,6 +249,44 @@ TEST(Prune, BucketValuesThatCutTheSameBucketsAreDominatedDuplicates) {
   const sim::SimResult a = test::simulate(space, all[0].candidate), b = test::simulate(space, all[1].candidate);
   EXPECT_EQ(a.metrics.step_time_s, b.metrics.step_time_s);
   EXPECT_EQ(a.metrics.peak_memory_bytes, b.metrics.peak_memory_bytes);
+}
+
+// The flex dispatcher at one expert a GPU inside one node (8 experts, ep 8, a node of 8): a token's
+// 2 copies reach 2 distinct GPUs of the node either way, so DeepEP moves exactly the all-to-all's
+// bytes and the plan simulates as the all-to-all one: a dominated duplicate. At ep 4 (2 experts a
+// GPU) a token whose 2 experts share a GPU goes there once, so flex is a plan of its own.
+TEST(Prune, AFlexDispatcherMovingTheAllToAllsBytesIsADominatedDuplicate) {
+  const spec::Model moe = moe_model(4);
+  spec::Training megatron = test::training(16);
+  megatron.framework = spec::Framework::kMegatron;
+  SpaceLimits l;
+  l.tp = {1};
+  l.pp = {1};
+  l.zero = {1};
+  l.micro_batch = {1};
+  l.recompute = {spec::Recompute::kNone};
+  l.ep = {4, 8};
+  const Space space(moe, test::bundled_cluster("dgx-h100-ndr", 1), megatron, 8, l);
+  const auto all = test::enumerate(space);
+  int flex8 = 0, flex4 = 0;
+  for (const auto& s : all) {
+    if (s.candidate.moe_dispatcher != spec::MoeDispatcher::kFlex) continue;
+    if (s.candidate.ep == 8) {
+      ++flex8;
+      EXPECT_EQ(s.verdict, Verdict::kDominated);
+    } else {
+      flex4 += s.verdict != Verdict::kDominated;   // (some are, as their all-to-all twins: bucket duplicates)
+    }
+  }
+  EXPECT_GT(flex8, 0);
+  EXPECT_GT(flex4, 0);
+  for (const auto& s : all) {   // the duplicate's twin simulates identically
+    if (s.candidate.moe_dispatcher != spec::MoeDispatcher::kFlex || s.candidate.ep != 8) continue;
+    Candidate twin = s.candidate;
+    twin.moe_dispatcher = spec::MoeDispatcher::kAllToAll;
+    EXPECT_EQ(test::simulate(space, s.candidate).metrics.step_time_s, test::simulate(space, twin).metrics.step_time_s);
+    break;
+  }
 }
 
 // max_live_parameters acts only through `live + bucket > max_live` and `live < max_live`, with live

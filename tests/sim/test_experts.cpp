@@ -79,6 +79,92 @@ TEST(ExpertsSim, ImbalanceStretchesTheExpertsAndTheirAllToAlls) {
   EXPECT_GT(skewed.metrics.step_time_s, even.metrics.step_time_s);
 }
 
+// The flex dispatcher (DeepEP, collectives.hpp "Dispatch"): a token goes once to each rank and once
+// to each node holding one of its experts. expected_sets_hit by hand:
+//   * 4 experts, top 2, sets {0,1} and {2,3}: a set is missed with C(2,2)/C(4,2) = 1/6, so 2·5/6 = 5/3;
+//   * 8 experts in 4 groups of 2, top 2 of the best 2 groups (a pool of 4): the set {0,1} (group 0)
+//     is in 3 of the C(4,2) = 6 group pairs, missed then with C(2,2)/C(4,2) = 1/6, else always:
+//     (3/6 + 3)/6 = 7/12, hit 5/12; the set {1,2} straddles groups 0 and 1: the pair {0,1} holds 2
+//     of it (missed 1/6), the 4 pairs with one of the two hold 1 (missed C(3,2)/C(4,2) = 1/2), the
+//     pair {2,3} none: (1/6 + 2 + 1)/6 = 19/36, hit 17/36.
+// dispatch_shares over 2 nodes of 2 GPUs, ep 4 (one expert a GPU), top 2 of 4: each GPU is hit
+// with 1 − C(3,2)/C(4,2) = 1/2 (R = 2), each node with 5/6 (M = 5/3); per byte of S (2 copies a
+// token): the network carries M·(N − 1)/N / 2 = 5/12, NVLink R·(1 − 1/l) / 2 = 1/2, where a plain
+// all-to-all's shares are (n − l)/n = 1/2 and (l − 1)/n = 1/4.
+TEST(ExpertsSim, TheDispatchCountsEachRankAndNodeATokenReachesOnce) {
+  DispatchRouting r{4, 2, 0, 0, 4, 1};
+  EXPECT_DOUBLE_EQ(expected_sets_hit(r, {{0, 1}, {2, 3}}), 5.0 / 3);
+  const DispatchRouting grouped{8, 2, 4, 2, 4, 1};
+  EXPECT_NEAR(expected_sets_hit(grouped, {{0, 1}}), 5.0 / 12, 1e-15);
+  EXPECT_NEAR(expected_sets_hit(grouped, {{1, 2}}), 17.0 / 36, 1e-15);
+  const std::vector<int64_t> group = {0, 1, 2, 3};
+  const DispatchShares d = dispatch_shares(r, group, 2);
+  EXPECT_EQ(d.nodes, 2);
+  EXPECT_EQ(d.per_node, 2);
+  EXPECT_NEAR(d.ranks_hit, 2.0, 1e-15);
+  EXPECT_NEAR(d.nodes_hit, 5.0 / 3, 1e-15);
+  EXPECT_NEAR(d.remote, 5.0 / 12, 1e-15);
+  EXPECT_NEAR(d.local, 0.5, 1e-15);
+  // the time over 2 nodes of 2 GPUs, a 25 GB/s NIC each, NVLink 100 GB/s: per byte of S the network
+  // takes 5/12 / 25e9 against NVLink's 1/2 / 100e9, so it binds; t(S) − t(S/2) = (S/2)·(5/12)/25e9,
+  // where the plain all-to-all's is (S/2)·(1/2)/25e9
+  test::ClusterShape shape;
+  shape.nodes = 2;
+  shape.gpus_per_node = 2;
+  shape.nics_per_node = 2;
+  const Topology topology(test::make_cluster(shape), 4);
+  const CollectiveCost flex(CollectiveKind::kAllToAll, group, topology, &r), plain(CollectiveKind::kAllToAll, group, topology);
+  const int64_t S = 12'000'000;
+  EXPECT_NEAR(static_cast<double>(flex.time_ns(S) - flex.time_ns(S / 2)), S / 2 * (5.0 / 12) / 25e9 * 1e9, 2.0);
+  EXPECT_NEAR(static_cast<double>(plain.time_ns(S) - plain.time_ns(S / 2)), S / 2 * 0.5 / 25e9 * 1e9, 2.0);
+  EXPECT_NEAR(flex.flow_scale(), 5.0 / 6, 1e-12);
+  EXPECT_THROW(dispatch_shares(DispatchRouting{4, 2, 0, 0, 2, 1}, group, 2), std::invalid_argument);  // 2 places, 4 ranks
+}
+
+// The flex dispatcher in a step: each MoE pass's dispatch and combine are all-to-alls over the
+// expert grid (Group::kExpertTpEp) of S = etp·T·k·h·w, no gather or scatter over kExpertTp, and
+// the ep lane their time. On one node of 2 GPUs, ep 2, 8 experts top-2: a GPU (4 experts) is missed
+// with C(4,2)/C(8,2) = 6/28, so R = 2·22/28 = 11/7 and NVLink carries R·(1 − 1/2)/2 = 11/28 of S
+// against the plain all-to-all's 1/2 = 14/28.
+TEST(ExpertsSim, TheFlexDispatcherMovesATokenOnceToEachGpuOfItsExperts) {
+  const int64_t S = 2048 * 2 * 256 * 2;   // T·k·h·w, as OneLayersAllToAllIsItsBytesOverNvlink
+  auto flex_prog = [](int64_t etp) {
+    const spec::Plan p = spec::plan_from_json(
+        {{"dp", 2}, {"ep", 2 / etp}, {"etp", etp}, {"moe_dispatcher", "flex"}, {"micro_batches", 2}}, "plan.json");
+    const nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"}};
+    return program::lower(model(), spec::training_from_json(t, "training.json"), p);
+  };
+  for (int64_t etp : {1, 2}) {
+    const program::Program prog = flex_prog(etp);
+    int64_t dispatches = 0, others = 0;
+    for (const program::Instr& in : prog.rank(0)) {
+      if (in.lane != program::Lane::kEp) continue;
+      if (in.op == program::Op::kAllToAll && in.group == program::Group::kExpertTpEp && in.bytes == etp * S) {
+        ++dispatches;
+      } else {
+        ++others;
+      }
+    }
+    EXPECT_EQ(dispatches, 2 * 2 * 4) << "etp " << etp;   // 2 layers × 2 micro-batches × 4 a layer's passes
+    EXPECT_EQ(others, 0) << "etp " << etp;
+  }
+  const Topology topology(cluster(), 2);
+  const std::vector<int64_t> group = {0, 1};
+  const DispatchRouting routing{8, 2, 0, 0, 2, 1};
+  const CollectiveCost flex(CollectiveKind::kAllToAll, group, topology, &routing);
+  EXPECT_NEAR(static_cast<double>(flex.time_ns(S) - flex.time_ns(S / 2)), S / 2 * (11.0 / 28) / 1e9 * 1e9, 2.0);
+  const SimResult r = simulate(flex_prog(1), cluster());
+  EXPECT_NEAR(r.metrics.time.ep_s, 16 * static_cast<double>(flex.time_ns(S)) * 1e-9, 16e-9);
+  EXPECT_NEAR(r.metrics.ep_intranode_bytes, 16.0 * S * 11 / 28, 1e-6 * S);
+  EXPECT_LT(r.metrics.time.ep_s, run(2).metrics.time.ep_s);
+  // the busiest GPU receives ρ times the balanced share: each dispatch takes ⌈1.5·t⌉
+  const spec::Plan p = spec::plan_from_json({{"dp", 2}, {"ep", 2}, {"moe_dispatcher", "flex"}, {"micro_batches", 2}}, "plan.json");
+  const nlohmann::json t = {{"global_batch", 4}, {"dtype", "bf16"}, {"framework", "megatron"}, {"attention", "unfused"},
+                            {"moe_imbalance", 1.5}};
+  const SimResult skewed = simulate(program::lower(model(), spec::training_from_json(t, "training.json"), p), cluster());
+  EXPECT_NEAR(skewed.metrics.time.ep_s, 16 * std::ceil(1.5 * static_cast<double>(flex.time_ns(S))) * 1e-9, 16e-9);
+}
+
 // An expert capacity (training "moe_capacity_factor" c): copies beyond it are dropped, so the
 // busiest rank computes and receives min(ρ, c) times the balanced share — ρ = 1.5 under c = 1.25
 // is the dropless run at ρ = 1.25, step for step; padded to capacity every expert takes c times

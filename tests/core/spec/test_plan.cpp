@@ -166,7 +166,19 @@ TEST(Plan, ExpertParallelismIsCheckedAgainstTheModelAndFramework) {
   EXPECT_FALSE(to_json(ok).contains("moe_dispatcher"));
   EXPECT_NE(summary(ag).find(" ep2 ag-dispatch "), std::string::npos);
   expect_spec_error([&] { validate_plan(ag, unbiased, batch(16), 8); }, "/moe_dispatcher", "the all-gather token dispatcher is Megatron-Core's");
-  expect_spec_error([] { plan_from_json({{"moe_dispatcher", "flex"}}, "p.json"); }, "/moe_dispatcher", "\"alltoall\"");
+  expect_spec_error([] { plan_from_json({{"moe_dispatcher", "deepep"}}, "p.json"); }, "/moe_dispatcher", "\"alltoall\"");
+  // the flex dispatcher (DeepEP): Megatron-Core's, over ep × etp > 1, not with padding to capacity
+  const Plan flex = plan_from_json({{"dp", 8}, {"ep", 2}, {"moe_dispatcher", "flex"}, {"micro_batches", 2}}, "p.json");
+  EXPECT_NO_THROW(validate_plan(flex, moe, megatron, 8));
+  EXPECT_EQ(plan_from_json(to_json(flex), "again.json").moe_dispatcher, MoeDispatcher::kFlex);
+  EXPECT_NE(summary(flex).find(" ep2 flex-dispatch "), std::string::npos);
+  expect_spec_error([&] { validate_plan(flex, moe, batch(16), 8); }, "/moe_dispatcher", "the flex token dispatcher (DeepEP) is Megatron-Core's");
+  const Plan flex_alone = plan_from_json({{"dp", 8}, {"moe_dispatcher", "flex"}, {"micro_batches", 2}}, "p.json");
+  expect_spec_error([&] { validate_plan(flex_alone, moe, megatron, 8); }, "/moe_dispatcher", "requires TPxEP > 1");
+  Training padded = megatron;
+  padded.moe_capacity_factor = 1.0;
+  padded.moe_pad_to_capacity = true;
+  expect_spec_error([&] { validate_plan(flex, moe, padded, 8); }, "/moe_dispatcher", "does not support moe_pad_expert_input_to_capacity");
 }
 
 // "tp_comm_overlap" is read, defaults to false and is written back only when set.

@@ -314,7 +314,7 @@ TEST(MpiEquivalence, ExpertTensorParallelPlansMatchTheSingleRankRun) {
 // placed back among zeros; the same math as the all-to-all, so every plan must give the single-rank
 // run to 1e-5: ep 2 over dp 4 (ZeRO-1), etp 2 x ep 2 (the grid of 4: the partial outputs summed by
 // the same reduce-scatter), ep 2 x pp 2 under ZB-H1, ep 2 with full recompute, and tp 2 x dp 2
-// (sequence parallel) at ep 2.
+// (sequence parallel) at ep 2. The flex dispatcher's ep 4 and ep 2 x pp 2 likewise.
 TEST(MpiEquivalence, ExpertAllGatherDispatcherPlansMatchTheSingleRankRun) {
   int rank = 0;
   {
@@ -336,6 +336,16 @@ TEST(MpiEquivalence, ExpertAllGatherDispatcherPlansMatchTheSingleRankRun) {
                        {{.tp = 2, .pp = 1, .dp = 2, .micro_batches = 4, .zero = 1, .sequence_parallel = true,
                          .framework = kMegatron, .ep = 2, .moe_dispatcher = ag}});
 #endif
+  // the flex dispatcher (DeepEP) moves the same copies to the same experts: at etp 1 the executor
+  // runs its dispatch and combine as the all-to-all's, over the expert grid's ranks
+  const std::string flex = "flex";
+  expect_experts_match(
+      tiny_mixtral(), rank,
+      {{.pp = 1, .dp = 4, .micro_batches = 2, .zero = 1, .framework = kMegatron, .ep = 4, .moe_dispatcher = flex},
+#if !defined(STAGECRAFT_SANITIZED)
+       {.pp = 2, .dp = 2, .micro_batches = 4, .schedule = "zb-h1", .framework = kMegatron, .ep = 2, .moe_dispatcher = flex}
+#endif
+      });
 }
 
 // DeepSeek-V3's routing (sigmoid scores, the top 2 of 8 experts from the 2 best of 4 groups, gates

@@ -196,6 +196,14 @@ TEST(RunnerLocal, RefusesAnExpertCapacityByItsField) {
     EXPECT_NE(std::string(e.what()).find("the training: /moe_capacity_factor"), std::string::npos) << e.what();
   }
   EXPECT_EQ(training_unsupported(moe, test::tiny_training()), "");
+  // the flex dispatcher runs as the all-to-all at etp 1; with etp > 1 it is simulated, not run
+  spec::Plan flex;
+  flex.ep = 2;
+  flex.moe_dispatcher = spec::MoeDispatcher::kFlex;
+  EXPECT_EQ(plan_unsupported(moe, flex), "");
+  flex.ep = 1;
+  flex.etp = 2;
+  EXPECT_EQ(plan_unsupported(moe, flex).rfind("/moe_dispatcher: ", 0), 0u) << plan_unsupported(moe, flex);
 }
 
 TEST(RunnerLocal, InjectedFaultThrowsOnItsRankAndStep) {
