@@ -172,7 +172,10 @@ std::vector<spec::MoeDispatcher> Space::moe_dispatchers(int64_t ep, int64_t etp)
   for (spec::MoeDispatcher d : spec::kMoeDispatchers) {
     const bool allgather = d == spec::MoeDispatcher::kAllGather, flex = d == spec::MoeDispatcher::kFlex;
     if (allgather && (ep * etp == 1 || training_.framework != spec::Framework::kMegatron || model_.mlp_bias)) continue;
-    if (flex && (ep * etp == 1 || training_.framework != spec::Framework::kMegatron || training_.moe_pad_to_capacity)) continue;
+    if (flex && (!spec::deepep_group_size(ep * etp) || training_.framework != spec::Framework::kMegatron ||
+                 training_.moe_pad_to_capacity)) {
+      continue;
+    }
     if (allowed(limits_.moe_dispatcher, d)) out.push_back(d);
   }
   if (out.empty() && ep * etp == 1) out.push_back(spec::MoeDispatcher::kAllToAll);   // nothing to dispatch across ranks

@@ -25,7 +25,8 @@
 //             tp·cp·dp; --etp pins any valid value; Megatron-Core only (DeepSpeed-MoE keeps experts whole)
 //   moe_dispatcher  alltoall, and allgather and flex (DeepEP) where etp·ep > 1 (Megatron-Core only;
 //             allgather not with biased experts, which its all-gather dispatcher refuses; flex not
-//             with moe_pad_to_capacity, which Megatron-Core refuses with DeepEP; where it moves
+//             with moe_pad_to_capacity, which Megatron-Core refuses with DeepEP, and only over the
+//             grids DeepEP has configs for, spec::kDeepEpGroupSizes; where it moves
 //             exactly the all-to-all's bytes — etp 1, one expert a GPU inside a node — the
 //             pruner marks it a dominated duplicate)
 //   recompute none, selective, full;   sequence parallel: off, and on when tp > 1 and tp | seq_len/cp

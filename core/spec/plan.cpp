@@ -320,6 +320,11 @@ void check_experts(const Plan& p, const Model& m, const Training& t) {
       reject(p, "moe_dispatcher", "\"alltoall\" with ep × etp = 1: Megatron-Core asserts \"DeepEP dispatcher requires "
                                   "TPxEP > 1\" (MoEFlexTokenDispatcher)");
     }
+    if (!deepep_group_size(p.ep * p.etp)) {
+      reject(p, "moe_dispatcher", "\"alltoall\" with ep × etp = " + n(p.ep * p.etp) + ": DeepEP has kernel configs for "
+                                  "expert grids of 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144 and 160 ranks only and "
+                                  "asserts \"Unsupported number of EP ranks\" (deep_ep/buffers/legacy.py)");
+    }
     if (t.moe_pad_to_capacity) {
       reject(p, "moe_dispatcher", "\"alltoall\" with moe_pad_to_capacity: Megatron-Core refuses \"Flex token dispatcher "
                                   "with deepep backend does not support moe_pad_expert_input_to_capacity\"");

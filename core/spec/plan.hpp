@@ -53,6 +53,17 @@ inline constexpr CpComm kCpComms[] = {CpComm::kP2p, CpComm::kAllGather, CpComm::
 enum class MoeDispatcher : uint8_t { kAllToAll, kAllGather, kFlex };
 inline constexpr MoeDispatcher kMoeDispatchers[] = {MoeDispatcher::kAllToAll, MoeDispatcher::kAllGather,
                                                     MoeDispatcher::kFlex};
+// The expert grids (etp·ep ranks) DeepEP runs: its Buffer.get_dispatch_config and get_combine_config,
+// which Megatron-Core's fused_a2a.py calls with the group's size, have configs for these sizes only
+// and assert "Unsupported number of EP ranks" otherwise (deepseek-ai/DeepEP dd758caf
+// deep_ep/buffers/legacy.py).
+inline constexpr int64_t kDeepEpGroupSizes[] = {2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160};
+inline bool deepep_group_size(int64_t ranks) {
+  for (int64_t n : kDeepEpGroupSizes) {
+    if (n == ranks) return true;
+  }
+  return false;
+}
 
 // Quantized communication (DeepSpeed ZeRO++): `bits` per element on the wire, one fp32 scale per
 // `block` elements; bits 0 is off.

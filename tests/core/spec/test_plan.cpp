@@ -175,6 +175,19 @@ TEST(Plan, ExpertParallelismIsCheckedAgainstTheModelAndFramework) {
   expect_spec_error([&] { validate_plan(flex, moe, batch(16), 8); }, "/moe_dispatcher", "the flex token dispatcher (DeepEP) is Megatron-Core's");
   const Plan flex_alone = plan_from_json({{"dp", 8}, {"moe_dispatcher", "flex"}, {"micro_batches", 2}}, "p.json");
   expect_spec_error([&] { validate_plan(flex_alone, moe, megatron, 8); }, "/moe_dispatcher", "requires TPxEP > 1");
+  // DeepEP's configs: 2, 4, 8, 16, 24, ... 160 ranks; not 12, not 256
+  EXPECT_TRUE(deepep_group_size(16) && deepep_group_size(160) && !deepep_group_size(12) && !deepep_group_size(256));
+  const Plan flex_large = plan_from_json({{"dp", 16}, {"ep", 16}, {"moe_dispatcher", "flex"}, {"micro_batches", 1}}, "p.json");
+  Model many = moe;
+  many.moe.experts = 256;
+  EXPECT_NO_THROW(validate_plan(flex_large, many, megatron, 16));
+  Model twelve = moe;
+  twelve.moe.experts = 96;
+  const Training t24 = training_from_json({{"global_batch", 24}, {"dtype", "bf16"}, {"framework", "megatron"}}, "t.json");
+  Plan flex12 = plan_from_json({{"dp", 12}, {"ep", 12}, {"moe_dispatcher", "flex"}, {"micro_batches", 2}}, "p.json");
+  expect_spec_error([&] { validate_plan(flex12, twelve, t24, 12); }, "/moe_dispatcher", "Unsupported number of EP ranks");
+  flex12.moe_dispatcher = MoeDispatcher::kAllToAll;
+  EXPECT_NO_THROW(validate_plan(flex12, twelve, t24, 12));
   Training padded = megatron;
   padded.moe_capacity_factor = 1.0;
   padded.moe_pad_to_capacity = true;
