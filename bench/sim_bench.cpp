@@ -10,6 +10,7 @@
 #include "core/program/lower.hpp"
 #include "bench/peak_rss.hpp"
 #include "core/spec/bundled.hpp"
+#include "core/thread/allocator.hpp"
 #include "sim/chains.hpp"
 #include "sim/simulator.hpp"
 #include "sim/uncertainty.hpp"
@@ -67,6 +68,51 @@ void BM_ContentionFree175B_1F1B_Zero3_PerSublayer(benchmark::State& state) {
   run(state, {{"stage", 3}, {"prefetch_bucket", 50'000'000}, {"reduce_bucket", 50'000'000}}, true);
 }
 
+
+// One evaluation of the 175B/1024 search (planner/search.cpp lower_and_simulate) piece by piece,
+// on its best plan (tp4 pp4 dp64 mb3x8 interleaved v12, ZeRO-3 with hpZ over 2 GPUs, qwZ, qgZ,
+// rb=1e9 pf=1e6 live=1e9, global batch 1536) and on its plain ZeRO-3 twin, the kind the search
+// lowers most and rules out by the contention-free time: state.range(0) 0 lowers, 1 computes the
+// contention-free step time, 2 simulates; state.range(1) 1 is the ZeRO++ plan, 0 the plain one.
+void BM_SearchPlan175B(benchmark::State& state) {
+  thread::keep_freed_memory();   // as planner::search sets it
+  const spec::Model m = spec::load_model(spec::resolve_config(spec::ConfigKind::kModel, "gpt3-175b"));
+  spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, "dgx-a100-80g-hdr"));
+  c.nodes = 128;
+  nlohmann::json zero = {{"stage", 3}, {"reduce_bucket", 1'000'000'000}, {"prefetch_bucket", 1'000'000},
+                         {"max_live_parameters", 1'000'000'000}};
+  if (state.range(1) == 1) {
+    zero["hpz_group"] = 2;
+    zero["local_group"] = 2;
+    zero["quantized_weights"] = {{"bits", 8}, {"block", 8000}};
+    zero["quantized_gradients"] = {{"bits", 4}};
+  }
+  const spec::Plan p = spec::plan_from_json({{"tp", 4}, {"pp", 4}, {"dp", 64}, {"micro_batch", 3}, {"micro_batches", 8},
+                                             {"schedule", "interleaved"}, {"virtual_stages", 12}, {"stage_layers", {24, 24, 24, 24}},
+                                             {"sequence_parallel", true}, {"zero", zero}},
+                                            "bench");
+  const spec::Training t = spec::load_training(spec::resolve_config(spec::ConfigKind::kTraining, "gpt3-175b-1536"));
+  const program::Program prog = program::lower(m, t, p);
+  double step = 0;
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      program::Program lowered = program::lower(m, t, p);
+      benchmark::DoNotOptimize(lowered);
+    } else if (state.range(0) == 3) {
+      program::LowerOptions lo;
+      lo.only_stage = 0;
+      const program::Program one = program::lower(m, t, p, lo);
+      step = sim::contention_free_stage_s(one, c, INFINITY);
+    } else if (state.range(0) == 1) {
+      step = sim::contention_free_step_s(prog, c);
+    } else {
+      step = sim::simulate(prog, c).metrics.step_time_s;
+    }
+    benchmark::DoNotOptimize(step);
+  }
+  state.counters["instructions"] = static_cast<double>(prog.instruction_count());
+  if (state.range(0) > 0) state.counters["step_s"] = step;
+}
 
 // The command line's `simulate` of configs/plans/gpt3-175b-1024gpu (96 micro-batches) piece by
 // piece: lowering, the central simulation, one step-time-only simulation as error_bars runs each
@@ -127,6 +173,7 @@ void BM_Cli175B_ErrorBars(benchmark::State& state) {
 
 }  // namespace
 
+BENCHMARK(BM_SearchPlan175B)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Simulate175B_1F1B_Zero1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Simulate175B_1F1B_Zero3_PerLayer)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Simulate175B_1F1B_Zero3_PerSublayer)->Unit(benchmark::kMillisecond);

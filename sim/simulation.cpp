@@ -118,7 +118,7 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
         for (int64_t m : group) f.needed += slot_of_.count(m) ? 1 : 0;
         f.nodes = nodes_spanned(group, cluster.gpus_per_node);
       }
-      v.needed = f.needed;
+      v.needed = options.alone ? 1 : f.needed;
       // (a middle stage is no member of the embedding group and never issues its collectives)
       const auto at = std::find(group.begin(), group.end(), st.rank);
       if (at == group.end()) continue;
@@ -383,6 +383,10 @@ void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
 }
 
 void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
+  if (options_.alone) {   // its peer always ready: the message is there
+    schedule(t, slot, k);
+    return;
+  }
   const RankState& r = ranks_[static_cast<std::size_t>(slot)];
   Message& m = messages_[program::message_of(prog_.placement, r.rank, r.role->instrs[static_cast<std::size_t>(k)])];
   if (m.delivered) {
@@ -567,6 +571,10 @@ void Simulation::finish(int32_t slot, int32_t k, int64_t t) {
   // Off the time-ordered queue the last predecessor to finish is the latest; eagerly completed
   // ones come in any order, so their latest end is kept.
   if (eager_) {
+    if (t > options_.stop_after_ns) {
+      stopped_ = true;
+      return;
+    }
     auto release = [&](int32_t next) {
       if (!outside(next)) return;
       int64_t& ready = r.ready[static_cast<std::size_t>(next)];
@@ -596,7 +604,7 @@ RunRecord Simulation::run() {
   }
   for (const auto& [slot, k] : ready) start(slot, k, 0);
   if (eager_) {
-    while (!eager_stack_.empty()) {
+    while (!eager_stack_.empty() && !stopped_) {
       const Completion c = eager_stack_.back();
       eager_stack_.pop_back();
       finish(c.slot, c.instr, c.time_ns);
@@ -610,7 +618,7 @@ RunRecord Simulation::run() {
   out.instructions = finished_;
   out.events = std::move(events_);
   for (RankState& r : ranks_) {
-    if (r.finished != static_cast<int64_t>(r.done.size())) {
+    if (!stopped_ && r.finished != static_cast<int64_t>(r.done.size())) {
       const auto never = std::find(r.done.begin(), r.done.end(), 0) - r.done.begin();
       throw SimError("simulation stalled: rank " + std::to_string(r.rank) + " instruction #" +
                      std::to_string(r.role->first_id + never) + " never ran");

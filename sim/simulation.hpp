@@ -232,6 +232,7 @@ class Simulation {
   std::vector<LinkId> path_;
   std::vector<trace::Event> events_;
   int64_t finished_ = 0;
+  bool stopped_ = false;   // an instruction ended past SimOptions::stop_after_ns
 };
 
 }  // namespace stagecraft::sim

@@ -3,6 +3,8 @@
 #include <tuple>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "core/count/count.hpp"
 #include "sim/costs.hpp"
@@ -112,14 +114,38 @@ SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, c
 }
 
 double contention_free_step_s(const program::Program& prog, const spec::Cluster& cluster) {
+  return contention_free_step_s(prog, cluster, std::numeric_limits<double>::infinity());
+}
+
+namespace {
+
+double contention_free_s(const program::Program& prog, const spec::Cluster& cluster, double above, bool alone) {
   check_fits(prog, cluster);
+  constexpr double kScale = 1e-9 * (1 - 1e-6);   // ns to the bound's seconds
   SimOptions o;
   o.network = NetworkModel::kContentionFree;
   o.step_time_only = true;
+  o.alone = alone;
+  // the first end t (ns) with t·kScale > above: every later end is past `above` too
+  if (std::isfinite(above) && above >= 0 && above / kScale < 9e18) {
+    o.stop_after_ns = static_cast<int64_t>(std::floor(above / kScale));
+    while (static_cast<double>(o.stop_after_ns) * kScale > above) --o.stop_after_ns;
+  }
   const RunRecord run = Simulation(prog, cluster, o).run();
   int64_t step_ns = 0;
   for (const RankRecord& r : run.ranks) step_ns = std::max(step_ns, r.last_end_ns);
-  return static_cast<double>(step_ns) * 1e-9 * (1 - 1e-6);
+  return static_cast<double>(step_ns) * kScale;
+}
+
+}  // namespace
+
+double contention_free_step_s(const program::Program& prog, const spec::Cluster& cluster, double above) {
+  return contention_free_s(prog, cluster, above, false);
+}
+
+double contention_free_stage_s(const program::Program& prog, const spec::Cluster& cluster, double above) {
+  if (cluster.straggler) throw SimError("a stage's contention-free bound with a straggler: every rank of the stage would run");
+  return contention_free_s(prog, cluster, above, true);
 }
 
 }  // namespace stagecraft::sim

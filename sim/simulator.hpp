@@ -41,6 +41,7 @@
 #pragma once
 
 #include <array>
+#include <limits>
 #include <cstdint>
 #include <vector>
 
@@ -70,6 +71,12 @@ struct SimOptions {
   // > 0: the MoE load imbalance ρ in place of the training's moe_imbalance (the error bars'
   // perturbation of a stated moe_imbalance_sigma; sim/uncertainty.hpp).
   double moe_imbalance = 0;
+  // On a contention-free or free network (eager completion): stop at the first instruction that
+  // ends after this many ns; the ranks' last ends then say only that the step is longer.
+  int64_t stop_after_ns = std::numeric_limits<int64_t>::max();
+  // Each simulated rank as if every peer were always ready: a receive completes when posted, a
+  // collective starts when the rank issues it (contention_free_stage_s).
+  bool alone = false;
 };
 
 struct SimResult {
@@ -91,5 +98,19 @@ SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, c
 // The step time of `prog` on an uncontended network (NetworkModel::kContentionFree), seconds,
 // times (1 − 1e-6) for the nanosecond rounding of capped flows: a lower bound of simulate()'s.
 double contention_free_step_s(const program::Program& prog, const spec::Cluster& cluster);
+// The same where only whether it exceeds `above` matters (the planner's cut after lowering): the
+// step time itself where it is at most `above`; otherwise a time past `above` and no later than
+// the step time — the simulation stops at the first instruction that ends past `above`, whose
+// end can only precede the step's.
+double contention_free_step_s(const program::Program& prog, const spec::Cluster& cluster, double above);
+// A lower bound of contention_free_step_s from one stage's list (a Program lowered with
+// program::LowerOptions::only_stage, any stage): that stage's instructions on the uncontended
+// network, each receive complete when posted and each collective started when the stage issues
+// it. Every start in the contention-free run is the latest end among its predecessors, lane and
+// peers, and every duration is fixed (nothing shares a link or an SM there), so dropping the waits
+// for peers can only move an instruction earlier: the stage's last end, scaled as above, is no
+// later than the whole step's. `above` stops it early as above. A cluster with a straggler is
+// refused (SimError): the bound would need every rank of the stage.
+double contention_free_stage_s(const program::Program& prog, const spec::Cluster& cluster, double above);
 
 }  // namespace stagecraft::sim

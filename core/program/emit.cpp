@@ -187,6 +187,17 @@ void Emitter::run(const std::vector<Step>& steps) {
                        return gather(bucket, dep, forward);
                      });
   }
+  // room for the list up front (an estimate over the steps' segments): growing it copies every
+  // instruction already emitted, several times over
+  const std::size_t per_segment = 1 + (cx_.tp_collectives ? 2 : 0) + (cx_.zero3_gathers ? 2 : 0) + (cx_.cp_collectives ? 2 : 0) +
+                                  (cx_.ep_collectives ? 4 : 0);
+  std::size_t expected = 8;
+  for (const Step& s : steps) {
+    const std::size_t segments = cx_.chunk_plan(stage_, s.chunk).segments.size();
+    expected += 2 + segments * per_segment * (full && s.pass != Pass::kForward ? 2 : 1);
+  }
+  role_.instrs.reserve(role_.instrs.size() + expected);
+  role_.deps.reserve(role_.deps.size() + 2 * expected);
   for (const Step& s : steps) step(s);
   step_end();
 }
@@ -699,7 +710,10 @@ void Emitter::step_end() {
     int64_t norms = 0;
     for (int64_t c = 0; c < plan_.virtual_stages; ++c) {
       const ChunkInfo& chunk = prog_.chunk(stage_, c);
-      norms += count::norm_elems(prog_.model, chunk.unit_begin, chunk.unit_end, qk_only);
+      for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) {
+        const Unit& unit = (*cx_.units)[static_cast<std::size_t>(u)];
+        norms += qk_only ? unit.qk_norm_elems : unit.norm_elems;
+      }
       if (qk_only) continue;
       // a MoE layer's router, replicated over tp, routes each rank's own tokens: summed likewise
       // (Megatron-Core marks the router's weight sequence_parallel)

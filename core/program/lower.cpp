@@ -22,9 +22,14 @@ std::vector<UnitParams> stage_unit_params(const Program& prog, const std::vector
                                           TensorSet set = TensorSet::kAll) {
   const bool has_embedding = prog.chunk(stage, 0).unit_begin == 0;
   const int64_t threshold = persistence_threshold(prog.plan.zero, prog.training.framework_profile());
+  const int64_t tied_copy = tied_head_copy(prog.model, prog.plan.tp);
+  // the stage's own units only: every reader indexes them by a unit of one of its chunks
   std::vector<UnitParams> out(units.size());
-  for (int32_t u = 0; u < static_cast<int32_t>(units.size()); ++u) {
-    out[u] = unit_params(units, u, has_embedding, tied_head_copy(prog.model, prog.plan.tp), threshold, set);
+  for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
+    const ChunkInfo& chunk = prog.chunk(stage, c);
+    for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) {
+      out[static_cast<std::size_t>(u)] = unit_params(units, u, has_embedding, tied_copy, threshold, set);
+    }
   }
   return out;
 }
@@ -194,7 +199,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
   thread::parallel_for(prog.roles.size(), options.threads, [&](std::size_t s) {
     RoleProgram& role = prog.roles[s];
     role.stage = static_cast<int32_t>(s);
-    detail::emit_stage(cx, role.stage, steps[s], role);
+    if (options.only_stage < 0 || options.only_stage == role.stage) detail::emit_stage(cx, role.stage, steps[s], role);
   });
   int32_t next_id = 0;
   for (RoleProgram& role : prog.roles) {
@@ -213,7 +218,7 @@ Program lower(const spec::Model& model_in, const spec::Training& training, const
     }
   }
 #ifndef NDEBUG
-  check(prog);  // debug builds check every lowering (tests check explicitly in every build)
+  if (options.only_stage < 0) check(prog);  // debug builds check every lowering (tests check explicitly in every build)
 #endif
   return prog;
 }

@@ -14,6 +14,9 @@ struct LowerOptions {
   // Threads that emit the stages' lists (each stage's list is independent of the others'); 1 for
   // callers that already run lowerings in parallel (the planner's search).
   int threads = 1;
+  // >= 0: emit this stage's list only, the others' left empty (placement, buckets and chunks are
+  // whole). Such a Program is for sim::contention_free_stage_s alone: its stages no longer match.
+  int32_t only_stage = -1;
 };
 
 // Validates the plan against the model and training (tp*pp*dp ranks) and lowers it.

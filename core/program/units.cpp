@@ -108,10 +108,22 @@ std::vector<Unit> model_units(const Model& m, int64_t tp, int64_t ep, int64_t et
   head.bwd_input_flops_per_token = gemm;
   head.bwd_weight_flops_per_token = gemm;
   units.push_back(with_tensors(head, m, head_unit(m), tp));
+  for (int32_t u = 0; u < static_cast<int32_t>(units.size()); ++u) {
+    units[static_cast<std::size_t>(u)].norm_elems = count::norm_elems(m, u, u + 1);
+    units[static_cast<std::size_t>(u)].qk_norm_elems = count::norm_elems(m, u, u + 1, true);
+  }
   return units;
 }
 
 std::shared_ptr<const std::vector<Unit>> shared_model_units(const Model& m, int64_t tp, int64_t ep, int64_t etp) {
+  // the last one asked for, compared field by field: a lowering and its simulations ask for the
+  // same units several times, and the key below costs a JSON serialisation each time
+  thread_local struct {
+    Model model;
+    int64_t tp = 0, ep = 0, etp = 0;
+    std::shared_ptr<const std::vector<Unit>> units;
+  } last;
+  if (last.units && last.tp == tp && last.ep == ep && last.etp == etp && last.model == m) return last.units;
   thread_local std::unordered_map<std::string, std::shared_ptr<const std::vector<Unit>>> built;
   std::string key = spec::to_json(m).dump();
   key += '#';
@@ -120,10 +132,19 @@ std::shared_ptr<const std::vector<Unit>> shared_model_units(const Model& m, int6
   key += std::to_string(ep);
   key += '#';
   key += std::to_string(etp);
-  if (auto it = built.find(key); it != built.end()) return it->second;
-  if (built.size() >= 64) built.clear();   // the holders keep theirs
-  auto units = std::make_shared<const std::vector<Unit>>(model_units(m, tp, ep, etp));
-  built.emplace(std::move(key), units);
+  std::shared_ptr<const std::vector<Unit>> units;
+  if (auto it = built.find(key); it != built.end()) {
+    units = it->second;
+  } else {
+    if (built.size() >= 64) built.clear();   // the holders keep theirs
+    units = std::make_shared<const std::vector<Unit>>(model_units(m, tp, ep, etp));
+    built.emplace(std::move(key), units);
+  }
+  last.model = m;
+  last.tp = tp;
+  last.ep = ep;
+  last.etp = etp;
+  last.units = units;
   return units;
 }
 

@@ -56,6 +56,9 @@ struct Unit {
   std::vector<uint8_t> expert;
   int64_t expert_params = 0;
   double expert_flops_per_token = 0;
+  // elements of the unit's norm weights (and biases), whole, and of its query and key norms alone
+  // (count::norm_elems: what sequence parallelism's, or qk_norm's, tp all-reduce sums)
+  int64_t norm_elems = 0, qk_norm_elems = 0;
 };
 
 inline int32_t unit_count(const spec::Model& m) { return static_cast<int32_t>(2 * m.layers + 2); }

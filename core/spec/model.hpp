@@ -162,6 +162,7 @@ struct Model {
   void set_biases(bool on) { qkv_bias = out_bias = mlp_bias = norm_bias = on; }
   // Whether norms carry a bias (LayerNorm with norm_bias).
   bool norm_has_bias() const { return norm == Norm::kLayerNorm && norm_bias; }
+  bool operator==(const Model&) const = default;
 };
 
 // Loads a Stagecraft model.json or a Hugging Face config.json (detected by its keys).

@@ -32,6 +32,7 @@
 #include "planner/space.hpp"
 #include "gui/views/compare_view.hpp"
 #include "gui/views/inputs_panel.hpp"
+#include "core/thread/allocator.hpp"
 
 namespace {
 
@@ -53,6 +54,7 @@ std::optional<long long> whole(const QString& text, long long lo, long long hi) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  stagecraft::thread::keep_freed_memory();
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("stagecraft-gui"));
   QApplication::setApplicationVersion(QStringLiteral(STAGECRAFT_VERSION));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -265,6 +266,76 @@ TEST(Simulator, ContentionFreeEqualsSharedWhenNothingContends) {
   const program::Program prog = program::lower(m, t, p);
   const double simulated = simulate(prog, c).metrics.step_time_s;
   EXPECT_NEAR(contention_free_step_s(prog, c), simulated, 1e-6 * simulated + 1e-9);
+}
+
+
+// contention_free_step_s(prog, c, above): the step time where it is at most `above`; past it, a
+// time past `above` and no later than the step time.
+TEST(Simulator, TheContentionFreeTimeStopsOnlyPastWhatIsAsked) {
+  const program::Program prog =
+      lower(blocks_model(8), {{"pp", 4}, {"dp", 2}, {"micro_batches", 4}, {"schedule", "1f1b"}, {"zero", {{"stage", 3}}}});
+  const spec::Cluster c = ideal_cluster(2, 4);
+  const double exact = contention_free_step_s(prog, c);
+  ASSERT_GT(exact, 0.0);
+  EXPECT_DOUBLE_EQ(contention_free_step_s(prog, c, exact), exact);
+  EXPECT_DOUBLE_EQ(contention_free_step_s(prog, c, 2 * exact), exact);
+  EXPECT_DOUBLE_EQ(contention_free_step_s(prog, c, std::numeric_limits<double>::infinity()), exact);
+  for (const double above : {0.0, exact / 4, exact / 2, 0.999 * exact}) {
+    const double partial = contention_free_step_s(prog, c, above);
+    EXPECT_GT(partial, above);
+    EXPECT_LE(partial, exact);
+  }
+}
+
+// contention_free_stage_s: a stage's list alone (LowerOptions::only_stage), its peers always ready.
+// Every start of the contention-free run is the latest end among its predecessors and every
+// duration is fixed, so without the waits for peers the stage ends no later: at most the whole
+// step's time; and its compute lane runs one instruction at a time from 0, so at least the sum of
+// the stage's compute durations (read off the whole Program's contention-free trace). With one
+// stage and one simulated replica nothing waits for a peer either way: the two are equal.
+TEST(Simulator, AStageAloneBoundsTheContentionFreeStepFromBelow) {
+  const spec::Cluster c = ideal_cluster(4, 4);
+  const auto alone = [&](const nlohmann::json& j, int32_t stage, double above) {
+    spec::Plan p = spec::plan_from_json(j, "plan.json");
+    spec::Training t = spec::training_from_json(
+        {{"attention", "unfused"}, {"global_batch", p.micro_batch * p.micro_batches * p.dp}, {"dtype", "bf16"}}, "training.json");
+    program::LowerOptions o;
+    o.only_stage = stage;
+    return contention_free_stage_s(program::lower(blocks_model(8), t, p, o), c, above);
+  };
+  const nlohmann::json flat = {{"dp", 2}, {"micro_batches", 4}, {"zero", {{"stage", 3}}}};
+  EXPECT_DOUBLE_EQ(alone(flat, 0, std::numeric_limits<double>::infinity()), contention_free_step_s(lower(blocks_model(8), flat), c));
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1", "interleaved"}) {
+    for (int zero : {1, 3}) {
+      for (int tp : {1, 2}) {
+        nlohmann::json j = {{"pp", 4}, {"dp", 2}, {"tp", tp}, {"micro_batches", 8}, {"schedule", schedule},
+                            {"zero", {{"stage", zero}}}};
+        if (std::string(schedule) == "interleaved") j["virtual_stages"] = 2;
+        SCOPED_TRACE(j.dump());
+        const program::Program prog = lower(blocks_model(8), j);
+        const double step = contention_free_step_s(prog, c);
+        SimOptions o;
+        o.network = NetworkModel::kContentionFree;
+        o.record_trace = true;
+        const SimResult traced = simulate(prog, c, o);
+        for (int32_t s = 0; s < 4; ++s) {
+          const double bound = alone(j, s, std::numeric_limits<double>::infinity());
+          EXPECT_LE(bound, step) << "stage " << s;
+          const int64_t rank = prog.placement.rank(s, 0, 0);
+          int64_t busy_ns = 0;
+          for (const trace::Event& e : traced.trace.events) {
+            if (e.rank == rank && e.lane == program::Lane::kCompute) busy_ns += e.end_ns - e.start_ns;
+          }
+          ASSERT_GT(busy_ns, 0) << "stage " << s;
+          EXPECT_GE(bound, static_cast<double>(busy_ns) * 1e-9 * (1 - 1e-6)) << "stage " << s;
+          // stopped past `above`: past it, no later than the whole bound
+          const double partial = alone(j, s, bound / 2);
+          EXPECT_GT(partial, bound / 2);
+          EXPECT_LE(partial, bound);
+        }
+      }
+    }
+  }
 }
 
 

@@ -1,6 +1,7 @@
 // Lowering: instruction counts, bytes, FLOPs and ZeRO traffic against hand counts.
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -470,6 +471,47 @@ TEST(Fingerprint, NamesTheProgramAndChangesWithIt) {
   nlohmann::json gpipe = plan;
   gpipe["schedule"] = "gpipe";
   EXPECT_NE(fingerprint(test::lower_json(m, gpipe)), fingerprint(a));
+}
+
+
+// LowerOptions::only_stage: that stage's list exactly as the whole lowering emits it (every
+// instruction's fields and dependencies), every other stage's list empty.
+TEST(Lower, OneStageAloneIsThatStagesListOfTheWholeProgram) {
+  const std::vector<nlohmann::json> plans = {
+      {{"pp", 4}, {"dp", 2}, {"tp", 2}, {"micro_batches", 4}, {"schedule", "1f1b"}, {"zero", {{"stage", 3}}}},
+      {{"pp", 2}, {"dp", 2}, {"micro_batches", 4}, {"schedule", "interleaved"}, {"virtual_stages", 2}, {"zero", {{"stage", 1}}}},
+      {{"pp", 4}, {"dp", 2}, {"micro_batches", 8}, {"schedule", "zb-h1"}, {"recompute", "full"}, {"zero", {{"stage", 2}}}}};
+  for (const nlohmann::json& j : plans) {
+    SCOPED_TRACE(j.dump());
+    const spec::Plan p = spec::plan_from_json(j, "plan.json");
+    const spec::Training t = test::training(p.micro_batch * p.micro_batches * p.dp);
+    const Program whole = lower(gpt(8), t, p);
+    for (int32_t s = 0; s < p.pp; ++s) {
+      LowerOptions o;
+      o.only_stage = s;
+      const Program one = lower(gpt(8), t, p, o);
+      ASSERT_EQ(one.roles.size(), whole.roles.size());
+      for (int32_t r = 0; r < static_cast<int32_t>(whole.roles.size()); ++r) {
+        const RoleProgram& a = whole.roles[static_cast<std::size_t>(r)];
+        const RoleProgram& b = one.roles[static_cast<std::size_t>(r)];
+        if (r != s) {
+          EXPECT_TRUE(b.instrs.empty()) << "stage " << r;
+          continue;
+        }
+        ASSERT_EQ(b.instrs.size(), a.instrs.size());
+        ASSERT_FALSE(a.instrs.empty());
+        for (std::size_t k = 0; k < a.instrs.size(); ++k) {
+          const Instr& x = a.instrs[k];
+          const Instr& y = b.instrs[k];
+          EXPECT_EQ(std::tie(x.op, x.lane, x.group, x.mb, x.chunk, x.bytes, x.elems, x.bucket, x.unit_begin, x.unit_end),
+                    std::tie(y.op, y.lane, y.group, y.mb, y.chunk, y.bytes, y.elems, y.bucket, y.unit_begin, y.unit_end))
+              << "instruction " << k;
+          const auto dx = a.deps_of(x), dy = b.deps_of(y);
+          EXPECT_TRUE(std::equal(dx.begin(), dx.end(), dy.begin(), dy.end())) << "instruction " << k;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
