@@ -87,10 +87,22 @@ std::string axis_text(int axis, int64_t code) {
   }
 }
 
-void note(AxisTable& t, const Candidate& c, Verdict v, const Estimate& e) {
+// Each axis's last cell: candidates come nested, most sharing their neighbour's value on most
+// axes, and a map's cells stay put, so one comparison replaces most lookups.
+struct AxisCursor {
+  std::array<int64_t, kAxisCount> code{};
+  std::array<AxisCell*, kAxisCount> cell{};
+};
+
+void note(AxisTable& t, AxisCursor& at, const Candidate& c, Verdict v, const Estimate& e) {
   const auto codes = axis_codes(c);
   for (int a = 0; a < kAxisCount; ++a) {
-    AxisCell& cell = t[{a, codes[static_cast<std::size_t>(a)]}];
+    const auto i = static_cast<std::size_t>(a);
+    if (at.cell[i] == nullptr || at.code[i] != codes[i]) {
+      at.cell[i] = &t[{a, codes[i]}];
+      at.code[i] = codes[i];
+    }
+    AxisCell& cell = *at.cell[i];
     ++cell.candidates;
     if (v == Verdict::kDominated) continue;
     cell.min_memory_lb = std::min(cell.min_memory_lb, e.memory_lb_bytes);
@@ -134,9 +146,10 @@ struct Enumerated {
 
 void enumerate_group(Pruner& pruner, const Group& g, uint64_t group_index, Enumerated& out) {
   uint64_t local = 0;
+  AxisCursor at;
   pruner.enumerate(g, [&](const Candidate& c, Verdict v, const Estimate& e) {
     ++out.counts.candidates;
-    note(out.axes, c, v, e);
+    note(out.axes, at, c, v, e);
     if (v != Verdict::kDominated && e.memory_lb_bytes < out.min_mem) {
       out.min_mem = e.memory_lb_bytes;
       out.min_candidate = c;
