@@ -769,26 +769,25 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
   const bool flex_twin = flex_is_all_to_all(g);
   for (bool sp : space_.sequence_parallel_values(g.tp, g.cp)) {
     for (spec::Recompute rc : space_.recompute_values()) {
-      const PipeTerms terms = pipe(lay, g.micro_batch, sp, rc, schedule, g.cp, g.cp_comm, g.moe_dispatcher);
       c.sequence_parallel = sp;
       c.recompute = rc;
+      // a dominated duplicate's bounds are never read (Visitor): not computed
+      const bool all_dominated = lay.duplicate || flex_twin;
+      std::optional<PipeTerms> terms;
+      if (!all_dominated) terms = pipe(lay, g.micro_batch, sp, rc, schedule, g.cp, g.cp_comm, g.moe_dispatcher);
       for (const ZeroTerms& z : lay.variants) {
         if (g.cp > 1 && z.variant != ZeroVariant::kPlain) continue;   // not with cp (spec::validate_plan)
         // experts apart: no ZeRO-3, no ZeRO across nodes (spec::validate_plan)
         if (lay.experts_apart && (z.zero == 3 || z.variant != ZeroVariant::kPlain)) continue;
         set_variant(c, z);
-        const Estimate e = combine(terms, z, micro_batches, reserved);
-        Verdict verdict = Verdict::kKeep;
-        if (lay.duplicate || z.duplicate || flex_twin) {
-          verdict = Verdict::kDominated;
-        } else if (z.twin >= 0 &&
-                   combine(terms, lay.variants[static_cast<std::size_t>(z.twin)], micro_batches, reserved)
-                           .memory_lb_bytes <= capacity) {
-          verdict = Verdict::kDominated;   // offload only where the plan without it cannot fit
-        } else if (e.memory_lb_bytes > capacity) {
-          verdict = Verdict::kMemory;
+        if (all_dominated || z.duplicate ||
+            (z.twin >= 0 && combine(*terms, lay.variants[static_cast<std::size_t>(z.twin)], micro_batches, reserved)
+                                    .memory_lb_bytes <= capacity)) {   // offload only where the plan without it cannot fit
+          visit(c, Verdict::kDominated, Estimate{});
+          continue;
         }
-        visit(c, verdict, e);
+        const Estimate e = combine(*terms, z, micro_batches, reserved);
+        visit(c, e.memory_lb_bytes > capacity ? Verdict::kMemory : Verdict::kKeep, e);
       }
     }
   }

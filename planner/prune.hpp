@@ -146,7 +146,8 @@ class Pruner {
   Pruner& operator=(const Pruner&) = delete;
 
   using Visitor = std::function<void(const Candidate&, Verdict, const Estimate&)>;
-  // Every candidate of `group` in a fixed order, with its verdict and bounds.
+  // Every candidate of `group` in a fixed order, with its verdict and bounds (a dominated
+  // candidate's are not computed: zeros).
   void enumerate(const Group& group, const Visitor& visit);
   // The bounds of one candidate (which need not come from the space's axes).
   Estimate estimate(const Candidate& c);
