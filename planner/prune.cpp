@@ -237,6 +237,12 @@ double held_activations(const Layout& lay, const std::vector<ChunkTimes>& times,
 
 }  // namespace
 
+void detail::add_path(PipeTerms& t) {
+  if (t.path_added) return;
+  t.path = pipeline_path(*t.steps, t.v, t.micro_batches, t.times, t.links);
+  t.path_added = true;
+}
+
 std::vector<double> detail::pipeline_path(const std::vector<std::vector<program::Step>>& steps, int64_t v, int64_t m,
                                           const std::vector<ChunkTimes>& times, const std::vector<double>& link) {
   const auto p = static_cast<int64_t>(steps.size());
@@ -736,9 +742,12 @@ PipeTerms Pruner::pipe(const Layout& lay, int64_t mb, bool sp, spec::Recompute r
   const std::vector<int64_t>& sw = schedule == spec::Schedule::kInterleaved ? switches(lay.pp, micro_batches, lay.v) : none;
   const int64_t p2p_bytes = program::p2p_message_bytes(tokens, m.hidden, lay.tp, abytes);
   PipeTerms t = pipe_terms(lay, times, cc, schedule, micro_batches, p2p_bytes, sw);
-  std::vector<double> link(static_cast<std::size_t>(lay.pp), 0.0);
-  for (std::size_t i = 0; i < cc.p2p.size() && i < link.size(); ++i) link[i] = ns(cc.p2p[i].time_ns(p2p_bytes));
-  t.path = detail::pipeline_path(steps(lay.pp, micro_batches, lay.v, schedule), lay.v, micro_batches, times, link);
+  t.links.assign(static_cast<std::size_t>(lay.pp), 0.0);
+  for (std::size_t i = 0; i < cc.p2p.size() && i < t.links.size(); ++i) t.links[i] = ns(cc.p2p[i].time_ns(p2p_bytes));
+  t.steps = &steps(lay.pp, micro_batches, lay.v, schedule);
+  t.micro_batches = micro_batches;
+  t.v = lay.v;
+  t.times = std::move(times);
   // what a ZeRO-3 gather may overlap between two computes: tp collectives, and with cp its
   // blocking collectives and the ring's excess
   t.tp_gap = (ops.any ? 2 * ops.max_op() : 0.0) + (cps.any ? 2 * cps.max_s + std::max(cps.fwd_ring, cps.bwd_ring) : 0.0) +
@@ -786,8 +795,18 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
           visit(c, Verdict::kDominated, Estimate{});
           continue;
         }
-        const Estimate e = combine(*terms, z, micro_batches, reserved);
-        visit(c, e.memory_lb_bytes > capacity ? Verdict::kMemory : Verdict::kKeep, e);
+        // the memory bound reads no path: a plan that cannot fit needs none (its time bound, one
+        // term short, stays a bound)
+        Estimate e = combine(*terms, z, micro_batches, reserved);
+        if (e.memory_lb_bytes > capacity) {
+          visit(c, Verdict::kMemory, e);
+          continue;
+        }
+        if (!terms->path_added) {
+          add_path(*terms);
+          e = combine(*terms, z, micro_batches, reserved);
+        }
+        visit(c, Verdict::kKeep, e);
       }
     }
   }
@@ -823,9 +842,12 @@ Estimate Pruner::estimate(const Candidate& c) {
   std::vector<int64_t> sig;
   build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, c.ep, c.etp), sig);
   const int64_t micro_batches = space_.training().global_batch / (lay.dp / c.cp * c.micro_batch);
-  return combine(pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm, c.moe_dispatcher),
-                 z, micro_batches,
-                 space_.cluster().gpu.reserved_bytes);
+  PipeTerms terms = pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm, c.moe_dispatcher);
+  const int64_t reserved = space_.cluster().gpu.reserved_bytes;
+  const Estimate e = combine(terms, z, micro_batches, reserved);
+  if (e.memory_lb_bytes > space_.cluster().gpu.memory_bytes) return e;   // as enumerate_layout: no path
+  add_path(terms);
+  return combine(terms, z, micro_batches, reserved);
 }
 
 }  // namespace stagecraft::planner

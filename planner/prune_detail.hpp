@@ -169,7 +169,17 @@ struct PipeTerms {
   std::vector<double> path;
   int64_t p2p_buffers = 0;
   bool zb = false;
+  // what `path` is computed from, on demand (add_path): only a candidate that fits in memory
+  // reads it, and most of a large space's do not
+  const std::vector<std::vector<program::Step>>* steps = nullptr;
+  std::vector<ChunkTimes> times;
+  std::vector<double> links;
+  int64_t micro_batches = 0, v = 1;
+  bool path_added = false;
 };
+
+// Fills `t.path` once (pipeline_path over the inputs `t` keeps).
+void add_path(PipeTerms& t);
 
 // The pipeline's critical path over whole passes, in the schedule's own order. A step's first
 // compute starts no earlier than
