@@ -1,7 +1,7 @@
 // Planner benchmarks: the acceptance numbers of the plan search (docs/planner.md).
 //   * Search175B_1024GPU: GPT-3 175B on 128 DGX A100 nodes (1024 GPUs, HDR), global batch 1536, the
 //     full space (~3.9 M candidates, the ZeRO variants across nodes included) on 2 threads.
-//     Targets: <= 3 s (frontier scale; 30.7 s measured, docs/planner.md says why), peak memory <= 2 GiB.
+//     Targets: <= 3 s (frontier scale; 24.8-34.6 s measured, docs/planner.md says why), peak memory <= 2 GiB.
 //   * Demo13B_64GPU: `stagecraft demo`'s search (GPT-3 13B on 8 DGX H100 nodes, batch 1024).
 //   * Search405B_16kGPU: Llama 3.1 405B on 2048 DGX H100 nodes (16,384 GPUs, NDR), every axis with
 //     context parallelism, on 2 threads: /0 2048 sequences of 8192 tokens (Llama 3's pre-training),
