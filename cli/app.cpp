@@ -8,14 +8,12 @@
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
 #include "core/spec/error.hpp"
-#include "core/thread/allocator.hpp"
 #include "planner/pool.hpp"
 #include "planner/store.hpp"
 
 namespace stagecraft::cli {
 
 int run_cli(int argc, char** argv, const HandOff& hand_off) {
-  thread::keep_freed_memory();
   CLI::App app{"Stagecraft: plan, simulate and run pipeline + ZeRO training of large language models"};
   // The version, then what this build contains (cli/CMakeLists.txt), one item a line.
   std::string version = std::string("stagecraft ") + STAGECRAFT_VERSION;

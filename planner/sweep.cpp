@@ -7,6 +7,7 @@
 #include "core/program/lower.hpp"
 #include "core/spec/error.hpp"
 #include "core/text/format.hpp"
+#include "core/thread/allocator.hpp"
 #include "planner/pool.hpp"
 #include "sim/simulator.hpp"
 
@@ -14,6 +15,7 @@ namespace stagecraft::planner {
 
 Sweep sweep(const SweepInputs& in, const spec::Override& axis, const std::vector<std::string>& values,
             const std::vector<SweepPlan>& plans, int threads, const std::atomic<bool>* cancel) {
+  thread::keep_freed_memory();   // as planner::search: many Programs built and freed
   Sweep s;
   s.axis = axis;
   s.plans = plans;

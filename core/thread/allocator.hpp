@@ -7,7 +7,9 @@
 // (bench/sim_bench.cpp BM_SearchPlan175B/0/1, this 2-core machine). Keeping up to 256 MiB of the
 // heap and mapping only blocks of 32 MiB and more (glibc's own ceiling for its adaptive
 // threshold, DEFAULT_MMAP_THRESHOLD_MAX) lets it reuse that memory; the search's peak resident
-// size grows by what it keeps (the 175B search: 122 to 153 MiB). Idempotent; a no-op off glibc.
+// size grows by what it keeps (the 175B search: 122 to 153 MiB). Set by the planner's entry points
+// (planner::search, planner::sweep) and the GUI, not by the executor, whose timed runs calibrate
+// the simulator on glibc's defaults. Idempotent; a no-op off glibc.
 #pragma once
 
 #if __has_include(<malloc.h>)
