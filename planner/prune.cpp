@@ -243,6 +243,7 @@ void detail::add_path(PipeTerms& t) {
   t.path_added = true;
 }
 
+
 std::vector<double> detail::pipeline_path(const std::vector<std::vector<program::Step>>& steps, int64_t v, int64_t m,
                                           const std::vector<ChunkTimes>& times, const std::vector<double>& link) {
   const auto p = static_cast<int64_t>(steps.size());
@@ -546,6 +547,17 @@ Estimate combine(const PipeTerms& pipe, const ZeroTerms& z, int64_t m, int64_t r
   return e;
 }
 
+// A candidate's bounds: the memory bound reads no path, so a plan that cannot fit (over
+// `capacity`) gets none (its time bound, one term short, stays a bound); one that fits gets the
+// path, computed once for its terms.
+Estimate bounds(PipeTerms& terms, const ZeroTerms& z, int64_t m, int64_t reserved, int64_t capacity) {
+  const Estimate e = combine(terms, z, m, reserved);
+  if (e.memory_lb_bytes > capacity || terms.path_added) return e;
+  add_path(terms);
+  return combine(terms, z, m, reserved);
+}
+
+
 // `overlap`: TP communication overlap, the simulator's rule (sim/models/tp_overlap.hpp).
 // `shared_experts`: a MoE unit's shared experts (a tp-split MLP) issue the MLP's collectives.
 TpOps tp_ops(const CommCosts& cc, int64_t tp, bool sp, int64_t tokens, int64_t hidden, int64_t abytes,
@@ -776,12 +788,12 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
   c.schedule = schedule;
   c.split = lay.split;
   const bool flex_twin = flex_is_all_to_all(g);
+  // a dominated duplicate's bounds are never read (Visitor): not computed
+  const bool all_dominated = lay.duplicate || flex_twin;
   for (bool sp : space_.sequence_parallel_values(g.tp, g.cp)) {
     for (spec::Recompute rc : space_.recompute_values()) {
       c.sequence_parallel = sp;
       c.recompute = rc;
-      // a dominated duplicate's bounds are never read (Visitor): not computed
-      const bool all_dominated = lay.duplicate || flex_twin;
       std::optional<PipeTerms> terms;
       if (!all_dominated) terms = pipe(lay, g.micro_batch, sp, rc, schedule, g.cp, g.cp_comm, g.moe_dispatcher);
       for (const ZeroTerms& z : lay.variants) {
@@ -795,18 +807,8 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
           visit(c, Verdict::kDominated, Estimate{});
           continue;
         }
-        // the memory bound reads no path: a plan that cannot fit needs none (its time bound, one
-        // term short, stays a bound)
-        Estimate e = combine(*terms, z, micro_batches, reserved);
-        if (e.memory_lb_bytes > capacity) {
-          visit(c, Verdict::kMemory, e);
-          continue;
-        }
-        if (!terms->path_added) {
-          add_path(*terms);
-          e = combine(*terms, z, micro_batches, reserved);
-        }
-        visit(c, Verdict::kKeep, e);
+        const Estimate e = bounds(*terms, z, micro_batches, reserved, capacity);
+        visit(c, e.memory_lb_bytes > capacity ? Verdict::kMemory : Verdict::kKeep, e);
       }
     }
   }
@@ -843,11 +845,7 @@ Estimate Pruner::estimate(const Candidate& c) {
   build_variant(z, lay, comm(c.tp, c.pp), space_, compute(c.tp, false, spec::Recompute::kNone, 1, 1, spec::CpComm::kP2p, c.ep, c.etp), sig);
   const int64_t micro_batches = space_.training().global_batch / (lay.dp / c.cp * c.micro_batch);
   PipeTerms terms = pipe(lay, c.micro_batch, c.sequence_parallel, c.recompute, c.schedule, c.cp, c.cp_comm, c.moe_dispatcher);
-  const int64_t reserved = space_.cluster().gpu.reserved_bytes;
-  const Estimate e = combine(terms, z, micro_batches, reserved);
-  if (e.memory_lb_bytes > space_.cluster().gpu.memory_bytes) return e;   // as enumerate_layout: no path
-  add_path(terms);
-  return combine(terms, z, micro_batches, reserved);
+  return bounds(terms, z, micro_batches, space_.cluster().gpu.reserved_bytes, space_.cluster().gpu.memory_bytes);
 }
 
 }  // namespace stagecraft::planner

@@ -170,7 +170,8 @@ struct PipeTerms {
   int64_t p2p_buffers = 0;
   bool zb = false;
   // what `path` is computed from, on demand (add_path): only a candidate that fits in memory
-  // reads it, and most of a large space's do not
+  // reads it, and most of a large space's do not. `steps` is the Pruner's (Pruner::steps), kept
+  // until the Pruner moves to another (tp, pp).
   const std::vector<std::vector<program::Step>>* steps = nullptr;
   std::vector<ChunkTimes> times;
   std::vector<double> links;

@@ -12,10 +12,10 @@
 
 #include "core/count/count.hpp"
 #include "core/program/lower.hpp"
-#include "core/thread/allocator.hpp"
 #include "core/program/partition.hpp"
 #include "core/program/units.hpp"
 #include "core/text/format.hpp"
+#include "core/thread/allocator.hpp"
 #include "planner/report.hpp"
 #include "planner/pool.hpp"
 #include "planner/prune.hpp"

@@ -28,11 +28,11 @@
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
 #include "core/spec/plan.hpp"
+#include "core/thread/allocator.hpp"
 #include "gui/app/main_window.hpp"
 #include "planner/space.hpp"
 #include "gui/views/compare_view.hpp"
 #include "gui/views/inputs_panel.hpp"
-#include "core/thread/allocator.hpp"
 
 namespace {
 
