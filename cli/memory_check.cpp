@@ -5,6 +5,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/common.hpp"
+#include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/cluster.hpp"
 #include "sim/simulator.hpp"
@@ -21,6 +22,15 @@ spec::Cluster sized_cluster(const program::Program& prog, const std::string& clu
 
 double simulated_peak_bytes(const program::Program& prog, const std::string& cluster) {
   return static_cast<double>(sim::simulate(prog, sized_cluster(prog, cluster)).metrics.peak_memory_bytes);
+}
+
+double cuda_device_bytes(const program::Program& prog, const std::string& cluster) {
+  if (prog.training.dtype == spec::Dtype::kFp32) return simulated_peak_bytes(prog, cluster);
+  spec::Training fp32 = prog.training;
+  fp32.dtype = spec::Dtype::kFp32;
+  fp32.reduce_dtype.reset();
+  const program::Program stored = program::lower(prog.model, fp32, prog.plan);
+  return 1.25 * simulated_peak_bytes(stored, cluster);
 }
 
 std::string memory_shortfall(const program::Program& prog, const std::string& cluster, int64_t world,

@@ -16,6 +16,12 @@ namespace stagecraft::cli {
 // plan), in bytes.
 double simulated_peak_bytes(const program::Program& prog, const std::string& cluster);
 
+// What the CUDA backend holds on a GPU for `prog`: its simulated peak for an fp32 Program. A 16-bit
+// Program's values live in fp32 storage there (executor/cuda/device_kernels.hpp), so its bytes are
+// those of the same plan lowered in fp32, with the model states' 16 bytes a parameter (working
+// copy, gradient, Adam m and v) grown by at most 4 (the fp32 masters): at most 1.25 times that peak.
+double cuda_device_bytes(const program::Program& prog, const std::string& cluster);
+
 // "" when the ranks of `prog` on this host fit in what it has available; else why not, ending
 // with `advice` (what to do instead).
 std::string memory_shortfall(const program::Program& prog, const std::string& cluster, int64_t world,

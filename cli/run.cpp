@@ -200,7 +200,7 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
   executor::TrainOptions options = train_options(a, prog, world.rank(), std::move(init));
   if (a.backend == "cuda") {
     // the GPU's free memory against the simulator's model of this Program, before any allocation
-    const double needed = a.skip_memory_check ? 0.0 : simulated_peak_bytes(prog, a.cluster);
+    const double needed = a.skip_memory_check ? 0.0 : cuda_device_bytes(prog, a.cluster);
     // the transport first: it picks this rank's GPU, whose free memory the backend check reads
     std::string why;
     try {
@@ -291,7 +291,7 @@ int run_run(const RunArgs& a) {
     if (world.rank() == 0) warn_training_length(m, &t);
     const spec::Plan p = spec::load_plan(spec::resolve_config(ConfigKind::kPlan, a.plan));
     if (const std::string why = precheck(a, m, t, p, world.size()); !why.empty()) return fail_before_training(why);
-    prog = program::lower(m, executor::executed_training(t, a.backend != "cuda"), p);
+    prog = program::lower(m, executor::executed_training(t), p);
     // Both checked before anything runs, so a bad checkpoint or an unexportable model writes nothing.
     if (!a.save_hf.empty()) executor::hf::family_of(prog->model);
     if (!a.init_from.empty() && !a.resume.empty()) {
@@ -299,9 +299,8 @@ int run_run(const RunArgs& a) {
     }
     if (!a.init_from.empty()) init = std::make_shared<executor::hf::HfReader>(prog->model, a.init_from);
     if (t.dtype != prog->training.dtype && world.rank() == 0) {
-      const std::string why = a.backend == "cuda" ? "the CUDA backend computes in fp32 only so far"
-                                                  : "the CPU executor runs fp32, bf16 and fp16 (fp8's scaled GEMMs "
-                                                    "and tf32's GEMMs are not run here)";
+      const std::string why = "the executor runs fp32, bf16 and fp16 (fp8's scaled GEMMs and tf32's GEMMs are not run "
+                              "here)";
       (a.json ? std::cerr : std::cout) << "stagecraft run: " << t.label() << " asks for " << spec::to_string(t.dtype)
                                        << "; " << why << ": it computes and communicates in "
                                        << spec::to_string(prog->training.dtype) << ", and runs (and traces) that Program\n";

@@ -109,13 +109,13 @@ std::string plan_unsupported(const spec::Model& m, const spec::Plan& p) {
   return "";
 }
 
-bool executes_dtype(spec::Dtype dtype, bool sixteen_bit) {
-  return dtype == spec::Dtype::kFp32 || (sixteen_bit && (dtype == spec::Dtype::kBf16 || dtype == spec::Dtype::kFp16));
+bool executes_dtype(spec::Dtype dtype) {
+  return dtype == spec::Dtype::kFp32 || dtype == spec::Dtype::kBf16 || dtype == spec::Dtype::kFp16;
 }
 
-spec::Training executed_training(const spec::Training& requested, bool sixteen_bit) {
+spec::Training executed_training(const spec::Training& requested) {
   spec::Training t = requested;
-  if (!executes_dtype(t.dtype, sixteen_bit)) t.dtype = kCpuDtype;
+  if (!executes_dtype(t.dtype)) t.dtype = kCpuDtype;
   t.attention = "unfused";  // the CPU layers keep the probabilities (executor/model/attention.cpp)
   return t;
 }

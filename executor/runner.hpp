@@ -64,11 +64,10 @@ namespace stagecraft::executor {
 // reduced-mantissa GEMMs, which it does not run. Attention is unfused (the probabilities kept
 // for backward). It runs the Program lowered with executed_training(requested), so that the bytes
 // of its instructions (and of its measured trace) describe what it did; a Program lowered for
-// another dtype is refused. `sixteen_bit` false: a backend whose kernels compute in fp32 only (the
-// CUDA backend today), every dtype in fp32.
+// another dtype is refused. The CUDA backend runs the same Programs (executor/cuda/backend.hpp).
 inline constexpr spec::Dtype kCpuDtype = spec::Dtype::kFp32;
-bool executes_dtype(spec::Dtype dtype, bool sixteen_bit = true);
-spec::Training executed_training(const spec::Training& requested, bool sixteen_bit = true);
+bool executes_dtype(spec::Dtype dtype);
+spec::Training executed_training(const spec::Training& requested);
 
 // Why this executor cannot run `plan` on `model`, as "/field: reason" (the plan field's JSON
 // pointer first): tensor parallelism the layers cannot split; empty when it can (always for tp = 1).

@@ -53,13 +53,10 @@ std::string cuda_unsupported(const program::Program& prog) {
 
 CudaBackend::CudaBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots)
     : caches_(at(slots)) {
-  if (layout.precision().mixed()) {
-    throw ExecutorError(std::string("the CUDA backend computes in fp32 only so far; the Program was lowered for ") +
-                        to_string(layout.precision().store) + " (lower it with executed_training(training, false))");
-  }
   STAGECRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ops_ = std::make_unique<OpsContext>(stream_);
   kernels_ = std::make_unique<DeviceKernels>(*ops_);
+  kernels_->format = layout.precision().store;  // the stores a 16-bit Program rounds
   memory_ = std::make_unique<DeviceMemory>(stream_);
   state_ = std::make_unique<StageState>(layout, offload, memory, forward_only, memory_.get());
   for (int64_t c = 0; c < layout.chunk_count(); ++c) {

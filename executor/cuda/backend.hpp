@@ -1,7 +1,11 @@
-// CudaBackend: the Backend (executor/backend.hpp) on a CUDA device, fp32 — the oracle mode of the
-// GPU executor. Model state is StageState over DeviceMemory (ZeRO rules shared with the host),
-// units are LayerT<float, DeviceKernels> (the composition shared with the host), buffers and
-// caches are device memory, all work is issued on one stream.
+// CudaBackend: the Backend (executor/backend.hpp) on a CUDA device. Model state is StageState over
+// DeviceMemory (ZeRO rules shared with the host), units are LayerT<float, DeviceKernels> (the
+// composition shared with the host), buffers and caches are device memory, all work is issued on
+// one stream. An fp32 Program runs in fp32; a bf16 or fp16 one as the CPU backend runs it
+// (precision.hpp): fp32 masters and Adam state, the working parameters rounded from them after
+// every step, every store the CPU oracle rounds rounded on the device, the linear layers' GEMMs on
+// the tensor cores with fp32 accumulation. Its 16-bit values are held in fp32 storage: the
+// arithmetic of a bf16 run, not yet its memory (cache_bytes counts what the device holds) or speed.
 //
 // Phase 1 semantics: every unit call and element move completes before it returns (the stream is
 // synchronised), so the interpreter's host clock times each instruction's device work; the model

@@ -1,7 +1,13 @@
 // DeviceKernels: the kernel set (model/host_kernels.hpp's calls) over device memory — the CUDA
 // ops (ops.hpp) on one OpsContext's stream, vectors in GPU memory. With it the units' composition
 // (model/units_impl.hpp) and LayerT run on the device unchanged: LayerT<float, DeviceKernels>.
-// fp32 only; the tensor-parallel head stays on the host kernels (refused here).
+// DeviceKernels is StoredKernels<DeviceOps> (model/stored_kernels.hpp): with `format` bf16 or fp16
+// every store the host oracle rounds is rounded here by a device pass (kernels/elementwise.hpp
+// round16), and the linear layers' GEMMs take their 16-bit inputs on the tensor cores
+// (GemmCompute::kBf16Inputs). The values are 16-bit ones held in fp32 storage: the arithmetic of a
+// bf16 run, the memory and HBM traffic of an fp32 one (docs/gpu.md). The attention's GEMMs stay
+// fp32, as the oracle's probabilities are. The tensor-parallel head stays on the host kernels
+// (refused here).
 #pragma once
 
 #include <cstdint>
@@ -11,9 +17,14 @@
 
 #include "executor/cuda/buffers.hpp"
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/formats.hpp"
+#include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/cuda/ops.hpp"
+#include "executor/errors.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/model/ops.hpp"
+#include "executor/model/stored_kernels.hpp"
+#include "executor/precision.hpp"
 
 namespace stagecraft::executor::cuda {
 
@@ -66,23 +77,32 @@ class DeviceVector {
   std::size_t size_ = 0, capacity_ = 0;
 };
 
-class DeviceKernels {
+class DeviceOps {
  public:
   static constexpr bool kHost = false;
   template <typename T>
   using Vec = DeviceVector<T>;
 
-  explicit DeviceKernels(OpsContext& ctx) : c_(ctx) {}
+  explicit DeviceOps(OpsContext& ctx) : c_(ctx) {}
   OpsContext& context() { return c_; }
 
+  // What stored values are rounded to (StoredKernels rounds them).
+  Format format = Format::kFp32;
+  void round(float* x, int64_t count) const {
+    if (format != Format::kFp32) round16(half16(format), x, count, c_.stream());
+  }
+  void round_columns(float* x, int64_t n, int64_t row_stride, int64_t col0, int64_t width) const {
+    if (format != Format::kFp32) round16_columns(half16(format), x, n, row_stride, col0, width, c_.stream());
+  }
+
   void linear_forward(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in, int64_t out) {
-    ops::linear_forward(c_, x, w, b, y, n, in, out);
+    ops::linear_forward(c_, x, w, b, y, n, in, out, gemm_compute(format));
   }
   void linear_backward_input(const float* dy, const float* w, float* dx, int64_t n, int64_t in, int64_t out, bool acc) {
-    ops::linear_backward_input(c_, dy, w, dx, n, in, out, acc);
+    ops::linear_backward_input(c_, dy, w, dx, n, in, out, acc, gemm_compute(format));
   }
   void linear_backward_weight(const float* x, const float* dy, float* dw, float* db, int64_t n, int64_t in, int64_t out) {
-    ops::linear_backward_weight(c_, x, dy, dw, db, n, in, out);
+    ops::linear_backward_weight(c_, x, dy, dw, db, n, in, out, gemm_compute(format));
   }
   void norm_forward(bool ln, double eps, const float* x, const float* w, const float* b, float* y, float* xhat, float* rstd,
                     int64_t n, int64_t c) {
@@ -129,8 +149,10 @@ class DeviceKernels {
                                       int64_t v) {
     ops::softmax_cross_entropy_backward(c_, probs, targets, scale, d, n, v);
   }
+  // `pos` (context parallelism's positions) is the host kernels' only: cp is refused on the device.
   void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe, float* y, int64_t n, int64_t h,
-                         int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset) {
+                         int64_t seq, int64_t vocab0, int64_t vocab, int64_t pos_offset, const int64_t* pos = nullptr) {
+    if (pos != nullptr) throw ExecutorError("DeviceKernels: the embedding at context-parallel positions runs on the host only");
     ops::embedding_forward(c_, tokens, wte, wpe, y, n, h, seq, vocab0, vocab, pos_offset);
   }
   void embedding_backward_weight(const int32_t* tokens, const float* dy, float* dwte, float* dwpe, int64_t n, int64_t h,
@@ -168,6 +190,8 @@ class DeviceKernels {
   }
   OpsContext& c_;
 };
+
+using DeviceKernels = StoredKernels<DeviceOps>;
 
 }  // namespace stagecraft::executor::cuda
 

@@ -16,12 +16,26 @@ void check_lt(cublasStatus_t s, const char* call) {
 
 cudaDataType_t data_type(GemmType t) { return t == GemmType::kBf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
+cublasComputeType_t compute_type(GemmCompute c) {
+  switch (c) {
+    case GemmCompute::kBf16Inputs: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case GemmCompute::kFp16Inputs: return CUBLAS_COMPUTE_32F_FAST_16F;
+    case GemmCompute::kFp32: break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
 }  // namespace
 
 struct LtGemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  GemmCompute compute = GemmCompute::kFp32;
+  void destroy_op() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    op = nullptr;
+  }
   ~Plan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -45,10 +59,6 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
   auto it = plans_.find(s.key());
   if (it != plans_.end()) return *it->second;
   auto p = std::make_unique<Plan>();
-  check_lt(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
-  check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
   // Stored shapes: A is m x k (k x m when transposed), B k x n (n x k when transposed).
   const uint64_t a_rows = static_cast<uint64_t>(s.trans_a ? s.k : s.m), a_cols = static_cast<uint64_t>(s.trans_a ? s.m : s.k);
   const uint64_t b_rows = static_cast<uint64_t>(s.trans_b ? s.n : s.k), b_cols = static_cast<uint64_t>(s.trans_b ? s.k : s.n);
@@ -61,9 +71,22 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                 sizeof workspace_bytes_),
            "set workspace");
+  const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  // the compute asked for, then plain fp32 where cuBLASLt has no algorithm for it
+  for (GemmCompute c : {s.compute, GemmCompute::kFp32}) {
+    p->destroy_op();
+    check_lt(cublasLtMatmulDescCreate(&p->op, compute_type(c), CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
+    check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
+    found = 0;
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+    p->compute = c;
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0) break;
+    if (c == GemmCompute::kFp32) break;
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
   if (found == 0) {
@@ -75,6 +98,8 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
   plans_.emplace(s.key(), std::move(p));
   return ref;
 }
+
+GemmCompute LtGemm::compute_used(const GemmShape& s) { return plan_for(s).compute; }
 
 void LtGemm::run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream) {
   Plan& p = plan_for(s);

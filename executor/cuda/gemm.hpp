@@ -1,6 +1,12 @@
 // cuBLASLt GEMMs: D = alpha * op(A) * op(B) + beta * C in column-major terms (the row-major forms
 // of executor/model/ops.hpp map onto these, ../docs: CUDA backend), operands fp32 or bf16,
-// accumulation and D in fp32 (CUBLAS_COMPUTE_32F, never TF32). The algorithm for each shape is
+// accumulation and D in fp32 (CUBLAS_COMPUTE_32F, never TF32). A 16-bit Program's linear layers
+// multiply values that are bf16 (fp16) already, held in fp32 (precision.hpp: every store rounded):
+// GemmCompute::kBf16Inputs runs them on the tensor cores (CUBLAS_COMPUTE_32F_FAST_16BF: the inputs
+// converted to bf16, which loses nothing for such values, products accumulated in fp32), the
+// arithmetic of a bf16 GEMM with fp32 accumulation; kFp16Inputs the same in fp16
+// (CUBLAS_COMPUTE_32F_FAST_16F). Where cuBLASLt offers no algorithm for it the GEMM runs in
+// CUBLAS_COMPUTE_32F, the same products summed in another order (LtGemm::compute_used says which). The algorithm for each shape is
 // chosen once by cuBLASLt's heuristic and reused, so a shape always runs the same kernel (runs
 // are reproducible); the workspace is 32 MiB (cuBLAS's recommendation for Hopper).
 #pragma once
@@ -16,13 +22,15 @@
 namespace stagecraft::executor::cuda {
 
 enum class GemmType { kFp32, kBf16 };
+enum class GemmCompute { kFp32, kBf16Inputs, kFp16Inputs };
 
 struct GemmShape {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;  // D is m x n, op(A) m x k, op(B) k x n
   int64_t lda = 0, ldb = 0, ldd = 0;
   GemmType ab = GemmType::kFp32;  // A and B; C and D are fp32
-  auto key() const { return std::tuple(trans_a, trans_b, m, n, k, lda, ldb, ldd, ab); }
+  GemmCompute compute = GemmCompute::kFp32;
+  auto key() const { return std::tuple(trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, compute); }
 };
 
 class LtGemm {
@@ -34,6 +42,8 @@ class LtGemm {
 
   // D = alpha op(A) op(B) + beta D (C is D itself, in place), on `stream`.
   void run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream);
+  // The compute type the plan of `s` runs (s.compute, or kFp32 where cuBLASLt had no algorithm for it).
+  GemmCompute compute_used(const GemmShape& s);
 
  private:
   struct Plan;

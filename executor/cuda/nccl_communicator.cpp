@@ -16,6 +16,8 @@
 #include "executor/comm/channels.hpp"
 #include "executor/comm/nccl_plan.hpp"
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/formats.hpp"
+#include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/errors.hpp"
 
 namespace stagecraft::executor::cuda {
@@ -88,6 +90,9 @@ struct NcclCommunicator::Impl {
     double* device = nullptr;
     std::size_t device_elems = 0;
     std::span<double> out;
+    // a 16-bit wire's packed values (send part, then receive part where they are apart)
+    uint16_t* wire = nullptr;
+    std::size_t wire_elems = 0;
     bool busy = false;
   };
 
@@ -179,23 +184,48 @@ struct NcclCommunicator::Impl {
     if (plan.grouped) STAGECRAFT_NCCL_CHECK(ncclGroupEnd());
   }
 
-  // One collective on channel `ch`: the plan's calls on its stream, then the request's event.
-  Request collective(Channel ch, const char* what, std::size_t elems, const char* type_name, const NcclPlan& plan,
-                     const void* send, void* recv, NcclType type, ncclRedOp_t op) {
-    const Chan& c = channel(ch);
-    const Request r = acquire(c.comm, std::string(what) + " of " + std::to_string(elems) + " " + type_name + " on " +
-                                          program::to_string(ch.group) + "/" + program::to_string(ch.lane));
-    run(plan, send, recv, type, op, c.comm, c.stream);
-    record(r, c.stream);
-    return r;
+  // At least n 16-bit elements of the request's wire scratch.
+  uint16_t* wire_scratch(const Request& r, std::size_t n) {
+    Slot& s = slot(r);
+    if (s.wire_elems < n) {
+      if (s.wire != nullptr) STAGECRAFT_CUDA_CHECK(cudaFree(s.wire));
+      s.wire = nullptr;
+      STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.wire), n * sizeof(uint16_t)));
+      s.wire_elems = n;
+    }
+    return s.wire;
   }
 
-  void fp32_only(Format wire, const char* what) const {
-    if (wire != Format::kFp32) {
-      throw CommError(std::string("NcclCommunicator: ") + what + " over a " + to_string(wire) +
-                      " wire: the CUDA backend computes in fp32 and its NCCL transport carries fp32 (a 16-bit Program is "
-                      "refused before it runs)");
+  // The plan's calls over fp32 device buffers on `stream`, the values travelling in `wire`: fp32 as
+  // they are; a 16-bit wire packs the n_send values of `send` (rounded, precision.hpp pack16) into
+  // the request's scratch, runs the calls in that dtype (NCCL's bf16 and fp16 reductions add in
+  // fp32 and round every partial sum) and unpacks the n_recv results into `recv`, all in stream
+  // order. In place (send == recv) one packed copy serves both.
+  void run_wire(const Request& r, const NcclPlan& plan, const float* send, float* recv, std::size_t n_send,
+                std::size_t n_recv, Format wire, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    if (wire == Format::kFp32) {
+      run(plan, send, recv, NcclType::kFloat32, op, comm, stream);
+      return;
     }
+    const bool in_place = send == recv && send != nullptr;
+    uint16_t* packed = wire_scratch(r, in_place ? n_send : n_send + n_recv);
+    uint16_t* packed_recv = in_place ? packed : packed + n_send;
+    const Half16 h = half16(wire);
+    if (send != nullptr) pack16(h, send, packed, static_cast<int64_t>(n_send), stream);
+    run(plan, send != nullptr ? packed : nullptr, recv != nullptr ? packed_recv : nullptr, nccl_type(wire), op, comm, stream);
+    if (recv != nullptr) unpack16(h, packed_recv, recv, static_cast<int64_t>(n_recv), stream);
+  }
+
+  // One collective on channel `ch`: the plan's calls on its stream, then the request's event.
+  Request collective(Channel ch, const char* what, const NcclPlan& plan, const float* send, float* recv, std::size_t n_send,
+                     std::size_t n_recv, Format wire, ncclRedOp_t op) {
+    const Chan& c = channel(ch);
+    const Request r = acquire(c.comm, std::string(what) + " of " + std::to_string(n_send) + " " +
+                                          (wire == Format::kFp32 ? std::string("floats") : std::string(to_string(wire)) + " values") +
+                                          " on " + program::to_string(ch.group) + "/" + program::to_string(ch.lane));
+    run_wire(r, plan, send, recv, n_send, n_recv, wire, op, c.comm, c.stream);
+    record(r, c.stream);
+    return r;
   }
 };
 
@@ -269,6 +299,7 @@ NcclCommunicator::~NcclCommunicator() {
     if (s.event != nullptr) cudaEventDestroy(s.event);
     if (s.pinned != nullptr) cudaFreeHost(s.pinned);
     if (s.device != nullptr) cudaFree(s.device);
+    if (s.wire != nullptr) cudaFree(s.wire);
   }
   const bool pending = std::any_of(m.slots.begin(), m.slots.end(), [](const Impl::Slot& s) { return s.busy; });
   // a communicator with work in flight (an error mid-step) is aborted, not destroyed
@@ -314,7 +345,6 @@ int64_t NcclCommunicator::group_size(Group group) const {
 // A message travels on its edge's two-member communicator (members in world-rank order).
 Request NcclCommunicator::isend(std::span<const float> data, int64_t peer, int32_t tag, Format wire) {
   Impl& m = *impl_;
-  m.fp32_only(wire, "a send");
   const auto it = m.edges.find({m.rank, peer, p2p_class(tag)});
   if (it == m.edges.end()) {
     throw CommError("NcclCommunicator: " + m.where() + " has no pipeline edge to rank " + std::to_string(peer) + " for tag " +
@@ -323,14 +353,13 @@ Request NcclCommunicator::isend(std::span<const float> data, int64_t peer, int32
   const Request r = m.acquire(it->second, "a send of " + std::to_string(data.size()) + " floats to rank " + std::to_string(peer));
   NcclPlan plan;
   plan.steps.push_back({NcclCall::kSend, 0, 0, static_cast<int64_t>(data.size()), peer < m.rank ? 0 : 1});
-  m.run(plan, data.data(), nullptr, NcclType::kFloat32, ncclSum, it->second, m.send_stream);
+  m.run_wire(r, plan, data.data(), nullptr, data.size(), 0, wire, ncclSum, it->second, m.send_stream);
   m.record(r, m.send_stream);
   return r;
 }
 
 Request NcclCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag, Format wire) {
   Impl& m = *impl_;
-  m.fp32_only(wire, "a receive");
   const auto it = m.edges.find({peer, m.rank, p2p_class(tag)});
   if (it == m.edges.end()) {
     throw CommError("NcclCommunicator: " + m.where() + " has no pipeline edge from rank " + std::to_string(peer) +
@@ -340,34 +369,30 @@ Request NcclCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag
       m.acquire(it->second, "a receive of " + std::to_string(data.size()) + " floats from rank " + std::to_string(peer));
   NcclPlan plan;
   plan.steps.push_back({NcclCall::kRecv, 0, 0, static_cast<int64_t>(data.size()), peer < m.rank ? 0 : 1});
-  m.run(plan, nullptr, data.data(), NcclType::kFloat32, ncclSum, it->second, m.recv_stream);
+  m.run_wire(r, plan, nullptr, data.data(), 0, data.size(), wire, ncclSum, it->second, m.recv_stream);
   m.record(r, m.recv_stream);
   return r;
 }
 
 Request NcclCommunicator::iall_gather(Channel ch, std::span<float> buffer, std::span<const int64_t> counts, Format wire) {
-  impl_->fp32_only(wire, "an all-gather");
-  return impl_->collective(ch, "an all-gather", buffer.size(), "floats", plan_all_gather(counts, group_rank(ch.group)),
-                           buffer.data(), buffer.data(), NcclType::kFloat32, ncclSum);
+  return impl_->collective(ch, "an all-gather", plan_all_gather(counts, group_rank(ch.group)), buffer.data(), buffer.data(),
+                           buffer.size(), buffer.size(), wire, ncclSum);
 }
 
 Request NcclCommunicator::ireduce_scatter(Channel ch, std::span<const float> send, std::span<float> recv,
                                           std::span<const int64_t> counts, Format wire) {
-  impl_->fp32_only(wire, "a reduce-scatter");
-  return impl_->collective(ch, "a reduce-scatter", send.size(), "floats", plan_reduce_scatter(counts), send.data(),
-                           recv.data(), NcclType::kFloat32, ncclSum);
+  return impl_->collective(ch, "a reduce-scatter", plan_reduce_scatter(counts), send.data(), recv.data(), send.size(),
+                           recv.size(), wire, ncclSum);
 }
 
 Request NcclCommunicator::iall_reduce(Channel ch, std::span<float> buffer, Format wire) {
-  impl_->fp32_only(wire, "an all-reduce");
-  return impl_->collective(ch, "an all-reduce", buffer.size(), "floats", plan_all_reduce(static_cast<int64_t>(buffer.size())),
-                           buffer.data(), buffer.data(), NcclType::kFloat32, ncclSum);
+  return impl_->collective(ch, "an all-reduce", plan_all_reduce(static_cast<int64_t>(buffer.size())), buffer.data(),
+                           buffer.data(), buffer.size(), buffer.size(), wire, ncclSum);
 }
 
 Request NcclCommunicator::iall_reduce_max(Channel ch, std::span<float> buffer) {
-  return impl_->collective(ch, "a max all-reduce", buffer.size(), "floats",
-                           plan_all_reduce(static_cast<int64_t>(buffer.size())), buffer.data(), buffer.data(),
-                           NcclType::kFloat32, ncclMax);
+  return impl_->collective(ch, "a max all-reduce", plan_all_reduce(static_cast<int64_t>(buffer.size())), buffer.data(),
+                           buffer.data(), buffer.size(), buffer.size(), Format::kFp32, ncclMax);
 }
 
 // The gradient norm's partial sums live on the host: through pinned staging and a device scratch,

@@ -19,10 +19,11 @@
 // while it is not done, ncclCommGetAsyncError on its communicator: an error aborts every
 // communicator (ncclCommAbort, which also stops kernels still running) and throws CommError naming
 // the rank and the call. wait() polls test() until the progress deadline (set_progress_deadline),
-// past which it aborts and throws. Buffers are fp32 device memory; the gradient norm's double
-// all-reduce goes through a device scratch. Not carried (CommError naming them): 16-bit wires
-// (the CUDA backend computes in fp32 and refuses a 16-bit Program) and the typed collectives of
-// ZeRO++'s quantized gathers and qgZ, whose payloads are host memory today.
+// past which it aborts and throws. Buffers are fp32 device memory; a 16-bit wire (a bf16 or fp16
+// Program's messages and reductions, precision.hpp) is packed to 16 bits in a scratch of the
+// request, carried as ncclBfloat16 / ncclFloat16 and unpacked, in the stream's order; the gradient
+// norm's double all-reduce goes through a device scratch. Not carried (CommError naming them): the
+// typed collectives of ZeRO++'s quantized gathers and qgZ, whose payloads are host memory today.
 //
 // The control plane (barrier, metrics, checkpoint bookkeeping) is the bootstrap communicator's.
 #pragma once

@@ -22,7 +22,7 @@ namespace {
 using kernels::Act;
 
 void gemm(OpsContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* d, int64_t ldd, float alpha, float beta) {
+          int64_t ldb, float* d, int64_t ldd, float alpha, float beta, GemmCompute compute = GemmCompute::kFp32) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // D = beta D
     if (beta == 0.0f) {
@@ -30,25 +30,25 @@ void gemm(OpsContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
     }
     return;
   }
-  c.gemm().run({ta, tb, m, n, k, lda, ldb, ldd, GemmType::kFp32}, a, b, d, alpha, beta, c.stream());
+  c.gemm().run({ta, tb, m, n, k, lda, ldb, ldd, GemmType::kFp32, compute}, a, b, d, alpha, beta, c.stream());
 }
 
 }  // namespace
 
 void linear_forward(OpsContext& c, const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in,
-                    int64_t out) {
-  gemm(c, false, false, out, n, in, w, out, x, in, y, out, 1.0f, 0.0f);
+                    int64_t out, GemmCompute compute) {
+  gemm(c, false, false, out, n, in, w, out, x, in, y, out, 1.0f, 0.0f, compute);
   if (b != nullptr) kernels::add_bias_rows(y, b, n, out, c.stream());
 }
 
 void linear_backward_input(OpsContext& c, const float* dy, const float* w, float* dx, int64_t n, int64_t in, int64_t out,
-                           bool accumulate) {
-  gemm(c, true, false, in, n, out, w, out, dy, out, dx, in, 1.0f, accumulate ? 1.0f : 0.0f);
+                           bool accumulate, GemmCompute compute) {
+  gemm(c, true, false, in, n, out, w, out, dy, out, dx, in, 1.0f, accumulate ? 1.0f : 0.0f, compute);
 }
 
 void linear_backward_weight(OpsContext& c, const float* x, const float* dy, float* dw, float* db, int64_t n, int64_t in,
-                            int64_t out) {
-  gemm(c, false, true, out, in, n, dy, out, x, in, dw, out, 1.0f, 1.0f);
+                            int64_t out, GemmCompute compute) {
+  gemm(c, false, true, out, in, n, dy, out, x, in, dw, out, 1.0f, 1.0f, compute);
   if (db != nullptr) kernels::column_sums(dy, nullptr, db, n, out, c.stream());
 }
 

@@ -46,12 +46,13 @@ class OpsContext {
 
 namespace ops {
 
+// `compute`: the GEMM's (gemm.hpp); kBf16Inputs / kFp16Inputs where x, w and dy hold 16-bit values.
 void linear_forward(OpsContext& c, const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in,
-                    int64_t out);
+                    int64_t out, GemmCompute compute = GemmCompute::kFp32);
 void linear_backward_input(OpsContext& c, const float* dy, const float* w, float* dx, int64_t n, int64_t in, int64_t out,
-                           bool accumulate);
+                           bool accumulate, GemmCompute compute = GemmCompute::kFp32);
 void linear_backward_weight(OpsContext& c, const float* x, const float* dy, float* dw, float* db, int64_t n, int64_t in,
-                            int64_t out);
+                            int64_t out, GemmCompute compute = GemmCompute::kFp32);
 
 void norm_forward(OpsContext& c, bool layer_norm, double eps, const float* x, const float* w, const float* b, float* y,
                   float* xhat, float* rstd, int64_t n, int64_t cols);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/formats.hpp"
 #include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/cuda/kernels/optimizer.hpp"
 
@@ -90,6 +91,13 @@ void DeviceMemory::upload(std::span<const float> host, std::span<float> dst) {
   if (host.empty()) return;
   STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
   STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffer may go away after this returns
+}
+
+void DeviceMemory::round_copy(std::span<float> dst, std::span<const float> src, Format f) {
+  same_size("round_copy", dst.size(), src.size());
+  if (dst.empty()) return;
+  if (dst.data() != src.data()) copy(dst, src);
+  if (f != Format::kFp32) round16(half16(f), dst.data(), static_cast<int64_t>(dst.size()), stream_);
 }
 
 }  // namespace stagecraft::executor::cuda

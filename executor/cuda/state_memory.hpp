@@ -1,7 +1,8 @@
 // DeviceMemory: StageState's buffers in GPU memory (a StateMemory, zero/state_memory.hpp). Every
 // operation runs on one stream in the order it is called; host copies wait for it, so StageState
 // sees the same sequential semantics as with host memory. AdamW is bit for bit the host's; the
-// sum of squares is a fixed-order reduction (run to run identical, not the host's order).
+// sum of squares is a fixed-order reduction (run to run identical, not the host's order); the
+// 16-bit working copy is rounded from the masters on the device.
 #pragma once
 
 #include <deque>
@@ -29,6 +30,8 @@ class DeviceMemory final : public StateMemory {
   void add_sum_sq(std::span<const float> values, double& sum) override;
   void download(std::span<const float> src, std::span<float> host) override;
   void upload(std::span<const float> host, std::span<float> dst) override;
+  // On the device (kernels/elementwise.hpp round16): bit for bit the host's rounding.
+  void round_copy(std::span<float> dst, std::span<const float> src, Format f) override;
 
   cudaStream_t stream() const { return stream_; }
 

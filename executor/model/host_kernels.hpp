@@ -1,15 +1,12 @@
-// HostKernels: the kernel set the units (units_impl.hpp) compose on the host — the CPU model math
-// of ops.hpp, vectors in host memory. A device kernel set (executor/cuda/device_kernels.hpp)
-// offers the same calls over device memory, so the units' composition exists once. Each call
-// mirrors an ops:: function; the few element moves the composition needs (copy, add, one value
-// in or out, a host-to-memory copy of token ids) are spelled out here.
+// HostOps: the CPU model math of ops.hpp as a kernel set's calls, vectors in host memory, and the
+// rounding of a stored value to the Program's storage format (precision.hpp). HostKernels, what the
+// units (units_impl.hpp) compose on the host, is StoredKernels<HostOps> (stored_kernels.hpp): the
+// same calls with every store a GPU kernel makes rounded, at the points that header lists once for
+// the host and a device (executor/cuda/device_kernels.hpp). Each call mirrors an ops:: function; the
+// few element moves the composition needs (copy, add, one value in or out, a host-to-memory copy of
+// token ids) are spelled out here.
 //
-// `format`: the format of the values a GPU kernel would write to memory (precision.hpp). kFp32 (the
-// oracle's default) rounds nothing; bf16 rounds every output a kernel stores — GEMM outputs, norm
-// outputs, activations, RoPE, the attention output and d(q|k|v), the residual sum, the lookup, the
-// classifier's d(logits), every input gradient — once, after the fp32 computation, and leaves in
-// fp32 the weight gradients (accumulated in fp32 over the step), a norm's x̂ and rstd, the
-// attention probabilities and the classifier's softmax, as the fused kernels keep them.
+// `format`: kFp32 (the oracle's default) rounds nothing.
 #pragma once
 
 #include <algorithm>
@@ -18,11 +15,12 @@
 #include <vector>
 
 #include "executor/model/ops.hpp"
+#include "executor/model/stored_kernels.hpp"
 #include "executor/precision.hpp"
 
 namespace stagecraft::executor {
 
-struct HostKernels {
+struct HostOps {
   static constexpr bool kHost = true;
   Format format = Format::kFp32;
   template <typename S>
@@ -36,12 +34,10 @@ struct HostKernels {
   template <typename S>
   void linear_forward(const S* x, const S* w, const S* b, S* y, int64_t n, int64_t in, int64_t out) {
     ops::linear_forward(x, w, b, y, n, in, out);
-    round(y, n * out);
   }
   template <typename S>
   void linear_backward_input(const S* dy, const S* w, S* dx, int64_t n, int64_t in, int64_t out, bool accumulate) {
     ops::linear_backward_input(dy, w, dx, n, in, out, accumulate);
-    round(dx, n * in);
   }
   template <typename S>
   void linear_backward_weight(const S* x, const S* dy, S* dw, S* db, int64_t n, int64_t in, int64_t out) {
@@ -51,13 +47,11 @@ struct HostKernels {
   void norm_forward(bool layer_norm, double eps, const S* x, const S* w, const S* b, S* y, S* xhat, S* rstd, int64_t n,
                     int64_t c) {
     ops::norm_forward(layer_norm, eps, x, w, b, y, xhat, rstd, n, c);
-    round(y, n * c);
   }
   template <typename S>
   void norm_backward_input(bool layer_norm, const S* dy, const S* w, const S* xhat, const S* rstd, S* dx, int64_t n,
                            int64_t c, bool accumulate) {
     ops::norm_backward_input(layer_norm, dy, w, xhat, rstd, dx, n, c, accumulate);
-    round(dx, n * c);
   }
   template <typename S>
   void norm_backward_weight(const S* dy, const S* xhat, S* dw, S* db, int64_t n, int64_t c) {
@@ -66,66 +60,52 @@ struct HostKernels {
   template <typename S>
   void gelu_forward(const S* u, S* out, int64_t count, bool exact) {
     ops::gelu_forward(u, out, count, exact);
-    round(out, count);
   }
   template <typename S>
   void gelu_backward(const S* u, const S* dout, S* du, int64_t count, bool exact) {
     ops::gelu_backward(u, dout, du, count, exact);
-    round(du, count);
   }
   template <typename S>
   void swiglu_forward(const S* gate, const S* up, S* out, int64_t count) {
     ops::swiglu_forward(gate, up, out, count);
-    round(out, count);
   }
   template <typename S>
   void swiglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count) {
     ops::swiglu_backward(gate, up, dout, d_gate, d_up, count);
-    round(d_gate, count);
-    round(d_up, count);
   }
   template <typename S>
   void relu_forward(const S* u, S* out, int64_t count) {
     ops::relu_forward(u, out, count);
-    round(out, count);
   }
   template <typename S>
   void relu_backward(const S* u, const S* dout, S* du, int64_t count) {
     ops::relu_backward(u, dout, du, count);
-    round(du, count);
   }
   template <typename S>
   void geglu_forward(const S* gate, const S* up, S* out, int64_t count, bool exact) {
     ops::geglu_forward(gate, up, out, count, exact);
-    round(out, count);
   }
   template <typename S>
   void geglu_backward(const S* gate, const S* up, const S* dout, S* d_gate, S* d_up, int64_t count, bool exact) {
     ops::geglu_backward(gate, up, dout, d_gate, d_up, count, exact);
-    round(d_gate, count);
-    round(d_up, count);
   }
   template <typename S>
   void rope(S* x, int64_t n, int64_t seq, int64_t row_stride, int64_t col0, int64_t heads, int64_t d, bool inverse,
             double base) {
     ops::rope(x, n, seq, row_stride, col0, heads, d, inverse, base);
-    round_columns(x, n, row_stride, col0, heads * d);
   }
   template <typename S>
   void rope_at(S* x, int64_t n, std::span<const int64_t> pos, int64_t row_stride, int64_t col0, int64_t heads, int64_t d,
                bool inverse, double base) {
     ops::rope_at(x, n, pos, row_stride, col0, heads, d, inverse, base);
-    round_columns(x, n, row_stride, col0, heads * d);
   }
   template <typename S>
   void attention_forward(const S* qkv, S* probs, S* out, const ops::AttentionShape& a) {
     ops::attention_forward(qkv, probs, out, a);
-    round(out, a.batch * a.seq * a.hidden());
   }
   template <typename S>
   void attention_backward(const S* qkv, const S* probs, const S* dout, S* dqkv, const ops::AttentionShape& a) {
     ops::attention_backward(qkv, probs, dout, dqkv, a);
-    round(dqkv, a.batch * a.seq * a.qkv_cols());
   }
   template <typename S>
   S softmax_cross_entropy(S* logits, const int32_t* targets, int64_t n, int64_t v) {
@@ -134,7 +114,6 @@ struct HostKernels {
   template <typename S>
   void softmax_cross_entropy_backward(const S* probs, const int32_t* targets, S scale, S* dlogits, int64_t n, int64_t v) {
     ops::softmax_cross_entropy_backward(probs, targets, scale, dlogits, n, v);
-    round(dlogits, n * v);
   }
   // y[r] = wte[tokens[r] - vocab0] (0 off [vocab0, vocab0 + vocab)) + wpe[p(r) + pos_offset] (when given),
   // p(r) = r mod seq, or pos[r mod seq] when given (context parallelism: the rank's positions).
@@ -151,7 +130,6 @@ struct HostKernels {
       }
       if (wpe != nullptr) yr += ops::ConstRowMap<S>(wpe + (position(r, seq, pos) + pos_offset) * h, h);
     }
-    round(y, n * h);
   }
   // dwte[tokens[r] - vocab0] += dy[r]; dwpe[p(r) + pos_offset] += dy[r] (when given), rows in order.
   template <typename S>
@@ -167,7 +145,6 @@ struct HostKernels {
   template <typename S>
   void add(S* y, const S* x, int64_t count) {
     ops::MatMap<S>(y, count, 1) += ops::ConstMatMap<S>(x, count, 1);
-    round(y, count);
   }
   template <typename S>
   void copy(S* dst, const S* src, int64_t count) {
@@ -195,5 +172,8 @@ struct HostKernels {
     *p = value;
   }
 };
+
+// The host oracle's kernel set: the host math with its stores rounded.
+using HostKernels = StoredKernels<HostOps>;
 
 }  // namespace stagecraft::executor

@@ -53,14 +53,13 @@ TEST_F(CudaNccl, AWorldOfOneMovesEveryCollective) {
   r = nccl.iall_reduce({program::Group::kWorld, program::Lane::kDpReduce}, std::span<double>(norm));
   nccl.wait(r);
   EXPECT_EQ(norm, (std::vector<double>{2.5, 4.0}));
-  EXPECT_THROW(nccl.iall_reduce(dp, b.view(), Format::kBf16), CommError);
   std::vector<int8_t> q(4);
   const std::vector<int64_t> four = {4};
   EXPECT_THROW(nccl.iall_gather_typed(dp, TypedSpan(std::span<int8_t>(q)), four), CommError);
 }
 
 TEST_F(CudaNccl, TrainingThroughNcclEqualsTheLocalTransport) {
-  const program::Program p = program::lower(test::tiny_model(), executed_training(test::tiny_training(), false),
+  const program::Program p = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
                                             test::make_plan({.micro_batches = 8, .zero = 0}));
   const Corpus corpus = Corpus::synthetic(p.model.vocab, p.model.seq_len, 7);
   RunnerOptions o;

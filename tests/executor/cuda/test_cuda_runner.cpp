@@ -119,7 +119,7 @@ TEST(CudaRuntime, PlansItCannotRunAreRefusedWithTheField) {
 // The device's caching pool serves a step whose sizes the last one had: after the first step no
 // cudaMalloc (and no cudaFree, which synchronises the device) — buffers, unit caches and state alike.
 TEST_F(CudaRunner, ASecondStepAllocatesNothing) {
-  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training(), false),
+  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
                                                test::make_plan({.micro_batches = 8, .zero = 0}));
   const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
   LocalCommunicator comm;
