@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "executor/errors.hpp"
+#include "executor/instr_clock.hpp"
 #include "executor/model/adamw.hpp"
 #include "executor/model/layers.hpp"
 #include "executor/model/params.hpp"
@@ -66,6 +67,13 @@ class Buffer {
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  // ---- timing (instr_clock.hpp) ----------------------------------------------------------------
+  // The device's clock of this backend's work, or null (the host's clock times it: the CPU).
+  virtual InstrClock* clock() { return nullptr; }
+  // The Program instruction (RoleProgram::first_id + index) the next calls belong to; -1 when the
+  // calls that follow belong to none (the interpreter's moves for a communication instruction).
+  virtual void label_next(int32_t /*instr*/) {}
 
   // ---- buffers and element moves (views of this backend's memory) ---------------------------
   virtual Buffer alloc(int64_t elems) = 0;  // zero-filled

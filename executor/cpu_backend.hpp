@@ -14,7 +14,7 @@
 
 namespace stagecraft::executor {
 
-class CpuBackend final : public StateBackend {
+class CpuBackend : public StateBackend {
  public:
   // `slots`: micro-batch slots (virtual stages x micro-batches) whose caches it keeps.
   CpuBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots);

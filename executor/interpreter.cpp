@@ -97,6 +97,10 @@ void Runner::Interpreter::reset(int64_t step) {
 
 Runner::Interpreter::Outcome Runner::Interpreter::run(int64_t step) {
   reset(step);
+  // a device's clock times the step's instructions where the backend has one (instr_clock.hpp)
+  InstrClock* clock = runner_.tracer_.enabled() ? backend().clock() : nullptr;
+  const std::size_t first_event = runner_.tracer_.events().size();
+  if (clock != nullptr) clock->step_begin(now_ns());
   last_progress_ = std::chrono::steady_clock::now();
   while (done_ < instrs_.size()) {
     bool progressed = complete_ready();
@@ -108,6 +112,7 @@ Runner::Interpreter::Outcome Runner::Interpreter::run(int64_t step) {
     stalled();
     std::this_thread::yield();
   }
+  if (clock != nullptr) runner_.tracer_.retime(first_event, clock->step_end());
   check_step_end();
   return {weighted_loss_, norm_sq_ / (loss_scale_ * loss_scale_), overflow_, compute_seconds_, micro_losses_};
 }
@@ -320,6 +325,7 @@ bool Runner::Interpreter::runs_inline(Op op) const {
 void Runner::Interpreter::run_inline(int32_t i) {
   const Instr& in = instrs_[at(i)];
   runner_.memory_.attribute_to(role_.first_id + i);
+  backend().label_next(role_.first_id + i);
   const auto t0 = std::chrono::steady_clock::now();
   switch (in.op) {
     case Op::kForward: forward(in); break;
@@ -332,6 +338,7 @@ void Runner::Interpreter::run_inline(int32_t i) {
     case Op::kReleaseParams: release_params(in); break;
     default: throw ExecutorError(where(i) + ": not an inline instruction");
   }
+  backend().label_next(-1);
   if (program::is_compute(in.op)) {
     compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (int32_t r : snapshot_after_[at(i)]) take_snapshot(r);

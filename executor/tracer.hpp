@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,16 @@ class Tracer {
     if (enabled_) events_.push_back(e);
   }
   const std::vector<trace::Event>& events() const { return events_; }
+  // The events from index `from` on whose instruction `times` holds take those [start, end]
+  // (a device's clock, instr_clock.hpp).
+  void retime(std::size_t from, const std::map<int32_t, std::pair<int64_t, int64_t>>& times) {
+    for (std::size_t i = from; i < events_.size(); ++i) {
+      const auto it = times.find(events_[i].instr);
+      if (it == times.end()) continue;
+      events_[i].start_ns = it->second.first;
+      events_[i].end_ns = it->second.second;
+    }
+  }
 
   // Collective: rank 0 returns every rank's events and `memory` samples in one Trace (other
   // ranks an empty one), naming the Program it ran (trace::name_program) and where:

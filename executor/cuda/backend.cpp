@@ -5,6 +5,7 @@
 #include "executor/cuda/buffers.hpp"
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/device.hpp"
+#include "executor/cuda/event_clock.hpp"
 #include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/errors.hpp"
 #include "executor/index.hpp"
@@ -79,6 +80,14 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::sync() { STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+InstrClock* CudaBackend::clock() { return &event_clock(); }
+
+void CudaBackend::label_next(int32_t instr) {
+  if (labelled_ >= 0) event_clock().end(labelled_, stream_);
+  labelled_ = instr;
+  if (instr >= 0) event_clock().start(instr, stream_);
+}
 
 Buffer CudaBackend::alloc(int64_t elems) { return Buffer(std::make_unique<DeviceStorage>(elems)); }
 

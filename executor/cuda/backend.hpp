@@ -39,6 +39,10 @@ class CudaBackend final : public StateBackend {
   void fill(std::span<float> dst, float value) override;
   float read(std::span<const float> src, int64_t index) override;
   int64_t cache_bytes() const override;
+  // The device's event clock (event_clock.hpp); label_next closes the last instruction's events on
+  // the stream and opens the next one's.
+  InstrClock* clock() override;
+  void label_next(int32_t instr) override;
 
   Buffer forward(int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> x,
                  bool input_only) override;
@@ -61,6 +65,7 @@ class CudaBackend final : public StateBackend {
   void sync();
 
   cudaStream_t stream_ = nullptr;
+  int32_t labelled_ = -1;  // the instruction whose work is being enqueued (label_next)
   std::unique_ptr<OpsContext> ops_;
   std::unique_ptr<DeviceKernels> kernels_;
   std::unique_ptr<DeviceMemory> memory_;

@@ -25,6 +25,9 @@
 // norm's double all-reduce goes through a device scratch. Not carried (CommError naming them): the
 // typed collectives of ZeRO++'s quantized gathers and qgZ, whose payloads are host memory today.
 //
+// Timing: each operation's calls are bracketed by the device's event clock (event_clock.hpp) on
+// its stream, under the label the interpreter gave it (label_next).
+//
 // The control plane (barrier, metrics, checkpoint bookkeeping) is the bootstrap communicator's.
 #pragma once
 

@@ -5,6 +5,9 @@
 // learns (the loss of the synthetic chain falls from above 5 to below 2 in 200 steps, the CPU
 // executor's bar), and save, load, continue equals continuing, bit for bit. Needs a device
 // (label gpu).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <cmath>
 #include <string>
@@ -18,6 +21,8 @@
 #include "executor/cuda/backend.hpp"
 #include "executor/cuda/buffers.hpp"
 #include "executor/cuda/device.hpp"
+#include "executor/cuda/event_clock.hpp"
+#include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/runner.hpp"
 #include "executor/runner/plans.hpp"
 
@@ -132,6 +137,75 @@ TEST_F(CudaRunner, ASecondStepAllocatesNothing) {
   EXPECT_EQ(three.raw_allocations, one.raw_allocations);
   EXPECT_EQ(three.raw_releases, one.raw_releases);
   EXPECT_GT(three.reuses, one.reuses);
+}
+
+// The event clock on its own: a fill of 2^26 floats (256 MiB) marked on one stream, then an idle
+// gap the host makes, then a second fill on another stream. Each lasts more than 0 and at most the
+// host's wall time around it; the second starts after the first ended (the host waited between
+// them); both lie after the origin, the host's time at step_begin.
+TEST_F(CudaRunner, TheEventClockTimesWorkOnAnyStream) {
+  cuda::EventClock& clock = cuda::event_clock();
+  const int64_t n = int64_t{1} << 26;
+  cuda::DeviceBuffer a(n);
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+  const auto host_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  clock.step_begin(host_ns());
+  const int64_t t0 = host_ns();
+  clock.start(1, s1);
+  cuda::fill(a.data(), 1.0f, n, s1);
+  clock.end(1, s1);
+  ASSERT_EQ(cudaStreamSynchronize(s1), cudaSuccess);
+  const int64_t t1 = host_ns();
+  clock.start(2, s2);
+  cuda::fill(a.data(), 2.0f, n, s2);
+  clock.end(2, s2);
+  ASSERT_EQ(cudaStreamSynchronize(s2), cudaSuccess);
+  const int64_t t2 = host_ns();
+  clock.start(3, s2);  // started, never ended: not returned
+  const auto times = clock.step_end();
+  ASSERT_EQ(times.size(), 2u);
+  const auto [b1, e1] = times.at(1);
+  const auto [b2, e2] = times.at(2);
+  EXPECT_GT(e1, b1);
+  EXPECT_GT(e2, b2);
+  EXPECT_LE(e1 - b1, t1 - t0);
+  EXPECT_LE(e2 - b2, t2 - t1);
+  EXPECT_GE(b2, e1);
+  EXPECT_GE(b1, t0 - 1000);  // after the origin, the host time step_begin was given (t0 is read after it; 1 us of resolution)
+  std::printf("fill of 256 MiB: %.1f us and %.1f us on the device, %.1f us and %.1f us on the host\n", (e1 - b1) / 1e3,
+              (e2 - b2) / 1e3, (t1 - t0) / 1e3, (t2 - t1) / 1e3);
+  EXPECT_FALSE(clock.on());
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+}
+
+// A traced run on the device: every compute instruction is timed by the device's events, which
+// never overlap on the one compute stream and each lasts more than nothing.
+TEST_F(CudaRunner, ATracedStepTimesItsComputeOnTheDevice) {
+  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
+                                               test::make_plan({.micro_batches = 8}));
+  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
+  LocalCommunicator comm;
+  RunnerOptions o = options(true);
+  o.trace = true;
+  Runner runner(prog, comm, corpus, o);
+  runner.step();
+  std::vector<std::pair<int64_t, int64_t>> compute;
+  for (const trace::Event& e : runner.tracer().events()) {
+    if (e.lane == program::Lane::kCompute) compute.push_back({e.start_ns, e.end_ns});
+  }
+  ASSERT_FALSE(compute.empty());
+  std::sort(compute.begin(), compute.end());
+  for (std::size_t i = 0; i < compute.size(); ++i) {
+    EXPECT_GT(compute[i].second, compute[i].first) << "instruction " << i;
+    if (i > 0) {
+      EXPECT_GE(compute[i].first, compute[i - 1].second) << "instruction " << i;
+    }
+  }
 }
 
 }  // namespace

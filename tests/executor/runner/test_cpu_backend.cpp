@@ -3,11 +3,21 @@
 // keeping every buffer in the StateMemory it is given (what lets a device backend reuse it).
 #include "executor/cpu_backend.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "core/program/lower.hpp"
 #include "core/program/units.hpp"
+#include "executor/comm/local.hpp"
 #include "executor/data/corpus.hpp"
+#include "executor/instr_clock.hpp"
+#include "executor/runner.hpp"
 #include "executor/errors.hpp"
 #include "executor/zero/ranges.hpp"
 #include "executor/zero/stage_state.hpp"
@@ -147,6 +157,99 @@ TEST(StageState, KeepsEveryBufferInTheGivenStorage) {
   state.optimizer_step({}, 1, 1.0f);
   EXPECT_EQ(mem.adamw_calls, static_cast<int>(subtract(layout.owned_ranges(), layout.persistent()).size() +
                                               layout.persistent().size()));
+}
+
+// A device's clock (instr_clock.hpp) as the interpreter drives it: each instruction the backend
+// runs (compute, the optimizer step, releases) is labelled before its calls and unlabelled (-1)
+// after them; a traced step is bracketed by step_begin and step_end; and the trace's events of the
+// instructions the clock returns take its times, the others keep the host's. This clock says
+// instruction i ran [10^9 + 1000 i, 10^9 + 1000 i + 500] ns: times no host clock gives.
+class FakeClock final : public InstrClock {
+ public:
+  void step_begin(int64_t) override {
+    ++begun;
+    seen.clear();
+  }
+  std::map<int32_t, std::pair<int64_t, int64_t>> step_end() override {
+    ++ended;
+    std::map<int32_t, std::pair<int64_t, int64_t>> out;
+    for (int32_t i : seen) out[i] = {kOrigin + 1000 * int64_t{i}, kOrigin + 1000 * int64_t{i} + 500};
+    return out;
+  }
+  static constexpr int64_t kOrigin = 1'000'000'000;
+  int begun = 0, ended = 0;
+  std::vector<int32_t> labels;
+  std::set<int32_t> seen;
+};
+
+class ClockedCpu final : public CpuBackend {
+ public:
+  ClockedCpu(const StageLayout& l, bool offload, MemoryTracker& m, bool fwd, int64_t slots, FakeClock& clock)
+      : CpuBackend(l, offload, m, fwd, slots), clock_(clock) {}
+  InstrClock* clock() override { return &clock_; }
+  void label_next(int32_t instr) override {
+    clock_.labels.push_back(instr);
+    if (instr >= 0) clock_.seen.insert(instr);
+  }
+
+ private:
+  FakeClock& clock_;
+};
+
+TEST(CpuBackend, ADevicesClockTimesTheInstructionsItRan) {
+  for (const bool trace : {true, false}) {
+    const program::Program prog = program::lower(test::tiny_model(), test::tiny_training(), test::make_plan({.micro_batches = 8}));
+    const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
+    FakeClock clock;
+    RunnerOptions o;
+    o.trace = trace;
+    o.make_backend = [&clock](const StageLayout& l, bool offload, MemoryTracker& m, bool fwd, int64_t slots) -> std::unique_ptr<Backend> {
+      return std::make_unique<ClockedCpu>(l, offload, m, fwd, slots, clock);
+    };
+    LocalCommunicator comm;
+    Runner runner(prog, comm, corpus, o);
+    runner.step();
+    runner.step();
+    EXPECT_EQ(clock.begun, trace ? 2 : 0);
+    EXPECT_EQ(clock.ended, clock.begun);
+    // the instructions the backend runs, each labelled then closed, in every step
+    const program::RoleProgram& role = prog.role_of(0);
+    std::vector<int32_t> want;
+    for (int step = 0; step < 2; ++step) {
+      for (std::size_t i = 0; i < role.instrs.size(); ++i) {
+        const program::Op op = role.instrs[i].op;
+        if (!program::is_compute(op) && op != program::Op::kOptimizerStep && op != program::Op::kOffloadCopy &&
+            op != program::Op::kReleaseParams) {
+          continue;
+        }
+        want.push_back(role.first_id + static_cast<int32_t>(i));
+        want.push_back(-1);
+      }
+    }
+    std::vector<int32_t> got = clock.labels;
+    // the order among lanes is the interpreter's; per instruction the pairs are what matters
+    std::vector<std::pair<int32_t, int32_t>> got_pairs, want_pairs;
+    for (std::size_t k = 0; k + 1 < got.size(); k += 2) got_pairs.push_back({got[k], got[k + 1]});
+    for (std::size_t k = 0; k + 1 < want.size(); k += 2) want_pairs.push_back({want[k], want[k + 1]});
+    std::sort(got_pairs.begin(), got_pairs.end());
+    std::sort(want_pairs.begin(), want_pairs.end());
+    EXPECT_EQ(got.size(), want.size());
+    EXPECT_EQ(got_pairs, want_pairs);
+    if (!trace) continue;
+    int retimed = 0, kept = 0;
+    for (const trace::Event& e : runner.tracer().events()) {
+      if (clock.seen.count(e.instr) > 0) {
+        EXPECT_EQ(e.start_ns, FakeClock::kOrigin + 1000 * int64_t{e.instr}) << e.instr;
+        EXPECT_EQ(e.end_ns, e.start_ns + 500) << e.instr;
+        ++retimed;
+      } else {
+        EXPECT_LT(e.start_ns, FakeClock::kOrigin) << "a host time, this test runs for less than a second: " << e.instr;
+        ++kept;
+      }
+    }
+    EXPECT_EQ(retimed, static_cast<int>(want.size() / 2));  // every labelled instruction of both steps
+    std::printf("%d events retimed by the device clock, %d kept the host's\n", retimed, kept);
+  }
 }
 
 }  // namespace
