@@ -26,6 +26,7 @@
 #include "cli/common.hpp"
 #include "cli/cuda_link.hpp"
 #include "cli/memory_check.hpp"
+#include "core/count/count.hpp"
 #include "core/program/lower.hpp"
 #include "core/spec/bundled.hpp"
 #include "core/spec/error.hpp"
@@ -35,6 +36,7 @@
 #include "executor/model/layers.hpp"
 #include "executor/train.hpp"
 #include "executor/world.hpp"
+#include "sim/models/compute.hpp"
 
 namespace stagecraft::cli {
 
@@ -116,7 +118,25 @@ void print_step(const executor::StepStats& s, int64_t total_steps, int64_t first
   out.precision(6);
 }
 
-nlohmann::json report_json(const executor::TrainReport& r, const program::Program& prog) {
+// Model FLOP/s per GPU the run reached (count.hpp's model FLOPs per token: 6N and attention's, no
+// recompute), and its MFU against the peak the simulator measures MFU against (sim/models/
+// compute.hpp) on the --cluster profile, when the profile has it.
+struct Achieved {
+  double model_tflops_per_gpu = 0;
+  std::optional<double> mfu;
+};
+Achieved achieved(const executor::TrainReport& r, const program::Program& prog, const std::string& cluster) {
+  Achieved a;
+  a.model_tflops_per_gpu = r.tokens_per_s * count::model_flops_per_token_train(prog.model) /
+                           static_cast<double>(prog.placement.world()) / 1e12;
+  const spec::Cluster c = spec::load_cluster(spec::resolve_config(spec::ConfigKind::kCluster, cluster));
+  if (c.gpu.peak_flops.count(spec::storage_dtype(prog.training.dtype)) > 0) {
+    a.mfu = a.model_tflops_per_gpu * 1e12 / sim::mfu_peak_flops(c, prog.training.dtype);
+  }
+  return a;
+}
+
+nlohmann::json report_json(const executor::TrainReport& r, const program::Program& prog, const Achieved& a) {
   nlohmann::json out = {{"losses", r.losses},
                         {"step_time_s", r.step_seconds},
                         {"tokens_per_s", r.tokens_per_s},
@@ -128,7 +148,9 @@ nlohmann::json report_json(const executor::TrainReport& r, const program::Progra
                         {"interrupted", r.interrupted},
                         {"saved_at_steps", r.saved_at},
                         {"dtype", spec::to_string(prog.training.dtype)},
-                        {"params_checksum", r.params_checksum}};
+                        {"params_checksum", r.params_checksum},
+                        {"model_tflops_per_gpu", a.model_tflops_per_gpu}};
+  if (a.mfu) out["mfu"] = *a.mfu;
   if (!r.loss_scales.empty()) {  // fp16: dynamic loss scaling
     out["loss_scales"] = r.loss_scales;
     out["skipped_steps"] = r.skipped;
@@ -256,11 +278,16 @@ int run_training(const RunArgs& a, const World& world, const program::Program& p
               << (a.save.empty() ? "; nothing saved (--save DIR keeps the state)" : "; saved to " + a.save + ", --resume " + a.save + " continues")
               << " (exit status 128 + the signal)\n";
   }
+  const Achieved got = achieved(r, prog, a.cluster);
   if (a.json) {
-    std::cout << report_json(r, prog).dump(1) << "\n";
+    std::cout << report_json(r, prog, got).dump(1) << "\n";
   } else {
-    std::cout << "tokens/s " << text::plain_number(r.tokens_per_s) << " (steps after the first), peak memory "
-              << short_bytes(static_cast<double>(r.peak_memory_bytes.empty() ? 0 : r.peak_memory_bytes[0]))
+    std::cout << "tokens/s " << text::plain_number(r.tokens_per_s) << " (steps after the first), model "
+              << text::plain_number(got.model_tflops_per_gpu) << " TFLOP/s per GPU"
+              << (got.mfu ? ", MFU " + text::plain_number(100 * *got.mfu) + "% of " + a.cluster + "'s " +
+                                spec::to_string(spec::storage_dtype(prog.training.dtype)) + " peak"
+                          : std::string())
+              << ", peak memory " << short_bytes(static_cast<double>(r.peak_memory_bytes.empty() ? 0 : r.peak_memory_bytes[0]))
               << " on rank 0, parameters " << r.params_checksum << "\n";
   }
   return done;

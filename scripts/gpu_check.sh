@@ -4,14 +4,16 @@
 #   2. the gpu-labelled tests, every device kernel against the CPU backend (tests.txt);
 #   3. stagecraft probe --backend cuda: a bf16 cuBLASLt GEMM sweep up to 8192^3 and memory passes
 #      past the L2, checked element by element, written as a trace (probe-gpu.json);
-#   4. training on the GPU: GPT-2 124M, one rank, fp32 (run --backend cuda, plan one-gpu), traced
-#      (run-124m.json), and the same Program simulated on the profile of the GPU found (h100-1 for
-#      an H100, h200-1 for an H200) and compared with it; GPT-2 1.5B for 4 steps;
-#   5. stagecraft calibrate on the probe and the run against that profile (the fitted GEMM
+#   4. training on the GPU, one rank (run --backend cuda, plan one-gpu), each with its model TFLOP/s
+#      and MFU against the profile's peak: GPT-2 124M in bf16, traced with CUDA events
+#      (run-124m.json), then fp32 for comparison; the bf16 Program simulated on the profile of the
+#      GPU found (h100-1 for an H100, h200-1 for an H200) and compared; GPT-2 1.5B in bf16 for 4 steps;
+#   5. stagecraft calibrate on the probe and the bf16 run against that profile (the fitted GEMM
 #      efficiency and memory rate: <profile>-calibrated.json and its report), then simulate and
-#      compare again on the calibrated profile.
-# Everything lands in $OUT (or ./gpu-out): 7 files at most; summary.txt holds every table. Each
-# step has its own timeout; the whole is meant to take under 4 minutes.
+#      compare again on the calibrated profile: on the run it was fitted on, and on a held-out run
+#      of twice the micro-batches (run-124m-heldout.json), which calibration never saw.
+# Everything lands in $OUT (or ./gpu-out): 8 files at most; summary.txt holds every table. Each
+# step has its own timeout; the whole is meant to take under 8 minutes.
 #   bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,24 +62,39 @@ timeout 240 "$B/stagecraft" probe --backend cuda -e 1MiB -f 32 -n 20 -w 3 --trac
 say "probe: rc=$?"
 cat "$T/probe.txt" >> "$O/summary.txt"
 
-# 4. Training on the GPU, and the simulator on the same Program.
-run_args=(--model gpt2-124m --training tiny-cpu --plan one-gpu)
+# 4. Training on the GPU, and the simulator on the same Program. bf16 is the training's dtype; the
+#    held-out run has 4 micro-batches where the fitted one has 2 (global batch 16, not 8).
+run_args=(--model gpt2-124m --training tiny-cpu --plan one-gpu --dtype bf16)
+cat > "$T/heldout.json" <<'PLAN'
+{"tp": 1, "pp": 1, "dp": 1, "micro_batch": 4, "micro_batches": 4, "schedule": "1f1b", "virtual_stages": 1,
+ "sequence_parallel": false, "recompute": "none", "zero": {"stage": 0, "offload_optimizer": "none"}}
+PLAN
+heldout_args=(--model gpt2-124m --training tiny-cpu --plan "$T/heldout.json" --global-batch 16 --dtype bf16)
 timeout 240 "$B/stagecraft" run --backend cuda "${run_args[@]}" --steps 20 ${P:+--cluster $P} --trace "$O/run-124m.json" \
   > "$T/run.txt" 2>&1
-say "run gpt2-124m on the GPU: rc=$?"
+say "run gpt2-124m bf16 on the GPU: rc=$?"
 cat "$T/run.txt" >> "$O/summary.txt"
+timeout 240 "$B/stagecraft" run --backend cuda --model gpt2-124m --training tiny-cpu --plan one-gpu --dtype fp32 --steps 10 \
+  ${P:+--cluster $P} > "$T/run32.txt" 2>&1
+say "run gpt2-124m fp32 on the GPU: rc=$?"
+tail -1 "$T/run32.txt" >> "$O/summary.txt"
+timeout 240 "$B/stagecraft" run --backend cuda "${heldout_args[@]}" --steps 10 ${P:+--cluster $P} \
+  --trace "$O/run-124m-heldout.json" > "$T/heldout.txt" 2>&1
+say "run gpt2-124m bf16, 4 micro-batches (held out): rc=$?"
+tail -1 "$T/heldout.txt" >> "$O/summary.txt"
 if [ -n "$P" ] && [ -s "$O/run-124m.json" ]; then
   timeout 60 "$B/stagecraft" simulate "${run_args[@]}" --cluster $P --trace "$T/sim-124m.json" >> "$O/summary.txt" 2>&1
   timeout 60 "$B/stagecraft" compare "$T/sim-124m.json" "$O/run-124m.json" >> "$O/summary.txt" 2>&1
   say "simulate + compare on $P: rc=$?"
 fi
-# GPT-2 1.5B, a few steps (fp32, unfused attention: the simulator puts its peak at 92 GiB).
-timeout 240 "$B/stagecraft" run --backend cuda --model gpt2-1.5b --training tiny-cpu --plan one-gpu --steps 4 \
+# GPT-2 1.5B, a few steps in bf16 (unfused attention; the 16-bit values in fp32 storage).
+timeout 240 "$B/stagecraft" run --backend cuda --model gpt2-1.5b --training tiny-cpu --plan one-gpu --dtype bf16 --steps 4 \
   ${P:+--cluster $P} > "$T/run-1.5b.txt" 2>&1
-say "run gpt2-1.5b on the GPU: rc=$?"
+say "run gpt2-1.5b bf16 on the GPU: rc=$?"
 cat "$T/run-1.5b.txt" >> "$O/summary.txt"
 
-# 5. Calibrate the profile on the probe and the run, then simulate and compare again.
+# 5. Calibrate the profile on the probe and the bf16 run, then simulate and compare again: the
+#    fitted run, and the held-out one.
 traces=()
 for f in "$O/probe-gpu.json" "$O/run-124m.json"; do [ -s "$f" ] && traces+=("$f"); done
 if [ -n "$P" ] && [ ${#traces[@]} -gt 0 ]; then
@@ -88,6 +105,12 @@ if [ -n "$P" ] && [ ${#traces[@]} -gt 0 ]; then
       >> "$O/summary.txt" 2>&1
     timeout 60 "$B/stagecraft" compare "$T/sim-cal.json" "$O/run-124m.json" >> "$O/summary.txt" 2>&1
     say "simulate + compare on the calibrated profile: rc=$?"
+  fi
+  if [ -s "$O/$P-calibrated.json" ] && [ -s "$O/run-124m-heldout.json" ]; then
+    timeout 60 "$B/stagecraft" simulate "${heldout_args[@]}" --cluster "$O/$P-calibrated.json" --trace "$T/sim-held.json" \
+      >> "$O/summary.txt" 2>&1
+    timeout 60 "$B/stagecraft" compare "$T/sim-held.json" "$O/run-124m-heldout.json" >> "$O/summary.txt" 2>&1
+    say "simulate + compare the held-out run on the calibrated profile: rc=$?"
   fi
 fi
 rm -rf "$T"

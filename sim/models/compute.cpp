@@ -26,11 +26,15 @@ double peak_of(const spec::Cluster& cluster, spec::Dtype dtype) {
 
 }  // namespace
 
+double mfu_peak_flops(const spec::Cluster& cluster, spec::Dtype training_dtype) {
+  return peak_of(cluster, spec::storage_dtype(training_dtype));
+}
+
 ComputeModel::ComputeModel(const spec::Model& model, const spec::Cluster& cluster, const spec::Training& training,
                            const spec::Plan& plan)
     : cluster_(cluster),
       work_(model, effective_training(training, cluster), plan),
-      peak_(peak_of(cluster, spec::storage_dtype(training.dtype))) {
+      peak_(mfu_peak_flops(cluster, training.dtype)) {
   // fp8: the block GEMMs at the FP8 peak, everything else (and MFU) at the 16-bit one
   if (training.dtype == spec::Dtype::kFp8) peak_of(cluster, spec::Dtype::kFp8);
   WorkTimer timer(cluster.gpu, peak_, attention_kernel(cluster, training));

@@ -23,6 +23,10 @@
 
 namespace stagecraft::sim {
 
+// The peak MFU is measured against for a training in `dtype`: the GPU's dense FLOP/s of its
+// storage format (bf16 for fp8). Throws SpecError naming the cluster file's missing field.
+double mfu_peak_flops(const spec::Cluster& cluster, spec::Dtype dtype);
+
 struct UnitTimes {
   double forward_s = 0;
   double backward_input_s = 0;   // incl. the attention scores' backward

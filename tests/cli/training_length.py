@@ -36,6 +36,20 @@ def main():
         tokens = m["tokens_per_s"] * m["step_time_s"]
         check(close(tokens, 8 * seq, 1e-6), f"simulate --seq-len {seq}: tokens per step {tokens:.3f} = 8 × {seq}")
 
+    # run --json: the model FLOP/s it reached and its MFU. The tiny model's forward FLOPs per token,
+    # by hand: per block 2 × 12h² (QKV 3h², projection h², MLP 2 × 4h²) + attention 4·s·h, four
+    # blocks, and the head's 2·h·V: 4 × (2·12·64² + 4·64·64) + 2·64·256 = 491520; training is 3× the
+    # forward. MFU is over cpu-local's fp32 peak as its cluster file gives it.
+    fwd = layers * (2 * 12 * h * h + 4 * 64 * h) + 2 * h * base["model"]["vocab"]
+    check(fwd == 491520, f"the tiny model's forward FLOPs per token by hand: {fwd}")
+    trained = run(s, "run", "--model", "tiny", "--training", "tiny-cpu", "--plan", "one-gpu", "--steps", "2", "--json")
+    want = trained["tokens_per_s"] * 3 * fwd / 1e12
+    check(close(trained["model_tflops_per_gpu"], want, 1e-9),
+          f"run --json: model TFLOP/s per GPU {trained['model_tflops_per_gpu']:.6g} = tokens/s × 3 × {fwd} / 1e12")
+    with open(os.path.join(os.environ.get("STAGECRAFT_CONFIG_DIR", "configs"), "clusters", "cpu-local.json")) as f:
+        peak = json.load(f)["gpu"]["peak_flops"]["fp32"]
+    check(close(trained["mfu"], want * 1e12 / peak, 1e-9), f"run --json: MFU {trained['mfu']:.4g} over cpu-local's fp32 peak {peak:.4g}")
+
     # --dtype: the same plan's parameters take 4 bytes each in fp32 and 2 in bf16 (memory.params is
     # the rank's own working-parameter bytes; the element count does not change with the format).
     big = ["simulate", "--model", "gpt3-13b", "--cluster", "dgx-h100-ndr", "--training", "demo-13b-1024", "--plan",
