@@ -74,6 +74,10 @@ class Backend {
   // The Program instruction (RoleProgram::first_id + index) the next calls belong to; -1 when the
   // calls that follow belong to none (the interpreter's moves for a communication instruction).
   virtual void label_next(int32_t /*instr*/) {}
+  // Returns once every call made so far has done its work. A backend may return from a call with
+  // its work still queued (a device's stream: only what the host reads, read() and the host copies,
+  // waits); the interpreter calls this at the end of every step, so a step's time is its work's.
+  virtual void finish_step() {}
 
   // ---- buffers and element moves (views of this backend's memory) ---------------------------
   virtual Buffer alloc(int64_t elems) = 0;  // zero-filled

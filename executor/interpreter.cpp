@@ -112,6 +112,7 @@ Runner::Interpreter::Outcome Runner::Interpreter::run(int64_t step) {
     stalled();
     std::this_thread::yield();
   }
+  backend().finish_step();  // an asynchronous backend's queued work is the step's too
   if (clock != nullptr) runner_.tracer_.retime(first_event, clock->step_end());
   check_step_end();
   return {weighted_loss_, norm_sq_ / (loss_scale_ * loss_scale_), overflow_, compute_seconds_, micro_losses_};

@@ -55,6 +55,7 @@ std::string cuda_unsupported(const program::Program& prog) {
 CudaBackend::CudaBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots)
     : caches_(at(slots)) {
   STAGECRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  set_device_stream(stream_);  // device memory ordered on this stream (buffers.hpp)
   ops_ = std::make_unique<OpsContext>(stream_);
   kernels_ = std::make_unique<DeviceKernels>(*ops_);
   kernels_->format = layout.precision().store;  // the stores a 16-bit Program rounds
@@ -70,16 +71,20 @@ CudaBackend::CudaBackend(const StageLayout& layout, bool offload, MemoryTracker&
 }
 
 CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
   caches_.clear();
   layers_.clear();
   state_.reset();
   memory_.reset();
   kernels_.reset();
   ops_.reset();
+  if (device_stream() == stream_) set_device_stream(nullptr);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 void CudaBackend::sync() { STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaBackend::finish_step() { sync(); }
 
 InstrClock* CudaBackend::clock() { return &event_clock(); }
 
@@ -96,18 +101,15 @@ void CudaBackend::copy(std::span<float> dst, std::span<const float> src) {
   if (!dst.empty()) {
     STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.size() * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
   }
-  sync();
 }
 
 void CudaBackend::add(std::span<float> dst, std::span<const float> src) {
   same_size("add", dst.size(), src.size());
   cuda::add(dst.data(), src.data(), static_cast<int64_t>(dst.size()), stream_);
-  sync();
 }
 
 void CudaBackend::fill(std::span<float> dst, float value) {
   cuda::fill(dst.data(), value, static_cast<int64_t>(dst.size()), stream_);
-  sync();
 }
 
 float CudaBackend::read(std::span<const float> src, int64_t index) { return kernels_->load(src.data() + index); }
@@ -140,13 +142,11 @@ Buffer CudaBackend::forward(int32_t chunk, int32_t unit, int64_t slot, const Tok
   Buffer y = alloc(l.output_size(batch.dims));
   l.forward(batch, state_->chunk_params(chunk), x, y.view(), cache(chunk, unit, slot),
             input_only ? CacheMode::kInputOnly : CacheMode::kFull);
-  sync();
   return y;
 }
 
 void CudaBackend::recompute(int32_t chunk, int32_t unit, int64_t slot) {
   layer(chunk, unit).recompute(state_->chunk_params(chunk), cache(chunk, unit, slot));
-  sync();
 }
 
 Buffer CudaBackend::backward(int32_t chunk, int32_t unit, int64_t slot, std::span<const float> dy, bool input_only) {
@@ -159,7 +159,6 @@ Buffer CudaBackend::backward(int32_t chunk, int32_t unit, int64_t slot, std::spa
     l.backward(state_->chunk_params(chunk), dy, dx.view(), state_->chunk_grads(chunk), c);
     if (!c.input_grad_partial) c.clear();
   }
-  sync();
   return dx;
 }
 
@@ -167,7 +166,6 @@ void CudaBackend::backward_weight(int32_t chunk, int32_t unit, int64_t slot) {
   Unit::Cache& c = cache(chunk, unit, slot);
   layer(chunk, unit).backward_weight(state_->chunk_grads(chunk), c);
   c.clear();
-  sync();
 }
 
 Buffer CudaBackend::finish_input_grad(int32_t, int32_t, int64_t, std::span<const float>, int64_t) {

@@ -7,11 +7,14 @@
 // the tensor cores with fp32 accumulation. Its 16-bit values are held in fp32 storage: the
 // arithmetic of a bf16 run, not yet its memory (cache_bytes counts what the device holds) or speed.
 //
-// Phase 1 semantics: every unit call and element move completes before it returns (the stream is
-// synchronised), so the interpreter's host clock times each instruction's device work; the model
-// state's updates run in order on the same stream, and reading it back waits for them. The
-// communication a plan needs beyond one rank is refused (no device communicator yet), as is
-// tensor parallelism (the vocabulary-parallel head is host-only).
+// Issue is asynchronous: unit calls, element moves and the model state's updates are enqueued on
+// the one compute stream and return; what the host reads (read(), a loss, host copies) waits for
+// the stream, and finish_step() waits for all of it. Device memory is ordered on the same stream
+// (buffers.hpp set_device_stream), and the NCCL transport orders each operation after the work
+// enqueued before it (order_after_device_stream), so a collective posted after a compute reads what
+// the compute wrote. The trace's times come from the device's event clock (event_clock.hpp). Plans
+// of several ranks run over NCCL (nccl_communicator.hpp); tensor parallelism is refused (the
+// vocabulary-parallel head is host-only).
 #pragma once
 
 #include <memory>
@@ -43,6 +46,7 @@ class CudaBackend final : public StateBackend {
   // the stream and opens the next one's.
   InstrClock* clock() override;
   void label_next(int32_t instr) override;
+  void finish_step() override;
 
   Buffer forward(int32_t chunk, int32_t unit, int64_t slot, const TokenBatch& batch, std::span<const float> x,
                  bool input_only) override;

@@ -19,14 +19,32 @@ BlockPool& device_pool() {
   return pool;
 }
 
+namespace {
+cudaStream_t g_stream = nullptr;
+}  // namespace
+
+void set_device_stream(cudaStream_t stream) { g_stream = stream; }
+cudaStream_t device_stream() { return g_stream; }
+
+void order_after_device_stream(cudaStream_t stream) {
+  if (g_stream == nullptr || stream == g_stream) return;  // the legacy stream's calls completed already
+  static cudaEvent_t mark = [] {
+    cudaEvent_t e = nullptr;
+    STAGECRAFT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }();
+  STAGECRAFT_CUDA_CHECK(cudaEventRecord(mark, g_stream));
+  STAGECRAFT_CUDA_CHECK(cudaStreamWaitEvent(stream, mark, 0));
+}
+
 DeviceBuffer::DeviceBuffer(int64_t elems) : size_(elems) {
   if (elems < 0) throw ExecutorError("DeviceBuffer: " + std::to_string(elems) + " elements");
   if (elems == 0) return;
   const std::size_t bytes = static_cast<std::size_t>(elems) * sizeof(float);
   data_ = static_cast<float*>(device_pool().allocate(bytes));
-  STAGECRAFT_CUDA_CHECK(cudaMemset(data_, 0, bytes));
-  // done before work on any stream (non-blocking ones included) may use the buffer
-  STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  STAGECRAFT_CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes, g_stream));
+  // on the legacy stream: done before work on any stream (non-blocking ones included) may use it
+  if (g_stream == nullptr) STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 DeviceBuffer::~DeviceBuffer() { device_pool().release(data_); }
@@ -48,13 +66,17 @@ void DeviceBuffer::upload(std::span<const float> values) {
     throw ExecutorError("DeviceBuffer::upload: " + std::to_string(values.size()) + " values into " + std::to_string(size_));
   }
   if (size_ > 0) {
-    STAGECRAFT_CUDA_CHECK(cudaMemcpy(data_, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+    STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(data_, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice, g_stream));
+    STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(g_stream));  // `values` may go when this returns
   }
 }
 
 std::vector<float> DeviceBuffer::download() const {
   std::vector<float> out(static_cast<std::size_t>(size_));
-  if (size_ > 0) STAGECRAFT_CUDA_CHECK(cudaMemcpy(out.data(), data_, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  if (size_ > 0) {
+    STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(out.data(), data_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, g_stream));
+    STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(g_stream));
+  }
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "executor/pool.hpp"
 
 namespace stagecraft::executor::cuda {
@@ -15,6 +17,17 @@ namespace stagecraft::executor::cuda {
 // DeviceVector takes its memory from here, so a step whose sizes the last one had calls neither
 // (cudaFree synchronises the device). One per process: a rank drives one device.
 BlockPool& device_pool();
+
+// The stream device memory is ordered on: the compute stream of the process's CUDA backend (one
+// rank drives one GPU), or the legacy default stream (null) when none is set. A buffer's zeroing,
+// a vector's growth and host copies are enqueued on it, so a block the host released while
+// kernels on it still read it (work is issued asynchronously, backend.hpp) is reused only after
+// them; work on another stream (NCCL's) is ordered after everything enqueued on it so far by
+// order_after_device_stream. With no stream set every call completes before it returns, as before.
+void set_device_stream(cudaStream_t stream);
+cudaStream_t device_stream();
+// `stream`'s next work waits for all work enqueued on device_stream() until now (an event).
+void order_after_device_stream(cudaStream_t stream);
 
 class DeviceBuffer {
  public:

@@ -52,16 +52,17 @@ class DeviceVector {
   void resize(std::size_t n) {
     if (n > capacity_) {
       T* fresh = static_cast<T*>(device_pool().allocate(n * sizeof(T)));
-      if (size_ > 0) STAGECRAFT_CUDA_CHECK(cudaMemcpy(fresh, data_, size_ * sizeof(T), cudaMemcpyDeviceToDevice));
+      if (size_ > 0) {
+        STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(fresh, data_, size_ * sizeof(T), cudaMemcpyDeviceToDevice, device_stream()));
+      }
       device_pool().release(data_);
       data_ = fresh;
       capacity_ = n;
     }
     if (n > size_) {
-      STAGECRAFT_CUDA_CHECK(cudaMemset(data_ + size_, 0, (n - size_) * sizeof(T)));
-      // cudaMemset on device memory returns before it is done, on the legacy default stream, which
-      // work on non-blocking streams does not wait for
-      STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      STAGECRAFT_CUDA_CHECK(cudaMemsetAsync(data_ + size_, 0, (n - size_) * sizeof(T), device_stream()));
+      // on the legacy stream work on non-blocking streams does not wait for it: done before return
+      if (device_stream() == nullptr) STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     }
     size_ = n;
   }
@@ -171,7 +172,10 @@ class DeviceOps {
   template <typename T>
   void upload(Vec<T>& v, const T* host, int64_t n) {
     v.resize(static_cast<std::size_t>(n));
-    if (n > 0) STAGECRAFT_CUDA_CHECK(cudaMemcpy(v.data(), host, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyHostToDevice));
+    if (n > 0) {
+      STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(v.data(), host, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, c_.stream()));
+      STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(c_.stream()));  // `host` may go when this returns
+    }
   }
   float load(const float* p) {
     float v = 0;

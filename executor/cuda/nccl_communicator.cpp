@@ -15,6 +15,7 @@
 
 #include "executor/comm/channels.hpp"
 #include "executor/comm/nccl_plan.hpp"
+#include "executor/cuda/buffers.hpp"
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/event_clock.hpp"
 #include "executor/cuda/formats.hpp"
@@ -224,6 +225,7 @@ struct NcclCommunicator::Impl {
     const Request r = acquire(c.comm, std::string(what) + " of " + std::to_string(n_send) + " " +
                                           (wire == Format::kFp32 ? std::string("floats") : std::string(to_string(wire)) + " values") +
                                           " on " + program::to_string(ch.group) + "/" + program::to_string(ch.lane));
+    order_after_device_stream(c.stream);  // what the compute enqueued before (backend.hpp)
     event_clock().start(label, c.stream);
     run_wire(r, plan, send, recv, n_send, n_recv, wire, op, c.comm, c.stream);
     event_clock().end(label, c.stream);
@@ -356,6 +358,7 @@ Request NcclCommunicator::isend(std::span<const float> data, int64_t peer, int32
   const Request r = m.acquire(it->second, "a send of " + std::to_string(data.size()) + " floats to rank " + std::to_string(peer));
   NcclPlan plan;
   plan.steps.push_back({NcclCall::kSend, 0, 0, static_cast<int64_t>(data.size()), peer < m.rank ? 0 : 1});
+  order_after_device_stream(m.send_stream);
   event_clock().start(m.label, m.send_stream);
   m.run_wire(r, plan, data.data(), nullptr, data.size(), 0, wire, ncclSum, it->second, m.send_stream);
   event_clock().end(m.label, m.send_stream);
@@ -374,6 +377,7 @@ Request NcclCommunicator::irecv(std::span<float> data, int64_t peer, int32_t tag
       m.acquire(it->second, "a receive of " + std::to_string(data.size()) + " floats from rank " + std::to_string(peer));
   NcclPlan plan;
   plan.steps.push_back({NcclCall::kRecv, 0, 0, static_cast<int64_t>(data.size()), peer < m.rank ? 0 : 1});
+  order_after_device_stream(m.recv_stream);
   event_clock().start(m.label, m.recv_stream);
   m.run_wire(r, plan, nullptr, data.data(), 0, data.size(), wire, ncclSum, it->second, m.recv_stream);
   event_clock().end(m.label, m.recv_stream);
@@ -423,6 +427,7 @@ Request NcclCommunicator::iall_reduce(Channel ch, std::span<double> buffer) {
   }
   std::memcpy(s.pinned, buffer.data(), n * sizeof(double));
   s.out = buffer;
+  order_after_device_stream(c.stream);
   event_clock().start(m.label, c.stream);
   STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(s.device, s.pinned, n * sizeof(double), cudaMemcpyHostToDevice, c.stream));
   m.run(plan_all_reduce(static_cast<int64_t>(n)), s.device, s.device, NcclType::kFloat64, ncclSum, c.comm, c.stream);

@@ -25,6 +25,8 @@
 // norm's double all-reduce goes through a device scratch. Not carried (CommError naming them): the
 // typed collectives of ZeRO++'s quantized gathers and qgZ, whose payloads are host memory today.
 //
+// Order: each operation first waits (an event) for the work enqueued on the compute stream until
+// it is posted (buffers.hpp order_after_device_stream): the backend issues asynchronously.
 // Timing: each operation's calls are bracketed by the device's event clock (event_clock.hpp) on
 // its stream, under the label the interpreter gave it (label_next).
 //

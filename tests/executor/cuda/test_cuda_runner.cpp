@@ -208,5 +208,24 @@ TEST_F(CudaRunner, ATracedStepTimesItsComputeOnTheDevice) {
   }
 }
 
+// Asynchronous issue: while a CUDA backend lives, device memory is ordered on its compute stream; a
+// step returns with that stream's work done (finish_step), so step times are the work's; the
+// backend gone, memory goes back to the legacy stream's synchronous calls.
+TEST_F(CudaRunner, AStepEndsWithItsQueuedWorkDone) {
+  const program::Program prog = program::lower(test::tiny_model(), executed_training(test::tiny_training()),
+                                               test::make_plan({.micro_batches = 8}));
+  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
+  {
+    LocalCommunicator comm;
+    Runner runner(prog, comm, corpus, options(true));
+    ASSERT_NE(cuda::device_stream(), nullptr);
+    for (int s = 0; s < 3; ++s) {
+      runner.step();
+      EXPECT_EQ(cudaStreamQuery(cuda::device_stream()), cudaSuccess) << "step " << s + 1;
+    }
+  }
+  EXPECT_EQ(cuda::device_stream(), nullptr);
+}
+
 }  // namespace
 }  // namespace stagecraft::executor
