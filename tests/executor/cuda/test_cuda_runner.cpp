@@ -25,33 +25,15 @@
 #include "executor/cuda/kernels/elementwise.hpp"
 #include "executor/runner.hpp"
 #include "executor/runner/plans.hpp"
+#include "device_runs.hpp"
 
 namespace stagecraft::executor {
 namespace {
 
-struct Trained {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
-
-RunnerOptions options(bool cuda) {
-  RunnerOptions o;
-  if (cuda) {
-    o.make_backend = [](const StageLayout& l, bool offload, MemoryTracker& m, bool fwd, int64_t slots) -> std::unique_ptr<Backend> {
-      return std::make_unique<cuda::CudaBackend>(l, offload, m, fwd, slots);
-    };
-  }
-  return o;
-}
-
-Trained train(const program::Program& prog, bool cuda, int steps) {
-  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
-  LocalCommunicator comm;
-  Runner runner(prog, comm, corpus, options(cuda));
-  Trained r;
-  for (int i = 0; i < steps; ++i) r.losses.push_back(runner.step().loss);
-  r.params = runner.backend().params_host();
-  return r;
+using test::Trained;
+RunnerOptions options(bool cuda) { return test::backend_options(cuda); }
+Trained train(const program::Program& prog, bool cuda, int steps, bool nccl = false) {
+  return test::train_steps(prog, cuda, steps, nccl);
 }
 
 class CudaRunner : public ::testing::Test {

@@ -35,6 +35,8 @@
 #include "executor/precision.hpp"
 #include "executor/runner.hpp"
 #include "executor/runner/plans.hpp"
+#include "device_runs.hpp"
+#include "unit_passes.hpp"
 
 namespace stagecraft::executor {
 namespace sixteen_test {
@@ -275,15 +277,7 @@ void check_units(const spec::Model& m, bool split, Format f = Format::kBf16) {
     const std::size_t i = static_cast<std::size_t>(u);
     std::vector<float> hdx(static_cast<std::size_t>(host[i].input_size(hc[i].dims)));
     cuda::DeviceBuffer ddx(dev[i].input_size(dc[i].dims));
-    if (split) {
-      host[i].backward_input(p, hd, hdx, hc[i]);
-      host[i].backward_weight(hgrads, hc[i]);
-      dev[i].backward_input(std::span<const float>(dp.view()), std::span<const float>(dd.view()), ddx.view(), dc[i]);
-      dev[i].backward_weight(dgrads.view(), dc[i]);
-    } else {
-      host[i].backward(p, hd, hdx, hgrads, hc[i]);
-      dev[i].backward(std::span<const float>(dp.view()), std::span<const float>(dd.view()), ddx.view(), dgrads.view(), dc[i]);
-    }
+    test::backward_both(split, host[i], p, hd, hdx, hgrads, hc[i], dev[i], dp, dd, ddx, dgrads, dc[i]);
     if (!hdx.empty()) {
       const std::vector<float> got = ddx.download();
       const double e = rel_error(got, hdx);
@@ -307,32 +301,10 @@ TEST_F(CudaSixteen, GptUnitsInFp16AreTheHostsFp16Units) { check_units(test::tiny
 
 // ---- training ---------------------------------------------------------------------------------
 
-struct Trained {
-  std::vector<double> losses;
-  std::vector<float> params;
-};
-
-RunnerOptions options(bool cuda) {
-  RunnerOptions o;
-  if (cuda) {
-    o.make_backend = [](const StageLayout& l, bool offload, MemoryTracker& m, bool fwd, int64_t slots) -> std::unique_ptr<Backend> {
-      return std::make_unique<cuda::CudaBackend>(l, offload, m, fwd, slots);
-    };
-  }
-  return o;
-}
-
+using test::Trained;
+RunnerOptions options(bool cuda) { return test::backend_options(cuda); }
 Trained train(const program::Program& prog, bool cuda, int steps, bool nccl = false) {
-  const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
-  LocalCommunicator local;
-  std::unique_ptr<cuda::NcclCommunicator> over_nccl;
-  if (nccl) over_nccl = std::make_unique<cuda::NcclCommunicator>(prog, local);
-  Communicator& comm = nccl ? static_cast<Communicator&>(*over_nccl) : static_cast<Communicator&>(local);
-  Runner runner(prog, comm, corpus, options(cuda));
-  Trained r;
-  for (int i = 0; i < steps; ++i) r.losses.push_back(runner.step().loss);
-  r.params = runner.backend().params_host();
-  return r;
+  return test::train_steps(prog, cuda, steps, nccl);
 }
 
 program::Program tiny_program(spec::Dtype dtype, const std::string& recompute = "none", int zero = 0) {

@@ -15,6 +15,7 @@
 #include "executor/cuda/device.hpp"
 #include "executor/cuda/device_kernels.hpp"
 #include "executor/model/tiny.hpp"
+#include "unit_passes.hpp"
 
 namespace stagecraft::executor {
 namespace {
@@ -78,15 +79,7 @@ void check_model(const spec::Model& m, Path path) {
     const std::size_t i = static_cast<std::size_t>(u);
     std::vector<double> hdx(static_cast<std::size_t>(host[i].input_size(hc[i].dims)));
     cuda::DeviceBuffer ddx(dev[i].input_size(dc[i].dims));
-    if (path == Path::kSplit) {
-      host[i].backward_input(p, hd, hdx, hc[i]);
-      host[i].backward_weight(hgrads, hc[i]);
-      dev[i].backward_input(std::span<const float>(dp.view()), std::span<const float>(dd.view()), ddx.view(), dc[i]);
-      dev[i].backward_weight(dgrads.view(), dc[i]);
-    } else {
-      host[i].backward(p, hd, hdx, hgrads, hc[i]);
-      dev[i].backward(std::span<const float>(dp.view()), std::span<const float>(dd.view()), ddx.view(), dgrads.view(), dc[i]);
-    }
+    test::backward_both(path == Path::kSplit, host[i], p, hd, hdx, hgrads, hc[i], dev[i], dp, dd, ddx, dgrads, dc[i]);
     if (!hdx.empty()) {
       EXPECT_LT(rel_error(ddx.download(), hdx), 1e-5) << what << ": unit " << u << " input gradient";
     }
