@@ -1,6 +1,7 @@
 #include "executor/cuda/gemm.hpp"
 
 #include <string>
+#include <vector>
 
 #include "executor/cuda/check.hpp"
 
@@ -32,6 +33,7 @@ struct LtGemm::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   GemmCompute compute = GemmCompute::kFp32;
+  bool bias = false;  // the epilogue adds the bias
   void destroy_op() {
     if (op) cublasLtMatmulDescDestroy(op);
     op = nullptr;
@@ -75,17 +77,35 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  // the compute asked for, then plain fp32 where cuBLASLt has no algorithm for it
+  // the compute asked for (with the bias epilogue, then without), then plain fp32 where cuBLASLt
+  // has no algorithm for it
+  struct Try {
+    GemmCompute compute;
+    bool bias;
+  };
+  std::vector<Try> tries;
   for (GemmCompute c : {s.compute, GemmCompute::kFp32}) {
+    if (s.bias) tries.push_back({c, true});
+    tries.push_back({c, false});
+    if (c == s.compute && s.compute == GemmCompute::kFp32) break;
+  }
+  for (const Try& t : tries) {
     p->destroy_op();
-    check_lt(cublasLtMatmulDescCreate(&p->op, compute_type(c), CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check_lt(cublasLtMatmulDescCreate(&p->op, compute_type(t.compute), CUDA_R_32F), "cublasLtMatmulDescCreate");
     check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
     check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
+    if (t.bias) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const cudaDataType_t bias_type = CUDA_R_32F;
+      check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "set EPILOGUE");
+      check_lt(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+               "set BIAS_DATA_TYPE");
+    }
     found = 0;
     st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
-    p->compute = c;
+    p->compute = t.compute;
+    p->bias = t.bias;
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) break;
-    if (c == GemmCompute::kFp32) break;
   }
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
@@ -101,11 +121,16 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
 
 GemmCompute LtGemm::compute_used(const GemmShape& s) { return plan_for(s).compute; }
 
-void LtGemm::run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream) {
+bool LtGemm::run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream,
+                 const float* bias) {
   Plan& p = plan_for(s);
+  if (p.bias) {
+    check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS_POINTER");
+  }
   check_lt(cublasLtMatmul(handle_, p.op, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo, workspace_,
                           workspace_bytes_, stream),
            "cublasLtMatmul");
+  return p.bias;
 }
 
 }  // namespace stagecraft::executor::cuda

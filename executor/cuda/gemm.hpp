@@ -30,7 +30,10 @@ struct GemmShape {
   int64_t lda = 0, ldb = 0, ldd = 0;
   GemmType ab = GemmType::kFp32;  // A and B; C and D are fp32
   GemmCompute compute = GemmCompute::kFp32;
-  auto key() const { return std::tuple(trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, compute); }
+  // D += a bias vector of m elements (one per row of D, broadcast over its n columns) in the GEMM's
+  // epilogue (CUBLASLT_EPILOGUE_BIAS, fp32), where cuBLASLt has an algorithm for it
+  bool bias = false;
+  auto key() const { return std::tuple(trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, compute, bias); }
 };
 
 class LtGemm {
@@ -40,8 +43,10 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // D = alpha op(A) op(B) + beta D (C is D itself, in place), on `stream`.
-  void run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream);
+  // D = alpha op(A) op(B) + beta D (C is D itself, in place), on `stream`; with s.bias, + `bias`
+  // added in the epilogue. Returns whether it was (false: the caller adds it; no algorithm had it).
+  bool run(const GemmShape& s, const void* a, const void* b, float* d, float alpha, float beta, cudaStream_t stream,
+           const float* bias = nullptr);
   // The compute type the plan of `s` runs (s.compute, or kFp32 where cuBLASLt had no algorithm for it).
   GemmCompute compute_used(const GemmShape& s);
 

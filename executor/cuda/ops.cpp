@@ -21,24 +21,29 @@ namespace {
 
 using kernels::Act;
 
-void gemm(OpsContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* d, int64_t ldd, float alpha, float beta, GemmCompute compute = GemmCompute::kFp32) {
-  if (m == 0 || n == 0) return;
+// D = alpha op(A) op(B) + beta D (+ bias, one per row of D); returns whether the bias was added
+// (false: the caller adds it).
+bool gemm(OpsContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float* d, int64_t ldd, float alpha, float beta, GemmCompute compute = GemmCompute::kFp32,
+          const float* bias = nullptr) {
+  if (m == 0 || n == 0) return true;
   if (k == 0) {  // D = beta D
     if (beta == 0.0f) {
       for (int64_t col = 0; col < n; ++col) cuda::fill(d + col * ldd, 0.0f, m, c.stream());
     }
-    return;
+    return false;
   }
-  c.gemm().run({ta, tb, m, n, k, lda, ldb, ldd, GemmType::kFp32, compute}, a, b, d, alpha, beta, c.stream());
+  return c.gemm().run({ta, tb, m, n, k, lda, ldb, ldd, GemmType::kFp32, compute, bias != nullptr}, a, b, d, alpha, beta,
+                      c.stream(), bias);
 }
 
 }  // namespace
 
 void linear_forward(OpsContext& c, const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in,
                     int64_t out, GemmCompute compute) {
-  gemm(c, false, false, out, n, in, w, out, x, in, y, out, 1.0f, 0.0f, compute);
-  if (b != nullptr) kernels::add_bias_rows(y, b, n, out, c.stream());
+  // the bias in the GEMM's epilogue, else by a pass of its own
+  const bool added = gemm(c, false, false, out, n, in, w, out, x, in, y, out, 1.0f, 0.0f, compute, b);
+  if (b != nullptr && !added) kernels::add_bias_rows(y, b, n, out, c.stream());
 }
 
 void linear_backward_input(OpsContext& c, const float* dy, const float* w, float* dx, int64_t n, int64_t in, int64_t out,
