@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/formats.hpp"
@@ -25,6 +26,34 @@ DeviceMemory::DeviceMemory(cudaStream_t stream) : stream_(stream) {
 
 DeviceMemory::~DeviceMemory() {
   if (scratch_) cudaFree(scratch_);
+  for (auto& [key, d] : decayed_) {
+    if (d.ranges) cudaFree(d.ranges);
+  }
+}
+
+// The decayed positions of the shard, shard-relative [begin, end) pairs in order, in device memory:
+// made on the shard's first step and kept (the layout's ranges do not change).
+const DeviceMemory::DecayedRanges& DeviceMemory::decayed_ranges(const AdamWShard& shard, std::span<const Range> decayed) {
+  const auto key = std::pair(shard.params.data(), shard.params.size());
+  auto it = decayed_.find(key);
+  if (it != decayed_.end()) return it->second;
+  const int64_t lo = shard.offset, hi = shard.offset + static_cast<int64_t>(shard.params.size());
+  std::vector<int64_t> pairs;
+  for (const Range& r : decayed) {
+    const int64_t b = std::max(lo, r.begin), e = std::min(hi, r.end);
+    if (e > b) {
+      if (!pairs.empty() && b < pairs.back()) throw ExecutorError("DeviceMemory::adamw: decayed ranges out of order or overlapping");
+      pairs.push_back(b - lo);
+      pairs.push_back(e - lo);
+    }
+  }
+  DecayedRanges d;
+  d.count = static_cast<int64_t>(pairs.size() / 2);
+  if (d.count > 0) {
+    STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d.ranges), pairs.size() * sizeof(int64_t)));
+    STAGECRAFT_CUDA_CHECK(cudaMemcpy(d.ranges, pairs.data(), pairs.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+  }
+  return decayed_.emplace(key, d).first->second;
 }
 
 std::span<float> DeviceMemory::allocate(int64_t elems) {
@@ -50,14 +79,8 @@ void DeviceMemory::adamw(const AdamWConfig& cfg, int64_t step, const AdamWShard&
     throw ExecutorError("DeviceMemory::adamw: shard at offset " + std::to_string(shard.offset) + " has mismatched spans");
   }
   if (step < 1) throw ExecutorError("DeviceMemory::adamw: step must be >= 1, got " + std::to_string(step));
-  if (cfg.weight_decay != 0.0) {
-    const float factor = static_cast<float>(1.0 - cfg.lr * cfg.weight_decay);
-    const int64_t lo = shard.offset, hi = shard.offset + static_cast<int64_t>(n);
-    for (const Range& r : decayed) {
-      const int64_t b = std::max(lo, r.begin), e = std::min(hi, r.end);
-      if (e > b) scale(shard.params.data() + (b - lo), factor, e - b, stream_);
-    }
-  }
+  const float factor = static_cast<float>(1.0 - cfg.lr * cfg.weight_decay);
+  const DecayedRanges& d = cfg.weight_decay != 0.0 ? decayed_ranges(shard, decayed) : DecayedRanges{};
   const double t = static_cast<double>(step);
   AdamWScalars s{};
   s.b1 = static_cast<float>(cfg.beta1);
@@ -67,7 +90,8 @@ void DeviceMemory::adamw(const AdamWConfig& cfg, int64_t step, const AdamWShard&
   s.lr = static_cast<float>(cfg.lr);
   s.eps = static_cast<float>(cfg.eps);
   s.grad_scale = grad_scale;
-  adamw_update(shard.params.data(), shard.grads.data(), shard.m.data(), shard.v.data(), static_cast<int64_t>(n), s, stream_);
+  adamw_update(shard.params.data(), shard.grads.data(), shard.m.data(), shard.v.data(), static_cast<int64_t>(n), s, d.ranges,
+               d.count, factor, stream_);
 }
 
 void DeviceMemory::add_sum_sq(std::span<const float> values, double& sum) {

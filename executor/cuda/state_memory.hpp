@@ -6,6 +6,8 @@
 #pragma once
 
 #include <deque>
+#include <map>
+#include <utility>
 
 #include <cuda_runtime_api.h>
 
@@ -36,7 +38,14 @@ class DeviceMemory final : public StateMemory {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  struct DecayedRanges {
+    int64_t* ranges = nullptr;  // device memory: [begin, end) pairs
+    int64_t count = 0;
+  };
+  const DecayedRanges& decayed_ranges(const AdamWShard& shard, std::span<const Range> decayed);
+
   cudaStream_t stream_ = nullptr;
+  std::map<std::pair<const float*, std::size_t>, DecayedRanges> decayed_;  // per shard
   std::deque<DeviceBuffer> blocks_;
   double* scratch_ = nullptr;  // the reduction's partials, then its result
 };

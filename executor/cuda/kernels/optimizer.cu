@@ -10,23 +10,34 @@ namespace {
 // The host's expression tree, operation by operation (C++ evaluates a * b * c as (a * b) * c):
 //   g = grad * scale;  m = b1 * m + (1 - b1) * g;  v = b2 * v + ((1 - b2) * g) * g;
 //   p = p - (lr * (m * c1)) / (sqrt(v * c2) + eps)
+// Whether i lies in one of the `count` sorted, disjoint [begin, end) pairs of `ranges`.
+__device__ bool in_ranges(const int64_t* __restrict__ ranges, int64_t count, int64_t i) {
+  int64_t lo = 0, hi = count;  // the first range whose begin is past i
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ranges[2 * mid] <= i) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo > 0 && i < ranges[2 * (lo - 1) + 1];
+}
+
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ grad, float* __restrict__ m,
-                             float* __restrict__ v, int64_t n, AdamWScalars s) {
+                             float* __restrict__ v, int64_t n, AdamWScalars s, const int64_t* __restrict__ decayed,
+                             int64_t decayed_count, float decay) {
   const float one_b1 = __fsub_rn(1.0f, s.b1), one_b2 = __fsub_rn(1.0f, s.b2);
   STAGECRAFT_GRID_STRIDE(i, n) {
+    // the decoupled decay first, as the host decays the range before the update
+    const float pi = decayed_count > 0 && in_ranges(decayed, decayed_count, i) ? __fmul_rn(p[i], decay) : p[i];
     const float g = __fmul_rn(grad[i], s.grad_scale);
     const float mi = __fadd_rn(__fmul_rn(s.b1, m[i]), __fmul_rn(one_b1, g));
     const float vi = __fadd_rn(__fmul_rn(s.b2, v[i]), __fmul_rn(__fmul_rn(one_b2, g), g));
     m[i] = mi;
     v[i] = vi;
     const float step = __fdiv_rn(__fmul_rn(s.lr, __fmul_rn(mi, s.c1)), __fadd_rn(__fsqrt_rn(__fmul_rn(vi, s.c2)), s.eps));
-    p[i] = __fsub_rn(p[i], step);
-  }
-}
-
-__global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
-  STAGECRAFT_GRID_STRIDE(i, n) {
-    x[i] = __fmul_rn(x[i], factor);
+    p[i] = __fsub_rn(pi, step);
   }
 }
 
@@ -64,15 +75,9 @@ __global__ void sum_doubles_kernel(const double* __restrict__ partials, int64_t 
 }  // namespace
 
 void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n, const AdamWScalars& s,
-                  cudaStream_t stream) {
+                  const int64_t* decayed, int64_t decayed_count, float decay, cudaStream_t stream) {
   if (n <= 0) return;
-  adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, s);
-  STAGECRAFT_CUDA_CHECK(cudaGetLastError());
-}
-
-void scale(float* values, float factor, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(values, factor, n);
+  adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, s, decayed, decayed_count, decay);
   STAGECRAFT_CUDA_CHECK(cudaGetLastError());
 }
 
