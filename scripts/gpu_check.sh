@@ -11,7 +11,9 @@
 #   5. stagecraft calibrate on the probe and the bf16 run against that profile (the fitted GEMM
 #      efficiency and memory rate: <profile>-calibrated.json and its report), then simulate and
 #      compare again on the calibrated profile: on the run it was fitted on, and on a held-out run
-#      of twice the micro-batches (run-124m-heldout.json), which calibration never saw.
+#      of twice the micro-batches (run-124m-heldout.json), which calibration never saw;
+#   6. on a machine of several GPUs, the tiny model's 2- and 4-rank plans over NCCL in bf16 under
+#      mpirun, each against the CPU executor's run of the same plan.
 # Everything lands in $OUT (or ./gpu-out): 8 files at most; summary.txt holds every table. Each
 # step has its own timeout; the whole is meant to take under 8 minutes.
 #   bash scripts/gpu_check.sh
@@ -113,5 +115,32 @@ if [ -n "$P" ] && [ ${#traces[@]} -gt 0 ]; then
     say "simulate + compare the held-out run on the calibrated profile: rc=$?"
   fi
 fi
+# 6. NCCL across GPUs: every bundled tiny plan the machine's GPU count allows, in bf16, one rank per
+#    GPU under mpirun, against the CPU executor running the same plan. The bound on their last
+#    losses is 2·k·u with k = 44 rounding points (4 + 10 a layer of the tiny model's 4) and u = 2^-9:
+#    17.2% (tests/executor/cuda/test_cuda_sixteen.cpp derives it).
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+last_loss() { grep -E '^step [0-9]+/[0-9]+ +loss' "$1" | tail -1 | awk '{print $4}'; }
+if [ "${gpus:-0}" -ge 2 ] && command -v mpirun > /dev/null; then
+  for plan_ranks in tiny-zero3:2 tiny-pp2-dp2:4; do
+    plan=${plan_ranks%%:*}; n=${plan_ranks##*:}
+    [ "$gpus" -ge "$n" ] || { say "NCCL $plan: needs $n GPUs, this machine has $gpus"; continue; }
+    mp=(mpirun --oversubscribe --allow-run-as-root -n "$n")
+    args=(run --model tiny --training tiny-cpu --plan "$plan" --dtype bf16 --steps 10)
+    timeout 180 "${mp[@]}" "$B/stagecraft" "${args[@]}" --backend cuda > "$T/nccl-$plan.txt" 2>&1
+    rc=$?
+    timeout 180 "${mp[@]}" "$B/stagecraft" "${args[@]}" --backend cpu > "$T/cpu-$plan.txt" 2>&1
+    g=$(last_loss "$T/nccl-$plan.txt"); c=$(last_loss "$T/cpu-$plan.txt")
+    if [ -n "$g" ] && [ -n "$c" ]; then
+      say "NCCL $plan on $n GPUs, bf16: rc=$rc, last loss GPU $g, CPU $c, $(awk -v g="$g" -v c="$c" \
+        'BEGIN { d = (g - c) / c; if (d < 0) d = -d; printf "relative difference %.3g (bound 0.172): %s", d, d <= 0.172 ? "ok" : "OUT OF BOUND" }')"
+    else
+      say "NCCL $plan on $n GPUs: rc=$rc, no loss to compare"; tail -5 "$T/nccl-$plan.txt" >> "$O/summary.txt"
+    fi
+  done
+else
+  say "NCCL across GPUs: skipped (${gpus:-0} GPU(s); mpirun $(command -v mpirun > /dev/null && echo found || echo missing))"
+fi
+
 rm -rf "$T"
 say "done"
