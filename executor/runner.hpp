@@ -124,7 +124,10 @@ struct StepStats {
   double loss = 0;         // mean loss over the global batch (every rank has it)
   double grad_norm = 0;    // global gradient norm before clipping
   double seconds = 0;      // wall time of the step, the slowest rank's
-  double compute_seconds = 0;  // this rank's time inside compute instructions
+  // this rank's host time inside compute instructions: the compute itself on a backend that runs
+  // each call to its end (the CPU's); on one that enqueues (the CUDA backend), the issue only,
+  // and the device's times are the trace's (instr_clock.hpp)
+  double compute_seconds = 0;
   double loss_scale = 1;       // fp16: the loss scale S this step ran with (LossScaler), else 1
   bool skipped = false;        // fp16: the gradients overflowed and the optimizer step was skipped
   // A forward-only Program (scoring): every micro-batch's mean loss, micro-batch m of dp rank d

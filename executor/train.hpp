@@ -42,7 +42,7 @@ struct TrainReport {
   double tokens_per_s = 0;              // global tokens / step time, over all steps but the first when > 1
   std::vector<int64_t> peak_memory_bytes;  // rank 0: every rank's high-water mark
   std::string params_checksum;          // rank 0: FNV-1a of the gathered model parameters
-  double compute_seconds = 0;           // rank 0's time inside compute instructions
+  double compute_seconds = 0;           // rank 0's host time inside compute instructions (runner.hpp StepStats)
   bool interrupted = false;             // stopped by `cancel` before the steps asked for
   std::vector<int64_t> saved_at;        // the steps (counted from 1, resumed steps included) checkpointed
   // fp16 (dynamic loss scaling): each step's loss scale, and the steps (counted from 1) whose

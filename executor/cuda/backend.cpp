@@ -54,6 +54,10 @@ std::string cuda_unsupported(const program::Program& prog) {
 
 CudaBackend::CudaBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots)
     : caches_(at(slots)) {
+  // device memory is ordered on one compute stream per process (buffers.hpp): one backend at a time
+  if (device_stream() != nullptr) {
+    throw ExecutorError("a CUDA backend exists already in this process (one rank drives one GPU, with one backend)");
+  }
   STAGECRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   set_device_stream(stream_);  // device memory ordered on this stream (buffers.hpp)
   ops_ = std::make_unique<OpsContext>(stream_);

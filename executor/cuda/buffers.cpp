@@ -27,7 +27,9 @@ void set_device_stream(cudaStream_t stream) { g_stream = stream; }
 cudaStream_t device_stream() { return g_stream; }
 
 void order_after_device_stream(cudaStream_t stream) {
-  if (g_stream == nullptr || stream == g_stream) return;  // the legacy stream's calls completed already
+  if (stream == g_stream) return;
+  // with no stream set, kernels launched on the legacy stream (tests' OpsContext) are what to wait
+  // for: non-blocking streams do not wait for it by themselves
   static cudaEvent_t mark = [] {
     cudaEvent_t e = nullptr;
     STAGECRAFT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

@@ -1,5 +1,6 @@
 #include "executor/cuda/gemm.hpp"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,12 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                 sizeof workspace_bytes_),
            "set workspace");
+  const uint32_t align = static_cast<uint32_t>(s.align);
+  for (const cublasLtMatmulPreferenceAttributes_t a :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align), "set alignment");
+  }
   const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -117,6 +124,16 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
   Plan& ref = *p;
   plans_.emplace(s.key(), std::move(p));
   return ref;
+}
+
+int alignment_of(std::initializer_list<const void*> pointers) {
+  int align = 256;
+  for (const void* p : pointers) {
+    if (p == nullptr) continue;
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    while (align > 1 && address % static_cast<std::uintptr_t>(align) != 0) align /= 2;
+  }
+  return align;
 }
 
 GemmCompute LtGemm::compute_used(const GemmShape& s) { return plan_for(s).compute; }

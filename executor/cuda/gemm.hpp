@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -33,8 +34,15 @@ struct GemmShape {
   // D += a bias vector of m elements (one per row of D, broadcast over its n columns) in the GEMM's
   // epilogue (CUBLASLT_EPILOGUE_BIAS, fp32), where cuBLASLt has an algorithm for it
   bool bias = false;
-  auto key() const { return std::tuple(trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, compute, bias); }
+  // The alignment in bytes every pointer of the call has (a power of two up to 256): the algorithm
+  // is chosen for it (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*), as views into the flat parameter
+  // buffer sit at any float offset; alignment_of gives it.
+  int align = 256;
+  auto key() const { return std::tuple(trans_a, trans_b, m, n, k, lda, ldb, ldd, ab, compute, bias, align); }
 };
+
+// The largest power of two up to 256 dividing every address (a null pointer constrains nothing).
+int alignment_of(std::initializer_list<const void*> pointers);
 
 class LtGemm {
  public:

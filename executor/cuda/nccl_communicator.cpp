@@ -186,13 +186,14 @@ struct NcclCommunicator::Impl {
     if (plan.grouped) STAGECRAFT_NCCL_CHECK(ncclGroupEnd());
   }
 
-  // At least n 16-bit elements of the request's wire scratch.
+  // At least n 16-bit elements of the request's wire scratch. Device memory comes from the caching
+  // pool (buffers.hpp), never cudaFree'd here: cudaFree waits for the whole device, and with NCCL
+  // kernels in flight that wait for a peer, which may wait for this rank's next post, it would hang.
   uint16_t* wire_scratch(const Request& r, std::size_t n) {
     Slot& s = slot(r);
     if (s.wire_elems < n) {
-      if (s.wire != nullptr) STAGECRAFT_CUDA_CHECK(cudaFree(s.wire));
-      s.wire = nullptr;
-      STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.wire), n * sizeof(uint16_t)));
+      device_pool().release(s.wire);  // this slot's last operation completed
+      s.wire = static_cast<uint16_t*>(device_pool().allocate(n * sizeof(uint16_t)));
       s.wire_elems = n;
     }
     return s.wire;
@@ -303,8 +304,8 @@ NcclCommunicator::~NcclCommunicator() {
   for (Impl::Slot& s : m.slots) {
     if (s.event != nullptr) cudaEventDestroy(s.event);
     if (s.pinned != nullptr) cudaFreeHost(s.pinned);
-    if (s.device != nullptr) cudaFree(s.device);
-    if (s.wire != nullptr) cudaFree(s.wire);
+    device_pool().release(s.device);
+    device_pool().release(s.wire);
   }
   const bool pending = std::any_of(m.slots.begin(), m.slots.end(), [](const Impl::Slot& s) { return s.busy; });
   // a communicator with work in flight (an error mid-step) is aborted, not destroyed
@@ -415,15 +416,19 @@ Request NcclCommunicator::iall_reduce(Channel ch, std::span<double> buffer) {
                                           program::to_string(ch.group) + "/" + program::to_string(ch.lane));
   Impl::Slot& s = m.slot(r);
   const std::size_t n = buffer.size();
+  // grown rarely (at least 256 values), the device side from the pool: cudaFreeHost and cudaFree
+  // wait for the whole device (wire_scratch says why that must not happen mid-step)
   if (s.pinned_elems < n) {
     if (s.pinned != nullptr) STAGECRAFT_CUDA_CHECK(cudaFreeHost(s.pinned));
-    STAGECRAFT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.pinned), n * sizeof(double)));
-    s.pinned_elems = n;
+    const std::size_t elems = std::max<std::size_t>(n, 256);
+    STAGECRAFT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.pinned), elems * sizeof(double)));
+    s.pinned_elems = elems;
   }
   if (s.device_elems < n) {
-    if (s.device != nullptr) STAGECRAFT_CUDA_CHECK(cudaFree(s.device));
-    STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.device), n * sizeof(double)));
-    s.device_elems = n;
+    device_pool().release(s.device);
+    const std::size_t elems = std::max<std::size_t>(n, 256);
+    s.device = static_cast<double*>(device_pool().allocate(elems * sizeof(double)));
+    s.device_elems = elems;
   }
   std::memcpy(s.pinned, buffer.data(), n * sizeof(double));
   s.out = buffer;

@@ -1,6 +1,7 @@
 #include "executor/cuda/ops.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "executor/cuda/check.hpp"
@@ -33,8 +34,11 @@ bool gemm(OpsContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
     }
     return false;
   }
-  return c.gemm().run({ta, tb, m, n, k, lda, ldb, ldd, GemmType::kFp32, compute, bias != nullptr}, a, b, d, alpha, beta,
-                      c.stream(), bias);
+  // the bias epilogue reads its vector in 16-byte loads: a bias elsewhere is the caller's pass
+  if (bias != nullptr && reinterpret_cast<std::uintptr_t>(bias) % 16 != 0) bias = nullptr;
+  GemmShape s{ta, tb, m, n, k, lda, ldb, ldd, GemmType::kFp32, compute, bias != nullptr};
+  s.align = alignment_of({a, b, d});
+  return c.gemm().run(s, a, b, d, alpha, beta, c.stream(), bias);
 }
 
 }  // namespace

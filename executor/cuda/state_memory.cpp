@@ -34,7 +34,7 @@ DeviceMemory::~DeviceMemory() {
 // The decayed positions of the shard, shard-relative [begin, end) pairs in order, in device memory:
 // made on the shard's first step and kept (the layout's ranges do not change).
 const DeviceMemory::DecayedRanges& DeviceMemory::decayed_ranges(const AdamWShard& shard, std::span<const Range> decayed) {
-  const auto key = std::pair(shard.params.data(), shard.params.size());
+  const auto key = std::tuple(shard.params.data(), shard.params.size(), shard.offset);
   auto it = decayed_.find(key);
   if (it != decayed_.end()) return it->second;
   const int64_t lo = shard.offset, hi = shard.offset + static_cast<int64_t>(shard.params.size());
@@ -51,7 +51,9 @@ const DeviceMemory::DecayedRanges& DeviceMemory::decayed_ranges(const AdamWShard
   d.count = static_cast<int64_t>(pairs.size() / 2);
   if (d.count > 0) {
     STAGECRAFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d.ranges), pairs.size() * sizeof(int64_t)));
-    STAGECRAFT_CUDA_CHECK(cudaMemcpy(d.ranges, pairs.data(), pairs.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+    // on the stream the update runs on (a legacy-stream copy would not be ordered before it)
+    STAGECRAFT_CUDA_CHECK(cudaMemcpyAsync(d.ranges, pairs.data(), pairs.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
+    STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `pairs` is a local
   }
   return decayed_.emplace(key, d).first->second;
 }

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include <cuda_runtime_api.h>
@@ -45,7 +46,7 @@ class DeviceMemory final : public StateMemory {
   const DecayedRanges& decayed_ranges(const AdamWShard& shard, std::span<const Range> decayed);
 
   cudaStream_t stream_ = nullptr;
-  std::map<std::pair<const float*, std::size_t>, DecayedRanges> decayed_;  // per shard
+  std::map<std::tuple<const float*, std::size_t, int64_t>, DecayedRanges> decayed_;  // per shard (address, size, offset)
   std::deque<DeviceBuffer> blocks_;
   double* scratch_ = nullptr;  // the reduction's partials, then its result
 };

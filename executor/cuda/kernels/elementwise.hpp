@@ -3,8 +3,10 @@
 //   add, fill     dst += src, dst = value over n fp32 elements. fp32 addition is one IEEE operation
 //                 per element, so the result equals CpuBackend::add bit for bit.
 //   round16       x = round_to(format, x) in place: round-to-nearest-even to bf16 or fp16 and back to
-//                 fp32 (__float2bfloat16_rn / __float2half_rn; NaN kept, fp16 past 65504 is inf), bit
-//                 for bit Eigen::bfloat16 / Eigen::half, the host oracle's rounding. round16_columns
+//                 fp32 (__float2bfloat16_rn / __float2half_rn; fp16 past 65504 is inf), bit for bit
+//                 Eigen::bfloat16 / Eigen::half, the host oracle's rounding, for every value but NaN,
+//                 which stays a NaN (CUDA writes the canonical 0x7FFF, Eigen a quiet NaN of the
+//                 input's sign: the payloads differ). round16_columns
 //                 does columns [col0, col0 + width) of n rows `row_stride` apart.
 //   pack16        bits[i] = the 16-bit pattern of x[i] rounded (precision.hpp pack16: a wire's
 //   unpack16      encoding); x[i] = the value of bits[i] (exact).
