@@ -54,12 +54,9 @@ std::string cuda_unsupported(const program::Program& prog) {
 
 CudaBackend::CudaBackend(const StageLayout& layout, bool offload, MemoryTracker& memory, bool forward_only, int64_t slots)
     : caches_(at(slots)) {
-  // device memory is ordered on one compute stream per process (buffers.hpp): one backend at a time
-  if (device_stream() != nullptr) {
-    throw ExecutorError("a CUDA backend exists already in this process (one rank drives one GPU, with one backend)");
-  }
-  STAGECRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  set_device_stream(stream_);  // device memory ordered on this stream (buffers.hpp)
+  // device memory is ordered on one compute stream per process (buffers.hpp), which every live
+  // backend shares (a checkpoint's reload beside the run that saved it, in tests)
+  stream_ = acquire_device_stream();
   ops_ = std::make_unique<OpsContext>(stream_);
   kernels_ = std::make_unique<DeviceKernels>(*ops_);
   kernels_->format = layout.precision().store;  // the stores a 16-bit Program rounds
@@ -82,8 +79,7 @@ CudaBackend::~CudaBackend() {
   memory_.reset();
   kernels_.reset();
   ops_.reset();
-  if (device_stream() == stream_) set_device_stream(nullptr);
-  if (stream_) cudaStreamDestroy(stream_);
+  if (stream_) release_device_stream();
 }
 
 void CudaBackend::sync() { STAGECRAFT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }

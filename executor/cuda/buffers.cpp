@@ -21,10 +21,28 @@ BlockPool& device_pool() {
 
 namespace {
 cudaStream_t g_stream = nullptr;
+int g_stream_users = 0;
+cudaStream_t g_owned = nullptr;
 }  // namespace
 
 void set_device_stream(cudaStream_t stream) { g_stream = stream; }
 cudaStream_t device_stream() { return g_stream; }
+
+cudaStream_t acquire_device_stream() {
+  if (g_stream_users++ == 0) {
+    STAGECRAFT_CUDA_CHECK(cudaStreamCreateWithFlags(&g_owned, cudaStreamNonBlocking));
+    g_stream = g_owned;
+  }
+  return g_owned;
+}
+
+void release_device_stream() {
+  if (g_stream_users <= 0 || --g_stream_users > 0) return;
+  cudaStreamSynchronize(g_owned);
+  if (g_stream == g_owned) g_stream = nullptr;
+  cudaStreamDestroy(g_owned);
+  g_owned = nullptr;
+}
 
 void order_after_device_stream(cudaStream_t stream) {
   if (stream == g_stream) return;

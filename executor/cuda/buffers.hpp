@@ -26,6 +26,11 @@ BlockPool& device_pool();
 // order_after_device_stream. With no stream set every call completes before it returns, as before.
 void set_device_stream(cudaStream_t stream);
 cudaStream_t device_stream();
+// The process's compute stream, shared by every live CUDA backend: the first acquire creates it
+// (non-blocking) and sets it as the device stream, the last release waits for it, unsets and
+// destroys it.
+cudaStream_t acquire_device_stream();
+void release_device_stream();
 // `stream`'s next work waits for all work enqueued on device_stream() until now (an event).
 void order_after_device_stream(cudaStream_t stream);
 
