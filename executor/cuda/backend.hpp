@@ -10,7 +10,7 @@
 // Issue is asynchronous: unit calls, element moves and the model state's updates are enqueued on
 // the one compute stream and return; what the host reads (read(), a loss, host copies) waits for
 // the stream, and finish_step() waits for all of it. Device memory is ordered on the same stream
-// (buffers.hpp set_device_stream), and the NCCL transport orders each operation after the work
+// (buffers.hpp acquire_device_stream), and the NCCL transport orders each operation after the work
 // enqueued before it (order_after_device_stream), so a collective posted after a compute reads what
 // the compute wrote. The trace's times come from the device's event clock (event_clock.hpp). Plans
 // of several ranks run over NCCL (nccl_communicator.hpp); tensor parallelism is refused (the

@@ -25,7 +25,6 @@ int g_stream_users = 0;
 cudaStream_t g_owned = nullptr;
 }  // namespace
 
-void set_device_stream(cudaStream_t stream) { g_stream = stream; }
 cudaStream_t device_stream() { return g_stream; }
 
 cudaStream_t acquire_device_stream() {

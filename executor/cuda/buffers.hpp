@@ -24,7 +24,6 @@ BlockPool& device_pool();
 // kernels on it still read it (work is issued asynchronously, backend.hpp) is reused only after
 // them; work on another stream (NCCL's) is ordered after everything enqueued on it so far by
 // order_after_device_stream. With no stream set every call completes before it returns, as before.
-void set_device_stream(cudaStream_t stream);
 cudaStream_t device_stream();
 // The process's compute stream, shared by every live CUDA backend: the first acquire creates it
 // (non-blocking) and sets it as the device stream, the last release waits for it, unsets and

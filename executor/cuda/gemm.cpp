@@ -91,10 +91,11 @@ LtGemm::Plan& LtGemm::plan_for(const GemmShape& s) {
     bool bias;
   };
   std::vector<Try> tries;
-  for (GemmCompute c : {s.compute, GemmCompute::kFp32}) {
+  std::vector<GemmCompute> computes = {s.compute};
+  if (s.compute != GemmCompute::kFp32) computes.push_back(GemmCompute::kFp32);
+  for (GemmCompute c : computes) {
     if (s.bias) tries.push_back({c, true});
     tries.push_back({c, false});
-    if (c == s.compute && s.compute == GemmCompute::kFp32) break;
   }
   for (const Try& t : tries) {
     p->destroy_op();

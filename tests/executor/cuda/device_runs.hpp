@@ -18,7 +18,7 @@ struct Trained {
   std::vector<float> params;
 };
 
-inline RunnerOptions backend_options(bool cuda) {
+inline RunnerOptions options(bool cuda) {
   RunnerOptions o;
   if (cuda) {
     o.make_backend = [](const StageLayout& l, bool offload, MemoryTracker& m, bool fwd, int64_t slots) -> std::unique_ptr<Backend> {
@@ -29,13 +29,13 @@ inline RunnerOptions backend_options(bool cuda) {
 }
 
 // `steps` steps of `prog` on the synthetic corpus (seed 7), one rank.
-inline Trained train_steps(const program::Program& prog, bool cuda, int steps, bool nccl = false) {
+inline Trained train(const program::Program& prog, bool cuda, int steps, bool nccl = false) {
   const Corpus corpus = Corpus::synthetic(prog.model.vocab, prog.model.seq_len, 7);
   LocalCommunicator local;
   std::unique_ptr<cuda::NcclCommunicator> over_nccl;
   if (nccl) over_nccl = std::make_unique<cuda::NcclCommunicator>(prog, local);
   Communicator& comm = nccl ? static_cast<Communicator&>(*over_nccl) : static_cast<Communicator&>(local);
-  Runner runner(prog, comm, corpus, backend_options(cuda));
+  Runner runner(prog, comm, corpus, options(cuda));
   Trained r;
   for (int i = 0; i < steps; ++i) r.losses.push_back(runner.step().loss);
   r.params = runner.backend().params_host();

@@ -30,11 +30,9 @@
 namespace stagecraft::executor {
 namespace {
 
+using test::options;
+using test::train;
 using test::Trained;
-RunnerOptions options(bool cuda) { return test::backend_options(cuda); }
-Trained train(const program::Program& prog, bool cuda, int steps, bool nccl = false) {
-  return test::train_steps(prog, cuda, steps, nccl);
-}
 
 class CudaRunner : public ::testing::Test {
  protected:

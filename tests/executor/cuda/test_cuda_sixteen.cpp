@@ -301,11 +301,9 @@ TEST_F(CudaSixteen, GptUnitsInFp16AreTheHostsFp16Units) { check_units(test::tiny
 
 // ---- training ---------------------------------------------------------------------------------
 
+using test::options;
+using test::train;
 using test::Trained;
-RunnerOptions options(bool cuda) { return test::backend_options(cuda); }
-Trained train(const program::Program& prog, bool cuda, int steps, bool nccl = false) {
-  return test::train_steps(prog, cuda, steps, nccl);
-}
 
 program::Program tiny_program(spec::Dtype dtype, const std::string& recompute = "none", int zero = 0) {
   spec::Training t = test::tiny_training();
