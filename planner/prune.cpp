@@ -807,7 +807,8 @@ void Pruner::enumerate_layout(const Group& g, const Layout& lay, int64_t v, spec
           visit(c, Verdict::kDominated, Estimate{});
           continue;
         }
-        const Estimate e = bounds(*terms, z, micro_batches, reserved, capacity);
+        Estimate e = bounds(*terms, z, micro_batches, reserved, capacity);
+        e.timing_reduce_i = z.timing_reduce_i;
         visit(c, e.memory_lb_bytes > capacity ? Verdict::kMemory : Verdict::kKeep, e);
       }
     }

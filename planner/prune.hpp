@@ -114,6 +114,10 @@ enum class Verdict : uint8_t { kKeep, kDominated, kMemory };
 struct Estimate {
   double step_time_lb_s = 0;     // no simulation of this plan is faster
   int64_t memory_lb_bytes = 0;   // its simulated peak memory is at least this
+  // The reduce bucket (grid index) of the first plan of its layout that runs the same
+  // instructions, differing at most in the gradient bucket buffer's memory (sim::with_reduce_bucket);
+  // the plan's own reduce_i where it is that first one.
+  int8_t timing_reduce_i = -1;
 };
 
 // A unit of enumeration work: every candidate with this tp, pp, cp (and its comm type) and

@@ -34,6 +34,11 @@ struct ZeroTerms {
   int8_t reduce_i = -1, prefetch_i = -1, max_live_i = -1;
   bool duplicate = false;   // the same Program as an earlier variant
   int32_t twin = -1;        // with offload: the variant without it
+  // The reduce bucket (grid index) of the layout's first variant that lowers to the same
+  // instructions, this one's own where none came before: variants that differ only in a reduce
+  // bucket that cuts the same gradient buckets (with the same DeepSpeed IPG flushes) run alike,
+  // and differ only in the gradient bucket buffer's static memory (sim::with_reduce_bucket).
+  int8_t timing_reduce_i = -1;
   std::vector<int64_t> static_bytes;   // model states + gradient bucket buffer
   std::vector<double> last_reduce_s;   // reductions after the stage's last compute
   std::vector<double> once_s;          // reduce lane, once per step

@@ -67,7 +67,9 @@ GradTerms grad_terms(const spec::Model& m, const Layout& lay, int64_t s, const p
         g.c0_sum += t;
         g.c0_last = t;
       }
-      if (dpc) sig.push_back(b.elems);
+      // what the lowering's reductions depend on: the bucket's units, its elements, its
+      // collectives (DeepSpeed's IPG flushes follow the reduce bucket even where the units do not)
+      if (dpc) sig.insert(sig.end(), {b.unit_begin, b.elems, b.collectives});
     }
     if (dpc) sig.push_back(-1);
   }
@@ -193,7 +195,8 @@ struct VariantMemo {
   std::map<std::tuple<int64_t, int64_t, int>, std::pair<GatherStats, std::vector<int64_t>>> gathers;
 };
 
-// The per-stage ZeRO terms of one variant; `sig` receives what makes its Program distinct.
+// The per-stage ZeRO terms of one variant; `sig` receives what makes its Program's instructions
+// distinct (with z.static_bytes, the Program: build_variants).
 // ZeRO across nodes (Space's ZeroVariant) in the bounds, each term at most what the simulator charges:
 //   shard    states sharded over L: model states over L; gathers and reduce-scatters over the shard
 //            group; the replicas' all-reduce of each bucket's shard on the reduce lane where the
@@ -285,6 +288,9 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
   // experts apart over edp > 1: the ZeRO stage partitions them even where dp is 1
   const bool experts_sharded = lay.experts_apart && lay.expert_dp > 1;
   sig = {dpc || experts_sharded ? z.zero : -1, z.offload, z.overlap, static_cast<int64_t>(across ? z.variant : ZeroVariant::kPlain)};
+  // the experts' own gradient buckets (program::expert_grad_buckets) are not in the terms below:
+  // their reduce bucket is part of the signature as it stands
+  if (experts_sharded) sig.push_back(reduce);
   z.gather_slope = sharded || hpz ? std::min(cc.dp_ag_slope, cc.shard_ag_slope) : cc.dp_ag_slope;
   // one communicator for plain ZeRO-3's gathers and reductions (all over the partition group)
   const bool shared = z.zero == 3 && dpc && !across && space.training().framework_profile(lay.tp, z.zero).one_dp_communicator;
@@ -339,7 +345,6 @@ void build_variant(ZeroTerms& z, const Layout& lay, const CommCosts& cc, const S
       z.shared_once_s.push_back((per_mb ? 0.0 : rest) + g.tied);
       z.shared_per_mb_s.push_back(per_mb ? rest : 0.0);
     }
-    if (z.zero >= 2 && dpc) sig.push_back(std::min(reduce, P));
   }
   // max_live_parameters acts through `live + bucket > max_live` (make room) and `live < max_live`
   // (look ahead) alone (program/param_tracker.cpp), live being 0 or at least the smallest gathered
@@ -352,9 +357,15 @@ void build_variants(Layout& lay, const CommCosts& cc, const Space& space, const 
   VariantMemo memo;
   std::set<std::vector<int64_t>> seen;
   std::map<std::tuple<int, int, bool, int, int, int>, int32_t> without_offload;
+  // the first variant of each timing signature
+  std::map<std::vector<int64_t>, int8_t> timed_as;
   auto add = [&](ZeroTerms z) {
     std::vector<int64_t> sig;
     build_variant(z, lay, cc, space, cm, sig, &memo);
+    z.timing_reduce_i = timed_as.try_emplace(sig, z.reduce_i).first->second;
+    // the same Program: the same instructions and the same static memory (the reduce bucket's
+    // buffer, min(reduce_bucket, P_s)·w, is the one static term the signature leaves out)
+    sig.insert(sig.end(), z.static_bytes.begin(), z.static_bytes.end());
     z.duplicate = !seen.insert(sig).second;
     const auto key = std::make_tuple(int{z.zero}, static_cast<int>(z.variant), z.overlap, int{z.reduce_i}, int{z.prefetch_i},
                                      int{z.max_live_i});

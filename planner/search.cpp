@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 
@@ -36,6 +37,7 @@ struct Survivor {
   int64_t mem_lb = 0;
   uint64_t ordinal = 0;
   Candidate c;
+  int8_t timing_reduce_i = -1;   // Estimate::timing_reduce_i
 };
 static_assert(std::is_trivially_copyable_v<Survivor>);
 static_assert(std::is_trivially_copyable_v<Metrics>);
@@ -157,7 +159,9 @@ void enumerate_group(Pruner& pruner, const Group& g, uint64_t group_index, Enume
     switch (v) {
       case Verdict::kDominated: ++out.counts.dominated; break;
       case Verdict::kMemory: ++out.counts.pruned_memory; break;
-      case Verdict::kKeep: out.survivors.push_back({e.step_time_lb_s, e.memory_lb_bytes, (group_index << 32) | local, c}); break;
+      case Verdict::kKeep:
+        out.survivors.push_back({e.step_time_lb_s, e.memory_lb_bytes, (group_index << 32) | local, c, e.timing_reduce_i});
+        break;
     }
     ++local;
   });
@@ -331,16 +335,35 @@ struct Outcome {
 };
 static_assert(std::is_trivially_copyable_v<Outcome>);
 
+// Timing twins: survivors that differ only in a reduce bucket that cuts the same gradient
+// buckets (Estimate::timing_reduce_i) lower to the same instructions, so they share their
+// contention-free times and their simulation, whose metrics differ only in the gradient bucket
+// buffer's memory (sim::with_reduce_bucket). On GPT-3 175B over 1024 GPUs, about two in five
+// of the plans lowered are such a twin of one evaluated before. What a class has computed, for
+// its next member: each bound with the `above` it ran under (a run stopped past `above` gives a
+// time past it, not the bound itself), and the simulation.
+struct TwinMemo {
+  double stage_s = NAN, stage_above = 0;
+  double path_s = NAN, path_above = 0;
+  std::optional<sim::ReduceBucketBase> simulated;
+};
+
+// A bound computed under `used` serves a plan cut past `above` where it is exact (at most `used`:
+// the run did not stop early) or already past `above` (the plan is cut either way).
+bool serves(double bound, double used, double above) { return !std::isnan(bound) && (bound <= used || bound > above); }
+
 // Lowers the plan; simulates it unless its contention-free step time already rules it out
 // (`cut(bound)`, monotone in the bound, true for every bound past `above`: the contention-free
 // simulation stops once it passes `above`). A plan that cannot be lowered or simulated is marked
 // failed and `warning` says why. With `simulate_first` (where the analytic bound says the plan
 // very likely survives) the simulation runs first and the contention-free time only if the
 // simulated one is cut: the contention-free time is no more than it, so the outcome is the same,
-// one simulation sooner.
+// one simulation sooner. `memo` holds what the plan's timing twins computed before it, and
+// receives what this one computes; `held` the class's Program once lowered (a twin's serves:
+// the same instructions).
 template <typename Cut>
 Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std::string& key, const Cut& cut, double above,
-                           bool simulate_first, std::string& warning) {
+                           bool simulate_first, std::string& warning, TwinMemo& memo, std::optional<program::Program>& held) {
   Outcome o;
   try {
     // First the last stage's list alone (a fraction of the lowering where pp > 1): its
@@ -348,28 +371,42 @@ Outcome lower_and_simulate(const Space& space, const spec::Plan& plan, const std
     // (sim::contention_free_stage_s), and rules out about two in three of the plans the whole
     // Program would (GPT-3 175B on 1024 GPUs: 4,039 of 6,180).
     if (!simulate_first && plan.pp > 1 && !space.cluster().straggler && std::isfinite(above)) {
-      program::LowerOptions one_stage;
-      one_stage.only_stage = static_cast<int32_t>(plan.pp - 1);
-      const double stage_s =
-          sim::contention_free_stage_s(program::lower(space.model(), space.training(), plan, one_stage), space.cluster(), above);
-      if (cut(stage_s)) {
-        o.critical_path_s = stage_s;
+      if (!serves(memo.stage_s, memo.stage_above, above)) {
+        program::LowerOptions one_stage;
+        one_stage.only_stage = static_cast<int32_t>(plan.pp - 1);
+        memo.stage_s =
+            sim::contention_free_stage_s(program::lower(space.model(), space.training(), plan, one_stage), space.cluster(), above);
+        memo.stage_above = above;
+      }
+      if (cut(memo.stage_s)) {
+        o.critical_path_s = memo.stage_s;
         o.pruned = 1;
         return o;
       }
     }
-    const program::Program prog = program::lower(space.model(), space.training(), plan);
+    const auto program = [&]() -> const program::Program& {
+      if (!held) held.emplace(program::lower(space.model(), space.training(), plan));
+      return *held;
+    };
+    const auto simulated = [&] {
+      if (!memo.simulated) memo.simulated = sim::reduce_bucket_base(sim::simulate(program(), space.cluster()), program());
+      return sim::with_reduce_bucket(*memo.simulated, plan.zero.reduce_bucket);
+    };
     if (simulate_first) {
-      o.metrics = sim::simulate(prog, space.cluster()).metrics;
+      o.metrics = simulated();
       if (!cut(o.metrics.step_time_s)) return o;
     }
-    o.critical_path_s = sim::contention_free_step_s(prog, space.cluster(), above);
+    if (!serves(memo.path_s, memo.path_above, above)) {
+      memo.path_s = sim::contention_free_step_s(program(), space.cluster(), above);
+      memo.path_above = above;
+    }
+    o.critical_path_s = memo.path_s;
     if (cut(o.critical_path_s)) {
       o.metrics = Metrics{};
       o.pruned = 1;
       return o;
     }
-    if (!simulate_first) o.metrics = sim::simulate(prog, space.cluster()).metrics;
+    if (!simulate_first) o.metrics = simulated();
   } catch (const std::exception& e) {
     warning = "plan \"" + key + "\" could not be simulated: " + e.what();
     o.metrics = Metrics{};
@@ -416,6 +453,7 @@ class Driver {
   std::unique_ptr<Store> store_;
   int64_t search_id_ = -1;
   std::unordered_map<std::string, Metrics> cache_;
+  std::unordered_map<std::string, TwinMemo> twins_;   // by the class's first plan's key
   bool interrupted_ = false;
   int64_t simulated_ = 0;
   double simulate_s_ = 0;
@@ -453,26 +491,55 @@ void Driver::close_store(const Counts& counts, double seconds) {
 std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& to_simulate, const std::vector<std::string>& keys,
                                       std::vector<char>& reused, double kth, double window) {
   const auto size = static_cast<std::size_t>(shard_.size()), rank = static_cast<std::size_t>(shard_.rank());
-  std::vector<std::size_t> mine;
   reused.assign(to_simulate.size(), 0);
-  for (std::size_t i = 0; i < to_simulate.size(); ++i) {
-    if (cache_.count(keys[i])) reused[i] = 1;
-    else if (i % size == rank) mine.push_back(i);
+  // the batch's timing-twin classes (TwinMemo), in order of first member; this rank's share of them
+  std::vector<std::vector<std::size_t>> classes;
+  std::vector<TwinMemo*> memos;
+  {
+    std::unordered_map<std::string, std::size_t> class_of;
+    for (std::size_t i = 0; i < to_simulate.size(); ++i) {
+      if (cache_.count(keys[i])) {
+        reused[i] = 1;
+        continue;
+      }
+      Candidate rep = to_simulate[i]->c;
+      rep.reduce_i = to_simulate[i]->timing_reduce_i;
+      std::string twin_key = rep.reduce_i == to_simulate[i]->c.reduce_i ? keys[i] : plan_key(space_.plan(rep));
+      const auto [it, fresh] = class_of.try_emplace(twin_key, classes.size());
+      if (fresh) {
+        classes.emplace_back();
+        memos.push_back(&twins_[std::move(twin_key)]);
+      }
+      classes[it->second].push_back(i);
+    }
   }
+  std::vector<std::size_t> mine_classes;
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    if (c % size == rank) mine_classes.push_back(c);
+  }
+  std::vector<std::size_t> mine;
+  for (std::size_t c : mine_classes) mine.insert(mine.end(), classes[c].begin(), classes[c].end());
+  std::unordered_map<std::size_t, std::size_t> slot;   // batch index -> position in mine
+  for (std::size_t j = 0; j < mine.size(); ++j) slot[mine[j]] = j;
   std::vector<Outcome> local(mine.size());
   std::vector<std::string> warnings(mine.size());
   const auto t0 = Clock::now();
-  pool_.parallel_for(mine.size(), [&](std::size_t j, int) {
-    const Survivor& s = *to_simulate[mine[j]];
-    // ZeRO-3's analytic bounds run well below the contention-free time (its gathers' interplay
-    // with compute is the lowering's); the others' within a few percent of it
-    const bool likely = s.c.zero < 3 && s.lb * (1 + kLikelyMargin) <= std::max(kth, window);
-    // prune() cuts a bound b once b > kth and (b > window or a front plan no larger than the plan
-    // is no slower than b): every b past this
-    const double above = std::max(kth, std::min(window, leaders_.dominated_from(s.mem_lb)));
-    local[j] = lower_and_simulate(space_, space_.plan(s.c), keys[mine[j]], [&](double bound) {
-      return prune(Survivor{bound, s.mem_lb, s.ordinal, s.c}, kth, window);
-    }, above, likely, warnings[j]);
+  pool_.parallel_for(mine_classes.size(), [&](std::size_t m, int) {
+    const std::size_t c = mine_classes[m];
+    std::optional<program::Program> held;   // the class's Program, once one member needs it
+    for (std::size_t i : classes[c]) {
+      const Survivor& s = *to_simulate[i];
+      const std::size_t j = slot.at(i);
+      // ZeRO-3's analytic bounds run well below the contention-free time (its gathers' interplay
+      // with compute is the lowering's); the others' within a few percent of it
+      const bool likely = s.c.zero < 3 && s.lb * (1 + kLikelyMargin) <= std::max(kth, window);
+      // prune() cuts a bound b once b > kth and (b > window or a front plan no larger than the plan
+      // is no slower than b): every b past this
+      const double above = std::max(kth, std::min(window, leaders_.dominated_from(s.mem_lb)));
+      local[j] = lower_and_simulate(space_, space_.plan(s.c), keys[i], [&](double bound) {
+        return prune(Survivor{bound, s.mem_lb, s.ordinal, s.c, s.timing_reduce_i}, kth, window);
+      }, above, likely, warnings[j], *memos[c], held);
+    }
   });
   simulate_s_ += since(t0);
   // per plan: its index, its outcome, its warning (length, then text)

@@ -13,15 +13,21 @@ using program::Instr;
 using program::Op;
 using trace::MemoryKind;
 
+int64_t stage_params(const program::Program& prog, int64_t stage) {
+  int64_t n = 0;
+  for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) n += prog.chunk(stage, c).params;
+  return n;
+}
+
 trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t stage, const spec::Cluster& cluster) {
   const spec::ZeroConfig& z = prog.plan.zero;
   const program::Placement& pl = prog.placement;
-  int64_t stage_params = 0, persistent = 0, blocks = 0;
+  const int64_t stage_params = sim::stage_params(prog, stage);
+  int64_t persistent = 0, blocks = 0;
   const auto held = program::shared_model_units(prog.model, prog.plan.tp, prog.plan.ep, prog.plan.etp);
   const std::vector<program::Unit>& units = *held;
   for (int64_t c = 0; c < prog.plan.virtual_stages; ++c) {
     const program::ChunkInfo& chunk = prog.chunk(stage, c);
-    stage_params += chunk.params;
     // a block is two units (attention, MLP); count it at its attention unit
     for (int32_t u = chunk.unit_begin; u < chunk.unit_end; ++u) blocks += units[static_cast<std::size_t>(u)].kind == program::UnitKind::kAttention;
   }

@@ -26,6 +26,9 @@
 
 namespace stagecraft::sim {
 
+// The parameters a stage's ranks hold: the sum over its chunks (tensor-parallel shards).
+int64_t stage_params(const program::Program& prog, int64_t stage);
+
 // Model states, communication buffers and reserved bytes of a stage's ranks.
 trace::MemoryBytes stage_static_memory(const program::Program& prog, int64_t stage, const spec::Cluster& cluster);
 

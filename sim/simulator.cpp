@@ -9,6 +9,8 @@
 #include "core/count/count.hpp"
 #include "sim/costs.hpp"
 #include "sim/error.hpp"
+#include "sim/memory_accounting.hpp"
+#include "sim/models/memory.hpp"
 #include "sim/simulation.hpp"
 
 namespace stagecraft::sim {
@@ -111,6 +113,42 @@ SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, c
     t.cluster = spec::to_json(cluster);
   }
   return result;
+}
+
+ReduceBucketBase reduce_bucket_base(const SimResult& result, const program::Program& prog) {
+  ReduceBucketBase b;
+  b.metrics = result.metrics;
+  b.rank_peaks = result.rank_peaks;
+  for (int64_t s = 0; s < prog.placement.pp; ++s) b.stage_params.push_back(stage_params(prog, s));
+  b.zero = prog.plan.zero;
+  b.dp = prog.placement.dp;
+  b.tp = prog.placement.tp;
+  b.param_bytes = prog.param_bytes;
+  return b;
+}
+
+Metrics with_reduce_bucket(const ReduceBucketBase& base, int64_t reduce_bucket) {
+  Metrics out = base.metrics;
+  spec::ZeroConfig to = base.zero;
+  to.reduce_bucket = reduce_bucket;
+  bool any = false;
+  trace::MemorySample moved;
+  for (const trace::MemorySample& r : base.rank_peaks) {
+    const auto stage = static_cast<std::size_t>(r.rank / (base.tp * base.dp));   // Placement::stage_of
+    const int64_t p = base.stage_params.at(stage);
+    trace::MemorySample m = r;
+    m.bytes[trace::MemoryKind::kBuffers] += grad_bucket_buffer_bytes(to, base.dp, p, base.param_bytes) -
+                                            grad_bucket_buffer_bytes(base.zero, base.dp, p, base.param_bytes);
+    if (!any || m.total() > moved.total()) moved = m;
+    any = true;
+  }
+  if (any) {
+    out.peak_memory_bytes = moved.total();
+    out.peak_rank = moved.rank;
+    out.memory = moved.bytes;
+  }
+  out.fits = out.peak_memory_bytes <= out.capacity_bytes;
+  return out;
 }
 
 double contention_free_step_s(const program::Program& prog, const spec::Cluster& cluster) {

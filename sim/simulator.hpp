@@ -91,6 +91,23 @@ struct SimResult {
   std::array<double, program::kLaneCount> others_wait_s{};
 };
 
+// Another reduce bucket for a simulated plan, where both cut the same gradient buckets with the
+// same collectives (the planner's timing twins: planner/prune_detail.hpp ZeroTerms::timing_reduce_i).
+// The reduce bucket then changes no instruction, only the ZeRO-2/3 gradient bucket buffer,
+// min(reduce_bucket, P_s)·w (models/memory.hpp), a constant per stage: every sample of a rank of
+// stage s moves by the difference Δ_s, its largest stays the same sample, and the plan's peak is
+// the largest of the moved rank peaks (the first in rank order among equal ones, as simulate
+// picks). The step time and its breakdown are the simulated plan's.
+struct ReduceBucketBase {
+  Metrics metrics;
+  std::vector<trace::MemorySample> rank_peaks;   // SimResult::rank_peaks
+  std::vector<int64_t> stage_params;             // each stage's parameters (stage_params)
+  spec::ZeroConfig zero;
+  int64_t dp = 1, param_bytes = 2, tp = 1;
+};
+ReduceBucketBase reduce_bucket_base(const SimResult& result, const program::Program& prog);
+Metrics with_reduce_bucket(const ReduceBucketBase& base, int64_t reduce_bucket);
+
 // Pure and reentrant. Throws SimError when the cluster cannot hold the plan (too few GPUs, no
 // peak for the dtype).
 SimResult simulate(const program::Program& prog, const spec::Cluster& cluster, const SimOptions& options = {});

@@ -10,6 +10,7 @@
 #include "fixtures.hpp"
 #include "planner/prune_detail.hpp"
 #include "core/program/fingerprint.hpp"
+#include "sim/simulator.hpp"
 
 namespace stagecraft::planner {
 namespace {
@@ -321,6 +322,66 @@ TEST(Prune, MaxLiveValuesBelowEveryBucketAreDominatedDuplicates) {
   const program::Program c = program::lower(space.model(), space.training(), space.plan(all[2].candidate));
   EXPECT_EQ(program::fingerprint(a), program::fingerprint(b));
   EXPECT_NE(program::fingerprint(a), program::fingerprint(c));
+}
+
+// Timing twins (Estimate::timing_reduce_i). GPT-2 124M's attention unit holds, in backward
+// order, [proj bias 768, proj weight 589,824, qkv bias 2,304, qkv weight 1,769,472, LN 768, 768]:
+//   * reduce buckets of 1e4 and 1e5 elements are both below every unit (2.36 M, 4.72 M), so each
+//     unit is a bucket, and DeepSpeed's IPG rule flushes alike (768 + 589,824 > 1e5, ...,
+//     768 + 768 ≤ 1e4): the same instructions, twins;
+//   * 1e6 cuts the same buckets but flushes less (768 + 589,824 ≤ 1e6): other collectives, no twin;
+//   * 1e9 holds a chunk's units in one bucket: no twin.
+// A twin's simulation is its first plan's with the gradient bucket buffer moved:
+// min(rb, P_s)·w, here (1e5 − 1e4)·2 bytes = 180,000 bytes more on every stage.
+TEST(Prune, TimingTwinsRunTheSameInstructionsAndDifferByTheBucketBuffer) {
+  SpaceLimits l;
+  l.tp = {1};
+  l.pp = {1, 2};
+  l.zero = {2, 3};
+  l.recompute = {spec::Recompute::kNone};
+  l.offload = {spec::Offload::kNone};
+  l.overlap_comm = {true};
+  l.micro_batch = {1};
+  l.reduce_bucket = {10'000, 100'000, 1'000'000, 1'000'000'000};
+  l.prefetch_bucket = {1'000'000};
+  l.max_live_parameters = {1'000'000'000};
+  const Space space(test::bundled_model("gpt2-124m"), test::bundled_cluster("dgx-h100-ndr", 1), test::training(16), 8, l);
+  int twins = 0, checked_apart = 0;
+  for (const auto& s : test::enumerate(space)) {
+    if (s.verdict == Verdict::kDominated || s.candidate.schedule != spec::Schedule::k1F1B) continue;
+    const spec::Plan plan = space.plan(s.candidate);
+    const program::Program prog = program::lower(space.model(), space.training(), plan);
+    const int64_t rb = plan.zero.reduce_bucket;
+    const int8_t first = s.estimate.timing_reduce_i;
+    EXPECT_EQ(first, rb == 100'000 ? 0 : s.candidate.reduce_i) << plan_key(plan);
+    if (rb == 1'000'000) {   // the 1e5 plan's buckets, other collectives
+      Candidate other = s.candidate;
+      other.reduce_i = 1;
+      const program::Program o = program::lower(space.model(), space.training(), space.plan(other));
+      ASSERT_EQ(prog.grad_buckets.size(), o.grad_buckets.size());
+      for (std::size_t b = 0; b < o.grad_buckets.size(); ++b) EXPECT_EQ(prog.grad_buckets[b].elems, o.grad_buckets[b].elems);
+      EXPECT_NE(program::fingerprint(prog), program::fingerprint(o)) << plan_key(plan);
+      ++checked_apart;
+    }
+    if (first == s.candidate.reduce_i) continue;
+    ++twins;
+    Candidate rep = s.candidate;
+    rep.reduce_i = first;
+    const program::Program r = program::lower(space.model(), space.training(), space.plan(rep));
+    EXPECT_EQ(program::fingerprint(prog), program::fingerprint(r)) << plan_key(plan);
+    const sim::Metrics direct = sim::simulate(prog, space.cluster()).metrics;
+    const sim::Metrics derived = sim::with_reduce_bucket(sim::reduce_bucket_base(sim::simulate(r, space.cluster()), r), rb);
+    const sim::Metrics of_rep = sim::simulate(r, space.cluster()).metrics;
+    EXPECT_EQ(derived.step_time_s, direct.step_time_s);
+    EXPECT_EQ(derived.peak_memory_bytes, direct.peak_memory_bytes);
+    EXPECT_EQ(derived.peak_rank, direct.peak_rank);
+    EXPECT_EQ(derived.memory, direct.memory);
+    EXPECT_EQ(derived.fits, direct.fits);
+    EXPECT_EQ(direct.step_time_s, of_rep.step_time_s);
+    EXPECT_EQ(direct.peak_memory_bytes - of_rep.peak_memory_bytes, (100'000 - 10'000) * 2) << plan_key(plan);
+  }
+  EXPECT_GE(twins, 4);           // zero 2 and 3, pp 1 and 2
+  EXPECT_GE(checked_apart, 4);
 }
 
 TEST(Prune, OffloadOnlyWhereThePlanWithoutItCannotFit) {
