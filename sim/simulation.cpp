@@ -128,6 +128,26 @@ Simulation::Simulation(const program::Program& prog, const spec::Cluster& cluste
   }
   flow_owner_.reserve(flows);
   messages_.reserve(messages);
+  // Alone, the stages before a rank's (simulator.hpp contention_free_stage_s): micro-batch 0's
+  // forward of chunk 0 runs on each of them before the rank's first activation can arrive, and
+  // the backward of chunk 0 (ZB-H1's input-gradient pass, which its every B step is) on each of
+  // them after the rank sends a gradient from chunk 0 — compute times the compute model gives by
+  // unit, less 1 ns a unit for each instruction's rounding.
+  if (options.alone && prog.placement.pp > 1) {
+    const Op backward = prog.plan.schedule == spec::Schedule::kZbH1 ? Op::kBackwardInput : Op::kBackward;
+    for (RankState& st : ranks_) {
+      double fill = 0, drain = 0;
+      int64_t units = 0;
+      for (int64_t s = 0; s < st.role->stage; ++s) {
+        const program::ChunkInfo& c = prog.chunk(s, 0);
+        fill += compute_.compute_s(Op::kForward, c.unit_begin, c.unit_end);
+        drain += compute_.compute_s(backward, c.unit_begin, c.unit_end);
+        units += c.unit_end - c.unit_begin;
+      }
+      st.fill_ns = std::max<int64_t>(0, static_cast<int64_t>(std::floor(fill * 1e9)) - units);
+      st.drain_ns = std::max<int64_t>(0, static_cast<int64_t>(std::floor(drain * 1e9)) - units);
+    }
+  }
   // Step time only, with the Program's chains given: time each chain of a list in one go
   // (chains.hpp) — on the fast paths, for ranks that are the one simulated member of their tp
   // group (its collectives then wait for no one). Chains found without the overlap rule are
@@ -358,8 +378,9 @@ void Simulation::start(int32_t slot, int32_t k, int64_t t) {
 }
 
 void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
-  const RankState& r = ranks_[static_cast<std::size_t>(slot)];
+  RankState& r = ranks_[static_cast<std::size_t>(slot)];
   const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
+  if (r.drain_ns > 0 && in.op == Op::kSendGrad && in.chunk == 0) r.drain_end_ns = std::max(r.drain_end_ns, t + r.drain_ns);
   const program::MessageKey key = program::message_of(prog_.placement, r.rank, in);
   Message& m = messages_[key];
   m.send_start_ns = t;
@@ -383,8 +404,11 @@ void Simulation::start_send(int32_t slot, int32_t k, int64_t t) {
 }
 
 void Simulation::start_recv(int32_t slot, int32_t k, int64_t t) {
-  if (options_.alone) {   // its peer always ready: the message is there
-    schedule(t, slot, k);
+  if (options_.alone) {   // its peer always ready: the message is there (the first, once the stages before made it)
+    const RankState& r = ranks_[static_cast<std::size_t>(slot)];
+    const Instr& in = r.role->instrs[static_cast<std::size_t>(k)];
+    const bool first = in.op == Op::kRecvActivation && in.mb == 0 && in.chunk == 0;
+    schedule(first ? std::max(t, r.fill_ns) : t, slot, k);
     return;
   }
   const RankState& r = ranks_[static_cast<std::size_t>(slot)];
@@ -625,7 +649,7 @@ RunRecord Simulation::run() {
     }
     RankRecord rec;
     rec.rank = r.rank;
-    rec.last_end_ns = r.last_end_ns;
+    rec.last_end_ns = std::max(r.last_end_ns, r.drain_end_ns);
     rec.waited_ns = r.waited_ns;
     rec.compute = std::move(r.compute);
     rec.traffic = std::move(r.traffic);

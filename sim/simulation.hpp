@@ -152,6 +152,10 @@ class Simulation {
     std::array<DpKernel, 2> dp_comm{};   // [gather lane, reduce lane]
     int64_t sm_debt_ns = 0;
     double slow = 1;   // a straggler's compute: kernels take `slow` times their time (spec::Straggler)
+    // Alone (SimOptions::alone), the pipeline's ends (Simulator::contention_free_stage_s): its first
+    // activation (micro-batch 0, chunk 0) arrives no sooner than `fill_ns`, and each gradient it
+    // sends from chunk 0 leaves `drain_ns` of backward on the stages before it; the latest such end.
+    int64_t fill_ns = 0, drain_ns = 0, drain_end_ns = 0;
     std::array<int64_t, program::kLaneCount> waited_ns{};
   };
   struct Message {

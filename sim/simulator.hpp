@@ -126,8 +126,16 @@ double contention_free_step_s(const program::Program& prog, const spec::Cluster&
 // it. Every start in the contention-free run is the latest end among its predecessors, lane and
 // peers, and every duration is fixed (nothing shares a link or an SM there), so dropping the waits
 // for peers can only move an instruction earlier: the stage's last end, scaled as above, is no
-// later than the whole step's. `above` stops it early as above. A cluster with a straggler is
-// refused (SimError): the bound would need every rank of the stage.
+// later than the whole step's. The pipeline's ends join it where the stage is not the first
+// (stage S): the first activation it receives (micro-batch 0, chunk 0) is made by chunk 0's
+// forward on each of the stages before it, one after another, so it arrives no sooner than
+// F = Σ_{s<S} t_fwd(chunk(s, 0)); and a gradient it sends from chunk 0 at t is consumed by
+// chunk 0's backward on each of them in turn, so the step ends no sooner than t + D,
+// D = Σ_{s<S} t_bwd(chunk(s, 0)) (ZB-H1's input-gradient pass) — compute alone, by
+// the compute model's unit times, the transfers, gathers and collectives between left out. For a
+// 1F1B pipeline F + D is the bubble, (S)(t_f + t_b) on the last stage. `above` stops it early as
+// above. A cluster with a straggler is refused (SimError): the bound would need every rank of the
+// stage.
 double contention_free_stage_s(const program::Program& prog, const spec::Cluster& cluster, double above);
 
 }  // namespace stagecraft::sim

@@ -328,6 +328,23 @@ TEST(Simulator, AStageAloneBoundsTheContentionFreeStepFromBelow) {
           }
           ASSERT_GT(busy_ns, 0) << "stage " << s;
           EXPECT_GE(bound, static_cast<double>(busy_ns) * 1e-9 * (1 - 1e-6)) << "stage " << s;
+          // the pipeline's ends: micro-batch 0's forward of chunk 0 on every stage before s comes
+          // before s's first compute (F); with 1F1B and GPipe, s sends its last gradient after all
+          // its forwards and backwards, and the stages before it then run that micro-batch's
+          // backward of chunk 0 in turn (D) — each from the full run's trace, less 1 ns an event
+          int64_t fill_ns = 0, drain_ns = 0, passes_ns = 0, events = 0;
+          for (const trace::Event& e : traced.trace.events) {
+            if (e.lane != program::Lane::kCompute) continue;
+            const int64_t stage = prog.placement.stage_of(e.rank);
+            if (e.rank == rank && (e.op == program::Op::kForward || e.op == program::Op::kBackward)) passes_ns += e.end_ns - e.start_ns;
+            if (stage >= s || e.rank != prog.placement.rank(stage, 0, 0) || e.chunk != 0) continue;
+            if (e.op == program::Op::kForward && e.mb == 0) fill_ns += e.end_ns - e.start_ns, ++events;
+            if (e.op == program::Op::kBackward && e.mb == 7) drain_ns += e.end_ns - e.start_ns, ++events;
+          }
+          EXPECT_GE(bound, static_cast<double>(fill_ns + busy_ns - events) * 1e-9 * (1 - 1e-6)) << "stage " << s;
+          if (std::string(schedule) == "1f1b" || std::string(schedule) == "gpipe") {
+            EXPECT_GE(bound, static_cast<double>(fill_ns + passes_ns + drain_ns - events) * 1e-9 * (1 - 1e-6)) << "stage " << s;
+          }
           // stopped past `above`: past it, no later than the whole bound
           const double partial = alone(j, s, bound / 2);
           EXPECT_GT(partial, bound / 2);
@@ -338,6 +355,39 @@ TEST(Simulator, AStageAloneBoundsTheContentionFreeStepFromBelow) {
   }
 }
 
+
+// The pipeline's ends in the stage bound, where compute dominates (micro-batches of 64 sequences,
+// no data parallelism): the last stage of a 1F1B pipeline alone computes without a gap, so its
+// bound is at least F + its passes + D — F micro-batch 0's forward of the three stages before it,
+// D the last micro-batch's backward on them, each summed from the full run's trace (less 1 ns an
+// instruction for rounding) — the bubble of (p − 1)(t_f + t_b) the alone run leaves out without them.
+TEST(Simulator, AStageAloneCountsThePipelineFillAndDrain) {
+  const spec::Cluster c = ideal_cluster(1, 4);
+  const nlohmann::json j = {{"pp", 4}, {"micro_batch", 64}, {"micro_batches", 8}, {"schedule", "1f1b"}};
+  spec::Plan p = spec::plan_from_json(j, "plan.json");
+  const spec::Training t = spec::training_from_json(
+      {{"attention", "unfused"}, {"global_batch", 64 * 8}, {"dtype", "bf16"}}, "training.json");
+  const program::Program prog = program::lower(blocks_model(8), t, p);
+  program::LowerOptions only_last;
+  only_last.only_stage = 3;
+  const double bound = contention_free_stage_s(program::lower(blocks_model(8), t, p, only_last), c, std::numeric_limits<double>::infinity());
+  SimOptions o;
+  o.network = NetworkModel::kContentionFree;
+  o.record_trace = true;
+  const SimResult traced = simulate(prog, c, o);
+  int64_t fill_ns = 0, drain_ns = 0, passes_ns = 0, events = 0;
+  for (const trace::Event& e : traced.trace.events) {
+    if (e.lane != program::Lane::kCompute) continue;
+    const int64_t stage = prog.placement.stage_of(e.rank);
+    if (stage == 3 && (e.op == program::Op::kForward || e.op == program::Op::kBackward)) passes_ns += e.end_ns - e.start_ns;
+    if (stage < 3 && e.op == program::Op::kForward && e.mb == 0) fill_ns += e.end_ns - e.start_ns, ++events;
+    if (stage < 3 && e.op == program::Op::kBackward && e.mb == 7) drain_ns += e.end_ns - e.start_ns, ++events;
+  }
+  const double ends = static_cast<double>(fill_ns + drain_ns) * 1e-9;
+  ASSERT_GT(ends, 0.2 * static_cast<double>(passes_ns) * 1e-9);   // 3 of 8 micro-batches' worth: a bound without them misses it
+  EXPECT_GE(bound, static_cast<double>(fill_ns + passes_ns + drain_ns - events) * 1e-9 * (1 - 1e-6));
+  EXPECT_LE(bound, contention_free_step_s(prog, c));
+}
 
 // Events by (rank, start, instruction): the order in which a run processes them is not part of a
 // trace's meaning.
