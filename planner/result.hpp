@@ -23,7 +23,8 @@ struct Evaluated {
   spec::Plan plan;          // after defaults (stage_layers filled)
   Metrics metrics;
   Estimate estimate;        // its bounds before lowering (prune.hpp)
-  double critical_path_s = 0;   // its contention-free step time after lowering (critical_path.hpp)
+  double critical_path_s = 0;   // its contention-free step time after lowering (sim::contention_free_step_s);
+                                // 0 where it was simulated first (search.cpp lower_and_simulate)
   bool reused = false;      // taken from the results store (--resume), not simulated again
 };
 
