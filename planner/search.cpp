@@ -531,10 +531,6 @@ std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& to_sim
   for (std::size_t c = 0; c < classes.size(); ++c) {
     if (c % size == rank) mine_classes.push_back(c);
   }
-  std::vector<std::size_t> mine;
-  for (std::size_t c : mine_classes) mine.insert(mine.end(), classes[c].begin(), classes[c].end());
-  std::unordered_map<std::size_t, std::size_t> slot;   // batch index -> position in mine
-  for (std::size_t j = 0; j < mine.size(); ++j) slot[mine[j]] = j;
   // ZeRO-3's analytic bounds run well below the contention-free time (its gathers' interplay
   // with compute is the lowering's); the others' within a few percent of it
   std::vector<char> likely(to_simulate.size(), 0);
@@ -545,31 +541,32 @@ std::vector<Outcome> Driver::evaluate(const std::vector<const Survivor*>& to_sim
   // (the same on every rank)
   const bool simulate_first = 4 * (likely_kept_ + 3) >= 3 * (likely_tried_ + 4);
   const bool stage_first = 4 * (stage_kept_ + 3) >= 3 * (stage_tried_ + 4);
-  std::vector<Outcome> local(mine.size());
-  std::vector<std::string> warnings(mine.size());
+  std::vector<Outcome> local(to_simulate.size());   // by batch index: this rank's classes' plans
+  std::vector<std::string> warnings(to_simulate.size());
   const auto t0 = Clock::now();
   pool_.parallel_for(mine_classes.size(), [&](std::size_t m, int) {
     const std::size_t c = mine_classes[m];
     std::optional<program::Program> held;   // the class's Program, once one member needs it
     for (std::size_t i : classes[c]) {
       const Survivor& s = *to_simulate[i];
-      const std::size_t j = slot.at(i);
       // prune() cuts a bound b once b > kth and (b > window or a front plan no larger than the plan
       // is no slower than b): every b past this
       const double above = std::max(kth, std::min(window, leaders_.dominated_from(s.mem_lb)));
-      local[j] = lower_and_simulate(space_, space_.plan(s.c), keys[i], [&](double bound) {
+      local[i] = lower_and_simulate(space_, space_.plan(s.c), keys[i], [&](double bound) {
         return prune(Survivor{bound, s.mem_lb, s.ordinal, s.c, s.timing_reduce_i}, kth, window);
-      }, above, simulate_first && likely[i], stage_first, warnings[j], *memos[c], held);
+      }, above, simulate_first && likely[i], stage_first, warnings[i], *memos[c], held);
     }
   });
   simulate_s_ += since(t0);
   // per plan: its index, its outcome, its warning (length, then text)
   std::string bytes;
-  for (std::size_t j = 0; j < mine.size(); ++j) {
-    put(bytes, static_cast<uint64_t>(mine[j]));
-    put(bytes, local[j]);
-    put(bytes, static_cast<uint64_t>(warnings[j].size()));
-    bytes += warnings[j];
+  for (std::size_t c : mine_classes) {
+    for (std::size_t i : classes[c]) {
+      put(bytes, static_cast<uint64_t>(i));
+      put(bytes, local[i]);
+      put(bytes, static_cast<uint64_t>(warnings[i].size()));
+      bytes += warnings[i];
+    }
   }
   std::vector<Outcome> out(to_simulate.size());
   for (std::size_t i = 0; i < to_simulate.size(); ++i) {

@@ -119,10 +119,9 @@ ReduceBucketBase reduce_bucket_base(const SimResult& result, const program::Prog
   ReduceBucketBase b;
   b.metrics = result.metrics;
   b.rank_peaks = result.rank_peaks;
-  for (int64_t s = 0; s < prog.placement.pp; ++s) b.stage_params.push_back(stage_params(prog, s));
+  for (const trace::MemorySample& r : result.rank_peaks) b.peak_stage_params.push_back(stage_params(prog, prog.placement.stage_of(r.rank)));
   b.zero = prog.plan.zero;
   b.dp = prog.placement.dp;
-  b.tp = prog.placement.tp;
   b.param_bytes = prog.param_bytes;
   return b;
 }
@@ -133,10 +132,9 @@ Metrics with_reduce_bucket(const ReduceBucketBase& base, int64_t reduce_bucket) 
   to.reduce_bucket = reduce_bucket;
   bool any = false;
   trace::MemorySample moved;
-  for (const trace::MemorySample& r : base.rank_peaks) {
-    const auto stage = static_cast<std::size_t>(r.rank / (base.tp * base.dp));   // Placement::stage_of
-    const int64_t p = base.stage_params.at(stage);
-    trace::MemorySample m = r;
+  for (std::size_t i = 0; i < base.rank_peaks.size(); ++i) {
+    const int64_t p = base.peak_stage_params[i];
+    trace::MemorySample m = base.rank_peaks[i];
     m.bytes[trace::MemoryKind::kBuffers] += grad_bucket_buffer_bytes(to, base.dp, p, base.param_bytes) -
                                             grad_bucket_buffer_bytes(base.zero, base.dp, p, base.param_bytes);
     if (!any || m.total() > moved.total()) moved = m;

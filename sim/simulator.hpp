@@ -101,9 +101,9 @@ struct SimResult {
 struct ReduceBucketBase {
   Metrics metrics;
   std::vector<trace::MemorySample> rank_peaks;   // SimResult::rank_peaks
-  std::vector<int64_t> stage_params;             // each stage's parameters (stage_params)
+  std::vector<int64_t> peak_stage_params;        // per rank peak: its stage's parameters (stage_params)
   spec::ZeroConfig zero;
-  int64_t dp = 1, param_bytes = 2, tp = 1;
+  int64_t dp = 1, param_bytes = 2;
 };
 ReduceBucketBase reduce_bucket_base(const SimResult& result, const program::Program& prog);
 Metrics with_reduce_bucket(const ReduceBucketBase& base, int64_t reduce_bucket);
